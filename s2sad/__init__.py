@@ -1,0 +1,19 @@
+"""s2sad: source-to-source reverse-mode automatic differentiation for Python and NumPy.
+
+Reads a function's source, writes its adjoint as readable Python, and runs it.
+"""
+
+from . import rules  # noqa: F401  (fills the rule table)
+from .api import grad, source, value_and_grad, vjp
+from .errors import (NameResolutionError, NoRuleError, NonDifferentiableInputError,
+                     NonScalarOutputError, S2SADError, SeedShapeError, SourceUnavailableError,
+                     UnsupportedSyntaxError, WrtError)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "grad", "vjp", "value_and_grad", "source",
+    "S2SADError", "UnsupportedSyntaxError", "NoRuleError", "WrtError", "SourceUnavailableError",
+    "NameResolutionError", "NonDifferentiableInputError", "NonScalarOutputError",
+    "SeedShapeError",
+]

@@ -1,0 +1,171 @@
+"""The public transforms. Each returns a callable with the user function's signature; the source
+transform runs on its first call (so names defined later in the module resolve) and is cached.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+
+import numpy as np
+
+from .compile import transform
+from .errors import NonDifferentiableInputError, S2SADError, SeedShapeError, WrtError
+
+
+def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
+    """Parameter names for `wrt` (an index, a name, or a tuple of them) and whether it was a tuple."""
+    try:
+        params = list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        raise S2SADError(f"{func!r} is not a function s2sad can differentiate") from None
+    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
+    names = []
+    for item in items:
+        if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+            if not -len(params) <= item < len(params):
+                raise WrtError(f"wrt={item!r} is out of range: {func.__name__} has parameters "
+                               f"{', '.join(params) or '(none)'}",
+                               hint="pass an index below the number of parameters or a name")
+            names.append(params[item])
+        elif isinstance(item, str) and item in params:
+            names.append(item)
+        else:
+            raise WrtError(f"wrt={item!r} is not a parameter of {func.__name__}; its parameters "
+                           f"are {', '.join(params) or '(none)'}",
+                           hint="pass a parameter name or its position")
+    if len(set(names)) != len(names):
+        raise WrtError(f"wrt={wrt!r} names a parameter twice")
+    return tuple(names), isinstance(wrt, (tuple, list))
+
+
+def _check_input(name: str, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or (
+            isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)):
+        raise NonDifferentiableInputError(
+            f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
+            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt")
+    dtype = np.result_type(value) if isinstance(value, (np.ndarray, np.generic, float)) \
+        else np.asarray(value).dtype
+    if not np.issubdtype(dtype, np.floating):
+        raise NonDifferentiableInputError(
+            f"argument '{name}' has dtype {dtype}; gradients exist only for real floats",
+            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt")
+
+
+def _conform(g, x, others):
+    """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
+    if isinstance(x, float) and not isinstance(x, np.generic):
+        return float(np.asarray(g).reshape(()))
+    x_arr = np.asarray(x)
+    g_arr = np.asarray(g, dtype=x_arr.dtype)
+    if g_arr.shape != x_arr.shape:
+        raise S2SADError(f"internal error: a gradient of shape {g_arr.shape} for an input of "
+                         f"shape {x_arr.shape}; please report this with the function")
+    if isinstance(x, np.generic):
+        return g_arr[()]
+    if not isinstance(x, np.ndarray):
+        return g_arr.copy() if any(np.may_share_memory(g_arr, o) for o in others) else g_arr
+    if not g_arr.flags.writeable or any(np.may_share_memory(g_arr, o) for o in others):
+        g_arr = g_arr.copy()
+    return g_arr
+
+
+class Transformed:
+    """A differentiated function: call it like the original, read it with `s2sad.source`."""
+
+    def __init__(self, func, wrt, mode: str):
+        if isinstance(func, Transformed):
+            raise S2SADError("s2sad cannot yet differentiate a function it has already "
+                             "transformed (higher-order derivatives come with s2sad.hessian)")
+        self.func = func
+        self.mode = mode
+        self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
+        self.signature = inspect.signature(func)
+        functools.update_wrapper(self, func)
+
+    @property
+    def compiled(self):
+        return transform(self.func, self.wrt, self.mode)
+
+    def _bind(self, args, kwargs):
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.func.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        for name in self.wrt:
+            _check_input(name, bound.arguments[name])
+        return bound
+
+    def _finish(self, grads, bound, extra=()):
+        grads = grads if len(self.wrt) > 1 else (grads,)
+        values = list(bound.arguments.values()) + list(extra)
+        out = tuple(_conform(g, bound.arguments[n], values) for g, n in zip(grads, self.wrt))
+        return out if self.wrt_tuple else out[0]
+
+    def __call__(self, *args, **kwargs):
+        bound = self._bind(args, kwargs)
+        compiled = self.compiled
+        if self.mode == "vjp":
+            out, pullback = compiled.function(*bound.args, **bound.kwargs)
+            return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
+        result = compiled.function(*bound.args, **bound.kwargs)
+        if self.mode == "value_and_grad":
+            return result[0], self._finish(result[1], bound)
+        return self._finish(result, bound)
+
+    def __repr__(self):
+        return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+class _Pullback:
+    """`pullback(seed)`: the vector-Jacobian product for a seed with the output's shape."""
+
+    def __init__(self, owner, bound, out, pullback, tuple_output):
+        self.owner, self.bound, self.out = owner, bound, out
+        self.pullback, self.tuple_output = pullback, tuple_output
+
+    def __call__(self, seed):
+        outs = self.out if self.tuple_output else (self.out,)
+        seeds = seed if self.tuple_output else (seed,)
+        if self.tuple_output and (not isinstance(seed, (tuple, list)) or len(seed) != len(outs)):
+            raise SeedShapeError(f"the output is a tuple of {len(outs)}; pass a tuple of "
+                                 f"{len(outs)} seeds")
+        conformed = []
+        for s, o in zip(seeds, outs):
+            if np.shape(s) != np.shape(o):
+                raise SeedShapeError(f"the seed has shape {np.shape(s)} but the output of "
+                                     f"{self.owner.func.__name__} has shape {np.shape(o)}",
+                                     hint="pass a seed shaped like the output")
+            conformed.append(s)
+        grads = self.pullback(*conformed)
+        return self.owner._finish(grads, self.bound, conformed)
+
+
+def _transform_decorator(mode):
+    def make(f=None, wrt=0):
+        if f is None:
+            return lambda func: Transformed(func, wrt, mode)
+        return Transformed(f, wrt, mode)
+
+    return make
+
+
+grad = _transform_decorator("grad")
+grad.__doc__ = """Gradient of a scalar-valued `f` with respect to `wrt` (index, name or tuple).
+
+    Usable as `s2sad.grad(f)`, `@s2sad.grad` or `@s2sad.grad(wrt="w")`."""
+vjp = _transform_decorator("vjp")
+vjp.__doc__ = """`vjp(f, wrt)(*args)` returns `(out, pullback)`; `pullback(seed)` is seed^T J."""
+value_and_grad = _transform_decorator("value_and_grad")
+value_and_grad.__doc__ = """Like `grad`, returning `(value, gradient)` from one run."""
+
+
+def source(transformed) -> str:
+    """The generated Python source behind a function made by s2sad."""
+    if not isinstance(transformed, Transformed):
+        raise S2SADError(f"{transformed!r} was not made by s2sad; pass the result of "
+                         "s2sad.grad, s2sad.vjp or s2sad.value_and_grad")
+    return transformed.compiled.source

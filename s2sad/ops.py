@@ -1,0 +1,131 @@
+"""What each normalized statement computes, matched against the rule table.
+
+Activity analysis and the reverse transform both read this view, so a statement is classified once.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import rules
+from .normalize import STATIC_ATTRS
+from .rules.indexing import getitem
+from .rules.registry import Bound
+
+BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
+          ast.Pow: np.power, ast.MatMult: np.matmul, ast.Mod: np.mod,
+          ast.FloorDiv: np.floor_divide}
+UNARYOPS = {ast.USub: np.negative, ast.UAdd: np.positive}
+METHODS = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
+           "var": np.var, "std": np.std, "reshape": np.reshape, "ravel": np.ravel,
+           "flatten": np.ravel, "squeeze": np.squeeze, "transpose": np.transpose,
+           "swapaxes": np.swapaxes, "dot": np.dot, "copy": np.copy, "clip": np.clip,
+           "trace": np.trace, "argmax": np.argmax, "argmin": np.argmin, "any": np.any,
+           "all": np.all}
+_VARARG_METHODS = {"reshape", "transpose"}  # x.reshape(2, 3) means np.reshape(x, (2, 3))
+_NONDIFF_BUILTINS = {len, isinstance, range}
+
+
+@dataclass
+class Op:
+    stmt: ast.stmt
+    target: str | None
+    kind: str  # "rule" | "nondiff" | "unknown" | "effect"
+    bound: Bound | None = None
+    operands: list[tuple[str, int | None, str]] = field(default_factory=list)
+    # (rule parameter, element index for a list parameter, operand name)
+    reads: set[str] = field(default_factory=set)  # every local name the statement reads
+    what: str = ""  # the callee, for error messages
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _index_expr(node: ast.expr) -> ast.expr:
+    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
+    if isinstance(node, ast.Slice):
+        parts = [p if p is not None else ast.Constant(None)
+                 for p in (node.lower, node.upper, node.step)]
+        return ast.Call(ast.Name("slice", ast.Load()), parts, [])
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([_index_expr(e) for e in node.elts], ast.Load())
+    return node
+
+
+def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
+        return Op(stmt, None, "effect", reads=_names(stmt) & local_names)
+    target = stmt.targets[0].id
+    value = stmt.value
+    reads = _names(value) & local_names
+    op = Op(stmt, target, "nondiff", reads=reads)
+    func, args, keywords = None, [], {}
+    if isinstance(value, ast.Name):
+        func, args = np.positive, [value]
+    elif isinstance(value, ast.BinOp):
+        func, args = BINOPS.get(type(value.op)), [value.left, value.right]
+        op.what = f"the operator {type(value.op).__name__}"
+    elif isinstance(value, ast.UnaryOp):
+        func, args = UNARYOPS.get(type(value.op)), [value.operand]
+        if func is None:
+            return op
+    elif isinstance(value, ast.Call):
+        callee = getattr(value.func, "s2sad_callee", None)
+        args = list(value.args)
+        keywords = {k.arg: k.value for k in value.keywords}
+        if callee is None:  # a method call on an array
+            method = value.func.attr
+            func = METHODS.get(method)
+            op.what = f"the method .{method}()"
+            if method in _VARARG_METHODS and len(args) > 1:
+                args = [ast.Tuple(args, ast.Load())]
+            args = [value.func.value] + args
+        else:
+            func = callee
+            op.what = ast.unparse(value.func)
+            if callee in _NONDIFF_BUILTINS or rules.is_nondiff(callee):
+                return op
+    elif isinstance(value, ast.Attribute):
+        if value.attr in STATIC_ATTRS:
+            return op
+        if value.attr == "T":
+            func, args = np.transpose, [value.value]
+        op.what = f"the attribute .{value.attr}"
+    elif isinstance(value, ast.Subscript):
+        func, args = getitem, [value.value, _index_expr(value.slice)]
+    elif isinstance(value, (ast.Compare, ast.BoolOp, ast.Constant)):
+        return op
+    else:
+        op.what = f"a {type(value).__name__} expression"
+    rule = rules.lookup(func) if func is not None else None
+    if func is not None and rules.is_nondiff(func):
+        return op
+    if rule is None:
+        op.kind = "unknown"
+        return op
+    try:
+        op.bound = rule.bind(args, keywords)
+    except TypeError as exc:
+        op.kind = "unknown"
+        op.what += f" with these arguments ({exc})"
+        return op
+    op.kind = "rule"
+    for param in rule.differentiable(op.bound):
+        arg = op.bound.args[param]
+        if param in rule.seq:
+            elts = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else None
+            if elts is None:
+                op.operands += [(param, None, n) for n in _names(arg) & local_names]
+                op.kind = "unknown"
+                op.what += " with a list variable (pass the list literally)"
+                continue
+            for i, elt in enumerate(elts):
+                if isinstance(elt, ast.Name) and elt.id in local_names:
+                    op.operands.append((param, i, elt.id))
+        elif isinstance(arg, ast.Name) and arg.id in local_names:
+            op.operands.append((param, None, arg.id))
+    return op

@@ -1,0 +1,83 @@
+"""Stage 1: read a function's source into an AST that remembers where it came from."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+from .errors import SourceUnavailableError, UnsupportedSyntaxError
+
+
+@dataclass
+class ParsedFunction:
+    func: object  # the user's Python function
+    tree: ast.FunctionDef
+    filename: str
+    source: str  # dedented source of the function
+    line_offset: int  # add to an AST line number to get the line in `filename`
+    params: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.tree.name
+
+    def file_line(self, node: ast.AST) -> int:
+        return getattr(node, "lineno", 1) + self.line_offset
+
+    def text_of(self, node: ast.AST) -> str:
+        """The user's source of `node`, on one line."""
+        segment = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        return " ".join(segment.split())
+
+    def error(self, cls, what: str, node: ast.AST | None = None, hint: str | None = None):
+        """Build an error of class `cls` located at `node`."""
+        if node is None:
+            return cls(what, file=self.filename, line=self.line_offset + self.tree.lineno, hint=hint)
+        return cls(what, file=self.filename, line=self.file_line(node),
+                   source=self.text_of(node), hint=hint)
+
+
+def parse_function(func) -> ParsedFunction:
+    if not inspect.isfunction(func):
+        raise SourceUnavailableError(
+            f"{func!r} is not a Python function with source code",
+            hint="differentiate a plain `def` function; for builtins or compiled code, give a "
+                 "derivative rule with s2sad.register_vjp",
+        )
+    filename = inspect.getsourcefile(func) or func.__code__.co_filename
+    try:
+        lines, first = inspect.getsourcelines(func)
+    except (OSError, TypeError) as exc:
+        raise SourceUnavailableError(
+            f"cannot read the source of {func.__qualname__} ({exc})",
+            file=func.__code__.co_filename, line=func.__code__.co_firstlineno,
+            hint="define the function in a .py file (not exec or an interactive prompt without "
+                 "source), or give it a rule with s2sad.register_vjp",
+        ) from None
+    source = textwrap.dedent("".join(lines))
+    try:
+        module = ast.parse(source)
+    except SyntaxError as exc:
+        raise SourceUnavailableError(
+            f"cannot parse the source of {func.__qualname__}: {exc.msg}",
+            file=filename, line=first,
+        ) from None
+    node = module.body[0] if module.body else None
+    if not isinstance(node, ast.FunctionDef):
+        kind = "a lambda" if func.__name__ == "<lambda>" else "this kind of function"
+        raise UnsupportedSyntaxError(
+            f"s2sad cannot transform {kind} ({func.__qualname__})",
+            file=filename, line=first,
+            hint="write it as a `def` function",
+        )
+    parsed = ParsedFunction(func, node, filename, source, first - 1)
+    args = node.args
+    if args.vararg or args.kwarg:
+        star = args.vararg or args.kwarg
+        raise parsed.error(UnsupportedSyntaxError,
+                           f"*args and **kwargs parameters are not supported ('{star.arg}')",
+                           node, hint="list the parameters explicitly")
+    parsed.params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+    return parsed

@@ -1,0 +1,99 @@
+"""Name resolution: what each free name of the function refers to, and how emitted code spells it.
+
+NumPy is recognised under any alias (`import numpy as onp`, `from numpy import exp`) and always
+emitted as `np.<path>`; `math` likewise as `math.<name>`. Anything else keeps the user's name and is
+placed in the namespace the generated code runs in.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import types
+
+import numpy as np
+
+from .errors import NameResolutionError
+
+_NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
+
+
+def _canonical_table() -> dict[int, str]:
+    table: dict[int, str] = {}
+    for prefix, module in [("math", math), ("np.linalg", np.linalg), ("np", np)]:
+        for name in dir(module):
+            if not name.startswith("_"):
+                obj = getattr(module, name)
+                if callable(obj) or isinstance(obj, float):
+                    table[id(obj)] = f"{prefix}.{name}"
+    table[id(np)] = "np"
+    table[id(np.linalg)] = "np.linalg"
+    table[id(math)] = "math"
+    return table
+
+
+_CANONICAL = _canonical_table()
+_NOT_FOUND = object()
+
+
+class Resolver:
+    """Looks up free names through the closure, the globals and the builtins."""
+
+    def __init__(self, parsed, local_names: set[str]):
+        self.parsed = parsed
+        func = parsed.func
+        self.locals = local_names
+        self.closure = {}
+        if func.__closure__:
+            for name, cell in zip(func.__code__.co_freevars, func.__closure__):
+                try:
+                    self.closure[name] = cell.cell_contents
+                except ValueError:  # an empty cell: defined later in the enclosing scope
+                    pass
+        self.globals = func.__globals__
+        self.namespace: dict[str, object] = {"np": np, "math": math}
+
+    def lookup(self, name: str, node: ast.AST):
+        for scope in (self.closure, self.globals, vars(builtins)):
+            if name in scope:
+                return scope[name]
+        raise self.parsed.error(
+            NameResolutionError, f"name '{name}' is not defined", node,
+            hint="define it at module level or in the enclosing function before the first call",
+        )
+
+    def resolve(self, node: ast.expr):
+        """The object a Name or Attribute chain denotes, or None if it starts at a local name."""
+        if isinstance(node, ast.Name):
+            if node.id in self.locals:
+                return None
+            return self.lookup(node.id, node)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            if base is None:
+                return None
+            value = getattr(base, node.attr, _NOT_FOUND)
+            if value is _NOT_FOUND:
+                raise self.parsed.error(
+                    NameResolutionError,
+                    f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'", node,
+                )
+            return value
+        return None
+
+    def spelling(self, node: ast.expr, obj) -> ast.expr:
+        """How emitted code refers to `obj`, which the user wrote as `node`."""
+        canonical = _CANONICAL.get(id(obj))
+        if canonical is None and isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            if isinstance(base, types.ModuleType) and id(base) in _CANONICAL:
+                canonical = f"{_CANONICAL[id(base)]}.{node.attr}"
+        if canonical is not None:
+            return ast.parse(canonical, mode="eval").body
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name):
+            self.namespace[root.id] = self.lookup(root.id, root)
+        return node

@@ -1,0 +1,6 @@
+"""Derivative rules, one table per family. Importing this package fills the registry."""
+
+from . import elementwise, indexing, linalg, reductions, shape  # noqa: F401
+from .registry import NONDIFF, VJP, Bound, Rule, defvjp, is_nondiff, lookup, nondiff
+
+__all__ = ["VJP", "NONDIFF", "Bound", "Rule", "defvjp", "nondiff", "lookup", "is_nondiff"]

@@ -1,0 +1,111 @@
+"""Elementwise rules: arithmetic, ufuncs and the math module. Binary rules unbroadcast."""
+
+import ast
+import math
+
+import numpy as np
+
+from .registry import binary, defvjp, nondiff, unary
+
+
+def _pow_base(args: dict) -> str:
+    """x ** c with a numeric constant c folds the exponent: x ** 2 gives g * 2 * x."""
+    exponent = args["x2"]
+    if isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float)):
+        c = exponent.value
+        if c == 1:
+            return "g"
+        if c == 2:
+            return "g * 2 * x1"
+        return f"g * {c!r} * x1 ** {c - 1!r}"
+    return "unbroadcast(g * x2 * x1 ** (x2 - 1), x1)"
+
+
+# arithmetic: ast operators map to these ufuncs
+binary(np.add, "unbroadcast(g, x1)", "unbroadcast(g, x2)")
+binary(np.subtract, "unbroadcast(g, x1)", "unbroadcast(-g, x2)")
+binary(np.multiply, "unbroadcast(g * x2, x1)", "unbroadcast(g * x1, x2)")
+binary(np.divide, "unbroadcast(g / x2, x1)", "unbroadcast(-g * ans / x2, x2)")
+binary(np.power, _pow_base, "unbroadcast(pow_vjp_exponent(g, ans, x1), x2)")
+binary(np.mod, "unbroadcast(g, x1)", "unbroadcast(-g * np.floor_divide(x1, x2), x2)")
+unary(np.negative, "-g")
+unary(np.positive, "g")
+
+# exponentials and logarithms
+unary(np.exp, "g * ans")
+unary(np.exp2, "g * ans * math.log(2.0)")
+unary(np.expm1, "g * (ans + 1)")
+unary(np.log, "g / x")
+unary(np.log2, "g / (x * math.log(2.0))")
+unary(np.log10, "g / (x * math.log(10.0))")
+unary(np.log1p, "g / (1 + x)")
+unary(np.sqrt, "g / (2 * ans)")
+unary(np.cbrt, "g / (3 * ans**2)")
+unary(np.square, "g * 2 * x")
+unary(np.reciprocal, "-g * ans**2")
+unary(np.abs, "g * np.sign(x)")
+binary(np.logaddexp, "unbroadcast(g * np.exp(x1 - ans), x1)",
+       "unbroadcast(g * np.exp(x2 - ans), x2)")
+
+# trigonometric and hyperbolic
+unary(np.sin, "g * np.cos(x)")
+unary(np.cos, "-g * np.sin(x)")
+unary(np.tan, "g * (1 + ans**2)")
+unary(np.arcsin, "g / np.sqrt(1 - x**2)")
+unary(np.arccos, "-g / np.sqrt(1 - x**2)")
+unary(np.arctan, "g / (1 + x**2)")
+unary(np.sinh, "g * np.cosh(x)")
+unary(np.cosh, "g * np.sinh(x)")
+unary(np.tanh, "g * (1 - ans**2)")
+unary(np.arcsinh, "g / np.sqrt(x**2 + 1)")
+unary(np.arctanh, "g / (1 - x**2)")
+binary(np.arctan2, "unbroadcast(g * x2 / (x1**2 + x2**2), x1)",
+       "unbroadcast(-g * x1 / (x1**2 + x2**2), x2)")
+binary(np.hypot, "unbroadcast(g * x1 / ans, x1)", "unbroadcast(g * x2 / ans, x2)")
+
+# selection: ties in maximum/minimum share the cotangent evenly
+binary(np.maximum, "unbroadcast(g * (x1 >= x2) * even_split(x1, x2), x1)",
+       "unbroadcast(g * (x2 >= x1) * even_split(x2, x1), x2)")
+binary(np.minimum, "unbroadcast(g * (x1 <= x2) * even_split(x1, x2), x1)",
+       "unbroadcast(g * (x2 <= x1) * even_split(x2, x1), x2)")
+defvjp(np.where, "condition, x, y, /",
+       x="unbroadcast(np.where(condition, g, 0.0), x)",
+       y="unbroadcast(np.where(condition, 0.0, g), y)")
+defvjp(np.clip, "a, a_min=None, a_max=None",
+       a="unbroadcast(g * clip_passes(a, a_min, a_max), a)",
+       a_min="unbroadcast(g * (a < a_min), a_min)",
+       a_max="unbroadcast(g * (a > a_max), a_max)")
+
+# identities and conversions
+defvjp(np.copy, "a", a="g")
+defvjp(np.asarray, "a", a="g")
+defvjp(np.array, "object", object="g")
+defvjp(float, "x=0.0, /", x="g")
+unary(abs, "g * np.sign(x)")
+
+# the math module on Python floats
+unary(math.sin, "g * math.cos(x)")
+unary(math.cos, "-g * math.sin(x)")
+unary(math.tan, "g * (1 + ans**2)")
+unary(math.asin, "g / math.sqrt(1 - x**2)")
+unary(math.acos, "-g / math.sqrt(1 - x**2)")
+unary(math.atan, "g / (1 + x**2)")
+unary(math.sinh, "g * math.cosh(x)")
+unary(math.cosh, "g * math.sinh(x)")
+unary(math.tanh, "g * (1 - ans**2)")
+unary(math.exp, "g * ans")
+unary(math.expm1, "g * (ans + 1)")
+unary(math.log1p, "g / (1 + x)")
+unary(math.sqrt, "g / (2 * ans)")
+unary(math.fabs, "g * math.copysign(1.0, x)")
+defvjp(math.log, "x, base=math.e, /", x="g / (x * math.log(base))",
+       base="-g * ans / (base * math.log(base))")
+defvjp(math.atan2, "y, x, /", y="g * x / (x**2 + y**2)", x="-g * y / (x**2 + y**2)")
+defvjp(math.hypot, "x, y, /", x="g * x / ans", y="g * y / ans")
+defvjp(math.pow, "x, y, /", x="g * y * x ** (y - 1)",
+       y="g * ans * math.log(x) if x > 0 else 0.0")
+
+nondiff(np.sign, np.floor, np.ceil, np.round, np.rint, np.trunc, np.floor_divide,
+        np.isnan, np.isinf, np.isfinite, np.greater, np.less, np.equal, np.not_equal,
+        np.greater_equal, np.less_equal, np.logical_and, np.logical_or, np.logical_not,
+        math.floor, math.ceil, math.isnan, math.isinf, round, int, bool)

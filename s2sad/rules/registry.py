@@ -1,0 +1,129 @@
+"""The rule table: for each differentiable function, the adjoint of each argument as a template.
+
+A template is a Python expression over the argument names of the function's signature, plus `g`
+(the cotangent of the result) and `ans` (the result). It is substituted with the call's own
+expressions and emitted as one statement of the adjoint. A keyword argument `k=p` in a template
+is dropped when the user's call did not give `p`, so emitted code shows only what the user wrote.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Union
+
+Template = Union[str, Callable[[dict], str]]
+
+VJP: dict[int, "Rule"] = {}  # id(function) -> rule
+NONDIFF: dict[int, object] = {}  # id(function) -> function, outputs carry no derivative
+_KEEP_ALIVE: list[object] = []
+
+
+@dataclass
+class Bound:
+    """A call matched against a rule's signature."""
+
+    rule: "Rule"
+    args: dict[str, ast.expr]  # every parameter, defaults filled in
+    given: set[str]  # parameters the user's call spelled out
+
+
+class Rule:
+    def __init__(self, name: str, signature: str, templates: dict[str, Template],
+                 seq: tuple[str, ...] = ()):
+        self.name = name
+        fn = ast.parse(f"def _({signature}): pass").body[0]
+        self.signature = _signature_of(fn.args)
+        self.templates = {k: (ast.parse(v, mode="eval").body if isinstance(v, str) else v)
+                          for k, v in templates.items()}
+        self.seq = set(seq)  # parameters that take a list of arrays
+
+    def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
+        ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
+        given = set(ba.arguments)
+        ba.apply_defaults()
+        bound = {k: ast.Tuple(list(v), ast.Load()) if isinstance(v, tuple) else v
+                 for k, v in ba.arguments.items()}  # *operands arrive as a tuple of nodes
+        return Bound(self, bound, given)
+
+    def differentiable(self, bound: Bound) -> list[str]:
+        return [p for p in self.templates if p in bound.args]
+
+    def adjoint(self, bound: Bound, param: str, g: str, ans: str,
+                index: int | None = None) -> ast.expr:
+        """The contribution to `param` (element `index` of a list parameter)."""
+        template = self.templates[param]
+        if callable(template):
+            template = ast.parse(template(bound.args), mode="eval").body
+        return _Substitute(bound, g, ans, index).visit(copy.deepcopy(template))
+
+
+def _signature_of(args: ast.arguments) -> inspect.Signature:
+    params = []
+    kinds = [(a, inspect.Parameter.POSITIONAL_ONLY) for a in args.posonlyargs]
+    kinds += [(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args.args]
+    defaults = [None] * (len(kinds) - len(args.defaults)) + list(args.defaults)
+    for (a, kind), default in zip(kinds, defaults):
+        params.append(inspect.Parameter(a.arg, kind, default=default if default is not None
+                                        else inspect.Parameter.empty))
+    if args.vararg is not None:
+        params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for a, default in zip(args.kwonlyargs, args.kw_defaults):
+        params.append(inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY,
+                                        default=default if default is not None
+                                        else inspect.Parameter.empty))
+    return inspect.Signature(params)
+
+
+class _Substitute(ast.NodeTransformer):
+    def __init__(self, bound: Bound, g: str, ans: str, index: int | None):
+        self.bound, self.g, self.ans, self.index = bound, g, ans, index
+
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        node.keywords = [k for k in node.keywords
+                         if not (isinstance(k.value, ast.Name) and k.value.id in self.bound.args
+                                 and k.value.id not in self.bound.given)]
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id == "g":
+            return ast.Name(self.g, ast.Load())
+        if node.id == "ans":
+            return ast.Name(self.ans, ast.Load())
+        if node.id == "k" and self.index is not None:
+            return ast.Constant(self.index)
+        if node.id in self.bound.args:
+            return copy.deepcopy(self.bound.args[node.id])
+        return node
+
+
+def defvjp(func, signature: str, seq: tuple[str, ...] = (), **templates: Template) -> None:
+    """Register the adjoint templates of `func`; one entry per differentiable argument."""
+    name = getattr(func, "__name__", repr(func))
+    VJP[id(func)] = Rule(name, signature, templates, seq)
+    _KEEP_ALIVE.append(func)
+
+
+def nondiff(*funcs) -> None:
+    """Mark functions whose outputs have no derivative (sign, floor, comparisons, shapes)."""
+    for func in funcs:
+        NONDIFF[id(func)] = func
+
+
+def unary(func, template: str) -> None:
+    defvjp(func, "x, /", x=template)
+
+
+def binary(func, template1: Template, template2: Template) -> None:
+    defvjp(func, "x1, x2, /", x1=template1, x2=template2)
+
+
+def lookup(func) -> Rule | None:
+    return VJP.get(id(func))
+
+
+def is_nondiff(func) -> bool:
+    return id(func) in NONDIFF

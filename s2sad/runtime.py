@@ -1,0 +1,309 @@
+"""Helpers that generated adjoint code calls.
+
+They are plain NumPy functions with no dependency on the rest of s2sad, so the CLI can copy their
+source into a standalone module. Each takes the upstream cotangent `g` first, then the primal values
+it needs, and returns a contribution with the primal's exact shape.
+"""
+
+import numpy as np
+
+try:
+    from s2sad.errors import NonScalarOutputError
+except ImportError:  # inside a standalone module written by `s2sad emit`
+    NonScalarOutputError = ValueError
+
+
+def unbroadcast(g, x):
+    """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
+    shape = np.shape(x)
+    if np.shape(g) == shape:
+        return g
+    lead = np.ndim(g) - len(shape)
+    if lead > 0:
+        g = np.sum(g, axis=tuple(range(lead)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return np.reshape(g, shape)
+
+
+def grad_seed(out):
+    """The seed 1 for a scalar output; anything else is refused."""
+    if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
+        raise NonScalarOutputError(
+            f"grad needs a function with a scalar float output, got shape {np.shape(out)} "
+            f"and dtype {np.result_type(out)}; use s2sad.vjp for a seeded product or "
+            "s2sad.jacobian for the full derivative"
+        )
+    return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
+
+
+def zeros_like(x):
+    """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
+    if isinstance(x, (float, int)):
+        return 0.0
+    return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def _axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(sorted(a % ndim for a in axis))
+    return (axis % ndim,)
+
+
+def expand_reduced(g, x, axis=None, keepdims=False):
+    """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    if not keepdims and axis is not None:
+        g = np.expand_dims(g, _axes(axis, np.ndim(x)))
+    return np.broadcast_to(g, np.shape(x))
+
+
+def _count(x, axis):
+    shape = np.shape(x)
+    return int(np.prod([shape[a] for a in _axes(axis, len(shape))]))
+
+
+def mean_vjp(g, x, axis=None, keepdims=False):
+    return expand_reduced(g, x, axis, keepdims) / _count(x, axis)
+
+
+def prod_vjp(g, x, ans, axis=None, keepdims=False):
+    """Product of all other elements, exact even where `x` holds zeros."""
+    x = np.asarray(x)
+    axes = _axes(axis, x.ndim)
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    moved = np.transpose(x, rest + axes)
+    flat = moved.reshape(moved.shape[: len(rest)] + (-1,))
+    ones = np.ones(flat.shape[:-1] + (1,), dtype=flat.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    others = np.transpose((left * right).reshape(moved.shape), np.argsort(rest + axes))
+    return expand_reduced(g, x, axis, keepdims) * others
+
+
+def extremum_vjp(g, x, ans, axis=None, keepdims=False):
+    """max/min: the cotangent is shared evenly among the elements that attain the extremum."""
+    hit = np.asarray(x) == expand_reduced(ans, x, axis, keepdims)
+    count = np.sum(hit, axis=_axes(axis, np.ndim(x)), keepdims=True)
+    return expand_reduced(g, x, axis, keepdims) * hit / count
+
+
+def var_vjp(g, x, axis=None, ddof=0, keepdims=False):
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return expand_reduced(g, x, axis, keepdims) * (2.0 / (_count(x, axis) - ddof)) * centered
+
+
+def std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
+    return expand_reduced(g, x, axis, keepdims) * centered / scale
+
+
+def norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
+    """Vector 2-, 1- and inf-norms and the Frobenius norm."""
+    if ord in (None, 2, "fro") and not (ord == 2 and axis is not None and np.ndim(axis) == 1):
+        return expand_reduced(g, x, axis, keepdims) * x / expand_reduced(ans, x, axis, keepdims)
+    if ord == 1:
+        return expand_reduced(g, x, axis, keepdims) * np.sign(x)
+    if ord == np.inf:
+        return extremum_vjp(g, np.abs(x), ans, axis, keepdims) * np.sign(x)
+    raise ValueError(f"s2sad has no derivative for np.linalg.norm with ord={ord!r}")
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+def pow_vjp_exponent(g, ans, x):
+    """d(x**y)/dy = x**y log x, taken as 0 where x <= 0 (the limit used by TensorFlow)."""
+    safe = np.where(np.asarray(x) > 0, x, 1)
+    return g * ans * np.log(safe)
+
+
+def even_split(x1, x2):
+    """The weight of `x1` in maximum/minimum: 1 where it wins, 1/2 on a tie."""
+    return np.where(x1 == x2, 0.5, 1.0)
+
+
+def clip_passes(a, a_min, a_max):
+    """Where np.clip lets `a` through (bounds inclusive, so the gradient is 1 at the bounds)."""
+    inside = np.ones(np.shape(a), dtype=bool)
+    if a_min is not None:
+        inside = inside & (a >= a_min)
+    if a_max is not None:
+        inside = inside & (a <= a_max)
+    return inside
+
+
+# ----------------------------------------------------------------------------- linear algebra
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def matmul_vjp_lhs(g, a, b):
+    """Cotangent of `a` in `a @ b`: batched, 1-D operands as in np.matmul."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return g * b
+    if b_nd == 1:
+        return unbroadcast(np.expand_dims(g, -1) * b, a)
+    if a_nd == 1:
+        return unbroadcast(np.squeeze(b @ np.expand_dims(g, -1), -1), a)
+    return unbroadcast(g @ _mT(b), a)
+
+
+def matmul_vjp_rhs(g, a, b):
+    """Cotangent of `b` in `a @ b`: batched, 1-D operands as in np.matmul."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return g * a
+    if a_nd == 1:
+        return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
+    if b_nd == 1:
+        return unbroadcast(np.squeeze(_mT(a) @ np.expand_dims(g, -1), -1), b)
+    return unbroadcast(_mT(a) @ g, b)
+
+
+def dot_vjp_lhs(g, a, b):
+    """Cotangent of `a` in np.dot(a, b) (sum over a's last and b's second-to-last axis)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(g * b, a)
+    b_axis = 0 if np.ndim(b) == 1 else np.ndim(b) - 2
+    b_rest = [i for i in range(np.ndim(b)) if i != b_axis]
+    g_rest = list(range(np.ndim(a) - 1, np.ndim(g)))
+    return np.tensordot(g, b, axes=(g_rest, b_rest))
+
+
+def dot_vjp_rhs(g, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(g * a, b)
+    a_lead = list(range(np.ndim(a) - 1))
+    out = np.tensordot(a, g, axes=(a_lead, a_lead))  # (k,) + b.shape without b_axis
+    if np.ndim(b) == 1:
+        return out
+    return np.moveaxis(out, 0, np.ndim(b) - 2)
+
+
+def outer_vjp_lhs(g, a, b):
+    return np.reshape(g @ np.ravel(b), np.shape(a))
+
+
+def outer_vjp_rhs(g, a, b):
+    return np.reshape(np.ravel(a) @ g, np.shape(b))
+
+
+def einsum_vjp(g, subscripts, operands, k):
+    """Cotangent of operand `k` of np.einsum(subscripts, *operands)."""
+    subscripts = subscripts.replace(" ", "")
+    if "..." in subscripts:
+        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
+    if "->" in subscripts:
+        ins, out = subscripts.split("->")
+    else:
+        ins = subscripts
+        letters = ins.replace(",", "")
+        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    ins = ins.split(",")
+    target = ins[k]
+    others = [s for i, s in enumerate(ins) if i != k]
+    other_ops = [op for i, op in enumerate(operands) if i != k]
+    available = set(out).union(*others) if others else set(out)
+    unique = "".join(dict.fromkeys(c for c in target if c in available))
+    res = np.einsum(",".join([out] + others) + "->" + unique, g, *other_ops)
+    sizes = dict(zip(target, np.shape(operands[k])))
+    # letters summed only inside operand k: broadcast the cotangent over them
+    full = "".join(dict.fromkeys(target))
+    for c in full:
+        if c not in unique:
+            res = np.expand_dims(res, -1)
+            unique += c
+    res = np.broadcast_to(res, [sizes[c] for c in unique])
+    res = np.transpose(res, [unique.index(c) for c in full])
+    if len(full) == len(target):
+        return np.array(res)
+    # repeated letters (a diagonal such as 'ii'): place the values on that diagonal
+    grid = np.indices(np.shape(operands[k]))
+    on_diag = np.ones(np.shape(operands[k]), dtype=bool)
+    first = {}
+    for pos, c in enumerate(target):
+        if c in first:
+            on_diag &= grid[pos] == grid[first[c]]
+        else:
+            first[c] = pos
+    index = tuple(grid[first[c]] for c in full)
+    return np.where(on_diag, res[index], 0.0)
+
+
+def trace_vjp(g, a, offset=0, axis1=0, axis2=1):
+    shape = np.shape(a)
+    eye = np.eye(shape[axis1], shape[axis2], k=offset)
+    rest = [n for i, n in enumerate(shape) if i not in (axis1 % len(shape), axis2 % len(shape))]
+    full = np.reshape(g, tuple(rest) + (1, 1)) * eye
+    return np.moveaxis(full, (-2, -1), (axis1, axis2))
+
+
+def inv_vjp(g, ans):
+    return -_mT(ans) @ g @ _mT(ans)
+
+
+def solve_vjp_b(g, a, b):
+    if np.ndim(b) == np.ndim(a) - 1:
+        return np.linalg.solve(_mT(a), g[..., None])[..., 0]
+    return np.linalg.solve(_mT(a), g)
+
+
+def solve_vjp_a(g, a, b, ans):
+    gb = solve_vjp_b(g, a, b)
+    if np.ndim(b) == np.ndim(a) - 1:
+        return unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
+    return unbroadcast(-gb @ _mT(ans), a)
+
+
+def det_vjp(g, a, ans):
+    scale = np.asarray(g * ans)[..., None, None]
+    return scale * _mT(np.linalg.inv(a))
+
+
+# ----------------------------------------------------------------------------- shape
+
+
+def concatenate_vjp(g, arrays, k, axis=0):
+    """The piece of np.concatenate's cotangent that belongs to input `k`."""
+    if axis is None:
+        start = sum(np.size(a) for a in arrays[:k])
+        return np.reshape(g[start : start + np.size(arrays[k])], np.shape(arrays[k]))
+    start = sum(np.shape(a)[axis] for a in arrays[:k])
+    index = [slice(None)] * np.ndim(g)
+    index[axis] = slice(start, start + np.shape(arrays[k])[axis])
+    return g[tuple(index)]
+
+
+def stack_vjp(g, k, axis=0):
+    """The slice of np.stack's cotangent that belongs to input `k`."""
+    return np.moveaxis(g, axis, 0)[k]
+
+
+# ----------------------------------------------------------------------------- indexing
+
+
+def _is_basic(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return all(
+        i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items
+    )
+
+
+def getitem_vjp(g, x, index):
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
+    dx = np.zeros(np.shape(x), dtype=np.result_type(g, np.float32))
+    if _is_basic(index):
+        dx[index] += g
+    else:
+        np.add.at(dx, index, g)
+    return dx
