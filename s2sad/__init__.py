@@ -5,15 +5,36 @@ Reads a function's source, writes its adjoint as readable Python, and runs it.
 
 from . import rules  # noqa: F401  (fills the rule table)
 from .api import grad, source, value_and_grad, vjp
-from .errors import (NameResolutionError, NoRuleError, NonDifferentiableInputError,
-                     NonScalarOutputError, S2SADError, SeedShapeError, SourceUnavailableError,
-                     UnsupportedSyntaxError, WrtError)
+from .custom import custom_vjp, register_vjp, stop_gradient
+from .errors import (
+    NameResolutionError,
+    NoRuleError,
+    NonDifferentiableInputError,
+    NonScalarOutputError,
+    S2SADError,
+    SeedShapeError,
+    SourceUnavailableError,
+    UnsupportedSyntaxError,
+    WrtError,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "grad", "vjp", "value_and_grad", "source",
-    "S2SADError", "UnsupportedSyntaxError", "NoRuleError", "WrtError", "SourceUnavailableError",
-    "NameResolutionError", "NonDifferentiableInputError", "NonScalarOutputError",
+    "grad",
+    "vjp",
+    "value_and_grad",
+    "source",
+    "custom_vjp",
+    "register_vjp",
+    "stop_gradient",
+    "S2SADError",
+    "UnsupportedSyntaxError",
+    "NoRuleError",
+    "WrtError",
+    "SourceUnavailableError",
+    "NameResolutionError",
+    "NonDifferentiableInputError",
+    "NonScalarOutputError",
     "SeedShapeError",
 ]

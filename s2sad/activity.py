@@ -36,7 +36,7 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 f"no derivative rule for {op.what or 'this operation'}",
                 op.stmt.src,
                 hint="use an operation s2sad knows (see s2sad.rules), wrap the value in "
-                     "s2sad.stop_gradient if no gradient should flow, or give the function a "
-                     "rule with s2sad.register_vjp",
+                "s2sad.stop_gradient if no gradient should flow, or give the function a "
+                "rule with s2sad.register_vjp",
             )
     return varied & useful

@@ -11,30 +11,43 @@ import numbers
 import numpy as np
 
 from .compile import transform
-from .errors import NonDifferentiableInputError, S2SADError, SeedShapeError, WrtError
+from .errors import (
+    NonDifferentiableInputError,
+    S2SADError,
+    SeedShapeError,
+    SourceUnavailableError,
+    WrtError,
+)
 
 
 def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
     """Parameter names for `wrt` (an index, a name, or a tuple of them) and whether it was a tuple."""
-    try:
-        params = list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        raise S2SADError(f"{func!r} is not a function s2sad can differentiate") from None
+    if not inspect.isfunction(func):
+        raise SourceUnavailableError(
+            f"{func!r} is not a Python function with source code",
+            hint="differentiate a plain `def` function that calls it; NumPy functions already "
+            "have rules, and others can get one with s2sad.register_vjp",
+        )
+    params = list(inspect.signature(func).parameters)
     items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
     names = []
     for item in items:
         if isinstance(item, numbers.Integral) and not isinstance(item, bool):
             if not -len(params) <= item < len(params):
-                raise WrtError(f"wrt={item!r} is out of range: {func.__name__} has parameters "
-                               f"{', '.join(params) or '(none)'}",
-                               hint="pass an index below the number of parameters or a name")
+                raise WrtError(
+                    f"wrt={item!r} is out of range: {func.__name__} has parameters "
+                    f"{', '.join(params) or '(none)'}",
+                    hint="pass an index below the number of parameters or a name",
+                )
             names.append(params[item])
         elif isinstance(item, str) and item in params:
             names.append(item)
         else:
-            raise WrtError(f"wrt={item!r} is not a parameter of {func.__name__}; its parameters "
-                           f"are {', '.join(params) or '(none)'}",
-                           hint="pass a parameter name or its position")
+            raise WrtError(
+                f"wrt={item!r} is not a parameter of {func.__name__}; its parameters "
+                f"are {', '.join(params) or '(none)'}",
+                hint="pass a parameter name or its position",
+            )
     if len(set(names)) != len(names):
         raise WrtError(f"wrt={wrt!r} names a parameter twice")
     return tuple(names), isinstance(wrt, (tuple, list))
@@ -42,16 +55,22 @@ def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
 
 def _check_input(name: str, value) -> None:
     if isinstance(value, (bool, np.bool_)) or (
-            isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)):
+        isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
+    ):
         raise NonDifferentiableInputError(
             f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
-            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt")
-    dtype = np.result_type(value) if isinstance(value, (np.ndarray, np.generic, float)) \
+            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt",
+        )
+    dtype = (
+        np.result_type(value)
+        if isinstance(value, (np.ndarray, np.generic, float))
         else np.asarray(value).dtype
+    )
     if not np.issubdtype(dtype, np.floating):
         raise NonDifferentiableInputError(
             f"argument '{name}' has dtype {dtype}; gradients exist only for real floats",
-            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt")
+            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt",
+        )
 
 
 def _conform(g, x, others):
@@ -61,8 +80,10 @@ def _conform(g, x, others):
     x_arr = np.asarray(x)
     g_arr = np.asarray(g, dtype=x_arr.dtype)
     if g_arr.shape != x_arr.shape:
-        raise S2SADError(f"internal error: a gradient of shape {g_arr.shape} for an input of "
-                         f"shape {x_arr.shape}; please report this with the function")
+        raise S2SADError(
+            f"internal error: a gradient of shape {g_arr.shape} for an input of "
+            f"shape {x_arr.shape}; please report this with the function"
+        )
     if isinstance(x, np.generic):
         return g_arr[()]
     if not isinstance(x, np.ndarray):
@@ -77,8 +98,10 @@ class Transformed:
 
     def __init__(self, func, wrt, mode: str):
         if isinstance(func, Transformed):
-            raise S2SADError("s2sad cannot yet differentiate a function it has already "
-                             "transformed (higher-order derivatives come with s2sad.hessian)")
+            raise S2SADError(
+                "s2sad cannot yet differentiate a function it has already "
+                "transformed (higher-order derivatives come with s2sad.hessian)"
+            )
         self.func = func
         self.mode = mode
         self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
@@ -131,14 +154,17 @@ class _Pullback:
         outs = self.out if self.tuple_output else (self.out,)
         seeds = seed if self.tuple_output else (seed,)
         if self.tuple_output and (not isinstance(seed, (tuple, list)) or len(seed) != len(outs)):
-            raise SeedShapeError(f"the output is a tuple of {len(outs)}; pass a tuple of "
-                                 f"{len(outs)} seeds")
+            raise SeedShapeError(
+                f"the output is a tuple of {len(outs)}; pass a tuple of " f"{len(outs)} seeds"
+            )
         conformed = []
         for s, o in zip(seeds, outs):
             if np.shape(s) != np.shape(o):
-                raise SeedShapeError(f"the seed has shape {np.shape(s)} but the output of "
-                                     f"{self.owner.func.__name__} has shape {np.shape(o)}",
-                                     hint="pass a seed shaped like the output")
+                raise SeedShapeError(
+                    f"the seed has shape {np.shape(s)} but the output of "
+                    f"{self.owner.func.__name__} has shape {np.shape(o)}",
+                    hint="pass a seed shaped like the output",
+                )
             conformed.append(s)
         grads = self.pullback(*conformed)
         return self.owner._finish(grads, self.bound, conformed)
@@ -166,6 +192,8 @@ value_and_grad.__doc__ = """Like `grad`, returning `(value, gradient)` from one 
 def source(transformed) -> str:
     """The generated Python source behind a function made by s2sad."""
     if not isinstance(transformed, Transformed):
-        raise S2SADError(f"{transformed!r} was not made by s2sad; pass the result of "
-                         "s2sad.grad, s2sad.vjp or s2sad.value_and_grad")
+        raise S2SADError(
+            f"{transformed!r} was not made by s2sad; pass the result of "
+            "s2sad.grad, s2sad.vjp or s2sad.value_and_grad"
+        )
     return transformed.compiled.source

@@ -5,6 +5,7 @@ block naming the user's line, and format the result with black.
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 
 import black
@@ -20,24 +21,52 @@ def _block_lines(parsed, blocks, indent: str) -> list[str]:
     return lines
 
 
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+        return True
+    except ValueError:
+        return False
+
+
+def _parameters(tree: ast.FunctionDef) -> str:
+    """The user's parameter list with its literal defaults; a non-literal default is dropped
+    (with those before it), since s2sad's wrapper always passes every argument."""
+    args = copy.deepcopy(tree.args)
+    for a in args.posonlyargs + args.args + args.kwonlyargs:
+        a.annotation = None
+    literal = [_is_literal(d) for d in args.defaults]
+    while literal and not all(literal):
+        literal.pop(0)
+        args.defaults.pop(0)
+    args.kw_defaults = [d if d is not None and _is_literal(d) else None for d in args.kw_defaults]
+    return ast.unparse(args)
+
+
 def emit(parsed, norm, adjoint, wrt: list[str], mode: str, name: str) -> str:
     """Python source of the gradient (`mode="grad"`) or the vjp (`mode="vjp"`) function."""
-    params = ", ".join(norm.params)
+    params = _parameters(parsed.tree)
     where = f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:{parsed.line_offset + parsed.tree.lineno})"
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     primal = _block_lines(parsed, primal_blocks(norm.stmts), "    ")
     out = ", ".join(norm.outputs)
-    if mode == "grad":
-        lines = [f"def {name}({params}):",
-                 f'    """Gradient of {where} with respect to {", ".join(wrt)}."""']
+    if mode in ("grad", "value_and_grad"):
+        what = "Gradient" if mode == "grad" else "Value and gradient"
+        lines = [
+            f"def {name}({params}):",
+            f'    """{what} of {where} with respect to {", ".join(wrt)}."""',
+        ]
         lines += primal
+        lines.append("    # adjoint sweep: from the output back to the inputs")
         lines.append(f"    {adjoint.seeds[0]} = grad_seed({norm.outputs[0]})")
         lines += _block_lines(parsed, adjoint.blocks, "    ")
         value = f"{out}, " if mode == "value_and_grad" else ""
         lines.append(f"    return {value}{'(' + grads + ')' if value and len(wrt) > 1 else grads}")
     else:
-        lines = [f"def {name}({params}):",
-                 f'    """Value of {where} and its pullback to {", ".join(wrt)}."""']
+        lines = [
+            f"def {name}({params}):",
+            f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
+        ]
         lines += primal
         lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
         lines += _block_lines(parsed, adjoint.blocks, "        ")

@@ -9,8 +9,15 @@ from __future__ import annotations
 class S2SADError(Exception):
     """Base class of every error s2sad raises on purpose."""
 
-    def __init__(self, what: str, *, file: str | None = None, line: int | None = None,
-                 source: str | None = None, hint: str | None = None):
+    def __init__(
+        self,
+        what: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        source: str | None = None,
+        hint: str | None = None,
+    ):
         self.what = what
         self.file = file
         self.line = line

@@ -17,16 +17,37 @@ from .resolve import Resolver
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
 _STATIC_CALLS = {len, isinstance}
-_OPNAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
-            ast.MatMult: "matmul", ast.Mod: "mod", ast.FloorDiv: "floordiv", ast.USub: "neg",
-            ast.UAdd: "pos", ast.Not: "not"}
+_OPNAMES = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.Pow: "pow",
+    ast.MatMult: "matmul",
+    ast.Mod: "mod",
+    ast.FloorDiv: "floordiv",
+    ast.USub: "neg",
+    ast.UAdd: "pos",
+    ast.Not: "not",
+}
 _UNSUPPORTED_STMTS = {
-    ast.If: "`if` statements", ast.For: "`for` loops", ast.While: "`while` loops",
-    ast.Try: "`try` blocks", ast.With: "`with` blocks", ast.Raise: "`raise`",
-    ast.FunctionDef: "nested function definitions", ast.ClassDef: "class definitions",
-    ast.Global: "`global`", ast.Nonlocal: "`nonlocal`", ast.Import: "imports",
-    ast.ImportFrom: "imports", ast.Delete: "`del`", ast.AsyncFunctionDef: "async functions",
-    ast.Match: "`match` statements", ast.Break: "`break`", ast.Continue: "`continue`",
+    ast.If: "`if` statements",
+    ast.For: "`for` loops",
+    ast.While: "`while` loops",
+    ast.Try: "`try` blocks",
+    ast.With: "`with` blocks",
+    ast.Raise: "`raise`",
+    ast.FunctionDef: "nested function definitions",
+    ast.ClassDef: "class definitions",
+    ast.Global: "`global`",
+    ast.Nonlocal: "`nonlocal`",
+    ast.Import: "imports",
+    ast.ImportFrom: "imports",
+    ast.Delete: "`del`",
+    ast.AsyncFunctionDef: "async functions",
+    ast.Match: "`match` statements",
+    ast.Break: "`break`",
+    ast.Continue: "`continue`",
 }
 RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
 
@@ -77,21 +98,28 @@ class Normalizer:
     # ------------------------------------------------------------------ statements
     def run(self) -> Normalized:
         body = list(self.parsed.tree.body)
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:]  # docstring
         if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-            raise self.parsed.error(UnsupportedSyntaxError,
-                                    f"{self.parsed.name} must end with `return <value>`",
-                                    body[-1] if body else None,
-                                    hint="s2sad differentiates the returned value")
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"{self.parsed.name} must end with `return <value>`",
+                body[-1] if body else None,
+                hint="s2sad differentiates the returned value",
+            )
         for node in body[:-1]:
             self.src = node
             self.statement(node)
         self.src = body[-1]
         outputs, is_tuple = self.returned(body[-1].value)
-        return Normalized(self.stmts, outputs, is_tuple, list(self.parsed.params),
-                          self.varied, self.names.taken)
+        return Normalized(
+            self.stmts, outputs, is_tuple, list(self.parsed.params), self.varied, self.names.taken
+        )
 
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):
@@ -108,8 +136,9 @@ class Normalizer:
             if not isinstance(node.target, ast.Name):
                 raise self.unsupported(node, "augmented assignment to a subscript or attribute")
             load = ast.Name(node.target.id, ast.Load())
-            self.assign_target(node.target, ast.copy_location(
-                ast.BinOp(load, node.op, node.value), node))
+            self.assign_target(
+                node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+            )
         elif isinstance(node, ast.Expr):
             if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
                 self.emit_expr(node)
@@ -125,9 +154,11 @@ class Normalizer:
 
     def unsupported(self, node: ast.AST, what: str):
         return self.parsed.error(
-            UnsupportedSyntaxError, f"s2sad cannot differentiate {what} yet", node,
+            UnsupportedSyntaxError,
+            f"s2sad cannot differentiate {what} yet",
+            node,
             hint="rewrite this part in straight-line NumPy, or give the function containing it "
-                 "a rule with s2sad.register_vjp",
+            "a rule with s2sad.register_vjp",
         )
 
     def emit_expr(self, node: ast.stmt) -> None:
@@ -141,7 +172,8 @@ class Normalizer:
             rhs = self.expr(value, target.id)
             return self.bind(target.id, rhs, varied=self.mentions_varied(value))
         if isinstance(target, (ast.Tuple, ast.List)) and all(
-                isinstance(t, ast.Name) for t in target.elts):
+            isinstance(t, ast.Name) for t in target.elts
+        ):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
                 for t, a in zip(target.elts, atoms):
@@ -149,8 +181,15 @@ class Normalizer:
                 return ast.Tuple(atoms, ast.Load())
             whole = self.atom(value, "_".join(t.id for t in target.elts))
             if not self.atom_varied(whole):
-                stmt = ast.Assign([ast.Tuple([ast.Name(self.rebind(t.id), ast.Store())
-                                              for t in target.elts], ast.Store())], whole)
+                stmt = ast.Assign(
+                    [
+                        ast.Tuple(
+                            [ast.Name(self.rebind(t.id), ast.Store()) for t in target.elts],
+                            ast.Store(),
+                        )
+                    ],
+                    whole,
+                )
                 stmt.src = self.src
                 self.stmts.append(stmt)
                 return whole
@@ -158,7 +197,7 @@ class Normalizer:
                 item = ast.Subscript(whole, ast.Constant(i), ast.Load())
                 self.bind(t.id, item, varied=True)
             return whole
-        raise self.unsupported(target, "assignment to a subscript or attribute")
+        raise self.unsupported(self.src, "assignment to a subscript or attribute")
 
     def returned(self, value: ast.expr) -> tuple[list[str], bool]:
         base = self.parsed.name
@@ -202,8 +241,12 @@ class Normalizer:
         """Whether `node` reads a value that may depend on the wrt inputs."""
         if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
             return False
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id not in self.locals and node.func.id in ("len", "isinstance"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in self.locals
+            and node.func.id in ("len", "isinstance")
+        ):
             return False
         if isinstance(node, ast.Name):
             return self.env.get(node.id, node.id) in self.varied
@@ -222,14 +265,18 @@ class Normalizer:
         if isinstance(node, ast.Attribute):
             return node.attr in STATIC_ATTRS or self.resolver.resolve(node) is not None
         if isinstance(node, ast.Subscript):  # x.shape[0]
-            return isinstance(node.value, ast.Attribute) and node.value.attr in STATIC_ATTRS \
+            return (
+                isinstance(node.value, ast.Attribute)
+                and node.value.attr in STATIC_ATTRS
                 and self.is_atom(node.slice)
+            )
         return False
 
     def is_cheap(self, node: ast.expr) -> bool:
-        return not any(isinstance(n, ast.Call) or (isinstance(n, ast.BinOp)
-                                                     and isinstance(n.op, ast.MatMult))
-                       for n in ast.walk(node))
+        return not any(
+            isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+            for n in ast.walk(node)
+        )
 
     def atom(self, node: ast.expr, base: str) -> ast.expr:
         """An operand: a name, a constant or a cheap expression of constants; else a temp."""
@@ -268,20 +315,26 @@ class Normalizer:
         elif isinstance(node, ast.Attribute):
             node = ast.Attribute(self.atom(node.value, base), node.attr, ast.Load())
         elif isinstance(node, ast.Subscript):
-            node = ast.Subscript(self.atom(node.value, base), self.index(node.slice, base),
-                                 ast.Load())
+            node = ast.Subscript(
+                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
+            )
         elif isinstance(node, ast.Compare):
-            node = ast.Compare(self.atom(node.left, base), node.ops,
-                               [self.atom(c, base) for c in node.comparators])
+            node = ast.Compare(
+                self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
+            )
         elif isinstance(node, (ast.Tuple, ast.List)):
             node = type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         elif isinstance(node, ast.Name):
             node = self.rename(node)
         else:
-            what = {ast.IfExp: "conditional expressions (`a if c else b`)",
-                    ast.Lambda: "lambdas", ast.BoolOp: "`and`/`or` on differentiated values",
-                    ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
-                    ast.Starred: "starred arguments"}.get(type(node), type(node).__name__)
+            what = {
+                ast.IfExp: "conditional expressions (`a if c else b`)",
+                ast.Lambda: "lambdas",
+                ast.BoolOp: "`and`/`or` on differentiated values",
+                ast.ListComp: "list comprehensions",
+                ast.GeneratorExp: "generators",
+                ast.Starred: "starred arguments",
+            }.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)
 
@@ -308,8 +361,10 @@ class Normalizer:
 
     def index(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Slice):
-            parts = [None if p is None else self.atom(p, base)
-                     for p in (node.lower, node.upper, node.step)]
+            parts = [
+                None if p is None else self.atom(p, base)
+                for p in (node.lower, node.upper, node.step)
+            ]
             return ast.Slice(*parts)
         if isinstance(node, ast.Tuple):
             return ast.Tuple([self.index(e, base) for e in node.elts], ast.Load())
@@ -318,9 +373,11 @@ class Normalizer:
     # ------------------------------------------------------------------ names
     def load(self, node: ast.Name) -> ast.Name:
         if node.id not in self.env:
-            raise self.parsed.error(NameResolutionError,
-                                    f"local variable '{node.id}' is used before it is assigned",
-                                    node)
+            raise self.parsed.error(
+                NameResolutionError,
+                f"local variable '{node.id}' is used before it is assigned",
+                node,
+            )
         return ast.Name(self.env[node.id], ast.Load())
 
     def rename(self, node: ast.AST) -> ast.AST:

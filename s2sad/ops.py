@@ -15,16 +15,40 @@ from .normalize import STATIC_ATTRS
 from .rules.indexing import getitem
 from .rules.registry import Bound
 
-BINOPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
-          ast.Pow: np.power, ast.MatMult: np.matmul, ast.Mod: np.mod,
-          ast.FloorDiv: np.floor_divide}
+BINOPS = {
+    ast.Add: np.add,
+    ast.Sub: np.subtract,
+    ast.Mult: np.multiply,
+    ast.Div: np.divide,
+    ast.Pow: np.power,
+    ast.MatMult: np.matmul,
+    ast.Mod: np.mod,
+    ast.FloorDiv: np.floor_divide,
+}
 UNARYOPS = {ast.USub: np.negative, ast.UAdd: np.positive}
-METHODS = {"sum": np.sum, "mean": np.mean, "prod": np.prod, "max": np.max, "min": np.min,
-           "var": np.var, "std": np.std, "reshape": np.reshape, "ravel": np.ravel,
-           "flatten": np.ravel, "squeeze": np.squeeze, "transpose": np.transpose,
-           "swapaxes": np.swapaxes, "dot": np.dot, "copy": np.copy, "clip": np.clip,
-           "trace": np.trace, "argmax": np.argmax, "argmin": np.argmin, "any": np.any,
-           "all": np.all}
+METHODS = {
+    "sum": np.sum,
+    "mean": np.mean,
+    "prod": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "var": np.var,
+    "std": np.std,
+    "reshape": np.reshape,
+    "ravel": np.ravel,
+    "flatten": np.ravel,
+    "squeeze": np.squeeze,
+    "transpose": np.transpose,
+    "swapaxes": np.swapaxes,
+    "dot": np.dot,
+    "copy": np.copy,
+    "clip": np.clip,
+    "trace": np.trace,
+    "argmax": np.argmax,
+    "argmin": np.argmin,
+    "any": np.any,
+    "all": np.all,
+}
 _VARARG_METHODS = {"reshape", "transpose"}  # x.reshape(2, 3) means np.reshape(x, (2, 3))
 _NONDIFF_BUILTINS = {len, isinstance, range}
 
@@ -48,8 +72,9 @@ def _names(node: ast.AST) -> set[str]:
 def _index_expr(node: ast.expr) -> ast.expr:
     """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
     if isinstance(node, ast.Slice):
-        parts = [p if p is not None else ast.Constant(None)
-                 for p in (node.lower, node.upper, node.step)]
+        parts = [
+            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
+        ]
         return ast.Call(ast.Name("slice", ast.Load()), parts, [])
     if isinstance(node, ast.Tuple):
         return ast.Tuple([_index_expr(e) for e in node.elts], ast.Load())

@@ -32,11 +32,11 @@ class ParsedFunction:
         return " ".join(segment.split())
 
     def error(self, cls, what: str, node: ast.AST | None = None, hint: str | None = None):
-        """Build an error of class `cls` located at `node`."""
-        if node is None:
-            return cls(what, file=self.filename, line=self.line_offset + self.tree.lineno, hint=hint)
-        return cls(what, file=self.filename, line=self.file_line(node),
-                   source=self.text_of(node), hint=hint)
+        """Build an error of class `cls` located at `node`, quoting that source line."""
+        node = node if node is not None else self.tree
+        line = getattr(node, "lineno", 1)
+        text = self.source.splitlines()[line - 1] if line <= len(self.source.splitlines()) else ""
+        return cls(what, file=self.filename, line=line + self.line_offset, source=text, hint=hint)
 
 
 def parse_function(func) -> ParsedFunction:
@@ -44,7 +44,7 @@ def parse_function(func) -> ParsedFunction:
         raise SourceUnavailableError(
             f"{func!r} is not a Python function with source code",
             hint="differentiate a plain `def` function; for builtins or compiled code, give a "
-                 "derivative rule with s2sad.register_vjp",
+            "derivative rule with s2sad.register_vjp",
         )
     filename = inspect.getsourcefile(func) or func.__code__.co_filename
     try:
@@ -52,9 +52,10 @@ def parse_function(func) -> ParsedFunction:
     except (OSError, TypeError) as exc:
         raise SourceUnavailableError(
             f"cannot read the source of {func.__qualname__} ({exc})",
-            file=func.__code__.co_filename, line=func.__code__.co_firstlineno,
+            file=func.__code__.co_filename,
+            line=func.__code__.co_firstlineno,
             hint="define the function in a .py file (not exec or an interactive prompt without "
-                 "source), or give it a rule with s2sad.register_vjp",
+            "source), or give it a rule with s2sad.register_vjp",
         ) from None
     source = textwrap.dedent("".join(lines))
     try:
@@ -62,22 +63,35 @@ def parse_function(func) -> ParsedFunction:
     except SyntaxError as exc:
         raise SourceUnavailableError(
             f"cannot parse the source of {func.__qualname__}: {exc.msg}",
-            file=filename, line=first,
+            file=filename,
+            line=first,
         ) from None
     node = module.body[0] if module.body else None
     if not isinstance(node, ast.FunctionDef):
         kind = "a lambda" if func.__name__ == "<lambda>" else "this kind of function"
         raise UnsupportedSyntaxError(
             f"s2sad cannot transform {kind} ({func.__qualname__})",
-            file=filename, line=first,
+            file=filename,
+            line=first,
             hint="write it as a `def` function",
         )
     parsed = ParsedFunction(func, node, filename, source, first - 1)
+    for inner in ast.walk(node):
+        if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Await)):
+            raise parsed.error(
+                UnsupportedSyntaxError,
+                "s2sad cannot differentiate generators or coroutines",
+                inner,
+                hint="return the value instead of yielding it",
+            )
     args = node.args
     if args.vararg or args.kwarg:
         star = args.vararg or args.kwarg
-        raise parsed.error(UnsupportedSyntaxError,
-                           f"*args and **kwargs parameters are not supported ('{star.arg}')",
-                           node, hint="list the parameters explicitly")
+        raise parsed.error(
+            UnsupportedSyntaxError,
+            f"*args and **kwargs parameters are not supported ('{star.arg}')",
+            node,
+            hint="list the parameters explicitly",
+        )
     parsed.params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
     return parsed

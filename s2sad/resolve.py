@@ -27,6 +27,9 @@ def _canonical_table() -> dict[int, str]:
                 obj = getattr(module, name)
                 if callable(obj) or isinstance(obj, float):
                     table[id(obj)] = f"{prefix}.{name}"
+    from . import runtime
+
+    table[id(runtime.stop_gradient)] = "stop_gradient"
     table[id(np)] = "np"
     table[id(np.linalg)] = "np.linalg"
     table[id(math)] = "math"
@@ -59,7 +62,9 @@ class Resolver:
             if name in scope:
                 return scope[name]
         raise self.parsed.error(
-            NameResolutionError, f"name '{name}' is not defined", node,
+            NameResolutionError,
+            f"name '{name}' is not defined",
+            node,
             hint="define it at module level or in the enclosing function before the first call",
         )
 
@@ -77,7 +82,8 @@ class Resolver:
             if value is _NOT_FOUND:
                 raise self.parsed.error(
                     NameResolutionError,
-                    f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'", node,
+                    f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'",
+                    node,
                 )
             return value
         return None

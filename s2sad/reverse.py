@@ -38,8 +38,9 @@ def reverse(ops, active: set[str], wrt: list[str], outputs: list[str], taken: se
 
     def dname(primal: str) -> str:
         if primal not in adjoint:
-            adjoint[primal] = names.fresh(f"d{primal}" if f"d{primal}" not in taken
-                                          else f"d_{primal}")
+            adjoint[primal] = names.fresh(
+                f"d{primal}" if f"d{primal}" not in taken else f"d_{primal}"
+            )
         return adjoint[primal]
 
     seeds = [dname(o) for o in outputs]
@@ -50,8 +51,27 @@ def reverse(ops, active: set[str], wrt: list[str], outputs: list[str], taken: se
             continue
         g = adjoint[op.target]
         contributions: dict[str, list[ast.expr]] = {}
+        live = [(param, operand) for param, _, operand in op.operands if operand in active]
+        if op.bound.rule.joint is not None and len(live) > 1:
+            # one call of the rule; fresh adjoints take its results directly
+            targets = []
+            for param in op.bound.rule.templates:
+                operand = next((o for p, o in live if p == param), None)
+                if operand is None:
+                    targets.append("_")
+                elif dname(operand) in defined:  # accumulated, or claimed earlier in this tuple
+                    part = names.fresh(f"{dname(operand)}_part")
+                    contributions.setdefault(operand, []).append(ast.Name(part, ast.Load()))
+                    targets.append(part)
+                else:
+                    defined.add(dname(operand))
+                    targets.append(dname(operand))
+            call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
+            lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
+            pairs.append((op.stmt.src, ast.Assign([lhs], call)))
+            live = []
         for param, index, operand in op.operands:
-            if operand not in active:
+            if operand not in active or (param, operand) not in live:
                 continue
             expr = op.bound.rule.adjoint(op.bound, param, g, op.target, index)
             contributions.setdefault(operand, []).append(expr)

@@ -38,6 +38,11 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def stop_gradient(x):
+    """Identity on values; no cotangent flows back through it."""
+    return x
+
+
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -105,14 +110,55 @@ def std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
 
 
 def norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
-    """Vector 2-, 1- and inf-norms and the Frobenius norm."""
-    if ord in (None, 2, "fro") and not (ord == 2 and axis is not None and np.ndim(axis) == 1):
-        return expand_reduced(g, x, axis, keepdims) * x / expand_reduced(ans, x, axis, keepdims)
+    """np.linalg.norm: vector norms along an axis, matrix norms over two axes."""
+    x = np.asarray(x)
+    if isinstance(axis, (tuple, list)) and len(axis) == 2:
+        return _matrix_norm_vjp(g, x, ans, ord, tuple(a % x.ndim for a in axis), keepdims)
+    if axis is None and x.ndim == 2 and ord is not None:
+        return _matrix_norm_vjp(g, x, ans, ord, (0, 1), keepdims)
+    if isinstance(axis, (tuple, list)):
+        axis = axis[0]
+    gx = expand_reduced(g, x, axis, keepdims)
+    if ord is None or ord == 2:
+        return gx * x / expand_reduced(ans, x, axis, keepdims)
     if ord == 1:
-        return expand_reduced(g, x, axis, keepdims) * np.sign(x)
-    if ord == np.inf:
+        return gx * np.sign(x)
+    if ord in (np.inf, -np.inf):
         return extremum_vjp(g, np.abs(x), ans, axis, keepdims) * np.sign(x)
-    raise ValueError(f"s2sad has no derivative for np.linalg.norm with ord={ord!r}")
+    if ord == 0:
+        return np.zeros_like(gx * x)
+    scale = expand_reduced(ans, x, axis, keepdims) ** (ord - 1)
+    return gx * np.sign(x) * np.abs(x) ** (ord - 1) / scale
+
+
+def _matrix_norm_vjp(g, x, ans, ord, axes, keepdims):
+    if keepdims:
+        g, ans = np.squeeze(g, axis=axes), np.squeeze(ans, axis=axes)
+    xm = np.moveaxis(x, axes, (-2, -1))
+    gm = np.asarray(g)[..., None, None]
+    if ord in (None, "fro"):
+        res = gm * xm / np.asarray(ans)[..., None, None]
+    elif ord in ("nuc", 2, -2):
+        u, _, vt = np.linalg.svd(xm, full_matrices=False)
+        if ord == "nuc":
+            res = gm * (u @ vt)
+        else:
+            k = 0 if ord == 2 else -1
+            res = gm * (u[..., :, k, None] * vt[..., k, None, :])
+    elif ord in (1, -1, np.inf, -np.inf):
+        along = -2 if ord in (1, -1) else -1  # 1: column sums, inf: row sums
+        sums = np.sum(np.abs(xm), axis=along)
+        best = (
+            np.max(sums, axis=-1, keepdims=True)
+            if ord > 0
+            else np.min(sums, axis=-1, keepdims=True)
+        )
+        hit = sums == best
+        share = np.expand_dims(hit / np.sum(hit, axis=-1, keepdims=True), along)
+        res = gm * np.sign(xm) * share
+    else:
+        raise ValueError(f"s2sad has no derivative for np.linalg.norm with ord={ord!r}")
+    return np.moveaxis(res, (-2, -1), axes)
 
 
 # ----------------------------------------------------------------------------- elementwise
@@ -294,9 +340,7 @@ def stack_vjp(g, k, axis=0):
 
 def _is_basic(index):
     items = index if isinstance(index, tuple) else (index,)
-    return all(
-        i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items
-    )
+    return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items)
 
 
 def getitem_vjp(g, x, index):

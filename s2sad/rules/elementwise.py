@@ -21,6 +21,15 @@ def _pow_base(args: dict) -> str:
     return "unbroadcast(g * x2 * x1 ** (x2 - 1), x1)"
 
 
+def _clip_bounds(args: dict) -> tuple[str, str]:
+    """np.clip takes its bounds as a_min/a_max or (NumPy 2) as min/max."""
+
+    def given(name):
+        return not (isinstance(args[name], ast.Constant) and args[name].value is None)
+
+    return ("min" if given("min") else "a_min"), ("max" if given("max") else "a_max")
+
+
 # arithmetic: ast operators map to these ufuncs
 binary(np.add, "unbroadcast(g, x1)", "unbroadcast(g, x2)")
 binary(np.subtract, "unbroadcast(g, x1)", "unbroadcast(-g, x2)")
@@ -44,8 +53,9 @@ unary(np.cbrt, "g / (3 * ans**2)")
 unary(np.square, "g * 2 * x")
 unary(np.reciprocal, "-g * ans**2")
 unary(np.abs, "g * np.sign(x)")
-binary(np.logaddexp, "unbroadcast(g * np.exp(x1 - ans), x1)",
-       "unbroadcast(g * np.exp(x2 - ans), x2)")
+binary(
+    np.logaddexp, "unbroadcast(g * np.exp(x1 - ans), x1)", "unbroadcast(g * np.exp(x2 - ans), x2)"
+)
 
 # trigonometric and hyperbolic
 unary(np.sin, "g * np.cos(x)")
@@ -59,22 +69,39 @@ unary(np.cosh, "g * np.sinh(x)")
 unary(np.tanh, "g * (1 - ans**2)")
 unary(np.arcsinh, "g / np.sqrt(x**2 + 1)")
 unary(np.arctanh, "g / (1 - x**2)")
-binary(np.arctan2, "unbroadcast(g * x2 / (x1**2 + x2**2), x1)",
-       "unbroadcast(-g * x1 / (x1**2 + x2**2), x2)")
+binary(
+    np.arctan2,
+    "unbroadcast(g * x2 / (x1**2 + x2**2), x1)",
+    "unbroadcast(-g * x1 / (x1**2 + x2**2), x2)",
+)
 binary(np.hypot, "unbroadcast(g * x1 / ans, x1)", "unbroadcast(g * x2 / ans, x2)")
 
 # selection: ties in maximum/minimum share the cotangent evenly
-binary(np.maximum, "unbroadcast(g * (x1 >= x2) * even_split(x1, x2), x1)",
-       "unbroadcast(g * (x2 >= x1) * even_split(x2, x1), x2)")
-binary(np.minimum, "unbroadcast(g * (x1 <= x2) * even_split(x1, x2), x1)",
-       "unbroadcast(g * (x2 <= x1) * even_split(x2, x1), x2)")
-defvjp(np.where, "condition, x, y, /",
-       x="unbroadcast(np.where(condition, g, 0.0), x)",
-       y="unbroadcast(np.where(condition, 0.0, g), y)")
-defvjp(np.clip, "a, a_min=None, a_max=None",
-       a="unbroadcast(g * clip_passes(a, a_min, a_max), a)",
-       a_min="unbroadcast(g * (a < a_min), a_min)",
-       a_max="unbroadcast(g * (a > a_max), a_max)")
+binary(
+    np.maximum,
+    "unbroadcast(g * (x1 >= x2) * even_split(x1, x2), x1)",
+    "unbroadcast(g * (x2 >= x1) * even_split(x2, x1), x2)",
+)
+binary(
+    np.minimum,
+    "unbroadcast(g * (x1 <= x2) * even_split(x1, x2), x1)",
+    "unbroadcast(g * (x2 <= x1) * even_split(x2, x1), x2)",
+)
+defvjp(
+    np.where,
+    "condition, x, y, /",
+    x="unbroadcast(np.where(condition, g, 0.0), x)",
+    y="unbroadcast(np.where(condition, 0.0, g), y)",
+)
+defvjp(
+    np.clip,
+    "a, a_min=None, a_max=None, out=None, *, min=None, max=None",
+    a=lambda args: "unbroadcast(g * clip_passes(a, {}, {}), a)".format(*_clip_bounds(args)),
+    a_min="unbroadcast(g * (a < a_min), a_min)",
+    a_max="unbroadcast(g * (a > a_max), a_max)",
+    min="unbroadcast(g * (a < min), min)",
+    max="unbroadcast(g * (a > max), max)",
+)
 
 # identities and conversions
 defvjp(np.copy, "a", a="g")
@@ -98,14 +125,41 @@ unary(math.expm1, "g * (ans + 1)")
 unary(math.log1p, "g / (1 + x)")
 unary(math.sqrt, "g / (2 * ans)")
 unary(math.fabs, "g * math.copysign(1.0, x)")
-defvjp(math.log, "x, base=math.e, /", x="g / (x * math.log(base))",
-       base="-g * ans / (base * math.log(base))")
+defvjp(
+    math.log,
+    "x, base=math.e, /",
+    x="g / (x * math.log(base))",
+    base="-g * ans / (base * math.log(base))",
+)
 defvjp(math.atan2, "y, x, /", y="g * x / (x**2 + y**2)", x="-g * y / (x**2 + y**2)")
 defvjp(math.hypot, "x, y, /", x="g * x / ans", y="g * y / ans")
-defvjp(math.pow, "x, y, /", x="g * y * x ** (y - 1)",
-       y="g * ans * math.log(x) if x > 0 else 0.0")
+defvjp(math.pow, "x, y, /", x="g * y * x ** (y - 1)", y="g * ans * math.log(x) if x > 0 else 0.0")
 
-nondiff(np.sign, np.floor, np.ceil, np.round, np.rint, np.trunc, np.floor_divide,
-        np.isnan, np.isinf, np.isfinite, np.greater, np.less, np.equal, np.not_equal,
-        np.greater_equal, np.less_equal, np.logical_and, np.logical_or, np.logical_not,
-        math.floor, math.ceil, math.isnan, math.isinf, round, int, bool)
+nondiff(
+    np.sign,
+    np.floor,
+    np.ceil,
+    np.round,
+    np.rint,
+    np.trunc,
+    np.floor_divide,
+    np.isnan,
+    np.isinf,
+    np.isfinite,
+    np.greater,
+    np.less,
+    np.equal,
+    np.not_equal,
+    np.greater_equal,
+    np.less_equal,
+    np.logical_and,
+    np.logical_or,
+    np.logical_not,
+    math.floor,
+    math.ceil,
+    math.isnan,
+    math.isinf,
+    round,
+    int,
+    bool,
+)

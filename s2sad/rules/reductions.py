@@ -10,13 +10,25 @@ defvjp(np.sum, _SIG, a="expand_reduced(g, a, axis=axis, keepdims=keepdims)")
 defvjp(np.mean, _SIG, a="mean_vjp(g, a, axis=axis, keepdims=keepdims)")
 defvjp(np.prod, _SIG, a="prod_vjp(g, a, ans, axis=axis, keepdims=keepdims)")
 for _f in (np.max, np.min, np.amax, np.amin):
-    defvjp(_f, "a, axis=None, out=None, keepdims=False",
-           a="extremum_vjp(g, a, ans, axis=axis, keepdims=keepdims)")
-defvjp(np.var, "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False",
-       a="var_vjp(g, a, axis=axis, ddof=ddof, keepdims=keepdims)")
-defvjp(np.std, "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False",
-       a="std_vjp(g, a, ans, axis=axis, ddof=ddof, keepdims=keepdims)")
-defvjp(np.linalg.norm, "x, ord=None, axis=None, keepdims=False",
-       x="norm_vjp(g, x, ans, ord=ord, axis=axis, keepdims=keepdims)")
+    defvjp(
+        _f,
+        "a, axis=None, out=None, keepdims=False",
+        a="extremum_vjp(g, a, ans, axis=axis, keepdims=keepdims)",
+    )
+defvjp(
+    np.var,
+    "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False",
+    a="var_vjp(g, a, axis=axis, ddof=ddof, keepdims=keepdims)",
+)
+defvjp(
+    np.std,
+    "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False",
+    a="std_vjp(g, a, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+)
+defvjp(
+    np.linalg.norm,
+    "x, ord=None, axis=None, keepdims=False",
+    x="norm_vjp(g, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
+)
 
 nondiff(np.argmax, np.argmin, np.argsort, np.count_nonzero, np.any, np.all)

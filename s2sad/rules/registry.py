@@ -18,6 +18,7 @@ Template = Union[str, Callable[[dict], str]]
 
 VJP: dict[int, "Rule"] = {}  # id(function) -> rule
 NONDIFF: dict[int, object] = {}  # id(function) -> function, outputs carry no derivative
+NAMESPACE: dict[str, object] = {}  # user-registered rule functions, by the name code calls
 _KEEP_ALIVE: list[object] = []
 
 
@@ -31,28 +32,38 @@ class Bound:
 
 
 class Rule:
-    def __init__(self, name: str, signature: str, templates: dict[str, Template],
-                 seq: tuple[str, ...] = ()):
+    def __init__(
+        self, name: str, signature: str, templates: dict[str, Template], seq: tuple[str, ...] = ()
+    ):
         self.name = name
         fn = ast.parse(f"def _({signature}): pass").body[0]
         self.signature = _signature_of(fn.args)
-        self.templates = {k: (ast.parse(v, mode="eval").body if isinstance(v, str) else v)
-                          for k, v in templates.items()}
+        self.templates = {
+            k: (ast.parse(v, mode="eval").body if isinstance(v, str) else v)
+            for k, v in templates.items()
+        }
         self.seq = set(seq)  # parameters that take a list of arrays
+        self.joint: ast.expr | None = None  # one call giving every parameter's cotangent
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
         given = set(ba.arguments)
         ba.apply_defaults()
-        bound = {k: ast.Tuple(list(v), ast.Load()) if isinstance(v, tuple) else v
-                 for k, v in ba.arguments.items()}  # *operands arrive as a tuple of nodes
+        bound = {
+            k: ast.Tuple(list(v), ast.Load()) if isinstance(v, tuple) else v
+            for k, v in ba.arguments.items()
+        }  # *operands arrive as a tuple of nodes
         return Bound(self, bound, given)
 
     def differentiable(self, bound: Bound) -> list[str]:
         return [p for p in self.templates if p in bound.args]
 
-    def adjoint(self, bound: Bound, param: str, g: str, ans: str,
-                index: int | None = None) -> ast.expr:
+    def joint_adjoint(self, bound: Bound, g: str, ans: str) -> ast.expr:
+        return _Substitute(bound, g, ans, None).visit(copy.deepcopy(self.joint))
+
+    def adjoint(
+        self, bound: Bound, param: str, g: str, ans: str, index: int | None = None
+    ) -> ast.expr:
         """The contribution to `param` (element `index` of a list parameter)."""
         template = self.templates[param]
         if callable(template):
@@ -66,14 +77,21 @@ def _signature_of(args: ast.arguments) -> inspect.Signature:
     kinds += [(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args.args]
     defaults = [None] * (len(kinds) - len(args.defaults)) + list(args.defaults)
     for (a, kind), default in zip(kinds, defaults):
-        params.append(inspect.Parameter(a.arg, kind, default=default if default is not None
-                                        else inspect.Parameter.empty))
+        params.append(
+            inspect.Parameter(
+                a.arg, kind, default=default if default is not None else inspect.Parameter.empty
+            )
+        )
     if args.vararg is not None:
         params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
     for a, default in zip(args.kwonlyargs, args.kw_defaults):
-        params.append(inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY,
-                                        default=default if default is not None
-                                        else inspect.Parameter.empty))
+        params.append(
+            inspect.Parameter(
+                a.arg,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default if default is not None else inspect.Parameter.empty,
+            )
+        )
     return inspect.Signature(params)
 
 
@@ -82,9 +100,15 @@ class _Substitute(ast.NodeTransformer):
         self.bound, self.g, self.ans, self.index = bound, g, ans, index
 
     def visit_Call(self, node: ast.Call) -> ast.Call:
-        node.keywords = [k for k in node.keywords
-                         if not (isinstance(k.value, ast.Name) and k.value.id in self.bound.args
-                                 and k.value.id not in self.bound.given)]
+        node.keywords = [
+            k
+            for k in node.keywords
+            if not (
+                isinstance(k.value, ast.Name)
+                and k.value.id in self.bound.args
+                and k.value.id not in self.bound.given
+            )
+        ]
         self.generic_visit(node)
         return node
 
@@ -100,10 +124,19 @@ class _Substitute(ast.NodeTransformer):
         return node
 
 
-def defvjp(func, signature: str, seq: tuple[str, ...] = (), **templates: Template) -> None:
-    """Register the adjoint templates of `func`; one entry per differentiable argument."""
+def defvjp(
+    func, signature: str, seq: tuple[str, ...] = (), joint: str | None = None, **templates: Template
+) -> None:
+    """Register the adjoint templates of `func`; one entry per differentiable argument.
+
+    `joint`, if given, computes all cotangents in one call (a tuple in parameter order); it is
+    used when several arguments are differentiated, so the rule runs once.
+    """
     name = getattr(func, "__name__", repr(func))
-    VJP[id(func)] = Rule(name, signature, templates, seq)
+    rule = Rule(name, signature, templates, seq)
+    if joint is not None:
+        rule.joint = ast.parse(joint, mode="eval").body
+    VJP[id(func)] = rule
     _KEEP_ALIVE.append(func)
 
 

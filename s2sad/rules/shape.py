@@ -6,19 +6,35 @@ import numpy as np
 
 from .registry import defvjp
 
-defvjp(np.reshape, "a, /, shape=None, order='C', *, newshape=None, copy=None",
-       a="np.reshape(g, np.shape(a))")
+defvjp(
+    np.reshape,
+    "a, /, shape=None, order='C', *, newshape=None, copy=None",
+    a="np.reshape(g, np.shape(a))",
+)
 defvjp(np.ravel, "a, order='C'", a="np.reshape(g, np.shape(a))")
 defvjp(np.squeeze, "a, axis=None", a="np.reshape(g, np.shape(a))")
 defvjp(np.expand_dims, "a, axis", a="np.reshape(g, np.shape(a))")
-defvjp(np.transpose, "a, axes=None", a=lambda args: "np.transpose(g)"
-       if _is_none(args["axes"]) else "np.transpose(g, np.argsort(axes))")
+defvjp(
+    np.transpose,
+    "a, axes=None",
+    a=lambda args: (
+        "np.transpose(g)" if _is_none(args["axes"]) else "np.transpose(g, np.argsort(axes))"
+    ),
+)
 defvjp(np.swapaxes, "a, axis1, axis2", a="np.swapaxes(g, axis1, axis2)")
 defvjp(np.moveaxis, "a, source, destination", a="np.moveaxis(g, destination, source)")
-defvjp(np.concatenate, "arrays, /, axis=0, out=None, *, dtype=None, casting='same_kind'",
-       seq=("arrays",), arrays="concatenate_vjp(g, arrays, k, axis=axis)")
-defvjp(np.stack, "arrays, axis=0, out=None, *, dtype=None, casting='same_kind'",
-       seq=("arrays",), arrays="stack_vjp(g, k, axis=axis)")
+defvjp(
+    np.concatenate,
+    "arrays, /, axis=0, out=None, *, dtype=None, casting='same_kind'",
+    seq=("arrays",),
+    arrays="concatenate_vjp(g, arrays, k, axis=axis)",
+)
+defvjp(
+    np.stack,
+    "arrays, axis=0, out=None, *, dtype=None, casting='same_kind'",
+    seq=("arrays",),
+    arrays="stack_vjp(g, k, axis=axis)",
+)
 defvjp(np.broadcast_to, "array, shape, subok=False", array="unbroadcast(g, array)")
 
 

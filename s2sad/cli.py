@@ -1,0 +1,231 @@
+"""The `s2sad` command: write adjoints of functions in a file as standalone modules."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .api import Transformed
+from .errors import S2SADError
+from .standalone import standalone_module
+
+_HELP = """\
+Write the adjoint of a Python/NumPy function as a standalone, readable module.
+
+The file named in PATH.py:FUNC is imported (so its module-level code runs) to resolve the names the
+function uses. The emitted module imports numpy and math only, never s2sad.
+"""
+
+
+class CLIError(Exception):
+    pass
+
+
+def load_function(spec: str):
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise CLIError(f"expected PATH.py:FUNC, got {spec!r}")
+    module = _load_module(Path(path))
+    func = getattr(module, name, None)
+    if func is None:
+        raise CLIError(f"{path} has no function named {name!r}")
+    return func
+
+
+def _load_module(file: Path):
+    """Import `file` as a module (once per process), so its functions' names resolve."""
+    if not file.is_file():
+        raise CLIError(f"no such file: {file}")
+    module_name = f"_s2sad_cli_{file.stem}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    sys.path.insert(0, str(file.resolve().parent))
+    try:
+        mod_spec = importlib.util.spec_from_file_location(module_name, file)
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[module_name] = module
+        mod_spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module failed to import
+        sys.modules.pop(module_name, None)
+        raise CLIError(f"importing {file} failed: {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def _wrt(func, names):
+    if not names:
+        return 0
+    return tuple(names) if len(names) > 1 else names[0]
+
+
+def emit_text(spec: str, wrt_names, mode: str) -> str:
+    func = load_function(spec)
+    transformed = Transformed(func, _wrt(func, wrt_names), mode)
+    origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
+    return standalone_module(transformed.compiled, func, mode, transformed.wrt, __version__, origin)
+
+
+def _project_path(file: Path) -> str:
+    """`file` relative to its project root (the nearest pyproject.toml or .git), so the header
+    of an emitted module does not depend on the directory the command ran in."""
+    file = file.resolve()
+    for parent in file.parents:
+        if (parent / "pyproject.toml").is_file() or (parent / ".git").exists():
+            return file.relative_to(parent).as_posix()
+    return file.name
+
+
+def emit_all(directory: str, outdir: str | None, check: bool) -> int:
+    """Emit the EMIT list of every example file; with `check`, report stale files instead."""
+    if outdir is None:
+        raise CLIError("--all needs -o OUTDIR")
+    root = Path(directory)
+    if not root.is_dir():
+        raise CLIError(f"no such directory: {directory}")
+    stale = []
+    for file in sorted(root.glob("*.py")):
+        if "EMIT" not in file.read_text():
+            continue  # only files that list functions to emit are imported
+        module = _load_module(file)
+        for func_name, options in getattr(module, "EMIT", {}).items():
+            mode = options.get("mode", "grad")
+            text = emit_text(f"{file.as_posix()}:{func_name}", options.get("wrt"), mode)
+            out = Path(outdir) / f"{file.stem}_{func_name}_{mode}.py"
+            if check:
+                if not out.is_file() or out.read_text() != text:
+                    stale.append(str(out))
+            else:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_text(text)
+                print(f"wrote {out}")
+    for name in stale:
+        print(f"stale: {name}", file=sys.stderr)
+    return 1 if stale else 0
+
+
+def show_text(spec: str, wrt_names, mode: str) -> str:
+    """The user's source with the generated statements for each line beneath it."""
+    func = load_function(spec)
+    transformed = Transformed(func, _wrt(func, wrt_names), mode)
+    blocks: dict[int, list[list[str]]] = {}
+    current = None
+    for line in transformed.compiled.source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("# line "):
+            number = int(stripped[len("# line ") :].split(":")[0])
+            current = []
+            blocks.setdefault(number, []).append(current)
+        elif stripped.startswith("#"):
+            current = None
+        elif current is not None and stripped and not stripped.startswith(("def ", "return")):
+            current.append(stripped)
+        if stripped.startswith(("def pullback", "return")) or not stripped:
+            current = None
+    import inspect
+
+    lines, first = inspect.getsourcelines(func)
+    out = [f"# {transformed.compiled.name}: each source line, then its primal and adjoint code"]
+    for offset, text in enumerate(lines):
+        number = first + offset
+        out.append(f"{number:4d} | {text.rstrip()}")
+        for k, block in enumerate(blocks.get(number, [])):
+            label = "primal " if k == 0 else "adjoint"
+            out += [f"     {label} | {s}" for s in block]
+    return "\n".join(out) + "\n"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="s2sad", description=_HELP, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"s2sad {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "target",
+        metavar="PATH.py:FUNC",
+        help="the file (imported to resolve names) and the function in it",
+    )
+    common.add_argument(
+        "--wrt",
+        action="append",
+        metavar="NAME",
+        help="differentiate with respect to this parameter (repeatable; "
+        "default: the first parameter)",
+    )
+    common.add_argument(
+        "--mode",
+        choices=["grad", "vjp", "value_and_grad"],
+        default="grad",
+        help="grad: gradient of a scalar output (default); vjp: value and "
+        "pullback(seed); value_and_grad: value and gradient",
+    )
+    emit_p = sub.add_parser(
+        "emit",
+        parents=[common],
+        help="write a standalone adjoint module",
+        description="Write a standalone adjoint module (imports numpy only).",
+    )
+    emit_p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT.py",
+        help="write here instead of stdout (with --all: a directory)",
+    )
+    emit_p.add_argument(
+        "--all",
+        action="store_true",
+        help="PATH is a directory: emit every function listed in the EMIT dict "
+        "of each .py file in it ({'func': {'wrt': [...], 'mode': ...}}) "
+        "to OUTDIR/<file>_<func>_<mode>.py",
+    )
+    emit_p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --all: write nothing, exit 1 if any file in OUTDIR is stale",
+    )
+    sub.add_parser(
+        "show",
+        parents=[common],
+        help="print the source with its adjoint by line",
+        description="Print the function's source, each line followed by the primal "
+        "and adjoint statements generated for it.",
+    )
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "emit" and args.all:
+            return emit_all(args.target, args.output, args.check)
+        if args.command == "emit":
+            text = emit_text(args.target, args.wrt, args.mode)
+            if args.output:
+                tmp = f"{args.output}.tmp{os.getpid()}"
+                Path(tmp).write_text(text)
+                os.replace(tmp, args.output)
+            else:
+                sys.stdout.write(text)
+        else:
+            sys.stdout.write(show_text(args.target, args.wrt, args.mode))
+    except (CLIError, S2SADError) as exc:
+        if args.debug:
+            raise
+        first = str(exc).splitlines()
+        print(f"s2sad: error: {first[0]}", file=sys.stderr)
+        for extra in first[1:]:
+            print(f"s2sad: {extra.strip()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

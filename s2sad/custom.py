@@ -1,0 +1,71 @@
+"""User-given derivatives: `register_vjp` for any callable, `custom_vjp` for a function whose
+rule the user writes next to it, and `stop_gradient`.
+
+A rule is called as `rule(dy, y, *args)`: the upstream cotangent, the primal result and the
+call's arguments; it returns the cotangent of each argument (one value for a one-argument
+function, a tuple otherwise). Generated code calls it by a name derived from the function's.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .errors import S2SADError
+from .rules.registry import NAMESPACE, defvjp, nondiff
+from .runtime import stop_gradient
+
+nondiff(stop_gradient)
+
+
+def _argnames(func, argnames) -> list[str]:
+    if argnames is not None:
+        return list(argnames)
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        nin = getattr(func, "nin", None)  # a NumPy/SciPy ufunc
+        if nin is None:
+            raise S2SADError(
+                f"cannot read the parameters of {func!r}",
+                hint="pass argnames=('x', ...) to register_vjp",
+            ) from None
+        return [f"x{i + 1}" for i in range(nin)] if nin > 1 else ["x"]
+    names = []
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise S2SADError(
+                f"{func!r} takes *args or **kwargs", hint="pass argnames=('x', ...) to register_vjp"
+            )
+        names.append(p.name)
+    return names
+
+
+def register_vjp(func, rule, argnames=None) -> None:
+    """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
+    names = _argnames(func, argnames)
+    base = f"{getattr(func, '__name__', 'func').strip('<>')}_vjp"
+    rule_name, k = base, 2
+    while rule_name in NAMESPACE and NAMESPACE[rule_name] is not rule:
+        rule_name, k = f"{base}{k}", k + 1
+    NAMESPACE[rule_name] = rule
+    call = f"{rule_name}(g, ans, {', '.join(names)})"
+    templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
+    defvjp(func, ", ".join(names), joint=call if len(names) > 1 else None, **templates)
+
+
+class custom_vjp:  # noqa: N801  (used as a decorator, like functools.wraps)
+    """Decorate `f`; then decorate its rule with `@f.defvjp`."""
+
+    def __init__(self, func):
+        self.func = func
+        self.rule = None
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args, **kwargs):
+        return self.func(*args, **kwargs)
+
+    def defvjp(self, rule):
+        self.rule = rule
+        register_vjp(self, rule, _argnames(self.func, None))
+        return rule

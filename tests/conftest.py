@@ -1,0 +1,232 @@
+"""Shared helpers for the rule tests: gradients and pullbacks checked against finite differences.
+
+`check_grad(f, args, wrt=0)` compares `s2sad.grad(f, wrt)(*args)` with float64 central differences
+of `f`, and checks that every gradient has exactly the type, shape and dtype of its input (a Python
+float gives a Python float). `check_vjp(f, args, wrt=0)` draws a random seed shaped like `f`'s
+output and compares `pullback(seed)` with the finite differences of `sum(seed * f(...))`.
+
+Both return what s2sad computed (the gradient, or the cotangents), so a test can also compare it
+with exact expected numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+
+import numpy as np
+import pytest
+
+import s2sad
+
+EPS = 1e-6
+RTOL = 1e-5
+ATOL = 1e-7
+
+
+# ----------------------------------------------------------------------------- argument handling
+
+
+def _wrt_indices(f, wrt) -> tuple[list[int], bool]:
+    """Positions of the `wrt` parameters (index, name or tuple) and whether wrt is a tuple."""
+    params = list(inspect.signature(f).parameters)
+    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            out.append(params.index(item))
+        else:
+            out.append(item % len(params))
+    return out, isinstance(wrt, (tuple, list))
+
+
+def _copy_args(args):
+    return [copy.deepcopy(a) for a in args]
+
+
+def _same(a, b) -> bool:
+    """Exact equality of two argument values, for the no-mutation check."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:  # pragma: no cover - exotic argument types
+        return True
+
+
+def _float64_input(name, x):
+    """Finite differences are only meaningful for float64 inputs."""
+    if isinstance(x, float) and not isinstance(x, np.generic):
+        return
+    arr = np.asarray(x)
+    assert (
+        arr.dtype == np.float64
+    ), f"test bug: differentiated argument {name!r} must be float64, got {arr.dtype}"
+
+
+def _perturbed(x, flat_index, delta):
+    """A copy of `x` (Python float, NumPy scalar or array) with one element moved by `delta`."""
+    if isinstance(x, np.ndarray):
+        y = np.array(x, dtype=x.dtype, copy=True)
+        y.reshape(-1)[flat_index] += delta
+        return y
+    if isinstance(x, np.generic):
+        return type(x)(x + delta)
+    return float(x) + delta
+
+
+def _as_float_output(value) -> float:
+    arr = np.asarray(value, dtype=np.float64)
+    assert arr.shape == (), f"test bug: the function under test returned shape {arr.shape}"
+    return float(arr)
+
+
+def _fd(scalar_fn, args, index, eps):
+    """Central differences of scalar_fn(*args) with respect to args[index], shaped like it."""
+    x = args[index]
+    n = int(np.size(x))
+    out = np.empty(n, dtype=np.float64)
+    for k in range(n):
+        plus = list(args)
+        minus = list(args)
+        plus[index] = _perturbed(x, k, eps)
+        minus[index] = _perturbed(x, k, -eps)
+        out[k] = (scalar_fn(*_copy_args(plus)) - scalar_fn(*_copy_args(minus))) / (2 * eps)
+    return out.reshape(np.shape(x))
+
+
+def assert_like_input(g, x, what="gradient"):
+    """`g` has exactly the type, shape and dtype of the input `x`."""
+    if isinstance(x, float) and not isinstance(x, np.generic):
+        assert type(g) is float, f"{what} of a Python float should be a Python float, got {type(g)}"
+        return
+    if isinstance(x, np.generic):
+        assert type(g) is type(x), f"{what} of a {type(x)} should be one, got {type(g)}"
+        return
+    assert isinstance(g, np.ndarray), f"{what} of an array should be an ndarray, got {type(g)}"
+    assert g.shape == np.shape(x), f"{what} has shape {g.shape}, input has {np.shape(x)}"
+    assert (
+        g.dtype == np.asarray(x).dtype
+    ), f"{what} has dtype {g.dtype}, input {np.asarray(x).dtype}"
+
+
+def _assert_close(actual, expected, rtol, atol, what):
+    np.testing.assert_allclose(
+        np.asarray(actual, dtype=np.float64), expected, rtol=rtol, atol=atol, err_msg=what
+    )
+
+
+# ----------------------------------------------------------------------------- public helpers
+
+
+def check_grad(f, args, wrt=0, *, eps=EPS, rtol=RTOL, atol=ATOL):
+    """Check s2sad.grad(f, wrt)(*args) against central finite differences; return the gradient."""
+    args = list(args)
+    indices, is_tuple = _wrt_indices(f, wrt)
+    params = list(inspect.signature(f).parameters)
+    for i in indices:
+        _float64_input(params[i], args[i])
+    before = _copy_args(args)
+
+    grads = s2sad.grad(f, wrt=wrt)(*args)
+
+    for a, b in zip(args, before):
+        assert _same(a, b), "s2sad.grad modified an argument in place"
+    if is_tuple:
+        assert isinstance(grads, tuple) and len(grads) == len(
+            indices
+        ), f"grad with a tuple wrt should return a tuple of {len(indices)}, got {grads!r}"
+        grad_list = list(grads)
+    else:
+        grad_list = [grads]
+
+    def scalar_fn(*a):
+        return _as_float_output(f(*a))
+
+    scalar_fn(*_copy_args(args))  # the function under test must be scalar-valued
+    for g, i in zip(grad_list, indices):
+        assert_like_input(g, args[i], f"gradient wrt {params[i]!r}")
+        expected = _fd(scalar_fn, args, i, eps)
+        _assert_close(g, expected, rtol, atol, f"gradient wrt {params[i]!r} vs finite differences")
+    return grads
+
+
+def random_seed_like(out, rng):
+    """A random seed with the shape (and Python/NumPy type) of one output."""
+    if isinstance(out, float) and not isinstance(out, np.generic):
+        return float(rng.standard_normal())
+    shape = np.shape(out)
+    seed = rng.standard_normal(shape)
+    if isinstance(out, np.ndarray):
+        return np.asarray(seed, dtype=np.float64)
+    return np.float64(seed)
+
+
+def check_vjp(f, args, wrt=0, *, seed=0, eps=EPS, rtol=RTOL, atol=ATOL):
+    """Check vjp(f, wrt)(*args)'s pullback of a random seed against finite differences of
+    sum(seed * f(...)). Handles tuple outputs (a tuple of seeds). Returns the cotangents."""
+    args = list(args)
+    rng = np.random.default_rng(seed)
+    indices, is_tuple = _wrt_indices(f, wrt)
+    params = list(inspect.signature(f).parameters)
+    for i in indices:
+        _float64_input(params[i], args[i])
+    before = _copy_args(args)
+
+    out, pullback = s2sad.vjp(f, wrt=wrt)(*args)
+
+    expected_out = f(*_copy_args(args))
+    tuple_out = isinstance(expected_out, tuple)
+    outs = expected_out if tuple_out else (expected_out,)
+    got_outs = out if tuple_out else (out,)
+    assert len(got_outs) == len(outs)
+    for o, e in zip(got_outs, outs):
+        assert np.shape(o) == np.shape(e), f"vjp output shape {np.shape(o)} != {np.shape(e)}"
+        _assert_close(o, np.asarray(e, dtype=np.float64), 1e-12, 1e-12, "vjp primal output")
+    seeds = tuple(random_seed_like(o, rng) for o in outs)
+    seed_arg = seeds if tuple_out else seeds[0]
+    frozen = copy.deepcopy(seeds)
+
+    cots = pullback(seed_arg)
+
+    for s, s0 in zip(seeds, frozen):
+        assert _same(s, s0), "pullback modified its seed in place"
+    for a, b in zip(args, before):
+        assert _same(a, b), "s2sad.vjp modified an argument in place"
+    cot_list = list(cots) if is_tuple else [cots]
+    if is_tuple:
+        assert isinstance(cots, tuple) and len(cots) == len(indices)
+
+    def scalar_fn(*a):
+        res = f(*a)
+        res = res if tuple_out else (res,)
+        return float(
+            sum(
+                np.sum(np.asarray(s, dtype=np.float64) * np.asarray(r, dtype=np.float64))
+                for s, r in zip(seeds, res)
+            )
+        )
+
+    for g, i in zip(cot_list, indices):
+        assert_like_input(g, args[i], f"cotangent wrt {params[i]!r}")
+        expected = _fd(scalar_fn, args, i, eps)
+        _assert_close(g, expected, rtol, atol, f"cotangent wrt {params[i]!r} vs finite differences")
+    return cots
+
+
+def rand(*shape, seed=0, low=-1.0, high=1.0):
+    """A float64 array of the given shape, uniform in [low, high)."""
+    return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float64)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+# Make the helpers importable as `from conftest import ...` from any test module.
+__all__ = ["check_grad", "check_vjp", "assert_like_input", "random_seed_like", "rand"]

@@ -1,0 +1,209 @@
+"""The public API: wrt forms, decorators, types of gradients, caching, inputs left untouched."""
+
+import math
+
+import numpy as np
+import numpy as onp  # numpy under a second alias
+import pytest
+from numpy import exp as np_exp
+from numpy.linalg import norm as np_norm
+
+import s2sad
+
+SCALE = 3.0
+
+
+def loss(w, x, b=0.5):
+    return np.sum(np.tanh(x @ w + b) ** 2)
+
+
+def test_wrt_index_name_and_tuple():
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=3), rng.normal(size=(4, 3))
+    by_index = s2sad.grad(loss)(w, x)
+    by_name = s2sad.grad(loss, wrt="w")(w, x)
+    both = s2sad.grad(loss, wrt=("w", 2))(w, x, 0.25)
+    np.testing.assert_allclose(by_index, by_name)
+    assert isinstance(both, tuple) and len(both) == 2
+    assert isinstance(both[1], float)
+    single_tuple = s2sad.grad(loss, wrt=(0,))(w, x)
+    assert isinstance(single_tuple, tuple) and len(single_tuple) == 1
+
+
+def test_keyword_arguments_and_defaults():
+    rng = np.random.default_rng(1)
+    w, x = rng.normal(size=3), rng.normal(size=(4, 3))
+    g = s2sad.grad(loss, wrt="b")
+    assert g(w, x) == pytest.approx(g(w, x, b=0.5))
+    assert g(w=w, x=x, b=0.1) != pytest.approx(g(w, x))
+
+
+@s2sad.grad
+def decorated(x):
+    return np.sum(x**3)
+
+
+@s2sad.grad(wrt="y")
+def decorated_wrt(x, y):
+    return np.sum(x * y**2)
+
+
+def test_decorator_forms():
+    x = np.array([1.0, 2.0])
+    np.testing.assert_allclose(decorated(x), 3 * x**2)
+    np.testing.assert_allclose(decorated_wrt(x, np.array([3.0, 4.0])), [6.0, 16.0])
+
+
+def aliases(x):
+    return onp.sum(np_exp(x)) + np_norm(x) + math.sqrt(SCALE) * onp.linalg.norm(x)
+
+
+def test_numpy_under_any_alias_math_and_globals():
+    x = np.array([0.3, -1.2, 2.0])
+    expected = np.exp(x) + x / np.linalg.norm(x) + math.sqrt(SCALE) * x / np.linalg.norm(x)
+    np.testing.assert_allclose(s2sad.grad(aliases)(x), expected)
+    src = s2sad.source(s2sad.grad(aliases))
+    code = "\n".join(line for line in src.splitlines() if not line.strip().startswith("#"))
+    assert "np.exp(" in code and "np.linalg.norm(" in code and "onp" not in code
+
+
+def test_closure_constants():
+    k = 2.5
+
+    def f(x):
+        return np.sum(k * x**2)
+
+    np.testing.assert_allclose(s2sad.grad(f)(np.array([1.0, 2.0])), [5.0, 10.0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradient_dtype_and_shape_follow_the_input(dtype):
+    x = np.arange(6, dtype=dtype).reshape(2, 3) / 7
+    w = np.ones((3,), dtype=np.float64)
+    g = s2sad.grad(loss)(w.astype(dtype), x)
+    assert g.dtype == dtype and g.shape == (3,)
+
+
+def scalar_mix(a, b):
+    return a * b + math.sin(a)
+
+
+def test_python_floats_give_python_floats_and_numpy_scalars_give_numpy_scalars():
+    da, db = s2sad.grad(scalar_mix, wrt=(0, 1))(2.0, 3.0)
+    assert type(da) is float and type(db) is float
+    assert da == pytest.approx(3.0 + math.cos(2.0)) and db == pytest.approx(2.0)
+    da, db = s2sad.grad(scalar_mix, wrt=(0, 1))(np.float32(2.0), np.float64(3.0))
+    assert type(da) is np.float32 and type(db) is np.float64
+    g0 = s2sad.grad(product_0d)(np.array(2.0))
+    assert isinstance(g0, np.ndarray) and g0.shape == () and g0 == 4.0
+
+
+def product_0d(x):
+    return x * x
+
+
+def unused(x, y):
+    return np.sum(x)
+
+
+def test_unused_input_gets_zero_gradient_of_its_shape():
+    dx, dy = s2sad.grad(unused, wrt=(0, 1))(np.ones(2), np.ones((3, 2), dtype=np.float32))
+    np.testing.assert_array_equal(dy, np.zeros((3, 2)))
+    assert dy.dtype == np.float32
+    assert s2sad.grad(unused, wrt=1)(np.ones(2), 4.0) == 0.0
+
+
+def identity_sum(x):
+    y = x
+    return np.sum(y)
+
+
+def test_inputs_are_not_modified_and_gradients_are_fresh_arrays():
+    x = np.arange(4.0)
+    x.setflags(write=False)
+    g = s2sad.grad(identity_sum)(x)
+    np.testing.assert_array_equal(x, np.arange(4.0))
+    assert g.flags.writeable and not np.shares_memory(g, x)
+    g[0] = 10.0  # the user owns it
+
+
+def identity(x):
+    return x
+
+
+def test_vjp_of_identity_does_not_alias_the_seed():
+    _, pullback = s2sad.vjp(identity)(np.ones(3))
+    seed = np.array([1.0, 2.0, 3.0])
+    out = pullback(seed)
+    np.testing.assert_array_equal(out, seed)
+    assert not np.shares_memory(out, seed)
+
+
+def non_contiguous_sum(x):
+    return np.sum(x**2)
+
+
+def test_non_contiguous_input():
+    base = np.arange(12.0).reshape(3, 4)
+    x = base[:, ::2]
+    g = s2sad.grad(non_contiguous_sum)(x)
+    np.testing.assert_array_equal(g, 2 * x)
+    np.testing.assert_array_equal(base, np.arange(12.0).reshape(3, 4))
+
+
+def two_outputs(x):
+    return x * 2.0, np.sum(x)
+
+
+def test_vjp_of_tuple_output_takes_a_tuple_seed():
+    out, pullback = s2sad.vjp(two_outputs)(np.array([1.0, 2.0]))
+    assert isinstance(out, tuple) and len(out) == 2
+    np.testing.assert_array_equal(pullback((np.array([1.0, 1.0]), 3.0)), [5.0, 5.0])
+    with pytest.raises(s2sad.SeedShapeError):
+        pullback(np.ones(2))
+
+
+def test_vjp_seed_shape_is_checked():
+    _, pullback = s2sad.vjp(identity)(np.ones(3))
+    with pytest.raises(s2sad.SeedShapeError, match=r"shape \(2,\).*\(3,\)"):
+        pullback(np.ones(2))
+
+
+def test_value_and_grad_runs_once_and_matches():
+    rng = np.random.default_rng(2)
+    w, x = rng.normal(size=3), rng.normal(size=(4, 3))
+    value, g = s2sad.value_and_grad(loss)(w, x)
+    assert value == pytest.approx(loss(w, x))
+    np.testing.assert_allclose(g, s2sad.grad(loss)(w, x))
+
+
+def test_transform_is_cached():
+    from s2sad import compile as stage
+
+    g1 = s2sad.grad(loss, wrt=1)
+    first = g1.compiled
+    g2 = s2sad.grad(loss, wrt=1)
+    assert g2.compiled is first
+    assert len([k for k in stage._CACHE if k[0] is loss.__code__ and k[3] == ("x",)]) == 1
+
+
+def test_source_shows_the_generated_function():
+    text = s2sad.source(s2sad.grad(loss))
+    assert text.startswith("def grad_loss(w, x, b=0.5):")
+    with pytest.raises(s2sad.S2SADError, match="not made by s2sad"):
+        s2sad.source(loss)
+
+
+def test_tracebacks_show_generated_lines():
+    import traceback
+
+    g = s2sad.grad(needs_positive)
+    with np.errstate(all="raise"):
+        with pytest.raises(FloatingPointError) as info:
+            g(np.array([0.0]))
+    text = "".join(traceback.format_exception(info.value))
+    assert "grad_needs_positive" in text and "dx = " in text
+
+
+def needs_positive(x):
+    return np.sum(np.sqrt(x))  # the adjoint divides by sqrt(x)

@@ -1,0 +1,171 @@
+"""The `s2sad` command and the checked-in generated/ directory."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def _example_cases():
+    cases = []
+    for file in sorted(EXAMPLES.glob("*.py")):
+        if "EMIT" not in file.read_text():
+            continue
+        module = cli._load_module(file)
+        for name, options in module.EMIT.items():
+            cases.append(pytest.param(file, name, options, id=f"{file.stem}:{name}"))
+    return cases
+
+
+def _run(*args, cwd=ROOT):
+    return subprocess.run(
+        [sys.executable, "-m", "s2sad", *args], cwd=cwd, capture_output=True, text=True, timeout=120
+    )
+
+
+def _import_without_s2sad(path: Path):
+    """Import a generated module in a fresh interpreter where `import s2sad` fails."""
+    code = (
+        "import sys, importlib.util, pickle\n"
+        "sys.modules['s2sad'] = None\n"
+        f"spec = importlib.util.spec_from_file_location('gen', {str(path)!r})\n"
+        "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+        "print('ok', sorted(n for n in dir(mod) if not n.startswith('_'))[:3])\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("file, name, options", _example_cases())
+def test_emitted_module_is_standalone_and_matches_grad(file, name, options, tmp_path):
+    out = tmp_path / f"{name}_grad.py"
+    args = ["emit", f"{file}:{name}", "-o", str(out)]
+    for w in options.get("wrt", []):
+        args += ["--wrt", w]
+    result = _run(*args)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "import s2sad" not in text and "from s2sad" not in text
+    assert _import_without_s2sad(out).startswith("ok")
+
+    spec = importlib.util.spec_from_file_location(f"gen_{name}", out)
+    generated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generated)
+    module = cli._load_module(file)
+    args_ = module.inputs(np.random.default_rng(0))[name]
+    expected = s2sad.grad(getattr(module, name), wrt=tuple(options["wrt"]))(*args_)
+    got = getattr(generated, f"grad_{name}")(*args_)
+    got = got if isinstance(got, tuple) else (got,)
+    for e, g in zip(expected, got):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_generated_directory_is_current():
+    stale = cli.emit_all(str(EXAMPLES), str(ROOT / "generated"), check=True)
+    assert stale == 0, "generated/ is stale: run `s2sad emit --all examples -o generated`"
+
+
+def test_emit_all_check_reports_a_stale_file(tmp_path, capsys):
+    assert cli.emit_all(str(EXAMPLES), str(tmp_path), check=False) == 0
+    victim = sorted(tmp_path.glob("*.py"))[0]
+    victim.write_text(victim.read_text() + "# edited by hand\n")
+    assert cli.emit_all(str(EXAMPLES), str(tmp_path), check=True) == 1
+    assert f"stale: {victim}" in capsys.readouterr().err
+
+
+def test_emit_to_stdout_has_header_and_function():
+    result = _run("emit", "examples/mlp.py:loss", "--wrt", "W1")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith('"""Adjoint of loss from examples/mlp.py:')
+    assert "mode=grad, wrt=W1" in result.stdout and "def grad_loss(" in result.stdout
+
+
+def test_emit_vjp_mode_module(tmp_path):
+    out = tmp_path / "vjp_chain.py"
+    result = _run(
+        "emit", "examples/broadcasting.py:chain", "--mode", "vjp", "--wrt", "y", "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    spec = importlib.util.spec_from_file_location("vjp_chain", out)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x, y, z = (np.ones((2, 2, 2)), np.eye(2), np.ones((2, 2, 2)))
+    value, pullback = mod.vjp_chain(x, y, z)
+    assert value == pytest.approx(16.0)
+    np.testing.assert_allclose(pullback(1.0), s2sad.grad(_chain(), wrt=1)(x, y, z))
+
+
+def _chain():
+    return cli._load_module(EXAMPLES / "broadcasting.py").chain
+
+
+def test_show_interleaves_source_and_adjoint():
+    result = _run("show", "examples/mlp.py:loss", "--wrt", "W1")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    src = next(i for i, line in enumerate(lines) if "h = np.tanh(x @ W1 + b1)" in line)
+    block = lines[src + 1 : src + 8]
+    assert any("primal  | h_matmul = x @ W1" in line for line in block)
+    assert any("adjoint | dW1 = matmul_vjp_rhs(" in line for line in block)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["emit", "nope.py:f"], "no such file: nope.py"),
+        (["emit", "examples/mlp.py:missing"], "has no function named 'missing'"),
+        (["emit", "examples/mlp.py"], "expected PATH.py:FUNC"),
+        (["emit", "examples/mlp.py:loss", "--wrt", "zz"], "wrt='zz' is not a parameter"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(args, message):
+    result = _run(*args)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("s2sad: error: ")
+
+
+def test_import_failure_and_unsupported_construct(tmp_path):
+    (tmp_path / "broken.py").write_text("import numpy as np\nraise RuntimeError('boom')\n")
+    result = _run("emit", str(tmp_path / "broken.py") + ":f")
+    assert result.returncode == 1 and "importing" in result.stderr and "boom" in result.stderr
+    (tmp_path / "loop.py").write_text(
+        "def f(x):\n    for i in range(2):\n        x = x * 2\n    return x\n"
+    )
+    result = _run("emit", str(tmp_path / "loop.py") + ":f")
+    assert result.returncode == 1 and "`for` loops" in result.stderr
+    assert "loop.py:2" in result.stderr and "Traceback" not in result.stderr
+    debug = _run("--debug", "emit", str(tmp_path / "loop.py") + ":f")
+    assert "Traceback" in debug.stderr
+
+
+@pytest.mark.parametrize("command", [[], ["emit"], ["show"]])
+def test_help_is_complete(command):
+    result = _run(*command, "--help")
+    assert result.returncode == 0
+    text = result.stdout
+    if command:
+        for flag in ("--wrt", "--mode", "PATH.py:FUNC"):
+            assert flag in text
+    else:
+        assert "emit" in text and "show" in text and "imported" in text
+    if command == ["emit"]:
+        assert "--all" in text and "-o" in text and "--check" in text
+
+
+def test_console_script_entry_point_is_declared():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 's2sad = "s2sad.cli:main"' in text

@@ -1,0 +1,266 @@
+"""Bad input is refused at transform time with the construct, the file:line and the way out."""
+
+import numpy as np
+import pytest
+
+import s2sad
+
+HERE = __file__.rsplit("/", 1)[-1]
+
+
+def _lineno(func, text):
+    import inspect
+
+    lines, first = inspect.getsourcelines(func)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def with_try(x):
+    try:
+        y = x * 2
+    except ValueError:
+        y = x
+    return np.sum(y)
+
+
+def with_for(x):
+    s = 0.0
+    for i in range(3):
+        s = s + x[i]
+    return s
+
+
+def with_while(x):
+    while x > 1:
+        x = x / 2
+    return x
+
+
+def with_if(x):
+    if x > 0:
+        return x
+    return -x
+
+
+def with_with(x):
+    with open(__file__):
+        y = x
+    return y
+
+
+def with_subscript_write(x):
+    y = np.zeros(3)
+    y[0] = x[0]
+    return np.sum(y)
+
+
+def with_yield(x):
+    yield x
+
+
+def with_global(x):
+    global COUNTER
+    return x
+
+
+def with_class(x):
+    class Box:
+        pass
+
+    return x
+
+
+def with_ifexp(x):
+    return np.sum(x if x.ndim > 0 else -x)
+
+
+def no_return(x):
+    y = x * 2
+
+
+@pytest.mark.parametrize(
+    "func, construct, marker",
+    [
+        (with_try, "`try` blocks", "try:"),
+        (with_for, "`for` loops", "for i in"),
+        (with_while, "`while` loops", "while x"),
+        (with_if, "`if` statements", "if x > 0"),
+        (with_with, "`with` blocks", "with open"),
+        (with_subscript_write, "assignment to a subscript", "y[0] = "),
+        (with_yield, "generators", "yield x"),
+        (with_global, "`global`", "global COUNTER"),
+        (with_class, "class definitions", "class Box"),
+        (with_ifexp, "conditional expressions", "return np.sum(x if"),
+        (no_return, "must end with `return", "y = x * 2"),
+    ],
+)
+def test_unsupported_syntax_names_construct_file_and_line(func, construct, marker):
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        s2sad.grad(func)(np.ones(3))
+    message = str(info.value)
+    assert construct in message
+    assert f"{HERE}:{_lineno(func, marker)}:" in message
+    assert marker in message  # the offending source line is quoted
+    assert "hint:" in message
+
+
+def helper(z):
+    return z * 2
+
+
+def calls_helper(x):
+    return np.sum(helper(x))
+
+
+def sorts(x):
+    return np.sum(np.sort(x))
+
+
+def uses_method_without_rule(x):
+    return np.sum(x.cumsum())
+
+
+@pytest.mark.parametrize(
+    "func, name",
+    [(calls_helper, "helper"), (sorts, "np.sort"), (uses_method_without_rule, ".cumsum()")],
+)
+def test_no_rule_names_the_function_and_points_to_register_vjp(func, name):
+    with pytest.raises(s2sad.NoRuleError) as info:
+        s2sad.grad(func)(np.ones(3))
+    assert name in str(info.value)
+    assert "s2sad.register_vjp" in str(info.value)
+    assert f"{HERE}:" in str(info.value)
+
+
+def sorts_data_only(x, data):
+    return np.sum(x * np.sort(data))
+
+
+def test_no_rule_is_fine_when_no_gradient_flows_through_it():
+    np.testing.assert_allclose(
+        s2sad.grad(sorts_data_only)(np.ones(3), np.array([3.0, 1, 2])), [1.0, 2.0, 3.0]
+    )
+
+
+def stops_sort(x):
+    return np.sum(x * s2sad.stop_gradient(np.sort(x)))
+
+
+def test_stop_gradient_is_the_way_out():
+    x = np.array([3.0, 1.0, 2.0])
+    np.testing.assert_allclose(s2sad.grad(stops_sort)(x), np.sort(x))
+
+
+def test_register_vjp_is_the_way_out():
+    def my_sort(a):
+        return np.sort(a)
+
+    def uses(x):
+        return np.sum(my_sort(x) * np.array([1.0, 2.0, 3.0]))
+
+    def rule(dy, y, a):
+        order = np.argsort(a)
+        out = np.empty_like(dy)
+        out[order] = dy
+        return out
+
+    s2sad.register_vjp(my_sort, rule)
+    np.testing.assert_allclose(s2sad.grad(uses)(np.array([3.0, 1.0, 2.0])), [3.0, 1.0, 2.0])
+
+
+def unknown_name(x):
+    return np.sum(x * NOT_DEFINED_ANYWHERE)  # noqa: F821
+
+
+def test_unresolvable_name():
+    with pytest.raises(s2sad.NameResolutionError, match="NOT_DEFINED_ANYWHERE") as info:
+        s2sad.grad(unknown_name)(np.ones(2))
+    assert f"{HERE}:{_lineno(unknown_name, 'NOT_DEFINED')}:" in str(info.value)
+
+
+def bad_attribute(x):
+    return np.sum(np.no_such_function(x))
+
+
+def test_missing_module_attribute():
+    with pytest.raises(s2sad.NameResolutionError, match="no attribute 'no_such_function'"):
+        s2sad.grad(bad_attribute)(np.ones(2))
+
+
+def two_params(x, y):
+    return np.sum(x * y)
+
+
+@pytest.mark.parametrize("wrt", ["z", 2, -3, ("x", "x"), 1.5])
+def test_wrt_must_name_a_parameter_and_lists_them(wrt):
+    with pytest.raises(s2sad.WrtError) as info:
+        s2sad.grad(two_params, wrt=wrt)
+    assert "x" in str(info.value)
+
+
+def test_wrt_error_lists_parameters():
+    with pytest.raises(s2sad.WrtError, match="its parameters are x, y"):
+        s2sad.grad(two_params, wrt="z")
+
+
+@pytest.mark.parametrize("func", [np.sin, len, print, np.linalg.norm])
+def test_callables_without_python_source(func):
+    with pytest.raises(s2sad.SourceUnavailableError, match="register_vjp"):
+        s2sad.grad(func)
+
+
+def test_exec_code_has_no_source():
+    namespace = {}
+    exec("import numpy as np\ndef made(x):\n    return np.sum(x)\n", namespace)
+    with pytest.raises(s2sad.SourceUnavailableError, match="cannot read the source of made"):
+        s2sad.grad(namespace["made"])(np.ones(2))
+
+
+def test_lambda_is_refused_clearly():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="lambda"):
+        s2sad.grad(lambda x: x * 2)(1.0)
+
+
+def test_var_args_refused():
+    def f(*xs):
+        return xs[0]
+
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"\*args"):
+        s2sad.grad(f)(1.0)
+
+
+@pytest.mark.parametrize(
+    "bad", [np.arange(3), np.array([True, False]), 3, True, np.array([1 + 2j]), "text"]
+)
+def test_integer_and_non_float_inputs(bad):
+    with pytest.raises(s2sad.NonDifferentiableInputError, match="argument 'x'"):
+        s2sad.grad(two_params)(bad, np.ones(3))
+
+
+def test_integer_input_is_fine_when_not_differentiated():
+    assert s2sad.grad(two_params, wrt="y")(np.arange(3), np.ones(3)).tolist() == [0.0, 1.0, 2.0]
+
+
+def vector_valued(x):
+    return x * 2
+
+
+def test_non_scalar_output_points_to_vjp_and_jacobian():
+    with pytest.raises(s2sad.NonScalarOutputError) as info:
+        s2sad.grad(vector_valued)(np.ones(3))
+    assert "scalar" in str(info.value) and "s2sad.vjp" in str(info.value)
+    assert "jacobian" in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_all_errors_share_one_base_class():
+    for cls in (
+        s2sad.UnsupportedSyntaxError,
+        s2sad.NoRuleError,
+        s2sad.WrtError,
+        s2sad.SourceUnavailableError,
+        s2sad.NameResolutionError,
+        s2sad.NonDifferentiableInputError,
+        s2sad.NonScalarOutputError,
+    ):
+        assert issubclass(cls, s2sad.S2SADError)

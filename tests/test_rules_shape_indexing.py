@@ -1,0 +1,591 @@
+"""Shape rules (reshape, ravel, expand_dims, squeeze, concatenate, stack, newaxis, copy) and
+indexing: ints, slices with steps, Ellipsis, None, integer arrays with repeats, boolean masks."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad, check_vjp, rand
+
+
+def r(*shape, seed=0):
+    return rand(*shape, seed=seed)
+
+
+# ----------------------------------------------------------------------------- reshape and friends
+
+
+def reshape_varargs(x):
+    return x.reshape(3, 4)
+
+
+def reshape_tuple(x):
+    return x.reshape((4, 3))
+
+
+def reshape_fn(x):
+    return np.reshape(x, (2, 6))
+
+
+def reshape_fn_list(x):
+    return np.reshape(x, [6, 2])
+
+
+def reshape_minus_one(x):
+    return x.reshape(-1)
+
+
+def reshape_minus_one_varargs(x):
+    return x.reshape(2, -1)
+
+
+def reshape_fn_minus_one(x):
+    return np.reshape(x, (-1, 3))
+
+
+def reshape_fn_shape_keyword(x):
+    return np.reshape(x, shape=(3, 2, 2))
+
+
+def reshape_from_shape(x):
+    return x.reshape(x.shape[0] * x.shape[1], -1)
+
+
+def reshape_single_int(x):
+    return np.reshape(x, 12)
+
+
+def ravel_fn(x):
+    return np.ravel(x)
+
+
+def ravel_method(x):
+    return x.ravel()
+
+
+def flatten_method(x):
+    return x.flatten()
+
+
+def expand_dims_0(x):
+    return np.expand_dims(x, 0)
+
+
+def expand_dims_neg(x):
+    return np.expand_dims(x, axis=-1)
+
+
+def expand_dims_tuple(x):
+    return np.expand_dims(x, (0, 3))
+
+
+def squeeze_fn(x):
+    return np.squeeze(x)
+
+
+def squeeze_method(x):
+    return x.squeeze()
+
+
+def squeeze_axis(x):
+    return np.squeeze(x, axis=1)
+
+
+def squeeze_method_axis(x):
+    return x.squeeze(-1)
+
+
+def newaxis_none(x):
+    return x[None]
+
+
+def newaxis_np(x):
+    return x[np.newaxis]
+
+
+def newaxis_middle(x):
+    return x[:, None]
+
+
+def newaxis_np_middle(x):
+    return x[:, np.newaxis, :]
+
+
+def newaxis_both_ends(x):
+    return x[None, ..., None]
+
+
+def copy_method(x):
+    return x.copy()
+
+
+def copy_fn(x):
+    return np.copy(x)
+
+
+def broadcast_to(x):
+    return np.broadcast_to(x, (2, 3, 4))
+
+
+SHAPE_OPS = [
+    (reshape_varargs, (2, 6)),
+    (reshape_varargs, (12,)),
+    (reshape_tuple, (3, 4)),
+    (reshape_fn, (3, 4)),
+    (reshape_fn_list, (3, 4)),
+    (reshape_minus_one, (3, 4)),
+    (reshape_minus_one_varargs, (3, 4)),
+    (reshape_fn_minus_one, (2, 2, 3)),
+    (reshape_fn_shape_keyword, (3, 4)),
+    (reshape_from_shape, (3, 4)),
+    (reshape_single_int, (3, 4)),
+    (ravel_fn, (3, 4)),
+    (ravel_method, (2, 3, 2)),
+    (flatten_method, (3, 4)),
+    (expand_dims_0, (3, 4)),
+    (expand_dims_neg, (3, 4)),
+    (expand_dims_tuple, (3, 4)),
+    (squeeze_fn, (1, 3, 1, 4)),
+    (squeeze_method, (3, 1)),
+    (squeeze_axis, (3, 1, 4)),
+    (squeeze_method_axis, (3, 4, 1)),
+    (newaxis_none, (3, 4)),
+    (newaxis_np, (3, 4)),
+    (newaxis_middle, (3, 4)),
+    (newaxis_np_middle, (3, 4)),
+    (newaxis_both_ends, (3, 4)),
+    (copy_method, (3, 4)),
+    (copy_fn, (3, 4)),
+    (broadcast_to, (3, 4)),
+    (broadcast_to, (1, 4)),
+    (broadcast_to, (3, 1)),
+]
+
+
+@pytest.mark.parametrize("f,shape", SHAPE_OPS,
+                         ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in SHAPE_OPS])
+def test_shape_op(f, shape):
+    g = check_vjp(f, (r(*shape),))
+    assert g.shape == shape
+
+
+def test_reshape_chain_exact():
+    def f(x):
+        y = x.reshape(2, 3)
+        return np.sum(y * np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+
+    np.testing.assert_array_equal(s2sad.grad(f)(r(6)), [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+
+
+def test_copy_does_not_alias():
+    x = r(3, 4)
+    out, pb = s2sad.vjp(copy_method)(x)
+    seed = np.ones((3, 4))
+    g = pb(seed)
+    assert not np.shares_memory(g, seed) and not np.shares_memory(g, x)
+    g[0, 0] = 100.0
+    assert seed[0, 0] == 1.0
+
+
+# ----------------------------------------------------------------------------- concatenate / stack
+
+
+def concat_0(x, y):
+    return np.concatenate([x, y])
+
+
+def concat_1(x, y):
+    return np.concatenate((x, y), axis=1)
+
+
+def concat_neg(x, y):
+    return np.concatenate([x, y], axis=-1)
+
+
+def concat_none(x, y):
+    return np.concatenate([x, y], axis=None)
+
+
+def concat_three_with_constant(x, y):
+    return np.concatenate([x, np.ones((2, 4)), y], axis=0)
+
+
+def concat_same_twice(x, y):
+    return np.concatenate([x, x, y], axis=0)
+
+
+def concat_expression(x, y):
+    return np.concatenate([x * 2.0, np.sin(y)], axis=0)
+
+
+CONCATS = [
+    (concat_0, (2, 4), (3, 4)),
+    (concat_0, (2,), (3,)),
+    (concat_1, (3, 2), (3, 5)),
+    (concat_neg, (2, 3, 1), (2, 3, 2)),
+    (concat_none, (2, 3), (4,)),
+    (concat_three_with_constant, (3, 4), (1, 4)),
+    (concat_same_twice, (2, 4), (3, 4)),
+    (concat_expression, (2, 4), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("f,sx,sy", CONCATS,
+                         ids=[f"{f.__name__}-{sx}-{sy}".replace(" ", "") for f, sx, sy in CONCATS])
+def test_concatenate(f, sx, sy):
+    g = check_vjp(f, (r(*sx, seed=1), r(*sy, seed=2)), wrt=(0, 1))
+    assert g[0].shape == sx and g[1].shape == sy
+
+
+def test_concatenate_one_active():
+    check_vjp(concat_1, (r(3, 2, seed=1), r(3, 5, seed=2)), wrt=1)
+
+
+def test_concatenate_same_twice_exact():
+    def f(x):
+        return np.sum(np.concatenate([x, x]) * np.array([1.0, 2.0, 3.0, 4.0]))
+
+    np.testing.assert_array_equal(s2sad.grad(f)(r(2)), [4.0, 6.0])
+
+
+def stack_0(x, y):
+    return np.stack([x, y])
+
+
+def stack_1(x, y):
+    return np.stack((x, y), axis=1)
+
+
+def stack_neg(x, y):
+    return np.stack([x, y], axis=-1)
+
+
+def stack_three(x, y):
+    return np.stack([x, y, x * y], axis=0)
+
+
+def stack_with_constant(x, y):
+    return np.stack([np.zeros((2, 3)), x, y], axis=2)
+
+
+STACKS = [stack_0, stack_1, stack_neg, stack_three, stack_with_constant]
+
+
+@pytest.mark.parametrize("f", STACKS, ids=lambda f: f.__name__)
+def test_stack(f):
+    g = check_vjp(f, (r(2, 3, seed=1), r(2, 3, seed=2)), wrt=(0, 1))
+    assert g[0].shape == (2, 3) and g[1].shape == (2, 3)
+
+
+@pytest.mark.parametrize("f", [stack_0, stack_1, stack_neg], ids=lambda f: f.__name__)
+def test_stack_vectors(f):
+    check_vjp(f, (r(4, seed=1), r(4, seed=2)), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- basic indexing
+
+
+def ix_int(x):
+    return x[1]
+
+
+def ix_neg_int(x):
+    return x[-1]
+
+
+def ix_two_ints(x):
+    return x[1, 2]
+
+
+def ix_two_neg_ints(x):
+    return x[-1, -2]
+
+
+def ix_step(x):
+    return x[::2]
+
+
+def ix_start_stop_step(x):
+    return x[1:-1:2]
+
+
+def ix_reverse(x):
+    return x[::-1]
+
+
+def ix_slice_tuple(x):
+    return x[1:, ::2]
+
+
+def ix_int_and_slice(x):
+    return x[:, 1]
+
+
+def ix_neg_step_tuple(x):
+    return x[::-2, 1:3]
+
+
+def ix_ellipsis_last(x):
+    return x[..., 0]
+
+
+def ix_ellipsis_first(x):
+    return x[0, ...]
+
+
+def ix_ellipsis_slice(x):
+    return x[..., 1:3]
+
+
+def ix_ellipsis_middle(x):
+    return x[1, ..., -1]
+
+
+def ix_slice_none_int(x):
+    return x[:, None, 2]
+
+
+def ix_empty_slice(x):
+    return x[2:2]
+
+
+def ix_full(x):
+    return x[:]
+
+
+def ix_scalar_chain(x):
+    return x[1][2]
+
+
+BASIC = [
+    (ix_int, (4, 3)),
+    (ix_int, (5,)),
+    (ix_neg_int, (4, 3)),
+    (ix_two_ints, (3, 4)),
+    (ix_two_neg_ints, (3, 4)),
+    (ix_step, (7,)),
+    (ix_step, (5, 3)),
+    (ix_start_stop_step, (8,)),
+    (ix_start_stop_step, (7, 2)),
+    (ix_reverse, (5,)),
+    (ix_slice_tuple, (4, 5)),
+    (ix_int_and_slice, (4, 3)),
+    (ix_neg_step_tuple, (5, 4)),
+    (ix_ellipsis_last, (2, 3, 4)),
+    (ix_ellipsis_last, (4,)),
+    (ix_ellipsis_first, (2, 3, 4)),
+    (ix_ellipsis_slice, (2, 3, 4)),
+    (ix_ellipsis_middle, (2, 3, 4)),
+    (ix_slice_none_int, (2, 3)),
+    (ix_empty_slice, (4, 2)),
+    (ix_full, (4, 2)),
+    (ix_scalar_chain, (3, 4)),
+]
+
+
+@pytest.mark.parametrize("f,shape", BASIC,
+                         ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in BASIC])
+def test_basic_indexing(f, shape):
+    g = check_vjp(f, (r(*shape),))
+    assert g.shape == shape
+
+
+def ix_sum_of_pieces(x):
+    return np.sum(x[0] * x[-1]) + np.sum(x[::2] ** 2) + x[1, 1]
+
+
+def test_indexing_pieces_add_up():
+    check_grad(ix_sum_of_pieces, (r(3, 3),))
+
+
+def test_int_index_exact():
+    def f(x):
+        return x[1] * 3.0 + x[-1]
+
+    np.testing.assert_array_equal(s2sad.grad(f)(r(4)), [0.0, 3.0, 0.0, 1.0])
+
+
+# ----------------------------------------------------------------------------- index arguments
+
+
+def ix_param(x, i):
+    return x[i]
+
+
+def ix_param_pair(x, i, j):
+    return x[i, j]
+
+
+def ix_param_slice(x, i, j):
+    return x[i:j]
+
+
+def ix_param_expr(x, i):
+    return x[i + 1] - x[i - 1]
+
+
+def ix_param_scalar(x, i):
+    return x[i] * x[i]
+
+
+@pytest.mark.parametrize("i", [0, 2, -1])
+def test_index_with_int_argument(i):
+    check_vjp(ix_param, (r(4, 3), i))
+    check_vjp(ix_param, (r(5), i))
+
+
+def test_index_with_int_arguments_pair():
+    check_vjp(ix_param_pair, (r(3, 4), 1, -2))
+
+
+def test_index_with_slice_bounds_arguments():
+    check_vjp(ix_param_slice, (r(6, 2), 1, 4))
+
+
+def test_index_with_int_expression():
+    check_vjp(ix_param_expr, (r(6), 2))
+
+
+def test_index_scalar_argument_grad():
+    g = check_grad(ix_param_scalar, (r(5), 3))
+    np.testing.assert_allclose(g, [0, 0, 0, 2 * r(5)[3], 0])
+
+
+def test_index_with_numpy_integer_argument():
+    check_vjp(ix_param, (r(4, 3), np.int64(2)))
+
+
+# ----------------------------------------------------------------------------- advanced indexing
+
+
+def fancy(x, idx):
+    return x[idx]
+
+
+def fancy_sum(x, idx):
+    return np.sum(x[idx])
+
+
+def fancy_row(x, idx):
+    return x[idx, 1]
+
+
+def fancy_col(x, idx):
+    return x[:, idx]
+
+
+def fancy_pair(x, idx):
+    return x[idx, idx]
+
+
+def fancy_ellipsis(x, idx):
+    return x[..., idx]
+
+
+def fancy_list_literal(x):
+    return x[[0, 0, 2]]
+
+
+def fancy_squared(x, idx):
+    return np.sum(x[idx] * x[idx])
+
+
+REPEATED = np.array([0, 0, 2])
+
+
+def test_repeated_indices_count():
+    x = r(4)
+    g = s2sad.grad(fancy_sum)(x, REPEATED)
+    np.testing.assert_array_equal(g, [2.0, 0.0, 1.0, 0.0])
+    check_grad(fancy_sum, (x, REPEATED))
+
+
+def test_repeated_indices_count_2d():
+    x = r(4, 2)
+    g = s2sad.grad(fancy_sum)(x, np.array([3, 0, 3, 3]))
+    np.testing.assert_array_equal(g, [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [3.0, 3.0]])
+
+
+@pytest.mark.parametrize("f,shape,idx", [
+    (fancy, (4,), REPEATED),
+    (fancy, (4, 3), REPEATED),
+    (fancy, (4, 3), np.array([[0, 1], [1, 3]])),
+    (fancy, (5,), np.array([-1, 0, -1])),
+    (fancy_row, (4, 3), REPEATED),
+    (fancy_col, (3, 4), REPEATED),
+    (fancy_pair, (3, 3), REPEATED),
+    (fancy_ellipsis, (2, 3, 4), np.array([3, 3, 1])),
+    (fancy, (4, 3), [0, 2, 2]),
+], ids=["1d", "2d_rows", "2d_index_array", "negative", "rows_then_int", "columns", "pairs",
+        "ellipsis", "python_list"])
+def test_integer_array_indexing(f, shape, idx):
+    g = check_vjp(f, (r(*shape), idx))
+    assert g.shape == shape
+
+
+def test_integer_list_literal():
+    g = check_vjp(fancy_list_literal, (r(4, 2),))
+    assert g.shape == (4, 2)
+
+
+def test_repeated_indices_nonlinear():
+    x = r(4)
+    g = check_grad(fancy_squared, (x, REPEATED))
+    np.testing.assert_allclose(g, [4 * x[0], 0.0, 2 * x[2], 0.0])
+
+
+def masked(x, mask):
+    return x[mask]
+
+
+def masked_sum(x, mask):
+    return np.sum(x[mask] ** 2)
+
+
+def masked_positive(x):
+    return np.sum(x[x > 0])
+
+
+def masked_rows(x, mask):
+    return x[mask, :]
+
+
+def masked_cols(x, mask):
+    return x[:, mask]
+
+
+def masked_where_inside(x):
+    m = x < 0.5
+    return x[m] * 2.0
+
+
+@pytest.mark.parametrize("f,shape,mask", [
+    (masked, (5,), np.array([True, False, True, True, False])),
+    (masked, (2, 3), np.array([[True, False, True], [False, False, True]])),
+    (masked, (2, 3), np.array([False, True])),
+    (masked_rows, (3, 2), np.array([True, False, True])),
+    (masked_cols, (2, 3), np.array([False, True, True])),
+    (masked, (4,), np.zeros(4, dtype=bool)),
+], ids=["1d", "2d_full_mask", "2d_row_mask", "rows", "cols", "all_false"])
+def test_boolean_mask(f, shape, mask):
+    g = check_vjp(f, (r(*shape), mask))
+    assert g.shape == shape
+
+
+def test_boolean_mask_scalar_loss():
+    x = r(3, 4)
+    mask = x > 0.1
+    g = check_grad(masked_sum, (x, mask))
+    np.testing.assert_allclose(g, np.where(mask, 2 * x, 0.0))
+
+
+def test_boolean_mask_from_comparison():
+    x = np.array([0.5, -0.3, 0.2, -0.9, 0.7])
+    g = check_grad(masked_positive, (x,))
+    np.testing.assert_array_equal(g, [1.0, 0.0, 1.0, 0.0, 1.0])
+
+
+def test_boolean_mask_computed_in_function():
+    x = np.array([[0.1, 0.9], [0.7, 0.2]])
+    g = check_vjp(masked_where_inside, (x,))
+    assert g.shape == (2, 2)
