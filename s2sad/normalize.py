@@ -402,6 +402,13 @@ class _Rename(ast.NodeTransformer):
             return node
         return ast.copy_location(self.norm.resolver.spelling(node, obj), node)
 
+    def visit_Call(self, node: ast.Call) -> ast.Call:
+        callee = self.norm.resolver.resolve(node.func)
+        self.generic_visit(node)
+        if callee is not None:
+            node.func.s2sad_callee = callee
+        return node
+
     def visit_Lambda(self, node):
         raise self.norm.unsupported(node, "lambdas")
 

@@ -66,7 +66,12 @@ class Op:
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    """Names whose values `node` reads; `x.shape`, `x.ndim`, ... read no value of `x`."""
+    if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id}
+    return set().union(*(_names(c) for c in ast.iter_child_nodes(node)))
 
 
 def _index_expr(node: ast.expr) -> ast.expr:
@@ -102,6 +107,9 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         callee = getattr(value.func, "s2sad_callee", None)
         args = list(value.args)
         keywords = {k.arg: k.value for k in value.keywords}
+        if callee is None and not isinstance(value.func, ast.Attribute):
+            op.kind, op.what = "unknown", f"a call of {ast.unparse(value.func)}"
+            return op
         if callee is None:  # a method call on an array
             method = value.func.attr
             func = METHODS.get(method)
@@ -113,6 +121,7 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             func = callee
             op.what = ast.unparse(value.func)
             if callee in _NONDIFF_BUILTINS or rules.is_nondiff(callee):
+                op.reads = set()  # only shapes or other non-differentiable facts
                 return op
     elif isinstance(value, ast.Attribute):
         if value.attr in STATIC_ATTRS:

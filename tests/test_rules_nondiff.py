@@ -14,11 +14,11 @@ def r(*shape, seed=0, low=-1.0, high=1.0):
 
 
 def by_shape(x):
-    return np.sum(x) * x.shape[0] + x.shape[1] * np.sum(x ** 2)
+    return np.sum(x) * x.shape[0] + x.shape[1] * np.sum(x**2)
 
 
 def by_size(x):
-    return np.sum(x ** 2) / x.size
+    return np.sum(x**2) / x.size
 
 
 def by_ndim(x):
@@ -48,7 +48,7 @@ def by_comparison_mask(x):
 
 
 def by_comparison_where(x):
-    return np.sum(np.where(x > 0.0, x ** 2, -x))
+    return np.sum(np.where(x > 0.0, x**2, -x))
 
 
 def by_comparison_float(x):
@@ -62,7 +62,7 @@ def by_comparison_chain(x):
 
 
 def by_arange(x):
-    return np.sum(np.arange(x.shape[0]) * x)
+    return np.sum(np.arange(x.shape[-1]) * x)
 
 
 def by_arange_const(x):
@@ -86,7 +86,7 @@ def by_eye_shape(x):
 
 
 def by_ones_like(x):
-    return np.sum(np.ones_like(x) * x ** 2)
+    return np.sum(np.ones_like(x) * x**2)
 
 
 def by_zeros_like(x):
@@ -135,13 +135,32 @@ WEIGHTS = np.array([[1.0, -2.0, 3.0, 0.5]] * 3)
 
 
 CASES = [
-    (by_shape, (3, 4)), (by_size, (3, 4)), (by_ndim, (3, 4)), (by_len, (3, 4)),
-    (by_shape_in_call, (3, 4)), (by_shape_tuple, (3, 4)), (by_comparison_mask, (3, 4)),
-    (by_comparison_where, (3, 4)), (by_comparison_float, (3, 4)), (by_comparison_chain, (3, 4)),
-    (by_arange, (3, 4)), (by_arange_const, (3, 4)), (by_ones, (3, 4)), (by_zeros, (3, 4)),
-    (by_eye, (3, 4)), (by_eye_shape, (3, 3)), (by_ones_like, (3, 4)), (by_zeros_like, (3, 4)),
-    (by_full, (3, 4)), (by_linspace, (3, 4)), (by_argmax, (6,)), (by_floor_of_value, (3, 4)),
-    (by_int_cast, (6,)), (by_any_all, (3, 4)), (by_sign_abs, (3, 4)), (by_isfinite, (3, 4)),
+    (by_shape, (3, 4)),
+    (by_size, (3, 4)),
+    (by_ndim, (3, 4)),
+    (by_len, (3, 4)),
+    (by_shape_in_call, (3, 4)),
+    (by_shape_tuple, (3, 4)),
+    (by_comparison_mask, (3, 4)),
+    (by_comparison_where, (3, 4)),
+    (by_comparison_float, (3, 4)),
+    (by_comparison_chain, (3, 4)),
+    (by_arange, (3, 4)),
+    (by_arange_const, (3, 4)),
+    (by_ones, (3, 4)),
+    (by_zeros, (3, 4)),
+    (by_eye, (3, 4)),
+    (by_eye_shape, (3, 3)),
+    (by_ones_like, (3, 4)),
+    (by_zeros_like, (3, 4)),
+    (by_full, (3, 4)),
+    (by_linspace, (3, 4)),
+    (by_argmax, (6,)),
+    (by_floor_of_value, (3, 4)),
+    (by_int_cast, (6,)),
+    (by_any_all, (3, 4)),
+    (by_sign_abs, (3, 4)),
+    (by_isfinite, (3, 4)),
     (by_constant_global, (3, 4)),
 ]
 
@@ -171,11 +190,11 @@ def test_static_dtype_attribute():
 
 
 def int_power(x, n):
-    return np.sum(x ** n)
+    return np.sum(x**n)
 
 
 def int_scale(x, n):
-    return np.sum(x * n) / n ** 2
+    return np.sum(x * n) / n**2
 
 
 def int_reshape(x, n):
@@ -191,17 +210,28 @@ def int_range_mask(x, n):
 
 
 def int_float_mix(x, n, scale):
-    return np.sum(x ** n) * scale
+    return np.sum(x**n) * scale
 
 
 def int_repeat(x, n):
     return np.sum(np.ones(n) * np.sum(x))
 
 
-@pytest.mark.parametrize("f,n", [(int_power, 2), (int_power, 3), (int_scale, 4),
-                                 (int_reshape, 2), (int_axis, 0), (int_axis, 1),
-                                 (int_axis, -1), (int_range_mask, 2), (int_repeat, 3)],
-                         ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize(
+    "f,n",
+    [
+        (int_power, 2),
+        (int_power, 3),
+        (int_scale, 4),
+        (int_reshape, 2),
+        (int_axis, 0),
+        (int_axis, 1),
+        (int_axis, -1),
+        (int_range_mask, 2),
+        (int_repeat, 3),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
 def test_integer_argument(f, n):
     check_grad(f, (r(4, 3, seed=2, low=0.5, high=1.5), n))
 
@@ -239,8 +269,9 @@ def only_sign(x):
     return np.sum(np.sign(x))
 
 
-@pytest.mark.parametrize("f", [only_shape, only_comparison, only_argmax, only_sign],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "f", [only_shape, only_comparison, only_argmax, only_sign], ids=lambda f: f.__name__
+)
 def test_output_independent_of_input_has_zero_gradient(f):
     x = _input(f, (3, 4))
     g = s2sad.grad(f)(x)

@@ -608,6 +608,47 @@ def test_vector_norm_axis_argument(ord, axis, keepdims):
     check_vjp(n_axis_param, (_norm_input((4, 5), True), ord, axis, keepdims))
 
 
+def n_param(x, ord, axis, keepdims):
+    return np.linalg.norm(x, ord, axis, keepdims)
+
+
+# (ord, axis, input shape): vector p-norms, negative orders, and matrix norms over two axes
+MORE_NORMS = [
+    (3, None, (5,)),
+    (3, 1, (3, 4)),
+    (0.5, -1, (3, 4)),
+    (-1, None, (5,)),
+    (-2, 0, (3, 4)),
+    (-np.inf, None, (5,)),
+    (-np.inf, 1, (3, 4)),
+    (0, None, (5,)),
+    ("fro", None, (3, 4)),
+    ("fro", (0, 1), (3, 4)),
+    ("nuc", None, (3, 4)),
+    ("nuc", (1, 2), (2, 3, 4)),
+    (2, None, (4, 3)),
+    (-2, None, (3, 4)),
+    (2, (0, 2), (3, 2, 4)),
+    (1, None, (3, 4)),
+    (-1, None, (3, 4)),
+    (np.inf, None, (3, 4)),
+    (-np.inf, None, (3, 4)),
+    (1, (2, 0), (3, 2, 4)),
+    (np.inf, (-1, -2), (2, 3, 4)),
+    (None, (0, 2), (3, 2, 4)),
+]
+
+
+@pytest.mark.parametrize("keepdims", [False, True], ids=["nokeep", "keep"])
+@pytest.mark.parametrize(
+    "ord,axis,shape",
+    MORE_NORMS,
+    ids=[f"ord={o}-axis={axis_id(a)}-{'x'.join(map(str, s))}" for o, a, s in MORE_NORMS],
+)
+def test_norm_orders(ord, axis, shape, keepdims):
+    check_vjp(n_param, (_norm_input(shape, True, seed=8), ord, axis, keepdims))
+
+
 # ----------------------------------------------------------------------------- hypothesis
 
 

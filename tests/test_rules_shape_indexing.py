@@ -162,8 +162,9 @@ SHAPE_OPS = [
 ]
 
 
-@pytest.mark.parametrize("f,shape", SHAPE_OPS,
-                         ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in SHAPE_OPS])
+@pytest.mark.parametrize(
+    "f,shape", SHAPE_OPS, ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in SHAPE_OPS]
+)
 def test_shape_op(f, shape):
     g = check_vjp(f, (r(*shape),))
     assert g.shape == shape
@@ -230,8 +231,9 @@ CONCATS = [
 ]
 
 
-@pytest.mark.parametrize("f,sx,sy", CONCATS,
-                         ids=[f"{f.__name__}-{sx}-{sy}".replace(" ", "") for f, sx, sy in CONCATS])
+@pytest.mark.parametrize(
+    "f,sx,sy", CONCATS, ids=[f"{f.__name__}-{sx}-{sy}".replace(" ", "") for f, sx, sy in CONCATS]
+)
 def test_concatenate(f, sx, sy):
     g = check_vjp(f, (r(*sx, seed=1), r(*sy, seed=2)), wrt=(0, 1))
     assert g[0].shape == sx and g[1].shape == sy
@@ -383,8 +385,9 @@ BASIC = [
 ]
 
 
-@pytest.mark.parametrize("f,shape", BASIC,
-                         ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in BASIC])
+@pytest.mark.parametrize(
+    "f,shape", BASIC, ids=[f"{f.__name__}-{'x'.join(map(str, s))}" for f, s in BASIC]
+)
 def test_basic_indexing(f, shape):
     g = check_vjp(f, (r(*shape),))
     assert g.shape == shape
@@ -506,18 +509,31 @@ def test_repeated_indices_count_2d():
     np.testing.assert_array_equal(g, [[1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [3.0, 3.0]])
 
 
-@pytest.mark.parametrize("f,shape,idx", [
-    (fancy, (4,), REPEATED),
-    (fancy, (4, 3), REPEATED),
-    (fancy, (4, 3), np.array([[0, 1], [1, 3]])),
-    (fancy, (5,), np.array([-1, 0, -1])),
-    (fancy_row, (4, 3), REPEATED),
-    (fancy_col, (3, 4), REPEATED),
-    (fancy_pair, (3, 3), REPEATED),
-    (fancy_ellipsis, (2, 3, 4), np.array([3, 3, 1])),
-    (fancy, (4, 3), [0, 2, 2]),
-], ids=["1d", "2d_rows", "2d_index_array", "negative", "rows_then_int", "columns", "pairs",
-        "ellipsis", "python_list"])
+@pytest.mark.parametrize(
+    "f,shape,idx",
+    [
+        (fancy, (4,), REPEATED),
+        (fancy, (4, 3), REPEATED),
+        (fancy, (4, 3), np.array([[0, 1], [1, 3]])),
+        (fancy, (5,), np.array([-1, 0, -1])),
+        (fancy_row, (4, 3), REPEATED),
+        (fancy_col, (3, 4), REPEATED),
+        (fancy_pair, (3, 3), REPEATED),
+        (fancy_ellipsis, (2, 3, 4), np.array([3, 3, 1])),
+        (fancy, (4, 3), [0, 2, 2]),
+    ],
+    ids=[
+        "1d",
+        "2d_rows",
+        "2d_index_array",
+        "negative",
+        "rows_then_int",
+        "columns",
+        "pairs",
+        "ellipsis",
+        "python_list",
+    ],
+)
 def test_integer_array_indexing(f, shape, idx):
     g = check_vjp(f, (r(*shape), idx))
     assert g.shape == shape
@@ -559,14 +575,18 @@ def masked_where_inside(x):
     return x[m] * 2.0
 
 
-@pytest.mark.parametrize("f,shape,mask", [
-    (masked, (5,), np.array([True, False, True, True, False])),
-    (masked, (2, 3), np.array([[True, False, True], [False, False, True]])),
-    (masked, (2, 3), np.array([False, True])),
-    (masked_rows, (3, 2), np.array([True, False, True])),
-    (masked_cols, (2, 3), np.array([False, True, True])),
-    (masked, (4,), np.zeros(4, dtype=bool)),
-], ids=["1d", "2d_full_mask", "2d_row_mask", "rows", "cols", "all_false"])
+@pytest.mark.parametrize(
+    "f,shape,mask",
+    [
+        (masked, (5,), np.array([True, False, True, True, False])),
+        (masked, (2, 3), np.array([[True, False, True], [False, False, True]])),
+        (masked, (2, 3), np.array([False, True])),
+        (masked_rows, (3, 2), np.array([True, False, True])),
+        (masked_cols, (2, 3), np.array([False, True, True])),
+        (masked, (4,), np.zeros(4, dtype=bool)),
+    ],
+    ids=["1d", "2d_full_mask", "2d_row_mask", "rows", "cols", "all_false"],
+)
 def test_boolean_mask(f, shape, mask):
     g = check_vjp(f, (r(*shape), mask))
     assert g.shape == shape

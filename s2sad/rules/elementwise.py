@@ -163,3 +163,24 @@ nondiff(
     int,
     bool,
 )
+
+# array constructors and shape queries: their values never carry a derivative
+nondiff(
+    np.ones_like,
+    np.zeros_like,
+    np.full_like,
+    np.empty_like,
+    np.zeros,
+    np.ones,
+    np.eye,
+    np.full,
+    np.empty,
+    np.arange,
+    np.linspace,
+    np.shape,
+    np.ndim,
+    np.size,
+    np.isclose,
+    np.allclose,
+    np.array_equal,
+)
