@@ -9,26 +9,33 @@ from __future__ import annotations
 from .errors import NoRuleError
 
 
+def _sources(op) -> set[str]:
+    """The names a statement's result depends on differentiably."""
+    if op.kind in ("rule", "setitem"):
+        return {name for _, _, name in op.operands}
+    if op.kind == "unknown":
+        return op.reads
+    return set()
+
+
 def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
+    # a fixpoint over all statements: loops and in-place writes assign a name more than once
     varied = set(wrt)
-    for op in ops:
-        if op.target is None:
-            continue
-        if op.kind == "rule":
-            hit = any(name in varied for _, _, name in op.operands)
-        else:
-            hit = op.kind == "unknown" and bool(op.reads & varied)
-        if hit:
-            varied.add(op.target)
-        else:
-            varied.discard(op.target)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if op.target is not None and op.target not in varied and _sources(op) & varied:
+                varied.add(op.target)
+                changed = True
     useful = set(outputs)
-    for op in reversed(ops):
-        if op.target in useful:
-            if op.kind == "rule":
-                useful.update(name for _, _, name in op.operands)
-            elif op.kind == "unknown":
-                useful.update(op.reads)
+    changed = True
+    while changed:
+        changed = False
+        for op in ops:
+            if op.target in useful and not _sources(op) <= useful:
+                useful |= _sources(op)
+                changed = True
     for op in ops:
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
             raise parsed.error(

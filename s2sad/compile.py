@@ -15,7 +15,8 @@ from .emit import emit
 from .normalize import normalize
 from .ops import classify
 from .parse import parse_function
-from .reverse import reverse
+from .reverse import Marker, assigned, reverse, simple_statements
+from .tape import record
 from .rules.registry import NAMESPACE
 
 
@@ -47,26 +48,39 @@ def _closure_key(func) -> tuple:
     return tuple(out)
 
 
+def adjoint_statements(stmts) -> list[ast.stmt]:
+    """Adjoint statements without tape markers, for collecting the names they use."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Marker):
+            continue
+        if isinstance(s, ast.If):
+            s = ast.If(s.test, adjoint_statements(s.body), adjoint_statements(s.orelse))
+        elif isinstance(s, ast.For):
+            s = ast.For(s.target, s.iter, adjoint_statements(s.body), [])
+        out.append(s)
+    return out
+
+
 def transform(func, wrt: tuple[str, ...], mode: str) -> Compiled:
-    """Generate, compile and cache the `mode` ("grad" or "vjp") transform of `func`."""
+    """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
     key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
     parsed = parse_function(func)
     norm, resolver = normalize(parsed, list(wrt))
-    local_names = set(norm.params) | {
-        n.id
-        for s in norm.stmts
-        for t in getattr(s, "targets", [])
-        for n in ast.walk(t)
-        if isinstance(n, ast.Name)
-    }
-    ops = [classify(s, local_names) for s in norm.stmts]
-    active = active_names(parsed, ops, list(wrt), norm.outputs)
-    adjoint = reverse(ops, active, list(wrt), norm.outputs, norm.taken)
+    simple = list(simple_statements(norm.stmts))
+    local_names = set(norm.params) | assigned(norm.stmts)
+    for stmt in simple:
+        stmt.op = classify(stmt, local_names)
+    active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
+    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken)
+    module = ast.Module(adjoint_statements(adjoint.stmts), [])
+    taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
+    primal, adjoint.stmts, tape_inits = record(norm.stmts, adjoint.stmts, taken)
     name = f"{mode}_{parsed.name}"
-    source = emit(parsed, norm, adjoint, list(wrt), mode, name)
+    source = emit(parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name)
     filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
     namespace = dict(_RUNTIME)
     namespace.update(NAMESPACE)

@@ -10,16 +10,6 @@ import functools
 
 import black
 
-from .reverse import primal_blocks
-
-
-def _block_lines(parsed, blocks, indent: str) -> list[str]:
-    lines = []
-    for src, stmts in blocks:
-        lines.append(f"{indent}# line {parsed.file_line(src)}: {parsed.text_of(src)}")
-        lines += [indent + ast.unparse(ast.fix_missing_locations(s)) for s in stmts]
-    return lines
-
 
 def _is_literal(node: ast.expr) -> bool:
     try:
@@ -43,33 +33,85 @@ def _parameters(tree: ast.FunctionDef) -> str:
     return ast.unparse(args)
 
 
-def emit(parsed, norm, adjoint, wrt: list[str], mode: str, name: str) -> str:
-    """Python source of the gradient (`mode="grad"`) or the vjp (`mode="vjp"`) function."""
+class _Lines:
+    """Statements to indented source lines, with one comment per run of the same user line."""
+
+    def __init__(self, parsed):
+        self.parsed = parsed
+
+    def label(self, src, src_parsed) -> str:
+        parsed = src_parsed or self.parsed
+        text = parsed.text_of(src)
+        if isinstance(src, (ast.If, ast.For, ast.While)):
+            text = parsed.source.splitlines()[src.lineno - 1].strip()
+        line = parsed.file_line(src)
+        if parsed.name != self.parsed.name or parsed.filename != self.parsed.filename:
+            return f"# {parsed.name}, line {line}: {text}"
+        return f"# line {line}: {text}"
+
+    def block(self, stmts, indent: str, parent_src=None) -> list[str]:
+        lines: list[str] = []
+        previous = parent_src
+        for stmt in stmts:
+            src = getattr(stmt, "src", None)
+            if src is not None and src is not previous:
+                lines.append(indent + self.label(src, getattr(stmt, "src_parsed", None)))
+                previous = src
+            lines += self.statement(stmt, indent, src)
+        return lines
+
+    def statement(self, stmt, indent: str, src) -> list[str]:
+        inner = indent + "    "
+        if isinstance(stmt, ast.If):
+            test, body, orelse = stmt.test, stmt.body, stmt.orelse
+            if not body and not orelse:
+                return []
+            if not body:
+                test, body, orelse = ast.UnaryOp(ast.Not(), test), orelse, []
+            out = [f"{indent}if {ast.unparse(test)}:"] + (self.block(body, inner, src)
+                                                         or [inner + "pass"])
+            if orelse:
+                out += [f"{indent}else:"] + self.block(orelse, inner, src)
+            return out
+        if isinstance(stmt, ast.For):
+            if not stmt.body:
+                return []
+            head = f"{indent}for {ast.unparse(stmt.target)} in {ast.unparse(stmt.iter)}:"
+            return [head] + self.block(stmt.body, inner, src)
+        if isinstance(stmt, ast.While):
+            head = f"{indent}while {ast.unparse(stmt.test)}:"
+            return [head] + (self.block(stmt.body, inner, src) or [inner + "pass"])
+        return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
+
+
+def emit(parsed, norm, primal, adjoint, tape_inits, wrt: list[str], mode: str, name: str) -> str:
+    """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function."""
     params = _parameters(parsed.tree)
-    where = f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:{parsed.line_offset + parsed.tree.lineno})"
+    where = f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:" \
+            f"{parsed.line_offset + parsed.tree.lineno})"
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
-    primal = _block_lines(parsed, primal_blocks(norm.stmts), "    ")
+    text = _Lines(parsed)
     out = ", ".join(norm.outputs)
     if mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
-        lines = [
-            f"def {name}({params}):",
-            f'    """{what} of {where} with respect to {", ".join(wrt)}."""',
-        ]
-        lines += primal
+        lines = [f"def {name}({params}):",
+                 f'    """{what} of {where} with respect to {", ".join(wrt)}."""']
+    else:
+        lines = [f"def {name}({params}):",
+                 f'    """Value of {where} and its pullback to {", ".join(wrt)}."""']
+    if tape_inits:
+        lines.append("    # tapes: values the adjoint sweep reads back, in reverse order")
+        lines += ["    " + ast.unparse(ast.fix_missing_locations(s)) for s in tape_inits]
+    lines += text.block(primal, "    ")
+    if mode in ("grad", "value_and_grad"):
         lines.append("    # adjoint sweep: from the output back to the inputs")
         lines.append(f"    {adjoint.seeds[0]} = grad_seed({norm.outputs[0]})")
-        lines += _block_lines(parsed, adjoint.blocks, "    ")
+        lines += text.block(adjoint.stmts, "    ")
         value = f"{out}, " if mode == "value_and_grad" else ""
         lines.append(f"    return {value}{'(' + grads + ')' if value and len(wrt) > 1 else grads}")
     else:
-        lines = [
-            f"def {name}({params}):",
-            f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
-        ]
-        lines += primal
         lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
-        lines += _block_lines(parsed, adjoint.blocks, "        ")
+        lines += text.block(adjoint.stmts, "        ")
         lines.append(f"        return {grads}")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
     return format_source("\n".join(lines) + "\n")

@@ -1,60 +1,49 @@
-"""Stage 2: A-normal form. One operation per statement, every name assigned once.
+"""Stage 2: A-normal form. One operation per statement, and each name assigned once outside loops.
 
 Only statements that touch differentiated values are split: an expression that does not depend on
 the `wrt` inputs stays as the user wrote it. Temporaries are named after the assignment they come
 from and the operation they hold (`loss_sub`, `loss_pow`); a re-assigned name gets a suffix
 (`h`, `h_1`). Every statement keeps a link (`.src`) to the user's statement it came from.
+
+Control flow stays structured (`if`, `for i in range(...)`, `while`):
+- branches that assign the same variable merge into one name, assigned at the end of each branch;
+- a variable a loop changes keeps its pre-loop name as the loop-carried value: the body computes
+  `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`;
+- `for row in x`, `enumerate` and `zip` become loops over an index;
+- calls to the user's own functions (module-level, nested `def`s, lambdas) are inlined.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import inspect
 from dataclasses import dataclass, field
 
 from . import runtime
+from . import rules
 from .errors import NameResolutionError, UnsupportedSyntaxError
+from .parse import parse_function
 from .resolve import Resolver
+from .restructure import always_assigns, lift_returns, restructure_jumps
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
-_STATIC_CALLS = {len, isinstance}
-_OPNAMES = {
-    ast.Add: "add",
-    ast.Sub: "sub",
-    ast.Mult: "mul",
-    ast.Div: "div",
-    ast.Pow: "pow",
-    ast.MatMult: "matmul",
-    ast.Mod: "mod",
-    ast.FloorDiv: "floordiv",
-    ast.USub: "neg",
-    ast.UAdd: "pos",
-    ast.Not: "not",
-}
+_OPNAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
+            ast.MatMult: "matmul", ast.Mod: "mod", ast.FloorDiv: "floordiv", ast.USub: "neg",
+            ast.UAdd: "pos", ast.Not: "not"}
 _UNSUPPORTED_STMTS = {
-    ast.If: "`if` statements",
-    ast.For: "`for` loops",
-    ast.While: "`while` loops",
-    ast.Try: "`try` blocks",
-    ast.With: "`with` blocks",
-    ast.Raise: "`raise`",
-    ast.FunctionDef: "nested function definitions",
-    ast.ClassDef: "class definitions",
-    ast.Global: "`global`",
-    ast.Nonlocal: "`nonlocal`",
-    ast.Import: "imports",
-    ast.ImportFrom: "imports",
-    ast.Delete: "`del`",
-    ast.AsyncFunctionDef: "async functions",
-    ast.Match: "`match` statements",
-    ast.Break: "`break`",
-    ast.Continue: "`continue`",
+    ast.Try: "`try` blocks", ast.With: "`with` blocks", ast.Raise: "`raise`",
+    ast.ClassDef: "class definitions", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
+    ast.Import: "imports", ast.ImportFrom: "imports", ast.Delete: "`del`",
+    ast.AsyncFunctionDef: "async functions", ast.Match: "`match` statements",
+    ast.Break: "`break`", ast.Continue: "`continue`", ast.AsyncFor: "`async for`",
 }
 RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
 
 
 @dataclass
 class Normalized:
-    stmts: list[ast.stmt]  # ast.Assign with one Name target, or ast.Expr; each has .src
+    stmts: list[ast.stmt]  # see the module docstring for the statement forms
     outputs: list[str]  # the returned names (several for a tuple return)
     tuple_output: bool
     params: list[str]
@@ -62,12 +51,22 @@ class Normalized:
     taken: set[str] = field(default_factory=set)  # every name in use, for later allocations
 
 
-def _assigned_names(tree: ast.FunctionDef) -> set[str]:
+def _assigned_names(tree) -> set[str]:
     names = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
+
+
+def _assigned_in(stmts: list[ast.stmt]) -> list[str]:
+    """User names a block rebinds, in order of first appearance."""
+    names: dict[str, None] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.setdefault(node.id)
+    return list(names)
 
 
 class NameAllocator:
@@ -83,142 +82,229 @@ class NameAllocator:
         return name
 
 
+def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and node.id == old:
+                node.id = new
+            for attr in ("header", "liveout", "merged"):
+                names = getattr(node, attr, None)
+                if names and old in names:
+                    setattr(node, attr, [new if n == old else n for n in names])
+
+
 class Normalizer:
-    def __init__(self, parsed, wrt: list[str]):
+    def __init__(self, parsed, wrt: list[str], parent: Normalizer | None = None,
+                 env: dict[str, str] | None = None, extra_locals: set[str] = frozenset()):
         self.parsed = parsed
-        self.locals = set(parsed.params) | _assigned_names(parsed.tree)
-        self.resolver = Resolver(parsed, self.locals)
-        all_names = {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
-        self.names = NameAllocator(all_names | set(parsed.params) | RESERVED)
-        self.env = {p: p for p in parsed.params}  # user name -> current SSA name
-        self.varied = set(wrt)
-        self.stmts: list[ast.stmt] = []
+        self.locals = set(parsed.params) | _assigned_names(parsed.tree) | set(extra_locals)
+        if parent is None:
+            self.resolver = Resolver(parsed, self.locals)
+            all_names = {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
+            self.names = NameAllocator(all_names | set(parsed.params) | RESERVED)
+            self.varied = set(wrt)
+            self.inlining: list[object] = []
+            self.loop_varied: set[str] = set()
+        else:
+            self.resolver = Resolver(parsed, self.locals, namespace=parent.resolver.namespace)
+            self.names = parent.names
+            self.names.taken |= {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
+            self.varied = parent.varied
+            self.inlining = parent.inlining
+            self.loop_varied = set()
+        self.env = dict(env) if env is not None else {p: p for p in parsed.params}
+        self.inlined = parent is not None  # inlined code takes fresh names for its locals
+        self.local_funcs: dict[str, ast.AST] = {}
+        self.headers: list[set[str]] = []  # user names carried by each enclosing loop
+        self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
+        self.exit_copies: list[tuple[dict, ...]] = []  # per enclosing loop: (header map,)
+
+    # ------------------------------------------------------------------ driving
+    def run(self) -> Normalized:
+        body = self.function_body(self.parsed.tree.body)
+        result = self.names.fresh(self.parsed.name)
+        body, arity = self.lift(body, result)
+        self.locals |= {result} | {f"{result}{i}" for i in range(arity)}
+        self.out = []
+        self.block_into(self.out, body)
+        if arity:
+            outputs = [self.env[f"{result}{i}"] for i in range(arity)]
+        else:
+            outputs = [self.env[result]]
+        return Normalized(self.out, outputs, bool(arity), list(self.parsed.params),
+                          self.varied, self.names.taken)
+
+    def function_body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            body = body[1:]  # docstring
+        return body
+
+    def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
+        """Lift returns into assignments of `result` (or result0, result1, ... for tuples)."""
+        returns = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Return)
+                   and not self._in_nested_def(body, n)]
+        if not returns or any(r.value is None for r in returns):
+            node = next((r for r in returns if r.value is None), body[-1] if body else None)
+            raise self.parsed.error(UnsupportedSyntaxError,
+                                    f"{self.parsed.name} must return a value", node,
+                                    hint="s2sad differentiates the returned value")
+        arities = {len(r.value.elts) if isinstance(r.value, ast.Tuple) else 0 for r in returns}
+        if len(arities) > 1:
+            raise self.parsed.error(UnsupportedSyntaxError,
+                                    "all returns must give the same number of values",
+                                    returns[-1])
+        arity = arities.pop()
+        target = ast.Tuple([ast.Name(f"{result}{i}", ast.Store()) for i in range(arity)],
+                           ast.Store()) if arity else ast.Name(result, ast.Store())
+        lifted = lift_returns(body, target, self.parsed)
+        check = f"{result}0" if arity else result
+        if not always_assigns(lifted, check):
+            raise self.parsed.error(UnsupportedSyntaxError,
+                                    f"{self.parsed.name} does not return a value on every path",
+                                    body[-1] if body else None,
+                                    hint="end every branch with a `return`")
+        return lifted, arity
+
+    @staticmethod
+    def _in_nested_def(body, node) -> bool:
+        for stmt in body:
+            for inner in ast.walk(stmt):
+                if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and any(
+                        n is node for n in ast.walk(inner)):
+                    return True
+        return False
+
+    def block_into(self, out: list[ast.stmt], stmts: list[ast.stmt]) -> None:
+        saved, saved_src = self.out, self.src
+        self.out = out
+        for node in stmts:
+            if not getattr(node, "s2sad_synthetic", False):
+                self.src = node
+            self.statement(node)
+        self.out, self.src = saved, saved_src
 
     # ------------------------------------------------------------------ statements
-    def run(self) -> Normalized:
-        body = list(self.parsed.tree.body)
-        if (
-            body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            body = body[1:]  # docstring
-        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
-            raise self.parsed.error(
-                UnsupportedSyntaxError,
-                f"{self.parsed.name} must end with `return <value>`",
-                body[-1] if body else None,
-                hint="s2sad differentiates the returned value",
-            )
-        for node in body[:-1]:
-            self.src = node
-            self.statement(node)
-        self.src = body[-1]
-        outputs, is_tuple = self.returned(body[-1].value)
-        return Normalized(
-            self.stmts, outputs, is_tuple, list(self.parsed.params), self.varied, self.names.taken
-        )
-
     def statement(self, node: ast.stmt) -> None:
         if isinstance(node, ast.Assign):
-            if len(node.targets) != 1:
-                first = self.assign_target(node.targets[0], node.value)
-                for target in node.targets[1:]:
-                    self.assign_target(target, first)
-                return
-            self.assign_target(node.targets[0], node.value)
+            first = self.assign_target(node.targets[0], node.value)
+            for target in node.targets[1:]:
+                self.assign_target(target, first)
         elif isinstance(node, ast.AnnAssign):
             if node.value is not None:
                 self.assign_target(node.target, node.value)
         elif isinstance(node, ast.AugAssign):
-            if not isinstance(node.target, ast.Name):
-                raise self.unsupported(node, "augmented assignment to a subscript or attribute")
-            load = ast.Name(node.target.id, ast.Load())
-            self.assign_target(
-                node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
-            )
-        elif isinstance(node, ast.Expr):
-            if not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            load = copy.deepcopy(node.target)
+            for n in ast.walk(load):
+                if hasattr(n, "ctx"):
+                    n.ctx = ast.Load()
+            self.assign_target(node.target, ast.copy_location(
+                ast.BinOp(load, node.op, node.value), node))
+        elif isinstance(node, (ast.Expr, ast.Assert)):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
                 self.emit_expr(node)
-        elif isinstance(node, ast.Assert):
-            self.emit_expr(node)
         elif isinstance(node, ast.Pass):
             pass
+        elif isinstance(node, ast.If):
+            self.if_(node)
+        elif isinstance(node, ast.For):
+            self.for_(node)
+        elif isinstance(node, ast.While):
+            self.while_(node)
+        elif isinstance(node, ast.FunctionDef):
+            if node.decorator_list:
+                raise self.unsupported(node, "decorated nested functions")
+            self.local_funcs[node.name] = node
         elif isinstance(node, ast.Return):
-            raise self.unsupported(node, "a `return` before the end of the function")
+            raise self.unsupported(node, "this `return`")
         else:
             what = _UNSUPPORTED_STMTS.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
 
     def unsupported(self, node: ast.AST, what: str):
         return self.parsed.error(
-            UnsupportedSyntaxError,
-            f"s2sad cannot differentiate {what} yet",
-            node,
-            hint="rewrite this part in straight-line NumPy, or give the function containing it "
-            "a rule with s2sad.register_vjp",
+            UnsupportedSyntaxError, f"s2sad cannot differentiate {what} yet", node,
+            hint="rewrite this part in plain NumPy, or give the function containing it "
+                 "a rule with s2sad.register_vjp",
         )
 
     def emit_expr(self, node: ast.stmt) -> None:
-        new = self.rename(node)
-        new.src = self.src
-        self.stmts.append(new)
+        self.put(self.rename(node))
+
+    def put(self, stmt: ast.stmt) -> ast.stmt:
+        stmt.src = self.src
+        stmt.src_parsed = self.parsed
+        self.out.append(stmt)
+        return stmt
 
     def assign_target(self, target: ast.expr, value: ast.expr) -> ast.expr:
         """Assign `value` to `target`; returns an atom holding the value."""
         if isinstance(target, ast.Name):
+            if isinstance(value, ast.Lambda):
+                self.local_funcs[target.id] = value
+                return ast.Constant(None)
+            start = len(self.out)
             rhs = self.expr(value, target.id)
-            return self.bind(target.id, rhs, varied=self.mentions_varied(value))
+            if isinstance(rhs, ast.Name) and getattr(rhs, "s2sad_inlined", False):
+                name = self.rebind(target.id)  # the inlined result takes the user's name
+                _rename_in(self.out[start:], rhs.id, name)
+                if rhs.id in self.varied:
+                    self.varied.add(name)
+                return ast.Name(name, ast.Load())
+            if isinstance(rhs, ast.Tuple) and getattr(rhs, "s2sad_inlined", False):
+                rhs = ast.Tuple(rhs.elts, ast.Load())
+            return self.bind(target.id, rhs, varied=self.atom_varied(rhs)
+                             or self.mentions_varied(value))
         if isinstance(target, (ast.Tuple, ast.List)) and all(
-            isinstance(t, ast.Name) for t in target.elts
-        ):
+                isinstance(t, ast.Name) for t in target.elts):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
                 for t, a in zip(target.elts, atoms):
                     self.bind(t.id, a, varied=self.atom_varied(a))
                 return ast.Tuple(atoms, ast.Load())
             whole = self.atom(value, "_".join(t.id for t in target.elts))
+            if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
+                for t, a in zip(target.elts, whole.elts):
+                    self.bind(t.id, a, varied=self.atom_varied(a))
+                return whole
             if not self.atom_varied(whole):
-                stmt = ast.Assign(
-                    [
-                        ast.Tuple(
-                            [ast.Name(self.rebind(t.id), ast.Store()) for t in target.elts],
-                            ast.Store(),
-                        )
-                    ],
-                    whole,
-                )
-                stmt.src = self.src
-                self.stmts.append(stmt)
+                stmt = ast.Assign([ast.Tuple([ast.Name(self.rebind(t.id), ast.Store())
+                                              for t in target.elts], ast.Store())], whole)
+                self.put(stmt)
                 return whole
             for i, t in enumerate(target.elts):
                 item = ast.Subscript(whole, ast.Constant(i), ast.Load())
                 self.bind(t.id, item, varied=True)
             return whole
-        raise self.unsupported(self.src, "assignment to a subscript or attribute")
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and target.value.id in self.locals:
+            base = self.load(target.value)
+            index = self.index(target.slice, target.value.id)
+            atom = self.atom(value, target.value.id)
+            stmt = ast.Assign([ast.Subscript(base, index, ast.Store())], atom)
+            self.put(stmt)
+            if self.atom_varied(atom):
+                self.varied.add(base.id)
+            return atom
+        raise self.unsupported(self.src, "assignment to this kind of target")
 
-    def returned(self, value: ast.expr) -> tuple[list[str], bool]:
-        base = self.parsed.name
-        if isinstance(value, ast.Tuple):
-            outs = []
-            for i, elt in enumerate(value.elts):
-                outs.append(self.named(elt, f"{base}{i}"))
-            return outs, True
-        return [self.named(value, base)], False
-
-    def named(self, value: ast.expr, base: str) -> str:
-        if isinstance(value, ast.Name) and value.id in self.locals:
-            return self.load(value).id
-        rhs = self.expr(value, base)
+    def synthesize(self, base: str) -> str:
+        """A new local name of s2sad's own (a loop index), readable like a user's."""
         name = self.names.fresh(base)
-        self.append(name, rhs, self.mentions_varied(value))
+        self.locals.add(name)
+        self.env[name] = name
         return name
 
     def rebind(self, user_name: str) -> str:
         """A fresh SSA name for the next value of `user_name`."""
-        name = user_name if user_name not in self.env else self.names.fresh(f"{user_name}_1")
+        if user_name not in self.env:
+            name = self.names.fresh(user_name) if self.inlined else user_name
+            self.names.taken.add(name)
+        elif self.headers and user_name in self.headers[-1]:
+            name = self.names.fresh(f"{user_name}_new")
+        else:
+            name = self.names.fresh(f"{user_name}_1")
         self.env[user_name] = name
         return name
 
@@ -227,29 +313,232 @@ class Normalizer:
         self.append(name, rhs, varied)
         return ast.Name(name, ast.Load())
 
-    def append(self, name: str, rhs: ast.expr, varied: bool) -> None:
-        stmt = ast.Assign([ast.Name(name, ast.Store())], rhs)
-        stmt.src = self.src
-        self.stmts.append(stmt)
+    def append(self, name: str, rhs: ast.expr, varied: bool) -> ast.stmt:
+        stmt = self.put(ast.Assign([ast.Name(name, ast.Store())], rhs))
         if varied:
             self.varied.add(name)
+        return stmt
+
+    # ------------------------------------------------------------------ control flow
+    def condition(self, test: ast.expr) -> ast.expr:
+        if isinstance(test, (ast.Name, ast.Constant)):
+            return self.rename(test)
+        name = self.names.fresh("cond")
+        self.append(name, self.rename(test), varied=False)
+        return ast.Name(name, ast.Load())
+
+    def if_(self, node: ast.If) -> None:
+        test = self.condition(node.test)
+        before = dict(self.env)
+        body: list[ast.stmt] = []
+        breaks = len(node.body) == 1 and isinstance(node.body[0], ast.Break)
+        if breaks:
+            body = self.exit_copies_for_break()
+            env_body = None
         else:
-            self.varied.discard(name)
+            self.block_into(body, node.body)
+            env_body, self.env = self.env, dict(before)
+        orelse: list[ast.stmt] = []
+        self.block_into(orelse, node.orelse)
+        env_else = self.env
+        stmt = ast.If(test, body, orelse)
+        stmt.merged = []
+        if env_body is not None:
+            self.env = self.merge(before, (env_body, body), (env_else, orelse), stmt=stmt)
+        self.put(stmt)
+
+    def merge(self, before, *branches, stmt) -> dict:
+        """One name per variable after the `if`, assigned at the end of each branch: the
+        branch's own last assignment is renamed to it, or a copy is appended."""
+        env = dict(before)
+        variables = [v for e, _ in branches for v in e]
+        for var in dict.fromkeys(variables):
+            names = [e.get(var) for e, _ in branches]
+            if len(set(names)) == 1:
+                env[var] = names[0]
+                continue
+            if any(n is None for n in names):  # assigned on one path only, as Python allows
+                env[var] = next(n for n in names if n is not None)
+                continue
+            merged = self.names.fresh(f"{var}_1")
+            for (_, stmts), name in zip(branches, names):
+                if name != before.get(var) and name not in self.parsed.params:
+                    _rename_in(stmts, name, merged)
+                else:
+                    copy_stmt = ast.Assign([ast.Name(merged, ast.Store())],
+                                           ast.Name(name, ast.Load()))
+                    copy_stmt.src, copy_stmt.src_parsed = self.src, self.parsed
+                    stmts.append(copy_stmt)
+            if any(n in self.varied for n in names):
+                self.varied.add(merged)
+            stmt.merged.append(merged)
+            env[var] = merged
+        return env
+
+    def loop_body(self, node, body: list[ast.stmt], setup) -> tuple[list[ast.stmt], dict, list]:
+        """Normalize a loop body; returns (statements, header map, live-out user names)."""
+        before = dict(self.env)
+        modified = [v for v in _assigned_in(body)]
+        self.mark_loop_varied(body)
+        header = {v: before[v] for v in modified if v in before}
+        self.headers.append(set(header))
+        self.exit_copies.append(header)
+        out: list[ast.stmt] = []
+        saved, self.out = self.out, out
+        setup()
+        self.out = saved
+        self.block_into(out, body)
+        self.continuation(out).extend(self.copies_back(header))
+        self.headers.pop()
+        self.exit_copies.pop()
+        after = dict(before)
+        for var in modified:
+            if var not in header and var in self.env:
+                after[var] = self.env[var]
+        liveout = [after[v] for v in modified if v not in header and v in after]
+        self.env = after
+        return out, header, liveout
+
+    @staticmethod
+    def continuation(block: list[ast.stmt]) -> list[ast.stmt]:
+        """Where an iteration that did not `break` ends: inside the `else` of each break."""
+        while block and isinstance(block[-1], ast.If) and block[-1].body \
+                and isinstance(block[-1].body[-1], ast.Break):
+            block = block[-1].orelse
+        return block
+
+    def copies_back(self, header: dict) -> list[ast.stmt]:
+        copies = []
+        for var, name in header.items():
+            current = self.env.get(var, name)
+            if current != name:
+                stmt = ast.Assign([ast.Name(name, ast.Store())], ast.Name(current, ast.Load()))
+                stmt.src, stmt.src_parsed = self.src, self.parsed
+                stmt.end_copy = True  # the loop-carried value for the next iteration
+                copies.append(stmt)
+                if current in self.varied:
+                    self.varied.add(name)
+        return copies
+
+    def exit_copies_for_break(self) -> list[ast.stmt]:
+        if not self.exit_copies:
+            raise self.unsupported(self.src, "`break` outside a loop")
+        return self.copies_back(self.exit_copies[-1]) + [ast.Break()]
+
+    def mark_loop_varied(self, body: list[ast.stmt]) -> None:
+        """Variables that become varied in some iteration are varied from the first."""
+        changed = True
+        while changed:
+            changed = False
+            for stmt in ast.walk(ast.Module(body=body, type_ignores=[])):
+                if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    value = stmt.value
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    if value is not None and (self.mentions_varied(value) or (
+                            isinstance(stmt, ast.AugAssign) and self.mentions_varied(stmt.target))):
+                        for t in targets:
+                                while isinstance(t, ast.Subscript):  # y[i] = v varies y only
+                                    t = t.value
+                                for n in ast.walk(t):
+                                    if isinstance(n, ast.Name) and n.id not in self.loop_varied:
+                                        self.loop_varied.add(n.id)
+                                        changed = True
+
+    def for_(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "`for ... else`")
+        body, breaks = restructure_jumps(node.body, self.parsed)
+        index, range_call, bind_items = self.iteration(node)
+        trips = None
+        if breaks:
+            trips = self.names.fresh("trips")
+            self.append(trips, ast.Constant(0), varied=False)
+
+        def setup():
+            if trips is not None:
+                self.append(trips, ast.BinOp(ast.Name(trips, ast.Load()), ast.Add(),
+                                             ast.Constant(1)), varied=False).counter = True
+            bind_items()
+
+        stmts, header, liveout = self.loop_body(node, body, setup)
+        loop = ast.For(ast.Name(index, ast.Store()), range_call, stmts, [])
+        loop.header, loop.liveout, loop.trips, loop.index = list(header.values()), liveout, \
+            trips, index
+        if trips is not None:
+            loop.header.append(trips)
+        self.put(loop)
+
+    def iteration(self, node: ast.For):
+        """The index name, the `range(...)` call, and a callback binding the loop's items."""
+        it, target = node.iter, node.target
+        func = it.func if isinstance(it, ast.Call) else None
+        callee = self.resolver.resolve(func) if func is not None and not (
+            isinstance(func, ast.Name) and func.id in self.locals) else None
+        if callee is range:
+            if not isinstance(target, ast.Name):
+                raise self.unsupported(target, "this loop target")
+            index = self.rebind(target.id)
+            return index, ast.Call(ast.Name("range", ast.Load()),
+                                   [self.atom(a, "range") for a in it.args], []), lambda: None
+        if callee is enumerate and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
+                and len(it.args) == 1 and not it.keywords:
+            seq = self.atom(it.args[0], "items")
+            index = self.rebind(target.elts[0].id)
+            item = target.elts[1]
+            stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
+            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), \
+                lambda: self.assign_target(item, ast.Subscript(seq, ast.Name(index, ast.Load()),
+                                                               ast.Load()))
+        if callee is zip and isinstance(target, ast.Tuple) and not it.keywords \
+                and len(target.elts) == len(it.args):
+            seqs = [self.atom(a, "items") for a in it.args]
+            index = self.synthesize(f"{target.elts[0].id}_index")
+            stop = ast.Call(ast.Name("min", ast.Load()),
+                            [ast.Call(ast.Name("len", ast.Load()), [s], []) for s in seqs], []) \
+                if len(seqs) > 1 else ast.Call(ast.Name("len", ast.Load()), seqs, [])
+
+            def bind_zip():
+                for t, s in zip(target.elts, seqs):
+                    self.assign_target(t, ast.Subscript(s, ast.Name(index, ast.Load()),
+                                                        ast.Load()))
+            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
+        if isinstance(target, ast.Name):
+            seq = self.atom(it, "items")
+            index = self.synthesize(f"{target.id}_index")
+            stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
+            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), \
+                lambda: self.assign_target(target, ast.Subscript(
+                    seq, ast.Name(index, ast.Load()), ast.Load()))
+        raise self.unsupported(node, "this kind of `for` loop (use range, enumerate, zip or "
+                                     "an array)")
+
+    def while_(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "`while ... else`")
+        body, _ = restructure_jumps(node.body, self.parsed)
+        iters = self.names.fresh("iters")
+        self.append(iters, ast.Constant(0), varied=False)
+        self.mark_loop_varied(body)
+        test = self.rename(node.test)  # reads the loop-carried names, as the body's end sets them
+        count = ast.BinOp(ast.Name(iters, ast.Load()), ast.Add(), ast.Constant(1))
+        def setup():
+            self.append(iters, count, varied=False).counter = True
+
+        stmts, header, liveout = self.loop_body(node, body, setup)
+        loop = ast.While(test, stmts, [])
+        loop.header, loop.liveout, loop.iters = list(header.values()) + [iters], liveout, iters
+        self.put(loop)
 
     # ------------------------------------------------------------------ expressions
     def mentions_varied(self, node: ast.AST) -> bool:
         """Whether `node` reads a value that may depend on the wrt inputs."""
         if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
             return False
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id not in self.locals
-            and node.func.id in ("len", "isinstance")
-        ):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id not in self.locals and node.func.id in ("len", "isinstance"):
             return False
         if isinstance(node, ast.Name):
-            return self.env.get(node.id, node.id) in self.varied
+            return self.env.get(node.id, node.id) in self.varied or node.id in self.loop_varied
         return any(self.mentions_varied(c) for c in ast.iter_child_nodes(node))
 
     def atom_varied(self, node: ast.expr) -> bool:
@@ -265,26 +554,23 @@ class Normalizer:
         if isinstance(node, ast.Attribute):
             return node.attr in STATIC_ATTRS or self.resolver.resolve(node) is not None
         if isinstance(node, ast.Subscript):  # x.shape[0]
-            return (
-                isinstance(node.value, ast.Attribute)
-                and node.value.attr in STATIC_ATTRS
+            return isinstance(node.value, ast.Attribute) and node.value.attr in STATIC_ATTRS \
                 and self.is_atom(node.slice)
-            )
         return False
 
     def is_cheap(self, node: ast.expr) -> bool:
-        return not any(
-            isinstance(n, ast.Call) or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
-            for n in ast.walk(node)
-        )
+        return not any(isinstance(n, (ast.Call, ast.IfExp)) or (
+            isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)) for n in ast.walk(node))
 
     def atom(self, node: ast.expr, base: str) -> ast.expr:
         """An operand: a name, a constant or a cheap expression of constants; else a temp."""
         if self.is_atom(node) or (not self.mentions_varied(node) and self.is_cheap(node)):
             return self.rename(node)
         rhs = self.expr(node, base)
+        if isinstance(rhs, (ast.Name, ast.Tuple)) and getattr(rhs, "s2sad_inlined", False):
+            return rhs
         name = self.names.fresh(f"{base}_{self.opname(node)}")
-        self.append(name, rhs, self.mentions_varied(node))
+        self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
         return ast.Name(name, ast.Load())
 
     def opname(self, node: ast.expr) -> str:
@@ -303,6 +589,8 @@ class Normalizer:
 
     def expr(self, node: ast.expr, base: str) -> ast.expr:
         """`node` with its operands reduced to atoms; the operation itself is kept."""
+        if isinstance(node, ast.Call) and self.inlinable(node.func) is not None:
+            return self.inline(node, base)
         if not self.mentions_varied(node):
             return self.rename(node)
         loc = node
@@ -315,28 +603,34 @@ class Normalizer:
         elif isinstance(node, ast.Attribute):
             node = ast.Attribute(self.atom(node.value, base), node.attr, ast.Load())
         elif isinstance(node, ast.Subscript):
-            node = ast.Subscript(
-                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
-            )
+            node = ast.Subscript(self.atom(node.value, base), self.index(node.slice, base),
+                                 ast.Load())
         elif isinstance(node, ast.Compare):
-            node = ast.Compare(
-                self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
-            )
+            node = ast.Compare(self.atom(node.left, base), node.ops,
+                               [self.atom(c, base) for c in node.comparators])
         elif isinstance(node, (ast.Tuple, ast.List)):
             node = type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         elif isinstance(node, ast.Name):
             node = self.rename(node)
+        elif isinstance(node, ast.IfExp):
+            return self.if_expression(node, base)
         else:
-            what = {
-                ast.IfExp: "conditional expressions (`a if c else b`)",
-                ast.Lambda: "lambdas",
-                ast.BoolOp: "`and`/`or` on differentiated values",
-                ast.ListComp: "list comprehensions",
-                ast.GeneratorExp: "generators",
-                ast.Starred: "starred arguments",
-            }.get(type(node), type(node).__name__)
+            what = {ast.Lambda: "lambdas", ast.BoolOp: "`and`/`or` on differentiated values",
+                    ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
+                    ast.Starred: "starred arguments"}.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)
+
+    def if_expression(self, node: ast.IfExp, base: str) -> ast.expr:
+        """`a if c else b` becomes an `if` statement assigning one name."""
+        name = self.names.fresh(f"{base}_pick")
+        self.locals.add(name)
+        stmt = ast.If(node.test, [ast.Assign([ast.Name(name, ast.Store())], node.body)],
+                      [ast.Assign([ast.Name(name, ast.Store())], node.orelse)])
+        for child in (stmt, stmt.body[0], stmt.orelse[0]):
+            child.s2sad_synthetic = True
+        self.if_(stmt)
+        return ast.Name(self.env[name], ast.Load())
 
     def call(self, node: ast.Call, base: str) -> ast.Call:
         func = node.func
@@ -347,10 +641,10 @@ class Normalizer:
             new_func.s2sad_callee = self.resolver.resolve(func)
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise self.unsupported(node, "starred arguments (*args) in a call")
-        args = [self.sequence(a, base) for a in node.args]
-        keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
         if any(k.arg is None for k in node.keywords):
             raise self.unsupported(node, "**kwargs in a call")
+        args = [self.sequence(a, base) for a in node.args]
+        keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
         return ast.Call(new_func, args, keywords)
 
     def sequence(self, node: ast.expr, base: str) -> ast.expr:
@@ -361,28 +655,145 @@ class Normalizer:
 
     def index(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Slice):
-            parts = [
-                None if p is None else self.atom(p, base)
-                for p in (node.lower, node.upper, node.step)
-            ]
+            parts = [None if p is None else self.atom(p, base)
+                     for p in (node.lower, node.upper, node.step)]
             return ast.Slice(*parts)
         if isinstance(node, ast.Tuple):
             return ast.Tuple([self.index(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
 
+    # ------------------------------------------------------------------ inlining
+    def inlinable(self, func: ast.expr):
+        """The user function (or local def/lambda node) a call refers to, if s2sad inlines it."""
+        if isinstance(func, ast.Name) and func.id in self.local_funcs:
+            return self.local_funcs[func.id]
+        if isinstance(func, ast.Name) and func.id in self.locals:
+            return None
+        if not isinstance(func, (ast.Name, ast.Attribute)):
+            return None
+        obj = self.resolver.resolve(func)
+        if not inspect.isfunction(obj) or rules.lookup(obj) is not None or rules.is_nondiff(obj):
+            return None
+        module = getattr(obj, "__module__", "") or ""
+        if module.split(".")[0] in ("numpy", "s2sad", "math"):
+            return None
+        return obj
+
+    def inline(self, node: ast.Call, base: str) -> ast.expr:
+        target = self.inlinable(node.func)
+        if not self.mentions_varied(node):
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
+                pass  # local functions have no global name: inline them anyway
+            else:
+                return self.rename(node)
+        if any(t is target for t in self.inlining):
+            raise self.parsed.error(UnsupportedSyntaxError,
+                                    "s2sad cannot differentiate recursive functions", node,
+                                    hint="write the recursion as a loop")
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None for k in node.keywords):
+            raise self.unsupported(node, "*args or **kwargs in a call to an inlined function")
+        args = [self.atom(a, base) for a in node.args]
+        keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        self.inlining.append(target)
+        try:
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
+                return self.inline_local(target, args, keywords, node)
+            return self.inline_global(target, args, keywords, node)
+        finally:
+            self.inlining.pop()
+
+    def _bind_params(self, sub: Normalizer, signature: inspect.Signature, args, keywords,
+                     node, defaults_spelled) -> None:
+        try:
+            bound = signature.bind(*args, **keywords)
+        except TypeError as exc:
+            raise self.parsed.error(UnsupportedSyntaxError, f"bad call: {exc}", node) from None
+        for name, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise self.unsupported(node, "calls to functions with *args or **kwargs")
+            if name in bound.arguments:
+                value = bound.arguments[name]
+            else:
+                value = defaults_spelled(name, param.default)
+            if isinstance(value, ast.Name) and value.id not in self.resolver.namespace:
+                sub.env[name] = value.id
+            else:
+                local = self.names.fresh(name)
+                self.append(local, value, varied=self.atom_varied(value))
+                sub.env[name] = local
+
+    def _run_inlined(self, sub: Normalizer, body: list[ast.stmt], label: str) -> ast.expr:
+        result = self.names.fresh(f"{label}_result")
+        body, arity = sub.lift(sub.function_body(body), result)
+        sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
+        sub.block_into(self.out, body)
+        if arity:
+            out = ast.Tuple([ast.Name(sub.env[f"{result}{i}"], ast.Load())
+                             for i in range(arity)], ast.Load())
+        else:
+            out = ast.Name(sub.env[result], ast.Load())
+        out.s2sad_inlined = True
+        return out
+
+    def inline_global(self, func, args, keywords, node) -> ast.expr:
+        parsed = parse_function(func)
+        sub = Normalizer(parsed, [], parent=self, env={})
+        sub.src = self.src
+
+        def default(name, value):
+            try:
+                ast.literal_eval(repr(value))
+                return ast.Constant(value)
+            except (ValueError, SyntaxError):
+                spelled = self.names.fresh(f"{func.__name__}_{name}")
+                self.resolver.namespace[spelled] = value
+                return ast.Name(spelled, ast.Load())
+
+        self._bind_params(sub, inspect.signature(func), args, keywords, node, default)
+        return self._run_inlined(sub, parsed.tree.body, func.__name__)
+
+    def inline_local(self, fn, args, keywords, node) -> ast.expr:
+        """A `def` or lambda inside the function: its closure is the current environment."""
+        if isinstance(fn, ast.Lambda):
+            body = [ast.copy_location(ast.Return(fn.body), fn.body)]
+        else:
+            body = fn.body
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+        if fn.args.vararg or fn.args.kwarg:
+            raise self.unsupported(node, "calls to functions with *args or **kwargs")
+        tree = ast.FunctionDef(getattr(fn, "name", "lambda"), fn.args, body, [], None)
+        sub = Normalizer(self.parsed, [], parent=self, env=dict(self.env),
+                         extra_locals=self.locals | set(params) | _assigned_names(tree))
+        sub.resolver.locals = sub.locals
+        sub.local_funcs = dict(self.local_funcs)
+        sub.loop_varied = self.loop_varied
+        sub.src = self.src
+        defaults = fn.args.defaults
+        positional = fn.args.posonlyargs + fn.args.args
+        sig_params = []
+        for i, a in enumerate(positional):
+            d = i - (len(positional) - len(defaults))
+            sig_params.append(inspect.Parameter(
+                a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=defaults[d] if d >= 0 else inspect.Parameter.empty))
+        signature = inspect.Signature(sig_params)
+        self._bind_params(sub, signature, args, keywords, node,
+                          lambda name, value: self.rename(value))
+        label = getattr(node.func, "id", tree.name)
+        return self._run_inlined(sub, body, label)
+
     # ------------------------------------------------------------------ names
     def load(self, node: ast.Name) -> ast.Name:
         if node.id not in self.env:
-            raise self.parsed.error(
-                NameResolutionError,
-                f"local variable '{node.id}' is used before it is assigned",
-                node,
-            )
+            raise self.parsed.error(NameResolutionError,
+                                    f"local variable '{node.id}' is used before it is assigned",
+                                    node)
         return ast.Name(self.env[node.id], ast.Load())
 
     def rename(self, node: ast.AST) -> ast.AST:
         """A copy of `node` reading current SSA names, with globals spelled canonically."""
-        return _Rename(self).visit(_copy(node))
+        return _Rename(self).visit(copy.deepcopy(node))
 
 
 class _Rename(ast.NodeTransformer):
@@ -403,6 +814,8 @@ class _Rename(ast.NodeTransformer):
         return ast.copy_location(self.norm.resolver.spelling(node, obj), node)
 
     def visit_Call(self, node: ast.Call) -> ast.Call:
+        if isinstance(node.func, ast.Name) and node.func.id in self.norm.local_funcs:
+            raise self.norm.unsupported(node, "a call of a local function inside this expression")
         callee = self.norm.resolver.resolve(node.func)
         self.generic_visit(node)
         if callee is not None:
@@ -410,13 +823,7 @@ class _Rename(ast.NodeTransformer):
         return node
 
     def visit_Lambda(self, node):
-        raise self.norm.unsupported(node, "lambdas")
-
-
-def _copy(node):
-    import copy
-
-    return copy.deepcopy(node)
+        raise self.norm.unsupported(node, "lambdas used in place")
 
 
 def normalize(parsed, wrt: list[str]) -> tuple[Normalized, Resolver]:

@@ -87,6 +87,12 @@ def _index_expr(node: ast.expr) -> ast.expr:
 
 
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+        base = stmt.targets[0].value.id  # y[index] = v: an update of y
+        op = Op(stmt, base, "setitem", reads=_names(stmt) & local_names)
+        if isinstance(stmt.value, ast.Name) and stmt.value.id in local_names:
+            op.operands.append(("v", None, stmt.value.id))
+        return op
     if not isinstance(stmt, ast.Assign) or not isinstance(stmt.targets[0], ast.Name):
         return Op(stmt, None, "effect", reads=_names(stmt) & local_names)
     target = stmt.targets[0].id

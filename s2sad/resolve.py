@@ -43,7 +43,7 @@ _NOT_FOUND = object()
 class Resolver:
     """Looks up free names through the closure, the globals and the builtins."""
 
-    def __init__(self, parsed, local_names: set[str]):
+    def __init__(self, parsed, local_names: set[str], namespace: dict | None = None):
         self.parsed = parsed
         func = parsed.func
         self.locals = local_names
@@ -55,7 +55,9 @@ class Resolver:
                 except ValueError:  # an empty cell: defined later in the enclosing scope
                     pass
         self.globals = func.__globals__
-        self.namespace: dict[str, object] = {"np": np, "math": math}
+        # shared with the functions inlined into this one: generated code has one namespace
+        self.namespace: dict[str, object] = namespace if namespace is not None else {
+            "np": np, "math": math}
 
     def lookup(self, name: str, node: ast.AST):
         for scope in (self.closure, self.globals, vars(builtins)):
@@ -101,5 +103,11 @@ class Resolver:
         while isinstance(root, ast.Attribute):
             root = root.value
         if isinstance(root, ast.Name):
-            self.namespace[root.id] = self.lookup(root.id, root)
+            value = self.lookup(root.id, root)
+            if root.id in self.namespace and self.namespace[root.id] is not value:
+                raise self.parsed.error(
+                    NameResolutionError,
+                    f"'{root.id}' names different objects in {self.parsed.name} and a function "
+                    "it calls", node, hint="rename one of them")
+            self.namespace[root.id] = value
         return node

@@ -1,93 +1,398 @@
 """Stage 4: the reverse transform. Walks the normalized statements backwards and emits, for each
 active one, one statement that adds its rule's contributions into the operands' adjoints.
 Adjoint names are the primal names with a `d` in front (`h` -> `dh`).
+
+Control flow reverses structurally: an `if` becomes the same `if` over the adjoints of its
+branches, and a loop becomes a loop running backwards (`for i in reversed(range(...))`; a `while`
+loop runs `for _ in range(iters)`). What the adjoint needs from overwritten primal values is put
+back by the tape pass (`tape.py`), which fills in the markers this pass leaves.
+
+Inside loops an adjoint may be known to be zero without holding zero (a "lazy" zero, after the
+value it belongs to was overwritten); such a name is assigned, not accumulated, on its next
+contribution, and set to zero explicitly where a later iteration would read it.
 """
 
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 
-from .normalize import NameAllocator
+from .normalize import NameAllocator, STATIC_ATTRS
 
 
 @dataclass
 class Adjoint:
-    blocks: list[tuple[ast.stmt, list[ast.stmt]]]  # (user statement, adjoint statements)
+    stmts: list[ast.stmt]  # the adjoint sweep, with tape markers
     seeds: list[str]  # adjoint names of the outputs, in output order
     grads: list[ast.expr]  # the returned cotangent of each wrt input
 
 
-def _group(pairs: list[tuple[ast.stmt, ast.stmt]]) -> list[tuple[ast.stmt, list[ast.stmt]]]:
-    blocks: list[tuple[ast.stmt, list[ast.stmt]]] = []
-    for src, stmt in pairs:
-        if blocks and blocks[-1][0] is src:
-            blocks[-1][1].append(stmt)
+@dataclass
+class Marker:
+    """A place the tape pass fills: pops at a block's start, a header or array restore."""
+
+    kind: str  # "block" | "header" | "restore"
+    node: object  # the primal block (list id), the end-copy or the subscript write
+    src: ast.stmt | None = None
+
+
+@dataclass
+class _Ctx:
+    loop: object = None  # innermost primal loop
+    local: set[str] = field(default_factory=set)  # names assigned in its body
+    carried: set[str] = field(default_factory=set)  # its loop-carried and live-out names
+    indices: set[str] = field(default_factory=set)  # integer loop indices in scope
+
+
+def assigned(stmts: list[ast.stmt]) -> set[str]:
+    """Names a block assigns (at any depth), loop indices included."""
+    names = set()
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+                    elif isinstance(t, ast.Tuple):
+                        names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
+            elif isinstance(node, ast.For):
+                names.add(node.target.id)
+    return names
+
+
+def simple_statements(stmts: list[ast.stmt]):
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from simple_statements(stmt.body)
+            yield from simple_statements(stmt.orelse)
+        elif isinstance(stmt, (ast.Assign, ast.Expr, ast.Assert)):
+            yield stmt
+
+
+def _is_basic_index(node: ast.expr, indices: set[str]) -> bool:
+    """An index NumPy treats as a view (no repeated elements), known without running it."""
+    if isinstance(node, ast.Constant):
+        return node.value is None or node.value is Ellipsis or isinstance(node.value, int)
+    if isinstance(node, ast.Name):
+        return node.id in indices
+    if isinstance(node, ast.Slice):
+        return True
+    if isinstance(node, ast.Tuple):
+        return all(_is_basic_index(e, indices) for e in node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return _is_basic_index(node.left, indices) and _is_basic_index(node.right, indices)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return _is_basic_index(node.operand, indices)
+    return False
+
+
+def _assign(name: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign([ast.Name(name, ast.Store())], value)
+
+
+def _call(func: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
+
+
+def _name(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+class Reverser:
+    def __init__(self, active: set[str], taken: set[str]):
+        self.active = active
+        self.names = NameAllocator(taken)
+        self.taken = set(taken)
+        self.adjoint: dict[str, str] = {}
+        self.primal_of: dict[str, str] = {}  # adjoint name -> primal name (never rolled back)
+        self.defined: set[str] = set()  # adjoint names holding a value
+        self.zero: set[str] = set()  # ... of which known (lazily) zero
+        self.owned: set[str] = set()  # ... of which own their buffer (safe to update in place)
+
+    # ------------------------------------------------------------------ names and state
+    def dname(self, primal: str) -> str:
+        if primal not in self.adjoint:
+            base = f"d{primal}" if f"d{primal}" not in self.taken else f"d_{primal}"
+            self.adjoint[primal] = self.names.fresh(base)
+            self.primal_of[self.adjoint[primal]] = primal
+        return self.adjoint[primal]
+
+    def live(self, d: str) -> bool:
+        return d in self.defined and d not in self.zero
+
+    def state(self):
+        return (set(self.defined), set(self.zero), set(self.owned), dict(self.adjoint),
+                set(self.names.taken))
+
+    def restore(self, state) -> None:
+        defined, zero, owned, adjoint, taken = state
+        self.defined, self.zero, self.owned = set(defined), set(zero), set(owned)
+        self.adjoint, self.names.taken = dict(adjoint), set(taken)
+
+    # ------------------------------------------------------------------ contributions
+    def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
+        d = self.dname(primal)
+        if self.live(d):
+            value = ast.BinOp(_name(d), ast.Add(), expr)
+            self.owned.add(d)
         else:
-            blocks.append((src, [stmt]))
-    return blocks
+            value = expr
+            self.owned.discard(d)
+        self.defined.add(d)
+        self.zero.discard(d)
+        out.append(self.at(_assign(d, value), src))
 
+    def make_owned(self, out: list, src, primal: str) -> str:
+        """Before an in-place update: the adjoint of `primal` as an array it owns."""
+        d = self.dname(primal)
+        if not self.live(d):
+            out.append(self.at(_assign(d, _call("zeros_like", _name(primal))), src))
+        elif d not in self.owned:
+            out.append(self.at(_assign(d, _call("as_accumulator", _name(d), _name(primal))), src))
+        self.defined.add(d)
+        self.zero.discard(d)
+        self.owned.add(d)
+        return d
 
-def primal_blocks(stmts: list[ast.stmt]):
-    return _group([(s.src, s) for s in stmts])
+    @staticmethod
+    def at(stmt: ast.stmt, src) -> ast.stmt:
+        stmt.src = getattr(src, "src", src)
+        stmt.src_parsed = getattr(src, "src_parsed", None)
+        return stmt
 
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts: list[ast.stmt], ctx: _Ctx) -> list:
+        out: list = []
+        for stmt in reversed(stmts):
+            if isinstance(stmt, ast.If):
+                out += self.if_(stmt, ctx)
+            elif isinstance(stmt, (ast.For, ast.While)):
+                out += self.loop(stmt, ctx)
+            elif isinstance(stmt, ast.Assign):
+                out += self.simple(stmt, ctx)
+        return out
 
-def reverse(ops, active: set[str], wrt: list[str], outputs: list[str], taken: set[str]) -> Adjoint:
-    names = NameAllocator(taken)
-    adjoint: dict[str, str] = {}
+    def simple(self, stmt: ast.Assign, ctx: _Ctx) -> list:
+        op = stmt.op
+        out: list = []
+        if op.kind == "setitem":
+            self.setitem(stmt, op, ctx, out)
+            return out
+        if op.target in self.active and op.kind == "rule":
+            g = self.dname(op.target)
+            if self.live(g):
+                self.contributions(stmt, op, g, ctx, out)
+        if op.target in ctx.carried and op.target in self.adjoint:
+            g = self.adjoint[op.target]  # the value before this assignment is another value:
+            self.zero.add(g)  # its adjoint starts from zero
+            self.owned.discard(g)
+        if getattr(stmt, "end_copy", False):
+            out.append(Marker("header", stmt, stmt))
+        return out
 
-    def dname(primal: str) -> str:
-        if primal not in adjoint:
-            adjoint[primal] = names.fresh(
-                f"d{primal}" if f"d{primal}" not in taken else f"d_{primal}"
-            )
-        return adjoint[primal]
-
-    seeds = [dname(o) for o in outputs]
-    defined = set(seeds)
-    pairs = []
-    for op in reversed(ops):
-        if op.target not in active:
-            continue
-        g = adjoint[op.target]
-        contributions: dict[str, list[ast.expr]] = {}
-        live = [(param, operand) for param, _, operand in op.operands if operand in active]
-        if op.bound.rule.joint is not None and len(live) > 1:
-            # one call of the rule; fresh adjoints take its results directly
-            targets = []
-            for param in op.bound.rule.templates:
-                operand = next((o for p, o in live if p == param), None)
-                if operand is None:
-                    targets.append("_")
-                elif dname(operand) in defined:  # accumulated, or claimed earlier in this tuple
-                    part = names.fresh(f"{dname(operand)}_part")
-                    contributions.setdefault(operand, []).append(ast.Name(part, ast.Load()))
-                    targets.append(part)
-                else:
-                    defined.add(dname(operand))
-                    targets.append(dname(operand))
-            call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
-            lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
-            pairs.append((op.stmt.src, ast.Assign([lhs], call)))
-            live = []
-        for param, index, operand in op.operands:
-            if operand not in active or (param, operand) not in live:
-                continue
-            expr = op.bound.rule.adjoint(op.bound, param, g, op.target, index)
-            contributions.setdefault(operand, []).append(expr)
-        for operand, exprs in contributions.items():
-            target = dname(operand)
-            if target in defined:
-                exprs = [ast.Name(target, ast.Load())] + exprs
+    def contributions(self, stmt, op, g: str, ctx: _Ctx, out: list) -> None:
+        rule, bound = op.bound.rule, op.bound
+        live = [(p, i, o) for p, i, o in op.operands if o in self.active]
+        if rule.joint is not None and len({o for _, _, o in live}) > 1:
+            self.joint(stmt, op, g, live, out)
+            return
+        if rule.name == "getitem" and ctx.loop is not None and live \
+                and live[0][2] not in ctx.local:
+            self.scatter(stmt, op, g, live[0][2], ctx, out)
+            return
+        grouped: dict[str, list[ast.expr]] = {}
+        for param, index, operand in live:
+            expr = rule.adjoint(bound, param, g, op.target, index)
+            grouped.setdefault(operand, []).append(expr)
+        for operand, exprs in grouped.items():
             total = exprs[0]
             for e in exprs[1:]:
                 total = ast.BinOp(total, ast.Add(), e)
-            defined.add(target)
-            pairs.append((op.stmt.src, ast.Assign([ast.Name(target, ast.Store())], total)))
+            self.accumulate(out, stmt, operand, total)
+
+    def joint(self, stmt, op, g: str, live, out: list) -> None:
+        """A user rule giving every cotangent at once: called once, its results unpacked."""
+        targets, later = [], []
+        for param in op.bound.rule.templates:
+            operand = next((o for p, _, o in live if p == param), None)
+            if operand is None:
+                targets.append("_")
+            elif self.live(self.dname(operand)) or operand in [o for o, _ in later]:
+                part = self.names.fresh(f"{self.dname(operand)}_part")
+                targets.append(part)
+                later.append((operand, part))
+            else:
+                d = self.dname(operand)
+                targets.append(d)
+                self.defined.add(d)
+                self.zero.discard(d)
+                self.owned.discard(d)
+        call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
+        lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
+        out.append(self.at(ast.Assign([lhs], call), stmt))
+        for operand, part in later:
+            self.accumulate(out, stmt, operand, _name(part))
+
+    def scatter(self, stmt, op, g: str, base: str, ctx: _Ctx, out: list) -> None:
+        """x[index] read inside a loop: add the cotangent into dx in place."""
+        index = stmt.value.slice
+        d = self.make_owned(out, stmt, base)
+        if _is_basic_index(index, ctx.indices):
+            target = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
+            out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
+        else:
+            index_expr = op.bound.args["index"]
+            call = _call("np.add.at", _name(d), copy.deepcopy(index_expr), _name(g))
+            out.append(self.at(ast.Expr(call), stmt))
+
+    def setitem(self, stmt: ast.Assign, op, ctx: _Ctx, out: list) -> None:
+        """y[index] = v: v gets dy[index]; the overwritten elements of y get no cotangent."""
+        base = op.target
+        if base in self.active:
+            d = self.dname(base)
+            if self.live(d):
+                index = stmt.targets[0].slice
+                for _, _, operand in op.operands:
+                    if operand in self.active:
+                        part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
+                        self.accumulate(out, stmt, operand,
+                                        _call("unbroadcast", part, _name(operand)))
+                d = self.make_owned(out, stmt, base)
+                zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
+                out.append(self.at(ast.Assign([zero], ast.Constant(0.0)), stmt))
+        out.append(Marker("restore", stmt, stmt))
+
+    # ------------------------------------------------------------------ control flow
+    def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
+        before = self.state()
+        local_b, local_e = assigned(stmt.body), assigned(stmt.orelse)
+        body, after_b, orelse, after_e = self.branches(stmt, ctx)
+        # adjoints first assigned in only one branch but read after the `if`: start them at zero
+        need = {d for d in after_b[0] ^ after_e[0] if d not in before[0]
+                and not self._local_adjoint(d, local_b | local_e)}
+        inits = []
+        if need:
+            self.restore(before)
+            for d in sorted(need):
+                primal = self.primal_of[d]
+                inits.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                self.defined.add(d)
+            body, after_b, orelse, after_e = self.branches(stmt, ctx)
+        # a lazy zero on one side only must hold zero on that side
+        for branch, mine, other in ((body, after_b, after_e), (orelse, after_e, after_b)):
+            for d in sorted((mine[1] - other[1]) & other[0] & mine[0]):
+                primal = self.primal_of[d]
+                branch.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+        self.defined = after_b[0] | after_e[0]
+        self.zero = after_b[1] & after_e[1]
+        self.owned = after_b[2] & after_e[2]
+        self.adjoint.update(after_b[3])
+        self.adjoint.update(after_e[3])
+        self.names.taken |= after_b[4] | after_e[4]
+        body = [Marker("block", id(stmt.body))] + body
+        orelse = [Marker("block", id(stmt.orelse))] + orelse
+        node = ast.If(copy.deepcopy(stmt.test), body, orelse)
+        node.src, node.src_parsed = stmt.src, stmt.src_parsed
+        return inits + [node]
+
+    def branches(self, stmt: ast.If, ctx: _Ctx):
+        start = self.state()
+        body = self.block(stmt.body, ctx)
+        after_b = self.state()
+        self.restore(start)
+        orelse = self.block(stmt.orelse, ctx)
+        after_e = self.state()
+        return body, after_b, orelse, after_e
+
+    def _local_adjoint(self, d: str, local: set[str]) -> bool:
+        return any(self.adjoint.get(p) == d for p in local)
+
+    def loop(self, stmt, ctx: _Ctx) -> list:
+        body_names = assigned(stmt.body)
+        carried = set(stmt.header) | set(stmt.liveout)
+        index = stmt.index if isinstance(stmt, ast.For) else None
+        inner = _Ctx(stmt, body_names - carried, carried,
+                     ctx.indices | ({index} if index else set()))
+        inits: list = []
+        # adjoints the reversed body accumulates into across iterations start here
+        touched = set()
+        for s in simple_statements(stmt.body):
+            op = getattr(s, "op", None)
+            if op is None:
+                continue
+            names = {o for _, _, o in op.operands} | ({op.target} if op.target else set())
+            touched |= {n for n in names if n in self.active and n not in inner.local}
+        inplace = {s.op.target if s.op.kind == "setitem" else s.op.operands[0][2]
+                   for s in simple_statements(stmt.body)
+                   if getattr(s, "op", None) is not None and (
+                       s.op.kind == "setitem" or (s.op.kind == "rule" and s.op.operands
+                                                  and s.op.bound.rule.name == "getitem"))}
+        for primal in sorted(touched):
+            if primal in inplace:
+                self.make_owned(inits, stmt, primal)
+            elif not self.live(self.dname(primal)):
+                d = self.dname(primal)
+                inits.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                self.defined.add(d)
+                self.zero.discard(d)
+        for primal in body_names - carried:
+            d = self.adjoint.get(primal)
+            if d is not None:
+                self.defined.discard(d)
+                self.zero.discard(d)
+        body = [Marker("block", id(stmt.body))] + self.block(stmt.body, inner)
+        for primal in sorted(carried & self.active):
+            d = self.dname(primal)
+            if d in self.zero:
+                body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                self.zero.discard(d)
+                self.owned.discard(d)
+        for primal in touched | carried:
+            d = self.adjoint.get(primal)
+            if d is not None and primal in self.active:
+                self.defined.add(d)
+        for primal in body_names - carried:
+            d = self.adjoint.get(primal)
+            if d is not None:
+                self.defined.discard(d)
+        if isinstance(stmt, ast.For):
+            span = copy.deepcopy(stmt.iter)
+            if stmt.trips is not None:
+                span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
+            node = ast.For(ast.Name(stmt.index, ast.Store()), _call("reversed", span), body, [])
+        else:
+            node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body,
+                           [])
+        node.src, node.src_parsed = stmt.src, stmt.src_parsed
+        return inits + [node]
+
+
+def reverse(stmts, active: set[str], wrt: list[str], outputs: list[str], taken: set[str],
+            carried_outputs: bool = True) -> Adjoint:
+    rev = Reverser(active, taken)
+    seeds = [rev.dname(o) for o in outputs]
+    rev.defined |= set(seeds)
+    adjoint_stmts = rev.block(stmts, _Ctx())
     grads = []
     for p in wrt:
-        if p in adjoint and adjoint[p] in defined:
-            grads.append(ast.Name(adjoint[p], ast.Load()))
+        d = rev.adjoint.get(p)
+        if d is not None and rev.live(d):
+            grads.append(_name(d))
         else:
-            grads.append(ast.parse(f"zeros_like({p})", mode="eval").body)
-    return Adjoint(_group(pairs), seeds, grads)
+            grads.append(_call("zeros_like", _name(p)))
+    return Adjoint(adjoint_stmts, seeds, grads)
+
+
+def names_read(stmts) -> set[str]:
+    """Every name the adjoint statements read (markers excluded)."""
+    names = set()
+    for stmt in stmts:
+        if isinstance(stmt, Marker):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                names.add(node.id)
+            if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
+                pass
+    return names

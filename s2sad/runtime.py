@@ -38,6 +38,13 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def as_accumulator(dx, x):
+    """A fresh array shaped like `x` holding `dx`, safe to update in place."""
+    out = np.zeros(np.shape(x), dtype=np.result_type(dx, x, np.float32))
+    out += dx
+    return out
+
+
 def stop_gradient(x):
     """Identity on values; no cotangent flows back through it."""
     return x

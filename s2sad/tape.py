@@ -1,0 +1,174 @@
+"""To-be-recorded analysis: which overwritten primal values the adjoint reads, and the pushes and
+pops that bring them back. Only names the adjoint actually reads are recorded, each on its own
+list (`h_tape`), so a loop that only accumulates records nothing beyond what its rules read.
+
+- a value a block inside a loop assigns is pushed at the end of the block (and at each `break`
+  leaving it) and popped where the reversed block starts;
+- a loop-carried value is pushed before the end-of-body copy overwrites it and popped after that
+  copy's adjoint;
+- the elements a subscript write overwrites are saved before it and written back after its
+  adjoint.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .normalize import NameAllocator
+from .reverse import Marker, names_read
+
+
+def _name(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def _owned(block: list[ast.stmt]) -> list[str]:
+    """Names a block assigns at its own level, in order (not loop-carried copies or counters)."""
+    names: dict[str, None] = {}
+    for stmt in block:
+        if isinstance(stmt, ast.Assign) and not getattr(stmt, "end_copy", False) \
+                and not getattr(stmt, "counter", False):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    names.setdefault(t.id)
+                elif isinstance(t, ast.Tuple):
+                    for e in t.elts:
+                        names.setdefault(e.id)
+        elif isinstance(stmt, ast.If):
+            for n in stmt.merged:
+                names.setdefault(n)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            for n in stmt.liveout:
+                names.setdefault(n)
+    return list(names)
+
+
+class Tape:
+    def __init__(self, primal: list[ast.stmt], adjoint: list, taken: set[str]):
+        self.names = NameAllocator(taken)
+        self.reads = names_read(adjoint)
+        self.tapes: dict[str, str] = {}  # primal name -> its tape list
+        self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
+        self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
+        self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
+        for stmt in _walk_writes(primal):
+            if stmt.targets[0].value.id in self.reads:
+                self.reads |= {n.id for n in ast.walk(stmt.targets[0].slice)
+                               if isinstance(n, ast.Name)}
+
+    def tape(self, name: str) -> str:
+        if name not in self.tapes:
+            self.tapes[name] = self.names.fresh(f"{name}_tape")
+        return self.tapes[name]
+
+    def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
+        call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()),
+                        [value if value is not None else _name(name)], [])
+        return ast.Expr(call)
+
+    def pop(self, name: str) -> ast.expr:
+        return ast.Call(ast.Attribute(_name(self.tape(name)), "pop", ast.Load()), [], [])
+
+    # ------------------------------------------------------------------ primal side
+    def primal(self, block: list[ast.stmt], in_loop: bool, exits: list[list[str]]) -> list:
+        """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break."""
+        mine = [n for n in _owned(block) if n in self.reads] if in_loop else []
+        self.recorded[id(block)] = mine
+        self._blocks.append(block)
+        out: list[ast.stmt] = []
+        for stmt in block:
+            if isinstance(stmt, ast.If):
+                stmt.body = self.primal(stmt.body, in_loop, exits + [mine])
+                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine])
+            elif isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = self.primal(stmt.body, True, [])
+            elif isinstance(stmt, ast.Break):
+                for names in exits + [mine]:
+                    out += [self.at(self.push(n), stmt) for n in names]
+            elif isinstance(stmt, ast.Assign) and getattr(stmt, "end_copy", False):
+                target = stmt.targets[0].id
+                if target in self.reads:
+                    out.append(self.at(self.push(target), stmt))
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+                self.save(stmt, in_loop, out)
+            out.append(stmt)
+        if not (out and isinstance(out[-1], ast.Break)):
+            out += [self.at(self.push(n), block[-1] if block else None) for n in mine]
+        return out
+
+    def save(self, stmt: ast.Assign, in_loop: bool, out: list) -> None:
+        target = stmt.targets[0]
+        base = target.value.id
+        if base not in self.reads:
+            return
+        old = ast.Call(ast.Attribute(ast.Subscript(_name(base), target.slice, ast.Load()),
+                                     "copy", ast.Load()), [], [])
+        if in_loop:
+            self.saves[id(stmt)] = (base, True)
+            out.append(self.at(self.push(base, old), stmt))
+        else:
+            name = self.names.fresh(f"{base}_old")
+            self.saves[id(stmt)] = (name, False)
+            out.append(self.at(ast.Assign([ast.Name(name, ast.Store())], old), stmt))
+
+    @staticmethod
+    def at(stmt: ast.stmt, src) -> ast.stmt:
+        stmt.src = getattr(src, "src", src)
+        stmt.src_parsed = getattr(src, "src_parsed", None)
+        return stmt
+
+    # ------------------------------------------------------------------ adjoint side
+    def adjoint(self, stmts: list) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in stmts:
+            if isinstance(stmt, Marker):
+                out += self.fill(stmt)
+            elif isinstance(stmt, (ast.If, ast.For)):
+                stmt.body = self.adjoint(stmt.body)
+                stmt.orelse = self.adjoint(stmt.orelse)
+                out.append(stmt)
+            else:
+                out.append(stmt)
+        return out
+
+    def fill(self, marker: Marker) -> list[ast.stmt]:
+        if marker.kind == "block":
+            return [ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
+                    for n in reversed(self.recorded.get(marker.node, []))]
+        stmt = marker.node
+        if marker.kind == "header":
+            target = stmt.targets[0].id
+            if target not in self.reads:
+                return []
+            return [self.at(ast.Assign([ast.Name(target, ast.Store())], self.pop(target)),
+                            stmt)]
+        saved = self.saves.get(id(stmt))
+        if saved is None:
+            return []
+        name, on_tape = saved
+        target = stmt.targets[0]
+        value = self.pop(name) if on_tape else _name(name)
+        store = ast.Subscript(_name(target.value.id), target.slice, ast.Store())
+        return [self.at(ast.Assign([store], value), stmt)]
+
+    def inits(self) -> list[ast.stmt]:
+        return [ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
+                for t in self.tapes.values()]
+
+
+def _walk_writes(stmts):
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from _walk_writes(stmt.body)
+            yield from _walk_writes(stmt.orelse)
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+            yield stmt
+
+
+def record(primal: list[ast.stmt], adjoint: list, taken: set[str]):
+    """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
+    initializations."""
+    tape = Tape(primal, adjoint, taken)
+    primal = tape.primal(primal, False, [])
+    adjoint = tape.adjoint(adjoint)
+    return primal, adjoint, tape.inits()
