@@ -38,7 +38,8 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 changed = True
     for op in ops:
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
-            raise parsed.error(
+            where = getattr(op.stmt, "src_parsed", None) or parsed  # inlined code: its own file
+            raise where.error(
                 NoRuleError,
                 f"no derivative rule for {op.what or 'this operation'}",
                 op.stmt.src,

@@ -68,8 +68,9 @@ class _Lines:
                 return []
             if not body:
                 test, body, orelse = ast.UnaryOp(ast.Not(), test), orelse, []
-            out = [f"{indent}if {ast.unparse(test)}:"] + (self.block(body, inner, src)
-                                                         or [inner + "pass"])
+            out = [f"{indent}if {ast.unparse(test)}:"] + (
+                self.block(body, inner, src) or [inner + "pass"]
+            )
             if orelse:
                 out += [f"{indent}else:"] + self.block(orelse, inner, src)
             return out
@@ -87,18 +88,24 @@ class _Lines:
 def emit(parsed, norm, primal, adjoint, tape_inits, wrt: list[str], mode: str, name: str) -> str:
     """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function."""
     params = _parameters(parsed.tree)
-    where = f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:" \
-            f"{parsed.line_offset + parsed.tree.lineno})"
+    where = (
+        f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
+        f"{parsed.line_offset + parsed.tree.lineno})"
+    )
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     text = _Lines(parsed)
     out = ", ".join(norm.outputs)
     if mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
-        lines = [f"def {name}({params}):",
-                 f'    """{what} of {where} with respect to {", ".join(wrt)}."""']
+        lines = [
+            f"def {name}({params}):",
+            f'    """{what} of {where} with respect to {", ".join(wrt)}."""',
+        ]
     else:
-        lines = [f"def {name}({params}):",
-                 f'    """Value of {where} and its pullback to {", ".join(wrt)}."""']
+        lines = [
+            f"def {name}({params}):",
+            f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
+        ]
     if tape_inits:
         lines.append("    # tapes: values the adjoint sweep reads back, in reverse order")
         lines += ["    " + ast.unparse(ast.fix_missing_locations(s)) for s in tape_inits]

@@ -28,15 +28,34 @@ from .resolve import Resolver
 from .restructure import always_assigns, lift_returns, restructure_jumps
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
-_OPNAMES = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow",
-            ast.MatMult: "matmul", ast.Mod: "mod", ast.FloorDiv: "floordiv", ast.USub: "neg",
-            ast.UAdd: "pos", ast.Not: "not"}
+_OPNAMES = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.Pow: "pow",
+    ast.MatMult: "matmul",
+    ast.Mod: "mod",
+    ast.FloorDiv: "floordiv",
+    ast.USub: "neg",
+    ast.UAdd: "pos",
+    ast.Not: "not",
+}
 _UNSUPPORTED_STMTS = {
-    ast.Try: "`try` blocks", ast.With: "`with` blocks", ast.Raise: "`raise`",
-    ast.ClassDef: "class definitions", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
-    ast.Import: "imports", ast.ImportFrom: "imports", ast.Delete: "`del`",
-    ast.AsyncFunctionDef: "async functions", ast.Match: "`match` statements",
-    ast.Break: "`break`", ast.Continue: "`continue`", ast.AsyncFor: "`async for`",
+    ast.Try: "`try` blocks",
+    ast.With: "`with` blocks",
+    ast.Raise: "`raise`",
+    ast.ClassDef: "class definitions",
+    ast.Global: "`global`",
+    ast.Nonlocal: "`nonlocal`",
+    ast.Import: "imports",
+    ast.ImportFrom: "imports",
+    ast.Delete: "`del`",
+    ast.AsyncFunctionDef: "async functions",
+    ast.Match: "`match` statements",
+    ast.Break: "`break`",
+    ast.Continue: "`continue`",
+    ast.AsyncFor: "`async for`",
 }
 RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
 
@@ -82,6 +101,23 @@ class NameAllocator:
         return name
 
 
+def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
+    """A copy of a generated assignment that still points at the same user statement."""
+    new = ast.Assign([copy.deepcopy(t) for t in stmt.targets], copy.deepcopy(stmt.value))
+    new.src, new.src_parsed = stmt.src, stmt.src_parsed
+    new.end_copy = getattr(stmt, "end_copy", False)
+    return new
+
+
+def _breaks(stmt: ast.stmt) -> bool:
+    """Whether a `break` inside `stmt` (outside nested loops) leaves the enclosing loop."""
+    if isinstance(stmt, ast.Break):
+        return True
+    if isinstance(stmt, ast.If):
+        return any(_breaks(s) for s in stmt.body + stmt.orelse)
+    return False
+
+
 def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
     for stmt in stmts:
         for node in ast.walk(stmt):
@@ -94,8 +130,14 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
 
 
 class Normalizer:
-    def __init__(self, parsed, wrt: list[str], parent: Normalizer | None = None,
-                 env: dict[str, str] | None = None, extra_locals: set[str] = frozenset()):
+    def __init__(
+        self,
+        parsed,
+        wrt: list[str],
+        parent: Normalizer | None = None,
+        env: dict[str, str] | None = None,
+        extra_locals: set[str] = frozenset(),
+    ):
         self.parsed = parsed
         self.locals = set(parsed.params) | _assigned_names(parsed.tree) | set(extra_locals)
         if parent is None:
@@ -132,39 +174,58 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
-        return Normalized(self.out, outputs, bool(arity), list(self.parsed.params),
-                          self.varied, self.names.taken)
+        return Normalized(
+            self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
+        )
 
     def function_body(self, body: list[ast.stmt]) -> list[ast.stmt]:
-        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             body = body[1:]  # docstring
         return body
 
     def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
         """Lift returns into assignments of `result` (or result0, result1, ... for tuples)."""
-        returns = [n for s in body for n in ast.walk(s) if isinstance(n, ast.Return)
-                   and not self._in_nested_def(body, n)]
+        returns = [
+            n
+            for s in body
+            for n in ast.walk(s)
+            if isinstance(n, ast.Return) and not self._in_nested_def(body, n)
+        ]
         if not returns or any(r.value is None for r in returns):
             node = next((r for r in returns if r.value is None), body[-1] if body else None)
-            raise self.parsed.error(UnsupportedSyntaxError,
-                                    f"{self.parsed.name} must return a value", node,
-                                    hint="s2sad differentiates the returned value")
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"{self.parsed.name} must return a value",
+                node,
+                hint="s2sad differentiates the returned value",
+            )
         arities = {len(r.value.elts) if isinstance(r.value, ast.Tuple) else 0 for r in returns}
         if len(arities) > 1:
-            raise self.parsed.error(UnsupportedSyntaxError,
-                                    "all returns must give the same number of values",
-                                    returns[-1])
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                "all returns must give the same number of values",
+                returns[-1],
+            )
         arity = arities.pop()
-        target = ast.Tuple([ast.Name(f"{result}{i}", ast.Store()) for i in range(arity)],
-                           ast.Store()) if arity else ast.Name(result, ast.Store())
+        target = (
+            ast.Tuple([ast.Name(f"{result}{i}", ast.Store()) for i in range(arity)], ast.Store())
+            if arity
+            else ast.Name(result, ast.Store())
+        )
         lifted = lift_returns(body, target, self.parsed)
         check = f"{result}0" if arity else result
         if not always_assigns(lifted, check):
-            raise self.parsed.error(UnsupportedSyntaxError,
-                                    f"{self.parsed.name} does not return a value on every path",
-                                    body[-1] if body else None,
-                                    hint="end every branch with a `return`")
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"{self.parsed.name} does not return a value on every path",
+                body[-1] if body else None,
+                hint="end every branch with a `return`",
+            )
         return lifted, arity
 
     @staticmethod
@@ -172,7 +233,8 @@ class Normalizer:
         for stmt in body:
             for inner in ast.walk(stmt):
                 if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and any(
-                        n is node for n in ast.walk(inner)):
+                    n is node for n in ast.walk(inner)
+                ):
                     return True
         return False
 
@@ -199,8 +261,9 @@ class Normalizer:
             for n in ast.walk(load):
                 if hasattr(n, "ctx"):
                     n.ctx = ast.Load()
-            self.assign_target(node.target, ast.copy_location(
-                ast.BinOp(load, node.op, node.value), node))
+            self.assign_target(
+                node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+            )
         elif isinstance(node, (ast.Expr, ast.Assert)):
             if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
                 self.emit_expr(node)
@@ -224,9 +287,11 @@ class Normalizer:
 
     def unsupported(self, node: ast.AST, what: str):
         return self.parsed.error(
-            UnsupportedSyntaxError, f"s2sad cannot differentiate {what} yet", node,
+            UnsupportedSyntaxError,
+            f"s2sad cannot differentiate {what} yet",
+            node,
             hint="rewrite this part in plain NumPy, or give the function containing it "
-                 "a rule with s2sad.register_vjp",
+            "a rule with s2sad.register_vjp",
         )
 
     def emit_expr(self, node: ast.stmt) -> None:
@@ -254,10 +319,12 @@ class Normalizer:
                 return ast.Name(name, ast.Load())
             if isinstance(rhs, ast.Tuple) and getattr(rhs, "s2sad_inlined", False):
                 rhs = ast.Tuple(rhs.elts, ast.Load())
-            return self.bind(target.id, rhs, varied=self.atom_varied(rhs)
-                             or self.mentions_varied(value))
+            return self.bind(
+                target.id, rhs, varied=self.atom_varied(rhs) or self.mentions_varied(value)
+            )
         if isinstance(target, (ast.Tuple, ast.List)) and all(
-                isinstance(t, ast.Name) for t in target.elts):
+            isinstance(t, ast.Name) for t in target.elts
+        ):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
                 for t, a in zip(target.elts, atoms):
@@ -269,16 +336,26 @@ class Normalizer:
                     self.bind(t.id, a, varied=self.atom_varied(a))
                 return whole
             if not self.atom_varied(whole):
-                stmt = ast.Assign([ast.Tuple([ast.Name(self.rebind(t.id), ast.Store())
-                                              for t in target.elts], ast.Store())], whole)
+                stmt = ast.Assign(
+                    [
+                        ast.Tuple(
+                            [ast.Name(self.rebind(t.id), ast.Store()) for t in target.elts],
+                            ast.Store(),
+                        )
+                    ],
+                    whole,
+                )
                 self.put(stmt)
                 return whole
             for i, t in enumerate(target.elts):
                 item = ast.Subscript(whole, ast.Constant(i), ast.Load())
                 self.bind(t.id, item, varied=True)
             return whole
-        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                and target.value.id in self.locals:
+        if (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in self.locals
+        ):
             base = self.load(target.value)
             index = self.index(target.slice, target.value.id)
             atom = self.atom(value, target.value.id)
@@ -365,8 +442,9 @@ class Normalizer:
                 if name != before.get(var) and name not in self.parsed.params:
                     _rename_in(stmts, name, merged)
                 else:
-                    copy_stmt = ast.Assign([ast.Name(merged, ast.Store())],
-                                           ast.Name(name, ast.Load()))
+                    copy_stmt = ast.Assign(
+                        [ast.Name(merged, ast.Store())], ast.Name(name, ast.Load())
+                    )
                     copy_stmt.src, copy_stmt.src_parsed = self.src, self.parsed
                     stmts.append(copy_stmt)
             if any(n in self.varied for n in names):
@@ -388,7 +466,7 @@ class Normalizer:
         setup()
         self.out = saved
         self.block_into(out, body)
-        self.continuation(out).extend(self.copies_back(header))
+        self.sink(out, self.copies_back(header))
         self.headers.pop()
         self.exit_copies.pop()
         after = dict(before)
@@ -399,13 +477,15 @@ class Normalizer:
         self.env = after
         return out, header, liveout
 
-    @staticmethod
-    def continuation(block: list[ast.stmt]) -> list[ast.stmt]:
-        """Where an iteration that did not `break` ends: inside the `else` of each break."""
-        while block and isinstance(block[-1], ast.If) and block[-1].body \
-                and isinstance(block[-1].body[-1], ast.Break):
-            block = block[-1].orelse
-        return block
+    def sink(self, block: list[ast.stmt], copies: list[ast.stmt]) -> None:
+        """Put the end-of-iteration copies at the end of every path that does not `break`."""
+        last = block[-1] if block else None
+        if isinstance(last, ast.If) and _breaks(last):
+            for branch in (last.body, last.orelse):
+                if not (branch and isinstance(branch[-1], ast.Break)):
+                    self.sink(branch, [_copy_stmt(c) for c in copies])
+            return
+        block.extend(copies)
 
     def copies_back(self, header: dict) -> list[ast.stmt]:
         copies = []
@@ -434,15 +514,17 @@ class Normalizer:
                 if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     value = stmt.value
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                    if value is not None and (self.mentions_varied(value) or (
-                            isinstance(stmt, ast.AugAssign) and self.mentions_varied(stmt.target))):
+                    if value is not None and (
+                        self.mentions_varied(value)
+                        or (isinstance(stmt, ast.AugAssign) and self.mentions_varied(stmt.target))
+                    ):
                         for t in targets:
-                                while isinstance(t, ast.Subscript):  # y[i] = v varies y only
-                                    t = t.value
-                                for n in ast.walk(t):
-                                    if isinstance(n, ast.Name) and n.id not in self.loop_varied:
-                                        self.loop_varied.add(n.id)
-                                        changed = True
+                            while isinstance(t, ast.Subscript):  # y[i] = v varies y only
+                                t = t.value
+                            for n in ast.walk(t):
+                                if isinstance(n, ast.Name) and n.id not in self.loop_varied:
+                                    self.loop_varied.add(n.id)
+                                    changed = True
 
     def for_(self, node: ast.For) -> None:
         if node.orelse:
@@ -456,14 +538,21 @@ class Normalizer:
 
         def setup():
             if trips is not None:
-                self.append(trips, ast.BinOp(ast.Name(trips, ast.Load()), ast.Add(),
-                                             ast.Constant(1)), varied=False).counter = True
+                self.append(
+                    trips,
+                    ast.BinOp(ast.Name(trips, ast.Load()), ast.Add(), ast.Constant(1)),
+                    varied=False,
+                ).counter = True
             bind_items()
 
         stmts, header, liveout = self.loop_body(node, body, setup)
         loop = ast.For(ast.Name(index, ast.Store()), range_call, stmts, [])
-        loop.header, loop.liveout, loop.trips, loop.index = list(header.values()), liveout, \
-            trips, index
+        loop.header, loop.liveout, loop.trips, loop.index = (
+            list(header.values()),
+            liveout,
+            trips,
+            index,
+        )
         if trips is not None:
             loop.header.append(trips)
         self.put(loop)
@@ -472,45 +561,77 @@ class Normalizer:
         """The index name, the `range(...)` call, and a callback binding the loop's items."""
         it, target = node.iter, node.target
         func = it.func if isinstance(it, ast.Call) else None
-        callee = self.resolver.resolve(func) if func is not None and not (
-            isinstance(func, ast.Name) and func.id in self.locals) else None
+        callee = (
+            self.resolver.resolve(func)
+            if func is not None and not (isinstance(func, ast.Name) and func.id in self.locals)
+            else None
+        )
         if callee is range:
             if not isinstance(target, ast.Name):
                 raise self.unsupported(target, "this loop target")
             index = self.rebind(target.id)
-            return index, ast.Call(ast.Name("range", ast.Load()),
-                                   [self.atom(a, "range") for a in it.args], []), lambda: None
-        if callee is enumerate and isinstance(target, ast.Tuple) and len(target.elts) == 2 \
-                and len(it.args) == 1 and not it.keywords:
+            return (
+                index,
+                ast.Call(
+                    ast.Name("range", ast.Load()), [self.atom(a, "range") for a in it.args], []
+                ),
+                lambda: None,
+            )
+        if (
+            callee is enumerate
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+            and len(it.args) == 1
+            and not it.keywords
+        ):
             seq = self.atom(it.args[0], "items")
             index = self.rebind(target.elts[0].id)
             item = target.elts[1]
             stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
-            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), \
-                lambda: self.assign_target(item, ast.Subscript(seq, ast.Name(index, ast.Load()),
-                                                               ast.Load()))
-        if callee is zip and isinstance(target, ast.Tuple) and not it.keywords \
-                and len(target.elts) == len(it.args):
+            return (
+                index,
+                ast.Call(ast.Name("range", ast.Load()), [stop], []),
+                lambda: self.assign_target(
+                    item, ast.Subscript(seq, ast.Name(index, ast.Load()), ast.Load())
+                ),
+            )
+        if (
+            callee is zip
+            and isinstance(target, ast.Tuple)
+            and not it.keywords
+            and len(target.elts) == len(it.args)
+        ):
             seqs = [self.atom(a, "items") for a in it.args]
             index = self.synthesize(f"{target.elts[0].id}_index")
-            stop = ast.Call(ast.Name("min", ast.Load()),
-                            [ast.Call(ast.Name("len", ast.Load()), [s], []) for s in seqs], []) \
-                if len(seqs) > 1 else ast.Call(ast.Name("len", ast.Load()), seqs, [])
+            stop = (
+                ast.Call(
+                    ast.Name("min", ast.Load()),
+                    [ast.Call(ast.Name("len", ast.Load()), [s], []) for s in seqs],
+                    [],
+                )
+                if len(seqs) > 1
+                else ast.Call(ast.Name("len", ast.Load()), seqs, [])
+            )
 
             def bind_zip():
                 for t, s in zip(target.elts, seqs):
-                    self.assign_target(t, ast.Subscript(s, ast.Name(index, ast.Load()),
-                                                        ast.Load()))
+                    self.assign_target(t, ast.Subscript(s, ast.Name(index, ast.Load()), ast.Load()))
+
             return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
         if isinstance(target, ast.Name):
             seq = self.atom(it, "items")
             index = self.synthesize(f"{target.id}_index")
             stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
-            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), \
-                lambda: self.assign_target(target, ast.Subscript(
-                    seq, ast.Name(index, ast.Load()), ast.Load()))
-        raise self.unsupported(node, "this kind of `for` loop (use range, enumerate, zip or "
-                                     "an array)")
+            return (
+                index,
+                ast.Call(ast.Name("range", ast.Load()), [stop], []),
+                lambda: self.assign_target(
+                    target, ast.Subscript(seq, ast.Name(index, ast.Load()), ast.Load())
+                ),
+            )
+        raise self.unsupported(
+            node, "this kind of `for` loop (use range, enumerate, zip or " "an array)"
+        )
 
     def while_(self, node: ast.While) -> None:
         if node.orelse:
@@ -521,6 +642,7 @@ class Normalizer:
         self.mark_loop_varied(body)
         test = self.rename(node.test)  # reads the loop-carried names, as the body's end sets them
         count = ast.BinOp(ast.Name(iters, ast.Load()), ast.Add(), ast.Constant(1))
+
         def setup():
             self.append(iters, count, varied=False).counter = True
 
@@ -534,8 +656,12 @@ class Normalizer:
         """Whether `node` reads a value that may depend on the wrt inputs."""
         if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
             return False
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id not in self.locals and node.func.id in ("len", "isinstance"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in self.locals
+            and node.func.id in ("len", "isinstance")
+        ):
             return False
         if isinstance(node, ast.Name):
             return self.env.get(node.id, node.id) in self.varied or node.id in self.loop_varied
@@ -554,13 +680,19 @@ class Normalizer:
         if isinstance(node, ast.Attribute):
             return node.attr in STATIC_ATTRS or self.resolver.resolve(node) is not None
         if isinstance(node, ast.Subscript):  # x.shape[0]
-            return isinstance(node.value, ast.Attribute) and node.value.attr in STATIC_ATTRS \
+            return (
+                isinstance(node.value, ast.Attribute)
+                and node.value.attr in STATIC_ATTRS
                 and self.is_atom(node.slice)
+            )
         return False
 
     def is_cheap(self, node: ast.expr) -> bool:
-        return not any(isinstance(n, (ast.Call, ast.IfExp)) or (
-            isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult)) for n in ast.walk(node))
+        return not any(
+            isinstance(n, (ast.Call, ast.IfExp))
+            or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+            for n in ast.walk(node)
+        )
 
     def atom(self, node: ast.expr, base: str) -> ast.expr:
         """An operand: a name, a constant or a cheap expression of constants; else a temp."""
@@ -603,11 +735,13 @@ class Normalizer:
         elif isinstance(node, ast.Attribute):
             node = ast.Attribute(self.atom(node.value, base), node.attr, ast.Load())
         elif isinstance(node, ast.Subscript):
-            node = ast.Subscript(self.atom(node.value, base), self.index(node.slice, base),
-                                 ast.Load())
+            node = ast.Subscript(
+                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
+            )
         elif isinstance(node, ast.Compare):
-            node = ast.Compare(self.atom(node.left, base), node.ops,
-                               [self.atom(c, base) for c in node.comparators])
+            node = ast.Compare(
+                self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
+            )
         elif isinstance(node, (ast.Tuple, ast.List)):
             node = type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         elif isinstance(node, ast.Name):
@@ -615,9 +749,13 @@ class Normalizer:
         elif isinstance(node, ast.IfExp):
             return self.if_expression(node, base)
         else:
-            what = {ast.Lambda: "lambdas", ast.BoolOp: "`and`/`or` on differentiated values",
-                    ast.ListComp: "list comprehensions", ast.GeneratorExp: "generators",
-                    ast.Starred: "starred arguments"}.get(type(node), type(node).__name__)
+            what = {
+                ast.Lambda: "lambdas",
+                ast.BoolOp: "`and`/`or` on differentiated values",
+                ast.ListComp: "list comprehensions",
+                ast.GeneratorExp: "generators",
+                ast.Starred: "starred arguments",
+            }.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)
 
@@ -625,8 +763,11 @@ class Normalizer:
         """`a if c else b` becomes an `if` statement assigning one name."""
         name = self.names.fresh(f"{base}_pick")
         self.locals.add(name)
-        stmt = ast.If(node.test, [ast.Assign([ast.Name(name, ast.Store())], node.body)],
-                      [ast.Assign([ast.Name(name, ast.Store())], node.orelse)])
+        stmt = ast.If(
+            node.test,
+            [ast.Assign([ast.Name(name, ast.Store())], node.body)],
+            [ast.Assign([ast.Name(name, ast.Store())], node.orelse)],
+        )
         for child in (stmt, stmt.body[0], stmt.orelse[0]):
             child.s2sad_synthetic = True
         self.if_(stmt)
@@ -655,8 +796,10 @@ class Normalizer:
 
     def index(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Slice):
-            parts = [None if p is None else self.atom(p, base)
-                     for p in (node.lower, node.upper, node.step)]
+            parts = [
+                None if p is None else self.atom(p, base)
+                for p in (node.lower, node.upper, node.step)
+            ]
             return ast.Slice(*parts)
         if isinstance(node, ast.Tuple):
             return ast.Tuple([self.index(e, base) for e in node.elts], ast.Load())
@@ -687,11 +830,15 @@ class Normalizer:
             else:
                 return self.rename(node)
         if any(t is target for t in self.inlining):
-            raise self.parsed.error(UnsupportedSyntaxError,
-                                    "s2sad cannot differentiate recursive functions", node,
-                                    hint="write the recursion as a loop")
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                "s2sad cannot differentiate recursive functions",
+                node,
+                hint="write the recursion as a loop",
+            )
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
-                k.arg is None for k in node.keywords):
+            k.arg is None for k in node.keywords
+        ):
             raise self.unsupported(node, "*args or **kwargs in a call to an inlined function")
         args = [self.atom(a, base) for a in node.args]
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
@@ -703,8 +850,9 @@ class Normalizer:
         finally:
             self.inlining.pop()
 
-    def _bind_params(self, sub: Normalizer, signature: inspect.Signature, args, keywords,
-                     node, defaults_spelled) -> None:
+    def _bind_params(
+        self, sub: Normalizer, signature: inspect.Signature, args, keywords, node, defaults_spelled
+    ) -> None:
         try:
             bound = signature.bind(*args, **keywords)
         except TypeError as exc:
@@ -729,8 +877,9 @@ class Normalizer:
         sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
         sub.block_into(self.out, body)
         if arity:
-            out = ast.Tuple([ast.Name(sub.env[f"{result}{i}"], ast.Load())
-                             for i in range(arity)], ast.Load())
+            out = ast.Tuple(
+                [ast.Name(sub.env[f"{result}{i}"], ast.Load()) for i in range(arity)], ast.Load()
+            )
         else:
             out = ast.Name(sub.env[result], ast.Load())
         out.s2sad_inlined = True
@@ -763,8 +912,13 @@ class Normalizer:
         if fn.args.vararg or fn.args.kwarg:
             raise self.unsupported(node, "calls to functions with *args or **kwargs")
         tree = ast.FunctionDef(getattr(fn, "name", "lambda"), fn.args, body, [], None)
-        sub = Normalizer(self.parsed, [], parent=self, env=dict(self.env),
-                         extra_locals=self.locals | set(params) | _assigned_names(tree))
+        sub = Normalizer(
+            self.parsed,
+            [],
+            parent=self,
+            env=dict(self.env),
+            extra_locals=self.locals | set(params) | _assigned_names(tree),
+        )
         sub.resolver.locals = sub.locals
         sub.local_funcs = dict(self.local_funcs)
         sub.loop_varied = self.loop_varied
@@ -774,21 +928,28 @@ class Normalizer:
         sig_params = []
         for i, a in enumerate(positional):
             d = i - (len(positional) - len(defaults))
-            sig_params.append(inspect.Parameter(
-                a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                default=defaults[d] if d >= 0 else inspect.Parameter.empty))
+            sig_params.append(
+                inspect.Parameter(
+                    a.arg,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=defaults[d] if d >= 0 else inspect.Parameter.empty,
+                )
+            )
         signature = inspect.Signature(sig_params)
-        self._bind_params(sub, signature, args, keywords, node,
-                          lambda name, value: self.rename(value))
+        self._bind_params(
+            sub, signature, args, keywords, node, lambda name, value: self.rename(value)
+        )
         label = getattr(node.func, "id", tree.name)
         return self._run_inlined(sub, body, label)
 
     # ------------------------------------------------------------------ names
     def load(self, node: ast.Name) -> ast.Name:
         if node.id not in self.env:
-            raise self.parsed.error(NameResolutionError,
-                                    f"local variable '{node.id}' is used before it is assigned",
-                                    node)
+            raise self.parsed.error(
+                NameResolutionError,
+                f"local variable '{node.id}' is used before it is assigned",
+                node,
+            )
         return ast.Name(self.env[node.id], ast.Load())
 
     def rename(self, node: ast.AST) -> ast.AST:

@@ -56,8 +56,9 @@ class Resolver:
                     pass
         self.globals = func.__globals__
         # shared with the functions inlined into this one: generated code has one namespace
-        self.namespace: dict[str, object] = namespace if namespace is not None else {
-            "np": np, "math": math}
+        self.namespace: dict[str, object] = (
+            namespace if namespace is not None else {"np": np, "math": math}
+        )
 
     def lookup(self, name: str, node: ast.AST):
         for scope in (self.closure, self.globals, vars(builtins)):
@@ -108,6 +109,9 @@ class Resolver:
                 raise self.parsed.error(
                     NameResolutionError,
                     f"'{root.id}' names different objects in {self.parsed.name} and a function "
-                    "it calls", node, hint="rename one of them")
+                    "it calls",
+                    node,
+                    hint="rename one of them",
+                )
             self.namespace[root.id] = value
         return node

@@ -24,8 +24,9 @@ def _contains_outside_loops(stmts: list[ast.stmt], kinds) -> bool:
     for stmt in stmts:
         if isinstance(stmt, kinds):
             return True
-        if isinstance(stmt, ast.If) and (_contains_outside_loops(stmt.body, kinds)
-                                         or _contains_outside_loops(stmt.orelse, kinds)):
+        if isinstance(stmt, ast.If) and (
+            _contains_outside_loops(stmt.body, kinds) or _contains_outside_loops(stmt.orelse, kinds)
+        ):
             return True
     return False
 
@@ -40,11 +41,14 @@ def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed) -> list[ast.st
             return out
         if isinstance(stmt, (ast.For, ast.While)) and _contains(stmt, ast.Return):
             node = next(n for n in ast.walk(stmt) if isinstance(n, ast.Return))
-            raise parsed.error(UnsupportedSyntaxError,
-                               "s2sad cannot differentiate a `return` inside a loop yet", node,
-                               hint="assign the result and `break`, then return after the loop")
+            raise parsed.error(
+                UnsupportedSyntaxError,
+                "s2sad cannot differentiate a `return` inside a loop yet",
+                node,
+                hint="assign the result and `break`, then return after the loop",
+            )
         if isinstance(stmt, ast.If) and _contains(stmt, ast.Return):
-            rest = stmts[i + 1:]
+            rest = stmts[i + 1 :]
             new = copy.copy(stmt)
             new.body = lift_returns(stmt.body + rest, result, parsed)
             new.orelse = lift_returns(stmt.orelse + rest, result, parsed)
@@ -69,8 +73,12 @@ def always_assigns(stmts: list[ast.stmt], name: str) -> bool:
 
 
 def _is_jump(stmt: ast.stmt, kind) -> bool:
-    return isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], kind) \
+    return (
+        isinstance(stmt, ast.If)
+        and len(stmt.body) == 1
+        and isinstance(stmt.body[0], kind)
         and not stmt.orelse
+    )
 
 
 def restructure_jumps(body: list[ast.stmt], parsed) -> tuple[list[ast.stmt], bool]:
@@ -80,7 +88,7 @@ def restructure_jumps(body: list[ast.stmt], parsed) -> tuple[list[ast.stmt], boo
     out: list[ast.stmt] = []
     for i, stmt in enumerate(body):
         if _is_jump(stmt, (ast.Break, ast.Continue)):
-            rest, breaks = restructure_jumps(body[i + 1:], parsed)
+            rest, breaks = restructure_jumps(body[i + 1 :], parsed)
             new = copy.copy(stmt)
             if isinstance(stmt.body[0], ast.Break):  # if c: break / else: the rest
                 new.body, new.orelse = [stmt.body[0]], rest
@@ -90,13 +98,16 @@ def restructure_jumps(body: list[ast.stmt], parsed) -> tuple[list[ast.stmt], boo
             out.append(new)
             return out, breaks or isinstance(stmt.body[0], ast.Break)
         if isinstance(stmt, (ast.Break, ast.Continue)) or (
-                isinstance(stmt, ast.If) and _contains_outside_loops([stmt],
-                                                                     (ast.Break, ast.Continue))):
+            isinstance(stmt, ast.If) and _contains_outside_loops([stmt], (ast.Break, ast.Continue))
+        ):
             node = next(n for n in ast.walk(stmt) if isinstance(n, (ast.Break, ast.Continue)))
             word = "break" if isinstance(node, ast.Break) else "continue"
-            raise parsed.error(UnsupportedSyntaxError,
-                               f"s2sad supports `{word}` only as `if <condition>: {word}` "
-                               "directly in a loop body", node,
-                               hint=f"move the `{word}` into its own `if` at the loop's top level")
+            raise parsed.error(
+                UnsupportedSyntaxError,
+                f"s2sad supports `{word}` only as `if <condition>: {word}` "
+                "directly in a loop body",
+                node,
+                hint=f"move the `{word}` into its own `if` at the loop's top level",
+            )
         out.append(stmt)
     return out, False

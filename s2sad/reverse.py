@@ -122,8 +122,13 @@ class Reverser:
         return d in self.defined and d not in self.zero
 
     def state(self):
-        return (set(self.defined), set(self.zero), set(self.owned), dict(self.adjoint),
-                set(self.names.taken))
+        return (
+            set(self.defined),
+            set(self.zero),
+            set(self.owned),
+            dict(self.adjoint),
+            set(self.names.taken),
+        )
 
     def restore(self, state) -> None:
         defined, zero, owned, adjoint, taken = state
@@ -197,8 +202,7 @@ class Reverser:
         if rule.joint is not None and len({o for _, _, o in live}) > 1:
             self.joint(stmt, op, g, live, out)
             return
-        if rule.name == "getitem" and ctx.loop is not None and live \
-                and live[0][2] not in ctx.local:
+        if rule.name == "getitem" and ctx.loop is not None and live and live[0][2] not in ctx.local:
             self.scatter(stmt, op, g, live[0][2], ctx, out)
             return
         grouped: dict[str, list[ast.expr]] = {}
@@ -256,8 +260,9 @@ class Reverser:
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
-                        self.accumulate(out, stmt, operand,
-                                        _call("unbroadcast", part, _name(operand)))
+                        self.accumulate(
+                            out, stmt, operand, _call("unbroadcast", part, _name(operand))
+                        )
                 d = self.make_owned(out, stmt, base)
                 zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
                 out.append(self.at(ast.Assign([zero], ast.Constant(0.0)), stmt))
@@ -269,8 +274,11 @@ class Reverser:
         local_b, local_e = assigned(stmt.body), assigned(stmt.orelse)
         body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # adjoints first assigned in only one branch but read after the `if`: start them at zero
-        need = {d for d in after_b[0] ^ after_e[0] if d not in before[0]
-                and not self._local_adjoint(d, local_b | local_e)}
+        need = {
+            d
+            for d in after_b[0] ^ after_e[0]
+            if d not in before[0] and not self._local_adjoint(d, local_b | local_e)
+        }
         inits = []
         if need:
             self.restore(before)
@@ -306,14 +314,15 @@ class Reverser:
         return body, after_b, orelse, after_e
 
     def _local_adjoint(self, d: str, local: set[str]) -> bool:
-        return any(self.adjoint.get(p) == d for p in local)
+        return self.primal_of.get(d) in local
 
     def loop(self, stmt, ctx: _Ctx) -> list:
         body_names = assigned(stmt.body)
         carried = set(stmt.header) | set(stmt.liveout)
         index = stmt.index if isinstance(stmt, ast.For) else None
-        inner = _Ctx(stmt, body_names - carried, carried,
-                     ctx.indices | ({index} if index else set()))
+        inner = _Ctx(
+            stmt, body_names - carried, carried, ctx.indices | ({index} if index else set())
+        )
         inits: list = []
         # adjoints the reversed body accumulates into across iterations start here
         touched = set()
@@ -323,11 +332,15 @@ class Reverser:
                 continue
             names = {o for _, _, o in op.operands} | ({op.target} if op.target else set())
             touched |= {n for n in names if n in self.active and n not in inner.local}
-        inplace = {s.op.target if s.op.kind == "setitem" else s.op.operands[0][2]
-                   for s in simple_statements(stmt.body)
-                   if getattr(s, "op", None) is not None and (
-                       s.op.kind == "setitem" or (s.op.kind == "rule" and s.op.operands
-                                                  and s.op.bound.rule.name == "getitem"))}
+        inplace = {
+            s.op.target if s.op.kind == "setitem" else s.op.operands[0][2]
+            for s in simple_statements(stmt.body)
+            if getattr(s, "op", None) is not None
+            and (
+                s.op.kind == "setitem"
+                or (s.op.kind == "rule" and s.op.operands and s.op.bound.rule.name == "getitem")
+            )
+        }
         for primal in sorted(touched):
             if primal in inplace:
                 self.make_owned(inits, stmt, primal)
@@ -362,14 +375,19 @@ class Reverser:
                 span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
             node = ast.For(ast.Name(stmt.index, ast.Store()), _call("reversed", span), body, [])
         else:
-            node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body,
-                           [])
+            node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body, [])
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
         return inits + [node]
 
 
-def reverse(stmts, active: set[str], wrt: list[str], outputs: list[str], taken: set[str],
-            carried_outputs: bool = True) -> Adjoint:
+def reverse(
+    stmts,
+    active: set[str],
+    wrt: list[str],
+    outputs: list[str],
+    taken: set[str],
+    carried_outputs: bool = True,
+) -> Adjoint:
     rev = Reverser(active, taken)
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)

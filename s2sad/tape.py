@@ -26,8 +26,11 @@ def _owned(block: list[ast.stmt]) -> list[str]:
     """Names a block assigns at its own level, in order (not loop-carried copies or counters)."""
     names: dict[str, None] = {}
     for stmt in block:
-        if isinstance(stmt, ast.Assign) and not getattr(stmt, "end_copy", False) \
-                and not getattr(stmt, "counter", False):
+        if (
+            isinstance(stmt, ast.Assign)
+            and not getattr(stmt, "end_copy", False)
+            and not getattr(stmt, "counter", False)
+        ):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
                     names.setdefault(t.id)
@@ -53,8 +56,9 @@ class Tape:
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
         for stmt in _walk_writes(primal):
             if stmt.targets[0].value.id in self.reads:
-                self.reads |= {n.id for n in ast.walk(stmt.targets[0].slice)
-                               if isinstance(n, ast.Name)}
+                self.reads |= {
+                    n.id for n in ast.walk(stmt.targets[0].slice) if isinstance(n, ast.Name)
+                }
 
     def tape(self, name: str) -> str:
         if name not in self.tapes:
@@ -62,8 +66,11 @@ class Tape:
         return self.tapes[name]
 
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
-        call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()),
-                        [value if value is not None else _name(name)], [])
+        call = ast.Call(
+            ast.Attribute(_name(self.tape(name)), "append", ast.Load()),
+            [value if value is not None else _name(name)],
+            [],
+        )
         return ast.Expr(call)
 
     def pop(self, name: str) -> ast.expr:
@@ -101,8 +108,11 @@ class Tape:
         base = target.value.id
         if base not in self.reads:
             return
-        old = ast.Call(ast.Attribute(ast.Subscript(_name(base), target.slice, ast.Load()),
-                                     "copy", ast.Load()), [], [])
+        old = ast.Call(
+            ast.Attribute(ast.Subscript(_name(base), target.slice, ast.Load()), "copy", ast.Load()),
+            [],
+            [],
+        )
         if in_loop:
             self.saves[id(stmt)] = (base, True)
             out.append(self.at(self.push(base, old), stmt))
@@ -133,15 +143,16 @@ class Tape:
 
     def fill(self, marker: Marker) -> list[ast.stmt]:
         if marker.kind == "block":
-            return [ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
-                    for n in reversed(self.recorded.get(marker.node, []))]
+            return [
+                ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
+                for n in reversed(self.recorded.get(marker.node, []))
+            ]
         stmt = marker.node
         if marker.kind == "header":
             target = stmt.targets[0].id
             if target not in self.reads:
                 return []
-            return [self.at(ast.Assign([ast.Name(target, ast.Store())], self.pop(target)),
-                            stmt)]
+            return [self.at(ast.Assign([ast.Name(target, ast.Store())], self.pop(target)), stmt)]
         saved = self.saves.get(id(stmt))
         if saved is None:
             return []
@@ -152,8 +163,10 @@ class Tape:
         return [self.at(ast.Assign([store], value), stmt)]
 
     def inits(self) -> list[ast.stmt]:
-        return [ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
-                for t in self.tapes.values()]
+        return [
+            ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
+            for t in self.tapes.values()
+        ]
 
 
 def _walk_writes(stmts):

@@ -71,7 +71,7 @@ def _float64_input(name, x):
 def _perturbed(x, flat_index, delta):
     """A copy of `x` (Python float, NumPy scalar or array) with one element moved by `delta`."""
     if isinstance(x, np.ndarray):
-        y = np.array(x, dtype=x.dtype, copy=True)
+        y = np.array(x, dtype=x.dtype, copy=True, order="C")  # reshape(-1) must be a view
         y.reshape(-1)[flat_index] += delta
         return y
     if isinstance(x, np.generic):

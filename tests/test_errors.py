@@ -23,35 +23,10 @@ def with_try(x):
     return np.sum(y)
 
 
-def with_for(x):
-    s = 0.0
-    for i in range(3):
-        s = s + x[i]
-    return s
-
-
-def with_while(x):
-    while x > 1:
-        x = x / 2
-    return x
-
-
-def with_if(x):
-    if x > 0:
-        return x
-    return -x
-
-
 def with_with(x):
     with open(__file__):
         y = x
     return y
-
-
-def with_subscript_write(x):
-    y = np.zeros(3)
-    y[0] = x[0]
-    return np.sum(y)
 
 
 def with_yield(x):
@@ -70,8 +45,30 @@ def with_class(x):
     return x
 
 
-def with_ifexp(x):
-    return np.sum(x if x.ndim > 0 else -x)
+def with_comprehension(x):
+    return np.sum(np.array([v * 2 for v in x]))
+
+
+def with_bool_op(x):
+    return np.sum(x and x)
+
+
+def attribute_write(x):
+    x.y = 2
+    return x
+
+
+def for_else(x):
+    for i in range(3):
+        x = x * 2
+    else:
+        x = x + 1
+    return x
+
+
+def returns_on_some_paths(x):
+    if np.sum(x) > 0:
+        return np.sum(x)
 
 
 def no_return(x):
@@ -82,16 +79,16 @@ def no_return(x):
     "func, construct, marker",
     [
         (with_try, "`try` blocks", "try:"),
-        (with_for, "`for` loops", "for i in"),
-        (with_while, "`while` loops", "while x"),
-        (with_if, "`if` statements", "if x > 0"),
         (with_with, "`with` blocks", "with open"),
-        (with_subscript_write, "assignment to a subscript", "y[0] = "),
         (with_yield, "generators", "yield x"),
         (with_global, "`global`", "global COUNTER"),
         (with_class, "class definitions", "class Box"),
-        (with_ifexp, "conditional expressions", "return np.sum(x if"),
-        (no_return, "must end with `return", "y = x * 2"),
+        (with_comprehension, "list comprehensions", "return np.sum(np.array([v"),
+        (with_bool_op, "`and`/`or`", "return np.sum(x and x)"),
+        (attribute_write, "assignment to this kind of target", "x.y = 2"),
+        (for_else, "`for ... else`", "for i in range(3):"),
+        (no_return, "must return a value", "y = x * 2"),
+        (returns_on_some_paths, "does not return a value on every path", "if np.sum(x) > 0"),
     ],
 )
 def test_unsupported_syntax_names_construct_file_and_line(func, construct, marker):
@@ -109,7 +106,7 @@ def helper(z):
 
 
 def calls_helper(x):
-    return np.sum(helper(x))
+    return np.sum(helper(np.sort(x)))
 
 
 def sorts(x):
@@ -264,3 +261,17 @@ def test_all_errors_share_one_base_class():
         s2sad.NonScalarOutputError,
     ):
         assert issubclass(cls, s2sad.S2SADError)
+
+
+def sorting_helper(z):
+    return np.sort(z) * 2.0
+
+
+def calls_sorting_helper(x):
+    return np.sum(sorting_helper(x))
+
+
+def test_no_rule_inside_an_inlined_helper_points_at_the_helper():
+    with pytest.raises(s2sad.NoRuleError, match="np.sort") as info:
+        s2sad.grad(calls_sorting_helper)(np.ones(3))
+    assert f"{HERE}:{_lineno(sorting_helper, 'return np.sort')}:" in str(info.value)

@@ -1,0 +1,476 @@
+"""Control flow, in-place writes, helper calls: each construct alone, inside a loop, and combined,
+checked against finite differences (and, for the tape, against what the adjoint needs)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad, check_vjp
+
+
+def f(x):
+    for i in range(2):
+        x = x * 2
+    return x
+
+
+def accum(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(x[i])
+    return s
+
+
+def euler(y0, k, n):
+    y = y0
+    dt = 0.01
+    for i in range(n):
+        y = y + dt * (-k * y + math.sin(y))
+    return y
+
+
+def branchy(x):
+    if np.sum(x) > 0:
+        y = x * 2
+    else:
+        y = np.sin(x)
+    return np.sum(y)
+
+
+def early(x):
+    if x > 1.0:
+        return x * x
+    return 3.0 * x
+
+
+def recur(x, a):
+    y = np.zeros_like(x)
+    y[0] = x[0]
+    for i in range(1, x.shape[0]):
+        y[i] = a * y[i - 1] + x[i]
+    return np.sum(y**2)
+
+
+def newton_sqrt(a):
+    x = a
+    while abs(x * x - a) > 1e-12:
+        x = 0.5 * (x + a / x)
+    return x
+
+
+def with_break(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + x[i] ** 2
+        if s > 2.0:
+            break
+    return s
+
+
+def with_continue(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i] < 0:
+            continue
+        s = s + x[i] * x[i]
+    return s
+
+
+def nested(W, v):
+    out = 0.0
+    for i in range(W.shape[0]):
+        row = 0.0
+        for j in range(W.shape[1]):
+            row = row + W[i, j] * v[j]
+        out = out + np.tanh(row)
+    return out
+
+
+def rows(X, w):
+    total = 0.0
+    for row in X:
+        total += np.dot(row, w) ** 2
+    return total
+
+
+def enum_zip(xs, ys):
+    t = 0.0
+    for k, x in enumerate(xs):
+        t = t + k * x
+    for a, b in zip(xs, ys):
+        t = t + a * b
+    return t
+
+
+def sq(v):
+    return v * v
+
+
+def helper_user(x, scale=2.0):
+    y = sq(x) * scale
+    return np.sum(y)
+
+
+def helper_loop(x):
+    total = 0.0
+    for i in range(3):
+        total = total + np.sum(sq(x * i))
+    return total
+
+
+def local_def(x):
+    c = 3.0
+
+    def inner(v, p=2.0):
+        return c * v**p
+
+    f = lambda v: np.sin(v) * c
+    return np.sum(inner(x) + f(x))
+
+
+def ifexp(x):
+    y = x * 2 if x > 0 else -x
+    return y * y
+
+
+def aug_sub(x):
+    y = x.copy()
+    y[1:] += x[:-1] * 2
+    y *= 3.0
+    return np.sum(y**2)
+
+
+def tuple_unpack(x):
+    a, b = x[0], x[1]
+    a, b = b, a * b
+    return a + b
+
+
+def branch_in_loop(x):
+    acc = np.zeros(2)
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            acc = acc + x[i] * np.array([1.0, 2.0])
+        else:
+            acc = acc - np.sin(x[i])
+    return np.sum(acc**2)
+
+
+def write_in_branch_in_loop(x):
+    y = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if x[i] > 0.25:
+            y[i] = x[i] ** 2
+        else:
+            y[i] = np.exp(x[i])
+    return np.sum(y * x)
+
+
+def reassign_param(x):
+    x = x * 2
+    x = np.sin(x)
+    return np.sum(x)
+
+
+def returns_tuple(v):
+    return v * 2, v * 3
+
+
+def use_tuple(x):
+    p, q = returns_tuple(x)
+    return np.sum(p * q)
+
+
+def loop_in_helper(v):
+    s = 0.0
+    for i in range(v.shape[0]):
+        s = s + v[i] ** 3
+    return s
+
+
+def calls_loop_helper(x):
+    return loop_in_helper(x * 2) + loop_in_helper(x)
+
+
+def elif_chain(x):
+    if x > 2.0:
+        y = x**3
+    elif x > 0.0:
+        y = np.sin(x) * x
+    else:
+        y = -x
+    return y * 2.0
+
+
+def several_returns(x, mode):
+    if mode == 0:
+        return np.sum(x**2)
+    elif mode == 1:
+        t = np.exp(x)
+        return np.sum(t)
+    return np.sum(np.cos(x))
+
+
+def while_data_dependent(x):
+    total = 0.0
+    k = 0
+    while total < 3.0:
+        total = total + np.sum(x**2)
+        k += 1
+    return total * k
+
+
+def while_break_continue(x):
+    s = 0.0
+    i = 0
+    while i < x.shape[0]:
+        i += 1
+        if x[i - 1] < 0:
+            continue
+        s = s + x[i - 1] ** 2
+        if s > 1.5:
+            break
+    return s
+
+
+def range_with_step(x, n):
+    s = 0.0
+    for i in range(n - 1, -1, -2):
+        s = s + x[i] * i
+    return s
+
+
+def scalar_aug(x):
+    s = 1.0
+    for i in range(3):
+        s *= x
+        s -= 0.1
+        s /= 1.5
+        s += x
+    return s
+
+
+def fill_by_index(x):
+    out = np.empty(x.shape[0] * 2)
+    for i in range(x.shape[0]):
+        out[2 * i] = x[i]
+        out[2 * i + 1] = x[i] ** 2
+    return np.sum(out * np.arange(out.shape[0]))
+
+
+def write_2d(x):
+    y = np.zeros((3, 3))
+    y[0, 1] = x[0]
+    y[1:, :2] = x[1] * 2.0
+    y[2, 2] += x[2]
+    return np.sum(np.sin(y))
+
+
+def fancy_write(x, idx):
+    y = np.ones(4)
+    y[idx] = x * 3.0
+    return np.sum(y**2)
+
+
+def overwrite_reads(x):
+    y = x.copy()
+    t = np.sum(y**2)
+    y[0] = 5.0
+    return t + np.sum(y**3)
+
+
+def ones_write(x):
+    y = np.ones_like(x)
+    for i in range(1, x.shape[0]):
+        y[i] = y[i - 1] * x[i]
+    return np.sum(y)
+
+
+def variable_reuse(x):
+    t = np.sum(x)
+    t = x * t
+    t = np.max(t)
+    return t
+
+
+def nested_helpers(x):
+    return np.sum(outer_helper(x, power=3))
+
+
+def outer_helper(v, power=2):
+    w = sq(v) * v ** (power - 2)
+    return w + helper_user(v)
+
+
+def recursive(x):
+    if x < 1.0:
+        return x
+    return recursive(x / 2.0)
+
+
+def return_in_loop(x):
+    for i in range(3):
+        if x > i:
+            return x * i
+    return x
+
+
+def nested_break(x):
+    for i in range(3):
+        if x > 0:
+            x = x * 2
+            break
+    return x
+
+
+def for_else(x):
+    for i in range(3):
+        x = x * 2
+    else:
+        x = x + 1
+    return x
+
+
+A = np.array([0.5, -0.9, 1.2, 0.3])
+B = np.array([1.0, 2.0, 3.0, -0.5])
+W = np.arange(6.0).reshape(2, 3) / 5
+
+CASES = [
+    (f, (1.5,), 0),
+    (accum, (A,), 0),
+    (euler, (0.7, 1.3, 50), 0),
+    (euler, (0.7, 1.3, 50), 1),
+    (branchy, (A,), 0),
+    (branchy, (-A - 2,), 0),
+    (early, (2.0,), 0),
+    (early, (0.5,), 0),
+    (recur, (A, 0.9), (0, 1)),
+    (newton_sqrt, (2.0,), 0),
+    (with_break, (np.array([0.5, 0.9, 1.2, 0.3]),), 0),
+    (with_break, (np.array([0.1, 0.2, 0.1, 0.3]),), 0),
+    (with_continue, (A,), 0),
+    (nested, (W, B[:3]), (0, 1)),
+    (rows, (W.T, B[:2]), (0, 1)),
+    (enum_zip, (A[:3], B[:3]), (0, 1)),
+    (helper_user, (A,), 0),
+    (helper_user, (A, 0.5), (0, 1)),
+    (helper_loop, (A,), 0),
+    (local_def, (A,), 0),
+    (ifexp, (1.5,), 0),
+    (ifexp, (-1.5,), 0),
+    (aug_sub, (A,), 0),
+    (tuple_unpack, (A,), 0),
+    (branch_in_loop, (A,), 0),
+    (write_in_branch_in_loop, (A,), 0),
+    (reassign_param, (A,), 0),
+    (use_tuple, (A,), 0),
+    (calls_loop_helper, (A,), 0),
+    (elif_chain, (3.0,), 0),
+    (elif_chain, (1.0,), 0),
+    (elif_chain, (-1.0,), 0),
+    (several_returns, (A, 0), 0),
+    (several_returns, (A, 1), 0),
+    (several_returns, (A, 2), 0),
+    (while_data_dependent, (A,), 0),
+    (while_break_continue, (A,), 0),
+    (while_break_continue, (np.abs(A) * 3,), 0),
+    (range_with_step, (A, 4), 0),
+    (scalar_aug, (1.3,), 0),
+    (fill_by_index, (A,), 0),
+    (write_2d, (A[:3],), 0),
+    (fancy_write, (A[:2], np.array([0, 2])), 0),
+    (fancy_write, (A[:2], np.array([True, False, True, False])), 0),
+    (overwrite_reads, (A,), 0),
+    (ones_write, (A,), 0),
+    (variable_reuse, (A,), 0),
+    (nested_helpers, (np.abs(A) + 0.1,), 0),
+]
+
+
+@pytest.mark.parametrize(
+    "f, args, wrt", CASES, ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)]
+)
+def test_gradient_matches_finite_differences(f, args, wrt):
+    check_grad(f, args, wrt=wrt)
+
+
+def vector_out_loop(x):
+    y = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            y[i] = x[i] ** 2
+        else:
+            y[i] = np.sin(x[i])
+    return y
+
+
+def test_vjp_through_loop_with_branch_and_write():
+    check_vjp(vector_out_loop, (A,))
+
+
+def test_inputs_restored_after_in_place_writes_on_parameters():
+    def mutates(x):
+        x[0] = x[0] * 3.0
+        return np.sum(x**2)
+
+    x = A.copy()
+    g = s2sad.grad(mutates)(x)
+    np.testing.assert_array_equal(x, A)  # the adjoint sweep writes the old values back
+    np.testing.assert_allclose(g, 2 * A * np.array([9.0, 1, 1, 1]))
+
+
+@pytest.mark.parametrize(
+    "f, message",
+    [
+        (recursive, "recursive"),
+        (return_in_loop, "`return` inside a loop"),
+        (nested_break, "`break` only as `if <condition>: break`"),
+        (for_else, "`for ... else`"),
+    ],
+)
+def test_unsupported_control_flow_is_refused_with_the_line(f, message):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=message.replace("(", r"\(")) as info:
+        s2sad.grad(f)(2.0)
+    assert "test_control_flow.py:" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- the tape
+
+
+def _tapes(source: str) -> set[str]:
+    return {
+        line.split("=")[0].strip()
+        for line in source.splitlines()
+        if line.strip().endswith("_tape = []")
+    }
+
+
+def test_accumulating_loop_tapes_only_what_the_rule_reads():
+    """s = s + sin(x[i]) needs x[i] for cos; nothing else of the loop is recorded."""
+    src = s2sad.source(s2sad.grad(accum))
+    assert "for i in reversed(range(x.shape[0])):" in src
+    assert "dx[i] += " in src
+    assert _tapes(src) <= {"s_item_tape", "s_tape", "s_sin_tape"}
+
+
+def test_loop_without_needed_values_has_no_tape():
+    def linear(x, n):
+        s = 0.0
+        for i in range(n):
+            s = s + 2.0 * x
+        return s
+
+    src = s2sad.source(s2sad.grad(linear))
+    assert _tapes(src) <= {"s_tape", "s_mul_tape"}
+    assert s2sad.grad(linear)(1.5, 10) == pytest.approx(20.0)
+
+
+def test_long_scalar_loop_matches_finite_differences():
+    y0, k, n = 0.3, 0.7, 100_000
+    g = s2sad.grad(euler, wrt=(0, 1))(y0, k, n)
+    eps = 1e-6
+    fd0 = (euler(y0 + eps, k, n) - euler(y0 - eps, k, n)) / (2 * eps)
+    fd1 = (euler(y0, k + eps, n) - euler(y0, k - eps, n)) / (2 * eps)
+    assert g[0] == pytest.approx(fd0, rel=1e-5) and g[1] == pytest.approx(fd1, rel=1e-5)
