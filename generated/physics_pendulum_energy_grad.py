@@ -54,8 +54,8 @@ def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0):
     dkinetic = unbroadcast(dpendulum_energy, kinetic)
     dpotential = unbroadcast(dpendulum_energy, potential)
     # line 14: potential = mass * GRAVITY * length * (1.0 - math.cos(theta))
-    dpotential_sub = unbroadcast(dpotential * (mass * GRAVITY * length), potential_sub)
-    dpotential_cos = unbroadcast(-dpotential_sub, potential_cos)
+    dpotential_sub = np.sum(dpotential * (mass * GRAVITY * length))
+    dpotential_cos = -dpotential_sub
     dtheta = -dpotential_cos * math.sin(theta)
     # line 13: kinetic = 0.5 * mass * (length * omega) ** 2
     dkinetic_pow = unbroadcast(dkinetic * (0.5 * mass), kinetic_pow)

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from .compile import transform
+from .ranks import rank_of_argument
 from .errors import (
     NonDifferentiableInputError,
     S2SADError,
@@ -106,11 +107,19 @@ class Transformed:
         self.mode = mode
         self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
         self.signature = inspect.signature(func)
+        self.last_ranks = None
         functools.update_wrapper(self, func)
 
     @property
     def compiled(self):
-        return transform(self.func, self.wrt, self.mode)
+        """The generated function for the arguments of the last call (generic before any)."""
+        return transform(self.func, self.wrt, self.mode, self.last_ranks)
+
+    def specialized(self, bound):
+        """The generated function for these arguments' ranks (scalars need no unbroadcast)."""
+        ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+        self.last_ranks = ranks
+        return transform(self.func, self.wrt, self.mode, ranks)
 
     def _bind(self, args, kwargs):
         try:
@@ -130,7 +139,7 @@ class Transformed:
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        compiled = self.compiled
+        compiled = self.specialized(bound)
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, **bound.kwargs)
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
@@ -189,11 +198,16 @@ value_and_grad = _transform_decorator("value_and_grad")
 value_and_grad.__doc__ = """Like `grad`, returning `(value, gradient)` from one run."""
 
 
-def source(transformed) -> str:
-    """The generated Python source behind a function made by s2sad."""
+def source(transformed, *args, **kwargs) -> str:
+    """The generated Python source behind a function made by s2sad.
+
+    With arguments, the code specialized for them (as a call with them runs); without, the code
+    of the last call, or the generic code (valid for any argument) before the first call."""
     if not isinstance(transformed, Transformed):
         raise S2SADError(
             f"{transformed!r} was not made by s2sad; pass the result of "
             "s2sad.grad, s2sad.vjp or s2sad.value_and_grad"
         )
+    if args or kwargs:
+        return transformed.specialized(transformed._bind(args, kwargs)).source
     return transformed.compiled.source

@@ -16,6 +16,7 @@ from .normalize import normalize
 from .ops import classify
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
+from .ranks import infer_ranks
 from .tape import record
 from .rules.registry import NAMESPACE
 
@@ -62,9 +63,9 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
-def transform(func, wrt: tuple[str, ...], mode: str) -> Compiled:
+def transform(func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None) -> Compiled:
     """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
-    key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode)
+    key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -75,7 +76,8 @@ def transform(func, wrt: tuple[str, ...], mode: str) -> Compiled:
     for stmt in simple:
         stmt.op = classify(stmt, local_names)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
-    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken)
+    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
+    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes)
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     primal, adjoint.stmts, tape_inits = record(norm.stmts, adjoint.stmts, taken)

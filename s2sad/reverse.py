@@ -100,8 +100,9 @@ def _name(name: str) -> ast.Name:
 
 
 class Reverser:
-    def __init__(self, active: set[str], taken: set[str]):
+    def __init__(self, active: set[str], taken: set[str], ranks=None):
         self.active = active
+        self.ranks = ranks
         self.names = NameAllocator(taken)
         self.taken = set(taken)
         self.adjoint: dict[str, str] = {}
@@ -160,6 +161,28 @@ class Reverser:
         self.owned.add(d)
         return d
 
+    def rank(self, node: ast.expr):
+        return None if self.ranks is None else self.ranks.of(node)
+
+    def scalars(self, expr: ast.expr, result_rank) -> ast.expr:
+        """`unbroadcast(g, x)` for a scalar `x` needs no shape: `g` itself when the result is a
+        scalar too, else `np.sum(g)`. The adjoint then does not read `x`, nor the tape keep it."""
+        reverser = self
+
+        class Simplify(ast.NodeTransformer):
+            def visit_Call(self, node: ast.Call) -> ast.expr:
+                self.generic_visit(node)
+                if (
+                    isinstance(node.func, ast.Name)
+                    and node.func.id == "unbroadcast"
+                    and len(node.args) == 2
+                    and reverser.rank(node.args[1]) == 0
+                ):
+                    return node.args[0] if result_rank == 0 else _call("np.sum", node.args[0])
+                return node
+
+        return Simplify().visit(expr)
+
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:
         stmt.src = getattr(src, "src", src)
@@ -207,7 +230,9 @@ class Reverser:
             return
         grouped: dict[str, list[ast.expr]] = {}
         for param, index, operand in live:
-            expr = rule.adjoint(bound, param, g, op.target, index)
+            expr = self.scalars(
+                rule.adjoint(bound, param, g, op.target, index), self.rank(_name(op.target))
+            )
             grouped.setdefault(operand, []).append(expr)
         for operand, exprs in grouped.items():
             total = exprs[0]
@@ -261,7 +286,13 @@ class Reverser:
                     if operand in self.active:
                         part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
                         self.accumulate(
-                            out, stmt, operand, _call("unbroadcast", part, _name(operand))
+                            out,
+                            stmt,
+                            operand,
+                            self.scalars(
+                                _call("unbroadcast", part, _name(operand)),
+                                self.rank(ast.Subscript(_name(base), index, ast.Load())),
+                            ),
                         )
                 d = self.make_owned(out, stmt, base)
                 zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
@@ -386,9 +417,9 @@ def reverse(
     wrt: list[str],
     outputs: list[str],
     taken: set[str],
-    carried_outputs: bool = True,
+    ranks=None,
 ) -> Adjoint:
-    rev = Reverser(active, taken)
+    rev = Reverser(active, taken, ranks)
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
     adjoint_stmts = rev.block(stmts, _Ctx())

@@ -1,0 +1,193 @@
+"""Rank inference: the number of dimensions of each value, where the arguments' ranks decide it.
+
+The transform is specialized on the ranks of the arguments (a Python float and a 0-d array are
+rank 0, an array its `ndim`). Knowing that a value is a scalar lets the adjoint skip
+`unbroadcast` for it, so a scalar loop records only what its rules read, not shapes. A value
+whose rank the analysis cannot tell is `None`, and the generic code stays.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+
+import numpy as np
+
+from . import rules
+from .ops import BINOPS, METHODS, UNARYOPS
+
+_REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
+_SCALAR_CALLS = {float, int, len}
+_BOTTOM = object()  # not assigned yet
+
+
+def rank_of_argument(value) -> int | None:
+    if isinstance(value, (float, int, np.generic)):
+        return 0
+    if isinstance(value, np.ndarray):
+        return value.ndim
+    return None
+
+
+def _join(a, b):
+    if a is _BOTTOM:
+        return b
+    if b is _BOTTOM:
+        return a
+    return a if a == b else None
+
+
+class Ranks:
+    def __init__(self, params: dict[str, int | None], indices: set[str]):
+        self.rank: dict[str, object] = dict(params)
+        self.indices = indices
+
+    def get(self, name: str):
+        value = self.rank.get(name, _BOTTOM)
+        return None if value is _BOTTOM else value
+
+    def of(self, node: ast.expr):
+        """The rank of an expression, or None if unknown."""
+        if isinstance(node, ast.Constant):
+            return 0 if isinstance(node.value, (int, float, bool)) else None
+        if isinstance(node, ast.Name):
+            if node.id in self.indices:
+                return 0
+            return self.get(node.id)
+        if isinstance(node, ast.UnaryOp):
+            return 0 if isinstance(node.op, ast.Not) else self.of(node.operand)
+        if isinstance(node, (ast.BinOp, ast.Compare)):
+            operands = (
+                [node.left, node.right]
+                if isinstance(node, ast.BinOp)
+                else [node.left] + node.comparators
+            )
+            ranks = [self.of(o) for o in operands]
+            if any(r is None for r in ranks):
+                return None
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                a, b = ranks
+                if a == 1 and b == 1:
+                    return 0
+                return b - 1 if a == 1 else a - 1 if b == 1 else max(a, b)
+            return max(ranks)
+        if isinstance(node, ast.Subscript):
+            return self.subscript(node)
+        if isinstance(node, ast.Attribute):
+            return self.of(node.value) if node.attr == "T" else None
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        return None
+
+    def subscript(self, node: ast.Subscript):
+        base = self.of(node.value)
+        if base is None:
+            return None
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        rank = base
+        for item in items:
+            if isinstance(item, ast.Slice):
+                continue
+            if isinstance(item, ast.Constant) and item.value is None:
+                rank += 1
+            elif isinstance(item, ast.Constant) and item.value is Ellipsis:
+                continue
+            elif self._is_int(item):
+                rank -= 1
+            else:
+                return None  # an array index
+        return rank if rank >= 0 else None
+
+    def _is_int(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int) and not isinstance(node.value, bool)
+        if isinstance(node, ast.Name):
+            return node.id in self.indices
+        if isinstance(node, ast.BinOp):
+            return self._is_int(node.left) and self._is_int(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return self._is_int(node.operand)
+        return False
+
+    def call(self, node: ast.Call):
+        callee = getattr(node.func, "s2sad_callee", None)
+        args = list(node.args)
+        if callee is None and isinstance(node.func, ast.Attribute):
+            callee = METHODS.get(node.func.attr)
+            args = [node.func.value] + args
+        if callee is None:
+            return None
+        if (
+            callee in _SCALAR_CALLS
+            or getattr(callee, "__module__", None) == "math"
+            or (getattr(callee, "__self__", None) is math)
+        ):
+            return 0
+        keywords = {k.arg: k.value for k in node.keywords}
+        if callee in _REDUCTIONS:
+            return self.reduction(args, keywords)
+        if (
+            callee in BINOPS.values()
+            or callee in UNARYOPS.values()
+            or isinstance(callee, np.ufunc)
+            or callee in (np.where, np.clip)
+            or rules.is_nondiff(callee)
+        ):
+            if isinstance(callee, np.ufunc) or callee in (np.where, np.clip):
+                ranks = [self.of(a) for a in args + list(keywords.values())]
+                return None if any(r is None for r in ranks) else max(ranks, default=0)
+        if getattr(callee, "__name__", "") == "stop_gradient" and args:
+            return self.of(args[0])
+        return None
+
+    def reduction(self, args, keywords):
+        if not args:
+            return None
+        base = self.of(args[0])
+        axis = keywords.get("axis", args[1] if len(args) > 1 else ast.Constant(None))
+        keepdims = keywords.get("keepdims", ast.Constant(False))
+        if base is None or not isinstance(keepdims, ast.Constant):
+            return None
+        if keepdims.value:
+            return base
+        if isinstance(axis, ast.Constant) and axis.value is None:
+            return 0
+        if isinstance(axis, (ast.Constant, ast.UnaryOp)):
+            return base - 1
+        if isinstance(axis, ast.Tuple):
+            return base - len(axis.elts)
+        return None
+
+    # ------------------------------------------------------------------ fixpoint over the code
+    def infer(self, stmts: list[ast.stmt]) -> None:
+        for _ in range(20):  # loop-carried names settle in a few rounds
+            before = dict(self.rank)
+            self._block(stmts)
+            if before == self.rank:
+                return
+
+    def _block(self, stmts):
+        for stmt in stmts:
+            if isinstance(stmt, (ast.If, ast.While)):
+                self._block(stmt.body)
+                self._block(stmt.orelse)
+            elif isinstance(stmt, ast.For):
+                self._block(stmt.body)
+            elif isinstance(stmt, ast.Assign):
+                target = stmt.targets[0]
+                if isinstance(target, ast.Name):
+                    value = self.of(stmt.value)
+                    self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
+                elif isinstance(target, ast.Tuple):
+                    for e in target.elts:
+                        self.rank[e.id] = None
+
+
+def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
+    indices = set()
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.For):
+            indices.add(node.target.id)
+    ranks = Ranks(params, indices)
+    ranks.infer(stmts)
+    return ranks
