@@ -18,6 +18,8 @@ from .ops import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
+_LIKE = {np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.copy, np.asarray, np.array}
+_FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 
 
@@ -124,6 +126,10 @@ class Ranks:
         ):
             return 0
         keywords = {k.arg: k.value for k in node.keywords}
+        if callee in _LIKE and args:
+            return self.of(args[0])
+        if callee in _FROM_SHAPE and args:
+            return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
             return self.reduction(args, keywords)
         if (
@@ -138,6 +144,16 @@ class Ranks:
                 return None if any(r is None for r in ranks) else max(ranks, default=0)
         if getattr(callee, "__name__", "") == "stop_gradient" and args:
             return self.of(args[0])
+        return None
+
+    def shape_rank(self, shape: ast.expr):
+        """The rank of an array made with this shape argument."""
+        if isinstance(shape, ast.Tuple):
+            return len(shape.elts)
+        if isinstance(shape, ast.Attribute) and shape.attr == "shape":
+            return self.of(shape.value)
+        if self._is_int(shape) or self.of(shape) == 0:
+            return 1
         return None
 
     def reduction(self, args, keywords):

@@ -5,6 +5,7 @@ so the file runs with NumPy alone and can be read, diffed and vendored.
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 import numbers
 import textwrap
@@ -69,10 +70,11 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
         "import numpy as np",
         "",
     ]
-    lines += [
-        _constant(n, v) + ("\n\n" if "def " in _constant(n, v) else "")
-        for n, v in sorted(compiled.globals.items())
-    ]
+    for n, v in sorted(compiled.globals.items()):
+        if getattr(builtins, n, None) is v:
+            continue  # builtins need no definition
+        text = _constant(n, v)
+        lines.append(text + ("\n\n" if text.startswith("def ") else ""))
     helpers = runtime_helpers(compiled.source)
     if "grad_seed" in helpers:
         lines.append("NonScalarOutputError = ValueError")

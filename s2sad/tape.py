@@ -54,10 +54,18 @@ class Tape:
         self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
-        for stmt in _walk_writes(primal):
-            if stmt.targets[0].value.id in self.reads:
+        self.fresh = _fresh_arrays(primal)
+        self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
+        _future_reads(adjoint, set(), self.future)
+        self.restored = set()  # ids of subscript writes whose overwritten values come back
+        for marker in _markers(adjoint):
+            if marker.kind != "restore":
+                continue
+            base = marker.node.targets[0].value.id
+            if base not in self.fresh or base in self.future[id(marker)]:
+                self.restored.add(id(marker.node))
                 self.reads |= {
-                    n.id for n in ast.walk(stmt.targets[0].slice) if isinstance(n, ast.Name)
+                    n.id for n in ast.walk(marker.node.targets[0].slice) if isinstance(n, ast.Name)
                 }
 
     def tape(self, name: str) -> str:
@@ -106,7 +114,7 @@ class Tape:
     def save(self, stmt: ast.Assign, in_loop: bool, out: list) -> None:
         target = stmt.targets[0]
         base = target.value.id
-        if base not in self.reads:
+        if id(stmt) not in self.restored:
             return
         old = ast.Call(
             ast.Attribute(ast.Subscript(_name(base), target.slice, ast.Load()), "copy", ast.Load()),
@@ -169,13 +177,72 @@ class Tape:
         ]
 
 
-def _walk_writes(stmts):
+_FRESH = {
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "copy",
+    "array",
+}
+
+
+def _fresh_arrays(stmts) -> set[str]:
+    """Arrays the function makes itself (np.zeros, x.copy(), ...): writes into them need no
+    restoring for the caller's sake, only where the adjoint reads them."""
+    defs: dict[str, list] = {}
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            defs.setdefault(node.targets[0].id, []).append(node.value)
+    fresh = set()
+    for name, values in defs.items():
+        if len(values) == 1 and isinstance(values[0], ast.Call):
+            func = values[0].func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short in _FRESH:
+                fresh.add(name)
+    return fresh
+
+
+def _reads(node) -> set[str]:
+    if isinstance(node, list):
+        return set().union(*(_reads(n) for n in node)) if node else set()
+    if isinstance(node, Marker):
+        return set()
+    return names_read([node])
+
+
+def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
+    """For each marker, the names adjoint code may read after it runs (a loop's whole body
+    counts, since its next iteration runs after). Returns what `stmts` read."""
+    future = set(after)
+    for stmt in reversed(stmts):
+        if isinstance(stmt, Marker):
+            out[id(stmt)] = set(future)
+        elif isinstance(stmt, ast.If):
+            _future_reads(stmt.body, future, out)
+            _future_reads(stmt.orelse, future, out)
+            future |= _reads(stmt.test) | _reads(stmt.body) | _reads(stmt.orelse)
+        elif isinstance(stmt, ast.For):
+            whole = _reads(stmt.iter) | _reads(stmt.body)
+            _future_reads(stmt.body, future | whole, out)
+            future |= whole
+        else:
+            future |= _reads(stmt)
+    return future
+
+
+def _markers(stmts):
     for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            yield from _walk_writes(stmt.body)
-            yield from _walk_writes(stmt.orelse)
-        elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
+        if isinstance(stmt, Marker):
             yield stmt
+        elif isinstance(stmt, (ast.If, ast.For)):
+            yield from _markers(stmt.body)
+            yield from _markers(stmt.orelse)
 
 
 def record(primal: list[ast.stmt], adjoint: list, taken: set[str]):
