@@ -162,6 +162,5 @@ def grad_smooth(x, a):
             dy[i - 1] += dy_item4
     # line 17: y[0] = x[0]
     dy_item = unbroadcast(dy[0], y_item)
-    dy[0] = 0.0
     dx = dx + getitem_vjp(dy_item, x, 0)
     return dx, da

@@ -32,7 +32,7 @@ class Adjoint:
 class Marker:
     """A place the tape pass fills: pops at a block's start, a header or array restore."""
 
-    kind: str  # "block" | "header" | "restore"
+    kind: str  # "block" | "header" | "restore" | "kill"
     node: object  # the primal block (list id), the end-copy or the subscript write
     src: ast.stmt | None = None
 
@@ -296,7 +296,8 @@ class Reverser:
                         )
                 d = self.make_owned(out, stmt, base)
                 zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
-                out.append(self.at(ast.Assign([zero], ast.Constant(0.0)), stmt))
+                kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
+                out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
         out.append(Marker("restore", stmt, stmt))
 
     # ------------------------------------------------------------------ control flow

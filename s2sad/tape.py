@@ -150,6 +150,9 @@ class Tape:
         return out
 
     def fill(self, marker: Marker) -> list[ast.stmt]:
+        if marker.kind == "kill":
+            target = marker.node.targets[0].value.id
+            return [marker.node] if target in self.future.get(id(marker), ()) else []
         if marker.kind == "block":
             return [
                 ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
