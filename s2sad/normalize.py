@@ -57,6 +57,20 @@ _UNSUPPORTED_STMTS = {
     ast.Continue: "`continue`",
     ast.AsyncFor: "`async for`",
 }
+_VIEWS = {
+    "reshape",
+    "ravel",
+    "transpose",
+    "swapaxes",
+    "squeeze",
+    "expand_dims",
+    "moveaxis",
+    "asarray",
+    "broadcast_to",
+    "view",
+    "atleast_1d",
+    "atleast_2d",
+}
 RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
 
 
@@ -157,6 +171,8 @@ class Normalizer:
         self.env = dict(env) if env is not None else {p: p for p in parsed.params}
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
         self.local_funcs: dict[str, ast.AST] = {}
+        self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
+        self.pending_alias: str | None = None
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
@@ -306,6 +322,8 @@ class Normalizer:
     def assign_target(self, target: ast.expr, value: ast.expr) -> ast.expr:
         """Assign `value` to `target`; returns an atom holding the value."""
         if isinstance(target, ast.Name):
+            if self.may_alias(value):
+                self.pending_alias = ast.unparse(value)
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
                 return ast.Constant(None)
@@ -357,6 +375,16 @@ class Normalizer:
             and target.value.id in self.locals
         ):
             base = self.load(target.value)
+            if base.id in self.aliases:
+                raise self.parsed.error(
+                    UnsupportedSyntaxError,
+                    f"`{target.value.id}` may share memory with another array (it was assigned "
+                    f"from `{self.aliases[base.id]}`); s2sad does not follow writes through "
+                    "such aliases",
+                    self.src,
+                    hint=f"write into a copy (`{target.value.id} = ....copy()`) or into the "
+                    "original array",
+                )
             index = self.index(target.slice, target.value.id)
             atom = self.atom(value, target.value.id)
             stmt = ast.Assign([ast.Subscript(base, index, ast.Store())], atom)
@@ -385,8 +413,31 @@ class Normalizer:
         self.env[user_name] = name
         return name
 
+    def may_alias(self, value: ast.expr) -> bool:
+        """Whether a value may be a view of (or the same object as) a local array."""
+        if isinstance(value, ast.Name):
+            return value.id in self.locals and value.id in self.env
+        if isinstance(value, ast.Subscript) or (
+            isinstance(value, ast.Attribute) and value.attr == "T"
+        ):
+            return self.may_alias(value.value) or isinstance(value.value, ast.Name)
+        if isinstance(value, ast.Call):
+            func = value.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short in _VIEWS:
+                first = (
+                    func.value
+                    if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
+                    else (value.args[0] if value.args else None)
+                )
+                return isinstance(first, ast.Name) and first.id in self.locals
+        return False
+
     def bind(self, user_name: str, rhs: ast.expr, varied: bool) -> ast.Name:
         name = self.rebind(user_name)
+        if self.pending_alias is not None:
+            self.aliases[name] = self.pending_alias
+            self.pending_alias = None
         self.append(name, rhs, varied)
         return ast.Name(name, ast.Load())
 

@@ -499,3 +499,24 @@ def test_long_scalar_loop_matches_finite_differences():
     fd0 = (euler(y0 + eps, k, n) - euler(y0 - eps, k, n)) / (2 * eps)
     fd1 = (euler(y0, k + eps, n) - euler(y0, k - eps, n)) / (2 * eps)
     assert g[0] == pytest.approx(fd0, rel=1e-5) and g[1] == pytest.approx(fd1, rel=1e-5)
+
+
+def writes_through_alias(x):
+    y = np.zeros(3)
+    z = y[1:]
+    z[0] = x[0]
+    return np.sum(y * x)
+
+
+def writes_through_name_copy(x):
+    y = x.copy()
+    z = y
+    z[0] = 0.0
+    return np.sum(y)
+
+
+@pytest.mark.parametrize("f", [writes_through_alias, writes_through_name_copy])
+def test_writes_through_aliases_are_refused(f):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="may share memory") as info:
+        s2sad.grad(f)(A[:3].copy())
+    assert "z[0] = " in str(info.value) and ".copy()" in str(info.value)
