@@ -4,7 +4,7 @@ Reads a function's source, writes its adjoint as readable Python, and runs it.
 """
 
 from . import rules  # noqa: F401  (fills the rule table)
-from .api import grad, source, value_and_grad, vjp
+from .api import grad, hessian, jacobian, jvp, source, value_and_grad, vjp
 from .custom import custom_vjp, register_vjp, stop_gradient
 from .errors import (
     NameResolutionError,
@@ -22,6 +22,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "grad",
+    "jvp",
+    "jacobian",
+    "hessian",
     "vjp",
     "value_and_grad",
     "source",

@@ -179,6 +179,137 @@ class _Pullback:
         return self.owner._finish(grads, self.bound, conformed)
 
 
+class JVPTransformed(Transformed):
+    """`jvp(f, wrt)(*args, tangent=t)` returns `(f(*args), J t)`."""
+
+    def __call__(self, *args, tangent=None, **kwargs):
+        if tangent is None:
+            raise TypeError(
+                f"jvp of {self.func.__name__} needs tangent= (shaped like "
+                f"{', '.join(self.wrt)})"
+            )
+        bound = self._bind(args, kwargs)
+        tangents = tangent if self.wrt_tuple else (tangent,)
+        if len(tangents) != len(self.wrt):
+            raise SeedShapeError(f"pass one tangent per wrt input ({len(self.wrt)})")
+        for name, t in zip(self.wrt, tangents):
+            if np.shape(t) != np.shape(bound.arguments[name]):
+                raise SeedShapeError(
+                    f"the tangent of '{name}' has shape {np.shape(t)} but "
+                    f"'{name}' has shape {np.shape(bound.arguments[name])}"
+                )
+        compiled = self.specialized(bound)
+        out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        if compiled.tuple_output:
+            return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+        return out, _conform_output(out_dot, out)
+
+
+def _conform_output(t, out):
+    if isinstance(out, float) and not isinstance(out, np.generic):
+        return float(np.asarray(t).reshape(()))
+    shaped = np.broadcast_to(np.asarray(t), np.shape(out))
+    return (
+        np.array(shaped, dtype=np.result_type(out, np.float32))
+        if np.ndim(out)
+        else np.result_type(out, np.float32).type(shaped[()])
+    )
+
+
+def jvp(f=None, wrt=0):
+    """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
+    array shaped like the input (a tuple of them for a tuple `wrt`)."""
+    if f is None:
+        return lambda func: JVPTransformed(func, wrt, "jvp")
+    return JVPTransformed(f, wrt, "jvp")
+
+
+def _basis(x):
+    x = np.asarray(x, dtype=float)
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = 1.0
+        yield e.reshape(x.shape)
+
+
+def jacobian(f, wrt=0, mode=None):
+    """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
+
+    `mode="forward"` pushes one tangent per input element, `mode="reverse"` pulls one seed per
+    output element back through a single primal run; the default picks the one with fewer
+    sweeps."""
+    if mode not in (None, "forward", "reverse"):
+        raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
+    forward, backward = JVPTransformed(f, wrt, "jvp"), Transformed(f, wrt, "vjp")
+
+    @functools.wraps(f)
+    def jac(*args, **kwargs):
+        bound = backward._bind(args, kwargs)
+        inputs = [bound.arguments[n] for n in backward.wrt]
+        out, pullback = backward(*args, **kwargs)
+        if isinstance(out, tuple):
+            raise S2SADError(
+                "jacobian needs a function with one output; take the jacobian of "
+                "each output separately"
+            )
+        n_in = sum(np.size(x) for x in inputs)
+        chosen = mode or ("forward" if n_in <= np.size(out) else "reverse")
+        blocks = []
+        if chosen == "reverse":
+            rows = [pullback(seed) for seed in _basis(out)]
+            for k, x in enumerate(inputs):
+                parts = (
+                    [r if backward.wrt_tuple is False else r[k] for r in rows]
+                    if len(inputs) > 1 or backward.wrt_tuple
+                    else rows
+                )
+                blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
+        else:
+            for k, x in enumerate(inputs):
+                columns = []
+                for e in _basis(x):
+                    tangents = tuple(
+                        e if j == k else np.zeros(np.shape(inputs[j])) for j in range(len(inputs))
+                    )
+                    _, dot = forward(
+                        *args, tangent=tangents if forward.wrt_tuple else tangents[0], **kwargs
+                    )
+                    columns.append(np.asarray(dot, dtype=float))
+                stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
+                blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
+        return tuple(blocks) if backward.wrt_tuple else blocks[0]
+
+    jac.mode = mode
+    return jac
+
+
+def hessian(f, wrt=0):
+    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
+    gradient code s2sad generates (forward over reverse)."""
+    gradient = Transformed(f, wrt, "grad")
+    if gradient.wrt_tuple or len(gradient.wrt) != 1:
+        raise S2SADError("hessian takes one wrt argument")
+    name = gradient.wrt[0]
+
+    @functools.wraps(f)
+    def hess(*args, **kwargs):
+        bound = gradient._bind(args, kwargs)
+        generated = gradient.specialized(bound).function
+        second = JVPTransformed(generated, name, "jvp")
+        x = bound.arguments[name]
+        columns = [
+            np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
+            for e in _basis(x)
+        ]
+        stacked = np.moveaxis(np.array(columns), 0, -1)
+        result = np.reshape(stacked, np.shape(x) + np.shape(x))
+        return (
+            float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
+        )
+
+    return hess
+
+
 def _transform_decorator(mode):
     def make(f=None, wrt=0):
         if f is None:

@@ -6,12 +6,14 @@ registered with linecache so tracebacks show the generated lines.
 from __future__ import annotations
 
 import ast
+import copy
 import linecache
 from dataclasses import dataclass
 
 from . import runtime
 from .activity import active_names
-from .emit import emit
+from .emit import emit, emit_jvp
+from .forward import Forward, prune
 from .normalize import normalize
 from .ops import classify
 from .parse import parse_function
@@ -63,6 +65,62 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
+def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
+    fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken)
+    body = fwd.block(norm.stmts)
+    tangents_in = [fwd.dot(p) for p in wrt]
+    outputs = [
+        (
+            ast.Name(fwd.dot(o), ast.Load())
+            if o in fwd.active
+            else ast.parse(f"zeros_like({o})", mode="eval").body
+        )
+        for o in norm.outputs
+    ]
+    keep = set(tangents_in) | {o.id for o in outputs if isinstance(o, ast.Name)}
+    body = prune(body, keep, set(fwd.tangent.values()))
+    name = f"jvp_{parsed.name}"
+    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name)
+    return _compile(parsed, resolver, norm, source, name, key)
+
+
+def _clone(stmts):
+    """A copy of the block structure (compound statements and their lists); simple statements
+    are shared."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            stmt = copy.copy(stmt)
+            stmt.body, stmt.orelse = _clone(stmt.body), _clone(stmt.orelse)
+        out.append(stmt)
+    return out
+
+
+def _changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
+    """Whether the adjoint sweep assigns or writes into primal values (pops, restores)."""
+    for node in ast.walk(ast.Module(adjoint_statements(adjoint_stmts), [])):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Name) and base.id in primal_names:
+                    return True
+    return False
+
+
+def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
+    filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
+    namespace = dict(_RUNTIME)
+    namespace.update(NAMESPACE)
+    namespace.update(resolver.namespace)
+    exec(compile(source, filename, "exec"), namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
+    user_globals.update({k: v for k, v in NAMESPACE.items() if k in _used_names(source)})
+    compiled = Compiled(namespace[name], source, name, norm.tuple_output, user_globals)
+    _CACHE[key] = compiled
+    return compiled
+
+
 def transform(func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None) -> Compiled:
     """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
     key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks)
@@ -75,22 +133,18 @@ def transform(func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None)
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
         stmt.op = classify(stmt, local_names)
+    if mode == "jvp":
+        return _finish_jvp(parsed, norm, resolver, wrt, key)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes)
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
+    plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     primal, adjoint.stmts, tape_inits = record(norm.stmts, adjoint.stmts, taken)
     name = f"{mode}_{parsed.name}"
-    source = emit(parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name)
-    filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
-    namespace = dict(_RUNTIME)
-    namespace.update(NAMESPACE)
-    namespace.update(resolver.namespace)
-    exec(compile(source, filename, "exec"), namespace)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
-    user_globals.update({k: v for k, v in NAMESPACE.items() if k in _used_names(source)})
-    compiled = Compiled(namespace[name], source, name, norm.tuple_output, user_globals)
-    _CACHE[key] = compiled
-    return compiled
+    rerun = mode == "vjp" and _changes_primal(adjoint.stmts, local_names)
+    source = emit(
+        parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name, plain if rerun else None
+    )
+    return _compile(parsed, resolver, norm, source, name, key)

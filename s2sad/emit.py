@@ -85,7 +85,25 @@ class _Lines:
         return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
 
 
-def emit(parsed, norm, primal, adjoint, tape_inits, wrt: list[str], mode: str, name: str) -> str:
+def _tape_lines(tape_inits, indent: str) -> list[str]:
+    if not tape_inits:
+        return []
+    return [indent + "# tapes: values the adjoint sweep reads back, in reverse order"] + [
+        indent + ast.unparse(ast.fix_missing_locations(s)) for s in tape_inits
+    ]
+
+
+def emit(
+    parsed,
+    norm,
+    primal,
+    adjoint,
+    tape_inits,
+    wrt: list[str],
+    mode: str,
+    name: str,
+    plain_primal=None,
+) -> str:
     """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function."""
     params = _parameters(parsed.tree)
     where = (
@@ -106,9 +124,19 @@ def emit(parsed, norm, primal, adjoint, tape_inits, wrt: list[str], mode: str, n
             f"def {name}({params}):",
             f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
         ]
-    if tape_inits:
-        lines.append("    # tapes: values the adjoint sweep reads back, in reverse order")
-        lines += ["    " + ast.unparse(ast.fix_missing_locations(s)) for s in tape_inits]
+    if mode == "vjp" and plain_primal is not None:
+        # the adjoint consumes its tape and writes back overwritten values: each pullback call
+        # runs the recording forward sweep again, so it can be called any number of times
+        lines += text.block(plain_primal, "    ")
+        lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
+        lines += _tape_lines(tape_inits, "        ")
+        lines += text.block(primal, "        ")
+        lines.append("        # adjoint sweep: from the output back to the inputs")
+        lines += text.block(adjoint.stmts, "        ")
+        lines.append(f"        return {grads}")
+        lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
+        return format_source("\n".join(lines) + "\n")
+    lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
     if mode in ("grad", "value_and_grad"):
         lines.append("    # adjoint sweep: from the output back to the inputs")
@@ -121,6 +149,31 @@ def emit(parsed, norm, primal, adjoint, tape_inits, wrt: list[str], mode: str, n
         lines += text.block(adjoint.stmts, "        ")
         lines.append(f"        return {grads}")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
+    return format_source("\n".join(lines) + "\n")
+
+
+def emit_jvp(
+    parsed, norm, body, wrt: list[str], tangents: list[str], outputs: list[ast.expr], name: str
+) -> str:
+    """Python source of the forward-mode function: primal and tangent statements interleaved."""
+    params = _parameters(parsed.tree)
+    where = (
+        f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
+        f"{parsed.line_offset + parsed.tree.lineno})"
+    )
+    extra = ", ".join(tangents)
+    lines = [
+        f"def {name}({params + ', ' if params else ''}{extra}):",
+        f'    """Value of {where} and its derivative along the tangents of '
+        f'{", ".join(wrt)}."""',
+    ]
+    lines += _Lines(parsed).block(body, "    ")
+    out = ", ".join(norm.outputs)
+    dots = ", ".join(ast.unparse(o) for o in outputs)
+    if norm.tuple_output:
+        lines.append(f"    return ({out}), ({dots})")
+    else:
+        lines.append(f"    return {out}, {dots}")
     return format_source("\n".join(lines) + "\n")
 
 

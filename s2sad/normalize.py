@@ -172,6 +172,7 @@ class Normalizer:
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
         self.local_funcs: dict[str, ast.AST] = {}
         self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
+        self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
         self.pending_alias: str | None = None
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
@@ -459,10 +460,11 @@ class Normalizer:
         test = self.condition(node.test)
         before = dict(self.env)
         body: list[ast.stmt] = []
-        breaks = len(node.body) == 1 and isinstance(node.body[0], ast.Break)
-        if breaks:
-            body = self.exit_copies_for_break()
-            env_body = None
+        breaks = bool(node.body) and isinstance(node.body[-1], ast.Break)
+        if breaks:  # the statements before the break, then the loop's exit copies
+            self.block_into(body, node.body[:-1])
+            body += self.exit_copies_for_break()
+            env_body, self.env = None, dict(before)
         else:
             self.block_into(body, node.body)
             env_body, self.env = self.env, dict(before)
@@ -487,6 +489,16 @@ class Normalizer:
                 continue
             if any(n is None for n in names):  # assigned on one path only, as Python allows
                 env[var] = next(n for n in names if n is not None)
+                self.maybe_undefined.add(env[var])
+                continue
+            previous = before.get(var)
+            if previous in self.maybe_undefined:
+                # the old value may not exist: the assigning branch assigns the old name itself,
+                # and the other branch leaves it alone (as Python does), reading nothing
+                for (_, stmts), name in zip(branches, names):
+                    if name != previous:
+                        _rename_in(stmts, name, previous)
+                env[var] = previous
                 continue
             merged = self.names.fresh(f"{var}_1")
             for (_, stmts), name in zip(branches, names):
@@ -525,6 +537,7 @@ class Normalizer:
             if var not in header and var in self.env:
                 after[var] = self.env[var]
         liveout = [after[v] for v in modified if v not in header and v in after]
+        self.maybe_undefined |= set(liveout)  # the loop may run no iteration
         self.env = after
         return out, header, liveout
 
@@ -554,7 +567,9 @@ class Normalizer:
     def exit_copies_for_break(self) -> list[ast.stmt]:
         if not self.exit_copies:
             raise self.unsupported(self.src, "`break` outside a loop")
-        return self.copies_back(self.exit_copies[-1]) + [ast.Break()]
+        exit_ = ast.Break()
+        exit_.src, exit_.src_parsed = self.src, self.parsed
+        return self.copies_back(self.exit_copies[-1]) + [exit_]
 
     def mark_loop_varied(self, body: list[ast.stmt]) -> None:
         """Variables that become varied in some iteration are varied from the first."""
@@ -617,17 +632,23 @@ class Normalizer:
             if func is not None and not (isinstance(func, ast.Name) and func.id in self.locals)
             else None
         )
-        if callee is range:
+        inner = it.args[0] if callee is reversed and len(it.args) == 1 else None
+        trimmed = inner.slice if isinstance(inner, ast.Subscript) else None  # range(...)[:n]
+        inner = inner.value if trimmed is not None else inner
+        backwards = isinstance(inner, ast.Call) and self.resolver.resolve(inner.func) is range
+        if callee is range or backwards:
             if not isinstance(target, ast.Name):
                 raise self.unsupported(target, "this loop target")
             index = self.rebind(target.id)
-            return (
-                index,
-                ast.Call(
-                    ast.Name("range", ast.Load()), [self.atom(a, "range") for a in it.args], []
-                ),
-                lambda: None,
+            bounds = inner.args if backwards else it.args
+            span = ast.Call(
+                ast.Name("range", ast.Load()), [self.atom(a, "range") for a in bounds], []
             )
+            if trimmed is not None:
+                span = ast.Subscript(span, self.index(trimmed, "range"), ast.Load())
+            if backwards:  # as in s2sad's own adjoint loops
+                span = ast.Call(ast.Name("reversed", ast.Load()), [span], [])
+            return index, span, lambda: None
         if (
             callee is enumerate
             and isinstance(target, ast.Tuple)
@@ -671,6 +692,9 @@ class Normalizer:
             return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
         if isinstance(target, ast.Name):
             seq = self.atom(it, "items")
+            if isinstance(seq, ast.Name) and seq.id not in self.env:  # a temporary of ours
+                self.locals.add(seq.id)
+                self.env[seq.id] = seq.id
             index = self.synthesize(f"{target.id}_index")
             stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
             return (

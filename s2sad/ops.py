@@ -63,6 +63,9 @@ class Op:
     # (rule parameter, element index for a list parameter, operand name)
     reads: set[str] = field(default_factory=set)  # every local name the statement reads
     what: str = ""  # the callee, for error messages
+    func: object = None  # the function the statement applies (operators map to ufuncs)
+    args: list = field(default_factory=list)  # its positional arguments (AST nodes of the call)
+    keywords: dict = field(default_factory=dict)
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -141,6 +144,7 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         return op
     else:
         op.what = f"a {type(value).__name__} expression"
+    op.func, op.args, op.keywords = func, args, keywords  # forward mode binds these itself
     rule = rules.lookup(func) if func is not None else None
     if func is not None and rules.is_nondiff(func):
         return op

@@ -73,11 +73,13 @@ def always_assigns(stmts: list[ast.stmt], name: str) -> bool:
 
 
 def _is_jump(stmt: ast.stmt, kind) -> bool:
+    """`if c: ...; break` (or continue) with no `else`, the jump last and nowhere else."""
     return (
         isinstance(stmt, ast.If)
-        and len(stmt.body) == 1
-        and isinstance(stmt.body[0], kind)
-        and not stmt.orelse
+        and stmt.body
+        and isinstance(stmt.body[-1], kind)
+        and (not stmt.orelse or kind is ast.Break or isinstance(stmt.body[-1], ast.Break))
+        and not _contains_outside_loops(stmt.body[:-1] + stmt.orelse, (ast.Break, ast.Continue))
     )
 
 
@@ -90,13 +92,15 @@ def restructure_jumps(body: list[ast.stmt], parsed) -> tuple[list[ast.stmt], boo
         if _is_jump(stmt, (ast.Break, ast.Continue)):
             rest, breaks = restructure_jumps(body[i + 1 :], parsed)
             new = copy.copy(stmt)
-            if isinstance(stmt.body[0], ast.Break):  # if c: break / else: the rest
-                new.body, new.orelse = [stmt.body[0]], rest
-            else:  # if not c: the rest
+            if isinstance(stmt.body[-1], ast.Break):  # if c: ...; break / else: ...; the rest
+                new.body, new.orelse = list(stmt.body), list(stmt.orelse) + rest
+            elif len(stmt.body) == 1:  # if not c: the rest
                 new.test = ast.copy_location(ast.UnaryOp(ast.Not(), stmt.test), stmt.test)
                 new.body, new.orelse = rest, []
+            else:  # if c: ... / else: the rest
+                new.body, new.orelse = list(stmt.body[:-1]), rest
             out.append(new)
-            return out, breaks or isinstance(stmt.body[0], ast.Break)
+            return out, breaks or isinstance(stmt.body[-1], ast.Break)
         if isinstance(stmt, (ast.Break, ast.Continue)) or (
             isinstance(stmt, ast.If) and _contains_outside_loops([stmt], (ast.Break, ast.Continue))
         ):

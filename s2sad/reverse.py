@@ -403,9 +403,17 @@ class Reverser:
                 self.defined.discard(d)
         if isinstance(stmt, ast.For):
             span = copy.deepcopy(stmt.iter)
+            backwards = isinstance(span, ast.Call) and getattr(span.func, "id", "") == "reversed"
+            if backwards:  # the adjoint of a backward loop runs forward
+                span = span.args[0]
             if stmt.trips is not None:
                 span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
-            node = ast.For(ast.Name(stmt.index, ast.Store()), _call("reversed", span), body, [])
+            node = ast.For(
+                ast.Name(stmt.index, ast.Store()),
+                span if backwards else _call("reversed", span),
+                body,
+                [],
+            )
         else:
             node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body, [])
         node.src, node.src_parsed = stmt.src, stmt.src_parsed

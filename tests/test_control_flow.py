@@ -320,8 +320,9 @@ def return_in_loop(x):
 def nested_break(x):
     for i in range(3):
         if x > 0:
+            if x > 1:
+                break
             x = x * 2
-            break
     return x
 
 
@@ -520,3 +521,11 @@ def test_writes_through_aliases_are_refused(f):
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="may share memory") as info:
         s2sad.grad(f)(A[:3].copy())
     assert "z[0] = " in str(info.value) and ".copy()" in str(info.value)
+
+
+def test_pullback_of_a_loop_can_be_called_again():
+    _, pullback = s2sad.vjp(vector_out_loop)(A)
+    first = pullback(np.ones(4))
+    second = pullback(np.ones(4))
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_allclose(pullback(np.array([0.0, 1.0, 0.0, 0.0]))[1], np.cos(A[1]))

@@ -44,6 +44,7 @@ class Rule:
         }
         self.seq = set(seq)  # parameters that take a list of arrays
         self.joint: ast.expr | None = None  # one call giving every parameter's cotangent
+        self.elementwise = False  # templates are also the tangent rule (see rules/forward.py)
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
@@ -148,10 +149,12 @@ def nondiff(*funcs) -> None:
 
 def unary(func, template: str) -> None:
     defvjp(func, "x, /", x=template)
+    VJP[id(func)].elementwise = True
 
 
 def binary(func, template1: Template, template2: Template) -> None:
     defvjp(func, "x1, x2, /", x1=template1, x2=template2)
+    VJP[id(func)].elementwise = True
 
 
 def lookup(func) -> Rule | None:

@@ -1,0 +1,367 @@
+"""Stage 4, forward mode: after each active primal statement, one statement computing its
+tangent (`x` -> `x_dot`). Control flow keeps its shape and nothing is recorded: tangents flow
+along with the values. Tangent rules are in `rules/forward.py`.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from .errors import NoRuleError
+from .normalize import NameAllocator
+from .rules.forward import kind_of, signature_of
+
+
+def _name(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def _call(func: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
+
+
+def _substitute(node, mapping: dict[int, ast.expr]):
+    """A copy of `node` with the sub-nodes in `mapping` (by identity) replaced."""
+    if id(node) in mapping:
+        return mapping[id(node)]
+    new = copy.copy(node)
+    for field, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            setattr(
+                new,
+                field,
+                [_substitute(v, mapping) if isinstance(v, ast.AST) else v for v in value],
+            )
+        elif isinstance(value, ast.AST):
+            setattr(new, field, _substitute(value, mapping))
+    return new
+
+
+class _StripUnbroadcast(ast.NodeTransformer):
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "unbroadcast":
+            return node.args[0]
+        return node
+
+
+def _list_call(stmt, method: str):
+    """`lst.<method>(...)` in an expression statement or an assignment, or None."""
+    value = stmt.value
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == method
+        and isinstance(value.func.value, ast.Name)
+    ):
+        return value
+    return None
+
+
+def _add_at(stmt):
+    value = stmt.value if isinstance(stmt, ast.Expr) else None
+    if isinstance(value, ast.Call) and getattr(value.func, "s2sad_callee", None) is not None:
+        import numpy as np
+
+        if value.func.s2sad_callee is np.add.at:
+            return value
+    return None
+
+
+class Forward:
+    def __init__(self, parsed, stmts, wrt: list[str], taken: set[str]):
+        self.parsed = parsed
+        self.names = NameAllocator(taken)
+        self.tangent: dict[str, str] = {}
+        self.active = self.varied(stmts, set(wrt))
+        self.written = {
+            s.targets[0].value.id
+            for s in _simple(stmts)
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
+        }
+
+    def dot(self, name: str) -> str:
+        if name not in self.tangent:
+            self.tangent[name] = self.names.fresh(f"{name}_dot")
+        return self.tangent[name]
+
+    # ------------------------------------------------------------------ activity
+    def varied(self, stmts, varied: set[str]) -> set[str]:
+        changed = True
+        while changed:
+            changed = False
+            for stmt in _simple(stmts):
+                for name in self.targets_varied(stmt, varied):
+                    if name not in varied:
+                        varied.add(name)
+                        changed = True
+        return varied
+
+    def targets_varied(self, stmt, varied) -> list[str]:
+        op = getattr(stmt, "op", None)
+        if isinstance(stmt, ast.Expr):
+            call = _list_call(stmt, "append")
+            if call is not None and _reads(call.args) & varied:
+                return [call.func.value.id]
+            call = _add_at(stmt)
+            if call is not None and _reads(call.args[2:]) & varied:
+                return [call.args[0].id] if isinstance(call.args[0], ast.Name) else []
+            return []
+        if not isinstance(stmt, ast.Assign) or op is None:
+            return []
+        if op.kind == "setitem":
+            return [op.target] if op.operands and op.operands[0][2] in varied else []
+        if _list_call(stmt, "pop") is not None and stmt.value.func.value.id in varied:
+            return [op.target]
+        if op.target is None or op.kind == "nondiff":
+            return []
+        if op.reads & varied:
+            return [op.target]
+        return []
+
+    # ------------------------------------------------------------------ statements
+    def block(self, stmts) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                new = ast.If(stmt.test, self.block(stmt.body), self.block(stmt.orelse))
+            elif isinstance(stmt, ast.For):
+                new = ast.For(stmt.target, stmt.iter, self.block(stmt.body), [])
+            elif isinstance(stmt, ast.While):
+                new = ast.While(stmt.test, self.block(stmt.body), [])
+            else:
+                out.append(stmt)
+                out += [self.at(t, stmt) for t in self.tangents(stmt)]
+                continue
+            new.src, new.src_parsed = stmt.src, getattr(stmt, "src_parsed", None)
+            out.append(new)
+        return out
+
+    @staticmethod
+    def at(stmt, src):
+        stmt.src, stmt.src_parsed = src.src, getattr(src, "src_parsed", None)
+        return stmt
+
+    def tangents(self, stmt) -> list[ast.stmt]:
+        if isinstance(stmt, ast.Expr):
+            call = _list_call(stmt, "append")
+            if call is not None and call.func.value.id in self.active:
+                arg = call.args[0]
+                value = (
+                    _name(self.dot(arg.id))
+                    if isinstance(arg, ast.Name) and arg.id in self.active
+                    else _call("zeros_like", copy.deepcopy(arg))
+                )
+                return [
+                    ast.Expr(
+                        ast.Call(
+                            ast.Attribute(
+                                _name(self.dot(call.func.value.id)), "append", ast.Load()
+                            ),
+                            [value],
+                            [],
+                        )
+                    )
+                ]
+            call = _add_at(stmt)
+            if (
+                call is not None
+                and isinstance(call.args[2], ast.Name)
+                and call.args[2].id in self.active
+            ):
+                return [
+                    ast.Expr(
+                        _call(
+                            "np.add.at",
+                            _name(self.dot(call.args[0].id)),
+                            copy.deepcopy(call.args[1]),
+                            _name(self.dot(call.args[2].id)),
+                        )
+                    )
+                ]
+            return []
+        if not isinstance(stmt, ast.Assign) or not hasattr(stmt, "op"):
+            return []
+        op = stmt.op
+        if op.kind == "setitem":
+            if op.target not in self.active:
+                return []
+            target = ast.Subscript(
+                _name(self.dot(op.target)), copy.deepcopy(stmt.targets[0].slice), ast.Store()
+            )
+            value = stmt.value
+            tangent = (
+                _name(self.dot(value.id))
+                if isinstance(value, ast.Name) and value.id in self.active
+                else ast.Constant(0.0)
+            )
+            return [ast.Assign([target], tangent)]
+        if op.target is None or op.target not in self.active:
+            return []
+        target = self.dot(op.target)
+        if _list_call(stmt, "pop") is not None:
+            lst = stmt.value.func.value.id
+            return [ast.Assign([ast.Name(target, ast.Store())], _call(f"{self.dot(lst)}.pop"))]
+        if isinstance(stmt.value, ast.List) and not stmt.value.elts:
+            return [ast.Assign([ast.Name(target, ast.Store())], ast.List([], ast.Load()))]
+        expr = self.expression(stmt, op)
+        if op.target in self.written and not _is_fresh(expr):
+            expr = _call("np.array", expr)  # written in place below: must own its buffer
+        return [ast.Assign([ast.Name(target, ast.Store())], expr)]
+
+    def expression(self, stmt, op) -> ast.expr:
+        """The tangent of the statement's value: a sum of one term per active operand."""
+        if op.kind == "nondiff" or not (op.reads & self.active):
+            return _call("zeros_like", _name(op.target))
+        entry = kind_of(op.func) if op.func is not None else None
+        signature = signature_of(op.func) if op.func is not None else None
+        if entry is None or signature is None:
+            raise self.no_rule(stmt, op)
+        kind, params, extra = entry
+        try:
+            bound = signature.bind(*op.args, **op.keywords)
+        except TypeError:
+            raise self.no_rule(stmt, op) from None
+        given = set(bound.arguments)
+        bound.apply_defaults()
+        args = dict(bound.arguments)
+        terms = []
+        for param in params:
+            if param not in args:
+                continue
+            value = args[param]
+            nodes = (
+                list(value)
+                if isinstance(value, (tuple, list))
+                else (list(value.elts) if isinstance(value, (ast.List, ast.Tuple)) else [value])
+            )
+            for k, node in enumerate(nodes):
+                if not (isinstance(node, ast.Name) and node.id in self.active):
+                    continue
+                term = self.term(stmt, op, kind, param, node, nodes, k, args, given, extra)
+                if term is not None:
+                    terms.append(term)
+        if not terms:
+            return _call("zeros_like", _name(op.target))
+        total = terms[0]
+        for t in terms[1:]:
+            total = ast.BinOp(total, ast.Add(), t)
+        return total
+
+    def term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
+        t = _name(self.dot(node.id))
+        if kind in ("linear", "multilinear"):
+            mapping = {id(node): t}
+            if kind == "linear":  # the other elements of a list argument contribute zero
+                for j, other in enumerate(nodes):
+                    if j != k and id(other) not in mapping:
+                        if isinstance(other, ast.Name) and other.id in self.active:
+                            mapping[id(other)] = _name(self.dot(other.id))
+                        else:
+                            mapping[id(other)] = _call("zeros_like", copy.deepcopy(other))
+                if k > 0:
+                    return None  # one call covers every element of the list
+            return _substitute(stmt.value, mapping)
+        rule = op.bound.rule if op.bound is not None else None
+        if kind == "elementwise":
+            index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
+            expr = rule.adjoint(op.bound, param, self.dot(node.id), op.target, index)
+            return _StripUnbroadcast().visit(expr)
+        if kind == "reduction":
+            weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
+            ones = _call("np.ones_like", _name(op.target))
+            weights = _ReplaceName("__ones__", ones).visit(weights)
+            keywords = [
+                ast.keyword(kw, copy.deepcopy(args[kw]))
+                for kw in ("axis", "keepdims")
+                if kw in given
+            ]
+            product = ast.BinOp(weights, ast.Mult(), t)
+            return ast.Call(ast.parse("np.sum", mode="eval").body, [product], keywords)
+        mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
+        mapping["ans"] = _name(op.target)
+        mapping["t"] = t
+        return _ReplaceNames(mapping).visit(copy.deepcopy(extra[param]))
+
+    def no_rule(self, stmt, op):
+        where = getattr(stmt, "src_parsed", None) or self.parsed
+        return where.error(
+            NoRuleError,
+            f"no forward-mode (jvp) rule for {op.what or 'this'}",
+            stmt.src,
+            hint="use an operation with a tangent rule (see "
+            "s2sad/rules/forward.py); custom_vjp rules have no tangent rule",
+        )
+
+
+class _ReplaceName(ast.NodeTransformer):
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def visit_Name(self, node):
+        return copy.deepcopy(self.value) if node.id == self.name else node
+
+
+class _ReplaceNames(ast.NodeTransformer):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Name(self, node):
+        return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
+
+
+def _is_fresh(expr) -> bool:
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id == "zeros_like"
+    )
+
+
+def _reads(nodes) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _simple(stmts):
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from _simple(stmt.body)
+            yield from _simple(stmt.orelse)
+        else:
+            yield stmt
+
+
+def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:
+    """Drop tangent assignments nothing reads (the tangent of a value that does not reach the
+    output)."""
+    while True:
+        reads = set(keep)
+        for node in ast.walk(ast.Module(stmts, [])):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                reads.add(node.id)
+        dead = tangents - reads
+        before = _count(stmts)
+        stmts = _drop(stmts, dead)
+        if _count(stmts) == before:
+            return stmts
+
+
+def _drop(stmts, dead):
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            stmt.body = _drop(stmt.body, dead)
+            stmt.orelse = _drop(stmt.orelse, dead)
+        elif (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.targets[0], ast.Name)
+            and stmt.targets[0].id in dead
+        ):
+            continue
+        out.append(stmt)
+    return out
+
+
+def _count(stmts) -> int:
+    return sum(1 for _ in ast.walk(ast.Module(stmts, [])))

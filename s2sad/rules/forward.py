@@ -1,0 +1,142 @@
+"""Tangent (JVP) rules for forward mode, by kind, so that most come from what is already known:
+
+- elementwise: the VJP template itself, with the tangent in place of `g` and no `unbroadcast`
+  (elementwise products commute with the transpose);
+- linear: the same call applied to the tangent (`np.sum(x_dot, axis=1)`, `x_dot[i]`);
+- multilinear: the sum over arguments of the call with that one argument's tangent;
+- reduction: the VJP weights for a cotangent of ones, contracted with the tangent;
+- explicit templates over the arguments, `ans` and `t` (the tangent of the argument).
+
+Runtime helpers appear here too, so that s2sad's own generated gradients can be differentiated
+again (Hessians are forward mode over reverse mode).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+import numpy as np
+
+from .. import runtime as rt
+from .indexing import getitem
+from .registry import VJP, Rule
+
+FORWARD: dict[int, tuple] = {}  # id(function) -> (kind, parameters, extra)
+_ALIVE: list[object] = []
+
+
+def _put(func, entry) -> None:
+    FORWARD[id(func)] = entry
+    _ALIVE.append(func)
+
+
+def linear(func, *params: str) -> None:
+    _put(func, ("linear", params, None))
+
+
+def multilinear(func, *params: str) -> None:
+    _put(func, ("multilinear", params, None))
+
+
+def reduction(func, param: str) -> None:
+    _put(func, ("reduction", (param,), None))
+
+
+def explicit(func, **templates: str) -> None:
+    _put(
+        func,
+        (
+            "explicit",
+            tuple(templates),
+            {k: ast.parse(v, mode="eval").body for k, v in templates.items()},
+        ),
+    )
+
+
+def kind_of(func):
+    """The forward rule of `func`: an entry above, or ("elementwise", ...) from its VJP rule."""
+    entry = FORWARD.get(id(func))
+    if entry is not None:
+        return entry
+    rule = VJP.get(id(func))
+    if rule is not None and rule.elementwise:
+        return ("elementwise", tuple(rule.templates), None)
+    return None
+
+
+def signature_of(func) -> inspect.Signature | None:
+    rule = VJP.get(id(func))
+    if rule is not None:
+        return rule.signature
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+# elementwise rules whose VJP template is also their tangent rule
+for _f in (np.where, np.clip, np.copy, np.asarray, np.array, float, np.mod):
+    VJP[id(_f)].elementwise = True
+
+# linear maps: the tangent goes through the same call
+for _f in (
+    np.sum,
+    np.mean,
+    np.reshape,
+    np.ravel,
+    np.squeeze,
+    np.expand_dims,
+    np.transpose,
+    np.swapaxes,
+    np.moveaxis,
+    np.trace,
+):
+    linear(_f, "a")
+linear(np.concatenate, "arrays")
+linear(np.stack, "arrays")
+linear(np.broadcast_to, "array")
+linear(getitem, "x")
+
+# multilinear maps: one term per argument that carries a tangent
+multilinear(np.matmul, "x1", "x2")
+multilinear(np.dot, "a", "b")
+multilinear(np.outer, "a", "b")
+multilinear(np.einsum, "operands")
+
+# reductions that are not linear: weights from the VJP rule, contracted with the tangent
+for _f in (np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std):
+    reduction(_f, "a")
+reduction(np.linalg.norm, "x")
+
+explicit(np.linalg.inv, a="-ans @ t @ ans")
+explicit(np.linalg.solve, a="-np.linalg.solve(a, t @ ans)", b="np.linalg.solve(a, t)")
+explicit(np.linalg.det, a="ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)")
+
+# s2sad's runtime helpers, for forward mode over generated gradient code
+for _f, _p in (
+    (rt.unbroadcast, "g"),
+    (rt.expand_reduced, "g"),
+    (rt.mean_vjp, "g"),
+    (rt.getitem_vjp, "g"),
+    (rt.concatenate_vjp, "g"),
+    (rt.stack_vjp, "g"),
+    (rt.trace_vjp, "g"),
+    (rt.extremum_vjp, "g"),
+    (rt.as_accumulator, "dx"),
+):
+    linear(_f, _p)
+multilinear(rt.matmul_vjp_lhs, "g", "b")
+multilinear(rt.matmul_vjp_rhs, "g", "a")
+multilinear(rt.dot_vjp_lhs, "g", "b")
+multilinear(rt.dot_vjp_rhs, "g", "a")
+multilinear(rt.outer_vjp_lhs, "g", "b")
+multilinear(rt.outer_vjp_rhs, "g", "a")
+multilinear(rt.var_vjp, "g", "x")  # the centred x is linear in x
+
+__all__ = ["FORWARD", "kind_of", "signature_of", "Rule"]
+
+# runtime helpers whose results are piecewise constant or constant: no tangent
+from .registry import nondiff  # noqa: E402
+
+nondiff(rt.zeros_like, rt.grad_seed, rt.even_split, rt.clip_passes)

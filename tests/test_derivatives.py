@@ -1,0 +1,221 @@
+"""Forward mode, Jacobians and Hessians (seeds 000 and 001), checked against finite differences."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad
+
+RNG = np.random.default_rng(7)
+W = RNG.normal(size=(3, 4))
+
+
+def layer(x):
+    """y of shape (M, N) = (2, 4) from x of shape (Q, P) = (2, 3)."""
+    return np.tanh(x @ W) * np.array([[1.0], [2.0]])
+
+
+def fd_jacobian(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    out = np.asarray(f(x))
+    J = np.zeros(out.shape + x.shape)
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[idx] = eps
+        J[(...,) + idx] = (np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps)
+    return J
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse", None])
+def test_seed000_jacobian_has_shape_out_by_in(mode):
+    x = RNG.normal(size=(2, 3))
+    J = s2sad.jacobian(layer, mode=mode)(x)
+    assert J.shape == (2, 4, 2, 3)
+    np.testing.assert_allclose(J, fd_jacobian(layer, x), rtol=1e-6, atol=1e-8)
+
+
+def smooth_fill(x, a):
+    y = np.zeros_like(x)
+    y[0] = x[0]
+    for i in range(1, x.shape[0]):
+        if x[i] > y[i - 1]:
+            y[i] = a * y[i - 1] + (1 - a) * x[i]
+        else:
+            y[i] = y[i - 1] * np.cos(x[i])
+    return y
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_jacobian_of_loop_with_branch_and_in_place_write(mode):
+    x = np.array([0.3, -0.2, 0.9, 0.1, 1.4])
+    J = s2sad.jacobian(smooth_fill, mode=mode)(x, 0.6)
+    np.testing.assert_allclose(J, fd_jacobian(lambda v: smooth_fill(v, 0.6), x), atol=1e-7)
+    Ja = s2sad.jacobian(smooth_fill, wrt="a", mode=mode)(x, 0.6)
+    assert Ja.shape == (5,)
+
+
+def two_args(x, w):
+    return np.sin(x * w) + w**2
+
+
+def test_jacobian_of_a_tuple_wrt_gives_a_tuple():
+    x, w = RNG.normal(size=3), RNG.normal(size=3)
+    Jx, Jw = s2sad.jacobian(two_args, wrt=(0, 1))(x, w)
+    np.testing.assert_allclose(Jx, np.diag(w * np.cos(x * w)), atol=1e-12)
+    np.testing.assert_allclose(Jw, np.diag(x * np.cos(x * w) + 2 * w), atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- seed 001
+
+
+def hidden(x, Wh, b):
+    return np.tanh(Wh @ x + b)
+
+
+def loss_of_hidden(h, y0):
+    return np.mean((h - y0) ** 2)
+
+
+def full_loss(x, Wh, b, y0):
+    return loss_of_hidden(hidden(x, Wh, b), y0)
+
+
+def test_seed001_chain_rule_by_parts():
+    """d loss/dW from d loss/dh contracted with dh/dW equals the whole gradient."""
+    x, Wh, b, y0 = (
+        RNG.normal(size=4),
+        RNG.normal(size=(3, 4)),
+        RNG.normal(size=3),
+        RNG.normal(size=3),
+    )
+    whole = s2sad.grad(full_loss, wrt="Wh")(x, Wh, b, y0)
+    h = hidden(x, Wh, b)
+    g1 = s2sad.grad(loss_of_hidden)(h, y0)  # shape of h
+    J = s2sad.jacobian(hidden, wrt="Wh")(x, Wh, b)  # h.shape + Wh.shape
+    np.testing.assert_allclose(np.tensordot(g1, J, axes=1), whole, rtol=1e-10)
+    _, pullback = s2sad.vjp(hidden, wrt="Wh")(x, Wh, b)
+    np.testing.assert_allclose(pullback(g1), whole, rtol=1e-10)
+
+
+def test_seed001_externally_computed_cotangent_pulled_back():
+    """A loss measured outside Python: its gradient wrt the model output drives the pullback."""
+    x, Wh, b = RNG.normal(size=4), RNG.normal(size=(3, 4)), RNG.normal(size=3)
+    out, pullback = s2sad.vjp(hidden, wrt=("Wh", "b"))(x, Wh, b)
+    measured = np.array([0.5, -1.0, 2.0])  # dL/d(out), from the black box
+    dWh, db = pullback(measured)
+    J_b = fd_jacobian(lambda v: hidden(x, Wh, v), b)
+    np.testing.assert_allclose(db, measured @ J_b, rtol=1e-6)
+    assert dWh.shape == Wh.shape
+
+
+# ----------------------------------------------------------------------------- jvp
+
+
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_jvp_agrees_with_jacobian_contracted_with_the_tangent(mode):
+    x, t = RNG.normal(size=(2, 3)), RNG.normal(size=(2, 3))
+    out, tangent = s2sad.jvp(layer)(x, tangent=t)
+    np.testing.assert_allclose(out, layer(x))
+    J = s2sad.jacobian(layer, mode=mode)(x)
+    np.testing.assert_allclose(tangent, np.tensordot(J, t, axes=2), rtol=1e-10)
+
+
+def test_jvp_with_tuple_wrt_and_scalars():
+    out, tangent = s2sad.jvp(two_args, wrt=(0, 1))(1.5, 0.5, tangent=(1.0, 0.0))
+    assert isinstance(tangent, float) and tangent == pytest.approx(0.5 * np.cos(0.75))
+
+
+def test_jvp_tangent_shape_is_checked():
+    with pytest.raises(s2sad.SeedShapeError, match="tangent of 'x'"):
+        s2sad.jvp(layer)(np.ones((2, 3)), tangent=np.ones(3))
+
+
+def test_jvp_source_interleaves_tangents():
+    src = s2sad.source(s2sad.jvp(smooth_fill))
+    assert "def jvp_smooth_fill(x, a, x_dot):" in src
+    assert "y_dot[i] = " in src and "return smooth_fill, smooth_fill_dot" in src
+
+
+@s2sad.custom_vjp
+def clipped(x):
+    return np.clip(x, 0.0, 1.0)
+
+
+@clipped.defvjp
+def _clipped_rule(dy, y, x):
+    return dy
+
+
+def uses_clipped(x):
+    return np.sum(clipped(x))
+
+
+def test_jvp_through_a_custom_vjp_is_refused_clearly():
+    with pytest.raises(s2sad.NoRuleError, match="forward-mode"):
+        s2sad.jvp(uses_clipped)(np.ones(2), tangent=np.ones(2))
+
+
+# ----------------------------------------------------------------------------- hessian
+
+
+def quadratic(x, A):
+    return 0.5 * x @ A @ x
+
+
+def log_sum_exp(x):
+    m = np.max(x)
+    return m + np.log(np.sum(np.exp(x - m)))
+
+
+def mlp_loss(w, X, y):
+    h = np.tanh(X @ w[:3].reshape(3, 1) + w[3])
+    return np.mean((h[:, 0] - y) ** 2)
+
+
+def loop_energy(x):
+    e = 0.0
+    for i in range(1, x.shape[0]):
+        d = x[i] - x[i - 1]
+        if d > 0:
+            e = e + d**3
+        else:
+            e = e + np.sin(d)
+    return e
+
+
+def fd_hessian(f, x, *rest, eps=1e-5):
+    g = s2sad.grad(f)
+    H = np.zeros((x.size, x.size))
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        H[:, k] = (g(x + e, *rest) - g(x - e, *rest)) / (2 * eps)
+    return H
+
+
+def test_hessian_of_a_quadratic_form_is_its_matrix():
+    A = RNG.normal(size=(4, 4))
+    A = A + A.T
+    np.testing.assert_allclose(s2sad.hessian(quadratic)(RNG.normal(size=4), A), A, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (log_sum_exp, (RNG.normal(size=5),)),
+        (mlp_loss, (RNG.normal(size=4), RNG.normal(size=(6, 3)), RNG.normal(size=6))),
+        (loop_energy, (np.array([0.1, 0.5, 0.2, 0.9, 0.7]),)),
+    ],
+)
+def test_hessian_matches_finite_differences_of_the_gradient(f, args):
+    H = s2sad.hessian(f)(*args)
+    assert H.shape == args[0].shape * 2
+    np.testing.assert_allclose(H, fd_hessian(f, *args), atol=1e-6)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+def test_hessian_of_scalar_function_is_a_float():
+    def f(x):
+        return x**3 + np.sin(x)
+
+    assert s2sad.hessian(f)(0.7) == pytest.approx(6 * 0.7 - np.sin(0.7))
