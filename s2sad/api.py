@@ -12,7 +12,9 @@ import numpy as np
 
 from .compile import transform
 from .ranks import rank_of_argument
+from .jit import Jitted
 from .errors import (
+    NonScalarOutputError,
     NonDifferentiableInputError,
     S2SADError,
     SeedShapeError,
@@ -97,7 +99,15 @@ def _conform(g, x, others):
 class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
-    def __init__(self, func, wrt, mode: str):
+    def __init__(self, func, wrt, mode: str, jit=False):
+        if jit not in (False, True, "strict"):
+            raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
+        if jit and mode == "vjp":
+            raise S2SADError(
+                "jit is not available for vjp (a pullback is a Python closure)",
+                hint="use jit with grad, value_and_grad or jvp",
+            )
+        self.jit = jit
         if isinstance(func, Transformed):
             raise S2SADError(
                 "s2sad cannot yet differentiate a function it has already "
@@ -113,13 +123,26 @@ class Transformed:
     @property
     def compiled(self):
         """The generated function for the arguments of the last call (generic before any)."""
-        return transform(self.func, self.wrt, self.mode, self.last_ranks)
+        return transform(
+            self.func, self.wrt, self._generated_mode(), self.last_ranks, bool(self.jit)
+        )
 
     def specialized(self, bound):
         """The generated function for these arguments' ranks (scalars need no unbroadcast)."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks = ranks
-        return transform(self.func, self.wrt, self.mode, ranks)
+        return transform(self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit))
+
+    def _generated_mode(self):
+        # jitted gradients also return the value, so the scalar check happens here
+        return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
+
+    def _run(self, compiled, bound):
+        if not self.jit:
+            return compiled.function(*bound.args, **bound.kwargs)
+        if compiled.jitted is None:
+            compiled.jitted = Jitted(compiled)
+        return compiled.jitted(tuple(bound.arguments.values()), strict=self.jit == "strict")
 
     def _bind(self, args, kwargs):
         try:
@@ -143,7 +166,14 @@ class Transformed:
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, **bound.kwargs)
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
-        result = compiled.function(*bound.args, **bound.kwargs)
+        result = self._run(compiled, bound)
+        if self.jit and self.mode == "grad":
+            if np.ndim(result[0]) != 0:
+                raise NonScalarOutputError(
+                    f"grad of {self.func.__name__} needs a scalar output, got shape "
+                    f"{np.shape(result[0])}; use s2sad.vjp or s2sad.jacobian"
+                )
+            return self._finish(result[1], bound)
         if self.mode == "value_and_grad":
             return result[0], self._finish(result[1], bound)
         return self._finish(result, bound)
@@ -199,7 +229,14 @@ class JVPTransformed(Transformed):
                     f"'{name}' has shape {np.shape(bound.arguments[name])}"
                 )
         compiled = self.specialized(bound)
-        out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        if self.jit:
+            if compiled.jitted is None:
+                compiled.jitted = Jitted(compiled)
+            out, out_dot = compiled.jitted(
+                (*bound.arguments.values(), *tangents), strict=self.jit == "strict"
+            )
+        else:
+            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
         return out, _conform_output(out_dot, out)
@@ -216,12 +253,12 @@ def _conform_output(t, out):
     )
 
 
-def jvp(f=None, wrt=0):
+def jvp(f=None, wrt=0, *, jit=False):
     """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
     array shaped like the input (a tuple of them for a tuple `wrt`)."""
     if f is None:
-        return lambda func: JVPTransformed(func, wrt, "jvp")
-    return JVPTransformed(f, wrt, "jvp")
+        return lambda func: JVPTransformed(func, wrt, "jvp", jit)
+    return JVPTransformed(f, wrt, "jvp", jit)
 
 
 def _basis(x):
@@ -311,10 +348,10 @@ def hessian(f, wrt=0):
 
 
 def _transform_decorator(mode):
-    def make(f=None, wrt=0):
+    def make(f=None, wrt=0, *, jit=False):
         if f is None:
-            return lambda func: Transformed(func, wrt, mode)
-        return Transformed(f, wrt, mode)
+            return lambda func: Transformed(func, wrt, mode, jit)
+        return Transformed(f, wrt, mode, jit)
 
     return make
 

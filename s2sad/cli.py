@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .api import Transformed
+from .api import JVPTransformed, Transformed
+from .compile import transform
 from .errors import S2SADError
-from .standalone import standalone_module
+from .standalone import jit_module, standalone_module
 
 _HELP = """\
 Write the adjoint of a Python/NumPy function as a standalone, readable module.
@@ -63,9 +64,16 @@ def _wrt(func, names):
     return tuple(names) if len(names) > 1 else names[0]
 
 
-def emit_text(spec: str, wrt_names, mode: str) -> str:
+def emit_text(spec: str, wrt_names, mode: str, jit: bool = False) -> str:
     func = load_function(spec)
-    transformed = Transformed(func, _wrt(func, wrt_names), mode)
+    if mode == "jvp":
+        transformed = JVPTransformed(func, _wrt(func, wrt_names), mode)
+    else:
+        transformed = Transformed(func, _wrt(func, wrt_names), mode)
+    if jit:
+        compiled = transform(func, transformed.wrt, mode, None, True)
+        origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
+        return jit_module(compiled, func, mode, transformed.wrt, __version__, origin)
     origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
     return standalone_module(transformed.compiled, func, mode, transformed.wrt, __version__, origin)
 
@@ -161,10 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument(
         "--mode",
-        choices=["grad", "vjp", "value_and_grad"],
+        choices=["grad", "vjp", "value_and_grad", "jvp"],
         default="grad",
-        help="grad: gradient of a scalar output (default); vjp: value and "
-        "pullback(seed); value_and_grad: value and gradient",
+        help="grad: gradient of a scalar output (default); vjp: value and pullback(seed); "
+        "value_and_grad: value and gradient; jvp: value and tangent (forward mode)",
     )
     emit_p = sub.add_parser(
         "emit",
@@ -177,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--output",
         metavar="OUT.py",
         help="write here instead of stdout (with --all: a directory)",
+    )
+    emit_p.add_argument(
+        "--jit",
+        action="store_true",
+        help="compile the emitted function with numba.njit (the module then imports numba; "
+        "grad, value_and_grad and jvp modes)",
     )
     emit_p.add_argument(
         "--all",
@@ -207,7 +221,7 @@ def main(argv=None) -> int:
         if args.command == "emit" and args.all:
             return emit_all(args.target, args.output, args.check)
         if args.command == "emit":
-            text = emit_text(args.target, args.wrt, args.mode)
+            text = emit_text(args.target, args.wrt, args.mode, args.jit)
             if args.output:
                 tmp = f"{args.output}.tmp{os.getpid()}"
                 Path(tmp).write_text(text)

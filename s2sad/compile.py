@@ -30,6 +30,7 @@ class Compiled:
     name: str
     tuple_output: bool
     globals: dict  # the user's objects the source refers to, by the name it uses
+    jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
 
 
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
@@ -116,14 +117,16 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
     user_globals.update({k: v for k, v in NAMESPACE.items() if k in _used_names(source)})
-    compiled = Compiled(namespace[name], source, name, norm.tuple_output, user_globals)
+    compiled = Compiled(namespace[name], source, name, norm.tuple_output, globals=user_globals)
     _CACHE[key] = compiled
     return compiled
 
 
-def transform(func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None) -> Compiled:
+def transform(
+    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+) -> Compiled:
     """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
-    key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks)
+    key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks, jit)
     hit = _CACHE.get(key)
     if hit is not None:
         return hit
@@ -137,7 +140,7 @@ def transform(func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None)
         return _finish_jvp(parsed, norm, resolver, wrt, key)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
-    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes)
+    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes, jit)
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes

@@ -103,6 +103,7 @@ class Reverser:
     def __init__(self, active: set[str], taken: set[str], ranks=None):
         self.active = active
         self.ranks = ranks
+        self.jit = False  # Numba-compilable loop headers
         self.names = NameAllocator(taken)
         self.taken = set(taken)
         self.adjoint: dict[str, str] = {}
@@ -406,6 +407,12 @@ class Reverser:
             backwards = isinstance(span, ast.Call) and getattr(span.func, "id", "") == "reversed"
             if backwards:  # the adjoint of a backward loop runs forward
                 span = span.args[0]
+            if self.jit and not backwards:  # Numba has no reversed(range(...))
+                node = ast.For(
+                    ast.Name(stmt.index, ast.Store()), _backward_range(span, stmt.trips), body, []
+                )
+                node.src, node.src_parsed = stmt.src, stmt.src_parsed
+                return inits + [node]
             if stmt.trips is not None:
                 span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
             node = ast.For(
@@ -420,6 +427,26 @@ class Reverser:
         return inits + [node]
 
 
+def _backward_range(span: ast.Call, trips: str | None) -> ast.expr:
+    """range(a, b, s) run backwards (its first `trips` values only, if given), as a plain range."""
+    args = [ast.unparse(a) for a in span.args]
+    a, b, step = (
+        ("0", args[0], "1")
+        if len(args) == 1
+        else ((args[0], args[1], "1") if len(args) == 2 else tuple(args))
+    )
+    count = trips or (f"({b}) - ({a})" if step == "1" else f"len(range({a}, {b}, {step}))")
+    if step == "1":
+        text = (
+            f"range(({a}) + ({count}) - 1, ({a}) - 1, -1)"
+            if a != "0"
+            else f"range({count} - 1, -1, -1)" if trips else f"range({b} - 1, -1, -1)"
+        )
+    else:
+        text = f"range(({a}) + (({count}) - 1) * ({step}), ({a}) - ({step}), -({step}))"
+    return ast.parse(text, mode="eval").body
+
+
 def reverse(
     stmts,
     active: set[str],
@@ -427,8 +454,10 @@ def reverse(
     outputs: list[str],
     taken: set[str],
     ranks=None,
+    jit: bool = False,
 ) -> Adjoint:
     rev = Reverser(active, taken, ranks)
+    rev.jit = jit
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
     adjoint_stmts = rev.block(stmts, _Ctx())
