@@ -42,6 +42,11 @@ def as_accumulator(dx, x):
     return out
 
 
+def snapshot(v):
+    """The value of a read from an array the function later writes into (a view would change)."""
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -101,25 +106,25 @@ def grad_smooth(x, a):
         cond = x[i] > y[i - 1]
         if cond:
             # line 20: y[i] = a * y[i - 1] + (1 - a) * x[i]
-            y_item2 = y[i - 1]
+            y_item2 = snapshot(y[i - 1])
             y_mul = a * y_item2
             y_sub = 1 - a
             y_item3 = x[i]
             y_mul2 = y_sub * y_item3
             y_add = y_mul + y_mul2
             y[i] = y_add
-            y_item2_tape.append(y_item2)
-            y_mul_tape.append(y_mul)
-            y_sub_tape.append(y_sub)
-            y_item3_tape.append(y_item3)
-            y_mul2_tape.append(y_mul2)
-            y_add_tape.append(y_add)
+            y_item2_tape.append(snapshot(y_item2))
+            y_mul_tape.append(snapshot(y_mul))
+            y_sub_tape.append(snapshot(y_sub))
+            y_item3_tape.append(snapshot(y_item3))
+            y_mul2_tape.append(snapshot(y_mul2))
+            y_add_tape.append(snapshot(y_add))
         else:
             # line 22: y[i] = y[i - 1]
-            y_item4 = y[i - 1]
+            y_item4 = snapshot(y[i - 1])
             y[i] = y_item4
-            y_item4_tape.append(y_item4)
-        cond_tape.append(cond)
+            y_item4_tape.append(snapshot(y_item4))
+        cond_tape.append(snapshot(cond))
     # line 23: return np.sum(y**2)
     smooth_pow = y**2
     smooth = np.sum(smooth_pow)
@@ -143,7 +148,7 @@ def grad_smooth(x, a):
             y_mul = y_mul_tape.pop()
             y_item2 = y_item2_tape.pop()
             # line 20: y[i] = a * y[i - 1] + (1 - a) * x[i]
-            dy_add = unbroadcast(dy[i], y_add)
+            dy_add = unbroadcast(dy[i].copy(), y_add)
             dy[i] = 0.0
             dy_mul = unbroadcast(dy_add, y_mul)
             dy_mul2 = unbroadcast(dy_add, y_mul2)
@@ -157,10 +162,10 @@ def grad_smooth(x, a):
         else:
             y_item4 = y_item4_tape.pop()
             # line 22: y[i] = y[i - 1]
-            dy_item4 = unbroadcast(dy[i], y_item4)
+            dy_item4 = unbroadcast(dy[i].copy(), y_item4)
             dy[i] = 0.0
             dy[i - 1] += dy_item4
     # line 17: y[0] = x[0]
-    dy_item = unbroadcast(dy[0], y_item)
+    dy_item = unbroadcast(dy[0].copy(), y_item)
     dx = dx + getitem_vjp(dy_item, x, 0)
     return dx, da

@@ -88,6 +88,19 @@ def _unbroadcast(g, x):
     return None
 
 
+def snapshot(v):
+    return v
+
+
+@overload(snapshot)
+def _snapshot(v):
+    from numba import types
+
+    if isinstance(v, types.Array):
+        return lambda v: v.copy()
+    return lambda v: v
+
+
 @njit(cache=True)
 def grad_seed(out):
     return 1.0

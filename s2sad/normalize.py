@@ -172,6 +172,13 @@ class Normalizer:
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
         self.local_funcs: dict[str, ast.AST] = {}
         self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
+        self.written = {
+            t.value.id
+            for t in ast.walk(parsed.tree)  # arrays written in place
+            if isinstance(t, ast.Subscript)
+            and isinstance(t.ctx, ast.Store)
+            and isinstance(t.value, ast.Name)
+        }
         self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
         self.pending_alias: str | None = None
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
@@ -776,6 +783,15 @@ class Normalizer:
         rhs = self.expr(node, base)
         if isinstance(rhs, (ast.Name, ast.Tuple)) and getattr(rhs, "s2sad_inlined", False):
             return rhs
+        if (
+            isinstance(rhs, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in self.written
+        ):
+            # the array is written in place later: keep this value, not a view of it
+            func = ast.Name("snapshot", ast.Load())
+            func.s2sad_callee = runtime.snapshot
+            rhs = ast.Call(func, [rhs], [])
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
         return ast.Name(name, ast.Load())

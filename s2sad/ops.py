@@ -13,6 +13,7 @@ import numpy as np
 from . import rules
 from .normalize import STATIC_ATTRS
 from .rules.indexing import getitem
+from .runtime import snapshot
 from .rules.registry import Bound
 
 BINOPS = {
@@ -112,6 +113,13 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         func, args = UNARYOPS.get(type(value.op)), [value.operand]
         if func is None:
             return op
+    elif (
+        isinstance(value, ast.Call)
+        and getattr(value.func, "s2sad_callee", None) is snapshot
+        and isinstance(value.args[0], ast.Subscript)
+    ):
+        read = value.args[0]  # snapshot(x[index]) differentiates as x[index]
+        func, args = getitem, [read.value, _index_expr(read.slice)]
     elif isinstance(value, ast.Call):
         callee = getattr(value.func, "s2sad_callee", None)
         args = list(value.args)

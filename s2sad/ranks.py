@@ -13,12 +13,21 @@ import math
 
 import numpy as np
 
-from . import rules
+from . import rules, runtime
 from .ops import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
-_LIKE = {np.zeros_like, np.ones_like, np.empty_like, np.full_like, np.copy, np.asarray, np.array}
+_LIKE = {
+    np.zeros_like,
+    np.ones_like,
+    np.empty_like,
+    np.full_like,
+    np.copy,
+    np.asarray,
+    np.array,
+    runtime.snapshot,
+}
 _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 

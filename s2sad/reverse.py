@@ -266,7 +266,8 @@ class Reverser:
 
     def scatter(self, stmt, op, g: str, base: str, ctx: _Ctx, out: list) -> None:
         """x[index] read inside a loop: add the cotangent into dx in place."""
-        index = stmt.value.slice
+        read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value  # snapshot
+        index = read.slice
         d = self.make_owned(out, stmt, base)
         if _is_basic_index(index, ctx.indices):
             target = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
@@ -286,6 +287,9 @@ class Reverser:
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
+                        if self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0:
+                            # a view of dy: copy it, since dy[index] is zeroed just below
+                            part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         self.accumulate(
                             out,
                             stmt,

@@ -45,6 +45,11 @@ def as_accumulator(dx, x):
     return out
 
 
+def snapshot(v):
+    """The value of a read from an array the function later writes into (a view would change)."""
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
 def stop_gradient(x):
     """Identity on values; no cotangent flows back through it."""
     return x

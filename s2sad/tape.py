@@ -55,6 +55,10 @@ class Tape:
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
         self.fresh = _fresh_arrays(primal)
+        self.mutates = any(
+            isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
+            for n in ast.walk(ast.Module(primal, []))
+        )
         self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
         _future_reads(adjoint, set(), self.future)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
@@ -74,11 +78,11 @@ class Tape:
         return self.tapes[name]
 
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
-        call = ast.Call(
-            ast.Attribute(_name(self.tape(name)), "append", ast.Load()),
-            [value if value is not None else _name(name)],
-            [],
-        )
+        if value is None:
+            value = _name(name)
+            if self.mutates:  # a view of an array written later would change on the tape
+                value = ast.Call(_name("snapshot"), [value], [])
+        call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
         return ast.Expr(call)
 
     def pop(self, name: str) -> ast.expr:

@@ -529,3 +529,16 @@ def test_pullback_of_a_loop_can_be_called_again():
     second = pullback(np.ones(4))
     np.testing.assert_array_equal(first, second)
     np.testing.assert_allclose(pullback(np.array([0.0, 1.0, 0.0, 0.0]))[1], np.cos(A[1]))
+
+
+def row_writes(x, w):
+    """Two writes to the same row of a state array, the second reading the first."""
+    state = np.zeros((2, x.shape[0]))
+    for j in range(2):
+        state[j] = state[j] * 0.5 + np.tanh(x * w[j])
+        state[j] = np.sin(state[j]) * w[j]
+    return np.sum(state**2)
+
+
+def test_second_write_to_a_row_keeps_its_cotangent():
+    check_grad(row_writes, (A, np.array([0.7, -1.3])), wrt=(0, 1))
