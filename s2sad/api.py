@@ -12,6 +12,7 @@ import numpy as np
 
 from .compile import transform
 from .ranks import rank_of_argument
+from .cuda import CudaTransformed, cuda_transform
 from .jit import Jitted
 from .errors import (
     NonScalarOutputError,
@@ -253,12 +254,16 @@ def _conform_output(t, out):
     )
 
 
-def jvp(f=None, wrt=0, *, jit=False):
+def jvp(f=None, wrt=0, *, jit=False, target="cpu"):
     """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
     array shaped like the input (a tuple of them for a tuple `wrt`)."""
-    if f is None:
-        return lambda func: JVPTransformed(func, wrt, "jvp", jit)
-    return JVPTransformed(f, wrt, "jvp", jit)
+
+    def build(func):
+        if target == "cuda":
+            return cuda_transform(func, wrt, "jvp")
+        return JVPTransformed(func, wrt, "jvp", jit)
+
+    return build if f is None else build(f)
 
 
 def _basis(x):
@@ -348,10 +353,15 @@ def hessian(f, wrt=0):
 
 
 def _transform_decorator(mode):
-    def make(f=None, wrt=0, *, jit=False):
-        if f is None:
-            return lambda func: Transformed(func, wrt, mode, jit)
-        return Transformed(f, wrt, mode, jit)
+    def make(f=None, wrt=0, *, jit=False, target="cpu"):
+        def build(func):
+            if target == "cuda":
+                return cuda_transform(func, wrt, mode)
+            if target != "cpu":
+                raise ValueError(f"target must be 'cpu' or 'cuda', not {target!r}")
+            return Transformed(func, wrt, mode, jit)
+
+        return build if f is None else build(f)
 
     return make
 
@@ -371,6 +381,10 @@ def source(transformed, *args, **kwargs) -> str:
 
     With arguments, the code specialized for them (as a call with them runs); without, the code
     of the last call, or the generic code (valid for any argument) before the first call."""
+    if isinstance(transformed, CudaTransformed):
+        if transformed.source is None:
+            transformed.build()
+        return transformed.source
     if not isinstance(transformed, Transformed):
         raise S2SADError(
             f"{transformed!r} was not made by s2sad; pass the result of "

@@ -11,6 +11,11 @@ with exact expected numbers.
 
 from __future__ import annotations
 
+import os
+
+# CI has no GPU: the CUDA tests run on Numba's simulator (set before anything imports numba)
+os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
 import copy
 import inspect
 

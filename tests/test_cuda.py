@@ -1,0 +1,113 @@
+"""`target="cuda"`: elementwise gradient and tangent kernels (on Numba's simulator without a GPU)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import s2sad
+
+pytest.importorskip("numba")
+
+
+def softplus(x):
+    if x > 20.0:
+        return x
+    return math.log1p(math.exp(x))
+
+
+def lorentz(x, y):
+    r = np.sqrt(x * x + y * y)
+    if r < 1.0:
+        return np.sin(r) * x
+    return np.cos(r) / r + y * x
+
+
+def smooth_abs(x, eps):
+    if abs(x) > eps:
+        return abs(x)
+    return 0.5 * (x * x / eps + eps)
+
+
+def piecewise(x):
+    if x < -1.0:
+        y = -x * x
+    elif x < 1.0:
+        y = np.tanh(x) * 3.0
+    else:
+        y = np.exp(-x) + x
+    return y * 2.0
+
+
+def gaussian_mix(x, mu, s):
+    a = np.exp(-((x - mu) ** 2) / (2 * s * s))
+    b = 0.5 * np.exp(-((x + mu) ** 2) / (2 * s * s))
+    return np.log(a + b + 1e-3)
+
+
+def clamp_power(x, p):
+    base = x if x > 0.1 else 0.1
+    return base**p
+
+
+X = np.linspace(-2.5, 24.0, 11)
+CASES = [
+    (softplus, (X,), 0),
+    (lorentz, (np.linspace(-1.5, 1.5, 7), np.linspace(-1.0, 0.8, 7)), (0, 1)),
+    (smooth_abs, (np.linspace(-1.0, 1.0, 9), 0.3), 0),
+    (piecewise, (np.linspace(-2.0, 2.0, 9),), 0),
+    (gaussian_mix, (np.linspace(-2.0, 2.0, 9), 0.7, 0.4), (0, 1, 2)),
+    (clamp_power, (np.linspace(-0.5, 2.0, 9), 2.5), (0, 1)),
+]
+
+
+def _elementwise_cpu(f, args, wrt):
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in args])
+    g = s2sad.grad(f, wrt=wrt)
+    out = [g(*[float(a.flat[i]) for a in arrays]) for i in range(arrays[0].size)]
+    return (
+        np.array(out).T.reshape((-1,) + arrays[0].shape)
+        if isinstance(wrt, tuple)
+        else np.array(out).reshape(arrays[0].shape)
+    )
+
+
+@pytest.mark.parametrize("f, args, wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_cuda_gradient_kernel_matches_cpu(f, args, wrt):
+    got = s2sad.grad(f, wrt=wrt, target="cuda")(*args)
+    expected = _elementwise_cpu(f, args, wrt)
+    np.testing.assert_allclose(np.array(got), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("f, args, wrt", CASES[:4], ids=[c[0].__name__ for c in CASES[:4]])
+def test_cuda_jvp_kernel_matches_gradient(f, args, wrt):
+    first = wrt if isinstance(wrt, int) else wrt[0]
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype=float) for a in args])
+    value, tangent = s2sad.jvp(f, wrt=first, target="cuda")(*args, tangent=np.ones_like(arrays[0]))
+    np.testing.assert_allclose(value, np.vectorize(f)(*args), rtol=1e-12)
+    grads = _elementwise_cpu(f, args, first)
+    np.testing.assert_allclose(tangent, grads, rtol=1e-12, atol=1e-12)
+
+
+def test_cuda_source_is_a_device_function_and_kernel():
+    src = s2sad.source(s2sad.grad(lorentz, wrt=(0, 1), target="cuda"))
+    assert "grad_lorentz = cuda.jit(device=True)(grad_lorentz_py)" in src
+    assert "def grad_lorentz_kernel(x, y, out0, out1):" in src
+    assert "math.sqrt(" in src and "np.sqrt(" not in src
+
+
+def loop_with_tape(x):
+    s = x
+    for i in range(3):
+        s = math.sin(s) * x
+    return s
+
+
+def test_cuda_refuses_adjoints_that_need_a_tape():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="tape"):
+        s2sad.grad(loop_with_tape, target="cuda")(np.ones(3))
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(ValueError, match="target must be"):
+        s2sad.grad(softplus, target="tpu")
