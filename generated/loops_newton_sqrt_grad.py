@@ -67,10 +67,9 @@ def grad_newton_sqrt(a):
     for _ in range(iters):
         x_add = x_add_tape.pop()
         x_div = x_div_tape.pop()
-        dx_new = dx
         x = x_tape.pop()
         # line 39: x = 0.5 * (x + a / x)
-        dx_add = unbroadcast(dx_new * 0.5, x_add)
+        dx_add = unbroadcast(dx * 0.5, x_add)
         dx = unbroadcast(dx_add, x)
         dx_div = unbroadcast(dx_add, x_div)
         da = da + unbroadcast(dx_div / x, a)

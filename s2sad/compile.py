@@ -15,6 +15,7 @@ from .activity import active_names
 from .emit import emit, emit_jvp
 from .forward import Forward, prune
 from .normalize import normalize
+from .optimize import optimize
 from .ops import classify
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
@@ -80,9 +81,23 @@ def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
     ]
     keep = set(tangents_in) | {o.id for o in outputs if isinstance(o, ast.Name)}
     body = prune(body, keep, set(fwd.tangent.values()))
+    primal_names = set(norm.params) | assigned(norm.stmts)
+    body = optimize(body, primal_names | keep)
     name = f"jvp_{parsed.name}"
     source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name)
     return _compile(parsed, resolver, norm, source, name, key)
+
+
+def _scalar_reads_need_no_snapshot(stmts, shapes) -> None:
+    """snapshot(x[i]) of a scalar element is x[i]: only a view can change after the read."""
+    for stmt in simple_statements(stmts):
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", "") == "snapshot"
+            and shapes.of(value.args[0]) == 0
+        ):
+            stmt.value = value.args[0]
 
 
 def _clone(stmts):
@@ -144,7 +159,17 @@ def transform(
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
-    primal, adjoint.stmts, tape_inits = record(norm.stmts, adjoint.stmts, taken)
+    _scalar_reads_need_no_snapshot(norm.stmts, shapes)
+    primal, adjoint.stmts, tape_inits = record(
+        norm.stmts, adjoint.stmts, taken, scalar=lambda name: shapes.get(name) == 0
+    )
+    protected = (
+        local_names
+        | set(adjoint.seeds)
+        | {t.targets[0].id for t in tape_inits}
+        | {n.id for g in adjoint.grads for n in ast.walk(g) if isinstance(n, ast.Name)}
+    )
+    adjoint.stmts = optimize(adjoint.stmts, protected)
     name = f"{mode}_{parsed.name}"
     rerun = mode == "vjp" and _changes_primal(adjoint.stmts, local_names)
     source = emit(

@@ -54,6 +54,7 @@ class Tape:
         self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
+        self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
         self.fresh = _fresh_arrays(primal)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
@@ -80,7 +81,7 @@ class Tape:
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
         if value is None:
             value = _name(name)
-            if self.mutates:  # a view of an array written later would change on the tape
+            if self.mutates and not self.scalar(name):  # a view would change on the tape
                 value = ast.Call(_name("snapshot"), [value], [])
         call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
         return ast.Expr(call)
@@ -252,10 +253,11 @@ def _markers(stmts):
             yield from _markers(stmt.orelse)
 
 
-def record(primal: list[ast.stmt], adjoint: list, taken: set[str]):
+def record(primal: list[ast.stmt], adjoint: list, taken: set[str], scalar=lambda name: False):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations."""
     tape = Tape(primal, adjoint, taken)
+    tape.scalar = scalar
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()
