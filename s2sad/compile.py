@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 import linecache
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import runtime
 from .activity import active_names
@@ -21,7 +21,7 @@ from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
 from .tape import record
-from .rules.registry import NAMESPACE
+from .rules.registry import NAMESPACE, VERSION
 
 
 @dataclass
@@ -31,6 +31,8 @@ class Compiled:
     name: str
     tuple_output: bool
     globals: dict  # the user's objects the source refers to, by the name it uses
+    inlined: list = field(default_factory=list)  # (function, its code) for each inlined call
+    rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
 
 
@@ -123,6 +125,25 @@ def _changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
     return False
 
 
+def _still_valid(compiled: Compiled, func) -> bool:
+    """A cached transform is reused only if nothing it read has changed since: no rule was
+    registered, every global name it resolved still names the same object, and every function it
+    inlined still has the same code."""
+    if compiled.rules_version != VERSION[0]:
+        return False
+    scopes = (func.__globals__,)
+    for name, value in compiled.globals.items():
+        if any(name in scope and scope[name] is not value for scope in scopes):
+            return False
+    for helper, code in compiled.inlined:
+        if (
+            helper.__code__ is not code
+            or helper.__globals__.get(helper.__name__, helper) is not helper
+        ):
+            return False
+    return True
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
     namespace = dict(_RUNTIME)
@@ -132,7 +153,15 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
     user_globals.update({k: v for k, v in NAMESPACE.items() if k in _used_names(source)})
-    compiled = Compiled(namespace[name], source, name, norm.tuple_output, globals=user_globals)
+    compiled = Compiled(
+        namespace[name],
+        source,
+        name,
+        norm.tuple_output,
+        globals=user_globals,
+        inlined=[(f, f.__code__) for f in resolver.inlined],
+        rules_version=VERSION[0],
+    )
     _CACHE[key] = compiled
     return compiled
 
@@ -143,7 +172,7 @@ def transform(
     """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
     key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks, jit)
     hit = _CACHE.get(key)
-    if hit is not None:
+    if hit is not None and _still_valid(hit, func):
         return hit
     parsed = parse_function(func)
     norm, resolver = normalize(parsed, list(wrt))

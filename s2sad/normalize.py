@@ -160,6 +160,7 @@ class Normalizer:
             self.names = NameAllocator(all_names | set(parsed.params) | RESERVED)
             self.varied = set(wrt)
             self.inlining: list[object] = []
+            self.inlined_functions: list[object] = []  # for cache validation
             self.loop_varied: set[str] = set()
         else:
             self.resolver = Resolver(parsed, self.locals, namespace=parent.resolver.namespace)
@@ -167,6 +168,7 @@ class Normalizer:
             self.names.taken |= {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
             self.varied = parent.varied
             self.inlining = parent.inlining
+            self.inlined_functions = parent.inlined_functions
             self.loop_varied = set()
         self.env = dict(env) if env is not None else {p: p for p in parsed.params}
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
@@ -977,6 +979,7 @@ class Normalizer:
         return out
 
     def inline_global(self, func, args, keywords, node) -> ast.expr:
+        self.inlined_functions.append(func)
         parsed = parse_function(func)
         sub = Normalizer(parsed, [], parent=self, env={})
         sub.src = self.src
@@ -1080,4 +1083,6 @@ class _Rename(ast.NodeTransformer):
 
 def normalize(parsed, wrt: list[str]) -> tuple[Normalized, Resolver]:
     norm = Normalizer(parsed, wrt)
-    return norm.run(), norm.resolver
+    result = norm.run()
+    norm.resolver.inlined = norm.inlined_functions  # functions whose code the result read
+    return result, norm.resolver

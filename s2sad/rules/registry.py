@@ -18,7 +18,8 @@ Template = Union[str, Callable[[dict], str]]
 
 VJP: dict[int, "Rule"] = {}  # id(function) -> rule
 NONDIFF: dict[int, object] = {}  # id(function) -> function, outputs carry no derivative
-NAMESPACE: dict[str, object] = {}  # user-registered rule functions, by the name code calls
+NAMESPACE: dict[str, object] = {}
+VERSION = [0]  # counts rule registrations  # user-registered rule functions, by the name code calls
 _KEEP_ALIVE: list[object] = []
 
 
@@ -138,6 +139,7 @@ def defvjp(
     if joint is not None:
         rule.joint = ast.parse(joint, mode="eval").body
     VJP[id(func)] = rule
+    VERSION[0] += 1  # transforms made before a rule changed are stale
     _KEEP_ALIVE.append(func)
 
 
