@@ -6,7 +6,20 @@ at transform time, not a silently zero gradient later.
 
 from __future__ import annotations
 
-from .errors import NoRuleError
+import ast
+
+from .errors import NoRuleError, UnsupportedSyntaxError
+
+
+def _mutating_call(stmt) -> bool:
+    """`obj.method(...)` on a local object, as in `h.append(x)`: a mutation s2sad cannot see."""
+    value = getattr(stmt, "value", None)
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and getattr(value.func, "s2sad_callee", None) is None
+        and isinstance(value.func.value, ast.Name)
+    )
 
 
 def _sources(op) -> set[str]:
@@ -37,6 +50,16 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 useful |= _sources(op)
                 changed = True
     for op in ops:
+        if op.kind == "effect" and op.reads & varied and _mutating_call(op.stmt):
+            where = getattr(op.stmt, "src_parsed", None) or parsed
+            raise where.error(
+                UnsupportedSyntaxError,
+                "s2sad cannot follow differentiated values through a mutable container "
+                f"(`{ast.unparse(op.stmt.value.func)}(...)`)",
+                op.stmt.src,
+                hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
+                "the values to np.stack/np.concatenate directly",
+            )
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
             where = getattr(op.stmt, "src_parsed", None) or parsed  # inlined code: its own file
             raise where.error(

@@ -50,38 +50,43 @@ class _Lines:
         return f"# line {line}: {text}"
 
     def block(self, stmts, indent: str, parent_src=None) -> list[str]:
+        """Lines of code for `stmts`; empty when they hold no code (comments alone are none)."""
         lines: list[str] = []
         previous = parent_src
         for stmt in stmts:
             src = getattr(stmt, "src", None)
+            code = self.statement(stmt, indent, src)
+            if not code:
+                continue
             if src is not None and src is not previous:
                 lines.append(indent + self.label(src, getattr(stmt, "src_parsed", None)))
                 previous = src
-            lines += self.statement(stmt, indent, src)
+            lines += code
         return lines
 
     def statement(self, stmt, indent: str, src) -> list[str]:
         inner = indent + "    "
         if isinstance(stmt, ast.If):
-            test, body, orelse = stmt.test, stmt.body, stmt.orelse
+            test = stmt.test
+            body = self.block(stmt.body, inner, src)
+            orelse = self.block(stmt.orelse, inner, src)
             if not body and not orelse:
                 return []
             if not body:
                 test, body, orelse = ast.UnaryOp(ast.Not(), test), orelse, []
-            out = [f"{indent}if {ast.unparse(test)}:"] + (
-                self.block(body, inner, src) or [inner + "pass"]
-            )
+            out = [f"{indent}if {ast.unparse(test)}:"] + body
             if orelse:
-                out += [f"{indent}else:"] + self.block(orelse, inner, src)
+                out += [f"{indent}else:"] + orelse
             return out
-        if isinstance(stmt, ast.For):
-            if not stmt.body:
-                return []
-            head = f"{indent}for {ast.unparse(stmt.target)} in {ast.unparse(stmt.iter)}:"
-            return [head] + self.block(stmt.body, inner, src)
-        if isinstance(stmt, ast.While):
-            head = f"{indent}while {ast.unparse(stmt.test)}:"
-            return [head] + (self.block(stmt.body, inner, src) or [inner + "pass"])
+        if isinstance(stmt, (ast.For, ast.While)):
+            body = self.block(stmt.body, inner, src)
+            if not body and getattr(stmt, "adjoint", False):
+                return []  # an adjoint loop with nothing to do
+            if isinstance(stmt, ast.For):
+                head = f"{indent}for {ast.unparse(stmt.target)} in {ast.unparse(stmt.iter)}:"
+            else:
+                head = f"{indent}while {ast.unparse(stmt.test)}:"
+            return [head] + (body or [inner + "pass"])
         return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
 
 
@@ -126,15 +131,31 @@ def emit(
         ]
     if mode == "vjp" and plain_primal is not None:
         # the adjoint consumes its tape and writes back overwritten values: each pullback call
-        # runs the recording forward sweep again, so it can be called any number of times
+        # runs the recording forward sweep again (in its own function, which owns the
+        # parameters), so the pullback can be called any number of times
+        seeds = ", ".join(adjoint.seeds)
+        names = [
+            a.arg
+            for a in parsed.tree.args.posonlyargs
+            + parsed.tree.args.args
+            + parsed.tree.args.kwonlyargs
+        ]
+        sweep = f"{name}_sweep"
         lines += text.block(plain_primal, "    ")
-        lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
-        lines += _tape_lines(tape_inits, "        ")
-        lines += text.block(primal, "        ")
-        lines.append("        # adjoint sweep: from the output back to the inputs")
-        lines += text.block(adjoint.stmts, "        ")
-        lines.append(f"        return {grads}")
+        lines.append(f"    def pullback({seeds}):")
+        lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
+        lines += [
+            "",
+            "",
+            f"def {sweep}({', '.join(names + adjoint.seeds)}):",
+            f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
+        ]
+        lines += _tape_lines(tape_inits, "    ")
+        lines += text.block(primal, "    ")
+        lines.append("    # adjoint sweep: from the output back to the inputs")
+        lines += text.block(adjoint.stmts, "    ")
+        lines.append(f"    return {grads}")
         return format_source("\n".join(lines) + "\n")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")

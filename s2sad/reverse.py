@@ -339,6 +339,7 @@ class Reverser:
         orelse = [Marker("block", id(stmt.orelse))] + orelse
         node = ast.If(copy.deepcopy(stmt.test), body, orelse)
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
+        node.adjoint = True
         return inits + [node]
 
     def branches(self, stmt: ast.If, ctx: _Ctx):
@@ -395,9 +396,13 @@ class Reverser:
         for primal in sorted(carried & self.active):
             d = self.dname(primal)
             if d in self.zero:
-                body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                if primal in inplace:  # updated in place next iteration: an owned array
+                    body.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                    self.owned.add(d)
+                else:
+                    body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                    self.owned.discard(d)
                 self.zero.discard(d)
-                self.owned.discard(d)
         for primal in touched | carried:
             d = self.adjoint.get(primal)
             if d is not None and primal in self.active:
@@ -416,6 +421,7 @@ class Reverser:
                     ast.Name(stmt.index, ast.Store()), _backward_range(span, stmt.trips), body, []
                 )
                 node.src, node.src_parsed = stmt.src, stmt.src_parsed
+                node.adjoint = True
                 return inits + [node]
             if stmt.trips is not None:
                 span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
@@ -428,6 +434,7 @@ class Reverser:
         else:
             node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body, [])
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
+        node.adjoint = True
         return inits + [node]
 
 

@@ -542,3 +542,32 @@ def row_writes(x, w):
 
 def test_second_write_to_a_row_keeps_its_cotangent():
     check_grad(row_writes, (A, np.array([0.7, -1.3])), wrt=(0, 1))
+
+
+def appends_to_a_list(x):
+    h = []
+    h.append(x[0])
+    h.append(x[1])
+    return np.sum(h[0] * h[1])
+
+
+def test_lists_of_differentiated_values_are_refused():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="mutable container") as info:
+        s2sad.grad(appends_to_a_list)(np.arange(1.0, 7.0).reshape(2, 3))
+    assert "h.append(x[0])" in str(info.value) and "np.stack" in str(info.value)
+
+
+def slices_a_row_in_a_loop(M, x):
+    total = 0.0
+    for i in range(M.shape[0]):
+        w = M[i]
+        total = total + np.sum(w[:2] * x)
+    return total
+
+
+def test_row_taken_into_a_local_in_a_loop():
+    check_grad(
+        slices_a_row_in_a_loop,
+        (np.arange(12.0).reshape(3, 4) / 7, np.array([1.0, 2.0])),
+        wrt=(0, 1),
+    )

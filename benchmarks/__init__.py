@@ -1,0 +1,1 @@
+"""Benchmarks of s2sad against JAX, PyTorch and autograd: `python benchmarks/run.py --help`."""

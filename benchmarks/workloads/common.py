@@ -1,0 +1,67 @@
+"""What a benchmark case is: one objective at one size, written once per framework.
+
+A workload module (gmm.py, lstm.py, ...) exposes `cases(mode)` with mode "smoke" (tiny sizes for
+tests/test_benchmarks_smoke.py), "quick" or "full", returning a list of `Case`. A case holds
+
+- `make_inputs(**size)`: the arguments of the objective as an ordered dict (the order of the
+  NumPy function's parameters), generated from a fixed seed;
+- `numpy_f`: the plain NumPy/Python objective. It is the primal whose time is reported and the
+  function s2sad differentiates;
+- `peers`: for "jax", "torch" and "autograd", a zero-argument factory that imports the framework
+  and returns the objective written for it (called with the same arguments, positionally), or a
+  string "n/a: why" where that peer is not run;
+- `reduced`: a smaller size for a peer whose Python-loop version would take too long at the
+  case's size. Its time is reported at that size and compared with s2sad at the same size;
+- `check_peers` and `check_make_inputs`: where the peers do not run this case (a loop version),
+  the factories and inputs of an equivalent case whose gradient s2sad's is checked against.
+
+Nothing here imports JAX, PyTorch or autograd: the factories do, when they are called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+PEERS = ("jax", "torch", "autograd")
+
+
+@dataclass
+class Case:
+    workload: str  # e.g. "gmm", "gmm-loops"; what --only matches
+    family: str  # the module it comes from
+    size: dict  # keyword arguments of make_inputs
+    make_inputs: Callable[..., dict]
+    numpy_f: Callable
+    wrt: tuple[str, ...]
+    peers: dict[str, Callable[[], Callable] | str]
+    reduced: dict[str, dict] = field(default_factory=dict)  # peer -> smaller size
+    notes: list[str] = field(default_factory=list)
+    check_peers: dict[str, Callable[[], Callable]] | None = None
+    check_make_inputs: Callable[..., dict] | None = None
+
+    @property
+    def size_label(self) -> str:
+        return size_label(self.size)
+
+    def inputs(self, size: dict | None = None) -> dict:
+        return self.make_inputs(**(self.size if size is None else size))
+
+
+def size_label(size: dict) -> str:
+    def fmt(v):
+        if isinstance(v, int) and v >= 10000 and v % 1000 == 0:
+            e = len(str(v)) - 1
+            m = v / 10**e
+            return f"{m:g}e{e}"
+        return str(v)
+
+    return " ".join(f"{k}={fmt(v)}" for k, v in size.items())
+
+
+def rng_for(name: str, size: dict) -> np.random.Generator:
+    """A generator seeded from the workload name and size, so every run sees the same inputs."""
+    text = name + repr(sorted(size.items()))
+    return np.random.default_rng(sum(ord(c) * (i + 1) for i, c in enumerate(text)) % 2**32)
