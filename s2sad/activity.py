@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from .errors import NoRuleError, UnsupportedSyntaxError
+from .errors import NoRuleError, S2SADError, UnsupportedSyntaxError
 
 
 def _mutating_call(stmt) -> bool:
@@ -59,6 +59,13 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 op.stmt.src,
                 hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
                 "the values to np.stack/np.concatenate directly",
+            )
+        if op.kind == "rule" and op.target in useful and op.nested & varied:
+            raise S2SADError(  # normalization should have split it: refuse, never guess
+                f"internal error: {op.what or 'an operation'} has a differentiated operand "
+                "nested in an expression; please report this with the function",
+                file=parsed.filename,
+                line=parsed.file_line(op.stmt.src),
             )
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
             where = getattr(op.stmt, "src_parsed", None) or parsed  # inlined code: its own file

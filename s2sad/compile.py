@@ -184,7 +184,9 @@ def transform(
         return _finish_jvp(parsed, norm, resolver, wrt, key)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
-    adjoint = reverse(norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes, jit)
+    adjoint = reverse(
+        norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes, jit, tuple(norm.params)
+    )
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes

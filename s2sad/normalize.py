@@ -529,14 +529,14 @@ class Normalizer:
         """Normalize a loop body; returns (statements, header map, live-out user names)."""
         before = dict(self.env)
         modified = [v for v in _assigned_in(body)]
-        self.mark_loop_varied(body)
         header = {v: before[v] for v in modified if v in before}
         self.headers.append(set(header))
         self.exit_copies.append(header)
         out: list[ast.stmt] = []
         saved, self.out = self.out, out
-        setup()
+        setup()  # the loop's items first: whether they vary decides what varies in the body
         self.out = saved
+        self.mark_loop_varied(body)
         self.block_into(out, body)
         self.sink(out, self.copies_back(header))
         self.headers.pop()
@@ -665,7 +665,7 @@ class Normalizer:
             and len(it.args) == 1
             and not it.keywords
         ):
-            seq = self.atom(it.args[0], "items")
+            seq = self.sequence_of(it.args[0], node.body)
             index = self.rebind(target.elts[0].id)
             item = target.elts[1]
             stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
@@ -673,7 +673,7 @@ class Normalizer:
                 index,
                 ast.Call(ast.Name("range", ast.Load()), [stop], []),
                 lambda: self.assign_target(
-                    item, ast.Subscript(seq, ast.Name(index, ast.Load()), ast.Load())
+                    item, ast.Subscript(seq, ast.Name(target.elts[0].id, ast.Load()), ast.Load())
                 ),
             )
         if (
@@ -682,7 +682,7 @@ class Normalizer:
             and not it.keywords
             and len(target.elts) == len(it.args)
         ):
-            seqs = [self.atom(a, "items") for a in it.args]
+            seqs = [self.sequence_of(a, node.body) for a in it.args]
             index = self.synthesize(f"{target.elts[0].id}_index")
             stop = (
                 ast.Call(
@@ -700,10 +700,7 @@ class Normalizer:
 
             return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
         if isinstance(target, ast.Name):
-            seq = self.atom(it, "items")
-            if isinstance(seq, ast.Name) and seq.id not in self.env:  # a temporary of ours
-                self.locals.add(seq.id)
-                self.env[seq.id] = seq.id
+            seq = self.sequence_of(it, node.body)
             index = self.synthesize(f"{target.id}_index")
             stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
             return (
@@ -716,6 +713,26 @@ class Normalizer:
         raise self.unsupported(
             node, "this kind of `for` loop (use range, enumerate, zip or " "an array)"
         )
+
+    def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
+        """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a
+        body that rebinds the name must not change the rows the loop reads."""
+        seq = self.atom(node, "items")
+        rebound = isinstance(node, ast.Name) and node.id in _assigned_in(body)
+        if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
+            name = (
+                self.names.fresh(f"{getattr(node, 'id', 'items')}_items")
+                if rebound
+                else (seq.id if isinstance(seq, ast.Name) else self.names.fresh("items"))
+            )
+            if rebound or not isinstance(seq, ast.Name):
+                self.append(name, seq, varied=self.atom_varied(seq))
+            self.locals.add(name)
+            self.env.setdefault(name, name)
+            return ast.Name(name, ast.Load())
+        self.locals.add(seq.id)  # already an SSA name: it reads as itself from here on
+        self.env.setdefault(seq.id, seq.id)
+        return seq
 
     def while_(self, node: ast.While) -> None:
         if node.orelse:

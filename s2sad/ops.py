@@ -67,6 +67,7 @@ class Op:
     func: object = None  # the function the statement applies (operators map to ufuncs)
     args: list = field(default_factory=list)  # its positional arguments (AST nodes of the call)
     keywords: dict = field(default_factory=dict)
+    nested: set[str] = field(default_factory=set)  # names read inside a non-atomic operand
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -180,4 +181,6 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
                     op.operands.append((param, i, elt.id))
         elif isinstance(arg, ast.Name) and arg.id in local_names:
             op.operands.append((param, None, arg.id))
+        elif _names(arg) & local_names:  # a nested expression: fine only if it is constant
+            op.nested |= _names(arg) & local_names
     return op

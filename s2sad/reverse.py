@@ -61,6 +61,26 @@ def assigned(stmts: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
+    """How many statements assign each name (loop targets included)."""
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            names = []
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    names += (
+                        [t.id]
+                        if isinstance(t, ast.Name)
+                        else [e.id for e in getattr(t, "elts", []) if isinstance(e, ast.Name)]
+                    )
+            elif isinstance(node, ast.For):
+                names.append(node.target.id)
+            for n in names:
+                counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
 def simple_statements(stmts: list[ast.stmt]):
     for stmt in stmts:
         if isinstance(stmt, (ast.If, ast.For, ast.While)):
@@ -308,7 +328,10 @@ class Reverser:
     # ------------------------------------------------------------------ control flow
     def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
         before = self.state()
-        local_b, local_e = assigned(stmt.body), assigned(stmt.orelse)
+        inside = _assign_counts(stmt.body + stmt.orelse)
+        only_here = {n for n, c in inside.items() if c == self.assign_counts.get(n, 0)}
+        local_b = (assigned(stmt.body) & only_here) - self.params
+        local_e = (assigned(stmt.orelse) & only_here) - self.params
         body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # adjoints first assigned in only one branch but read after the `if`: start them at zero
         need = {
@@ -466,9 +489,12 @@ def reverse(
     taken: set[str],
     ranks=None,
     jit: bool = False,
+    params: tuple = (),
 ) -> Adjoint:
     rev = Reverser(active, taken, ranks)
     rev.jit = jit
+    rev.assign_counts = _assign_counts(stmts)
+    rev.params = set(params) | set(wrt)
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
     adjoint_stmts = rev.block(stmts, _Ctx())
