@@ -41,7 +41,6 @@ def grad_euler(y0, k, n):
     """Gradient of euler (loops.py:26) with respect to y0, k."""
     # tapes: values the adjoint sweep reads back, in reverse order
     y_tape = []
-    y_neg_tape = []
     y_mul_tape = []
     y_add_tape = []
     y_mul2_tape = []
@@ -61,7 +60,6 @@ def grad_euler(y0, k, n):
         # line 30: for i in range(n):
         y_tape.append(y)
         y = y_new
-        y_neg_tape.append(y_neg)
         y_mul_tape.append(y_mul)
         y_add_tape.append(y_add)
         y_mul2_tape.append(y_mul2)
@@ -77,7 +75,6 @@ def grad_euler(y0, k, n):
         y_mul2 = y_mul2_tape.pop()
         y_add = y_add_tape.pop()
         y_mul = y_mul_tape.pop()
-        y_neg = y_neg_tape.pop()
         dy_new = dy
         y = y_tape.pop()
         # line 31: y = y + dt * (-k * y + math.sin(y))

@@ -91,7 +91,6 @@ def grad_smooth(x, a):
     # tapes: values the adjoint sweep reads back, in reverse order
     y_item2_tape = []
     y_mul_tape = []
-    y_sub_tape = []
     y_item3_tape = []
     y_mul2_tape = []
     y_add_tape = []
@@ -117,7 +116,6 @@ def grad_smooth(x, a):
             y[i] = y_add
             y_item2_tape.append(snapshot(y_item2))
             y_mul_tape.append(snapshot(y_mul))
-            y_sub_tape.append(snapshot(y_sub))
             y_item3_tape.append(snapshot(y_item3))
             y_mul2_tape.append(snapshot(y_mul2))
             y_add_tape.append(snapshot(y_add))
@@ -146,7 +144,6 @@ def grad_smooth(x, a):
             y_add = y_add_tape.pop()
             y_mul2 = y_mul2_tape.pop()
             y_item3 = y_item3_tape.pop()
-            y_sub = y_sub_tape.pop()
             y_mul = y_mul_tape.pop()
             y_item2 = y_item2_tape.pop()
             # line 20: y[i] = a * y[i - 1] + (1 - a) * x[i]

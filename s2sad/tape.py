@@ -90,18 +90,29 @@ class Tape:
         return ast.Call(ast.Attribute(_name(self.tape(name)), "pop", ast.Load()), [], [])
 
     # ------------------------------------------------------------------ primal side
-    def primal(self, block: list[ast.stmt], in_loop: bool, exits: list[list[str]]) -> list:
-        """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break."""
-        mine = [n for n in _owned(block) if n in self.reads] if in_loop else []
+    def primal(
+        self,
+        block: list[ast.stmt],
+        in_loop: bool,
+        exits: list[list[str]],
+        varying: frozenset = frozenset(),
+    ) -> list:
+        """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break;
+        `varying` holds what the innermost enclosing loop changes."""
+        mine = (
+            [n for n in _owned(block) if n in self.reads and not _invariant(block, n, varying)]
+            if in_loop
+            else []
+        )
         self.recorded[id(block)] = mine
         self._blocks.append(block)
         out: list[ast.stmt] = []
         for stmt in block:
             if isinstance(stmt, ast.If):
-                stmt.body = self.primal(stmt.body, in_loop, exits + [mine])
-                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine])
+                stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying)
+                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying)
             elif isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = self.primal(stmt.body, True, [])
+                stmt.body = self.primal(stmt.body, True, [], frozenset(_changed_by(stmt)))
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -183,6 +194,40 @@ class Tape:
             ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
             for t in self.tapes.values()
         ]
+
+
+def _changed_by(loop) -> set[str]:
+    """Names a loop assigns or writes into, its index included."""
+    names = set()
+    for node in ast.walk(loop):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+        ):
+            names.add(node.value.id)
+    return names
+
+
+def _invariant(block: list[ast.stmt], name: str, varying: frozenset) -> bool:
+    """Whether `name` gets the same value in every iteration (computed from names the loop
+    never changes): then its last value serves every reversed iteration, and no tape is needed."""
+    defs = [
+        s
+        for s in block
+        if isinstance(s, ast.Assign)
+        and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id == name
+    ]
+    if len(defs) != 1 or not varying:
+        return False
+    reads = {n.id for n in ast.walk(defs[0].value) if isinstance(n, ast.Name)}
+    return not reads & varying and not any(
+        isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
+        for n in ast.walk(defs[0].value)
+    )
 
 
 _FRESH = {
