@@ -141,9 +141,10 @@ def emit(
             + parsed.tree.args.kwonlyargs
         ]
         sweep = f"{name}_sweep"
-        lines += text.block(plain_primal, "    ")
-        lines.append(f"    def pullback({seeds}):")
+        # defined first, its defaults keep the arguments as given (the sweep may rebind them)
+        lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
         lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+        lines += text.block(plain_primal, "    ")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
         lines += [
             "",

@@ -194,6 +194,7 @@ class Normalizer:
         result = self.names.fresh(self.parsed.name)
         body, arity = self.lift(body, result)
         self.locals |= {result} | {f"{result}{i}" for i in range(arity)}
+        self.mark_loop_varied(body)  # a name that varies anywhere is split from the start
         self.out = []
         self.block_into(self.out, body)
         if arity:
@@ -963,6 +964,7 @@ class Normalizer:
     def _bind_params(
         self, sub: Normalizer, signature: inspect.Signature, args, keywords, node, defaults_spelled
     ) -> None:
+        rebound = _assigned_names(sub.parsed.tree)
         try:
             bound = signature.bind(*args, **keywords)
         except TypeError as exc:
@@ -974,7 +976,11 @@ class Normalizer:
                 value = bound.arguments[name]
             else:
                 value = defaults_spelled(name, param.default)
-            if isinstance(value, ast.Name) and value.id not in self.resolver.namespace:
+            if (
+                isinstance(value, ast.Name)
+                and value.id not in self.resolver.namespace
+                and name not in rebound
+            ):  # a parameter the callee rebinds gets its own copy
                 sub.env[name] = value.id
             else:
                 local = self.names.fresh(name)
