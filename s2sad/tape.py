@@ -112,7 +112,8 @@ class Tape:
                 stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying)
                 stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying)
             elif isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = self.primal(stmt.body, True, [], frozenset(_changed_by(stmt)))
+                # invariant means invariant in every enclosing loop, not just this one
+                stmt.body = self.primal(stmt.body, True, [], varying | _changed_by(stmt))
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]

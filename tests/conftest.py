@@ -235,3 +235,24 @@ def rng():
 
 # Make the helpers importable as `from conftest import ...` from any test module.
 __all__ = ["check_grad", "check_vjp", "assert_like_input", "random_seed_like", "rand"]
+
+
+# ----------------------------------------------------------------------------- fuzzer options
+
+
+def pytest_addoption(parser):
+    """Options of tests/test_fuzz.py: the CI run checks a fixed set of seeds; `--fuzz-long` checks
+    thousands of others (`--fuzz-count`, `--fuzz-start` pick them)."""
+    group = parser.getgroup("s2sad fuzzer")
+    group.addoption(
+        "--fuzz-long",
+        action="store_true",
+        default=False,
+        help="tests/test_fuzz.py: check 3000 programs (seeds from 100000) instead of the CI set",
+    )
+    group.addoption(
+        "--fuzz-count", type=int, default=None, help="tests/test_fuzz.py: how many programs"
+    )
+    group.addoption(
+        "--fuzz-start", type=int, default=None, help="tests/test_fuzz.py: the first seed"
+    )

@@ -1,0 +1,170 @@
+"""Long fuzzing run of s2sad: thousands of random programs, with a summary.
+
+    python scripts/fuzz_long.py --count 3000                 # seeds 100000..102999, all cores
+    python scripts/fuzz_long.py --count 500 --start 0 --jobs 1
+    python scripts/fuzz_long.py --count 3000 --save fuzz-failures   # one report file per failure
+    python scripts/fuzz_long.py --seed 4711                  # one program: source and outcome
+
+Each program is generated from its seed by tests/fuzzgen.py and checked as in tests/test_fuzz.py
+(`grad` for scalar outputs, `vjp` with a random seed, both against central finite differences).
+The summary counts correct programs, clean S2SADError refusals by class, failures grouped by
+signature (with example seeds to rerun with --seed), and test points rejected near kinks.
+Exit status 1 when any program failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import multiprocessing as mp
+import os
+import re
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import fuzzgen  # noqa: E402
+
+
+def _signature(mode: str, msg: str) -> str:
+    """A short key grouping failures that are probably the same bug."""
+    lines = [line for line in msg.splitlines() if line.strip()]
+    if msg.startswith("exception"):
+        key = lines[-1]
+    else:
+        key = lines[0]
+    key = re.sub(r"/\S+:\d+: ", "", key)
+    key = re.sub(r"'[A-Za-z_][A-Za-z_0-9]*'", "'NAME'", key)
+    key = re.sub(r"\(\d[\d, ]*\)", "(SHAPE)", key)
+    return f"{mode}: {key[:110]}"
+
+
+_WORKDIR = None
+
+
+def _init():
+    global _WORKDIR
+    _WORKDIR = tempfile.mkdtemp(prefix="s2sad-fuzz-")
+
+
+def _one(seed: int):
+    t0 = time.perf_counter()
+    try:
+        out = fuzzgen.check_program(seed, _WORKDIR)
+    except AssertionError as exc:  # the generator wrote an invalid program
+        return dict(seed=seed, status="generator-error", report=str(exc), time=0.0)
+    except Exception:  # the harness itself broke
+        return dict(seed=seed, status="harness-error", report=traceback.format_exc(), time=0.0)
+    return dict(
+        seed=seed,
+        status=out.status,
+        refusals=out.refusals,
+        failures=[(m, _signature(m, msg)) for m, msg in out.failures],
+        detail=out.detail,
+        report=out.report() if out.status == "fail" else "",
+        features=sorted(out.program.features),
+        out_kind=out.program.out_kind,
+        time=time.perf_counter() - t0,
+    )
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--count", type=int, default=3000, help="number of programs (default 3000)")
+    ap.add_argument("--start", type=int, default=100_000, help="first seed (default 100000)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes")
+    ap.add_argument("--save", metavar="DIR", help="write one report per failing program here")
+    ap.add_argument("--seed", type=int, help="check one seed and print its program and outcome")
+    ap.add_argument("--quiet", action="store_true", help="no progress line")
+    args = ap.parse_args(argv)
+
+    if args.seed is not None:
+        _init()
+        out = fuzzgen.check_program(args.seed, _WORKDIR)
+        print(out.report())
+        for mode, (cls, msg) in out.refusals.items():
+            print(f"{mode}: refused with {cls}: {msg}")
+        return 1 if out.status == "fail" else 0
+
+    seeds = range(args.start, args.start + args.count)
+    t0 = time.time()
+    results = []
+    if args.jobs > 1:
+        with mp.get_context("fork").Pool(args.jobs, initializer=_init, maxtasksperchild=200) as pool:
+            for i, r in enumerate(pool.imap_unordered(_one, seeds, chunksize=4)):
+                results.append(r)
+                if not args.quiet and (i + 1) % 100 == 0:
+                    print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+    else:
+        _init()
+        for i, seed in enumerate(seeds):
+            results.append(_one(seed))
+            if not args.quiet and (i + 1) % 100 == 0:
+                print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+    elapsed = time.time() - t0
+    results.sort(key=lambda r: r["seed"])
+
+    status = collections.Counter(r["status"] for r in results)
+    refusals = collections.Counter()
+    refusal_msgs = collections.Counter()
+    failures = collections.defaultdict(list)
+    rejects = collections.Counter()
+    features = collections.Counter()
+    for r in results:
+        for mode, (cls, msg) in r.get("refusals", {}).items():
+            refusals[cls] += 1
+            refusal_msgs[(cls, re.sub(r"/\S+:\d+: ", "", msg)[:100])] += 1
+        for mode, sig in r.get("failures", []):
+            failures[sig].append(r["seed"])
+        if r["status"] == "rejected":
+            rejects[re.sub(r"[\d.e+-]+$", "", r["detail"])] += 1
+        features.update(r.get("features", []))
+
+    print(f"s2sad fuzz: {len(results)} programs, seeds {args.start}..{args.start + args.count - 1}")
+    print(f"time: {elapsed:.0f}s with {args.jobs} job(s)")
+    print(
+        "outcome: "
+        + ", ".join(
+            f"{k} {status.get(k, 0)}"
+            for k in ("ok", "refused", "fail", "rejected", "generator-error", "harness-error")
+        )
+    )
+    print("  ok: every derivative matched finite differences")
+    print("  refused: a clean S2SADError in grad or vjp (counts by mode below)")
+    if refusals:
+        print("refusals by class (grad and vjp counted separately):")
+        for cls, n in refusals.most_common():
+            print(f"  {n:5d} {cls}")
+        print("most common refusal messages:")
+        for (cls, msg), n in refusal_msgs.most_common(15):
+            print(f"  {n:5d} {cls}: {msg}")
+    if failures:
+        print("failures by signature (program count, example seeds):")
+        for sig, seeds_ in sorted(failures.items(), key=lambda kv: -len(kv[1])):
+            print(f"  {len(seeds_):5d} {sig}")
+            print(f"        seeds {', '.join(map(str, seeds_[:8]))}")
+    if rejects:
+        print("test points rejected (no point away from kinks/overflow found):")
+        for why, n in rejects.most_common():
+            print(f"  {n:5d} {why}")
+    for r in results:
+        if r["status"] in ("generator-error", "harness-error"):
+            print(f"{r['status']} at seed {r['seed']}:\n{r['report'][:3000]}")
+    if args.save:
+        out_dir = Path(args.save)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for r in results:
+            if r["status"] == "fail":
+                (out_dir / f"seed{r['seed']}.txt").write_text(r["report"])
+        print(f"failure reports written to {out_dir}/")
+    return 1 if status.get("fail") or status.get("harness-error") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Random-program fuzzing of s2sad (the generator and checker live in tests/fuzzgen.py).
+
+Each test generates one random NumPy program from a seed, differentiates it with `s2sad.grad`
+(scalar outputs) and `s2sad.vjp` (a random seed), and compares with central finite differences at
+a test point away from every kink. A program must end in a correct derivative or a deliberate
+`S2SADError` refusal; any other exception, a wrong value/type/shape, a mutated argument, or a
+`NameResolutionError` (every generated program defines its names) fails, and the message holds
+the program, its arguments and what went wrong.
+
+    python -m pytest -q tests/test_fuzz.py                     # CI: seeds 0..299
+    python -m pytest -q tests/test_fuzz.py --fuzz-long         # 3000 programs, seeds 100000..
+    python -m pytest -q tests/test_fuzz.py --fuzz-count 500 --fuzz-start 7000
+    python scripts/fuzz_long.py --count 3000 --jobs 2          # the same, with a summary
+
+Minimized reproducers of the bugs the fuzzer found are in tests/test_fuzz_regressions.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import fuzzgen
+import s2sad
+
+CI_COUNT = 300
+LONG_COUNT = 3000
+LONG_START = 100_000
+
+
+def pytest_generate_tests(metafunc):
+    if "fuzz_seed" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    long = config.getoption("--fuzz-long", default=False)
+    count = config.getoption("--fuzz-count", default=None)
+    start = config.getoption("--fuzz-start", default=None)
+    if count is None:
+        count = LONG_COUNT if long else CI_COUNT
+    if start is None:
+        start = LONG_START if long else 0
+    metafunc.parametrize("fuzz_seed", range(start, start + count))
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("fuzz"))
+
+
+# seeds whose program s2sad still gets wrong; each is a strict xfail, so a fix flips it to a failure
+KNOWN = {
+    152: "vjp: tape imbalance (pop from empty list) for a `break` loop over an array inside a "
+    "helper inlined within a `while` loop; not yet minimized",
+}
+
+
+def test_program(fuzz_seed, workdir, request):
+    if fuzz_seed in KNOWN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[fuzz_seed]))
+    out = fuzzgen.check_program(fuzz_seed, workdir)
+    assert out.status in ("ok", "refused", "rejected"), out.report()
+
+
+# ----------------------------------------------------------------------------- the harness itself
+
+
+def test_generation_is_deterministic():
+    for seed in (0, 1, 17, 123):
+        a, b = fuzzgen.generate(seed), fuzzgen.generate(seed)
+        assert a.source == b.source and a.probe_source == b.probe_source and a.wrt == b.wrt
+        # the probe version is the same program with kinks routed through the recorder
+        assert a.probe_source.count("\n") == a.source.count("\n")
+    assert fuzzgen.generate(1).source != fuzzgen.generate(2).source
+
+
+def test_ci_seeds_cover_the_constructs():
+    features = set()
+    kinds = set()
+    for seed in range(CI_COUNT):
+        p = fuzzgen.generate(seed)
+        features |= p.features
+        kinds.add(p.out_kind)
+    required = {
+        "broadcast",
+        "exp",
+        "log",
+        "sqrt",
+        "div",
+        "abs",
+        "maximum",
+        "minimum",
+        "where",
+        "clip",
+        "reduce-sum",
+        "reduce-mean",
+        "reduce-max",
+        "reduce-min",
+        "reduce-prod",
+        "reduce-var",
+        "reduce-std",
+        "keepdims",
+        "matmul",
+        "dot",
+        "einsum",
+        "batched-matmul",
+        "reshape",
+        "transpose",
+        "concatenate",
+        "stack",
+        "index",
+        "slice",
+        "intarray-index",
+        "intarray-repeats",
+        "boolmask-const",
+        "bool-mask-data",
+        "if",
+        "elif",
+        "for",
+        "while",
+        "break",
+        "continue",
+        "if-in-loop",
+        "for-rows",
+        "for-enum",
+        "for-zip",
+        "helper",
+        "helper-early-return",
+        "early-return",
+        "math",
+        "augassign",
+        "tuple-assign",
+        "write-int",
+        "write-slice",
+        "write-fancy",
+        "write-mask",
+        "write-loop-recurrence",
+        "write-in-branch-in-loop",
+        "write-overlap-self",
+        "read-between-writes",
+        "rebind",
+        "local-lambda",
+        "local-def",
+        "pow-var-exponent",
+        "adversarial-name",
+    }
+    assert required <= features, sorted(required - features)
+    assert kinds == {"scalar", "array", "tuple"}
+
+
+def _sample_seed(tmp_path):
+    """A seed whose small scalar program s2sad differentiates correctly today, with a gradient
+    that is not zero (for the harness tests)."""
+    for seed in range(200):
+        p = fuzzgen.generate(seed)
+        if p.out_kind != "scalar" or len(p.source) > 800:
+            continue
+        out = fuzzgen.check_program(seed, str(tmp_path))
+        if out.status != "ok":
+            continue
+        g = s2sad.grad(getattr(sys.modules[f"_s2sad_fuzz_{seed}"], p.fname), wrt=p.wrt)(*out.args)
+        g = g if isinstance(g, tuple) else (g,)
+        if max(float(np.max(np.abs(x))) for x in g) > 1e-2:
+            return seed
+    pytest.skip("no sample program that s2sad differentiates correctly today")
+
+
+def test_a_wrong_gradient_is_caught(monkeypatch, tmp_path):
+    """The comparison is sharp: a gradient off by 0.1% fails."""
+    seed = _sample_seed(tmp_path)
+    real_grad = s2sad.grad
+
+    def off_grad(f, wrt=0):
+        g = real_grad(f, wrt=wrt)
+
+        def wrapped(*args):
+            r = g(*args)
+            return tuple(x * 1.001 for x in r) if isinstance(r, tuple) else r * 1.001
+
+        return wrapped
+
+    monkeypatch.setattr(s2sad, "grad", off_grad)
+    out = fuzzgen.check_program(seed, str(tmp_path), modes=("grad",))
+    assert out.status == "fail" and "wrong derivative" in out.report(), out.report()
+
+
+def test_a_refusal_is_not_a_failure(monkeypatch, tmp_path):
+    seed = next(s for s in range(100) if fuzzgen.generate(s).out_kind == "scalar")
+
+    def refuse(f, wrt=0):
+        raise s2sad.NoRuleError("no rule for this")
+
+    monkeypatch.setattr(s2sad, "grad", refuse)
+    monkeypatch.setattr(s2sad, "vjp", refuse)
+    out = fuzzgen.check_program(seed, str(tmp_path))
+    assert out.status == "refused" and set(out.refusals) == {"grad", "vjp"}
+    assert out.refusals["grad"][0] == "NoRuleError"
+
+
+def test_other_exceptions_are_failures(monkeypatch, tmp_path):
+    seed = 0
+
+    def crash(f, wrt=0):
+        raise IndexError("boom")
+
+    monkeypatch.setattr(s2sad, "vjp", crash)
+    out = fuzzgen.check_program(seed, str(tmp_path), modes=("vjp",))
+    assert out.status == "fail" and "IndexError: boom" in out.report()
+
+
+def test_kinks_are_avoided():
+    """The probe measures the distance to kinks; a tie between identical values is no kink."""
+    probe = fuzzgen.Probe()
+    probe.abs(np.array([0.5, -1e-4]))
+    probe.maximum(np.array([1.0, 2.0]), 1.5)
+    probe.max(np.array([[1.0, 3.0], [2.0, 2.0005]]), axis=1)
+    assert [w for w, m in probe.sites if m < fuzzgen.KINK_MARGIN] == [
+        "abs",
+        "max-reduction tie",
+    ]
+    base = [("maximum", 0.0), ("abs", 0.5)]
+    assert fuzzgen._near_kinks(base, [("maximum", 0.0), ("abs", 0.5)]) == []
+    assert fuzzgen._near_kinks(base, [("maximum", 1e-6), ("abs", 0.5)]) == [(0, "maximum", 0.0)]

@@ -1,0 +1,459 @@
+"""Minimized reproducers of the s2sad bugs found by the program fuzzer (tests/test_fuzz.py).
+
+Each function below is the smallest program (minimized by hand from a failing fuzz seed) that
+still goes wrong, checked against finite differences with conftest's check_grad/check_vjp. The
+comment above each group says what s2sad does today and what it should do. These tests are
+meant to fail until s2sad is fixed; they are not skipped or xfailed on purpose.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad, check_vjp
+
+V3 = np.array([0.2, -0.3, 0.4])
+M22 = np.array([[0.2, -0.3], [0.5, 0.1]])
+
+
+# ----------------------------------------------------------------------------- bug 1
+# vjp of a function that rebinds a name inside a loop. At commit 3fdbb0a the pullback is a
+# nested function whose loop adjoint restores `x = x_tape.pop()`, which makes `x` local to it,
+# so an earlier read raises UnboundLocalError: cannot access local variable 'x' (fuzz seeds 4,
+# 17, 33, ...: 96 of 1000 programs). In the working tree that followed, the pullback reruns the
+# recording sweep as `vjp_f_sweep(x, seed)` with the *rebound* `x` (the loop's final value)
+# instead of the argument, so the cotangent is silently wrong: for
+# rebound_param_sin([0.3, -0.5, 0.2]) and seed ones it gives [0.9187, 0.8082, 0.9618] instead
+# of cos(sin(x)) cos(x) = [0.9139, 0.7786, 0.9608] (fuzz seeds 76, 109, 121, 136, 160, ...).
+# s2sad.grad of the same functions is right.
+
+
+def rebound_param_sin(x):
+    for i in range(2):
+        x = np.sin(x)
+    return x
+
+
+def used_then_rebound(a):
+    v = a**2
+    for i in range(2):
+        a = a * 0.5
+    return v
+
+
+def vjp_rebound_param_in_loop(x):
+    for i in range(2):
+        x = x * 2.0
+    return np.sum(x)
+
+
+def vjp_for_carry_read_after(x):
+    s = 0.0
+    for i in range(2):
+        s = s * 0.5 + np.sum(x)
+    return s * x
+
+
+def vjp_while_carry_read_after(x):
+    t = 0.0
+    while t < 1.0:
+        t = t + np.sum(x**2) + 0.3
+    return t * x
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        rebound_param_sin,
+        used_then_rebound,
+        vjp_rebound_param_in_loop,
+        vjp_for_carry_read_after,
+        vjp_while_carry_read_after,
+    ],
+)
+def test_vjp_with_names_rebound_in_loops(f):
+    check_vjp(f, (V3,))
+
+
+def test_vjp_rebound_param_exact():
+    _, pullback = s2sad.vjp(rebound_param_sin)(V3)
+    np.testing.assert_allclose(pullback(np.ones(3)), np.cos(np.sin(V3)) * np.cos(V3))
+
+
+# ----------------------------------------------------------------------------- bug 2
+# An `if` (or the `else: if` an `elif` becomes) whose branches have no adjoint statements is
+# emitted as `if not cond:` followed only by a comment, which is not Python: black raises
+# InvalidInput ("cannot parse ... return dx") instead of s2sad giving a gradient. Happens for
+# elif chains assigning constants and for inactive loops inside a branch. Fuzz seeds 0, 30, 38, ...
+
+
+def elif_constants(x):
+    if x > 0.0:
+        y = 1.0
+    elif x > -1.0:
+        y = 2.0
+    else:
+        y = 3.0
+    return y * x
+
+
+def inactive_loop_in_branch(w, a):
+    t = a
+    if a > 0.0:
+        for i in range(2):
+            t = t + 1.5
+    return t
+
+
+@pytest.mark.parametrize("x", [0.5, -0.5, -2.0])
+def test_elif_with_constant_branches(x):
+    assert check_grad(elif_constants, (x,)) == pytest.approx(
+        1.0 if x > 0 else 2.0 if x > -1 else 3.0
+    )
+    check_vjp(elif_constants, (x,))
+
+
+def test_inactive_loop_inside_branch():
+    assert check_grad(inactive_loop_in_branch, (0.7, 0.5), wrt=0) == 0.0
+    check_vjp(inactive_loop_in_branch, (0.7, 0.5), wrt=0)
+
+
+# ----------------------------------------------------------------------------- bug 3
+# `for i, row in enumerate(v)` / `for a, b in zip(p, q)` where `v` is a name s2sad renames (a
+# parameter rebound earlier, `x` -> `x_1`, or an inlined helper's parameter, replaced by the
+# caller's argument) is refused with NameResolutionError "name 'x_1' is not defined" (or the
+# caller's name, or a temporary like 'n5_mul'), although the program is valid. Plain
+# `for row in v` and enumerate over an un-renamed name work. Fuzz seeds 16, 20, 39, 70, 106, ...
+
+
+def enumerate_rebound(x):
+    x = x * 2.0
+    s = 0.0
+    for i, row in enumerate(x):
+        s = s + np.sum(row) * (i + 1)
+    return s
+
+
+def _enumerate_helper(p):
+    s = 0.0
+    for i, row in enumerate(p):
+        s = s + np.sum(row) * (i + 1)
+    return s
+
+
+def enumerate_in_helper(x):
+    return _enumerate_helper(x)
+
+
+def _zip_helper(p, q):
+    s = 0.0
+    for a, b in zip(p, q):
+        s = s + np.sum(a * b)
+    return s
+
+
+def zip_in_helper(x):
+    return _zip_helper(x, x * 2.0)
+
+
+@pytest.mark.parametrize("f", [enumerate_rebound, enumerate_in_helper, zip_in_helper])
+def test_enumerate_zip_over_renamed_names(f):
+    check_grad(f, (M22,))
+
+
+# ----------------------------------------------------------------------------- bug 4
+# `for row in x:` when the loop body rebinds `x`: Python iterates over the array `x` held when
+# the loop started, but s2sad's loop reads `row = x[row_index]` from the *current* `x`, so even
+# the primal value is wrong: iterate_rebound(M22) is 1.5 in Python and 1.3 through s2sad.vjp,
+# and the gradient is [[5, 5], [3, 3]] instead of [[3, 3], [3, 3]]. Fuzz seed 80.
+
+
+def iterate_rebound(x):
+    for row in x:
+        x = x + row
+    return np.sum(x)
+
+
+def test_for_over_array_rebound_in_body():
+    g = check_grad(iterate_rebound, (M22,))
+    np.testing.assert_allclose(g, np.full((2, 2), 3.0))
+    check_vjp(iterate_rebound, (M22,))
+
+
+# ----------------------------------------------------------------------------- bug 5
+# A loop-carried array that is read before the loop but whose value after the loop is unused:
+# the adjoint of the loop still runs with the carry's cotangent initialised as the scalar 0.0
+# and fails inside unbroadcast with "ValueError: cannot reshape array of size 1 into shape
+# (3,)". Fuzz seeds 33, 69, 115, 290, 319.
+
+
+def dead_carry(x):
+    v = np.sin(x)
+    s = np.sum(v**2)
+    for i in range(2):
+        v = 0.5 * v
+    return s
+
+
+def test_dead_loop_carry():
+    check_grad(dead_carry, (V3,))
+    check_vjp(dead_carry, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 6
+# WRONG GRADIENT, silently. In `for row in x:` (or enumerate) a carry updated as
+# `s = s * 0.5 + row` loses its own cotangent: the adjoint loop ends with `ds = 0.0` instead of
+# `ds = ds * 0.5`, so only the last row gets a gradient: [0, 0, 1] instead of [0.25, 0.5, 1].
+# `s = s + row` and `s = s * row` are right, and so is the same update in a `range` loop. The
+# primal statement is not split (`s_new = s * 0.5 + row`): s2sad does not see that `s` varies
+# (it is the constant 1.0 on entry and becomes active through `row`). Fuzz seeds 247 and others.
+
+
+def rows_decay(x):
+    s = 1.0
+    for row in x:
+        s = s * 0.5 + row
+    return s
+
+
+def rows_tanh_decay(x):
+    s = 1.0
+    for row in x:
+        s = np.tanh(row) + 0.5 * s
+    return s * 2.0
+
+
+def enumerate_decay(x):
+    s = 1.0
+    for i, row in enumerate(x):
+        s = s * 0.5 + row
+    return s
+
+
+@pytest.mark.parametrize("f", [rows_decay, rows_tanh_decay, enumerate_decay])
+def test_carry_through_constant_multiple_in_array_loop(f):
+    check_grad(f, (V3,))
+    check_vjp(f, (V3,))
+
+
+def test_rows_decay_exact():
+    np.testing.assert_allclose(s2sad.grad(rows_decay)(V3), [0.25, 0.5, 1.0])
+
+
+# ----------------------------------------------------------------------------- bug 7
+# A differentiated parameter rebound in a loop inside the branch that is not taken: the adjoint
+# initialises `dw` only inside that branch, so `return dx, dw` raises UnboundLocalError: cannot
+# access local variable 'dw'. Without the loop (a plain `w = w * 2.0`) it is fine. Fuzz seed 324.
+
+
+def param_loop_in_untaken_branch(x, w):
+    if x > 0.0:
+        v = x
+    else:
+        for i in range(2):
+            w = w * 2.0
+        v = w
+    return v
+
+
+@pytest.mark.parametrize("x", [0.5, -0.5])
+def test_param_rebound_in_loop_in_untaken_branch(x):
+    check_grad(param_loop_in_untaken_branch, (x, 0.7), wrt=(0, 1))
+    check_vjp(param_loop_in_untaken_branch, (x, 0.7), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 8
+# WRONG VALUES, silently. An inlined helper called with the same array for two parameters, one
+# of which the helper rebinds in a loop: s2sad substitutes both parameters by the caller's `x`,
+# so rebinding `p1` rebinds `x`, and `p0` (returned) sees the loop's result. Even the primal is
+# wrong: same_array_twice([0.3, -0.5]) is -0.2 in Python and 0.0706 through s2sad.vjp; the
+# gradient is [0.108, -0.5] instead of [1, 1]. Fuzz seeds 76, 303.
+
+
+def _rebinds_second(p0, p1):
+    for i in range(2):
+        p1 = p1**2
+    return p0
+
+
+def same_array_twice(x):
+    return np.sum(_rebinds_second(x, x))
+
+
+def test_helper_called_with_one_array_twice():
+    g = check_grad(same_array_twice, (np.array([0.3, -0.5]),))
+    np.testing.assert_allclose(g, [1.0, 1.0])
+    check_vjp(same_array_twice, (np.array([0.3, -0.5]),))
+
+
+# ----------------------------------------------------------------------------- bug 9
+# A constant array (np.ones) that receives a differentiated value through an augmented
+# subscript write, then is used nonlinearly, is refused with
+# S2SADError "internal error: the operator Add has a differentiated operand nested in an
+# expression; please report this" (or Sub, or np.sum when the array was read before the
+# write). A plain `y[1] = np.sin(x[0])` works. Fuzz seeds 7, 12, 54, 59, 109, 113, ... (~4%).
+
+
+def aug_write_into_ones(x):
+    y = np.ones(3)
+    y[1] += np.sin(x[0])
+    return np.sum(y**2)
+
+
+def sub_write_into_ones(x):
+    y = np.ones(3)
+    y[1] -= x[0] * 2.0
+    return np.sum(y**2)
+
+
+def read_then_write_ones(x):
+    y = np.ones(3)
+    t = np.sum(y**2)
+    y[1] = x[0] * 2.0
+    return t + np.sum(y)
+
+
+@pytest.mark.parametrize("f", [aug_write_into_ones, sub_write_into_ones, read_then_write_ones])
+def test_differentiated_write_into_constant_array(f):
+    check_grad(f, (V3,))
+    check_vjp(f, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 10
+# A loop whose body never contributes to an array input's gradient (zero trips, or every trip
+# skipped by `continue`, or a loop in the taken branch that only computes dead values) leaves
+# the gradient as the scalar 0.0 the adjoint loop starts from: s2sad raises
+# S2SADError "internal error: a gradient of shape () for an input of shape (3,)" instead of
+# returning zeros(3). Fuzz seeds 188, 271.
+
+
+def zero_trip_loop(x, n):
+    s = 0.0
+    for i in range(n):
+        s = s + np.sum(x**2)
+    return s
+
+
+def always_continue(x):
+    d = 0.0
+    for i in range(2):
+        if x[0] > -10.0:
+            continue
+        d = d - x
+    return np.sum(d)
+
+
+def dead_loop_in_taken_branch(w, x):
+    if x[0] > 10.0:
+        v = np.sum(w)
+    else:
+        for row in x:
+            t = np.mean(w)
+        v = 3.0
+    return v
+
+
+def test_zero_trip_loop():
+    assert_zero = check_grad(zero_trip_loop, (V3, 0))
+    np.testing.assert_array_equal(assert_zero, np.zeros(3))
+    check_vjp(zero_trip_loop, (V3, 0))
+    check_grad(zero_trip_loop, (V3, 2))
+
+
+def test_loop_without_contributions():
+    check_grad(always_continue, (V3,))
+    check_vjp(always_continue, (V3,))
+    check_grad(dead_loop_in_taken_branch, (V3, V3))
+    check_vjp(dead_loop_in_taken_branch, (V3, V3))
+
+
+def _rebinds_own_param(p):
+    for i in range(2):
+        p = np.sin(p)
+    return 1.0
+
+
+def helper_rebinds_callers_argument(x):
+    t = _rebinds_own_param(x)
+    return np.sum(x) + t
+
+
+def test_helper_rebinding_its_parameter_leaves_the_callers_variable_alone():
+    # the same bug as above with one argument: at 5ce8cbf the helper's loop rebinds the caller's
+    # `x`, so np.sum(x) reads sin(sin(x)) (primal and gradient wrong). Fuzz seeds 1061, 2186.
+    g = check_grad(helper_rebinds_callers_argument, (V3,))
+    np.testing.assert_allclose(g, np.ones(3))
+    check_vjp(helper_rebinds_callers_argument, (V3,))
+
+
+def zeros_self_add(x):
+    y = np.zeros(4)
+    y[0] = y[0] + np.mean(x)
+    return np.mean(y)
+
+
+def test_zeros_element_updated_from_itself():
+    # bug 9 spelled without `+=`: at 5ce8cbf, internal error "the operator Add has a
+    # differentiated operand nested in an expression". Fuzz seed 1001.
+    check_grad(zeros_self_add, (V3,))
+    check_vjp(zeros_self_add, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 11
+# A branch inside an inner loop whose condition reads a value carried by the outer loop (so it
+# is constant within one inner loop but changes between outer iterations): the adjoint tests
+# the condition's *last* value in every iteration instead of taping it, so it pops the wrong
+# tape. When the branch is taken late, the adjoint pops an empty tape: IndexError: pop from
+# empty list (nested_condition_flips_on). When it is taken early, the gradient is silently
+# wrong: nested_condition_flips_off([0.3, -0.5, 0.2]) gives [0.6, -1.0, 0.4] (the derivative
+# of the untaken path) instead of [0.1216, -0.2027, 0.0811]. At 5ce8cbf. Fuzz seeds 1190, 1829;
+# the fuzzer met it through an inlined helper whose parameter feeds the condition.
+
+
+def nested_condition_flips_on(x):
+    s = np.sum(x**2)
+    for i in range(2):
+        t = s
+        for j in range(2):
+            if s > 0.1:
+                t = t * np.sin(t)
+        s = t + 1.0
+    return s
+
+
+def nested_condition_flips_off(x):
+    s = np.sum(x**2)
+    for i in range(2):
+        t = s
+        for j in range(2):
+            if s > 0.1:
+                t = t * np.sin(t)
+        s = t - 1.0
+    return s
+
+
+def _inner_branch_helper(p):
+    s = p
+    for i in range(2):
+        if p > 0.1:
+            s = 0.22 + np.mean(s)
+    return s + 1.0
+
+
+def condition_on_helper_parameter(x):
+    s = (np.mean(x) * np.linspace(0.5, 1.5, 2) @ np.linspace(0.25, 1.5, 2)) ** 2
+    for i in range(2):
+        s = _inner_branch_helper(s)
+    return s
+
+
+def test_inner_loop_branch_on_outer_carry():
+    small = np.array([0.1, 0.1, 0.1])  # sum of squares 0.03: the branch is taken from trip 2
+    check_grad(nested_condition_flips_on, (small,))
+    check_vjp(nested_condition_flips_on, (small,))
+    check_grad(nested_condition_flips_off, (V3,))
+    check_vjp(nested_condition_flips_off, (V3,))
+    check_grad(condition_on_helper_parameter, (small,))
+    check_vjp(condition_on_helper_parameter, (small,))
