@@ -96,7 +96,9 @@ def main(argv=None) -> int:
     t0 = time.time()
     results = []
     if args.jobs > 1:
-        with mp.get_context("fork").Pool(args.jobs, initializer=_init, maxtasksperchild=200) as pool:
+        with mp.get_context("fork").Pool(
+            args.jobs, initializer=_init, maxtasksperchild=200
+        ) as pool:
             for i, r in enumerate(pool.imap_unordered(_one, seeds, chunksize=4)):
                 results.append(r)
                 if not args.quiet and (i + 1) % 100 == 0:

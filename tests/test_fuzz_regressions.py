@@ -457,3 +457,85 @@ def test_inner_loop_branch_on_outer_carry():
     check_vjp(nested_condition_flips_off, (V3,))
     check_grad(condition_on_helper_parameter, (small,))
     check_vjp(condition_on_helper_parameter, (small,))
+
+
+# ----------------------------------------------------------------------------- bug 12
+# Values that vary only through an inlined helper are not seen as varying when the helper's body
+# is split into single operations, and s2sad then refuses the (valid) program with
+# S2SADError "internal error: the operator Mult has a differentiated operand nested in an
+# expression; please report this": (a) a helper called in a loop on a carry that starts as a
+# constant (`s = 0.0`), (b) a helper that writes a differentiated parameter into a constant
+# array. The same code written inline is fine. At 5cd57d2. Fuzz seeds 1004, 1058, 1114.
+
+
+def _sin_scaled(p):
+    return 1.85 * np.sin(p)
+
+
+def helper_on_constant_carry(x):
+    s = 0.0
+    for i in range(2):
+        s = _sin_scaled(s) + np.sum(x)
+    return s
+
+
+def _scaled_ones(p):
+    y = np.ones((2, 3))
+    y[0] = y[0] * p
+    return y
+
+
+def helper_writes_param_into_ones(a):
+    return np.sum(_scaled_ones(a) ** 2)
+
+
+def test_helper_on_loop_carry_that_starts_constant():
+    check_grad(helper_on_constant_carry, (V3,))
+    check_vjp(helper_on_constant_carry, (V3,))
+
+
+def test_helper_writing_parameter_into_constant_array():
+    assert check_grad(helper_writes_param_into_ones, (0.7,)) == pytest.approx(6 * 0.7)
+    check_vjp(helper_writes_param_into_ones, (0.7,))
+
+
+# ----------------------------------------------------------------------------- bug 13
+# An inner loop with a data-dependent `break`, inside an outer loop: the inner loop's trip count
+# is not taped per outer iteration, so the adjoint replays every inner loop with the *last*
+# count (`reversed(range(n)[:trips])`). Fewer trips early: IndexError: pop from empty list
+# (inner_break_on). More trips early: silently wrong, inner_break_off([0.3, -0.5, 0.2]) gives
+# [-0.479, 0.799, -0.320] instead of [0.502, -0.836, 0.335]. Same family as bug 11 (loop
+# control of an inner loop read back unrecorded). At 5cd57d2. Fuzz seed 152 (through a helper
+# with `for row in ...: ... if c: break` called in a `while` loop).
+
+
+def inner_break_on(x):
+    s = np.sum(x**2)
+    for i in range(2):
+        t = s
+        for j in range(3):
+            t = t * np.cos(t)
+            if s < 0.5:
+                break
+        s = t + 1.0
+    return s
+
+
+def inner_break_off(x):
+    s = np.sum(x**2) + 1.0
+    for i in range(2):
+        t = s
+        for j in range(3):
+            t = t * np.cos(t)
+            if s < 0.5:
+                break
+        s = t - 1.5
+    return s
+
+
+def test_inner_loop_break_count_varies_between_outer_trips():
+    small = np.array([0.1, 0.1, 0.1])
+    check_grad(inner_break_on, (small,))
+    check_vjp(inner_break_on, (small,))
+    check_grad(inner_break_off, (V3,))
+    check_vjp(inner_break_off, (V3,))
