@@ -951,6 +951,9 @@ class Normalizer:
             k.arg is None for k in node.keywords
         ):
             raise self.unsupported(node, "*args or **kwargs in a call to an inlined function")
+        self.call_varied = [self.mentions_varied(a) for a in node.args] + [
+            self.mentions_varied(k.value) for k in node.keywords
+        ]
         args = [self.atom(a, base) for a in node.args]
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
         self.inlining.append(target)
@@ -986,11 +989,17 @@ class Normalizer:
                 local = self.names.fresh(name)
                 self.append(local, value, varied=self.atom_varied(value))
                 sub.env[name] = local
+        # a parameter whose argument varies (now or in a later iteration) varies in the body
+        given = list(bound.arguments)
+        for param, varies in zip(given, getattr(self, "call_varied", [])):
+            if varies:
+                sub.loop_varied.add(param)
 
     def _run_inlined(self, sub: Normalizer, body: list[ast.stmt], label: str) -> ast.expr:
         result = self.names.fresh(f"{label}_result")
         body, arity = sub.lift(sub.function_body(body), result)
         sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
+        sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
         sub.block_into(self.out, body)
         if arity:
             out = ast.Tuple(

@@ -95,12 +95,16 @@ class Tape:
         block: list[ast.stmt],
         in_loop: bool,
         exits: list[list[str]],
-        varying: frozenset = frozenset(),
+        varying: dict | None = None,
     ) -> list:
         """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break;
         `varying` holds what the innermost enclosing loop changes."""
         mine = (
-            [n for n in _owned(block) if n in self.reads and not _invariant(block, n, varying)]
+            [
+                n
+                for n in _owned(block)
+                if n in self.reads and not _invariant(block, n, varying or {})
+            ]
             if in_loop
             else []
         )
@@ -112,8 +116,11 @@ class Tape:
                 stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying)
                 stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying)
             elif isinstance(stmt, (ast.For, ast.While)):
-                # invariant means invariant in every enclosing loop, not just this one
-                stmt.body = self.primal(stmt.body, True, [], varying | _changed_by(stmt))
+                inner = _changed_by(stmt)  # invariant in every enclosing loop, not just this one
+                varying = varying or {}
+                merged = {n: max(varying.get(n, 0), c) for n, c in inner.items()}
+                merged.update({n: c for n, c in varying.items() if n not in inner})
+                stmt.body = self.primal(stmt.body, True, [], merged)
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -197,24 +204,26 @@ class Tape:
         ]
 
 
-def _changed_by(loop) -> set[str]:
-    """Names a loop assigns or writes into, its index included."""
-    names = set()
+def _changed_by(loop) -> dict[str, int]:
+    """Names a loop assigns or writes into (its index included), with how many statements do;
+    a name written into counts as changed twice, so it is never taken as invariant."""
+    counts: dict[str, int] = {}
     for node in ast.walk(loop):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
+            counts[node.id] = counts.get(node.id, 0) + 1
         elif (
             isinstance(node, ast.Subscript)
             and isinstance(node.ctx, ast.Store)
             and isinstance(node.value, ast.Name)
         ):
-            names.add(node.value.id)
-    return names
+            counts[node.value.id] = counts.get(node.value.id, 0) + 2
+    return counts
 
 
-def _invariant(block: list[ast.stmt], name: str, varying: frozenset) -> bool:
-    """Whether `name` gets the same value in every iteration (computed from names the loop
-    never changes): then its last value serves every reversed iteration, and no tape is needed."""
+def _invariant(block: list[ast.stmt], name: str, varying: dict) -> bool:
+    """Whether `name` gets the same value in every iteration of every enclosing loop: assigned by
+    one statement, from names no enclosing loop changes. Then its last value serves every
+    reversed iteration, and no tape is needed."""
     defs = [
         s
         for s in block
@@ -222,10 +231,10 @@ def _invariant(block: list[ast.stmt], name: str, varying: frozenset) -> bool:
         and isinstance(s.targets[0], ast.Name)
         and s.targets[0].id == name
     ]
-    if len(defs) != 1 or not varying:
-        return False
+    if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
+        return False  # reassigned elsewhere in the loops (a counter, say): it changes
     reads = {n.id for n in ast.walk(defs[0].value) if isinstance(n, ast.Name)}
-    return not reads & varying and not any(
+    return not reads & set(varying) and not any(
         isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
         for n in ast.walk(defs[0].value)
     )

@@ -50,10 +50,7 @@ def workdir(tmp_path_factory):
 
 
 # seeds whose program s2sad still gets wrong; each is a strict xfail, so a fix flips it to a failure
-KNOWN = {
-    152: "vjp: tape imbalance (pop from empty list) for a `break` loop over an array inside a "
-    "helper inlined within a `while` loop; not yet minimized",
-}
+KNOWN: dict[int, str] = {}  # none at present
 
 
 def test_program(fuzz_seed, workdir, request):
