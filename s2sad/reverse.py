@@ -303,6 +303,7 @@ class Reverser:
         if base in self.active:
             d = self.dname(base)
             if self.live(d):
+                deferred: list[ast.expr] = []
                 index = stmt.targets[0].slice
                 for _, _, operand in op.operands:
                     if operand in self.active:
@@ -310,19 +311,22 @@ class Reverser:
                         if self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
-                        self.accumulate(
-                            out,
-                            stmt,
-                            operand,
-                            self.scalars(
-                                _call("unbroadcast", part, _name(operand)),
-                                self.rank(ast.Subscript(_name(base), index, ast.Load())),
-                            ),
+                        contribution = self.scalars(
+                            _call("unbroadcast", part, _name(operand)),
+                            self.rank(ast.Subscript(_name(base), index, ast.Load())),
                         )
+                        if operand == base:  # y[index] = y: take dy[index] before zeroing it
+                            held = self.names.fresh(f"{d}_written")
+                            out.append(self.at(_assign(held, contribution), stmt))
+                            deferred.append(_name(held))
+                        else:
+                            self.accumulate(out, stmt, operand, contribution)
                 d = self.make_owned(out, stmt, base)
                 zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
                 kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
                 out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
+                for held in deferred:
+                    self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
 
     # ------------------------------------------------------------------ control flow

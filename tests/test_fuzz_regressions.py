@@ -1,9 +1,10 @@
 """Minimized reproducers of the s2sad bugs found by the program fuzzer (tests/test_fuzz.py).
 
 Each function below is the smallest program (minimized by hand from a failing fuzz seed) that
-still goes wrong, checked against finite differences with conftest's check_grad/check_vjp. The
-comment above each group says what s2sad does today and what it should do. These tests are
-meant to fail until s2sad is fixed; they are not skipped or xfailed on purpose.
+still went wrong, checked against finite differences with conftest's check_grad/check_vjp. The
+comment above each group says what s2sad did, at which commit (bugs 1-10 were found at 3fdbb0a
+and the working trees that followed it), and what it should do. Groups that have been fixed
+since stay as guards; the others fail until s2sad is fixed. None is skipped or xfailed.
 """
 
 from __future__ import annotations
@@ -539,3 +540,134 @@ def test_inner_loop_break_count_varies_between_outer_trips():
     check_vjp(inner_break_on, (small,))
     check_grad(inner_break_off, (V3,))
     check_vjp(inner_break_off, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 14
+# WRONG GRADIENT, silently. Writing an array into itself, `y[:] = y` or `y[mask] = y` with a
+# mask that selects every row, leaves the value unchanged in NumPy, but s2sad's gradient through
+# it is 0: self_slice_assign([0.3, -0.5, 0.2]) gives [0, 0, 0] instead of 2x = [0.6, -1, 0.4].
+# (A reversed overlapping copy `y[0:3] = y[::-1]` is right.) Guess: the adjoint of the write
+# clears dy[index] and the cleared slot is then what is passed to the right-hand side, which is
+# the same array. At 2d4dbd5. Fuzz seed 101439.
+
+
+def self_slice_assign(x):
+    y = x.copy()
+    y[:] = y
+    return np.sum(y**2)
+
+
+def self_mask_assign(x):
+    y = x.copy()
+    y[np.array([True, True, True])] = y
+    return np.sum(y**2)
+
+
+@pytest.mark.parametrize("f", [self_slice_assign, self_mask_assign])
+def test_array_written_into_itself(f):
+    g = check_grad(f, (V3,))
+    np.testing.assert_allclose(g, 2 * V3)
+    check_vjp(f, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 15
+# A zero-trip loop (here `range(1, x.shape[0] - 1)` with x.shape[0] == 2) whose carry would have
+# taken an array value: the cotangent of that array stays the scalar 0.0 and reaches a rule that
+# needs its shape: ValueError: matmul: Input operand 0 does not have enough dimensions (the
+# fuzzer also met TypeError: 'float' object is not subscriptable and numpy AxisError the same
+# way). Same family as bug 10, inside the sweep instead of at the inputs. At 2d4dbd5. Fuzz seeds
+# 102839, 100731, 100072.
+
+
+def zero_trip_then_matmul(x, w):
+    x = x @ w
+    s = 0.0
+    for i in range(1, x.shape[0] - 1):
+        s = x
+    return np.sum(s)
+
+
+@pytest.mark.xfail(
+    strict=True, reason="bug 15: a scalar 0.0 cotangent reaches matmul_vjp after a zero-trip loop"
+)
+def test_zero_trip_loop_after_matmul():
+    x = np.array([[0.3, 0.5], [0.2, -0.4]])
+    w = np.array([[0.3, 0.5], [0.1, 0.2]])
+    check_grad(zero_trip_then_matmul, (x, w), wrt=(0, 1))
+    check_vjp(zero_trip_then_matmul, (x, w), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 16
+# A name bound only on the part of a loop body that `continue` skips (here the alias `v = w`):
+# when every trip skips it, the adjoint still reads it and raises UnboundLocalError: cannot
+# access local variable 'v'. At bdc6be5. Fuzz seed 101797.
+
+
+def skipped_alias(w, x):
+    y = 1.0
+    for i, row in enumerate(x):
+        if row > -10.0:
+            continue
+        v = w
+        y = v[0]
+    return y + 1.0
+
+
+@pytest.mark.xfail(
+    strict=True, reason="bug 16: the adjoint reads a name bound only on a path skipped by continue"
+)
+def test_name_bound_only_on_skipped_path():
+    check_grad(skipped_alias, (V3, V3), wrt=(0, 1))
+    check_vjp(skipped_alias, (V3, V3), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 17
+# WRONG GRADIENT, silently. In a loop that writes rows of an array, a right-hand side that reads
+# the whole array through a view (`y.reshape(4)`) gets the wrong gradient (reading `y` itself is
+# right). Guess: the tape records the reshape *view*, which the next trip's write changes, so
+# the adjoint reads back the array's final contents instead of the values the trip used.
+# At bdc6be5. Fuzz seeds 100223, 102406.
+
+
+def write_reads_whole_view(x):
+    y = np.ones((2, 2))
+    for i in range(2):
+        y[i] = np.dot(y.reshape(4), x)
+    return np.sum(y**2)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug 17 (silently wrong): the tape keeps a reshape view that later writes overwrite",
+)
+def test_loop_write_reading_a_view_of_the_array():
+    x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
+    check_grad(write_reads_whole_view, (x,))
+    check_vjp(write_reads_whole_view, (x,))
+
+
+# ----------------------------------------------------------------------------- bug 18
+# An array whose final value is dead (only a dead loop reads it) after a fancy-index write: its
+# cotangent is the scalar 0.0 and the adjoint of the write subscripts it: TypeError: 'float'
+# object is not subscriptable. Same family as bugs 10 and 15. At bdc6be5. Fuzz seeds 100731,
+# 102154, 102455, 102762.
+
+
+def dead_fancy_write(a, x):
+    y = np.ones_like(x)
+    y += a
+    v = np.sum(y)
+    y[[1, 0]] = y[:2] * 2.0
+    for i in range(2):
+        x = y * 0.5
+    return v
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug 18: the cotangent of a dead array stays the scalar 0.0 before a fancy-index kill",
+)
+def test_fancy_write_into_dead_array():
+    x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
+    check_grad(dead_fancy_write, (0.7, x), wrt=(0, 1))
+    check_vjp(dead_fancy_write, (0.7, x), wrt=(0, 1))
