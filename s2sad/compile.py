@@ -20,6 +20,7 @@ from .ops import classify
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
+from .standalone import names_in
 from .tape import record
 from .rules.registry import NAMESPACE, VERSION
 
@@ -38,10 +39,6 @@ class Compiled:
 
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
 _CACHE: dict[tuple, Compiled] = {}
-
-
-def _used_names(source: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
 def _closure_key(func) -> tuple:
@@ -152,7 +149,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     exec(compile(source, filename, "exec"), namespace)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
-    user_globals.update({k: v for k, v in NAMESPACE.items() if k in _used_names(source)})
+    user_globals.update({k: v for k, v in NAMESPACE.items() if k in names_in(source)})
     compiled = Compiled(
         namespace[name],
         source,

@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 import copy
 
+import numpy as np
+
 from .errors import NoRuleError
 from .normalize import NameAllocator
 from .rules.forward import kind_of, signature_of
@@ -61,11 +63,8 @@ def _list_call(stmt, method: str):
 
 def _add_at(stmt):
     value = stmt.value if isinstance(stmt, ast.Expr) else None
-    if isinstance(value, ast.Call) and getattr(value.func, "s2sad_callee", None) is not None:
-        import numpy as np
-
-        if value.func.s2sad_callee is np.add.at:
-            return value
+    if isinstance(value, ast.Call) and getattr(value.func, "s2sad_callee", None) is np.add.at:
+        return value
     return None
 
 

@@ -18,7 +18,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
-from .normalize import NameAllocator, STATIC_ATTRS
+from .normalize import NameAllocator
 
 
 @dataclass
@@ -521,6 +521,4 @@ def names_read(stmts) -> set[str]:
         for node in ast.walk(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 names.add(node.id)
-            if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
-                pass
     return names

@@ -18,7 +18,8 @@ from .emit import format_source
 from .errors import S2SADError
 
 
-def _names(source: str) -> set[str]:
+def names_in(source: str) -> set[str]:
+    """Every name a piece of source mentions."""
     return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 
 
@@ -31,7 +32,7 @@ def runtime_helpers(source: str) -> list[str]:
     }
     needed, todo = set(), [source]
     while todo:
-        for name in _names(todo.pop()) & set(funcs) - needed:
+        for name in names_in(todo.pop()) & set(funcs) - needed:
             needed.add(name)
             todo.append(inspect.getsource(funcs[name]))
     return sorted(needed, key=lambda n: funcs[n].__code__.co_firstlineno)
