@@ -321,6 +321,8 @@ def jacobian(f, wrt=0, mode=None):
                     columns.append(np.asarray(dot, dtype=float))
                 stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
                 blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
+        # like a gradient, each block takes its input's float dtype (float32 stays float32)
+        blocks = [b.astype(np.result_type(x, np.float32)) for b, x in zip(blocks, inputs)]
         return tuple(blocks) if backward.wrt_tuple else blocks[0]
 
     jac.mode = mode

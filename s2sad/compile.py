@@ -189,7 +189,11 @@ def transform(
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
     primal, adjoint.stmts, tape_inits = record(
-        norm.stmts, adjoint.stmts, taken, scalar=lambda name: shapes.get(name) == 0
+        norm.stmts,
+        adjoint.stmts,
+        taken,
+        scalar=lambda name: shapes.get(name) == 0,
+        owned=norm.params,
     )
     protected = (
         local_names

@@ -90,6 +90,29 @@ class _Lines:
         return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
 
 
+def _own_copies(names, stmts, indent: str) -> list[str]:
+    """`a = a.copy()` for each parameter the code writes into, so the caller's array (and a
+    pullback's saved argument) stays as it was."""
+    written = set()
+    for stmt in stmts:
+        for node in ast.walk(stmt) if isinstance(stmt, ast.AST) else ():
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                while isinstance(node, ast.Subscript):
+                    node = node.value
+                if isinstance(node, ast.Name):
+                    written.add(node.id)
+    return [
+        f"{indent}{n} = {n}.copy()  # written in place below; the caller's array stays unchanged"
+        for n in names
+        if n in written
+    ]
+
+
+def _parameter_names(tree: ast.FunctionDef) -> list[str]:
+    args = tree.args
+    return [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
+
+
 def _tape_lines(tape_inits, indent: str) -> list[str]:
     if not tape_inits:
         return []
@@ -134,16 +157,12 @@ def emit(
         # runs the recording forward sweep again (in its own function, which owns the
         # parameters), so the pullback can be called any number of times
         seeds = ", ".join(adjoint.seeds)
-        names = [
-            a.arg
-            for a in parsed.tree.args.posonlyargs
-            + parsed.tree.args.args
-            + parsed.tree.args.kwonlyargs
-        ]
+        names = _parameter_names(parsed.tree)
         sweep = f"{name}_sweep"
         # defined first, its defaults keep the arguments as given (the sweep may rebind them)
         lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
         lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+        lines += _own_copies(names, plain_primal, "    ")
         lines += text.block(plain_primal, "    ")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
         lines += [
@@ -152,12 +171,14 @@ def emit(
             f"def {sweep}({', '.join(names + adjoint.seeds)}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
+        lines += _own_copies(names, primal, "    ")
         lines += _tape_lines(tape_inits, "    ")
         lines += text.block(primal, "    ")
         lines.append("    # adjoint sweep: from the output back to the inputs")
         lines += text.block(adjoint.stmts, "    ")
         lines.append(f"    return {grads}")
         return format_source("\n".join(lines) + "\n")
+    lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
     if mode in ("grad", "value_and_grad"):
@@ -189,6 +210,7 @@ def emit_jvp(
         f'    """Value of {where} and its derivative along the tangents of '
         f'{", ".join(wrt)}."""',
     ]
+    lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
     lines += _Lines(parsed).block(body, "    ")
     out = ", ".join(norm.outputs)
     dots = ", ".join(ast.unparse(o) for o in outputs)

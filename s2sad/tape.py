@@ -47,7 +47,7 @@ def _owned(block: list[ast.stmt]) -> list[str]:
 
 
 class Tape:
-    def __init__(self, primal: list[ast.stmt], adjoint: list, taken: set[str]):
+    def __init__(self, primal: list[ast.stmt], adjoint: list, taken: set[str], owned=()):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
         self.tapes: dict[str, str] = {}  # primal name -> its tape list
@@ -55,7 +55,7 @@ class Tape:
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
         self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
-        self.fresh = _fresh_arrays(primal)
+        self.fresh = _fresh_arrays(primal) | set(owned)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
             for n in ast.walk(ast.Module(primal, []))
@@ -308,10 +308,13 @@ def _markers(stmts):
             yield from _markers(stmt.orelse)
 
 
-def record(primal: list[ast.stmt], adjoint: list, taken: set[str], scalar=lambda name: False):
+def record(
+    primal: list[ast.stmt], adjoint: list, taken: set[str], scalar=lambda name: False, owned=()
+):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
-    initializations."""
-    tape = Tape(primal, adjoint, taken)
+    initializations. `owned` names parameters the emitted code copies before writing into them
+    (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake."""
+    tape = Tape(primal, adjoint, taken, owned)
     tape.scalar = scalar
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
