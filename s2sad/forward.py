@@ -259,8 +259,8 @@ class Forward:
                             mapping[id(other)] = _name(self.dot(other.id))
                         else:
                             mapping[id(other)] = _call("zeros_like", copy.deepcopy(other))
-                if k > 0:
-                    return None  # one call covers every element of the list
+                if any(isinstance(o, ast.Name) and o.id in self.active for o in nodes[:k]):
+                    return None  # the first active element's call covers the whole list
             return _substitute(stmt.value, mapping)
         rule = op.bound.rule if op.bound is not None else None
         if kind == "elementwise":

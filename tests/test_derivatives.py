@@ -219,3 +219,26 @@ def test_hessian_of_scalar_function_is_a_float():
         return x**3 + np.sin(x)
 
     assert s2sad.hessian(f)(0.7) == pytest.approx(6 * 0.7 - np.sin(0.7))
+
+
+def joined_after_a_constant(w, x):
+    return np.concatenate([x[0:1], w.sum(axis=(0, 1))], axis=0) * 2.0
+
+
+def stacked_after_a_constant(w, x):
+    return np.sum(np.stack([x, np.sin(w), x * w], axis=1) ** 2, axis=0)
+
+
+@pytest.mark.parametrize("f", [joined_after_a_constant, stacked_after_a_constant])
+def test_jvp_of_a_list_whose_first_element_carries_no_tangent(f):
+    """Found by the JAX differential test (fuzz seed 53): forward mode dropped the whole
+    tangent of np.concatenate/np.stack when the list's first element was inactive."""
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(3, 3, 2)) if f is joined_after_a_constant else rng.normal(size=3)
+    x = rng.normal(size=3)
+    t = rng.normal(size=w.shape)
+    _, dot = s2sad.jvp(f)(w, x, tangent=t)
+    eps = 1e-6
+    fd = (f(w + eps * t, x) - f(w - eps * t, x)) / (2 * eps)
+    np.testing.assert_allclose(dot, fd, rtol=1e-7, atol=1e-9)
+    assert np.abs(dot).max() > 0.1
