@@ -139,8 +139,9 @@ def module_text(source: str, name: str) -> str:
     )
 
 
-def _module_for(source: str, name: str):
-    """Import `source` (with the Numba helpers above it) from a file in the cache directory."""
+def _module_for(source: str, name: str, fresh: bool = False):
+    """Import `source` (with the Numba helpers above it) from a file in the cache directory;
+    `fresh` first deletes Numba's cached machine code for it (it could not be loaded)."""
     from . import __version__
 
     text = module_text(source, name)
@@ -153,6 +154,10 @@ def _module_for(source: str, name: str):
         tmp.write_text(text)
         os.replace(tmp, path)  # atomic: two processes compiling at once both see a whole file
     module_name = path.stem
+    if fresh:
+        for stale in directory.glob(f"__pycache__/{module_name}.*"):
+            stale.unlink(missing_ok=True)
+        sys.modules.pop(module_name, None)
     if module_name in sys.modules:
         return sys.modules[module_name]
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -169,25 +174,34 @@ class Jitted:
         self.compiled = compiled
         self.function = None
         self.failed = None
+        self.reloaded = False
 
     def __call__(self, args, strict: bool):
         if self.failed is None and self.function is None:
-            try:
-                module = _module_for(self.compiled.source, self.compiled.name)
-                namespace = vars(module)
-                for key, value in self.compiled.globals.items():
-                    namespace.setdefault(key, value)
-                self.function = namespace[self.compiled.name]
-            except Exception as exc:  # the module itself failed: report like a typing error
-                self.failed = exc
+            self.load()
         if self.function is not None and self.failed is None:
             try:
                 return self.function(*args)
             except Exception as exc:
+                if _from_numba_cache(exc) and not self.reloaded:
+                    # a damaged cache file: delete it and compile again, trusting nothing
+                    self.reloaded = True
+                    self.load(fresh=True)
+                    return self(args, strict)
                 if not _is_numba_error(exc):
                     raise
                 self.failed = exc
         return self.fallback(args, strict)
+
+    def load(self, fresh: bool = False):
+        try:
+            module = _module_for(self.compiled.source, self.compiled.name, fresh)
+            namespace = vars(module)
+            for key, value in self.compiled.globals.items():
+                namespace.setdefault(key, value)
+            self.function = namespace[self.compiled.name]
+        except Exception as exc:  # the module itself failed: report like a typing error
+            self.failed = exc
 
     def fallback(self, args, strict: bool):
         message = f"Numba cannot compile {self.compiled.name}: {_reason(self.failed)}"
@@ -230,6 +244,17 @@ def _reason(exc) -> str:
         "",
     )
     return reason[:240] + (f" (at `{where[:120]}`)" if where and not where.startswith("<") else "")
+
+
+def _from_numba_cache(exc) -> bool:
+    """Whether `exc` was raised while Numba read its on-disk cache (a truncated or foreign
+    index or data file: unpickling errors of every kind)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.replace("\\", "/").endswith("numba/core/caching.py"):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _is_numba_error(exc) -> bool:

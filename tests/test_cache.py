@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import s2sad
 from s2sad import compile as stage
@@ -104,3 +105,71 @@ def test_registering_a_rule_invalidates(tmp_path):
     s2sad.register_vjp(mod.black_box, lambda dy, y, v: dy * 7.0)
     np.testing.assert_allclose(s2sad.grad(mod.f)(x), [7.0, 7.0])  # the rule now
     assert any(k[0] is mod.f.__code__ for k in stage._CACHE)
+
+
+# ----------------------------------------------------------------------------- the disk cache
+
+_RUN = (
+    "import sys; sys.path.insert(0, {root!r}); sys.path.insert(0, {here!r})\n"
+    "import s2sad, test_jit\n"
+    "print(repr(s2sad.grad(test_jit.euler, jit='strict')(0.3, 0.8, 100)))\n"
+)
+
+
+def _run_in_new_process(cache, count=1):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    code = _RUN.format(root=str(here.parent), here=str(here))
+    env = {**os.environ, "S2SAD_CACHE_DIR": str(cache)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for _ in range(count)
+    ]
+    results = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, results):
+        assert p.returncode == 0, err
+    return [out for out, _ in results]
+
+
+def test_damaged_cache_files_are_rebuilt_not_trusted(tmp_path):
+    cache = tmp_path / "disk"
+    (expected,) = _run_in_new_process(cache)
+    numba_files = list(cache.rglob("*.nbi")) + list(cache.rglob("*.nbc"))
+    assert numba_files
+    for path in numba_files:  # truncated, foreign bytes
+        path.write_bytes(b"\x90not a pickle")
+    assert _run_in_new_process(cache) == [expected]
+    for path in cache.glob("*.py"):  # a generated module cut short
+        path.write_text(path.read_text()[:50])
+    assert _run_in_new_process(cache) == [expected]
+    assert float(expected) == pytest.approx(
+        s2sad.grad(__import__("test_jit").euler)(0.3, 0.8, 100), rel=1e-12
+    )
+
+
+def test_two_processes_compiling_the_same_function_at_once_both_work(tmp_path):
+    first, second = _run_in_new_process(tmp_path / "disk", count=2)
+    assert first == second
+    assert float(first) == pytest.approx(
+        s2sad.grad(__import__("test_jit").euler)(0.3, 0.8, 100), rel=1e-12
+    )
+
+
+def test_the_disk_cache_is_keyed_on_s2sads_version(tmp_path, monkeypatch):
+    from s2sad import jit
+
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    source = "def f(x):\n    return x\n"
+    first = jit._module_for(source, "f")
+    monkeypatch.setattr(s2sad, "__version__", s2sad.__version__ + ".post1")
+    second = jit._module_for(source, "f")
+    assert first.__file__ != second.__file__ and len(list(tmp_path.glob("*.py"))) == 2
