@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from . import runtime
 from .activity import active_names
-from .emit import emit, emit_jvp
+from .emit import emit, emit_jvp, format_source
 from .forward import Forward, prune
 from .normalize import normalize
 from .optimize import optimize
@@ -28,13 +28,19 @@ from .rules.registry import NAMESPACE, VERSION
 @dataclass
 class Compiled:
     function: object  # the generated Python function
-    source: str
+    code: str  # the text it was compiled from, as emitted (tracebacks show these lines)
     name: str
     tuple_output: bool
     globals: dict  # the user's objects the source refers to, by the name it uses
     inlined: list = field(default_factory=list)  # (function, its code) for each inlined call
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
+
+    @property
+    def source(self) -> str:
+        """The code formatted by black: only made when someone reads it (`s2sad.source`, the
+        CLI, jit), since formatting costs more than the whole transform."""
+        return format_source(self.code)
 
 
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}

@@ -114,12 +114,12 @@ class CudaTransformed:
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
         compiled = transform(self.func, self.wrt, self.mode, ranks, True)
-        if "_tape = []" in compiled.source:
+        if "_tape = []" in compiled.code:
             raise UnsupportedSyntaxError(
                 f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
                 hint="use target='cpu' (jit=True) for loops whose adjoint records values",
             )
-        tree = _ToMath().visit(ast.parse(compiled.source))
+        tree = _ToMath().visit(ast.parse(compiled.code))
         device = ast.unparse(tree).replace(f"def {compiled.name}(", f"def {compiled.name}_py(", 1)
         n_out = len(self.wrt) if self.mode == "grad" else 2
         args = ", ".join(self.params)

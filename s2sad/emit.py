@@ -1,5 +1,6 @@
 """Stage 5: emit. Assemble the primal and adjoint sweeps into one function, a comment above each
-block naming the user's line, and format the result with black.
+block naming the user's line. The text is compiled as it is; black formats it only when someone
+reads it (`Compiled.source`), which keeps the transform fast.
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def emit(
         lines.append("    # adjoint sweep: from the output back to the inputs")
         lines += text.block(adjoint.stmts, "    ")
         lines.append(f"    return {grads}")
-        return format_source("\n".join(lines) + "\n")
+        return "\n".join(lines) + "\n"
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
@@ -192,7 +193,7 @@ def emit(
         lines += text.block(adjoint.stmts, "        ")
         lines.append(f"        return {grads}")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
-    return format_source("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 def emit_jvp(
@@ -218,7 +219,7 @@ def emit_jvp(
         lines.append(f"    return ({out}), ({dots})")
     else:
         lines.append(f"    return {out}, {dots}")
-    return format_source("\n".join(lines) + "\n")
+    return "\n".join(lines) + "\n"
 
 
 @functools.lru_cache(maxsize=512)

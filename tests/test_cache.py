@@ -173,3 +173,22 @@ def test_the_disk_cache_is_keyed_on_s2sads_version(tmp_path, monkeypatch):
     monkeypatch.setattr(s2sad, "__version__", s2sad.__version__ + ".post1")
     second = jit._module_for(source, "f")
     assert first.__file__ != second.__file__ and len(list(tmp_path.glob("*.py"))) == 2
+
+
+def test_transforming_does_not_format_only_reading_does(monkeypatch):
+    """black costs more than the whole transform, so it runs only when the code is read."""
+    from s2sad import emit
+
+    mod_f = __import__("test_jit").euler
+    stage._CACHE.clear()
+    calls = []
+    real = emit.black.format_str
+    monkeypatch.setattr(
+        emit.black, "format_str", lambda text, mode: calls.append(text) or real(text, mode=mode)
+    )
+    emit.format_source.cache_clear()
+    g = s2sad.grad(mod_f)
+    assert g(0.3, 0.8, 10) == pytest.approx(s2sad.grad(mod_f)(0.3, 0.8, 10))
+    assert calls == []
+    text = s2sad.source(g, 0.3, 0.8, 10)
+    assert len(calls) == 1 and text.startswith("def grad_euler(")
