@@ -85,6 +85,10 @@ class Ranks:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.Attribute):
+            if node.attr in ("ndim", "size"):
+                return 0
+            if node.attr == "shape":
+                return 1  # a tuple of ints: x.shape[0] is an int
             return self.of(node.value) if node.attr == "T" else None
         if isinstance(node, ast.Call):
             return self.call(node)

@@ -571,3 +571,22 @@ def test_row_taken_into_a_local_in_a_loop():
         (np.arange(12.0).reshape(3, 4) / 7, np.array([1.0, 2.0])),
         wrt=(0, 1),
     )
+
+
+def recurrence_sized_by_shape(x, a):
+    n = x.shape[0]
+    y = np.zeros(n)
+    y[0] = x[0]
+    for i in range(1, n):
+        y[i] = a * y[i - 1] + x[i]
+    return np.mean(y**2)
+
+
+def test_sizes_read_from_shape_keep_the_loop_scalar():
+    """`n = x.shape[0]` is an int, so `np.zeros(n)` is a vector and `y[i - 1]` a scalar: the
+    specialized adjoint has no unbroadcast, no snapshot and one tape (it was 15x slower)."""
+    x = np.linspace(-1.0, 1.0, 7)
+    text = s2sad.source(s2sad.grad(recurrence_sized_by_shape, wrt=(0, 1)), x, 0.9)
+    assert "unbroadcast(" not in text and "snapshot(" not in text and "np.sum(" not in text
+    assert text.count("_tape = []") == 1
+    check_grad(recurrence_sized_by_shape, [x, 0.9], wrt=(0, 1))
