@@ -61,6 +61,8 @@ def matmul_vjp_lhs(g, a, b):
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
         return g * b
+    if a_nd <= 2 and b_nd <= 2:  # no batch axes: plain products, nothing to unbroadcast
+        return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ b.T)
     if b_nd == 1:
         return unbroadcast(np.expand_dims(g, -1) * b, a)
     if a_nd == 1:
@@ -73,6 +75,8 @@ def matmul_vjp_rhs(g, a, b):
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
         return g * a
+    if a_nd <= 2 and b_nd <= 2:
+        return np.outer(a, g) if a_nd == 1 else a.T @ g
     if a_nd == 1:
         return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
     if b_nd == 1:

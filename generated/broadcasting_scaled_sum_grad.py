@@ -68,8 +68,7 @@ def grad_scaled_sum(a, b):
     dscaled_sum_add = unbroadcast(
         -dscaled_sum_div * scaled_sum_div / scaled_sum_add, scaled_sum_add
     )
-    dscaled_sum_pow = unbroadcast(dscaled_sum_add, scaled_sum_pow)
-    db = dscaled_sum_pow * 2 * b
+    db = dscaled_sum_add * 2 * b
     da = unbroadcast(dscaled_sum_mul * b, a)
     db = db + unbroadcast(dscaled_sum_mul * a, b)
     return da, db

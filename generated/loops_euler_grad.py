@@ -41,8 +41,6 @@ def grad_euler(y0, k, n):
     """Gradient of euler (loops.py:26) with respect to y0, k."""
     # tapes: values the adjoint sweep reads back, in reverse order
     y_tape = []
-    y_mul_tape = []
-    y_add_tape = []
     y_mul2_tape = []
     # line 28: y = y0
     y = y0
@@ -60,8 +58,6 @@ def grad_euler(y0, k, n):
         # line 30: for i in range(n):
         y_tape.append(y)
         y = y_new
-        y_mul_tape.append(y_mul)
-        y_add_tape.append(y_add)
         y_mul2_tape.append(y_mul2)
     # line 32: return y
     euler = y
@@ -73,19 +69,16 @@ def grad_euler(y0, k, n):
     dk = 0.0
     for i in reversed(range(n)):
         y_mul2 = y_mul2_tape.pop()
-        y_add = y_add_tape.pop()
-        y_mul = y_mul_tape.pop()
         dy_new = dy
         y = y_tape.pop()
         # line 31: y = y + dt * (-k * y + math.sin(y))
         dy = unbroadcast(dy_new, y)
         dy_mul2 = unbroadcast(dy_new, y_mul2)
-        dy_add = unbroadcast(dy_mul2 * dt, y_add)
-        dy_mul = unbroadcast(dy_add, y_mul)
+        dy_add = dy_mul2 * dt
         dy_sin = np.sum(dy_add)
         dy = dy + dy_sin * math.cos(y)
-        dy_neg = unbroadcast(dy_mul * y, y_neg)
-        dy = dy + unbroadcast(dy_mul * y_neg, y)
+        dy_neg = unbroadcast(dy_add * y, y_neg)
+        dy = dy + unbroadcast(dy_add * y_neg, y)
         dk = dk + -dy_neg
     # line 28: y = y0
     dy0 = dy

@@ -42,7 +42,6 @@ def grad_newton_sqrt(a):
     # tapes: values the adjoint sweep reads back, in reverse order
     x_tape = []
     x_div_tape = []
-    x_add_tape = []
     # line 37: x = a
     x = a
     # line 38: while abs(x * x - a) > 1e-12 * a:
@@ -57,7 +56,6 @@ def grad_newton_sqrt(a):
         x_tape.append(x)
         x = x_new
         x_div_tape.append(x_div)
-        x_add_tape.append(x_add)
     # line 40: return x
     newton_sqrt = x
     # adjoint sweep: from the output back to the inputs
@@ -67,11 +65,10 @@ def grad_newton_sqrt(a):
     # line 38: while abs(x * x - a) > 1e-12 * a:
     da = 0.0
     for _ in range(iters):
-        x_add = x_add_tape.pop()
         x_div = x_div_tape.pop()
         x = x_tape.pop()
         # line 39: x = 0.5 * (x + a / x)
-        dx_add = unbroadcast(dx * 0.5, x_add)
+        dx_add = dx * 0.5
         dx = unbroadcast(dx_add, x)
         dx_div = unbroadcast(dx_add, x_div)
         da = da + unbroadcast(dx_div / x, a)

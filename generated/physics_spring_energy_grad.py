@@ -86,7 +86,7 @@ def grad_spring_energy(pos, rest, stiffness):
     # adjoint sweep: from the output back to the inputs
     dspring_energy = grad_seed(spring_energy)
     # line 22: return 0.5 * np.sum(stiffness * (length - rest) ** 2)
-    dspring_energy_sum = unbroadcast(dspring_energy * 0.5, spring_energy_sum)
+    dspring_energy_sum = dspring_energy * 0.5
     dspring_energy_mul = expand_reduced(dspring_energy_sum, spring_energy_mul)
     dspring_energy_pow = unbroadcast(dspring_energy_mul * stiffness, spring_energy_pow)
     dspring_energy_sub = dspring_energy_pow * 2 * spring_energy_sub

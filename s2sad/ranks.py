@@ -52,8 +52,11 @@ class Ranks:
     def __init__(self, params: dict[str, int | None], indices: set[str]):
         self.rank: dict[str, object] = dict(params)
         self.indices = indices
+        self.ints: dict[str, bool] = {}  # names every assignment of which is an int
 
     def get(self, name: str):
+        if name in self.indices:
+            return 0
         value = self.rank.get(name, _BOTTOM)
         return None if value is _BOTTOM else value
 
@@ -117,11 +120,21 @@ class Ranks:
         if isinstance(node, ast.Constant):
             return isinstance(node.value, int) and not isinstance(node.value, bool)
         if isinstance(node, ast.Name):
-            return node.id in self.indices
+            return node.id in self.indices or self.ints.get(node.id, False)
         if isinstance(node, ast.BinOp):
-            return self._is_int(node.left) and self._is_int(node.right)
+            return not isinstance(node.op, ast.Div) and (
+                self._is_int(node.left) and self._is_int(node.right)
+            )
         if isinstance(node, ast.UnaryOp):
-            return self._is_int(node.operand)
+            return isinstance(node.op, (ast.USub, ast.UAdd)) and self._is_int(node.operand)
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("ndim", "size")
+        if isinstance(node, ast.Subscript):  # x.shape[k]
+            shape = node.value
+            return isinstance(shape, ast.Attribute) and shape.attr == "shape"
+        if isinstance(node, ast.Call):
+            callee = getattr(node.func, "s2sad_callee", None)
+            return callee in (len, int)
         return False
 
     def call(self, node: ast.Call):
@@ -145,6 +158,11 @@ class Ranks:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
             return self.reduction(args, keywords)
+        if callee in (np.dot, np.matmul) and len(args) == 2:
+            a, b = self.of(args[0]), self.of(args[1])
+            if a is None or b is None or max(a, b) > 2 or min(a, b) == 0:
+                return None
+            return a + b - 2
         if (
             callee in BINOPS.values()
             or callee in UNARYOPS.values()
@@ -189,10 +207,19 @@ class Ranks:
 
     # ------------------------------------------------------------------ fixpoint over the code
     def infer(self, stmts: list[ast.stmt]) -> None:
+        # ints start optimistic (every assigned name) and only lose members: the greatest
+        # fixpoint, so a loop counter `pos = pos + 1` stays an int
+        self.ints = {
+            n.id: True
+            for n in ast.walk(ast.Module(stmts, []))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
         for _ in range(20):  # loop-carried names settle in a few rounds
-            before = dict(self.rank)
+            before = (dict(self.rank), dict(self.ints))
+            self._next_ints: dict[str, bool] = {}
             self._block(stmts)
-            if before == self.rank:
+            self.ints = self._next_ints
+            if before == (self.rank, self.ints):
                 return
 
     def _block(self, stmts):
@@ -207,9 +234,14 @@ class Ranks:
                 if isinstance(target, ast.Name):
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
+                    is_int = self._is_int(stmt.value)
+                    self._next_ints[target.id] = self._next_ints.get(target.id, True) and is_int
                 elif isinstance(target, ast.Tuple):
+                    value = stmt.value  # n, d = x.shape: ints
+                    sizes = isinstance(value, ast.Attribute) and value.attr == "shape"
                     for e in target.elts:
-                        self.rank[e.id] = None
+                        self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), 0) if sizes else None
+                        self._next_ints[e.id] = self._next_ints.get(e.id, True) and sizes
 
 
 def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:

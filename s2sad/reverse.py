@@ -185,10 +185,13 @@ class Reverser:
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
 
-    def scalars(self, expr: ast.expr, result_rank) -> ast.expr:
+    def scalars(self, expr: ast.expr, result_rank, shaped_like=None) -> ast.expr:
         """`unbroadcast(g, x)` for a scalar `x` needs no shape: `g` itself when the result is a
-        scalar too, else `np.sum(g)`. The adjoint then does not read `x`, nor the tape keep it."""
+        scalar too, else `np.sum(g)`. The adjoint then does not read `x`, nor the tape keep it.
+        `shaped_like` is an operand known to have the result's shape (the other operands of its
+        elementwise operation are scalars): unbroadcasting to it is the identity."""
         reverser = self
+        same = None if shaped_like is None else ast.dump(shaped_like)
 
         class Simplify(ast.NodeTransformer):
             def visit_Call(self, node: ast.Call) -> ast.expr:
@@ -197,9 +200,11 @@ class Reverser:
                     isinstance(node.func, ast.Name)
                     and node.func.id == "unbroadcast"
                     and len(node.args) == 2
-                    and reverser.rank(node.args[1]) == 0
                 ):
-                    return node.args[0] if result_rank == 0 else _call("np.sum", node.args[0])
+                    if reverser.rank(node.args[1]) == 0:
+                        return node.args[0] if result_rank == 0 else _call("np.sum", node.args[0])
+                    if same is not None and ast.dump(node.args[1]) == same:
+                        return node.args[0]
                 return node
 
         return Simplify().visit(expr)
@@ -252,7 +257,9 @@ class Reverser:
         grouped: dict[str, list[ast.expr]] = {}
         for param, index, operand in live:
             expr = self.scalars(
-                rule.adjoint(bound, param, g, op.target, index), self.rank(_name(op.target))
+                rule.adjoint(bound, param, g, op.target, index),
+                self.rank(_name(op.target)),
+                self.shaped_like_result(rule, bound, param),
             )
             grouped.setdefault(operand, []).append(expr)
         for operand, exprs in grouped.items():
@@ -260,6 +267,20 @@ class Reverser:
             for e in exprs[1:]:
                 total = ast.BinOp(total, ast.Add(), e)
             self.accumulate(out, stmt, operand, total)
+
+    def shaped_like_result(self, rule, bound, param):
+        """The argument `param` of an elementwise call whose other arguments are all scalars
+        (its shape is the result's), else None."""
+        if not rule.elementwise or not isinstance(bound.args.get(param), ast.expr):
+            return None
+        others = [  # every other argument broadcasts with it (np.where's condition too)
+            v
+            for q, v in bound.args.items()
+            if q != param and not (isinstance(v, ast.Constant) and v.value is None)
+        ]
+        if others and all(self.rank(o) == 0 for o in others):
+            return bound.args[param]
+        return None
 
     def joint(self, stmt, op, g: str, live, out: list) -> None:
         """A user rule giving every cotangent at once: called once, its results unpacked."""
@@ -289,7 +310,8 @@ class Reverser:
         read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value  # snapshot
         index = read.slice
         d = self.make_owned(out, stmt, base)
-        if _is_basic_index(index, ctx.indices):
+        ints = {n for n, v in self.ranks.ints.items() if v} if self.ranks is not None else set()
+        if _is_basic_index(index, ctx.indices | ints):
             target = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
             out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
         else:

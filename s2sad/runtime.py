@@ -211,6 +211,8 @@ def matmul_vjp_lhs(g, a, b):
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
         return g * b
+    if a_nd <= 2 and b_nd <= 2:  # no batch axes: plain products, nothing to unbroadcast
+        return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ b.T)
     if b_nd == 1:
         return unbroadcast(np.expand_dims(g, -1) * b, a)
     if a_nd == 1:
@@ -223,6 +225,8 @@ def matmul_vjp_rhs(g, a, b):
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
         return g * a
+    if a_nd <= 2 and b_nd <= 2:
+        return np.outer(a, g) if a_nd == 1 else a.T @ g
     if a_nd == 1:
         return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
     if b_nd == 1:
@@ -234,6 +238,8 @@ def dot_vjp_lhs(g, a, b):
     """Cotangent of `a` in np.dot(a, b) (sum over a's last and b's second-to-last axis)."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return unbroadcast(g * b, a)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:  # np.dot is np.matmul here
+        return matmul_vjp_lhs(g, a, b)
     b_axis = 0 if np.ndim(b) == 1 else np.ndim(b) - 2
     b_rest = [i for i in range(np.ndim(b)) if i != b_axis]
     g_rest = list(range(np.ndim(a) - 1, np.ndim(g)))
@@ -243,6 +249,8 @@ def dot_vjp_lhs(g, a, b):
 def dot_vjp_rhs(g, a, b):
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return unbroadcast(g * a, b)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
+        return matmul_vjp_rhs(g, a, b)
     a_lead = list(range(np.ndim(a) - 1))
     out = np.tensordot(a, g, axes=(a_lead, a_lead))  # (k,) + b.shape without b_axis
     if np.ndim(b) == 1:
