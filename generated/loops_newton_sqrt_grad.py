@@ -12,6 +12,8 @@ NonScalarOutputError = ValueError
 
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
+        return g  # the common case, without np.shape's dispatch
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g

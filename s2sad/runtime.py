@@ -15,6 +15,8 @@ except ImportError:  # inside a standalone module written by `s2sad emit`
 
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
+        return g  # the common case, without np.shape's dispatch
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g

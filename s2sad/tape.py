@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .normalize import NameAllocator
 from .reverse import Marker, names_read
 
@@ -56,6 +58,7 @@ class Tape:
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
         self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
         self.fresh = _fresh_arrays(primal) | set(owned)
+        self.allocated = _allocated_values(primal)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
             for n in ast.walk(ast.Module(primal, []))
@@ -81,7 +84,8 @@ class Tape:
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
         if value is None:
             value = _name(name)
-            if self.mutates and not self.scalar(name):  # a view would change on the tape
+            if self.mutates and not self.scalar(name) and name not in self.allocated:
+                # a view of an array written later would change on the tape
                 value = ast.Call(_name("snapshot"), [value], [])
         call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
         return ast.Expr(call)
@@ -269,6 +273,35 @@ def _fresh_arrays(stmts) -> set[str]:
             if short in _FRESH:
                 fresh.add(name)
     return fresh
+
+
+_ALLOCATING = {np.dot, np.matmul, np.outer, np.concatenate, np.stack, np.sum, np.mean, np.prod}
+
+
+def _allocated_values(stmts) -> set[str]:
+    """Names every assignment of which makes a new array that nothing writes into: arithmetic,
+    ufuncs, products, joins and reductions. Their tape pushes need no copy."""
+    defs: dict[str, list] = {}
+    written = set()
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            defs.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if isinstance(base, ast.Name):
+                written.add(base.id)
+
+    def allocates(value) -> bool:
+        if isinstance(value, (ast.BinOp, ast.UnaryOp)):
+            return True
+        if isinstance(value, ast.Call) and not value.keywords:
+            callee = getattr(value.func, "s2sad_callee", None)
+            return isinstance(callee, np.ufunc) or callee in _ALLOCATING
+        return False
+
+    return {n for n, vs in defs.items() if n not in written and all(map(allocates, vs))}
 
 
 def _reads(node) -> set[str]:
