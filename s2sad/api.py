@@ -316,7 +316,7 @@ class Jacobian:
             blocks = [
                 np.reshape(_rows(r, size, x), np.shape(out) + np.shape(x))
                 for r, x in zip(rows, inputs)
-            ]
+            ]  # row k: the derivative of output element k
         else:
             if n_in == 0:
                 out = self.func(*args, **kwargs)
@@ -413,20 +413,17 @@ def _shapes_key(bound) -> tuple:
 
 
 def _rows(g, size, x):
-    """A batched derivative as float64 rows shaped `(size,) + x.shape` (a zero may come back as
-    a single number)."""
+    """A batched derivative as float64 rows shaped `(size,) + x.shape`."""
     g = np.asarray(g, dtype=float)
-    try:
-        return (
-            np.broadcast_to(g, (size,) + np.shape(x))
-            if g.ndim == 0
-            else g.reshape((size,) + np.shape(x))
-        )
-    except ValueError:
+    shape = (size,) + np.shape(x)
+    if g.ndim == 0 and not g:  # an all-zero derivative may come back as one number
+        return np.zeros(shape)
+    if g.shape != shape:
         raise S2SADError(
-            f"internal error: batched derivative of shape {g.shape} for {size} rows of shape "
-            f"{np.shape(x)}; please report this with the function"
-        ) from None
+            f"internal error: a batched derivative of shape {g.shape} where {shape} was "
+            "expected; please report this with the function"
+        )
+    return g
 
 
 def jacobian(f, wrt=0, mode=None, batched=True):
@@ -440,31 +437,57 @@ def jacobian(f, wrt=0, mode=None, batched=True):
     return Jacobian(f, wrt, mode, batched)
 
 
-def hessian(f, wrt=0):
-    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
-    gradient code s2sad generates (forward over reverse)."""
-    gradient = Transformed(f, wrt, "grad")
-    if gradient.wrt_tuple or len(gradient.wrt) != 1:
-        raise S2SADError("hessian takes one wrt argument")
-    name = gradient.wrt[0]
+class Hessian:
+    """`hessian(f, wrt)`: call it like `f`; `s2sad.source` shows the batched forward sweep."""
 
-    @functools.wraps(f)
-    def hess(*args, **kwargs):
-        bound = gradient._bind(args, kwargs)
-        generated = gradient.specialized(bound).function
-        second = JVPTransformed(generated, name, "jvp")
-        x = bound.arguments[name]
-        columns = [
-            np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
-            for e in _basis(x)
-        ]
-        stacked = np.moveaxis(np.array(columns), 0, -1)
+    def __init__(self, f, wrt=0, batched=True):
+        self.gradient = Transformed(f, wrt, "grad")
+        if self.gradient.wrt_tuple or len(self.gradient.wrt) != 1:
+            raise S2SADError("hessian takes one wrt argument")
+        self.name, self.batched = self.gradient.wrt[0], batched
+        functools.update_wrapper(self, f)
+
+    def _second(self, args, kwargs):
+        """The bound arguments and the batched forward transform of the gradient code."""
+        bound = self.gradient._bind(args, kwargs)
+        generated = self.gradient.specialized(bound).function
+        ranks = self.gradient.last_ranks
+        return bound, generated, transform(generated, (self.name,), "jvp_batched", ranks)
+
+    def __call__(self, *args, **kwargs):
+        x = self.gradient._bind(args, kwargs).arguments[self.name]
+        n = np.size(x)
+        if self.batched and n:
+            bound, _, compiled = self._second(args, kwargs)
+            tangent = np.eye(n).reshape((n,) + np.shape(x))
+            rows = compiled.function(*bound.args, tangent, **bound.kwargs)[1]
+            stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
+        else:
+            bound = self.gradient._bind(args, kwargs)
+            generated = self.gradient.specialized(bound).function
+            second = JVPTransformed(generated, self.name, "jvp")
+            columns = [
+                np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
+                for e in _basis(x)
+            ]
+            stacked = np.moveaxis(np.array(columns), 0, -1)
         result = np.reshape(stacked, np.shape(x) + np.shape(x))
         return (
             float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
         )
 
-    return hess
+    def source(self, *args, **kwargs) -> str:
+        """The batched forward sweep over the gradient code, for these arguments."""
+        if not (args or kwargs):
+            raise S2SADError("pass the arguments: the gradient code depends on their ranks")
+        return self._second(args, kwargs)[2].source
+
+
+def hessian(f, wrt=0, batched=True):
+    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
+    gradient code s2sad generates (forward over reverse), in one sweep whose tangents carry the
+    identity over the argument's elements (`batched=False`: one sweep per element)."""
+    return Hessian(f, wrt, batched)
 
 
 def _transform_decorator(mode):
@@ -500,7 +523,7 @@ def source(transformed, *args, **kwargs) -> str:
         if transformed.source is None:
             transformed.build()
         return transformed.source
-    if isinstance(transformed, Jacobian):
+    if isinstance(transformed, (Jacobian, Hessian)):
         return transformed.source(*args, **kwargs)
     if not isinstance(transformed, Transformed):
         raise S2SADError(

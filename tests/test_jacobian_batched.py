@@ -818,3 +818,103 @@ def test_batched_index_selects_each_rows_elements(index):
         g = np.arange(4 * 1 * 2 * 3.0).reshape(4, 1, 2, 3)
     got = g[B.batched_index(g, index)]
     np.testing.assert_array_equal(got, np.stack([row[index] for row in g]))
+
+
+# ----------------------------------------------------------------------------- more writes and reads
+
+
+def scatter_reads(x):
+    """Reads inside a loop scatter into dx in place: a loop index, a computed index, an array."""
+    s = np.zeros(2)
+    for i in range(x.shape[0] - 1):
+        j = i + 1
+        s = s + x[i] * x[j] + np.sum(x[IDX[:3] % x.shape[0]]) * x[i]
+    return s * np.array([1.0, 2.0])
+
+
+def broadcast_writes(x, s):
+    y = np.ones((3, 4))
+    y[0] = s
+    y[1:, :2] = x[:2]
+    y[:, 3] = x[3] * s
+    y[:] = y * 2
+    y[2] = y[2] + y[1]
+    return y
+
+
+@pytest.mark.parametrize(
+    "f, args, wrt",
+    [(scatter_reads, (normal(5),), 0), (broadcast_writes, (normal(4), 0.3), (0, 1))],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_more_reads_and_writes(f, args, wrt):
+    check(f, *args, wrt=wrt)
+
+
+def test_empty_input_or_output():
+    def f(x, y):
+        return np.sum(x) * y
+
+    for mode in MODES:
+        J = s2sad.jacobian(f, mode=mode)(np.zeros(0), np.ones(2))
+        assert J.shape == (2, 0)
+        J = s2sad.jacobian(f, wrt=1, mode=mode)(np.ones(3), np.zeros(0))
+        assert J.shape == (0, 0)
+
+
+# ----------------------------------------------------------------------------- hessian
+
+
+def energy(x):
+    e = 0.0
+    for i in range(1, x.shape[0]):
+        d = x[i] - x[i - 1]
+        if d > 0:
+            e = e + d**3
+        else:
+            e = e + np.sin(d)
+    return e + np.sum(np.tanh(x.reshape(-1, 1) @ x.reshape(1, -1)))
+
+
+def model_loss(w, X, y):
+    h = np.tanh(X @ w[:3].reshape(3, 1) + w[3])
+    return np.mean((h[:, 0] - y) ** 2) + np.var(w) * np.sum(w**2)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (energy, (np.array([0.1, 0.5, 0.2, 0.9, 0.7]),)),
+        (model_loss, (normal(4), normal(6, 3), normal(6))),
+        (energy, (np.array([[0.1, 0.5], [0.2, 0.9]]).ravel(),)),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_hessian_in_one_forward_sweep(f, args):
+    H = s2sad.hessian(f)(*args)
+    reference = s2sad.hessian(f, batched=False)(*args)
+    np.testing.assert_allclose(H, reference, rtol=1e-11, atol=1e-11)
+    fd = np.stack(
+        [
+            (s2sad.grad(f)(args[0] + e, *args[1:]) - s2sad.grad(f)(args[0] - e, *args[1:])) / 2e-6
+            for e in np.eye(args[0].size) * 1e-6
+        ],
+        axis=-1,
+    )
+    np.testing.assert_allclose(H, fd, atol=1e-6)
+    assert "def jvp_batched_grad_" in s2sad.source(s2sad.hessian(f), *args)
+
+
+def test_hessian_of_a_float_and_float32():
+    def f(x):
+        return x**3 + np.sin(x)
+
+    assert s2sad.hessian(f)(0.7) == pytest.approx(6 * 0.7 - np.sin(0.7))
+    x = normal(3).astype(np.float32)
+
+    def g(x):
+        return np.sum(x**3)
+
+    H = s2sad.hessian(g)(x)
+    assert H.dtype == np.float32 and H.shape == (3, 3)
+    np.testing.assert_allclose(H, np.diag(6 * x), rtol=1e-6)
