@@ -327,8 +327,8 @@ class Jacobian:
                 t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
                 tangents.append(t.reshape((n_in,) + np.shape(x)))
             compiled = transform(self.func, self.wrt, "jvp_batched", ranks)
-            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
             self._check_single(compiled.tuple_output)
+            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
             rows = _rows(out_dot, n_in, out)
             blocks = []
             for k, x in enumerate(inputs):
@@ -338,8 +338,8 @@ class Jacobian:
 
     def _reverse_primal(self, bound, ranks):
         compiled = transform(self.func, self.wrt, "vjp_batched", ranks)
-        out, pullback = compiled.function(*bound.args, **bound.kwargs)
         self._check_single(compiled.tuple_output)
+        out, pullback = compiled.function(*bound.args, **bound.kwargs)
         return out, pullback
 
     def _check_single(self, tuple_output):

@@ -54,7 +54,15 @@ def batched_lift(t, like):
 
 
 def batched_zeros(batch, x):
-    """A zero cotangent or tangent: `batch` rows shaped like `x`."""
+    """A zero cotangent or tangent: `batch` rows shaped like `x`.
+
+    `x` may be a function giving the value (`lambda: v`) where `v` may be unassigned, a name a
+    loop assigns that the loop may never have reached; its adjoint is then never read."""
+    if callable(x):
+        try:
+            x = x()
+        except NameError:
+            return 0.0
     dtype = np.result_type(x, np.float32) if isinstance(x, (np.ndarray, np.generic)) else float
     return np.zeros((batch,) + np.shape(x), dtype=dtype)
 

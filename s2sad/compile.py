@@ -74,6 +74,13 @@ def _finish_jvp(parsed, norm, resolver, wrt, key, ranks=None, batched=False) -> 
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
     body = fwd.block(norm.stmts)
+    # a parameter outside wrt that the function rebinds from varied values has a tangent, which
+    # starts at zero (unused ones are pruned below)
+    body = [
+        ast.Assign([ast.Name(fwd.dot(p), ast.Store())], fwd.zeros(p))
+        for p in norm.params
+        if p in fwd.active and p not in wrt
+    ] + body
     outputs = [
         ast.Name(fwd.dot(o), ast.Load()) if o in fwd.active else fwd.zeros(o) for o in norm.outputs
     ]

@@ -466,7 +466,10 @@ class Reverser:
                 self.make_owned(inits, stmt, primal)
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
-                inits.append(self.at(_assign(d, self.zero_constant(primal)), stmt))
+                zero = self.zero_constant(primal)
+                if self.batched and primal in stmt.liveout:  # unassigned if the loop never ran
+                    zero.args[1] = ast.Lambda(_no_arguments(), _name(primal))
+                inits.append(self.at(_assign(d, zero), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
         for primal in body_names - carried:
@@ -518,6 +521,10 @@ class Reverser:
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
         node.adjoint = True
         return inits + [node]
+
+
+def _no_arguments() -> ast.arguments:
+    return ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
 
 
 def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:

@@ -918,3 +918,35 @@ def test_hessian_of_a_float_and_float32():
     H = s2sad.hessian(g)(x)
     assert H.dtype == np.float32 and H.shape == (3, 3)
     np.testing.assert_allclose(H, np.diag(6 * x), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- found by fuzzing
+
+
+def never_assigned(w, x, a):
+    """`v` is assigned only in a branch the loop never takes: its zero adjoint cannot read it."""
+    for i in range(2):
+        if a < 0.0:
+            continue
+        v = w[i]
+        x = x + np.sum(v) * x
+    return x * w[0]
+
+
+@pytest.mark.parametrize("a", [0.5, -0.5])
+def test_a_loop_value_the_loop_may_never_assign(a):
+    check(never_assigned, normal(2, 3), normal(3), a, wrt=(0, 1))
+
+
+def rebinds_a_parameter(w, x):
+    """x is not differentiated, but the loop rebinds it from w: its tangent starts at zero."""
+    y = x * 2.0
+    for i in range(2):
+        x = x + w * y
+    return y + x
+
+
+def test_a_rebound_parameter_outside_wrt_starts_with_a_zero_tangent():
+    check(rebinds_a_parameter, normal(3), normal(3))
+    _, tangent = s2sad.jvp(rebinds_a_parameter)(np.ones(3), np.ones(3), tangent=np.ones(3))
+    np.testing.assert_allclose(tangent, 4.0 * np.ones(3))
