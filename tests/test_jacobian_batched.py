@@ -950,3 +950,40 @@ def test_a_rebound_parameter_outside_wrt_starts_with_a_zero_tangent():
     check(rebinds_a_parameter, normal(3), normal(3))
     _, tangent = s2sad.jvp(rebinds_a_parameter)(np.ones(3), np.ones(3), tangent=np.ones(3))
     np.testing.assert_allclose(tangent, 4.0 * np.ones(3))
+
+
+# ----------------------------------------------------------------------------- random programs
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_programs_batched_equals_per_basis(seed, tmp_path):
+    """The fuzzer's random programs (tests/fuzzgen.py): the one-sweep Jacobian equals the
+    per-basis one in both modes, or both refuse the program the same way."""
+    import copy
+    import sys
+
+    import fuzzgen
+
+    outcome = fuzzgen.check_program(seed, str(tmp_path), modes=())
+    if outcome.args is None:
+        pytest.skip("no test point away from kinks")
+    prog = outcome.program
+    f = getattr(sys.modules[f"_s2sad_fuzz_{seed}"], prog.fname)
+    for mode in MODES:
+        results = []
+        for batched in (True, False):
+            jac = s2sad.jacobian(f, wrt=prog.wrt, mode=mode, batched=batched)
+            with np.errstate(all="ignore"):
+                try:
+                    results.append(jac(*copy.deepcopy(outcome.args)))
+                except s2sad.S2SADError as exc:
+                    results.append(type(exc))
+        got, reference = results
+        if isinstance(reference, type):
+            assert got is reference, (mode, got, reference)
+            continue
+        got = got if isinstance(got, tuple) else (got,)
+        reference = reference if isinstance(reference, tuple) else (reference,)
+        for a, b in zip(got, reference):
+            assert a.shape == b.shape
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9, err_msg=f"seed {seed} {mode}")

@@ -19,6 +19,7 @@ import numpy as np
 
 from .indexing import getitem
 from .registry import VJP
+from .shape import inverse_axes
 
 # runtime helper -> its batched counterpart (same arguments)
 HELPERS = {
@@ -62,8 +63,6 @@ def batched_vjp(func, **templates: str) -> None:
 
 
 def _transpose_batched(args: dict) -> str:
-    from .shape import inverse_axes
-
     axes = args["axes"]
     if isinstance(axes, ast.Constant) and axes.value is None:
         return "batched_transpose(g)"
