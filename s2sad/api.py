@@ -276,37 +276,96 @@ def _basis(x):
         yield e.reshape(x.shape)
 
 
-def jacobian(f, wrt=0, mode=None):
-    """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
+class Jacobian:
+    """`jacobian(f, wrt, mode)`: call it like `f`; `s2sad.source` shows the batched code."""
 
-    `mode="forward"` pushes one tangent per input element, `mode="reverse"` pulls one seed per
-    output element back through a single primal run; the default picks the one with fewer
-    sweeps."""
-    if mode not in (None, "forward", "reverse"):
-        raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
-    forward, backward = JVPTransformed(f, wrt, "jvp"), Transformed(f, wrt, "vjp")
+    def __init__(self, f, wrt=0, mode=None, batched=True):
+        if mode not in (None, "forward", "reverse"):
+            raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
+        self.forward = JVPTransformed(f, wrt, "jvp")
+        self.backward = Transformed(f, wrt, "vjp")
+        self.func, self.mode, self.batched = f, mode, batched
+        self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
+        self.last = None  # (mode, ranks) of the last call
+        self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
+        functools.update_wrapper(self, f)
 
-    @functools.wraps(f)
-    def jac(*args, **kwargs):
-        bound = backward._bind(args, kwargs)
-        inputs = [bound.arguments[n] for n in backward.wrt]
-        out, pullback = backward(*args, **kwargs)
-        if isinstance(out, tuple):
+    def __call__(self, *args, **kwargs):
+        bound = self.backward._bind(args, kwargs)
+        if not self.batched:
+            return self._per_basis(bound, args, kwargs)
+        inputs = [bound.arguments[n] for n in self.wrt]
+        ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
+        n_in = sum(np.size(x) for x in inputs)
+        mode, ran = self.mode, None
+        if mode is None:
+            key = _shapes_key(bound)
+            if key not in self._out_shapes:
+                ran = self._reverse_primal(bound, ranks)  # the output's size decides
+                self._out_shapes[key] = np.shape(ran[0])
+            mode = "forward" if n_in <= _size(self._out_shapes[key]) else "reverse"
+        self.last = (mode, ranks)
+        if mode == "reverse":
+            out, pullback = ran or self._reverse_primal(bound, ranks)
+            size = np.size(out)
+            if size == 0 or n_in == 0:
+                return self._zeros(out, inputs)
+            seed = np.eye(size).reshape((size,) + np.shape(out))
+            rows = pullback(seed)
+            rows = rows if len(self.wrt) > 1 else (rows,)
+            blocks = [
+                np.reshape(_rows(r, size, x), np.shape(out) + np.shape(x))
+                for r, x in zip(rows, inputs)
+            ]  # row k: the derivative of output element k
+        else:
+            if n_in == 0:
+                out = self.func(*args, **kwargs)
+                return self._zeros(out, inputs)
+            tangents, offsets = [], np.cumsum([0] + [np.size(x) for x in inputs])
+            for k, x in enumerate(inputs):
+                t = np.zeros((n_in, np.size(x)))
+                t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
+                tangents.append(t.reshape((n_in,) + np.shape(x)))
+            compiled = transform(self.func, self.wrt, "jvp_batched", ranks)
+            self._check_single(compiled.tuple_output)
+            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+            rows = _rows(out_dot, n_in, out)
+            blocks = []
+            for k, x in enumerate(inputs):
+                part = rows[offsets[k] : offsets[k + 1]].reshape((np.size(x), np.size(out)))
+                blocks.append(np.reshape(part.T, np.shape(out) + np.shape(x)))
+        return self._conformed(blocks, inputs)
+
+    def _reverse_primal(self, bound, ranks):
+        compiled = transform(self.func, self.wrt, "vjp_batched", ranks)
+        self._check_single(compiled.tuple_output)
+        out, pullback = compiled.function(*bound.args, **bound.kwargs)
+        return out, pullback
+
+    def _check_single(self, tuple_output):
+        if tuple_output:
             raise S2SADError(
                 "jacobian needs a function with one output; take the jacobian of "
                 "each output separately"
             )
+
+    def _zeros(self, out, inputs):
+        return self._conformed([np.zeros(np.shape(out) + np.shape(x)) for x in inputs], inputs)
+
+    def _per_basis(self, bound, args, kwargs):
+        """One vjp pullback per output element, or one jvp per input element (batched=False)."""
+        forward, backward = self.forward, self.backward
+        inputs = [bound.arguments[n] for n in backward.wrt]
+        out, pullback = backward(*args, **kwargs)
+        if isinstance(out, tuple):
+            self._check_single(True)
         n_in = sum(np.size(x) for x in inputs)
-        chosen = mode or ("forward" if n_in <= np.size(out) else "reverse")
+        chosen = self.mode or ("forward" if n_in <= np.size(out) else "reverse")
         blocks = []
         if chosen == "reverse":
             rows = [pullback(seed) for seed in _basis(out)]
             for k, x in enumerate(inputs):
-                parts = (
-                    [r if backward.wrt_tuple is False else r[k] for r in rows]
-                    if len(inputs) > 1 or backward.wrt_tuple
-                    else rows
-                )
+                parts = [r[k] for r in rows] if backward.wrt_tuple else rows
                 blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
         else:
             for k, x in enumerate(inputs):
@@ -321,39 +380,121 @@ def jacobian(f, wrt=0, mode=None):
                     columns.append(np.asarray(dot, dtype=float))
                 stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
                 blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
-        # like a gradient, each block takes its input's float dtype (float32 stays float32)
-        blocks = [b.astype(np.result_type(x, np.float32)) for b, x in zip(blocks, inputs)]
-        return tuple(blocks) if backward.wrt_tuple else blocks[0]
+        return self._conformed(blocks, inputs)
 
-    jac.mode = mode
-    return jac
-
-
-def hessian(f, wrt=0):
-    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
-    gradient code s2sad generates (forward over reverse)."""
-    gradient = Transformed(f, wrt, "grad")
-    if gradient.wrt_tuple or len(gradient.wrt) != 1:
-        raise S2SADError("hessian takes one wrt argument")
-    name = gradient.wrt[0]
-
-    @functools.wraps(f)
-    def hess(*args, **kwargs):
-        bound = gradient._bind(args, kwargs)
-        generated = gradient.specialized(bound).function
-        second = JVPTransformed(generated, name, "jvp")
-        x = bound.arguments[name]
-        columns = [
-            np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
-            for e in _basis(x)
+    def _conformed(self, blocks, inputs):
+        """Like a gradient, each block takes its input's float dtype (float32 stays float32)."""
+        blocks = [
+            b.astype(np.result_type(np.asarray(x).dtype, np.float32))
+            for b, x in zip(blocks, inputs)
         ]
-        stacked = np.moveaxis(np.array(columns), 0, -1)
+        return tuple(blocks) if self.wrt_tuple else blocks[0]
+
+    def source(self, *args, **kwargs) -> str:
+        """The batched code a call with these arguments runs (of the last call without any)."""
+        if args or kwargs:
+            bound = self.backward._bind(args, kwargs)
+            ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
+            mode = self.mode
+            if mode is None:
+                out = self._reverse_primal(bound, ranks)[0]
+                n_in = sum(np.size(bound.arguments[n]) for n in self.wrt)
+                mode = "forward" if n_in <= np.size(out) else "reverse"
+        elif self.last is not None:
+            mode, ranks = self.last
+        else:
+            mode, ranks = self.mode or "reverse", None
+        batched = "jvp_batched" if mode == "forward" else "vjp_batched"
+        return transform(self.func, self.wrt, batched, ranks).source
+
+    def __repr__(self):
+        return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=int))
+
+
+def _shapes_key(bound) -> tuple:
+    return tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+
+
+def _rows(g, size, x):
+    """A batched derivative as float64 rows shaped `(size,) + x.shape`."""
+    g = np.asarray(g, dtype=float)
+    shape = (size,) + np.shape(x)
+    if g.ndim == 0 and not g:  # an all-zero derivative may come back as one number
+        return np.zeros(shape)
+    if g.shape != shape:
+        raise S2SADError(
+            f"internal error: a batched derivative of shape {g.shape} where {shape} was "
+            "expected; please report this with the function"
+        )
+    return g
+
+
+def jacobian(f, wrt=0, mode=None, batched=True):
+    """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
+
+    One batched sweep: `mode="reverse"` runs the primal once and pulls the identity over the
+    output's elements back, every adjoint carrying one leading axis with a row per output
+    element; `mode="forward"` pushes the identity over the inputs' elements forward the same
+    way. The default picks the mode with fewer rows. `batched=False` takes one sweep per basis
+    direction instead (the slower reference)."""
+    return Jacobian(f, wrt, mode, batched)
+
+
+class Hessian:
+    """`hessian(f, wrt)`: call it like `f`; `s2sad.source` shows the batched forward sweep."""
+
+    def __init__(self, f, wrt=0, batched=True):
+        self.gradient = Transformed(f, wrt, "grad")
+        if self.gradient.wrt_tuple or len(self.gradient.wrt) != 1:
+            raise S2SADError("hessian takes one wrt argument")
+        self.name, self.batched = self.gradient.wrt[0], batched
+        functools.update_wrapper(self, f)
+
+    def _second(self, args, kwargs):
+        """The bound arguments and the batched forward transform of the gradient code."""
+        bound = self.gradient._bind(args, kwargs)
+        generated = self.gradient.specialized(bound).function
+        ranks = self.gradient.last_ranks
+        return bound, generated, transform(generated, (self.name,), "jvp_batched", ranks)
+
+    def __call__(self, *args, **kwargs):
+        x = self.gradient._bind(args, kwargs).arguments[self.name]
+        n = np.size(x)
+        if self.batched and n:
+            bound, _, compiled = self._second(args, kwargs)
+            tangent = np.eye(n).reshape((n,) + np.shape(x))
+            rows = compiled.function(*bound.args, tangent, **bound.kwargs)[1]
+            stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
+        else:
+            bound = self.gradient._bind(args, kwargs)
+            generated = self.gradient.specialized(bound).function
+            second = JVPTransformed(generated, self.name, "jvp")
+            columns = [
+                np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
+                for e in _basis(x)
+            ]
+            stacked = np.moveaxis(np.array(columns), 0, -1)
         result = np.reshape(stacked, np.shape(x) + np.shape(x))
         return (
             float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
         )
 
-    return hess
+    def source(self, *args, **kwargs) -> str:
+        """The batched forward sweep over the gradient code, for these arguments."""
+        if not (args or kwargs):
+            raise S2SADError("pass the arguments: the gradient code depends on their ranks")
+        return self._second(args, kwargs)[2].source
+
+
+def hessian(f, wrt=0, batched=True):
+    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
+    gradient code s2sad generates (forward over reverse), in one sweep whose tangents carry the
+    identity over the argument's elements (`batched=False`: one sweep per element)."""
+    return Hessian(f, wrt, batched)
 
 
 def _transform_decorator(mode):
@@ -389,6 +530,8 @@ def source(transformed, *args, **kwargs) -> str:
         if transformed.source is None:
             transformed.build()
         return transformed.source
+    if isinstance(transformed, (Jacobian, Hessian)):
+        return transformed.source(*args, **kwargs)
     if not isinstance(transformed, Transformed):
         raise S2SADError(
             f"{transformed!r} was not made by s2sad; pass the result of "

@@ -10,7 +10,7 @@ import copy
 import linecache
 from dataclasses import dataclass, field
 
-from . import runtime
+from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
 from .forward import Forward, prune
@@ -44,6 +44,9 @@ class Compiled:
 
 
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
+_RUNTIME.update(
+    {n: getattr(batched, n) for n in dir(batched) if n.startswith(("batched_", "stack_"))}
+)
 _CACHE: dict[tuple, Compiled] = {}
 
 
@@ -72,24 +75,27 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
-def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
-    fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken)
-    body = fwd.block(norm.stmts)
+def _finish_jvp(parsed, norm, resolver, wrt, key, ranks=None, batched=False) -> Compiled:
+    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {}) if batched else None
+    fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
+    body = fwd.block(norm.stmts)
+    # a parameter outside wrt that the function rebinds from varied values has a tangent, which
+    # starts at zero (unused ones are pruned below)
+    body = [
+        ast.Assign([ast.Name(fwd.dot(p), ast.Store())], fwd.zeros(p))
+        for p in norm.params
+        if p in fwd.active and p not in wrt
+    ] + body
     outputs = [
-        (
-            ast.Name(fwd.dot(o), ast.Load())
-            if o in fwd.active
-            else ast.parse(f"zeros_like({o})", mode="eval").body
-        )
-        for o in norm.outputs
+        ast.Name(fwd.dot(o), ast.Load()) if o in fwd.active else fwd.zeros(o) for o in norm.outputs
     ]
     keep = set(tangents_in) | {o.id for o in outputs if isinstance(o, ast.Name)}
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
-    name = f"jvp_{parsed.name}"
-    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name)
+    name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
+    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch)
     return _compile(parsed, resolver, norm, source, name, key)
 
 
@@ -172,7 +178,9 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
 def transform(
     func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
 ) -> Compiled:
-    """Generate, compile and cache the `mode` ("grad", "value_and_grad" or "vjp") transform."""
+    """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
+    or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
+    the one-sweep Jacobian)."""
     key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks, jit)
     hit = _CACHE.get(key)
     if hit is not None and _still_valid(hit, func):
@@ -183,12 +191,21 @@ def transform(
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
         stmt.op = classify(stmt, local_names)
-    if mode == "jvp":
-        return _finish_jvp(parsed, norm, resolver, wrt, key)
+    batched = mode in ("vjp_batched", "jvp_batched")
+    if mode in ("jvp", "jvp_batched"):
+        return _finish_jvp(parsed, norm, resolver, wrt, key, ranks, batched)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(
-        norm.stmts, active, list(wrt), norm.outputs, norm.taken, shapes, jit, tuple(norm.params)
+        norm.stmts,
+        active,
+        list(wrt),
+        norm.outputs,
+        norm.taken,
+        shapes,
+        jit,
+        tuple(norm.params),
+        batched,
     )
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
@@ -209,7 +226,7 @@ def transform(
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
     name = f"{mode}_{parsed.name}"
-    rerun = mode == "vjp" and _changes_primal(adjoint.stmts, local_names)
+    rerun = mode in ("vjp", "vjp_batched") and _changes_primal(adjoint.stmts, local_names)
     source = emit(
         parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name, plain if rerun else None
     )

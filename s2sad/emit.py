@@ -142,7 +142,15 @@ def emit(
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     text = _Lines(parsed)
     out = ", ".join(norm.outputs)
-    if mode in ("grad", "value_and_grad"):
+    batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
+    if mode == "vjp_batched":
+        mode = "vjp"
+        lines = [
+            f"def {name}({params}):",
+            f'    """Value of {where} and its batched pullback to {", ".join(wrt)} (one seed '
+            f'per row)."""',
+        ]
+    elif mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
         lines = [
             f"def {name}({params}):",
@@ -176,6 +184,7 @@ def emit(
         lines += _tape_lines(tape_inits, "    ")
         lines += text.block(primal, "    ")
         lines.append("    # adjoint sweep: from the output back to the inputs")
+        lines += ["    " + b for b in batch]
         lines += text.block(adjoint.stmts, "    ")
         lines.append(f"    return {grads}")
         return "\n".join(lines) + "\n"
@@ -190,28 +199,56 @@ def emit(
         lines.append(f"    return {value}{'(' + grads + ')' if value and len(wrt) > 1 else grads}")
     else:
         lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
+        lines += ["        " + b for b in batch]
         lines += text.block(adjoint.stmts, "        ")
         lines.append(f"        return {grads}")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
     return "\n".join(lines) + "\n"
 
 
+def _batch_line(adjoint, seed: str | None) -> list[str]:
+    """Batched code: the line naming the number of rows, where the code uses it."""
+    if adjoint.batch is None or seed is None:
+        return []
+    used = {
+        n.id
+        for s in list(adjoint.stmts) + list(adjoint.grads)
+        if isinstance(s, ast.AST)
+        for n in ast.walk(s)
+        if isinstance(n, ast.Name)
+    }
+    if adjoint.batch not in used:
+        return []
+    return [f"{adjoint.batch} = len({seed})  # adjoints have one row per seed"]
+
+
 def emit_jvp(
-    parsed, norm, body, wrt: list[str], tangents: list[str], outputs: list[ast.expr], name: str
+    parsed,
+    norm,
+    body,
+    wrt: list[str],
+    tangents: list[str],
+    outputs: list[ast.expr],
+    name: str,
+    batch: str | None = None,
 ) -> str:
-    """Python source of the forward-mode function: primal and tangent statements interleaved."""
+    """Python source of the forward-mode function: primal and tangent statements interleaved
+    (`batch`: batched tangents, with the name holding their number of rows)."""
     params = _parameters(parsed.tree)
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
         f"{parsed.line_offset + parsed.tree.lineno})"
     )
     extra = ", ".join(tangents)
+    what = "each row of the tangents" if batch else "the tangents"
     lines = [
         f"def {name}({params + ', ' if params else ''}{extra}):",
-        f'    """Value of {where} and its derivative along the tangents of '
-        f'{", ".join(wrt)}."""',
+        f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}."""',
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
+    used = {n.id for s in body + outputs for n in ast.walk(s) if isinstance(n, ast.Name)}
+    if batch is not None and batch in used:
+        lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
     out = ", ".join(norm.outputs)
     dots = ", ".join(ast.unparse(o) for o in outputs)

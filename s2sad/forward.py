@@ -12,11 +12,17 @@ import numpy as np
 
 from .errors import NoRuleError
 from .normalize import NameAllocator
+from .reverse import batched_slice
+from .rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
 from .rules.forward import kind_of, signature_of
+from .rules.indexing import getitem
 
 
 def _name(name: str) -> ast.Name:
     return ast.Name(name, ast.Load())
+
+
+_GETITEM = (getitem,)
 
 
 def _call(func: str, *args: ast.expr) -> ast.Call:
@@ -38,6 +44,14 @@ def _substitute(node, mapping: dict[int, ast.expr]):
         elif isinstance(value, ast.AST):
             setattr(new, field, _substitute(value, mapping))
     return new
+
+
+class _Unlift(ast.NodeTransformer):
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id == "batched_lift":
+            return node.args[0]
+        return node
 
 
 class _StripUnbroadcast(ast.NodeTransformer):
@@ -69,9 +83,18 @@ def _add_at(stmt):
 
 
 class Forward:
-    def __init__(self, parsed, stmts, wrt: list[str], taken: set[str]):
+    def __init__(
+        self, parsed, stmts, wrt: list[str], taken: set[str], batched: bool = False, ranks=None
+    ):
         self.parsed = parsed
         self.names = NameAllocator(taken)
+        # batched: every tangent has a leading axis of `self.batch` rows (rules/batched.py)
+        self.batched = batched
+        self.batch = self.names.fresh("batch") if batched else None
+        self.ranks = ranks
+        self.indices = {
+            n.target.id for n in ast.walk(ast.Module(stmts, [])) if isinstance(n, ast.For)
+        }
         self.tangent: dict[str, str] = {}
         self.active = self.varied(stmts, set(wrt))
         self.written = {
@@ -84,6 +107,16 @@ class Forward:
         if name not in self.tangent:
             self.tangent[name] = self.names.fresh(f"{name}_dot")
         return self.tangent[name]
+
+    def zeros(self, value) -> ast.expr:
+        """A zero tangent for `value` (a name or an expression)."""
+        node = _name(value) if isinstance(value, str) else copy.deepcopy(value)
+        if self.batched:
+            return _call("batched_zeros", _name(self.batch), node)
+        return _call("zeros_like", node)
+
+    def rank(self, node):
+        return None if self.ranks is None else self.ranks.of(node)
 
     # ------------------------------------------------------------------ activity
     def varied(self, stmts, varied: set[str]) -> set[str]:
@@ -150,7 +183,7 @@ class Forward:
                 value = (
                     _name(self.dot(arg.id))
                     if isinstance(arg, ast.Name) and arg.id in self.active
-                    else _call("zeros_like", copy.deepcopy(arg))
+                    else self.zeros(arg)
                 )
                 return [
                     ast.Expr(
@@ -172,7 +205,7 @@ class Forward:
                 return [
                     ast.Expr(
                         _call(
-                            "np.add.at",
+                            "batched_add_at" if self.batched else "np.add.at",
                             _name(self.dot(call.args[0].id)),
                             copy.deepcopy(call.args[1]),
                             _name(self.dot(call.args[2].id)),
@@ -186,15 +219,24 @@ class Forward:
         if op.kind == "setitem":
             if op.target not in self.active:
                 return []
-            target = ast.Subscript(
-                _name(self.dot(op.target)), copy.deepcopy(stmt.targets[0].slice), ast.Store()
-            )
+            index = copy.deepcopy(stmt.targets[0].slice)
+            d = self.dot(op.target)
+            if self.batched:
+                index = batched_slice(d, index, self.indices)
+            target = ast.Subscript(_name(d), index, ast.Store())
             value = stmt.value
             tangent = (
                 _name(self.dot(value.id))
                 if isinstance(value, ast.Name) and value.id in self.active
                 else ast.Constant(0.0)
             )
+            slot = ast.Subscript(_name(op.target), stmt.targets[0].slice, ast.Load())
+            if (
+                self.batched
+                and isinstance(tangent, ast.Name)
+                and (self.rank(value) is None or self.rank(value) != self.rank(slot))
+            ):  # rows of a lower rank would broadcast against the wrong axes
+                tangent = _call("batched_lift", tangent, copy.deepcopy(slot))
             return [ast.Assign([target], tangent)]
         if op.target is None or op.target not in self.active:
             return []
@@ -212,7 +254,7 @@ class Forward:
     def expression(self, stmt, op) -> ast.expr:
         """The tangent of the statement's value: a sum of one term per active operand."""
         if op.kind == "nondiff" or not (op.reads & self.active):
-            return _call("zeros_like", _name(op.target))
+            return self.zeros(op.target)
         entry = kind_of(op.func) if op.func is not None else None
         signature = signature_of(op.func) if op.func is not None else None
         if entry is None or signature is None:
@@ -242,13 +284,34 @@ class Forward:
                 if term is not None:
                     terms.append(term)
         if not terms:
-            return _call("zeros_like", _name(op.target))
+            return self.zeros(op.target)
         total = terms[0]
         for t in terms[1:]:
             total = ast.BinOp(total, ast.Add(), t)
+        if kind == "elementwise" and not self.full_shape(total, op):
+            broadcast = "batched_broadcast_to" if self.batched else "np.broadcast_to"
+            if isinstance(total, ast.Call) and getattr(total.func, "id", "") == "batched_lift":
+                total = total.args[0]  # batched_broadcast_to lifts it
+            total = _call(broadcast, total, _call("np.shape", _name(op.target)))
         return total
 
+    def full_shape(self, total: ast.expr, op) -> bool:
+        """Whether an elementwise tangent has the result's shape: it does when it reads the
+        result, or every operand that is not a scalar (directly or through its tangent). Else,
+        `x + c` with a larger constant `c`, it is broadcast to that shape."""
+        primal_of = {d: p for p, d in self.tangent.items()}
+        unlifted = _Unlift().visit(copy.deepcopy(total))  # a lift reads only the rank
+        read = {primal_of.get(n.id, n.id) for n in ast.walk(unlifted) if isinstance(n, ast.Name)}
+        if op.target in read:
+            return True
+        operands = list(op.args) + list(op.keywords.values())
+        names = {n.id for a in operands for n in ast.walk(a) if isinstance(n, ast.Name)}
+        names -= {"np", "math"}
+        return all(n in read or self.rank(_name(n)) == 0 for n in names)
+
     def term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
+        if self.batched:
+            return self.batched_term(stmt, op, kind, param, node, nodes, k, args, given, extra)
         t = _name(self.dot(node.id))
         if kind in ("linear", "multilinear"):
             mapping = {id(node): t}
@@ -283,6 +346,72 @@ class Forward:
         mapping["t"] = t
         return _ReplaceNames(mapping).visit(copy.deepcopy(extra[param]))
 
+    def batched_term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
+        """`term` for a tangent with a leading batch axis."""
+        d = self.dot(node.id)
+        t = _name(d)
+        rule = op.bound.rule if op.bound is not None else None
+        if kind == "linear" and op.func in _GETITEM:
+            read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value
+            rows = ast.Subscript(t, batched_slice(d, read.slice, self.indices), ast.Load())
+            return _substitute(stmt.value, {id(read): rows})  # keeps snapshot(...)
+        if kind in ("linear", "multilinear"):
+            mapping = {id(node): t}
+            if kind == "linear":  # the other elements of a list argument contribute zero
+                for j, other in enumerate(nodes):
+                    if j != k and id(other) not in mapping:
+                        if isinstance(other, ast.Name) and other.id in self.active:
+                            mapping[id(other)] = _name(self.dot(other.id))
+                        else:
+                            mapping[id(other)] = self.zeros(other)
+                if k > 0:
+                    return None  # one call covers every element of the list
+            batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
+            if batched is None:  # no batched counterpart: the call for each row
+                row = self.names.fresh(f"{d}_row")
+                call = _substitute(stmt.value, {id(node): _name(row)})
+                loop = ast.comprehension(ast.Name(row, ast.Store()), t, [], 0)
+                return _call("stack_rows", ast.ListComp(call, [loop]))
+            positional = [_substitute(a, mapping) for a in op.args]
+            keywords = [ast.keyword(n, _substitute(v, mapping)) for n, v in op.keywords.items()]
+            if kind == "multilinear":
+                which = k if op.func is np.einsum else list(op.bound.rule.templates).index(param)
+                if op.func is np.einsum:
+                    keywords = [ast.keyword("which", ast.Constant(which))]
+                else:
+                    positional, keywords = positional[:2] + [ast.Constant(which)], []
+            return ast.Call(_name(batched), positional, keywords)
+        if kind == "elementwise":
+            index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
+            expr = _StripUnbroadcast().visit(rule.adjoint(op.bound, param, d, op.target, index))
+            safe = batch_adjoint(copy.deepcopy(expr), d)
+            if safe is None:  # the template for each row
+                row = self.names.fresh(f"{d}_row")
+                plain = rule.adjoint(op.bound, param, row, op.target, index)
+                loop = ast.comprehension(ast.Name(row, ast.Store()), t, [], 0)
+                return _call("stack_rows", ast.ListComp(_StripUnbroadcast().visit(plain), [loop]))
+            rank = self.rank(node)
+            if rank is None or rank != self.rank(_name(op.target)):
+                lifted = _call("batched_lift", t, _name(op.target))
+                safe = _ReplaceName(d, lifted).visit(safe)
+            return safe
+        if kind == "reduction":
+            weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
+            ones = _call("np.ones_like", _name(op.target))
+            weights = _ReplaceName("__ones__", ones).visit(weights)
+            keywords = [
+                ast.keyword(kw, copy.deepcopy(args[kw]))
+                for kw in ("axis", "keepdims")
+                if kw in given
+            ]
+            product = ast.BinOp(weights, ast.Mult(), t)
+            return ast.Call(_name("batched_sum"), [product], keywords)
+        template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
+        mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
+        mapping["ans"] = _name(op.target)
+        mapping["t"] = t
+        return _ReplaceNames(mapping).visit(copy.deepcopy(template))
+
     def no_rule(self, stmt, op):
         where = getattr(stmt, "src_parsed", None) or self.parsed
         return where.error(
@@ -314,7 +443,7 @@ def _is_fresh(expr) -> bool:
     return (
         isinstance(expr, ast.Call)
         and isinstance(expr.func, ast.Name)
-        and expr.func.id == "zeros_like"
+        and expr.func.id in ("zeros_like", "batched_zeros")
     )
 
 

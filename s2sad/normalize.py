@@ -20,7 +20,7 @@ import copy
 import inspect
 from dataclasses import dataclass, field
 
-from . import runtime
+from . import batched, runtime
 from . import rules
 from .errors import NameResolutionError, UnsupportedSyntaxError
 from .parse import parse_function
@@ -71,7 +71,12 @@ _VIEWS = {
     "atleast_1d",
     "atleast_2d",
 }
-RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
+RESERVED = {"np", "math"} | {
+    n
+    for module in (runtime, batched)
+    for n, v in vars(module).items()
+    if not n.startswith("_") and not inspect.ismodule(v)
+}
 
 
 @dataclass

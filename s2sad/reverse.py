@@ -19,6 +19,7 @@ import copy
 from dataclasses import dataclass, field
 
 from .normalize import NameAllocator
+from .rules.batched import batch_adjoint, rename_helpers
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Adjoint:
     stmts: list[ast.stmt]  # the adjoint sweep, with tape markers
     seeds: list[str]  # adjoint names of the outputs, in output order
     grads: list[ast.expr]  # the returned cotangent of each wrt input
+    batch: str | None = None  # batched mode: the name holding the number of rows
 
 
 @dataclass
@@ -120,12 +122,15 @@ def _name(name: str) -> ast.Name:
 
 
 class Reverser:
-    def __init__(self, active: set[str], taken: set[str], ranks=None):
+    def __init__(self, active: set[str], taken: set[str], ranks=None, batched: bool = False):
         self.active = active
         self.ranks = ranks
         self.jit = False  # Numba-compilable loop headers
         self.names = NameAllocator(taken)
         self.taken = set(taken)
+        # batched: every adjoint has a leading axis of `self.batch` rows (rules/batched.py)
+        self.batched = batched
+        self.batch = self.names.fresh("batch") if batched else None
         self.adjoint: dict[str, str] = {}
         self.primal_of: dict[str, str] = {}  # adjoint name -> primal name (never rolled back)
         self.defined: set[str] = set()  # adjoint names holding a value
@@ -170,13 +175,32 @@ class Reverser:
         self.zero.discard(d)
         out.append(self.at(_assign(d, value), src))
 
+    def zeros(self, primal: str) -> ast.expr:
+        """A zero adjoint for `primal` (with the batch rows in batched mode)."""
+        if self.batched:
+            return _call("batched_zeros", _name(self.batch), _name(primal))
+        return _call("zeros_like", _name(primal))
+
+    def zero_constant(self, primal: str) -> ast.expr:
+        """A zero adjoint that is only ever added to: 0.0, or full zeros in batched mode (where
+        every adjoint keeps its shape)."""
+        return self.zeros(primal) if self.batched else ast.Constant(0.0)
+
+    def subscript(self, d: str, index: ast.expr, ctx, indices: set[str]) -> ast.Subscript:
+        """`d[index]`; in batched mode the same elements of every row."""
+        index = copy.deepcopy(index)
+        if not self.batched:
+            return ast.Subscript(_name(d), index, ctx)
+        return ast.Subscript(_name(d), batched_slice(d, index, indices), ctx)
+
     def make_owned(self, out: list, src, primal: str) -> str:
         """Before an in-place update: the adjoint of `primal` as an array it owns."""
         d = self.dname(primal)
+        accumulator = "batched_accumulator" if self.batched else "as_accumulator"
         if not self.live(d):
-            out.append(self.at(_assign(d, _call("zeros_like", _name(primal))), src))
+            out.append(self.at(_assign(d, self.zeros(primal)), src))
         elif d not in self.owned:
-            out.append(self.at(_assign(d, _call("as_accumulator", _name(d), _name(primal))), src))
+            out.append(self.at(_assign(d, _call(accumulator, _name(d), _name(primal))), src))
         self.defined.add(d)
         self.zero.discard(d)
         self.owned.add(d)
@@ -185,12 +209,16 @@ class Reverser:
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
 
-    def scalars(self, expr: ast.expr, result_rank, shaped_like=None) -> ast.expr:
+    def scalars(
+        self, expr: ast.expr, result_rank, batched: bool = False, shaped_like=None
+    ) -> ast.expr:
         """`unbroadcast(g, x)` for a scalar `x` needs no shape: `g` itself when the result is a
-        scalar too, else `np.sum(g)`. The adjoint then does not read `x`, nor the tape keep it.
-        `shaped_like` is an operand known to have the result's shape (the other operands of its
-        elementwise operation are scalars): unbroadcasting to it is the identity."""
+        scalar too, else `np.sum(g)` (`batched_sum(g)`: each row's sum). The adjoint then does not
+        read `x`, nor the tape keep it. `shaped_like` is an operand known to have the result's
+        shape (the other operands of its elementwise operation are scalars): unbroadcasting to it
+        is the identity."""
         reverser = self
+        total = "batched_sum" if batched else "np.sum"
         same = None if shaped_like is None else ast.dump(shaped_like)
 
         class Simplify(ast.NodeTransformer):
@@ -202,7 +230,7 @@ class Reverser:
                     and len(node.args) == 2
                 ):
                     if reverser.rank(node.args[1]) == 0:
-                        return node.args[0] if result_rank == 0 else _call("np.sum", node.args[0])
+                        return node.args[0] if result_rank == 0 else _call(total, node.args[0])
                     if same is not None and ast.dump(node.args[1]) == same:
                         return node.args[0]
                 return node
@@ -256,11 +284,7 @@ class Reverser:
             return
         grouped: dict[str, list[ast.expr]] = {}
         for param, index, operand in live:
-            expr = self.scalars(
-                rule.adjoint(bound, param, g, op.target, index),
-                self.rank(_name(op.target)),
-                self.shaped_like_result(rule, bound, param),
-            )
+            expr = self.rule_adjoint(rule, bound, param, g, op.target, index)
             grouped.setdefault(operand, []).append(expr)
         for operand, exprs in grouped.items():
             total = exprs[0]
@@ -282,6 +306,27 @@ class Reverser:
             return bound.args[param]
         return None
 
+    def rule_adjoint(self, rule, bound, param, g: str, target: str, index) -> ast.expr:
+        """The contribution of one rule to `param`. In batched mode the template for a batched
+        cotangent, or, where there is none (a user's rule), the plain one applied row by row."""
+        rank = self.rank(_name(target))
+        same = self.shaped_like_result(rule, bound, param)
+        if not self.batched:
+            return self.scalars(rule.adjoint(bound, param, g, target, index), rank, False, same)
+        expr = self.scalars(rule.adjoint(bound, param, g, target, index, True), rank, True, same)
+        expr = batch_adjoint(expr, g)
+        if expr is not None:
+            return expr
+        row = self.names.fresh(f"{g}_row")
+        plain = self.scalars(rule.adjoint(bound, param, row, target, index), rank)
+        return self.by_rows(plain, g, row)
+
+    @staticmethod
+    def by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
+        """`stack_rows([expr for row in g])`: `expr` for each row of the batched `g`."""
+        loop = ast.comprehension(ast.Name(row, ast.Store()), _name(g), [], 0)
+        return _call("stack_rows", ast.ListComp(expr, [loop]))
+
     def joint(self, stmt, op, g: str, live, out: list) -> None:
         """A user rule giving every cotangent at once: called once, its results unpacked."""
         targets, later = [], []
@@ -299,7 +344,11 @@ class Reverser:
                 self.defined.add(d)
                 self.zero.discard(d)
                 self.owned.discard(d)
-        call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
+        if self.batched:  # a user's rule sees one cotangent: called once per row
+            row = self.names.fresh(f"{g}_row")
+            call = self.by_rows(op.bound.rule.joint_adjoint(op.bound, row, op.target), g, row)
+        else:
+            call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
         lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
         out.append(self.at(ast.Assign([lhs], call), stmt))
         for operand, part in later:
@@ -312,11 +361,12 @@ class Reverser:
         d = self.make_owned(out, stmt, base)
         ints = {n for n, v in self.ranks.ints.items() if v} if self.ranks is not None else set()
         if _is_basic_index(index, ctx.indices | ints):
-            target = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
+            target = self.subscript(d, index, ast.Store(), ctx.indices | ints)
             out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
         else:
             index_expr = op.bound.args["index"]
-            call = _call("np.add.at", _name(d), copy.deepcopy(index_expr), _name(g))
+            add_at = "batched_add_at" if self.batched else "np.add.at"
+            call = _call(add_at, _name(d), copy.deepcopy(index_expr), _name(g))
             out.append(self.at(ast.Expr(call), stmt))
 
     def setitem(self, stmt: ast.Assign, op, ctx: _Ctx, out: list) -> None:
@@ -329,14 +379,20 @@ class Reverser:
                 index = stmt.targets[0].slice
                 for _, _, operand in op.operands:
                     if operand in self.active:
-                        part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
-                        if self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0:
+                        part = self.subscript(d, index, ast.Load(), ctx.indices)
+                        if (
+                            self.batched
+                            or self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0
+                        ):
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         contribution = self.scalars(
                             _call("unbroadcast", part, _name(operand)),
                             self.rank(ast.Subscript(_name(base), index, ast.Load())),
+                            self.batched,
                         )
+                        if self.batched:
+                            contribution = rename_helpers(contribution)
                         if operand == base:  # y[index] = y: take dy[index] before zeroing it
                             held = self.names.fresh(f"{d}_written")
                             out.append(self.at(_assign(held, contribution), stmt))
@@ -344,7 +400,7 @@ class Reverser:
                         else:
                             self.accumulate(out, stmt, operand, contribution)
                 d = self.make_owned(out, stmt, base)
-                zero = ast.Subscript(_name(d), copy.deepcopy(index), ast.Store())
+                zero = self.subscript(d, index, ast.Store(), ctx.indices)
                 kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
                 out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
                 for held in deferred:
@@ -370,14 +426,14 @@ class Reverser:
             self.restore(before)
             for d in sorted(need):
                 primal = self.primal_of[d]
-                inits.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                inits.append(self.at(_assign(d, self.zeros(primal)), stmt))
                 self.defined.add(d)
             body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # a lazy zero on one side only must hold zero on that side
         for branch, mine, other in ((body, after_b, after_e), (orelse, after_e, after_b)):
             for d in sorted((mine[1] - other[1]) & other[0] & mine[0]):
                 primal = self.primal_of[d]
-                branch.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                branch.append(self.at(_assign(d, self.zeros(primal)), stmt))
         self.defined = after_b[0] | after_e[0]
         self.zero = after_b[1] & after_e[1]
         self.owned = after_b[2] & after_e[2]
@@ -433,7 +489,10 @@ class Reverser:
                 self.make_owned(inits, stmt, primal)
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
-                inits.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                zero = self.zero_constant(primal)
+                if self.batched and primal in stmt.liveout:  # unassigned if the loop never ran
+                    zero.args[1] = ast.Lambda(_no_arguments(), _name(primal))
+                inits.append(self.at(_assign(d, zero), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
         for primal in body_names - carried:
@@ -446,10 +505,10 @@ class Reverser:
             d = self.dname(primal)
             if d in self.zero:
                 if primal in inplace:  # updated in place next iteration: an owned array
-                    body.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                    body.append(self.at(_assign(d, self.zeros(primal)), stmt))
                     self.owned.add(d)
                 else:
-                    body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                    body.append(self.at(_assign(d, self.zero_constant(primal)), stmt))
                     self.owned.discard(d)
                 self.zero.discard(d)
         for primal in touched | carried:
@@ -487,6 +546,36 @@ class Reverser:
         return inits + [node]
 
 
+def _no_arguments() -> ast.arguments:
+    return ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
+
+
+def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:
+    """The index selecting `index` in every row of the batched `d`: `:, index` where that is
+    plain (ints, slices, loop indices, a single array or mask), else computed at run time (NumPy
+    moves separated advanced indices to the front; see batched_index)."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    simple = all(_is_basic_index(e, indices) for e in items) or (
+        not isinstance(index, ast.Tuple) and isinstance(index, (ast.List, ast.Compare))
+    )
+    if simple:
+        return ast.Tuple([ast.Slice(None, None, None)] + items, ast.Load())
+    value = ast.Tuple(items, ast.Load()) if isinstance(index, ast.Tuple) else index
+    return _call("batched_index", _name(d), _as_expression(value))
+
+
+def _as_expression(node: ast.expr) -> ast.expr:
+    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
+    if isinstance(node, ast.Slice):
+        parts = [
+            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
+        ]
+        return _call("slice", *parts)
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([_as_expression(e) for e in node.elts], ast.Load())
+    return node
+
+
 def _backward_range(span: ast.Call, trips: str | None) -> ast.expr:
     """range(a, b, s) run backwards (its first `trips` values only, if given), as a plain range."""
     args = [ast.unparse(a) for a in span.args]
@@ -516,8 +605,9 @@ def reverse(
     ranks=None,
     jit: bool = False,
     params: tuple = (),
+    batched: bool = False,
 ) -> Adjoint:
-    rev = Reverser(active, taken, ranks)
+    rev = Reverser(active, taken, ranks, batched)
     rev.jit = jit
     rev.assign_counts = _assign_counts(stmts)
     rev.params = set(params) | set(wrt)
@@ -530,8 +620,8 @@ def reverse(
         if d is not None and rev.live(d):
             grads.append(_name(d))
         else:
-            grads.append(_call("zeros_like", _name(p)))
-    return Adjoint(adjoint_stmts, seeds, grads)
+            grads.append(rev.zeros(p))
+    return Adjoint(adjoint_stmts, seeds, grads, rev.batch)
 
 
 def names_read(stmts) -> set[str]:

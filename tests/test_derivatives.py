@@ -1,5 +1,7 @@
 """Forward mode, Jacobians and Hessians (seeds 000 and 001), checked against finite differences."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -242,3 +244,29 @@ def test_jvp_of_a_list_whose_first_element_carries_no_tangent(f):
     fd = (f(w + eps * t, x) - f(w - eps * t, x)) / (2 * eps)
     np.testing.assert_allclose(dot, fd, rtol=1e-7, atol=1e-9)
     assert np.abs(dot).max() > 0.1
+
+
+C32 = np.zeros((3, 2))
+
+
+def plus_larger_constant(x):
+    y = x + C32
+    return np.sum(y, axis=0) * 2
+
+
+def test_jvp_tangent_takes_the_shape_of_a_larger_constant_operand():
+    """x + C with C larger than x: the tangent is broadcast before the sum over C's axis."""
+    x = np.array([1.0, 2.0])
+    _, tangent = s2sad.jvp(plus_larger_constant)(x, tangent=np.array([1.0, 0.0]))
+    np.testing.assert_allclose(tangent, [6.0, 0.0])
+    assert "np.broadcast_to(x_dot, np.shape(y))" in s2sad.source(s2sad.jvp(plus_larger_constant))
+
+
+def test_jvp_of_math_functions_of_two_arguments():
+    def f(x, y):
+        return math.log(x, y) + math.atan2(x, y) + math.hypot(x, y) + math.pow(x, y)
+
+    _, tangent = s2sad.jvp(f, wrt=(0, 1))(1.3, 2.5, tangent=(1.0, 0.5))
+    eps = 1e-6
+    fd = (f(1.3 + eps, 2.5 + eps / 2) - f(1.3 - eps, 2.5 - eps / 2)) / (2 * eps)
+    assert tangent == pytest.approx(fd, rel=1e-6)

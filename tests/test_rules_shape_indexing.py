@@ -609,3 +609,24 @@ def test_boolean_mask_computed_in_function():
     x = np.array([[0.1, 0.9], [0.7, 0.2]])
     g = check_vjp(masked_where_inside, (x,))
     assert g.shape == (2, 2)
+
+
+# ----------------------------------------------------------------------------- transpose axes
+
+
+def transpose_negative_axes(x):
+    return np.sum(np.transpose(x, (0, -1, 1)) * np.arange(24.0).reshape(2, 4, 3))
+
+
+def transpose_axes_variable(x, axes):
+    return np.sum(np.transpose(x, axes) ** 2 * np.arange(24.0).reshape(4, 2, 3))
+
+
+def test_transpose_with_negative_axes():
+    check_grad(transpose_negative_axes, [rand(2, 3, 4)])
+    src = s2sad.source(s2sad.grad(transpose_negative_axes), rand(2, 3, 4))
+    assert "np.transpose(dtranspose_negative_axes_transpose, (0, 2, 1))" in src
+
+
+def test_transpose_with_axes_in_a_variable():
+    check_grad(transpose_axes_variable, [rand(2, 3, 4), (-1, 0, 1)])

@@ -46,6 +46,7 @@ class Rule:
         self.seq = set(seq)  # parameters that take a list of arrays
         self.joint: ast.expr | None = None  # one call giving every parameter's cotangent
         self.elementwise = False  # templates are also the tangent rule (see rules/forward.py)
+        self.batched_templates: dict = {}  # for a batched cotangent, where the plain ones differ
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
@@ -64,10 +65,19 @@ class Rule:
         return _Substitute(bound, g, ans, None).visit(copy.deepcopy(self.joint))
 
     def adjoint(
-        self, bound: Bound, param: str, g: str, ans: str, index: int | None = None
+        self,
+        bound: Bound,
+        param: str,
+        g: str,
+        ans: str,
+        index: int | None = None,
+        batched: bool = False,
     ) -> ast.expr:
-        """The contribution to `param` (element `index` of a list parameter)."""
+        """The contribution to `param` (element `index` of a list parameter); `batched`: for a
+        cotangent with a leading batch axis (see rules/batched.py)."""
         template = self.templates[param]
+        if batched and param in self.batched_templates:
+            template = self.batched_templates[param]
         if callable(template):
             template = ast.parse(template(bound.args), mode="eval").body
         return _Substitute(bound, g, ans, index).visit(copy.deepcopy(template))

@@ -18,7 +18,9 @@ defvjp(
     np.transpose,
     "a, axes=None",
     a=lambda args: (
-        "np.transpose(g)" if _is_none(args["axes"]) else "np.transpose(g, np.argsort(axes))"
+        "np.transpose(g)"
+        if _is_none(args["axes"])
+        else f"np.transpose(g, {inverse_axes(args['axes'])})"
     ),
 )
 defvjp(np.swapaxes, "a, axis1, axis2", a="np.swapaxes(g, axis1, axis2)")
@@ -36,6 +38,20 @@ defvjp(
     arrays="stack_vjp(g, k, axis=axis)",
 )
 defvjp(np.broadcast_to, "array, shape, subok=False", array="unbroadcast(g, array)")
+
+
+def inverse_axes(axes: ast.expr) -> str:
+    """The permutation undoing `transpose(a, axes)`, as source: a literal when the call spells the
+    axes out (negative ones included), else computed from them."""
+    if isinstance(axes, (ast.Tuple, ast.List)):
+        try:
+            values = [ast.literal_eval(e) for e in axes.elts]
+        except ValueError:
+            values = None
+        if values and all(isinstance(v, int) for v in values):
+            n = len(values)
+            return repr(tuple(int(i) for i in np.argsort([v % n for v in values])))
+    return "np.argsort(np.mod(axes, len(axes)))"
 
 
 def _is_none(node) -> bool:
