@@ -37,6 +37,13 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def zeros_like(x):
+    """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
+    if isinstance(x, (float, int)):
+        return 0.0
+    return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
+
+
 def grad_euler(y0, k, n):
     """Gradient of euler (loops.py:26) with respect to y0, k."""
     # tapes: values the adjoint sweep reads back, in reverse order
@@ -70,7 +77,7 @@ def grad_euler(y0, k, n):
     # line 32: return y
     dy = deuler
     # line 30: for i in range(n):
-    dk = 0.0
+    dk = zeros_like(k)
     for i in reversed(range(n)):
         y_mul2 = y_mul2_tape.pop()
         y_add = y_add_tape.pop()

@@ -37,6 +37,13 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def zeros_like(x):
+    """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
+    if isinstance(x, (float, int)):
+        return 0.0
+    return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
+
+
 def grad_newton_sqrt(a):
     """Gradient of newton_sqrt (loops.py:35) with respect to a."""
     # tapes: values the adjoint sweep reads back, in reverse order
@@ -65,7 +72,7 @@ def grad_newton_sqrt(a):
     # line 40: return x
     dx = dnewton_sqrt
     # line 38: while abs(x * x - a) > 1e-12 * a:
-    da = 0.0
+    da = zeros_like(a)
     for _ in range(iters):
         x_add = x_add_tape.pop()
         x_div = x_div_tape.pop()

@@ -134,7 +134,7 @@ def grad_smooth(x, a):
     dsmooth_pow = expand_reduced(dsmooth, smooth_pow)
     dy = dsmooth_pow * 2 * y
     # line 18: for i in range(1, x.shape[0]):
-    da = 0.0
+    da = zeros_like(a)
     dx = zeros_like(x)
     dy = as_accumulator(dy, y)
     for i in reversed(range(1, x.shape[0])):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+from collections import Counter
 from dataclasses import dataclass, field
 
 from . import runtime
@@ -71,6 +72,8 @@ _VIEWS = {
     "atleast_1d",
     "atleast_2d",
 }
+_VIEWS |= {"diagonal", "atleast_3d", "asanyarray", "ascontiguousarray", "real", "imag"}
+_VIEW_ATTRS = {"T", "mT", "real", "imag"}
 RESERVED = {"np", "math"} | {n for n in dir(runtime) if not n.startswith("_")}
 
 
@@ -143,6 +146,65 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
                     setattr(node, attr, [new if n == old else n for n in names])
 
 
+def _loads(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
+    """Adds to `out` the names `stmts` may read before assigning them (given the names in
+    `bound` are assigned); returns the names surely assigned after the block (None when every
+    path leaves it by `break`)."""
+    bound = set(bound)
+    for stmt in stmts:
+        if isinstance(stmt, ast.Break):
+            return None
+        if isinstance(stmt, ast.If):
+            out |= _loads(stmt.test) - bound
+            after = [_exposed(branch, bound, out) for branch in (stmt.body, stmt.orelse)]
+            after = [a for a in after if a is not None]
+            if not after:
+                return None
+            bound = set.intersection(*after)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
+            out |= _loads(head) - bound
+            inner = set(bound) | ({stmt.target.id} if isinstance(stmt, ast.For) else set())
+            _exposed(stmt.body, inner, out)  # may run no iteration: assigns nothing for sure
+        else:
+            out |= _loads(stmt) - bound
+            for t in getattr(stmt, "targets", []):
+                if not isinstance(t, ast.Subscript):  # y[i] = v reads y, binds nothing
+                    bound |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return bound
+
+
+def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
+    """Keep in each loop's `liveout` only the names whose last value the rest of the function
+    may read: read outside the loop, or read in the body before it assigns them (a value from an
+    earlier iteration). The others are local to each iteration, which matters where no
+    iteration assigns them (a path skipped by `continue`): nothing may read them then."""
+    loops = [n for n in ast.walk(ast.Module(stmts, [])) if isinstance(n, (ast.For, ast.While))]
+    every = Counter()
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            every[node.id] += 1
+    for loop in loops:
+        if not getattr(loop, "liveout", None):
+            continue
+        inside = Counter()
+        for node in loop.body:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    inside[n.id] += 1
+        exposed: set[str] = set()
+        if isinstance(loop, ast.While):
+            exposed |= _loads(loop.test)
+        _exposed(loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed)
+        loop.liveout = [
+            n for n in loop.liveout if n in outputs or n in exposed or every[n] > inside[n]
+        ]
+
+
 class Normalizer:
     def __init__(
         self,
@@ -201,6 +263,7 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
+        _prune_liveout(self.out, set(outputs))
         return Normalized(
             self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
         )
@@ -803,11 +866,7 @@ class Normalizer:
         rhs = self.expr(node, base)
         if isinstance(rhs, (ast.Name, ast.Tuple)) and getattr(rhs, "s2sad_inlined", False):
             return rhs
-        if (
-            isinstance(rhs, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in self.written
-        ):
+        if self.views_written(node):
             # the array is written in place later: keep this value, not a view of it
             func = ast.Name("snapshot", ast.Load())
             func.s2sad_callee = runtime.snapshot
@@ -815,6 +874,26 @@ class Normalizer:
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
         return ast.Name(name, ast.Load())
+
+    def views_written(self, node: ast.expr) -> bool:
+        """Whether `node` may give a view of (or the very object of) an array the function
+        writes in place: a subscript, `.T`, or a view-making call such as reshape or transpose."""
+        if isinstance(node, ast.Subscript) or (
+            isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
+        ):
+            base = node.value
+        elif isinstance(node, ast.Call):
+            func = node.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short not in _VIEWS:
+                return False
+            if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+                base = func.value  # a method of the array
+            else:
+                base = node.args[0] if node.args else None
+        else:
+            return False
+        return isinstance(base, ast.Name) and base.id in self.written
 
     def opname(self, node: ast.expr) -> str:
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):

@@ -329,6 +329,30 @@ class Reverser:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
 
+    def zero_of(self, primal: str) -> ast.expr:
+        """A zero cotangent held in a variable: `0.0` for a scalar, else an array shaped like
+        the value, so that no rule ever receives a scalar zero in place of an array."""
+        if self.rank(_name(primal)) == 0:
+            return ast.Constant(0.0)
+        return _call("zeros_like", _name(primal))
+
+    def nonzero_in(self, loop, touched: set[str]) -> set[str]:
+        """The primal names whose adjoints may be nonzero somewhere in the reversed `loop`: those
+        live before it (after the loop in the primal) and, transitively, the active operands of
+        the statements assigning or writing such names."""
+        nonzero = {p for p in touched if p in self.adjoint and self.live(self.adjoint[p])}
+        ops = [s.op for s in simple_statements(loop.body) if getattr(s, "op", None) is not None]
+        changed = True
+        while changed:
+            changed = False
+            for op in ops:
+                if op.kind in ("rule", "setitem") and op.target in nonzero:
+                    for _, _, operand in op.operands:
+                        if operand in self.active and operand not in nonzero:
+                            nonzero.add(operand)
+                            changed = True
+        return nonzero
+
     # ------------------------------------------------------------------ control flow
     def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
         before = self.state()
@@ -348,14 +372,14 @@ class Reverser:
             self.restore(before)
             for d in sorted(need):
                 primal = self.primal_of[d]
-                inits.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                inits.append(self.at(_assign(d, self.zero_of(primal)), stmt))
                 self.defined.add(d)
             body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # a lazy zero on one side only must hold zero on that side
         for branch, mine, other in ((body, after_b, after_e), (orelse, after_e, after_b)):
             for d in sorted((mine[1] - other[1]) & other[0] & mine[0]):
                 primal = self.primal_of[d]
-                branch.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
+                branch.append(self.at(_assign(d, self.zero_of(primal)), stmt))
         self.defined = after_b[0] | after_e[0]
         self.zero = after_b[1] & after_e[1]
         self.owned = after_b[2] & after_e[2]
@@ -406,31 +430,36 @@ class Reverser:
                 or (s.op.kind == "rule" and s.op.operands and s.op.bound.rule.name == "getitem")
             )
         }
+        # only adjoints that can become nonzero in the loop take part: the others stay zero in
+        # every iteration, so their contributions are skipped, not computed from zeros
+        nonzero = self.nonzero_in(stmt, touched)
+        touched &= nonzero
         for primal in sorted(touched):
             if primal in inplace:
                 self.make_owned(inits, stmt, primal)
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
-                inits.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                inits.append(self.at(_assign(d, self.zero_of(primal)), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
+                self.owned.discard(d)
         for primal in body_names - carried:
             d = self.adjoint.get(primal)
             if d is not None:
                 self.defined.discard(d)
                 self.zero.discard(d)
         body = [Marker("block", id(stmt.body))] + self.block(stmt.body, inner)
-        for primal in sorted(carried & self.active):
+        for primal in sorted(carried & self.active & nonzero):
             d = self.dname(primal)
             if d in self.zero:
                 if primal in inplace:  # updated in place next iteration: an owned array
                     body.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
                     self.owned.add(d)
                 else:
-                    body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                    body.append(self.at(_assign(d, self.zero_of(primal)), stmt))
                     self.owned.discard(d)
                 self.zero.discard(d)
-        for primal in touched | carried:
+        for primal in (touched | carried) & nonzero:
             d = self.adjoint.get(primal)
             if d is not None and primal in self.active:
                 self.defined.add(d)

@@ -576,7 +576,16 @@ def test_array_written_into_itself(f):
 # needs its shape: ValueError: matmul: Input operand 0 does not have enough dimensions (the
 # fuzzer also met TypeError: 'float' object is not subscriptable and numpy AxisError the same
 # way). Same family as bug 10, inside the sweep instead of at the inputs. At 2d4dbd5. Fuzz seeds
-# 102839, 100731, 100072.
+# 102839, 100731, 100072 (stack_vjp: AxisError), 101584 (reshape: ValueError).
+# Cause: the reversed loop starts the adjoints it accumulates into as the scalar 0.0, and resets
+# a carried value's adjoint to 0.0 at the end of each reversed trip (a stand-in zero of any
+# shape). When no trip contributes (zero trips, every contribution in an untaken branch, or a
+# carry overwritten before it is read), that scalar leaves the loop, or enters the next trip,
+# and meets a rule that needs the array's shape (matmul, reshape, stack, concatenate, einsum,
+# dot, transpose, a subscript write).
+# Fixed: a zero an adjoint variable holds is always shaped like its value: `0.0` only for a value
+# known to be a scalar, else `zeros_like(value)`, at the loop's start, at the end of a reversed
+# trip and in branches alike (reverse.Reverser.zero_of).
 
 
 def zero_trip_then_matmul(x, w):
@@ -587,20 +596,111 @@ def zero_trip_then_matmul(x, w):
     return np.sum(s)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug 15: a scalar 0.0 cotangent reaches matmul_vjp after a zero-trip loop"
-)
+def carry_overwritten_by_matmul(x, w):
+    # the carry is never read in the body: its adjoint is reset to zero after each reversed trip,
+    # and the trip before reads that zero in matmul's rule
+    s = x
+    for i in range(3):
+        s = x @ w
+    return np.sum(s)
+
+
 def test_zero_trip_loop_after_matmul():
     x = np.array([[0.3, 0.5], [0.2, -0.4]])
     w = np.array([[0.3, 0.5], [0.1, 0.2]])
     check_grad(zero_trip_then_matmul, (x, w), wrt=(0, 1))
     check_vjp(zero_trip_then_matmul, (x, w), wrt=(0, 1))
+    check_grad(carry_overwritten_by_matmul, (x, w), wrt=(0, 1))
+    check_vjp(carry_overwritten_by_matmul, (x, w), wrt=(0, 1))
+
+
+def _read_in_untaken_branch(v):
+    # v's adjoint gets no contribution: every read of v is in a branch no trip takes
+    s = 0.0
+    for i in range(2):
+        if s > 10.0:
+            s = s + np.sum(np.sin(v))
+        else:
+            s = s + 1.0
+    return s
+
+
+def untouched_stack(w):
+    return _read_in_untaken_branch(np.stack([w, w], axis=1))
+
+
+def untouched_reshape(w):
+    return _read_in_untaken_branch(w.reshape((3, 1)))
+
+
+def untouched_transpose(w):
+    return _read_in_untaken_branch(np.transpose(np.outer(w, w)))
+
+
+def untouched_matmul(w):
+    return _read_in_untaken_branch(np.outer(w, w) @ w)
+
+
+def untouched_dot(w):
+    return _read_in_untaken_branch(np.dot(np.outer(w, w), w))
+
+
+def untouched_concatenate(w):
+    return _read_in_untaken_branch(np.concatenate([w, w]))
+
+
+def untouched_einsum(w):
+    return _read_in_untaken_branch(np.einsum("i,j->ij", w, w))
+
+
+def untouched_fancy_read(w):
+    return _read_in_untaken_branch(w[[2, 0]])
+
+
+def untouched_row_write(w):
+    y = np.zeros((2, 3))
+    y[1] = w
+    return _read_in_untaken_branch(y)
+
+
+def untouched_fancy_write(w):
+    y = np.zeros(3)
+    y[[2, 0]] = w[:2]
+    return _read_in_untaken_branch(y)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        untouched_stack,
+        untouched_reshape,
+        untouched_transpose,
+        untouched_matmul,
+        untouched_dot,
+        untouched_concatenate,
+        untouched_einsum,
+        untouched_fancy_read,
+        untouched_row_write,
+        untouched_fancy_write,
+    ],
+)
+def test_rules_never_see_a_scalar_zero_for_an_array(f):
+    # at bdc6be5 all but the fancy read failed: AxisError (stack, fuzz seed 100072), ValueError
+    # (reshape, fuzz seed 101584; matmul; einsum), IndexError (dot, concatenate), TypeError
+    # 'float' object is not subscriptable (writes)
+    assert check_grad(f, (V3,)) == pytest.approx(np.zeros(3))
+    check_vjp(f, (V3,))
 
 
 # ----------------------------------------------------------------------------- bug 16
 # A name bound only on the part of a loop body that `continue` skips (here the alias `v = w`):
 # when every trip skips it, the adjoint still reads it and raises UnboundLocalError: cannot
 # access local variable 'v'. At bdc6be5. Fuzz seed 101797.
+# Cause: normalization counted every name a loop body assigns as live out of the loop, so the
+# reverse transform treated `v` as carried from trip to trip and set up its adjoint before the
+# reversed loop with `zeros_like(v)`, reading `v` even when no trip bound it.
+# Fixed: a loop's live-out names are only those read after the loop or read in the body before
+# the body assigns them (normalize._prune_liveout); `v` is local to each trip.
 
 
 def skipped_alias(w, x):
@@ -613,20 +713,26 @@ def skipped_alias(w, x):
     return y + 1.0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug 16: the adjoint reads a name bound only on a path skipped by continue"
-)
 def test_name_bound_only_on_skipped_path():
     check_grad(skipped_alias, (V3, V3), wrt=(0, 1))
     check_vjp(skipped_alias, (V3, V3), wrt=(0, 1))
+    # the same loop when some trips take the path
+    check_grad(skipped_alias, (V3, np.array([0.5, -20.0, -30.0])), wrt=0)
+    check_vjp(skipped_alias, (V3, np.array([0.5, -20.0, -30.0])), wrt=0)
 
 
 # ----------------------------------------------------------------------------- bug 17
 # WRONG GRADIENT, silently. In a loop that writes rows of an array, a right-hand side that reads
 # the whole array through a view (`y.reshape(4)`) gets the wrong gradient (reading `y` itself is
-# right). Guess: the tape records the reshape *view*, which the next trip's write changes, so
-# the adjoint reads back the array's final contents instead of the values the trip used.
-# At bdc6be5. Fuzz seeds 100223, 102406.
+# right). At bdc6be5. Fuzz seeds 100223, 102406; outside loops (a `.T` read before a write into
+# a copy of the input) fuzz seed 20946.
+# Cause: the view was a temporary holding no values of its own. In a loop the tape recorded it
+# at the end of the trip, after the write had changed it; outside loops the write into the
+# array is undone in the sweep only where the adjoint reads the array by name, and the adjoint
+# read the view, so it saw the values after the write.
+# Fixed: as for subscripts, a view-making read (reshape, ravel, .T, transpose, swapaxes,
+# squeeze, expand_dims, moveaxis, np.asarray, ...) of an array the function writes in place is
+# taken as a copy when it is read (normalize.Normalizer.views_written).
 
 
 def write_reads_whole_view(x):
@@ -636,14 +742,28 @@ def write_reads_whole_view(x):
     return np.sum(y**2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug 17 (silently wrong): the tape keeps a reshape view that later writes overwrite",
-)
+def write_reads_transposed_view(x):
+    y = np.ones((2, 4))
+    for i in range(2):
+        y[i] = np.sin(np.transpose(y) @ x[:, 0])
+    return np.sum(y**2)
+
+
+def transposed_read_before_write(x):
+    y = x.copy()
+    z = np.sum(y.T @ x)
+    y[0] = 0.0
+    return z + np.sum(y)
+
+
 def test_loop_write_reading_a_view_of_the_array():
     x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
     check_grad(write_reads_whole_view, (x,))
     check_vjp(write_reads_whole_view, (x,))
+    check_grad(write_reads_transposed_view, (x[:2],))
+    check_vjp(write_reads_transposed_view, (x[:2],))
+    check_grad(transposed_read_before_write, (M22,))
+    check_vjp(transposed_read_before_write, (M22,))
 
 
 # ----------------------------------------------------------------------------- bug 18
@@ -651,6 +771,10 @@ def test_loop_write_reading_a_view_of_the_array():
 # cotangent is the scalar 0.0 and the adjoint of the write subscripts it: TypeError: 'float'
 # object is not subscriptable. Same family as bugs 10 and 15. At bdc6be5. Fuzz seeds 100731,
 # 102154, 102455, 102762.
+# Cause: as bug 15 (the reversed dead loop started y's adjoint as the scalar 0.0), and the
+# reversed loop set up adjoints for a loop whose results nothing reads.
+# Fixed with bug 15, and a reversed loop now only handles the adjoints that can be nonzero in
+# it (reverse.Reverser.nonzero_in): a dead loop has no adjoint code at all.
 
 
 def dead_fancy_write(a, x):
@@ -663,11 +787,31 @@ def dead_fancy_write(a, x):
     return v
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug 18: the cotangent of a dead array stays the scalar 0.0 before a fancy-index kill",
-)
 def test_fancy_write_into_dead_array():
     x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
     check_grad(dead_fancy_write, (0.7, x), wrt=(0, 1))
     check_vjp(dead_fancy_write, (0.7, x), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 19
+# WRONG GRADIENT (nan). A loop that overwrites an argument with values nothing reads after it
+# (here `x = np.exp(np.exp(x))` four times, which overflows to inf) made the whole gradient nan:
+# dead_loop_overflow([1.5, 0.3]) gave [nan, nan] instead of [1, 1]. At bdc6be5. Fuzz seed 20970.
+# Cause: the reversed loop started the carried adjoint dx at zero and ran every trip's rules,
+# multiplying that zero by the overflowed partial derivatives (0 * inf = nan), and added the
+# result to the gradient of the argument the loop had rebound.
+# Fixed: the reversed loop skips adjoints that no live value reaches (reverse.Reverser.nonzero_in).
+
+
+def dead_loop_overflow(x):
+    v = np.sum(x)
+    for i in range(4):
+        x = np.exp(np.exp(x))
+    return v
+
+
+def test_dead_loop_that_overflows():
+    with np.errstate(over="ignore"):
+        g = check_grad(dead_loop_overflow, (np.array([1.5, 0.3]),))
+        np.testing.assert_array_equal(g, np.ones(2))
+        check_vjp(dead_loop_overflow, (np.array([1.5, 0.3]),))
