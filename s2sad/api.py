@@ -83,8 +83,6 @@ def _conform(g, x, others):
         return float(np.asarray(g).reshape(()))
     x_arr = np.asarray(x)
     g_arr = np.asarray(g, dtype=x_arr.dtype)
-    if g_arr.shape == () and x_arr.shape != () and not g_arr:  # the zero the adjoint starts from
-        g_arr = np.zeros(x_arr.shape, dtype=x_arr.dtype)
     if g_arr.shape != x_arr.shape:
         raise S2SADError(
             f"internal error: a gradient of shape {g_arr.shape} for an input of "

@@ -66,8 +66,9 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
-def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
-    fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken)
+def _finish_jvp(parsed, norm, resolver, wrt, key, ranks) -> Compiled:
+    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
+    fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, shapes)
     body = fwd.block(norm.stmts)
     tangents_in = [fwd.dot(p) for p in wrt]
     outputs = [
@@ -178,7 +179,7 @@ def transform(
     for stmt in simple:
         stmt.op = classify(stmt, local_names)
     if mode == "jvp":
-        return _finish_jvp(parsed, norm, resolver, wrt, key)
+        return _finish_jvp(parsed, norm, resolver, wrt, key, ranks)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(

@@ -69,8 +69,9 @@ def _add_at(stmt):
 
 
 class Forward:
-    def __init__(self, parsed, stmts, wrt: list[str], taken: set[str]):
+    def __init__(self, parsed, stmts, wrt: list[str], taken: set[str], ranks=None):
         self.parsed = parsed
+        self.ranks = ranks
         self.names = NameAllocator(taken)
         self.tangent: dict[str, str] = {}
         self.active = self.varied(stmts, set(wrt))
@@ -246,7 +247,31 @@ class Forward:
         total = terms[0]
         for t in terms[1:]:
             total = ast.BinOp(total, ast.Add(), t)
+        if kind == "elementwise" and self.may_widen(params, args):
+            # an operand without a tangent may have broadcast the result wider than the terms
+            total = _call("broadcast_like", total, _name(op.target))
         return total
+
+    def may_widen(self, params, args) -> bool:
+        """Whether an elementwise operand without a tangent may not be a scalar."""
+        for param in params:
+            value = args.get(param)
+            nodes = (
+                list(value.elts)
+                if isinstance(value, (ast.List, ast.Tuple))
+                else (list(value) if isinstance(value, (tuple, list)) else [value])
+            )
+            for node in nodes:
+                if not isinstance(node, ast.AST) or (
+                    isinstance(node, ast.Name) and node.id in self.active
+                ):
+                    continue
+                if isinstance(node, ast.Constant) or (
+                    self.ranks is not None and self.ranks.of(node) == 0
+                ):
+                    continue
+                return True
+        return False
 
     def term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         t = _name(self.dot(node.id))
@@ -259,8 +284,8 @@ class Forward:
                             mapping[id(other)] = _name(self.dot(other.id))
                         else:
                             mapping[id(other)] = _call("zeros_like", copy.deepcopy(other))
-                if k > 0:
-                    return None  # one call covers every element of the list
+                if any(_is_active(nodes[j], self.active) for j in range(k)):
+                    return None  # the first active element's call covers the whole list
             return _substitute(stmt.value, mapping)
         rule = op.bound.rule if op.bound is not None else None
         if kind == "elementwise":
@@ -308,6 +333,10 @@ class _ReplaceNames(ast.NodeTransformer):
 
     def visit_Name(self, node):
         return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
+
+
+def _is_active(node, active: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in active
 
 
 def _is_fresh(expr) -> bool:

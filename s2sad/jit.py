@@ -88,6 +88,19 @@ def _unbroadcast(g, x):
     return None
 
 
+def broadcast_like(t, ans):
+    return t
+
+
+@overload(broadcast_like)
+def _broadcast_like(t, ans):
+    from numba import types
+
+    if isinstance(ans, types.Array):
+        return lambda t, ans: np.zeros_like(ans) + t
+    return lambda t, ans: t
+
+
 def snapshot(v):
     return v
 

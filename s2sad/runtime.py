@@ -18,8 +18,6 @@ def unbroadcast(g, x):
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
-    if np.ndim(g) < len(shape):  # a zero cotangent kept as the scalar 0.0
-        return np.broadcast_to(g, shape)
     lead = np.ndim(g) - len(shape)
     if lead > 0:
         g = np.sum(g, axis=tuple(range(lead)))
@@ -27,6 +25,15 @@ def unbroadcast(g, x):
     if axes:
         g = np.sum(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
+
+
+def broadcast_like(t, ans):
+    """The tangent `t` of an elementwise result over the result's whole shape (an operand with no
+    tangent may have broadcast the result wider than `t`)."""
+    shape = np.shape(ans)
+    if np.shape(t) == shape:
+        return t
+    return np.broadcast_to(t, shape).copy()
 
 
 def grad_seed(out):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_vjp
+from conftest import check_grad, check_jvp, check_vjp
 
 V3 = np.array([0.2, -0.3, 0.4])
 M22 = np.array([[0.2, -0.3], [0.5, 0.1]])
@@ -815,3 +815,50 @@ def test_dead_loop_that_overflows():
         g = check_grad(dead_loop_overflow, (np.array([1.5, 0.3]),))
         np.testing.assert_array_equal(g, np.ones(2))
         check_vjp(dead_loop_overflow, (np.array([1.5, 0.3]),))
+
+
+# ----------------------------------------------------------------------------- bug 20
+# jvp: an elementwise operation whose operand without a tangent broadcasts the result wider than
+# the operand with one (`x[1:2, :] - a` for a scalar `a`) got the tangent of the narrow operand
+# (`-a_dot`, a scalar) instead of one shaped like the result, and the next rule needing the
+# shape failed: ValueError: zero-dimensional arrays cannot be concatenated (jacobian in forward
+# mode the same). At ca5f4ff, found when the fuzzer started checking jvp. Fuzz seeds 8, 79.
+# Cause: forward mode builds an elementwise tangent from the VJP template without `unbroadcast`,
+# which is right for the terms but leaves out the shape an operand without a tangent adds.
+# Fixed: such a tangent is spread over the result's shape (`broadcast_like`), unless every
+# operand without a tangent is known to be a scalar.
+
+
+def broadcast_by_constant_operand(a, x):
+    return np.concatenate([x[1:2, :] - a, np.stack([x.sum(axis=0)], axis=0)], axis=0)
+
+
+def test_jvp_of_elementwise_result_widened_by_constant_operand():
+    check_jvp(broadcast_by_constant_operand, (0.3, M22), wrt=0)
+    check_jvp(broadcast_by_constant_operand, (0.3, M22), wrt=(0, 1))
+    jac = s2sad.jacobian(broadcast_by_constant_operand, wrt=0, mode="forward")(0.3, M22)
+    np.testing.assert_array_equal(jac, [[-1.0, -1.0], [0.0, 0.0]])
+
+
+# ----------------------------------------------------------------------------- bug 21
+# WRONG JVP, silently. np.concatenate (or np.stack) of a list whose first element has no
+# tangent: the tangent of the result was all zeros, concat_after_constant(x) gave [0, 0, 0]
+# instead of [0, 2 t0, 2 t1]. At ca5f4ff. Fuzz seed 53.
+# Cause: forward mode emits one call for a linear rule with a list argument, with the tangents
+# of all elements in it, but only when it met the list's first element, so nothing was emitted
+# when that element had no tangent.
+# Fixed: the call is emitted at the first element that has a tangent.
+
+
+def concat_after_constant(x):
+    return np.concatenate([np.ones(1), 2.0 * x], axis=0)
+
+
+def stack_after_constant(x):
+    return np.stack([0.5, np.sin(x[0]), x[1]])
+
+
+def test_jvp_of_list_whose_first_element_is_constant():
+    t = check_jvp(concat_after_constant, (np.array([0.3, -0.5]),))
+    assert t[0] == 0.0 and np.all(t[1:] != 0.0)
+    check_jvp(stack_after_constant, (np.array([0.3, -0.5]),))
