@@ -71,6 +71,15 @@ def _finish_jvp(parsed, norm, resolver, wrt, key, ranks) -> Compiled:
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, shapes)
     body = fwd.block(norm.stmts)
     tangents_in = [fwd.dot(p) for p in wrt]
+    # a parameter outside wrt that becomes active (a loop carry updated from one) starts at zero
+    starts = [
+        ast.parse(f"{fwd.dot(p)} = zeros_like({p})").body[0]
+        for p in norm.params
+        if p in fwd.active and p not in wrt
+    ]
+    for stmt in starts:
+        stmt.src, stmt.src_parsed = None, parsed
+    body = starts + body
     outputs = [
         (
             ast.Name(fwd.dot(o), ast.Load())

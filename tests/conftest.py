@@ -250,7 +250,9 @@ def check_jvp(f, args, wrt=0, *, seed=0, eps=EPS, rtol=RTOL, atol=ATOL):
     frozen = copy.deepcopy(tangents)
     before = _copy_args(args)
 
-    out, tangent = s2sad.jvp(f, wrt=wrt)(*args, tangent=tuple(tangents) if is_tuple else tangents[0])
+    out, tangent = s2sad.jvp(f, wrt=wrt)(
+        *args, tangent=tuple(tangents) if is_tuple else tangents[0]
+    )
 
     for t, t0 in zip(tangents, frozen):
         assert _same(t, t0), "jvp modified its tangent in place"

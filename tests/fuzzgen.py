@@ -21,11 +21,15 @@ bounded arguments, and rough magnitude bounds are tracked so that values stay mo
 
 `check_program(seed, workdir)` generates, runs and checks one program and returns an `Outcome`:
 
-- "ok": s2sad's gradient (`grad`, for scalar outputs) and pullback (`vjp`, with a random seed)
-  match central finite differences, have the input's type/shape/dtype, the primal output matches,
-  and no argument or seed was modified;
-- "refused": s2sad raised an `S2SADError` (a deliberate refusal) in some mode, and every mode that
-  did not refuse was correct;
+- "ok": s2sad's gradient (`grad`, for scalar outputs), pullback (`vjp`, with a random seed) and
+  directional derivative (`jvp`, with a random tangent) match central finite differences, have
+  the input's (for jvp: the output's) type/shape/dtype, the primal output matches, and no
+  argument, seed or tangent was modified; for a single output of at most JACOBIAN_MAX_OUT
+  elements, `jacobian` in forward and in reverse mode has blocks shaped out.shape + in.shape
+  that match finite differences, and the reverse-mode rows match vjp pullbacks of the output's
+  basis seeds (modes "grad", "vjp", "jvp", "jacobian"; `modes=` picks some);
+- "refused": s2sad raised an `S2SADError` (a deliberate refusal) in some mode ("jacobian-forward"
+  and "jacobian-reverse" count apart), and every mode that did not refuse was correct;
 - "fail": anything else inside s2sad: another exception, a wrong value, a wrong type/shape, a
   mutated argument, or an S2SADError that calls itself an internal error;
 - "rejected": no test point away from kinks / overflow was found (the generator's problem, not
@@ -2197,7 +2201,9 @@ def _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed):
             out.failures.append((mode, f"output {k}: {bad}"))
             return
     ad = np.concatenate([np.asarray(t, dtype=np.float64).reshape(-1) for t in touts])
-    msg = _compare_with(ad, lambda eps, order: _fd_direction(f, args, indices, tangents, eps, order))
+    msg = _compare_with(
+        ad, lambda eps, order: _fd_direction(f, args, indices, tangents, eps, order)
+    )
     if msg:
         out.failures.append((mode, f"wrong directional derivative:\n{msg}"))
 

@@ -9,6 +9,8 @@ since stay as guards; the others fail until s2sad is fixed. None is skipped or x
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -862,3 +864,47 @@ def test_jvp_of_list_whose_first_element_is_constant():
     t = check_jvp(concat_after_constant, (np.array([0.3, -0.5]),))
     assert t[0] == 0.0 and np.all(t[1:] != 0.0)
     check_jvp(stack_after_constant, (np.array([0.3, -0.5]),))
+
+
+# ----------------------------------------------------------------------------- bug 22
+# jvp: a parameter outside `wrt` that a loop updates from a differentiated value (here `x` in
+# `x = x + w`) and that is read where the loop did not run (the early return): UnboundLocalError:
+# cannot access local variable 'x_dot'. At ca5f4ff. Fuzz seeds 225, 413, 454.
+# Cause: forward mode gives a tangent to every name that may carry one, but a parameter has no
+# statement assigning it, so nothing started the tangent of one outside `wrt`.
+# Fixed: such a parameter's tangent starts as zeros_like(parameter) at the top of the function.
+
+
+def loop_updates_other_parameter(w, x):
+    if np.sum(w) < 0.0:
+        return x * 2.0
+    for i in range(3):
+        x = x + w
+    return x
+
+
+def test_jvp_of_parameter_outside_wrt_updated_in_loop():
+    check_jvp(loop_updates_other_parameter, (V3, V3))  # the loop runs
+    check_jvp(loop_updates_other_parameter, (-V3 - 1.0, V3))  # the early return
+    check_vjp(loop_updates_other_parameter, (-V3 - 1.0, V3))
+
+
+# ----------------------------------------------------------------------------- forward rules
+# jvp refused math.log, math.atan2, math.hypot and math.pow (NoRuleError: no forward-mode (jvp)
+# rule), which grad and vjp differentiate: their VJP templates are scalar products, so they are
+# their tangent rules too. Fuzz seeds 52, 161, 389, ... when the fuzzer started checking jvp.
+
+
+def math_with_two_arguments(a, b):
+    return (
+        math.log(a * a + 1.0)
+        + math.atan2(a, b)
+        + math.hypot(a, b)
+        + math.pow(a * a + 0.5, b)
+        + math.log(b * b + 2.0, a * a + 3.0)
+    )
+
+
+def test_jvp_of_math_functions_with_two_arguments():
+    check_jvp(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
+    check_grad(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
