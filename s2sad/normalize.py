@@ -146,6 +146,12 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
                     setattr(node, attr, [new if n == old else n for n in names])
 
 
+def _snapshot_of(rhs: ast.expr) -> ast.Call:
+    func = ast.Name("snapshot", ast.Load())
+    func.s2sad_callee = runtime.snapshot
+    return ast.Call(func, [rhs], [])
+
+
 def _loads(node) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -245,6 +251,8 @@ class Normalizer:
         }
         self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
         self.pending_alias: str | None = None
+        self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
+        self.stale: set[str] = set()  # ... of which the array has been written since
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
@@ -401,8 +409,11 @@ class Normalizer:
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
                 return ast.Constant(None)
+            viewed = self.written_view(value)
+            self.views.pop(target.id, None)
             start = len(self.out)
             rhs = self.expr(value, target.id)
+            self.stale.discard(target.id)
             if isinstance(rhs, ast.Name) and getattr(rhs, "s2sad_inlined", False):
                 name = self.rebind(target.id)  # the inlined result takes the user's name
                 _rename_in(self.out[start:], rhs.id, name)
@@ -411,6 +422,11 @@ class Normalizer:
                 return ast.Name(name, ast.Load())
             if isinstance(rhs, ast.Tuple) and getattr(rhs, "s2sad_inlined", False):
                 rhs = ast.Tuple(rhs.elts, ast.Load())
+            if viewed is not None:
+                # a view of an array written in place later: the values as they are now (a read
+                # after the write is refused, see `load`)
+                self.views[target.id] = viewed
+                rhs = _snapshot_of(rhs)
             return self.bind(
                 target.id, rhs, varied=self.atom_varied(rhs) or self.mentions_varied(value)
             )
@@ -465,6 +481,7 @@ class Normalizer:
             self.put(stmt)
             if self.atom_varied(atom):
                 self.varied.add(base.id)
+            self.written_now({target.value.id})
             return atom
         raise self.unsupported(self.src, "assignment to this kind of target")
 
@@ -532,6 +549,7 @@ class Normalizer:
     def if_(self, node: ast.If) -> None:
         test = self.condition(node.test)
         before = dict(self.env)
+        stale = set(self.stale)
         body: list[ast.stmt] = []
         breaks = bool(node.body) and isinstance(node.body[-1], ast.Break)
         if breaks:  # the statements before the break, then the loop's exit copies
@@ -541,8 +559,10 @@ class Normalizer:
         else:
             self.block_into(body, node.body)
             env_body, self.env = self.env, dict(before)
+        stale, self.stale = self.stale, stale
         orelse: list[ast.stmt] = []
         self.block_into(orelse, node.orelse)
+        self.stale |= stale
         env_else = self.env
         stmt = ast.If(test, body, orelse)
         stmt.merged = []
@@ -665,9 +685,23 @@ class Normalizer:
                                     self.loop_varied.add(n.id)
                                     changed = True
 
+    def loop_writes(self, body: list[ast.stmt]) -> None:
+        """Views of arrays a loop writes hold other values from its second trip on."""
+        self.written_now(
+            {
+                n.value.id
+                for stmt in body
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+            }
+        )
+
     def for_(self, node: ast.For) -> None:
         if node.orelse:
             raise self.unsupported(node, "`for ... else`")
+        self.loop_writes(node.body)
         body, breaks = restructure_jumps(node.body, self.parsed)
         index, range_call, bind_items = self.iteration(node)
         trips = None
@@ -801,6 +835,7 @@ class Normalizer:
     def while_(self, node: ast.While) -> None:
         if node.orelse:
             raise self.unsupported(node, "`while ... else`")
+        self.loop_writes(node.body)
         body, _ = restructure_jumps(node.body, self.parsed)
         iters = self.names.fresh("iters")
         self.append(iters, ast.Constant(0), varied=False)
@@ -868,17 +903,23 @@ class Normalizer:
             return rhs
         if self.views_written(node):
             # the array is written in place later: keep this value, not a view of it
-            func = ast.Name("snapshot", ast.Load())
-            func.s2sad_callee = runtime.snapshot
-            rhs = ast.Call(func, [rhs], [])
+            rhs = _snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
         return ast.Name(name, ast.Load())
 
     def views_written(self, node: ast.expr) -> bool:
-        """Whether `node` may give a view of (or the very object of) an array the function
-        writes in place: a subscript, `.T`, or a view-making call such as reshape or transpose."""
-        if isinstance(node, ast.Subscript) or (
+        """Whether `node` may give a view of an array the function writes in place: a subscript,
+        `.T`, or a view-making call such as reshape or transpose."""
+        return not isinstance(node, ast.Name) and self.written_view(node) is not None
+
+    def written_view(self, node: ast.expr) -> str | None:
+        """The array the function writes in place that `node` may be a view of (or the very
+        object of): the array itself, a subscript, `.T`, or a view-making call such as reshape or
+        transpose; else None."""
+        if isinstance(node, ast.Name):
+            base = node
+        elif isinstance(node, ast.Subscript) or (
             isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
         ):
             base = node.value
@@ -886,14 +927,21 @@ class Normalizer:
             func = node.func
             short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             if short not in _VIEWS:
-                return False
+                return None
             if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
                 base = func.value  # a method of the array
             else:
                 base = node.args[0] if node.args else None
         else:
-            return False
-        return isinstance(base, ast.Name) and base.id in self.written
+            return None
+        if isinstance(base, ast.Name) and base.id in self.written and base.id in self.locals:
+            return base.id
+        return None
+
+    def written_now(self, arrays: set[str]) -> None:
+        """`arrays` are written in place here: the views bound from them no longer hold the
+        values they were bound with."""
+        self.stale |= {v for v, a in self.views.items() if a in arrays}
 
     def opname(self, node: ast.expr) -> str:
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):
@@ -1154,6 +1202,15 @@ class Normalizer:
                 NameResolutionError,
                 f"local variable '{node.id}' is used before it is assigned",
                 node,
+            )
+        if node.id in self.stale:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in place "
+                f"after `{node.id}` was assigned; s2sad does not follow writes through views",
+                node,
+                hint=f"assign `{node.id}` from a copy (`....copy()`), or read "
+                f"`{self.views[node.id]}` itself after the write",
             )
         return ast.Name(self.env[node.id], ast.Load())
 

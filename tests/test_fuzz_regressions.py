@@ -768,6 +768,70 @@ def test_loop_write_reading_a_view_of_the_array():
     check_vjp(transposed_read_before_write, (M22,))
 
 
+# The same with a view bound to a name (found while fixing bug 17, not by the fuzzer, whose
+# programs never name a view of an array they write): the gradient was silently wrong, as was
+# the gradient of `t = y` (the same array under a second name). Fixed: such a name takes a copy
+# of the values when it is bound; a read after the array was written (where NumPy's view would
+# show the write) is refused, since s2sad does not follow writes through views.
+
+
+def named_view_in_loop(x):
+    y = np.ones((2, 2))
+    for i in range(2):
+        v = y.reshape(4)
+        y[i] = np.dot(v, x)
+    return np.sum(y**2)
+
+
+def named_transposed_view(x):
+    y = x.copy()
+    t = y.T
+    z = np.sum(t @ x)
+    y[0] = 0.0
+    return z + np.sum(y)
+
+
+def second_name_for_array(x):
+    y = x.copy()
+    t = y
+    z = np.sum(t * x)
+    y[0] = 0.0
+    return z + np.sum(y**2)
+
+
+def view_read_after_write(x):
+    y = x.copy()
+    t = y.T
+    y[0] = y[0] * 2.0
+    return np.sum(t @ x)
+
+
+def view_read_in_loop_that_writes(x):
+    y = x.copy()
+    t = y[0]
+    s = 0.0
+    for i in range(2):
+        s = s + np.sum(t)
+        y[1 - i] = x[i] * 2.0
+    return s
+
+
+def test_named_view_of_array_written_later():
+    x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
+    check_grad(named_view_in_loop, (x,))
+    check_vjp(named_view_in_loop, (x,))
+    for f in (named_transposed_view, second_name_for_array):
+        check_grad(f, (M22,))
+        check_vjp(f, (M22,))
+        check_jvp(f, (M22,))
+
+
+@pytest.mark.parametrize("f", [view_read_after_write, view_read_in_loop_that_writes])
+def test_view_read_after_its_array_is_written_is_refused(f):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="does not follow writes through views"):
+        s2sad.grad(f)(M22)
+
+
 # ----------------------------------------------------------------------------- bug 18
 # An array whose final value is dead (only a dead loop reads it) after a fancy-index write: its
 # cotangent is the scalar 0.0 and the adjoint of the write subscripts it: TypeError: 'float'
