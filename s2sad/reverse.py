@@ -9,7 +9,9 @@ back by the tape pass (`tape.py`), which fills in the markers this pass leaves.
 
 Inside loops an adjoint may be known to be zero without holding zero (a "lazy" zero, after the
 value it belongs to was overwritten); such a name is assigned, not accumulated, on its next
-contribution, and set to zero explicitly where a later iteration would read it.
+contribution, and set to zero explicitly where a later iteration would read it. A zero held in
+a variable has its value's shape (`0.0` only for a known scalar), so no rule receives a scalar
+zero for an array; and a reversed loop only handles the adjoints that a live value reaches.
 """
 
 from __future__ import annotations
