@@ -21,6 +21,7 @@ import collections
 import multiprocessing as mp
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,6 +49,24 @@ def _signature(mode: str, msg: str) -> str:
 
 
 _WORKDIR = None
+
+
+def _commit() -> str:
+    """The checked-out commit, marked when the working tree has changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
 
 
 def _init():
@@ -108,22 +127,34 @@ def main(argv=None) -> int:
         return 1 if out.status == "fail" else 0
 
     seeds = range(args.start, args.start + args.count)
+    commit = _commit()
     t0 = time.time()
     results = []
+    out_dir = Path(args.save) if args.save else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def collect(i, r):
+        results.append(r)
+        if r["status"] in ("fail", "harness-error", "generator-error"):
+            # as they come, so that a long run shows its failures before it ends
+            sigs = "; ".join(sorted({sig for _, sig in r.get("failures", [])})) or r["status"]
+            print(f"  seed {r['seed']}: {sigs}", file=sys.stderr)
+            if out_dir is not None:
+                (out_dir / f"seed{r['seed']}.txt").write_text(r["report"])
+        if not args.quiet and (i + 1) % 100 == 0:
+            print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+
     if args.jobs > 1:
         with mp.get_context("fork").Pool(
             args.jobs, initializer=_init, maxtasksperchild=200
         ) as pool:
             for i, r in enumerate(pool.imap_unordered(_one, seeds, chunksize=4)):
-                results.append(r)
-                if not args.quiet and (i + 1) % 100 == 0:
-                    print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+                collect(i, r)
     else:
         _init()
         for i, seed in enumerate(seeds):
-            results.append(_one(seed))
-            if not args.quiet and (i + 1) % 100 == 0:
-                print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+            collect(i, _one(seed))
     elapsed = time.time() - t0
     results.sort(key=lambda r: r["seed"])
 
@@ -147,6 +178,8 @@ def main(argv=None) -> int:
 
     print(f"s2sad fuzz: {len(results)} programs, seeds {args.start}..{args.start + args.count - 1}")
     print(f"modes: {', '.join(_MODES)}")
+    print(f"command: {' '.join(['python', 'scripts/fuzz_long.py'] + sys.argv[1:])}")
+    print(f"commit: {commit} (at the start)")
     print(f"time: {elapsed:.0f}s with {args.jobs} job(s)")
     print(
         "outcome: "
@@ -179,12 +212,7 @@ def main(argv=None) -> int:
     for r in results:
         if r["status"] in ("generator-error", "harness-error"):
             print(f"{r['status']} at seed {r['seed']}:\n{r['report'][:3000]}")
-    if args.save:
-        out_dir = Path(args.save)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            if r["status"] == "fail":
-                (out_dir / f"seed{r['seed']}.txt").write_text(r["report"])
+    if out_dir is not None:
         print(f"failure reports written to {out_dir}/")
     return 1 if status.get("fail") or status.get("harness-error") else 0
 
