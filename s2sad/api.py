@@ -244,8 +244,12 @@ class JVPTransformed(Transformed):
 
 
 def _conform_output(t, out):
-    if isinstance(out, float) and not isinstance(out, np.generic):
+    """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
+    of at least float32 precision (float64 for integer outputs)."""
+    if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
         return float(np.asarray(t).reshape(()))
+    if not np.issubdtype(np.result_type(out), np.inexact):
+        out = np.asarray(out, dtype=np.float64)
     shaped = np.broadcast_to(np.asarray(t), np.shape(out))
     return (
         np.array(shaped, dtype=np.result_type(out, np.float32))

@@ -2149,9 +2149,11 @@ def _compare_with(ad, fd_at) -> str | None:
 
 def _tangent_kind_ok(t, o) -> str | None:
     """The output tangent has the output's type and shape."""
-    if isinstance(o, float) and not isinstance(o, np.generic):
-        return None if type(t) is float else f"tangent of a Python float is {type(t).__name__}"
+    if isinstance(o, (float, int)) and not isinstance(o, (np.generic, bool)):
+        return None if type(t) is float else f"tangent of a Python number is {type(t).__name__}"
     if isinstance(o, np.generic) or (isinstance(o, np.ndarray) and o.ndim == 0):
+        if np.issubdtype(np.result_type(o), np.integer) and np.result_type(t) != np.float64:
+            return f"tangent of an integer output is {np.result_type(t)}, not float64"
         if isinstance(t, (np.floating, np.ndarray)) and np.shape(t) == ():
             return None
         return f"tangent of a scalar {type(o).__name__} is {type(t).__name__}"

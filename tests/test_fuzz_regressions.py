@@ -972,3 +972,27 @@ def math_with_two_arguments(a, b):
 def test_jvp_of_math_functions_with_two_arguments():
     check_jvp(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
     check_grad(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 23
+# jvp: the tangent of an integer output (a counter returned beside a float, `return k, x * 2.0`)
+# came back as np.float32 for a Python int (NumPy 2 gives a Python int the weakest float type),
+# where every other Python number gets a Python float. At ca5f4ff. Fuzz seeds 101511, 101783,
+# 103061, 103692, 104130.
+# Fixed: the tangent of a Python number is a Python float, of an integer NumPy value float64.
+
+
+def counter_and_value(x):
+    k = 0
+    s = 0.0
+    while s < 1.0:
+        s = s + np.sum(x**2) + 0.3
+        k += 1
+    return k, s * x, np.int64(k)
+
+
+def test_jvp_of_integer_output():
+    _, (tk, tx, tk64) = s2sad.jvp(counter_and_value)(V3, tangent=np.ones(3))
+    assert type(tk) is float and tk == 0.0
+    assert type(tk64) is np.float64 and tk64 == 0.0
+    check_jvp(counter_and_value, (V3,))
