@@ -670,7 +670,22 @@ class Normalizer:
         while changed:
             changed = False
             for stmt in ast.walk(ast.Module(body=body, type_ignores=[])):
-                if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                if isinstance(stmt, ast.For) and self.mentions_varied(stmt.iter):
+                    # the items of `for row in x`, `enumerate(x)`, `zip(x, y)` vary with x
+                    target = stmt.target
+                    it = stmt.iter
+                    if (
+                        isinstance(it, ast.Call)
+                        and self.resolver.resolve(it.func) is enumerate
+                        and isinstance(target, ast.Tuple)
+                        and len(target.elts) == 2
+                    ):
+                        target = target.elts[1]  # the index does not vary
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name) and n.id not in self.loop_varied:
+                            self.loop_varied.add(n.id)
+                            changed = True
+                elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     value = stmt.value
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     if value is not None and (

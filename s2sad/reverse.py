@@ -342,7 +342,7 @@ class Reverser:
         """The primal names whose adjoints may be nonzero somewhere in the reversed `loop`: those
         live before it (after the loop in the primal) and, transitively, the active operands of
         the statements assigning or writing such names."""
-        nonzero = {p for p in touched if p in self.adjoint and self.live(self.adjoint[p])}
+        nonzero = {p for p in touched if self.live(self.dname(p))}
         ops = [s.op for s in simple_statements(loop.body) if getattr(s, "op", None) is not None]
         changed = True
         while changed:
@@ -364,17 +364,27 @@ class Reverser:
         local_e = (assigned(stmt.orelse) & only_here) - self.params
         body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # adjoints first assigned in only one branch but read after the `if`: start them at zero
-        need = {
-            d
-            for d in after_b[0] ^ after_e[0]
-            if d not in before[0] and not self._local_adjoint(d, local_b | local_e)
-        }
-        inits = []
-        if need:
-            self.restore(before)
+        # before it, and transform the branches again (starting an adjoint can make a loop in a
+        # branch contribute to others, so until no new one is needed)
+        inits: list = []
+        started: list[str] = []
+        while True:
+            need = {
+                d
+                for d in after_b[0] ^ after_e[0]
+                if d not in before[0]
+                and d not in started
+                and not self._local_adjoint(d, local_b | local_e)
+            }
+            if not need:
+                break
             for d in sorted(need):
-                primal = self.primal_of[d]
-                inits.append(self.at(_assign(d, self.zero_of(primal)), stmt))
+                inits.append(self.at(_assign(d, self.zero_of(self.primal_of[d])), stmt))
+                started.append(d)
+            self.restore(before)
+            for d in started:
+                self.adjoint[self.primal_of[d]] = d  # the name the branches gave it
+                self.names.taken.add(d)
                 self.defined.add(d)
             body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # a lazy zero on one side only must hold zero on that side

@@ -996,3 +996,64 @@ def test_jvp_of_integer_output():
     assert type(tk) is float and tk == 0.0
     assert type(tk64) is np.float64 and tk64 == 0.0
     check_jvp(counter_and_value, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 24
+# A loop over `zip(x, x)` (or `for row in x`, `enumerate(x)`) whose items make a carry vary,
+# where the carry is read inside a larger expression before the loop (`(-s) + np.exp(s)`):
+# S2SADError "internal error: the operator Add has a differentiated operand nested in an
+# expression". At 0a90dab. Fuzz seed 110627.
+# Cause: normalization decides before the loop which names vary in some trip, so that their
+# first reads are split into single operations too; it followed assignments but not loop items,
+# so it missed that `row` varies with `x`, and with it `s`.
+# Fixed: the items of a `for` loop over a varying sequence vary (mark_loop_varied).
+
+
+def carry_nested_before_zip_loop(x):
+    s = 0.0
+    t = (-s) + np.exp(s) ** 0.5
+    for a, row in zip(x, x):
+        s = s + t * row * a
+        t = np.tanh(t)
+    return s + t
+
+
+def carry_nested_before_row_loop(x):
+    s = 0.0
+    t = (-s) + np.exp(s) ** 0.5
+    for i, row in enumerate(x):
+        s = s + t * row
+    return s + t
+
+
+@pytest.mark.parametrize("f", [carry_nested_before_zip_loop, carry_nested_before_row_loop])
+def test_carry_nested_in_expression_before_loop_over_rows(f):
+    check_grad(f, (V3,))
+    check_vjp(f, (V3,))
+    check_jvp(f, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 25
+# A loop in one branch of an `if` whose carry (`w`) is dead after the loop but whose adjoint the
+# other branch starts (`return np.sum(w)`): UnboundLocalError: cannot access local variable 'dx'
+# (the gradient of an argument the loop reads). At 0a90dab (with the reversed loop's skipping of
+# adjoints no live value reaches, from bug 19). Fuzz seed 110959.
+# Cause: an adjoint assigned in only one branch is started at zero before the `if` and the
+# branches are transformed again; with dw started, the loop in the other branch now contributes
+# to dx, which the second transform assigned in that branch only, and nothing started it.
+# Fixed: the branches are transformed again until no further adjoint needs starting.
+
+
+def dead_carry_live_in_other_branch(x, w, c):
+    if c > 0.0:
+        return np.sum(w)
+    for i in range(2):
+        w = np.tanh(w) * np.exp(x)
+    return c * 2.0
+
+
+def test_adjoint_started_for_one_branch_reaches_a_loop_in_the_other():
+    for c in (1.0, -1.0):
+        g = check_grad(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
+        check_vjp(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
+        np.testing.assert_array_equal(g[0], np.zeros(3))
