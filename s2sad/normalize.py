@@ -8,7 +8,13 @@ from and the operation they hold (`loss_sub`, `loss_pow`); a re-assigned name ge
 Control flow stays structured (`if`, `for i in range(...)`, `while`):
 - branches that assign the same variable merge into one name, assigned at the end of each branch;
 - a variable a loop changes keeps its pre-loop name as the loop-carried value: the body computes
-  `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`;
+  `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`; a
+  name the body assigns that did not exist before is live out of the loop only if it is read
+  after the loop or read in the body before the body assigns it;
+- a view of an array the function writes in place (`y[i]`, `y.T`, `y.reshape(...)`, or `y`
+  itself under another name) is taken as a copy when it is read (`snapshot(...)`), so that a
+  later write does not change what the adjoint reads back; a named view read after its array
+  was written (where NumPy's view would show the write) is refused;
 - `for row in x`, `enumerate` and `zip` become loops over an index;
 - calls to the user's own functions (module-level, nested `def`s, lambdas) are inlined.
 """
