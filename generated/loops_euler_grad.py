@@ -17,8 +17,6 @@ def unbroadcast(g, x):
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
-    if np.ndim(g) < len(shape):  # a zero cotangent kept as the scalar 0.0
-        return np.broadcast_to(g, shape)
     lead = np.ndim(g) - len(shape)
     if lead > 0:
         g = np.sum(g, axis=tuple(range(lead)))
@@ -37,6 +35,13 @@ def grad_seed(out):
             "s2sad.jacobian for the full derivative"
         )
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
+
+
+def zeros_like(x):
+    """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
+    if isinstance(x, (float, int)):
+        return 0.0
+    return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 
 def grad_euler(y0, k, n):
@@ -68,7 +73,7 @@ def grad_euler(y0, k, n):
     # line 32: return y
     dy = deuler
     # line 30: for i in range(n):
-    dk = 0.0
+    dk = zeros_like(k)
     for i in reversed(range(n)):
         y_mul2 = y_mul2_tape.pop()
         dy_new = dy

@@ -17,8 +17,6 @@ def unbroadcast(g, x):
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
-    if np.ndim(g) < len(shape):  # a zero cotangent kept as the scalar 0.0
-        return np.broadcast_to(g, shape)
     lead = np.ndim(g) - len(shape)
     if lead > 0:
         g = np.sum(g, axis=tuple(range(lead)))
@@ -37,6 +35,13 @@ def grad_seed(out):
             "s2sad.jacobian for the full derivative"
         )
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
+
+
+def zeros_like(x):
+    """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
+    if isinstance(x, (float, int)):
+        return 0.0
+    return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 
 def grad_newton_sqrt(a):
@@ -65,7 +70,7 @@ def grad_newton_sqrt(a):
     # line 40: return x
     dx = dnewton_sqrt
     # line 38: while abs(x * x - a) > 1e-12 * a:
-    da = 0.0
+    da = zeros_like(a)
     for _ in range(iters):
         x_div = x_div_tape.pop()
         x = x_tape.pop()

@@ -17,8 +17,6 @@ def unbroadcast(g, x):
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
-    if np.ndim(g) < len(shape):  # a zero cotangent kept as the scalar 0.0
-        return np.broadcast_to(g, shape)
     lead = np.ndim(g) - len(shape)
     if lead > 0:
         g = np.sum(g, axis=tuple(range(lead)))
@@ -136,7 +134,7 @@ def grad_smooth(x, a):
     dsmooth_pow = expand_reduced(dsmooth, smooth_pow)
     dy = dsmooth_pow * 2 * y
     # line 18: for i in range(1, x.shape[0]):
-    da = 0.0
+    da = zeros_like(a)
     dx = zeros_like(x)
     dy = as_accumulator(dy, y)
     for i in reversed(range(1, x.shape[0])):

@@ -83,8 +83,6 @@ def _conform(g, x, others):
         return float(np.asarray(g).reshape(()))
     x_arr = np.asarray(x)
     g_arr = np.asarray(g, dtype=x_arr.dtype)
-    if g_arr.shape == () and x_arr.shape != () and not g_arr:  # the zero the adjoint starts from
-        g_arr = np.zeros(x_arr.shape, dtype=x_arr.dtype)
     if g_arr.shape != x_arr.shape:
         raise S2SADError(
             f"internal error: a gradient of shape {g_arr.shape} for an input of "
@@ -246,8 +244,12 @@ class JVPTransformed(Transformed):
 
 
 def _conform_output(t, out):
-    if isinstance(out, float) and not isinstance(out, np.generic):
+    """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
+    of at least float32 precision (float64 for integer outputs)."""
+    if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
         return float(np.asarray(t).reshape(()))
+    if not np.issubdtype(np.result_type(out), np.inexact):
+        out = np.asarray(out, dtype=np.float64)
     shaped = np.broadcast_to(np.asarray(t), np.shape(out))
     return (
         np.array(shaped, dtype=np.result_type(out, np.float32))

@@ -76,7 +76,7 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
 
 
 def _finish_jvp(parsed, norm, resolver, wrt, key, ranks=None, batched=False) -> Compiled:
-    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {}) if batched else None
+    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
     body = fwd.block(norm.stmts)

@@ -87,6 +87,7 @@ class Forward:
         self, parsed, stmts, wrt: list[str], taken: set[str], batched: bool = False, ranks=None
     ):
         self.parsed = parsed
+        self.ranks = ranks
         self.names = NameAllocator(taken)
         # batched: every tangent has a leading axis of `self.batch` rows (rules/batched.py)
         self.batched = batched
@@ -322,7 +323,7 @@ class Forward:
                             mapping[id(other)] = _name(self.dot(other.id))
                         else:
                             mapping[id(other)] = _call("zeros_like", copy.deepcopy(other))
-                if any(isinstance(o, ast.Name) and o.id in self.active for o in nodes[:k]):
+                if any(_is_active(nodes[j], self.active) for j in range(k)):
                     return None  # the first active element's call covers the whole list
             return _substitute(stmt.value, mapping)
         rule = op.bound.rule if op.bound is not None else None
@@ -437,6 +438,10 @@ class _ReplaceNames(ast.NodeTransformer):
 
     def visit_Name(self, node):
         return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
+
+
+def _is_active(node, active: set[str]) -> bool:
+    return isinstance(node, ast.Name) and node.id in active
 
 
 def _is_fresh(expr) -> bool:

@@ -8,7 +8,13 @@ from and the operation they hold (`loss_sub`, `loss_pow`); a re-assigned name ge
 Control flow stays structured (`if`, `for i in range(...)`, `while`):
 - branches that assign the same variable merge into one name, assigned at the end of each branch;
 - a variable a loop changes keeps its pre-loop name as the loop-carried value: the body computes
-  `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`;
+  `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`; a
+  name the body assigns that did not exist before is live out of the loop only if it is read
+  after the loop or read in the body before the body assigns it;
+- a view of an array the function writes in place (`y[i]`, `y.T`, `y.reshape(...)`, or `y`
+  itself under another name) is taken as a copy when it is read (`snapshot(...)`), so that a
+  later write does not change what the adjoint reads back; a named view read after its array
+  was written (where NumPy's view would show the write) is refused;
 - `for row in x`, `enumerate` and `zip` become loops over an index;
 - calls to the user's own functions (module-level, nested `def`s, lambdas) are inlined.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 import inspect
+from collections import Counter
 from dataclasses import dataclass, field
 
 from . import batched, runtime
@@ -71,6 +78,8 @@ _VIEWS = {
     "atleast_1d",
     "atleast_2d",
 }
+_VIEWS |= {"diagonal", "atleast_3d", "asanyarray", "ascontiguousarray", "real", "imag"}
+_VIEW_ATTRS = {"T", "mT", "real", "imag"}
 RESERVED = {"np", "math"} | {
     n
     for module in (runtime, batched)
@@ -148,6 +157,71 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
                     setattr(node, attr, [new if n == old else n for n in names])
 
 
+def _snapshot_of(rhs: ast.expr) -> ast.Call:
+    func = ast.Name("snapshot", ast.Load())
+    func.s2sad_callee = runtime.snapshot
+    return ast.Call(func, [rhs], [])
+
+
+def _loads(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
+    """Adds to `out` the names `stmts` may read before assigning them (given the names in
+    `bound` are assigned); returns the names surely assigned after the block (None when every
+    path leaves it by `break`)."""
+    bound = set(bound)
+    for stmt in stmts:
+        if isinstance(stmt, ast.Break):
+            return None
+        if isinstance(stmt, ast.If):
+            out |= _loads(stmt.test) - bound
+            after = [_exposed(branch, bound, out) for branch in (stmt.body, stmt.orelse)]
+            after = [a for a in after if a is not None]
+            if not after:
+                return None
+            bound = set.intersection(*after)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
+            out |= _loads(head) - bound
+            inner = set(bound) | ({stmt.target.id} if isinstance(stmt, ast.For) else set())
+            _exposed(stmt.body, inner, out)  # may run no iteration: assigns nothing for sure
+        else:
+            out |= _loads(stmt) - bound
+            for t in getattr(stmt, "targets", []):
+                if not isinstance(t, ast.Subscript):  # y[i] = v reads y, binds nothing
+                    bound |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return bound
+
+
+def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
+    """Keep in each loop's `liveout` only the names whose last value the rest of the function
+    may read: read outside the loop, or read in the body before it assigns them (a value from an
+    earlier iteration). The others are local to each iteration, which matters where no
+    iteration assigns them (a path skipped by `continue`): nothing may read them then."""
+    loops = [n for n in ast.walk(ast.Module(stmts, [])) if isinstance(n, (ast.For, ast.While))]
+    every = Counter()
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            every[node.id] += 1
+    for loop in loops:
+        if not getattr(loop, "liveout", None):
+            continue
+        inside = Counter()
+        for node in loop.body:
+            for n in ast.walk(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    inside[n.id] += 1
+        exposed: set[str] = set()
+        if isinstance(loop, ast.While):
+            exposed |= _loads(loop.test)
+        _exposed(loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed)
+        loop.liveout = [
+            n for n in loop.liveout if n in outputs or n in exposed or every[n] > inside[n]
+        ]
+
+
 class Normalizer:
     def __init__(
         self,
@@ -188,6 +262,8 @@ class Normalizer:
         }
         self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
         self.pending_alias: str | None = None
+        self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
+        self.stale: set[str] = set()  # ... of which the array has been written since
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
@@ -206,6 +282,7 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
+        _prune_liveout(self.out, set(outputs))
         return Normalized(
             self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
         )
@@ -343,8 +420,11 @@ class Normalizer:
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
                 return ast.Constant(None)
+            viewed = self.written_view(value)
+            self.views.pop(target.id, None)
             start = len(self.out)
             rhs = self.expr(value, target.id)
+            self.stale.discard(target.id)
             if isinstance(rhs, ast.Name) and getattr(rhs, "s2sad_inlined", False):
                 name = self.rebind(target.id)  # the inlined result takes the user's name
                 _rename_in(self.out[start:], rhs.id, name)
@@ -353,6 +433,11 @@ class Normalizer:
                 return ast.Name(name, ast.Load())
             if isinstance(rhs, ast.Tuple) and getattr(rhs, "s2sad_inlined", False):
                 rhs = ast.Tuple(rhs.elts, ast.Load())
+            if viewed is not None:
+                # a view of an array written in place later: the values as they are now (a read
+                # after the write is refused, see `load`)
+                self.views[target.id] = viewed
+                rhs = _snapshot_of(rhs)
             return self.bind(
                 target.id, rhs, varied=self.atom_varied(rhs) or self.mentions_varied(value)
             )
@@ -407,6 +492,7 @@ class Normalizer:
             self.put(stmt)
             if self.atom_varied(atom):
                 self.varied.add(base.id)
+            self.written_now({target.value.id})
             return atom
         raise self.unsupported(self.src, "assignment to this kind of target")
 
@@ -474,6 +560,7 @@ class Normalizer:
     def if_(self, node: ast.If) -> None:
         test = self.condition(node.test)
         before = dict(self.env)
+        stale = set(self.stale)
         body: list[ast.stmt] = []
         breaks = bool(node.body) and isinstance(node.body[-1], ast.Break)
         if breaks:  # the statements before the break, then the loop's exit copies
@@ -483,8 +570,10 @@ class Normalizer:
         else:
             self.block_into(body, node.body)
             env_body, self.env = self.env, dict(before)
+        stale, self.stale = self.stale, stale
         orelse: list[ast.stmt] = []
         self.block_into(orelse, node.orelse)
+        self.stale |= stale
         env_else = self.env
         stmt = ast.If(test, body, orelse)
         stmt.merged = []
@@ -592,7 +681,22 @@ class Normalizer:
         while changed:
             changed = False
             for stmt in ast.walk(ast.Module(body=body, type_ignores=[])):
-                if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                if isinstance(stmt, ast.For) and self.mentions_varied(stmt.iter):
+                    # the items of `for row in x`, `enumerate(x)`, `zip(x, y)` vary with x
+                    target = stmt.target
+                    it = stmt.iter
+                    if (
+                        isinstance(it, ast.Call)
+                        and self.resolver.resolve(it.func) is enumerate
+                        and isinstance(target, ast.Tuple)
+                        and len(target.elts) == 2
+                    ):
+                        target = target.elts[1]  # the index does not vary
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name) and n.id not in self.loop_varied:
+                            self.loop_varied.add(n.id)
+                            changed = True
+                elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                     value = stmt.value
                     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                     if value is not None and (
@@ -607,9 +711,23 @@ class Normalizer:
                                     self.loop_varied.add(n.id)
                                     changed = True
 
+    def loop_writes(self, body: list[ast.stmt]) -> None:
+        """Views of arrays a loop writes hold other values from its second trip on."""
+        self.written_now(
+            {
+                n.value.id
+                for stmt in body
+                for n in ast.walk(stmt)
+                if isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+            }
+        )
+
     def for_(self, node: ast.For) -> None:
         if node.orelse:
             raise self.unsupported(node, "`for ... else`")
+        self.loop_writes(node.body)
         body, breaks = restructure_jumps(node.body, self.parsed)
         index, range_call, bind_items = self.iteration(node)
         trips = None
@@ -743,6 +861,7 @@ class Normalizer:
     def while_(self, node: ast.While) -> None:
         if node.orelse:
             raise self.unsupported(node, "`while ... else`")
+        self.loop_writes(node.body)
         body, _ = restructure_jumps(node.body, self.parsed)
         iters = self.names.fresh("iters")
         self.append(iters, ast.Constant(0), varied=False)
@@ -808,18 +927,47 @@ class Normalizer:
         rhs = self.expr(node, base)
         if isinstance(rhs, (ast.Name, ast.Tuple)) and getattr(rhs, "s2sad_inlined", False):
             return rhs
-        if (
-            isinstance(rhs, ast.Subscript)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in self.written
-        ):
+        if self.views_written(node):
             # the array is written in place later: keep this value, not a view of it
-            func = ast.Name("snapshot", ast.Load())
-            func.s2sad_callee = runtime.snapshot
-            rhs = ast.Call(func, [rhs], [])
+            rhs = _snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
         return ast.Name(name, ast.Load())
+
+    def views_written(self, node: ast.expr) -> bool:
+        """Whether `node` may give a view of an array the function writes in place: a subscript,
+        `.T`, or a view-making call such as reshape or transpose."""
+        return not isinstance(node, ast.Name) and self.written_view(node) is not None
+
+    def written_view(self, node: ast.expr) -> str | None:
+        """The array the function writes in place that `node` may be a view of (or the very
+        object of): the array itself, a subscript, `.T`, or a view-making call such as reshape or
+        transpose; else None."""
+        if isinstance(node, ast.Name):
+            base = node
+        elif isinstance(node, ast.Subscript) or (
+            isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
+        ):
+            base = node.value
+        elif isinstance(node, ast.Call):
+            func = node.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short not in _VIEWS:
+                return None
+            if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+                base = func.value  # a method of the array
+            else:
+                base = node.args[0] if node.args else None
+        else:
+            return None
+        if isinstance(base, ast.Name) and base.id in self.written and base.id in self.locals:
+            return base.id
+        return None
+
+    def written_now(self, arrays: set[str]) -> None:
+        """`arrays` are written in place here: the views bound from them no longer hold the
+        values they were bound with."""
+        self.stale |= {v for v, a in self.views.items() if a in arrays}
 
     def opname(self, node: ast.expr) -> str:
         if isinstance(node, (ast.BinOp, ast.UnaryOp)):
@@ -1080,6 +1228,15 @@ class Normalizer:
                 NameResolutionError,
                 f"local variable '{node.id}' is used before it is assigned",
                 node,
+            )
+        if node.id in self.stale:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in place "
+                f"after `{node.id}` was assigned; s2sad does not follow writes through views",
+                node,
+                hint=f"assign `{node.id}` from a copy (`....copy()`), or read "
+                f"`{self.views[node.id]}` itself after the write",
             )
         return ast.Name(self.env[node.id], ast.Load())
 

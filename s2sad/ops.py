@@ -102,6 +102,16 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         return Op(stmt, None, "effect", reads=_names(stmt) & local_names)
     target = stmt.targets[0].id
     value = stmt.value
+    if (
+        isinstance(value, ast.Call)
+        and getattr(value.func, "s2sad_callee", None) is snapshot
+        and len(value.args) == 1
+    ):
+        # snapshot(x[index]), snapshot(x.reshape(...)): differentiates as the read it copies
+        inner = ast.Assign(stmt.targets, value.args[0])
+        op = classify(inner, local_names)
+        op.stmt = stmt
+        return op
     reads = _names(value) & local_names
     op = Op(stmt, target, "nondiff", reads=reads)
     func, args, keywords = None, [], {}
@@ -114,13 +124,6 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         func, args = UNARYOPS.get(type(value.op)), [value.operand]
         if func is None:
             return op
-    elif (
-        isinstance(value, ast.Call)
-        and getattr(value.func, "s2sad_callee", None) is snapshot
-        and isinstance(value.args[0], ast.Subscript)
-    ):
-        read = value.args[0]  # snapshot(x[index]) differentiates as x[index]
-        func, args = getitem, [read.value, _index_expr(read.slice)]
     elif isinstance(value, ast.Call):
         callee = getattr(value.func, "s2sad_callee", None)
         args = list(value.args)

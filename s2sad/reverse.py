@@ -9,7 +9,9 @@ back by the tape pass (`tape.py`), which fills in the markers this pass leaves.
 
 Inside loops an adjoint may be known to be zero without holding zero (a "lazy" zero, after the
 value it belongs to was overwritten); such a name is assigned, not accumulated, on its next
-contribution, and set to zero explicitly where a later iteration would read it.
+contribution, and set to zero explicitly where a later iteration would read it. A zero held in
+a variable has its value's shape (`0.0` only for a known scalar), so no rule receives a scalar
+zero for an array; and a reversed loop only handles the adjoints that a live value reaches.
 """
 
 from __future__ import annotations
@@ -180,11 +182,6 @@ class Reverser:
         if self.batched:
             return _call("batched_zeros", _name(self.batch), _name(primal))
         return _call("zeros_like", _name(primal))
-
-    def zero_constant(self, primal: str) -> ast.expr:
-        """A zero adjoint that is only ever added to: 0.0, or full zeros in batched mode (where
-        every adjoint keeps its shape)."""
-        return self.zeros(primal) if self.batched else ast.Constant(0.0)
 
     def subscript(self, d: str, index: ast.expr, ctx, indices: set[str]) -> ast.Subscript:
         """`d[index]`; in batched mode the same elements of every row."""
@@ -407,6 +404,33 @@ class Reverser:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
 
+    def zero_of(self, primal: str) -> ast.expr:
+        """A zero cotangent held in a variable: `0.0` for a scalar, else an array shaped like
+        the value, so that no rule ever receives a scalar zero in place of an array (in batched
+        mode, where every adjoint keeps its shape, the batched zeros)."""
+        if self.batched:
+            return self.zeros(primal)
+        if self.rank(_name(primal)) == 0:
+            return ast.Constant(0.0)
+        return _call("zeros_like", _name(primal))
+
+    def nonzero_in(self, loop, touched: set[str]) -> set[str]:
+        """The primal names whose adjoints may be nonzero somewhere in the reversed `loop`: those
+        live before it (after the loop in the primal) and, transitively, the active operands of
+        the statements assigning or writing such names."""
+        nonzero = {p for p in touched if self.live(self.dname(p))}
+        ops = [s.op for s in simple_statements(loop.body) if getattr(s, "op", None) is not None]
+        changed = True
+        while changed:
+            changed = False
+            for op in ops:
+                if op.kind in ("rule", "setitem") and op.target in nonzero:
+                    for _, _, operand in op.operands:
+                        if operand in self.active and operand not in nonzero:
+                            nonzero.add(operand)
+                            changed = True
+        return nonzero
+
     # ------------------------------------------------------------------ control flow
     def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
         before = self.state()
@@ -416,24 +440,34 @@ class Reverser:
         local_e = (assigned(stmt.orelse) & only_here) - self.params
         body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # adjoints first assigned in only one branch but read after the `if`: start them at zero
-        need = {
-            d
-            for d in after_b[0] ^ after_e[0]
-            if d not in before[0] and not self._local_adjoint(d, local_b | local_e)
-        }
-        inits = []
-        if need:
-            self.restore(before)
+        # before it, and transform the branches again (starting an adjoint can make a loop in a
+        # branch contribute to others, so until no new one is needed)
+        inits: list = []
+        started: list[str] = []
+        while True:
+            need = {
+                d
+                for d in after_b[0] ^ after_e[0]
+                if d not in before[0]
+                and d not in started
+                and not self._local_adjoint(d, local_b | local_e)
+            }
+            if not need:
+                break
             for d in sorted(need):
-                primal = self.primal_of[d]
-                inits.append(self.at(_assign(d, self.zeros(primal)), stmt))
+                inits.append(self.at(_assign(d, self.zero_of(self.primal_of[d])), stmt))
+                started.append(d)
+            self.restore(before)
+            for d in started:
+                self.adjoint[self.primal_of[d]] = d  # the name the branches gave it
+                self.names.taken.add(d)
                 self.defined.add(d)
             body, after_b, orelse, after_e = self.branches(stmt, ctx)
         # a lazy zero on one side only must hold zero on that side
         for branch, mine, other in ((body, after_b, after_e), (orelse, after_e, after_b)):
             for d in sorted((mine[1] - other[1]) & other[0] & mine[0]):
                 primal = self.primal_of[d]
-                branch.append(self.at(_assign(d, self.zeros(primal)), stmt))
+                branch.append(self.at(_assign(d, self.zero_of(primal)), stmt))
         self.defined = after_b[0] | after_e[0]
         self.zero = after_b[1] & after_e[1]
         self.owned = after_b[2] & after_e[2]
@@ -484,34 +518,39 @@ class Reverser:
                 or (s.op.kind == "rule" and s.op.operands and s.op.bound.rule.name == "getitem")
             )
         }
+        # only adjoints that can become nonzero in the loop take part: the others stay zero in
+        # every iteration, so their contributions are skipped, not computed from zeros
+        nonzero = self.nonzero_in(stmt, touched)
+        touched &= nonzero
         for primal in sorted(touched):
             if primal in inplace:
                 self.make_owned(inits, stmt, primal)
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
-                zero = self.zero_constant(primal)
+                zero = self.zero_of(primal)
                 if self.batched and primal in stmt.liveout:  # unassigned if the loop never ran
                     zero.args[1] = ast.Lambda(_no_arguments(), _name(primal))
                 inits.append(self.at(_assign(d, zero), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
+                self.owned.discard(d)
         for primal in body_names - carried:
             d = self.adjoint.get(primal)
             if d is not None:
                 self.defined.discard(d)
                 self.zero.discard(d)
         body = [Marker("block", id(stmt.body))] + self.block(stmt.body, inner)
-        for primal in sorted(carried & self.active):
+        for primal in sorted(carried & self.active & nonzero):
             d = self.dname(primal)
             if d in self.zero:
                 if primal in inplace:  # updated in place next iteration: an owned array
                     body.append(self.at(_assign(d, self.zeros(primal)), stmt))
                     self.owned.add(d)
                 else:
-                    body.append(self.at(_assign(d, self.zero_constant(primal)), stmt))
+                    body.append(self.at(_assign(d, self.zero_of(primal)), stmt))
                     self.owned.discard(d)
                 self.zero.discard(d)
-        for primal in touched | carried:
+        for primal in (touched | carried) & nonzero:
             d = self.adjoint.get(primal)
             if d is not None and primal in self.active:
                 self.defined.add(d)

@@ -5,11 +5,13 @@
     python scripts/fuzz_long.py --count 3000 --save fuzz-failures   # one report file per failure
     python scripts/fuzz_long.py --seed 4711                  # one program: source and outcome
 
-Each program is generated from its seed by tests/fuzzgen.py and checked as in tests/test_fuzz.py
-(`grad` for scalar outputs, `vjp` with a random seed, both against central finite differences).
-The summary counts correct programs, clean S2SADError refusals by class, failures grouped by
-signature (with example seeds to rerun with --seed), and test points rejected near kinks.
-Exit status 1 when any program failed.
+Each program is generated from its seed by tests/fuzzgen.py and checked as in tests/test_fuzz.py:
+`grad` for scalar outputs, `vjp` with a random seed and `jvp` with a random tangent against
+central finite differences, and `jacobian` in forward and reverse mode (single outputs of at
+most fuzzgen.JACOBIAN_MAX_OUT elements) against finite differences, its reverse-mode rows also
+against vjp pullbacks. `--modes` picks a subset. The summary counts correct programs, clean
+S2SADError refusals by class and by mode, failures grouped by signature (with example seeds to
+rerun with --seed), and test points rejected near kinks. Exit status 1 when any program failed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import collections
 import multiprocessing as mp
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -48,15 +51,36 @@ def _signature(mode: str, msg: str) -> str:
 _WORKDIR = None
 
 
+def _commit() -> str:
+    """The checked-out commit, marked when the working tree has changes."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + (" (with uncommitted changes)" if dirty else "")
+
+
 def _init():
     global _WORKDIR
     _WORKDIR = tempfile.mkdtemp(prefix="s2sad-fuzz-")
 
 
+_MODES = fuzzgen.MODES
+
+
 def _one(seed: int):
     t0 = time.perf_counter()
     try:
-        out = fuzzgen.check_program(seed, _WORKDIR)
+        out = fuzzgen.check_program(seed, _WORKDIR, modes=_MODES)
     except AssertionError as exc:  # the generator wrote an invalid program
         return dict(seed=seed, status="generator-error", report=str(exc), time=0.0)
     except Exception:  # the harness itself broke
@@ -82,38 +106,61 @@ def main(argv=None) -> int:
     ap.add_argument("--save", metavar="DIR", help="write one report per failing program here")
     ap.add_argument("--seed", type=int, help="check one seed and print its program and outcome")
     ap.add_argument("--quiet", action="store_true", help="no progress line")
+    ap.add_argument(
+        "--modes",
+        default=",".join(fuzzgen.MODES),
+        help=f"comma-separated modes to check (default {','.join(fuzzgen.MODES)})",
+    )
     args = ap.parse_args(argv)
+    global _MODES
+    _MODES = tuple(m for m in args.modes.split(",") if m)
+    unknown = set(_MODES) - set(fuzzgen.MODES)
+    if unknown:
+        ap.error(f"unknown modes {sorted(unknown)}; choose from {fuzzgen.MODES}")
 
     if args.seed is not None:
         _init()
-        out = fuzzgen.check_program(args.seed, _WORKDIR)
+        out = fuzzgen.check_program(args.seed, _WORKDIR, modes=_MODES)
         print(out.report())
         for mode, (cls, msg) in out.refusals.items():
             print(f"{mode}: refused with {cls}: {msg}")
         return 1 if out.status == "fail" else 0
 
     seeds = range(args.start, args.start + args.count)
+    commit = _commit()
     t0 = time.time()
     results = []
+    out_dir = Path(args.save) if args.save else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+
+    def collect(i, r):
+        results.append(r)
+        if r["status"] in ("fail", "harness-error", "generator-error"):
+            # as they come, so that a long run shows its failures before it ends
+            sigs = "; ".join(sorted({sig for _, sig in r.get("failures", [])})) or r["status"]
+            print(f"  seed {r['seed']}: {sigs}", file=sys.stderr)
+            if out_dir is not None:
+                (out_dir / f"seed{r['seed']}.txt").write_text(r["report"])
+        if not args.quiet and (i + 1) % 100 == 0:
+            print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+
     if args.jobs > 1:
         with mp.get_context("fork").Pool(
             args.jobs, initializer=_init, maxtasksperchild=200
         ) as pool:
             for i, r in enumerate(pool.imap_unordered(_one, seeds, chunksize=4)):
-                results.append(r)
-                if not args.quiet and (i + 1) % 100 == 0:
-                    print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+                collect(i, r)
     else:
         _init()
         for i, seed in enumerate(seeds):
-            results.append(_one(seed))
-            if not args.quiet and (i + 1) % 100 == 0:
-                print(f"  {i + 1}/{args.count} ({time.time() - t0:.0f}s)", file=sys.stderr)
+            collect(i, _one(seed))
     elapsed = time.time() - t0
     results.sort(key=lambda r: r["seed"])
 
     status = collections.Counter(r["status"] for r in results)
     refusals = collections.Counter()
+    refusal_modes = collections.Counter()
     refusal_msgs = collections.Counter()
     failures = collections.defaultdict(list)
     rejects = collections.Counter()
@@ -121,6 +168,7 @@ def main(argv=None) -> int:
     for r in results:
         for mode, (cls, msg) in r.get("refusals", {}).items():
             refusals[cls] += 1
+            refusal_modes[mode] += 1
             refusal_msgs[(cls, re.sub(r"/\S+:\d+: ", "", msg)[:100])] += 1
         for mode, sig in r.get("failures", []):
             failures[sig].append(r["seed"])
@@ -129,6 +177,9 @@ def main(argv=None) -> int:
         features.update(r.get("features", []))
 
     print(f"s2sad fuzz: {len(results)} programs, seeds {args.start}..{args.start + args.count - 1}")
+    print(f"modes: {', '.join(_MODES)}")
+    print(f"command: {' '.join(['python', 'scripts/fuzz_long.py'] + sys.argv[1:])}")
+    print(f"commit: {commit} (at the start)")
     print(f"time: {elapsed:.0f}s with {args.jobs} job(s)")
     print(
         "outcome: "
@@ -138,11 +189,14 @@ def main(argv=None) -> int:
         )
     )
     print("  ok: every derivative matched finite differences")
-    print("  refused: a clean S2SADError in grad or vjp (counts by mode below)")
+    print("  refused: a clean S2SADError in some mode, every other mode correct")
     if refusals:
-        print("refusals by class (grad and vjp counted separately):")
+        print("refusals by class (each mode counted separately):")
         for cls, n in refusals.most_common():
             print(f"  {n:5d} {cls}")
+        print("refusals by mode:")
+        for mode, n in refusal_modes.most_common():
+            print(f"  {n:5d} {mode}")
         print("most common refusal messages:")
         for (cls, msg), n in refusal_msgs.most_common(15):
             print(f"  {n:5d} {cls}: {msg}")
@@ -158,12 +212,7 @@ def main(argv=None) -> int:
     for r in results:
         if r["status"] in ("generator-error", "harness-error"):
             print(f"{r['status']} at seed {r['seed']}:\n{r['report'][:3000]}")
-    if args.save:
-        out_dir = Path(args.save)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for r in results:
-            if r["status"] == "fail":
-                (out_dir / f"seed{r['seed']}.txt").write_text(r["report"])
+    if out_dir is not None:
         print(f"failure reports written to {out_dir}/")
     return 1 if status.get("fail") or status.get("harness-error") else 0
 

@@ -223,6 +223,63 @@ def check_vjp(f, args, wrt=0, *, seed=0, eps=EPS, rtol=RTOL, atol=ATOL):
     return cots
 
 
+def _moved(args, indices, tangents, h):
+    out = list(args)
+    for i, t in zip(indices, tangents):
+        x = out[i]
+        if isinstance(x, np.ndarray):
+            out[i] = x + h * t
+        elif isinstance(x, np.generic):
+            out[i] = type(x)(x + h * t)
+        else:
+            out[i] = float(x) + h * float(t)
+    return out
+
+
+def check_jvp(f, args, wrt=0, *, seed=0, eps=EPS, rtol=RTOL, atol=ATOL):
+    """Check jvp(f, wrt)(*args, tangent=t) for a random tangent `t` against central differences
+    of `f` along `t`; each output tangent must have its output's type and shape. Handles tuple
+    outputs. Returns the output tangent(s)."""
+    args = list(args)
+    rng = np.random.default_rng(seed + 1)
+    indices, is_tuple = _wrt_indices(f, wrt)
+    params = list(inspect.signature(f).parameters)
+    for i in indices:
+        _float64_input(params[i], args[i])
+    tangents = [random_seed_like(args[i], rng) for i in indices]
+    frozen = copy.deepcopy(tangents)
+    before = _copy_args(args)
+
+    out, tangent = s2sad.jvp(f, wrt=wrt)(
+        *args, tangent=tuple(tangents) if is_tuple else tangents[0]
+    )
+
+    for t, t0 in zip(tangents, frozen):
+        assert _same(t, t0), "jvp modified its tangent in place"
+    for a, b in zip(args, before):
+        assert _same(a, b), "s2sad.jvp modified an argument in place"
+    expected_out = f(*_copy_args(args))
+    tuple_out = isinstance(expected_out, tuple)
+    outs = expected_out if tuple_out else (expected_out,)
+    got = out if tuple_out else (out,)
+    touts = tangent if tuple_out else (tangent,)
+    assert len(got) == len(outs) and len(touts) == len(outs)
+    plus = f(*_copy_args(_moved(args, indices, tangents, eps)))
+    minus = f(*_copy_args(_moved(args, indices, tangents, -eps)))
+    plus, minus = (plus, minus) if tuple_out else ((plus,), (minus,))
+    for k, (o, e, t) in enumerate(zip(got, outs, touts)):
+        _assert_close(o, np.asarray(e, dtype=np.float64), 1e-12, 1e-12, "jvp primal output")
+        if isinstance(e, float) and not isinstance(e, np.generic):
+            assert type(t) is float, f"tangent of a Python float output is {type(t)}"
+        else:
+            assert np.shape(t) == np.shape(e), f"tangent shape {np.shape(t)} != {np.shape(e)}"
+        fd = (np.asarray(plus[k], dtype=np.float64) - np.asarray(minus[k], dtype=np.float64)) / (
+            2 * eps
+        )
+        _assert_close(t, fd, rtol, atol, f"tangent of output {k} vs finite differences")
+    return tangent
+
+
 def rand(*shape, seed=0, low=-1.0, high=1.0):
     """A float64 array of the given shape, uniform in [low, high)."""
     return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float64)
@@ -234,7 +291,7 @@ def rng():
 
 
 # Make the helpers importable as `from conftest import ...` from any test module.
-__all__ = ["check_grad", "check_vjp", "assert_like_input", "random_seed_like", "rand"]
+__all__ = ["check_grad", "check_vjp", "check_jvp", "assert_like_input", "random_seed_like", "rand"]
 
 
 # ----------------------------------------------------------------------------- fuzzer options

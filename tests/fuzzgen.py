@@ -21,11 +21,15 @@ bounded arguments, and rough magnitude bounds are tracked so that values stay mo
 
 `check_program(seed, workdir)` generates, runs and checks one program and returns an `Outcome`:
 
-- "ok": s2sad's gradient (`grad`, for scalar outputs) and pullback (`vjp`, with a random seed)
-  match central finite differences, have the input's type/shape/dtype, the primal output matches,
-  and no argument or seed was modified;
-- "refused": s2sad raised an `S2SADError` (a deliberate refusal) in some mode, and every mode that
-  did not refuse was correct;
+- "ok": s2sad's gradient (`grad`, for scalar outputs), pullback (`vjp`, with a random seed) and
+  directional derivative (`jvp`, with a random tangent) match central finite differences, have
+  the input's (for jvp: the output's) type/shape/dtype, the primal output matches, and no
+  argument, seed or tangent was modified; for a single output of at most JACOBIAN_MAX_OUT
+  elements, `jacobian` in forward and in reverse mode has blocks shaped out.shape + in.shape
+  that match finite differences, and the reverse-mode rows match vjp pullbacks of the output's
+  basis seeds (modes "grad", "vjp", "jvp", "jacobian"; `modes=` picks some);
+- "refused": s2sad raised an `S2SADError` (a deliberate refusal) in some mode ("jacobian-forward"
+  and "jacobian-reverse" count apart), and every mode that did not refuse was correct;
 - "fail": anything else inside s2sad: another exception, a wrong value, a wrong type/shape, a
   mutated argument, or an S2SADError that calls itself an internal error;
 - "rejected": no test point away from kinks / overflow was found (the generator's problem, not
@@ -1843,13 +1847,9 @@ def _fd(scalar_fn, args, index, eps, order=2):
     x = args[index]
     n = int(np.size(x))
     out = np.empty(n)
-    stencil = {
-        2: [(1, 0.5), (-1, -0.5)],
-        4: [(2, -1 / 12), (1, 8 / 12), (-1, -8 / 12), (-2, 1 / 12)],
-    }
     for k in range(n):
         acc = 0.0
-        for step, w in stencil[order]:
+        for step, w in _STENCILS[order]:
             a = list(args)
             a[index] = _perturbed(x, k, step * eps)
             acc += w * scalar_fn(_copy(a))
@@ -1868,25 +1868,7 @@ def _close(ad, fd) -> bool:
 def _compare(ad, scalar_fn, args, index):
     """None if `ad` matches finite differences (trying more accurate stencils before giving up),
     else a message."""
-    fd = _fd(scalar_fn, args, index, EPS)
-    if _close(ad, fd):
-        return None
-    # before calling it wrong, try more accurate stencils: larger steps for round-off, 4th order
-    # at small steps for strongly curved functions (large third derivatives)
-    alts = [
-        _fd(scalar_fn, args, index, 1e-5),
-        _fd(scalar_fn, args, index, 1e-4, order=4),
-        _fd(scalar_fn, args, index, 1e-3, order=4),
-        _fd(scalar_fn, args, index, 1e-6, order=4),
-        _fd(scalar_fn, args, index, 1e-7, order=4),
-    ]
-    if any(_close(ad, a) for a in alts):
-        return None
-    with np.printoptions(precision=10, suppress=False, threshold=200):
-        return (
-            f"s2sad:\n{np.asarray(ad)!r}\nfinite differences (eps=1e-6):\n{fd!r}\n"
-            f"finite differences (4th order, eps=1e-3):\n{alts[2]!r}"
-        )
+    return _compare_with(ad, lambda eps, order: _fd(scalar_fn, args, index, eps, order))
 
 
 def _kind_ok(g, x) -> str | None:
@@ -1909,7 +1891,10 @@ def _wrt_indices(prog: Program):
     return [names.index(i) if isinstance(i, str) else i for i in items], isinstance(prog.wrt, tuple)
 
 
-def check_program(seed: int, workdir: str, modes=("grad", "vjp")) -> Outcome:
+MODES = ("grad", "vjp", "jvp", "jacobian")
+
+
+def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
     import s2sad
 
     prog = generate(seed)
@@ -1982,7 +1967,12 @@ def check_program(seed: int, workdir: str, modes=("grad", "vjp")) -> Outcome:
             for mode in modes:
                 if mode == "grad" and prog.out_kind != "scalar":
                     continue
-                _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, seed)
+                if mode == "jvp":
+                    _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed)
+                elif mode == "jacobian":
+                    _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out)
+                else:
+                    _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, seed)
     except _Timeout:
         out.failures.append(("timeout", f"no result after {PROGRAM_TIMEOUT_S}s"))
     finally:
@@ -2021,20 +2011,10 @@ def _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, se
             seeds = tuple(_seed_like(o, srng) for o in outs)
             frozen = copy.deepcopy(seeds)
             res = pullback(seeds if isinstance(expected, tuple) else seeds[0])
-    except s2sad.S2SADError as exc:
-        if "internal error" in str(exc):
-            out.failures.append((mode, f"internal S2SADError: {type(exc).__name__}: {exc}"))
-        elif isinstance(exc, s2sad.NameResolutionError):
-            # generated programs define every name before use: this refusal blames a valid
-            # program (typically a name from the wrong scope after inlining or renaming)
-            out.failures.append((mode, f"false refusal: {type(exc).__name__}: {exc}"))
-        else:
-            out.refusals[mode] = (type(exc).__name__, str(exc).splitlines()[0])
-        return
     except _Timeout:
         raise
-    except Exception:
-        out.failures.append((mode, "exception inside s2sad:\n" + traceback.format_exc(limit=-6)))
+    except Exception as exc:
+        _raised(s2sad, mode, exc, out)
         return
     for a, b in zip(call_args, before):
         if not _same(a, b):
@@ -2078,6 +2058,230 @@ def _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, se
         msg = _compare(g, scalar_fn, args, i)
         if msg:
             out.failures.append((mode, f"wrong derivative wrt {names[i]!r}:\n{msg}"))
+
+
+def _raised(s2sad, mode, exc, out) -> None:
+    """Record an exception from s2sad: a deliberate S2SADError is a refusal, anything else (or an
+    S2SADError that calls itself internal, or blames a valid program's names) a failure."""
+    if isinstance(exc, s2sad.S2SADError):
+        if "internal error" in str(exc):
+            out.failures.append((mode, f"internal S2SADError: {type(exc).__name__}: {exc}"))
+        elif isinstance(exc, s2sad.NameResolutionError):
+            # generated programs define every name before use: this refusal blames a valid
+            # program (typically a name from the wrong scope after inlining or renaming)
+            out.failures.append((mode, f"false refusal: {type(exc).__name__}: {exc}"))
+        else:
+            out.refusals[mode] = (type(exc).__name__, str(exc).splitlines()[0])
+        return
+    tb = "".join(traceback.format_exception(exc, limit=-6))
+    out.failures.append((mode, "exception inside s2sad:\n" + tb))
+
+
+# ----------------------------------------------------------------------------- forward mode
+
+
+def _flat_outputs(r) -> np.ndarray:
+    """All outputs of one call as one float64 vector."""
+    outs = r if isinstance(r, tuple) else (r,)
+    return np.concatenate([np.asarray(o, dtype=np.float64).reshape(-1) for o in outs])
+
+
+def _shifted(args, indices, tangents, h):
+    a = list(args)
+    for i, t in zip(indices, tangents):
+        x = a[i]
+        if isinstance(x, np.ndarray):
+            a[i] = np.asarray(x + h * np.asarray(t), dtype=np.float64)
+        elif isinstance(x, np.generic):
+            a[i] = type(x)(x + h * t)
+        else:
+            a[i] = float(x) + h * float(t)
+    return a
+
+
+_STENCILS = {
+    2: [(1, 0.5), (-1, -0.5)],
+    4: [(2, -1 / 12), (1, 8 / 12), (-1, -8 / 12), (-2, 1 / 12)],
+}
+# (eps, order) tried in turn before a derivative is called wrong: round-off at small steps and
+# strong curvature at large ones each spoil some of them
+_ALTERNATES = [(1e-5, 2), (1e-4, 4), (1e-3, 4), (1e-6, 4), (1e-7, 4)]
+
+
+def _fd_direction(f, args, indices, tangents, eps, order=2):
+    """Central differences of all outputs along the tangent direction."""
+    acc = 0.0
+    for step, w in _STENCILS[order]:
+        acc = acc + w * _flat_outputs(f(*_copy(_shifted(args, indices, tangents, step * eps))))
+    return acc / eps
+
+
+def _fd_columns(f, args, index, eps, order=2):
+    """The Jacobian of all outputs with respect to args[index], (outputs, input size)."""
+    x = args[index]
+    cols = []
+    for k in range(int(np.size(x))):
+        acc = 0.0
+        for step, w in _STENCILS[order]:
+            a = list(args)
+            a[index] = _perturbed(x, k, step * eps)
+            acc = acc + w * _flat_outputs(f(*_copy(a)))
+        cols.append(acc / eps)
+    return np.stack(cols, axis=1) if cols else np.zeros((0, 0))
+
+
+def _compare_with(ad, fd_at) -> str | None:
+    """None if `ad` matches fd_at(eps, order) for some stencil, else a message."""
+    fd = fd_at(EPS, 2)
+    if _close(ad, fd):
+        return None
+    alts = {}
+    for eps, order in _ALTERNATES:
+        alts[(eps, order)] = fd_at(eps, order)
+        if _close(ad, alts[(eps, order)]):
+            return None
+    with np.printoptions(precision=10, suppress=False, threshold=200):
+        return (
+            f"s2sad:\n{np.asarray(ad)!r}\nfinite differences (eps=1e-6):\n{fd!r}\n"
+            f"finite differences (4th order, eps=1e-3):\n{alts[(1e-3, 4)]!r}"
+        )
+
+
+def _tangent_kind_ok(t, o) -> str | None:
+    """The output tangent has the output's type and shape."""
+    if isinstance(o, (float, int)) and not isinstance(o, (np.generic, bool)):
+        return None if type(t) is float else f"tangent of a Python number is {type(t).__name__}"
+    if isinstance(o, np.generic) or (isinstance(o, np.ndarray) and o.ndim == 0):
+        if np.issubdtype(np.result_type(o), np.integer) and np.result_type(t) != np.float64:
+            return f"tangent of an integer output is {np.result_type(t)}, not float64"
+        if isinstance(t, (np.floating, np.ndarray)) and np.shape(t) == ():
+            return None
+        return f"tangent of a scalar {type(o).__name__} is {type(t).__name__}"
+    if not isinstance(t, np.ndarray) or t.shape != np.shape(o):
+        return f"tangent {type(t).__name__} of shape {np.shape(t)} for an output {np.shape(o)}"
+    if not np.issubdtype(t.dtype, np.floating):
+        return f"tangent of dtype {t.dtype}"
+    return None
+
+
+def _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed):
+    """jvp with a random tangent against central differences along that tangent."""
+    mode = "jvp"
+    trng = np.random.default_rng(seed + 11)
+    tangents = [_seed_like(args[i], trng) for i in indices]
+    frozen = copy.deepcopy(tangents)
+    before = _copy(args)
+    call_args = list(args)
+    try:
+        primal, tangent_out = s2sad.jvp(f, wrt=prog.wrt)(
+            *call_args, tangent=tuple(tangents) if is_tuple else tangents[0]
+        )
+    except _Timeout:
+        raise
+    except Exception as exc:
+        _raised(s2sad, mode, exc, out)
+        return
+    if not all(_same(a, b) for a, b in zip(call_args, before)):
+        out.failures.append((mode, "s2sad modified an argument in place"))
+        return
+    if not all(_same(t, t0) for t, t0 in zip(tangents, frozen)):
+        out.failures.append((mode, "jvp modified its tangent"))
+        return
+    if not _same_primal(primal, expected):
+        out.failures.append((mode, f"primal output differs: {primal!r} vs {expected!r}"))
+        return
+    outs = expected if isinstance(expected, tuple) else (expected,)
+    touts = tangent_out if isinstance(expected, tuple) else (tangent_out,)
+    if isinstance(expected, tuple) and (
+        not isinstance(tangent_out, tuple) or len(tangent_out) != len(expected)
+    ):
+        out.failures.append((mode, f"expected a tuple of {len(outs)} tangents: {tangent_out!r}"))
+        return
+    for k, (t, o) in enumerate(zip(touts, outs)):
+        bad = _tangent_kind_ok(t, o)
+        if bad:
+            out.failures.append((mode, f"output {k}: {bad}"))
+            return
+    ad = np.concatenate([np.asarray(t, dtype=np.float64).reshape(-1) for t in touts])
+    msg = _compare_with(
+        ad, lambda eps, order: _fd_direction(f, args, indices, tangents, eps, order)
+    )
+    if msg:
+        out.failures.append((mode, f"wrong directional derivative:\n{msg}"))
+
+
+# ----------------------------------------------------------------------------- jacobian
+
+JACOBIAN_MAX_OUT = 12  # jacobian is checked for single outputs of at most this many elements
+
+
+def _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out):
+    """s2sad.jacobian in both modes: each block shaped out.shape + in.shape, against central
+    differences; the reverse-mode rows also against vjp pullbacks of the basis seeds."""
+    if isinstance(expected, tuple) or np.size(expected) > JACOBIAN_MAX_OUT:
+        return  # jacobian takes one output (a tuple is refused by design); small ones only
+    names = [p[0] for p in prog.params]
+    fd_cache = {}
+
+    def fd_at(i):
+        return lambda eps, order: fd_cache.setdefault(
+            (i, eps, order), _fd_columns(f, args, i, eps, order)
+        )
+
+    for how in ("forward", "reverse"):
+        mode = f"jacobian-{how}"
+        before = _copy(args)
+        call_args = list(args)
+        try:
+            jac = s2sad.jacobian(f, wrt=prog.wrt, mode=how)(*call_args)
+        except _Timeout:
+            raise
+        except Exception as exc:
+            _raised(s2sad, mode, exc, out)
+            continue
+        if not all(_same(a, b) for a, b in zip(call_args, before)):
+            out.failures.append((mode, "s2sad modified an argument in place"))
+            continue
+        blocks = list(jac) if is_tuple else [jac]
+        if is_tuple and (not isinstance(jac, tuple) or len(jac) != len(indices)):
+            out.failures.append((mode, f"expected a tuple of {len(indices)} blocks, got {jac!r}"))
+            continue
+        for block, i in zip(blocks, indices):
+            want = np.shape(expected) + np.shape(args[i])
+            if np.shape(block) != want:
+                out.failures.append(
+                    (mode, f"wrt {names[i]!r}: block of shape {np.shape(block)}, expected {want}")
+                )
+                continue
+            flat = np.asarray(block, dtype=np.float64).reshape(
+                int(np.size(expected)), int(np.size(args[i]))
+            )
+            msg = _compare_with(flat, fd_at(i))
+            if msg:
+                out.failures.append((mode, f"wrong jacobian wrt {names[i]!r}:\n{msg}"))
+            elif how == "reverse" and "vjp" not in out.refusals:
+                msg = _against_vjp_rows(s2sad, f, prog, args, expected, flat, i, indices)
+                if msg:
+                    out.failures.append((mode, f"wrt {names[i]!r}: {msg}"))
+
+
+def _against_vjp_rows(s2sad, f, prog, args, expected, flat, i, indices):
+    """The reverse-mode Jacobian's rows are the pullbacks of the output's basis seeds."""
+    _, pullback = s2sad.vjp(f, wrt=prog.wrt)(*list(args))
+    k_in = indices.index(i)
+    for k in range(int(np.size(expected))):
+        if isinstance(expected, np.ndarray):
+            seed = np.zeros(np.shape(expected))
+            seed.reshape(-1)[k] = 1.0
+        else:
+            seed = type(expected)(1.0)
+        row = pullback(seed)
+        row = row[k_in] if isinstance(prog.wrt, tuple) else row
+        row = np.asarray(row, dtype=np.float64).reshape(-1)
+        scale = max(1.0, float(np.max(np.abs(row))) if row.size else 1.0)
+        if not np.allclose(row, flat[k], rtol=1e-9, atol=1e-9 * scale):  # rounding may differ
+            return f"jacobian row {k} differs from the vjp pullback of basis seed {k}"
+    return None
 
 
 def _same_primal(a, b) -> bool:

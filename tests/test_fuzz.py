@@ -1,11 +1,14 @@
 """Random-program fuzzing of s2sad (the generator and checker live in tests/fuzzgen.py).
 
 Each test generates one random NumPy program from a seed, differentiates it with `s2sad.grad`
-(scalar outputs) and `s2sad.vjp` (a random seed), and compares with central finite differences at
-a test point away from every kink. A program must end in a correct derivative or a deliberate
-`S2SADError` refusal; any other exception, a wrong value/type/shape, a mutated argument, or a
-`NameResolutionError` (every generated program defines its names) fails, and the message holds
-the program, its arguments and what went wrong.
+(scalar outputs), `s2sad.vjp` (a random seed) and `s2sad.jvp` (a random tangent), and compares
+with central finite differences at a test point away from every kink; every JACOBIAN_EVERY-th
+seed also checks `s2sad.jacobian` in forward and reverse mode (single outputs of at most
+fuzzgen.JACOBIAN_MAX_OUT elements) against finite differences, and the reverse-mode rows against
+vjp pullbacks of the basis seeds (long runs check jacobian on every program). A program must end
+in a correct derivative or a deliberate `S2SADError` refusal; any other exception, a wrong
+value/type/shape, a mutated argument, or a `NameResolutionError` (every generated program
+defines its names) fails, and the message holds the program, its arguments and what went wrong.
 
     python -m pytest -q tests/test_fuzz.py                     # CI: seeds 0..299
     python -m pytest -q tests/test_fuzz.py --fuzz-long         # 3000 programs, seeds 100000..
@@ -28,6 +31,7 @@ import s2sad
 CI_COUNT = 300
 LONG_COUNT = 3000
 LONG_START = 100_000
+JACOBIAN_EVERY = 4  # in CI, seeds divisible by this also check jacobian (it keeps CI near 90s)
 
 
 def pytest_generate_tests(metafunc):
@@ -56,7 +60,10 @@ KNOWN: dict[int, str] = {}  # none at present
 def test_program(fuzz_seed, workdir, request):
     if fuzz_seed in KNOWN:
         request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN[fuzz_seed]))
-    out = fuzzgen.check_program(fuzz_seed, workdir)
+    long = request.config.getoption("--fuzz-long", default=False)
+    every = 1 if long else JACOBIAN_EVERY
+    modes = fuzzgen.MODES if fuzz_seed % every == 0 else ("grad", "vjp", "jvp")
+    out = fuzzgen.check_program(fuzz_seed, workdir, modes=modes)
     assert out.status in ("ok", "refused", "rejected"), out.report()
 
 
@@ -182,16 +189,84 @@ def test_a_wrong_gradient_is_caught(monkeypatch, tmp_path):
     assert out.status == "fail" and "wrong derivative" in out.report(), out.report()
 
 
+def test_a_wrong_tangent_is_caught(monkeypatch, tmp_path):
+    """jvp is checked as sharply: a tangent off by 0.1% fails."""
+    seed = _sample_seed(tmp_path)
+    real_jvp = s2sad.jvp
+
+    def off_jvp(f, wrt=0):
+        j = real_jvp(f, wrt=wrt)
+
+        def wrapped(*args, tangent):
+            out, t = j(*args, tangent=tangent)
+            return out, (tuple(x * 1.001 for x in t) if isinstance(t, tuple) else t * 1.001)
+
+        return wrapped
+
+    monkeypatch.setattr(s2sad, "jvp", off_jvp)
+    out = fuzzgen.check_program(seed, str(tmp_path), modes=("jvp",))
+    assert out.status == "fail" and "wrong directional derivative" in out.report(), out.report()
+
+
+@pytest.mark.parametrize("how", ["forward", "reverse"])
+def test_a_wrong_jacobian_is_caught(monkeypatch, tmp_path, how):
+    seed = _sample_seed(tmp_path)
+    real_jacobian = s2sad.jacobian
+
+    def off_jacobian(f, wrt=0, mode=None):
+        jac = real_jacobian(f, wrt=wrt, mode=mode)
+
+        def wrapped(*args):
+            j = jac(*args)
+            if mode != how:
+                return j
+            return tuple(x * 1.001 for x in j) if isinstance(j, tuple) else j * 1.001
+
+        return wrapped
+
+    monkeypatch.setattr(s2sad, "jacobian", off_jacobian)
+    out = fuzzgen.check_program(seed, str(tmp_path), modes=("jacobian",))
+    assert out.status == "fail", out.report()
+    assert [m for m, _ in out.failures] == [f"jacobian-{how}"], out.report()
+    assert "wrong jacobian" in out.report()
+
+
+def test_jacobian_rows_are_checked_against_vjp(monkeypatch, tmp_path):
+    """A reverse-mode Jacobian that matches finite differences but not the vjp pullbacks (one
+    of the two is wrong) fails too."""
+    seed = _sample_seed(tmp_path)
+    real_vjp = s2sad.vjp
+
+    def off_vjp(f, wrt=0):
+        v = real_vjp(f, wrt=wrt)
+
+        def wrapped(*args):
+            out, pullback = v(*args)
+
+            def pb(seed):
+                r = pullback(seed)
+                return tuple(x * 1.001 for x in r) if isinstance(r, tuple) else r * 1.001
+
+            return out, pb
+
+        return wrapped
+
+    monkeypatch.setattr(s2sad, "vjp", off_vjp)
+    out = fuzzgen.check_program(seed, str(tmp_path), modes=("jacobian",))
+    assert out.status == "fail" and "differs from the vjp pullback" in out.report(), out.report()
+
+
 def test_a_refusal_is_not_a_failure(monkeypatch, tmp_path):
     seed = next(s for s in range(100) if fuzzgen.generate(s).out_kind == "scalar")
 
-    def refuse(f, wrt=0):
+    def refuse(f, wrt=0, mode=None):
         raise s2sad.NoRuleError("no rule for this")
 
-    monkeypatch.setattr(s2sad, "grad", refuse)
-    monkeypatch.setattr(s2sad, "vjp", refuse)
+    for name in ("grad", "vjp", "jvp", "jacobian"):
+        monkeypatch.setattr(s2sad, name, refuse)
     out = fuzzgen.check_program(seed, str(tmp_path))
-    assert out.status == "refused" and set(out.refusals) == {"grad", "vjp"}
+    assert out.status == "refused"
+    assert set(out.refusals) == {"grad", "vjp", "jvp", "jacobian-forward", "jacobian-reverse"}
     assert out.refusals["grad"][0] == "NoRuleError"
 
 

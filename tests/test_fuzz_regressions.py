@@ -9,11 +9,13 @@ since stay as guards; the others fail until s2sad is fixed. None is skipped or x
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_vjp
+from conftest import check_grad, check_jvp, check_vjp
 
 V3 = np.array([0.2, -0.3, 0.4])
 M22 = np.array([[0.2, -0.3], [0.5, 0.1]])
@@ -576,7 +578,16 @@ def test_array_written_into_itself(f):
 # needs its shape: ValueError: matmul: Input operand 0 does not have enough dimensions (the
 # fuzzer also met TypeError: 'float' object is not subscriptable and numpy AxisError the same
 # way). Same family as bug 10, inside the sweep instead of at the inputs. At 2d4dbd5. Fuzz seeds
-# 102839, 100731, 100072.
+# 102839, 100731, 100072 (stack_vjp: AxisError), 101584 (reshape: ValueError).
+# Cause: the reversed loop starts the adjoints it accumulates into as the scalar 0.0, and resets
+# a carried value's adjoint to 0.0 at the end of each reversed trip (a stand-in zero of any
+# shape). When no trip contributes (zero trips, every contribution in an untaken branch, or a
+# carry overwritten before it is read), that scalar leaves the loop, or enters the next trip,
+# and meets a rule that needs the array's shape (matmul, reshape, stack, concatenate, einsum,
+# dot, transpose, a subscript write).
+# Fixed: a zero an adjoint variable holds is always shaped like its value: `0.0` only for a value
+# known to be a scalar, else `zeros_like(value)`, at the loop's start, at the end of a reversed
+# trip and in branches alike (reverse.Reverser.zero_of).
 
 
 def zero_trip_then_matmul(x, w):
@@ -587,20 +598,111 @@ def zero_trip_then_matmul(x, w):
     return np.sum(s)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug 15: a scalar 0.0 cotangent reaches matmul_vjp after a zero-trip loop"
-)
+def carry_overwritten_by_matmul(x, w):
+    # the carry is never read in the body: its adjoint is reset to zero after each reversed trip,
+    # and the trip before reads that zero in matmul's rule
+    s = x
+    for i in range(3):
+        s = x @ w
+    return np.sum(s)
+
+
 def test_zero_trip_loop_after_matmul():
     x = np.array([[0.3, 0.5], [0.2, -0.4]])
     w = np.array([[0.3, 0.5], [0.1, 0.2]])
     check_grad(zero_trip_then_matmul, (x, w), wrt=(0, 1))
     check_vjp(zero_trip_then_matmul, (x, w), wrt=(0, 1))
+    check_grad(carry_overwritten_by_matmul, (x, w), wrt=(0, 1))
+    check_vjp(carry_overwritten_by_matmul, (x, w), wrt=(0, 1))
+
+
+def _read_in_untaken_branch(v):
+    # v's adjoint gets no contribution: every read of v is in a branch no trip takes
+    s = 0.0
+    for i in range(2):
+        if s > 10.0:
+            s = s + np.sum(np.sin(v))
+        else:
+            s = s + 1.0
+    return s
+
+
+def untouched_stack(w):
+    return _read_in_untaken_branch(np.stack([w, w], axis=1))
+
+
+def untouched_reshape(w):
+    return _read_in_untaken_branch(w.reshape((3, 1)))
+
+
+def untouched_transpose(w):
+    return _read_in_untaken_branch(np.transpose(np.outer(w, w)))
+
+
+def untouched_matmul(w):
+    return _read_in_untaken_branch(np.outer(w, w) @ w)
+
+
+def untouched_dot(w):
+    return _read_in_untaken_branch(np.dot(np.outer(w, w), w))
+
+
+def untouched_concatenate(w):
+    return _read_in_untaken_branch(np.concatenate([w, w]))
+
+
+def untouched_einsum(w):
+    return _read_in_untaken_branch(np.einsum("i,j->ij", w, w))
+
+
+def untouched_fancy_read(w):
+    return _read_in_untaken_branch(w[[2, 0]])
+
+
+def untouched_row_write(w):
+    y = np.zeros((2, 3))
+    y[1] = w
+    return _read_in_untaken_branch(y)
+
+
+def untouched_fancy_write(w):
+    y = np.zeros(3)
+    y[[2, 0]] = w[:2]
+    return _read_in_untaken_branch(y)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        untouched_stack,
+        untouched_reshape,
+        untouched_transpose,
+        untouched_matmul,
+        untouched_dot,
+        untouched_concatenate,
+        untouched_einsum,
+        untouched_fancy_read,
+        untouched_row_write,
+        untouched_fancy_write,
+    ],
+)
+def test_rules_never_see_a_scalar_zero_for_an_array(f):
+    # at bdc6be5 all but the fancy read failed: AxisError (stack, fuzz seed 100072), ValueError
+    # (reshape, fuzz seed 101584; matmul; einsum), IndexError (dot, concatenate), TypeError
+    # 'float' object is not subscriptable (writes)
+    assert check_grad(f, (V3,)) == pytest.approx(np.zeros(3))
+    check_vjp(f, (V3,))
 
 
 # ----------------------------------------------------------------------------- bug 16
 # A name bound only on the part of a loop body that `continue` skips (here the alias `v = w`):
 # when every trip skips it, the adjoint still reads it and raises UnboundLocalError: cannot
 # access local variable 'v'. At bdc6be5. Fuzz seed 101797.
+# Cause: normalization counted every name a loop body assigns as live out of the loop, so the
+# reverse transform treated `v` as carried from trip to trip and set up its adjoint before the
+# reversed loop with `zeros_like(v)`, reading `v` even when no trip bound it.
+# Fixed: a loop's live-out names are only those read after the loop or read in the body before
+# the body assigns them (normalize._prune_liveout); `v` is local to each trip.
 
 
 def skipped_alias(w, x):
@@ -613,20 +715,26 @@ def skipped_alias(w, x):
     return y + 1.0
 
 
-@pytest.mark.xfail(
-    strict=True, reason="bug 16: the adjoint reads a name bound only on a path skipped by continue"
-)
 def test_name_bound_only_on_skipped_path():
     check_grad(skipped_alias, (V3, V3), wrt=(0, 1))
     check_vjp(skipped_alias, (V3, V3), wrt=(0, 1))
+    # the same loop when some trips take the path
+    check_grad(skipped_alias, (V3, np.array([0.5, -20.0, -30.0])), wrt=0)
+    check_vjp(skipped_alias, (V3, np.array([0.5, -20.0, -30.0])), wrt=0)
 
 
 # ----------------------------------------------------------------------------- bug 17
 # WRONG GRADIENT, silently. In a loop that writes rows of an array, a right-hand side that reads
 # the whole array through a view (`y.reshape(4)`) gets the wrong gradient (reading `y` itself is
-# right). Guess: the tape records the reshape *view*, which the next trip's write changes, so
-# the adjoint reads back the array's final contents instead of the values the trip used.
-# At bdc6be5. Fuzz seeds 100223, 102406.
+# right). At bdc6be5. Fuzz seeds 100223, 102406; outside loops (a `.T` read before a write into
+# a copy of the input) fuzz seed 20946.
+# Cause: the view was a temporary holding no values of its own. In a loop the tape recorded it
+# at the end of the trip, after the write had changed it; outside loops the write into the
+# array is undone in the sweep only where the adjoint reads the array by name, and the adjoint
+# read the view, so it saw the values after the write.
+# Fixed: as for subscripts, a view-making read (reshape, ravel, .T, transpose, swapaxes,
+# squeeze, expand_dims, moveaxis, np.asarray, ...) of an array the function writes in place is
+# taken as a copy when it is read (normalize.Normalizer.views_written).
 
 
 def write_reads_whole_view(x):
@@ -636,14 +744,92 @@ def write_reads_whole_view(x):
     return np.sum(y**2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug 17 (silently wrong): the tape keeps a reshape view that later writes overwrite",
-)
+def write_reads_transposed_view(x):
+    y = np.ones((2, 4))
+    for i in range(2):
+        y[i] = np.sin(np.transpose(y) @ x[:, 0])
+    return np.sum(y**2)
+
+
+def transposed_read_before_write(x):
+    y = x.copy()
+    z = np.sum(y.T @ x)
+    y[0] = 0.0
+    return z + np.sum(y)
+
+
 def test_loop_write_reading_a_view_of_the_array():
     x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
     check_grad(write_reads_whole_view, (x,))
     check_vjp(write_reads_whole_view, (x,))
+    check_grad(write_reads_transposed_view, (x[:2],))
+    check_vjp(write_reads_transposed_view, (x[:2],))
+    check_grad(transposed_read_before_write, (M22,))
+    check_vjp(transposed_read_before_write, (M22,))
+
+
+# The same with a view bound to a name (found while fixing bug 17, not by the fuzzer, whose
+# programs never name a view of an array they write): the gradient was silently wrong, as was
+# the gradient of `t = y` (the same array under a second name). Fixed: such a name takes a copy
+# of the values when it is bound; a read after the array was written (where NumPy's view would
+# show the write) is refused, since s2sad does not follow writes through views.
+
+
+def named_view_in_loop(x):
+    y = np.ones((2, 2))
+    for i in range(2):
+        v = y.reshape(4)
+        y[i] = np.dot(v, x)
+    return np.sum(y**2)
+
+
+def named_transposed_view(x):
+    y = x.copy()
+    t = y.T
+    z = np.sum(t @ x)
+    y[0] = 0.0
+    return z + np.sum(y)
+
+
+def second_name_for_array(x):
+    y = x.copy()
+    t = y
+    z = np.sum(t * x)
+    y[0] = 0.0
+    return z + np.sum(y**2)
+
+
+def view_read_after_write(x):
+    y = x.copy()
+    t = y.T
+    y[0] = y[0] * 2.0
+    return np.sum(t @ x)
+
+
+def view_read_in_loop_that_writes(x):
+    y = x.copy()
+    t = y[0]
+    s = 0.0
+    for i in range(2):
+        s = s + np.sum(t)
+        y[1 - i] = x[i] * 2.0
+    return s
+
+
+def test_named_view_of_array_written_later():
+    x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
+    check_grad(named_view_in_loop, (x,))
+    check_vjp(named_view_in_loop, (x,))
+    for f in (named_transposed_view, second_name_for_array):
+        check_grad(f, (M22,))
+        check_vjp(f, (M22,))
+        check_jvp(f, (M22,))
+
+
+@pytest.mark.parametrize("f", [view_read_after_write, view_read_in_loop_that_writes])
+def test_view_read_after_its_array_is_written_is_refused(f):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="does not follow writes through views"):
+        s2sad.grad(f)(M22)
 
 
 # ----------------------------------------------------------------------------- bug 18
@@ -651,6 +837,10 @@ def test_loop_write_reading_a_view_of_the_array():
 # cotangent is the scalar 0.0 and the adjoint of the write subscripts it: TypeError: 'float'
 # object is not subscriptable. Same family as bugs 10 and 15. At bdc6be5. Fuzz seeds 100731,
 # 102154, 102455, 102762.
+# Cause: as bug 15 (the reversed dead loop started y's adjoint as the scalar 0.0), and the
+# reversed loop set up adjoints for a loop whose results nothing reads.
+# Fixed with bug 15, and a reversed loop now only handles the adjoints that can be nonzero in
+# it (reverse.Reverser.nonzero_in): a dead loop has no adjoint code at all.
 
 
 def dead_fancy_write(a, x):
@@ -663,11 +853,207 @@ def dead_fancy_write(a, x):
     return v
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug 18: the cotangent of a dead array stays the scalar 0.0 before a fancy-index kill",
-)
 def test_fancy_write_into_dead_array():
     x = np.array([[0.3, -0.5], [0.2, 0.1], [0.4, -0.6], [0.7, 0.2]])
     check_grad(dead_fancy_write, (0.7, x), wrt=(0, 1))
     check_vjp(dead_fancy_write, (0.7, x), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 19
+# WRONG GRADIENT (nan). A loop that overwrites an argument with values nothing reads after it
+# (here `x = np.exp(np.exp(x))` four times, which overflows to inf) made the whole gradient nan:
+# dead_loop_overflow([1.5, 0.3]) gave [nan, nan] instead of [1, 1]. At bdc6be5. Fuzz seed 20970.
+# Cause: the reversed loop started the carried adjoint dx at zero and ran every trip's rules,
+# multiplying that zero by the overflowed partial derivatives (0 * inf = nan), and added the
+# result to the gradient of the argument the loop had rebound.
+# Fixed: the reversed loop skips adjoints that no live value reaches (reverse.Reverser.nonzero_in).
+
+
+def dead_loop_overflow(x):
+    v = np.sum(x)
+    for i in range(4):
+        x = np.exp(np.exp(x))
+    return v
+
+
+def test_dead_loop_that_overflows():
+    with np.errstate(over="ignore"):
+        g = check_grad(dead_loop_overflow, (np.array([1.5, 0.3]),))
+        np.testing.assert_array_equal(g, np.ones(2))
+        check_vjp(dead_loop_overflow, (np.array([1.5, 0.3]),))
+
+
+# ----------------------------------------------------------------------------- bug 20
+# jvp: an elementwise operation whose operand without a tangent broadcasts the result wider than
+# the operand with one (`x[1:2, :] - a` for a scalar `a`) got the tangent of the narrow operand
+# (`-a_dot`, a scalar) instead of one shaped like the result, and the next rule needing the
+# shape failed: ValueError: zero-dimensional arrays cannot be concatenated (jacobian in forward
+# mode the same). At ca5f4ff, found when the fuzzer started checking jvp. Fuzz seeds 8, 79.
+# Cause: forward mode builds an elementwise tangent from the VJP template without `unbroadcast`,
+# which is right for the terms but leaves out the shape an operand without a tangent adds.
+# Fixed: such a tangent is spread over the result's shape (`np.broadcast_to(t, np.shape(y))`),
+# unless it reads the result or every operand without a tangent is known to be a scalar.
+
+
+def broadcast_by_constant_operand(a, x):
+    return np.concatenate([x[1:2, :] - a, np.stack([x.sum(axis=0)], axis=0)], axis=0)
+
+
+def test_jvp_of_elementwise_result_widened_by_constant_operand():
+    check_jvp(broadcast_by_constant_operand, (0.3, M22), wrt=0)
+    check_jvp(broadcast_by_constant_operand, (0.3, M22), wrt=(0, 1))
+    jac = s2sad.jacobian(broadcast_by_constant_operand, wrt=0, mode="forward")(0.3, M22)
+    np.testing.assert_array_equal(jac, [[-1.0, -1.0], [0.0, 0.0]])
+
+
+# ----------------------------------------------------------------------------- bug 21
+# WRONG JVP, silently. np.concatenate (or np.stack) of a list whose first element has no
+# tangent: the tangent of the result was all zeros, concat_after_constant(x) gave [0, 0, 0]
+# instead of [0, 2 t0, 2 t1]. At ca5f4ff. Fuzz seed 53.
+# Cause: forward mode emits one call for a linear rule with a list argument, with the tangents
+# of all elements in it, but only when it met the list's first element, so nothing was emitted
+# when that element had no tangent.
+# Fixed: the call is emitted at the first element that has a tangent.
+
+
+def concat_after_constant(x):
+    return np.concatenate([np.ones(1), 2.0 * x], axis=0)
+
+
+def stack_after_constant(x):
+    return np.stack([0.5, np.sin(x[0]), x[1]])
+
+
+def test_jvp_of_list_whose_first_element_is_constant():
+    t = check_jvp(concat_after_constant, (np.array([0.3, -0.5]),))
+    assert t[0] == 0.0 and np.all(t[1:] != 0.0)
+    check_jvp(stack_after_constant, (np.array([0.3, -0.5]),))
+
+
+# ----------------------------------------------------------------------------- bug 22
+# jvp: a parameter outside `wrt` that a loop updates from a differentiated value (here `x` in
+# `x = x + w`) and that is read where the loop did not run (the early return): UnboundLocalError:
+# cannot access local variable 'x_dot'. At ca5f4ff. Fuzz seeds 225, 413, 454.
+# Cause: forward mode gives a tangent to every name that may carry one, but a parameter has no
+# statement assigning it, so nothing started the tangent of one outside `wrt`.
+# Fixed: such a parameter's tangent starts as zeros_like(parameter) at the top of the function.
+
+
+def loop_updates_other_parameter(w, x):
+    if np.sum(w) < 0.0:
+        return x * 2.0
+    for i in range(3):
+        x = x + w
+    return x
+
+
+def test_jvp_of_parameter_outside_wrt_updated_in_loop():
+    check_jvp(loop_updates_other_parameter, (V3, V3))  # the loop runs
+    check_jvp(loop_updates_other_parameter, (-V3 - 1.0, V3))  # the early return
+    check_vjp(loop_updates_other_parameter, (-V3 - 1.0, V3))
+
+
+# ----------------------------------------------------------------------------- forward rules
+# jvp refused math.log, math.atan2, math.hypot and math.pow (NoRuleError: no forward-mode (jvp)
+# rule), which grad and vjp differentiate: their VJP templates are scalar products, so they are
+# their tangent rules too. Fuzz seeds 52, 161, 389, ... when the fuzzer started checking jvp.
+
+
+def math_with_two_arguments(a, b):
+    return (
+        math.log(a * a + 1.0)
+        + math.atan2(a, b)
+        + math.hypot(a, b)
+        + math.pow(a * a + 0.5, b)
+        + math.log(b * b + 2.0, a * a + 3.0)
+    )
+
+
+def test_jvp_of_math_functions_with_two_arguments():
+    check_jvp(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
+    check_grad(math_with_two_arguments, (0.3, 0.7), wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- bug 23
+# jvp: the tangent of an integer output (a counter returned beside a float, `return k, x * 2.0`)
+# came back as np.float32 for a Python int (NumPy 2 gives a Python int the weakest float type),
+# where every other Python number gets a Python float. At ca5f4ff. Fuzz seeds 101511, 101783,
+# 103061, 103692, 104130.
+# Fixed: the tangent of a Python number is a Python float, of an integer NumPy value float64.
+
+
+def counter_and_value(x):
+    k = 0
+    s = 0.0
+    while s < 1.0:
+        s = s + np.sum(x**2) + 0.3
+        k += 1
+    return k, s * x, np.int64(k)
+
+
+def test_jvp_of_integer_output():
+    _, (tk, tx, tk64) = s2sad.jvp(counter_and_value)(V3, tangent=np.ones(3))
+    assert type(tk) is float and tk == 0.0
+    assert type(tk64) is np.float64 and tk64 == 0.0
+    check_jvp(counter_and_value, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 24
+# A loop over `zip(x, x)` (or `for row in x`, `enumerate(x)`) whose items make a carry vary,
+# where the carry is read inside a larger expression before the loop (`(-s) + np.exp(s)`):
+# S2SADError "internal error: the operator Add has a differentiated operand nested in an
+# expression". At 0a90dab. Fuzz seed 110627.
+# Cause: normalization decides before the loop which names vary in some trip, so that their
+# first reads are split into single operations too; it followed assignments but not loop items,
+# so it missed that `row` varies with `x`, and with it `s`.
+# Fixed: the items of a `for` loop over a varying sequence vary (mark_loop_varied).
+
+
+def carry_nested_before_zip_loop(x):
+    s = 0.0
+    t = (-s) + np.exp(s) ** 0.5
+    for a, row in zip(x, x):
+        s = s + t * row * a
+        t = np.tanh(t)
+    return s + t
+
+
+def carry_nested_before_row_loop(x):
+    s = 0.0
+    t = (-s) + np.exp(s) ** 0.5
+    for i, row in enumerate(x):
+        s = s + t * row
+    return s + t
+
+
+@pytest.mark.parametrize("f", [carry_nested_before_zip_loop, carry_nested_before_row_loop])
+def test_carry_nested_in_expression_before_loop_over_rows(f):
+    check_grad(f, (V3,))
+    check_vjp(f, (V3,))
+    check_jvp(f, (V3,))
+
+
+# ----------------------------------------------------------------------------- bug 25
+# A loop in one branch of an `if` whose carry (`w`) is dead after the loop but whose adjoint the
+# other branch starts (`return np.sum(w)`): UnboundLocalError: cannot access local variable 'dx'
+# (the gradient of an argument the loop reads). At 0a90dab (with the reversed loop's skipping of
+# adjoints no live value reaches, from bug 19). Fuzz seed 110959.
+# Cause: an adjoint assigned in only one branch is started at zero before the `if` and the
+# branches are transformed again; with dw started, the loop in the other branch now contributes
+# to dx, which the second transform assigned in that branch only, and nothing started it.
+# Fixed: the branches are transformed again until no further adjoint needs starting.
+
+
+def dead_carry_live_in_other_branch(x, w, c):
+    if c > 0.0:
+        return np.sum(w)
+    for i in range(2):
+        w = np.tanh(w) * np.exp(x)
+    return c * 2.0
+
+
+def test_adjoint_started_for_one_branch_reaches_a_loop_in_the_other():
+    for c in (1.0, -1.0):
+        g = check_grad(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
+        check_vjp(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
+        np.testing.assert_array_equal(g[0], np.zeros(3))

@@ -77,7 +77,19 @@ def signature_of(func) -> inspect.Signature | None:
 
 
 # elementwise rules whose VJP template is also their tangent rule
-for _f in (np.where, np.clip, np.copy, np.asarray, np.array, float, np.mod):
+for _f in (
+    np.where,
+    np.clip,
+    np.copy,
+    np.asarray,
+    np.array,
+    float,
+    np.mod,
+    math.log,
+    math.atan2,
+    math.hypot,
+    math.pow,
+):
     VJP[id(_f)].elementwise = True
 for _f in (math.log, math.atan2, math.hypot, math.pow):  # on Python floats
     VJP[id(_f)].elementwise = True
