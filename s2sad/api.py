@@ -105,11 +105,6 @@ class Transformed:
     def __init__(self, func, wrt, mode: str, jit=False):
         if jit not in (False, True, "strict"):
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
-        if jit and mode == "vjp":
-            raise S2SADError(
-                "jit is not available for vjp (a pullback is a Python closure)",
-                hint="use jit with grad, value_and_grad or jvp",
-            )
         self.jit = jit
         if isinstance(func, Transformed):
             raise S2SADError(
@@ -140,12 +135,24 @@ class Transformed:
         # jitted gradients also return the value, so the scalar check happens here
         return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
 
-    def _run(self, compiled, bound):
+    def _run(self, compiled, bound, extra=(), name=None):
         if not self.jit:
             return compiled.function(*bound.args, **bound.kwargs)
         if compiled.jitted is None:
             compiled.jitted = Jitted(compiled)
-        return compiled.jitted(tuple(bound.arguments.values()), strict=self.jit == "strict")
+        args = (*bound.arguments.values(), *extra)
+        return compiled.jitted(args, strict=self.jit == "strict", name=name)
+
+    def _jitted_vjp(self, compiled, bound):
+        """The value from the compiled primal; each pullback runs the compiled sweep (the
+        recording forward pass, then the adjoint) from the arguments as given."""
+        out = self._run(compiled, bound)
+        sweep = compiled.name + "_sweep"
+
+        def pullback(*seeds):
+            return self._run(compiled, bound, seeds, name=sweep)
+
+        return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
     def _bind(self, args, kwargs):
         try:
@@ -166,6 +173,8 @@ class Transformed:
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
         compiled = self.specialized(bound)
+        if self.mode == "vjp" and self.jit:
+            return self._jitted_vjp(compiled, bound)
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, **bound.kwargs)
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
@@ -276,15 +285,15 @@ def _basis(x):
         yield e.reshape(x.shape)
 
 
-def jacobian(f, wrt=0, mode=None):
+def jacobian(f, wrt=0, mode=None, *, jit=False):
     """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
 
     `mode="forward"` pushes one tangent per input element, `mode="reverse"` pulls one seed per
     output element back through a single primal run; the default picks the one with fewer
-    sweeps."""
+    sweeps. `jit=True` or `"strict"` compiles the tangent and pullback code with Numba."""
     if mode not in (None, "forward", "reverse"):
         raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
-    forward, backward = JVPTransformed(f, wrt, "jvp"), Transformed(f, wrt, "vjp")
+    forward, backward = JVPTransformed(f, wrt, "jvp", jit), Transformed(f, wrt, "vjp", jit)
 
     @functools.wraps(f)
     def jac(*args, **kwargs):

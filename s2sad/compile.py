@@ -8,12 +8,14 @@ from __future__ import annotations
 import ast
 import copy
 import linecache
+import os
 from dataclasses import dataclass, field
 
 from . import runtime
 from .activity import active_names
 from .emit import emit, emit_jvp
 from .forward import Forward, prune
+from .jit import jit_copy, lower_for_numba
 from .normalize import normalize
 from .optimize import optimize
 from .ops import classify
@@ -35,8 +37,12 @@ class Compiled:
     inlined: list = field(default_factory=list)  # (function, its code) for each inlined call
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
+    functions: dict = field(default_factory=dict)  # every function the source defines, by name
 
 
+# recompute cheap loop values instead of recording them: on for jit (compiled code pays more for
+# a tape than for the arithmetic); S2SAD_RECOMPUTE=1 turns it on everywhere, for testing
+_RECOMPUTE = os.environ.get("S2SAD_RECOMPUTE") == "1"
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
 _CACHE: dict[tuple, Compiled] = {}
 
@@ -122,6 +128,17 @@ def _changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
     return False
 
 
+def adjoint_rank(shapes, primal_of: dict):
+    """The rank of an expression over adjoint names (`dx[i]`): that of the same expression over
+    their primals (`x[i]`)."""
+
+    class Primal(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(primal_of.get(node.id, node.id), ast.Load())
+
+    return lambda node: shapes.of(Primal().visit(copy.deepcopy(node)))
+
+
 def _still_valid(compiled: Compiled, func) -> bool:
     """A cached transform is reused only if nothing it read has changed since: no rule was
     registered, every global name it resolved still names the same object, and every function it
@@ -141,6 +158,11 @@ def _still_valid(compiled: Compiled, func) -> bool:
     return True
 
 
+def defined_functions(source: str) -> list[str]:
+    """The names of the top-level functions `source` defines, in order."""
+    return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
     namespace = dict(_RUNTIME)
@@ -158,6 +180,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
         globals=user_globals,
         inlined=[(f, f.__code__) for f in resolver.inlined],
         rules_version=VERSION[0],
+        functions={n: namespace[n] for n in defined_functions(source)},
     )
     _CACHE[key] = compiled
     return compiled
@@ -189,7 +212,12 @@ def transform(
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
     primal, adjoint.stmts, tape_inits = record(
-        norm.stmts, adjoint.stmts, taken, scalar=lambda name: shapes.get(name) == 0
+        norm.stmts,
+        adjoint.stmts,
+        taken,
+        scalar=lambda name: shapes.get(name) == 0,
+        saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
+        recompute=jit or _RECOMPUTE,
     )
     protected = (
         local_names
@@ -198,9 +226,21 @@ def transform(
         | {n.id for g in adjoint.grads for n in ast.walk(g) if isinstance(n, ast.Name)}
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
+    if jit:
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
     name = f"{mode}_{parsed.name}"
-    rerun = mode == "vjp" and _changes_primal(adjoint.stmts, local_names)
+    # a jitted pullback is always the re-running sweep: Numba compiles no closures
+    rerun = mode == "vjp" and (jit or _changes_primal(adjoint.stmts, local_names))
     source = emit(
-        parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name, plain if rerun else None
+        parsed,
+        norm,
+        primal,
+        adjoint,
+        tape_inits,
+        list(wrt),
+        mode,
+        name,
+        plain if rerun else None,
+        jit=jit,
     )
     return _compile(parsed, resolver, norm, source, name, key)

@@ -108,8 +108,13 @@ def emit(
     mode: str,
     name: str,
     plain_primal=None,
+    jit: bool = False,
 ) -> str:
-    """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function."""
+    """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function.
+
+    A vjp with `plain_primal` re-runs the recording sweep on each pullback call (see below); with
+    `jit` it is two top-level functions and no closure, which Numba compiles: `vjp_f(args)`
+    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents."""
     params = _parameters(parsed.tree)
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
@@ -141,11 +146,17 @@ def emit(
             + parsed.tree.args.kwonlyargs
         ]
         sweep = f"{name}_sweep"
-        # defined first, its defaults keep the arguments as given (the sweep may rebind them)
-        lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
-        lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+        if not jit:
+            # defined first, its defaults keep the arguments as given (the sweep may rebind them)
+            lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
+            lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+        # arguments the primal writes into: the value is computed on copies, so the sweep
+        # starts from the arguments as given
+        for n in _written_parameters(plain_primal, names):
+            lines.append(f"    {n} = np.copy({n})")
         lines += text.block(plain_primal, "    ")
-        lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
+        value = "(" + out + ")" if norm.tuple_output else out
+        lines.append(f"    return {value}" if jit else f"    return {value}, pullback")
         lines += [
             "",
             "",
@@ -174,6 +185,18 @@ def emit(
     return format_source("\n".join(lines) + "\n")
 
 
+def _written_parameters(stmts, names: list[str]) -> list[str]:
+    """Parameters that `stmts` write into by subscript (`x[i] = ...`), in parameter order."""
+    written = {
+        t.value.id
+        for node in ast.walk(ast.Module(list(stmts), []))
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+    }
+    return [n for n in names if n in written]
+
+
 def emit_jvp(
     parsed, norm, body, wrt: list[str], tangents: list[str], outputs: list[ast.expr], name: str
 ) -> str:
@@ -189,6 +212,10 @@ def emit_jvp(
         f'    """Value of {where} and its derivative along the tangents of '
         f'{", ".join(wrt)}."""',
     ]
+    names = [a.arg for a in parsed.tree.args.posonlyargs + parsed.tree.args.args]
+    names += [a.arg for a in parsed.tree.args.kwonlyargs]
+    for n in _written_parameters(body, names):  # the caller's arrays are left as given
+        lines.append(f"    {n} = np.copy({n})")
     lines += _Lines(parsed).block(body, "    ")
     out = ", ".join(norm.outputs)
     dots = ", ".join(ast.unparse(o) for o in outputs)

@@ -85,12 +85,16 @@ class Ranks:
         if isinstance(node, ast.Subscript):
             return self.subscript(node)
         if isinstance(node, ast.Attribute):
+            if node.attr in ("size", "ndim"):
+                return 0
             return self.of(node.value) if node.attr == "T" else None
         if isinstance(node, ast.Call):
             return self.call(node)
         return None
 
     def subscript(self, node: ast.Subscript):
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+            return 0  # x.shape[k]
         base = self.of(node.value)
         if base is None:
             return None
@@ -204,8 +208,12 @@ class Ranks:
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                 elif isinstance(target, ast.Tuple):
+                    # n, d = x.shape: integers; anything else unpacked is unknown
+                    value = stmt.value
+                    shape = isinstance(value, ast.Attribute) and value.attr == "shape"
                     for e in target.elts:
-                        self.rank[e.id] = None
+                        rank = 0 if shape else None
+                        self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), rank)
 
 
 def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:

@@ -18,6 +18,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
+from .jit import jit_copy
 from .normalize import NameAllocator
 
 
@@ -26,6 +27,7 @@ class Adjoint:
     stmts: list[ast.stmt]  # the adjoint sweep, with tape markers
     seeds: list[str]  # adjoint names of the outputs, in output order
     grads: list[ast.expr]  # the returned cotangent of each wrt input
+    primal_of: dict = field(default_factory=dict)  # adjoint name -> its primal's name
 
 
 @dataclass
@@ -160,6 +162,18 @@ class Reverser:
     # ------------------------------------------------------------------ contributions
     def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
         d = self.dname(primal)
+        if (
+            self.jit
+            and self.live(d)
+            and d in self.owned
+            and isinstance(expr, ast.Call)
+            and getattr(expr.func, "id", "") == "getitem_vjp"
+            and len(expr.args) == 3
+        ):
+            # dx = dx + getitem_vjp(g, x, index) adds into dx in place (no array of zeros)
+            g, _, index = expr.args
+            out.append(self.at(ast.Expr(_call("add_at", _name(d), index, g)), src))
+            return
         if self.live(d):
             value = ast.BinOp(_name(d), ast.Add(), expr)
             self.owned.add(d)
@@ -181,6 +195,13 @@ class Reverser:
         self.zero.discard(d)
         self.owned.add(d)
         return d
+
+    def zero_of(self, primal: str) -> ast.expr:
+        """A zero adjoint for `primal` before a loop: 0.0, or for Numba (which types a name
+        once) zeros shaped like an array."""
+        if self.jit and self.rank(_name(primal)) != 0:
+            return _call("zeros_like", _name(primal))
+        return ast.Constant(0.0)
 
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
@@ -308,7 +329,10 @@ class Reverser:
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = ast.Subscript(_name(d), copy.deepcopy(index), ast.Load())
-                        if self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0:
+                        rank = self.rank(ast.Subscript(_name(base), index, ast.Load()))
+                        if self.jit:
+                            part = jit_copy(part, rank)
+                        elif rank != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         contribution = self.scalars(
@@ -411,7 +435,7 @@ class Reverser:
                 self.make_owned(inits, stmt, primal)
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
-                inits.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                inits.append(self.at(_assign(d, self.zero_of(primal)), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
         for primal in body_names - carried:
@@ -427,7 +451,14 @@ class Reverser:
                     body.append(self.at(_assign(d, _call("zeros_like", _name(primal))), stmt))
                     self.owned.add(d)
                 else:
-                    body.append(self.at(_assign(d, ast.Constant(0.0)), stmt))
+                    # Numba types a name once: an array's zero is an array (shaped like the
+                    # stale adjoint, so the primal need not be recorded for its shape)
+                    zero = (
+                        _call("zeros_like", _name(d))
+                        if self.jit and self.rank(_name(primal)) != 0
+                        else ast.Constant(0.0)
+                    )
+                    body.append(self.at(_assign(d, zero), stmt))
                     self.owned.discard(d)
                 self.zero.discard(d)
         for primal in touched | carried:
@@ -509,7 +540,7 @@ def reverse(
             grads.append(_name(d))
         else:
             grads.append(_call("zeros_like", _name(p)))
-    return Adjoint(adjoint_stmts, seeds, grads)
+    return Adjoint(adjoint_stmts, seeds, grads, dict(rev.primal_of))
 
 
 def names_read(stmts) -> set[str]:

@@ -609,3 +609,11 @@ def test_boolean_mask_computed_in_function():
     x = np.array([[0.1, 0.9], [0.7, 0.2]])
     g = check_vjp(masked_where_inside, (x,))
     assert g.shape == (2, 2)
+
+
+def test_pullback_of_an_element_keeps_float64_with_a_python_float_seed():
+    # a Python float seed once made the scattered cotangent float32 (NumPy 2's weak scalars)
+    x = rand(3, 4)
+    _, pullback = s2sad.vjp(ix_two_ints)(x)
+    seed = 0.1257302210933933
+    assert pullback(seed)[1, 2] == seed

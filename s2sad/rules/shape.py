@@ -14,13 +14,22 @@ defvjp(
 defvjp(np.ravel, "a, order='C'", a="np.reshape(g, np.shape(a))")
 defvjp(np.squeeze, "a, axis=None", a="np.reshape(g, np.shape(a))")
 defvjp(np.expand_dims, "a, axis", a="np.reshape(g, np.shape(a))")
-defvjp(
-    np.transpose,
-    "a, axes=None",
-    a=lambda args: (
-        "np.transpose(g)" if _is_none(args["axes"]) else "np.transpose(g, np.argsort(axes))"
-    ),
-)
+
+
+def _transpose_back(args: dict) -> str:
+    """The inverse permutation: written out when the axes are literal (as Numba needs them)."""
+    axes = args["axes"]
+    if _is_none(axes):
+        return "np.transpose(g)"
+    if isinstance(axes, (ast.Tuple, ast.List)) and all(
+        isinstance(e, ast.Constant) and type(e.value) is int for e in axes.elts
+    ):
+        perm = [e.value % len(axes.elts) for e in axes.elts]
+        return f"np.transpose(g, {tuple(int(i) for i in np.argsort(perm))!r})"
+    return "np.transpose(g, np.argsort(axes))"
+
+
+defvjp(np.transpose, "a, axes=None", a=_transpose_back)
 defvjp(np.swapaxes, "a, axis1, axis2", a="np.swapaxes(g, axis1, axis2)")
 defvjp(np.moveaxis, "a, source, destination", a="np.moveaxis(g, destination, source)")
 defvjp(
