@@ -15,6 +15,11 @@ on a small machine shared with other work, multi-threaded BLAS swings by 10x fro
 --threads 0 leaves each library at its default (all cores). PyTorch's OpenMP threads are set to
 wait passively (OMP_WAIT_POLICY=PASSIVE) so that they do not spin and starve the others.
 
+Workloads whose objective Numba compiles (the loop versions) get a second table: numba.njit of
+the objective against s2sad.grad(..., jit="strict"), and against the peers, with Numba's compile
+time next to s2sad's transform time. The runner compiles into a fresh S2SAD_CACHE_DIR unless one
+is set, so that compile time is Numba compiling rather than reading its disk cache.
+
 s2sad's transform time is measured with an empty transform cache. A workload s2sad cannot yet
 express is reported as "unsupported: <first line of the error>", and the peers still run. A peer
 that is not installed is reported as "missing"; "n/a" means that peer has no version of it.
@@ -593,7 +598,9 @@ def fmt_time(s: float | None) -> str:
 
 
 def fmt_ratio(r: float | None) -> str:
-    return "—" if r is None else f"{r:.2f}×"
+    if r is None:
+        return "—"
+    return f"{r:.2f}×" if r >= 0.01 else f"{r:.1g}×"  # 0.0003×, not 0.00×
 
 
 def mark(check: dict | None) -> str:

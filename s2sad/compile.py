@@ -40,9 +40,11 @@ class Compiled:
     functions: dict = field(default_factory=dict)  # every function the source defines, by name
 
 
-# recompute cheap loop values instead of recording them: on for jit (compiled code pays more for
-# a tape than for the arithmetic); S2SAD_RECOMPUTE=1 turns it on everywhere, for testing
-_RECOMPUTE = os.environ.get("S2SAD_RECOMPUTE") == "1"
+# Two forms the jitted code takes, where compiled code pays more for memory traffic than for
+# arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
+# an array that nothing writes afterwards is a view rather than a copy. S2SAD_JIT_FORMS=1 makes
+# the Python code take them too, for testing them against the whole test suite.
+_JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
 _CACHE: dict[tuple, Compiled] = {}
 
@@ -103,6 +105,47 @@ def _scalar_reads_need_no_snapshot(stmts, shapes) -> None:
             and shapes.of(value.args[0]) == 0
         ):
             stmt.value = value.args[0]
+
+
+def _final_reads_need_no_snapshot(stmts) -> None:
+    """snapshot(x[...]) keeps what a read saw when `x` is written in place afterwards. Where no
+    write to `x` follows the read (later in the code, or anywhere in a loop around the read), the
+    view keeps it as well, and the copy is dropped."""
+    order: list[tuple[ast.stmt, list]] = []  # simple statements in order, with their loops
+
+    def walk(block, loops):
+        for stmt in block:
+            if isinstance(stmt, (ast.For, ast.While)):
+                walk(stmt.body, loops + [stmt])
+            elif isinstance(stmt, ast.If):
+                walk(stmt.body, loops)
+                walk(stmt.orelse, loops)
+            else:
+                order.append((stmt, loops))
+
+    def writes(node) -> set[str]:
+        return {
+            n.value.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
+
+    walk(stmts, [])
+    later: set[str] = set()
+    for stmt, loops in reversed(order):
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", "") == "snapshot"
+            and isinstance(value.args[0], ast.Subscript)
+            and isinstance(value.args[0].value, ast.Name)
+        ):
+            base = value.args[0].value.id
+            if base not in later and not any(base in writes(loop) for loop in loops):
+                stmt.value = value.args[0]
+        later |= writes(stmt)
 
 
 def _clone(stmts):
@@ -211,13 +254,15 @@ def transform(
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
+    if jit or _JIT_FORMS:
+        _final_reads_need_no_snapshot(norm.stmts)
     primal, adjoint.stmts, tape_inits = record(
         norm.stmts,
         adjoint.stmts,
         taken,
         scalar=lambda name: shapes.get(name) == 0,
         saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
-        recompute=jit or _RECOMPUTE,
+        recompute=jit or _JIT_FORMS,
     )
     protected = (
         local_names

@@ -58,6 +58,7 @@ class Tape:
         self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
         self.saved = _copy  # the expression that saves the elements a write overwrites
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
+        self.new_arrays: set[str] = set()  # names that only ever hold results of arithmetic
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
         self.fresh = _fresh_arrays(primal)
         self.mutates = any(
@@ -85,7 +86,9 @@ class Tape:
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
         if value is None:
             value = _name(name)
-            if self.mutates and not self.scalar(name):  # a view would change on the tape
+            if (
+                self.mutates and not self.scalar(name) and name not in self.new_arrays
+            ):  # a view would change on the tape
                 value = ast.Call(_name("snapshot"), [value], [])
         call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
         return ast.Expr(call)
@@ -241,10 +244,7 @@ def _recomputable(block: list[ast.stmt], names: list[str], varying: dict, indice
         if name not in top or name in seen:
             return False
         i, s = top[name]
-        if i >= before or any(
-            isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
-            for n in ast.walk(s.value)
-        ):
+        if i >= before or not _cheap(s.value):
             return False
         reads = {
             n.id
@@ -273,6 +273,54 @@ def _recomputable(block: list[ast.stmt], names: list[str], varying: dict, indice
     for n in chosen:
         collect(n)
     return [keep[i] for i in sorted(keep)]
+
+
+def _cheap(value: ast.expr) -> bool:
+    """Arithmetic, reads and elementwise functions: cheaper to run again than to record (a
+    product of matrices, a reduction or a solve is recorded instead)."""
+    import numpy as np
+
+    from . import runtime
+
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return False
+        if isinstance(node, ast.Call):
+            callee = getattr(node.func, "s2sad_callee", None)
+            elementwise = isinstance(callee, np.ufunc) or callee is runtime.snapshot
+            if not elementwise and getattr(callee, "__module__", None) != "math":
+                return False
+    return True
+
+
+def _new_arrays(stmts) -> set[str]:
+    """Names whose every assignment is arithmetic or a ufunc, matmul or reduction (a new array,
+    never a view of another) and that nothing writes into: a tape may hold them as they are."""
+    import numpy as np
+
+    values: dict[str, list] = {}
+    written = set()
+    for node in ast.walk(ast.Module(stmts, [])):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    values.setdefault(t.id, []).append(node.value)
+                elif isinstance(t, ast.Tuple):
+                    for e in t.elts:
+                        values.setdefault(getattr(e, "id", ""), []).append(None)
+                elif isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    written.add(t.value.id)
+        elif isinstance(node, ast.For):
+            values.setdefault(node.target.id, []).append(None)
+    reducing = {np.sum, np.mean, np.prod, np.max, np.min, np.dot, np.matmul, np.outer, np.var}
+
+    def new(value) -> bool:
+        if isinstance(value, (ast.BinOp, ast.UnaryOp)):
+            return True
+        callee = getattr(getattr(value, "func", None), "s2sad_callee", None)
+        return isinstance(callee, np.ufunc) or callee in reducing
+
+    return {n for n, vs in values.items() if n not in written and all(new(v) for v in vs)}
 
 
 def _again(stmt: ast.stmt) -> ast.stmt:
@@ -406,6 +454,8 @@ def record(
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.recompute = recompute
+    if recompute:
+        tape.new_arrays = _new_arrays(primal)
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()
