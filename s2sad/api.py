@@ -150,7 +150,7 @@ class Transformed:
         sweep = compiled.name + "_sweep"
 
         def pullback(*seeds):
-            return self._run(compiled, bound, seeds, name=sweep)
+            return self._run(compiled, bound, tuple(_unboxed(s) for s in seeds), name=sweep)
 
         return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
@@ -245,13 +245,19 @@ class JVPTransformed(Transformed):
             if compiled.jitted is None:
                 compiled.jitted = Jitted(compiled)
             out, out_dot = compiled.jitted(
-                (*bound.arguments.values(), *tangents), strict=self.jit == "strict"
+                (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
+                strict=self.jit == "strict",
             )
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
         return out, _conform_output(out_dot, out)
+
+
+def _unboxed(value):
+    """A 0-d array as the number it holds: compiled code types the two differently."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
 def _conform_output(t, out):

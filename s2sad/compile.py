@@ -74,7 +74,7 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
-def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
+def _finish_jvp(parsed, norm, resolver, wrt, key, jit: bool = False) -> Compiled:
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken)
     body = fwd.block(norm.stmts)
     tangents_in = [fwd.dot(p) for p in wrt]
@@ -90,6 +90,8 @@ def _finish_jvp(parsed, norm, resolver, wrt, key) -> Compiled:
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
+    if jit:
+        body = lower_for_numba(body)
     name = f"jvp_{parsed.name}"
     source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name)
     return _compile(parsed, resolver, norm, source, name, key)
@@ -244,7 +246,7 @@ def transform(
     for stmt in simple:
         stmt.op = classify(stmt, local_names)
     if mode == "jvp":
-        return _finish_jvp(parsed, norm, resolver, wrt, key)
+        return _finish_jvp(parsed, norm, resolver, wrt, key, jit)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(

@@ -207,6 +207,8 @@ def emit_jvp(
         f"{parsed.line_offset + parsed.tree.lineno})"
     )
     extra = ", ".join(tangents)
+    if parsed.tree.args.defaults:  # after parameters with defaults, the tangents need them too
+        extra = ", ".join(f"{t}=None" for t in tangents)
     lines = [
         f"def {name}({params + ', ' if params else ''}{extra}):",
         f'    """Value of {where} and its derivative along the tangents of '

@@ -604,6 +604,17 @@ def _trace_vjp(g, a, offset=0, axis1=0, axis2=1):
     return impl
 
 
+def trace_last(a):
+    return a
+
+
+@overload(trace_last)
+def _trace_last(a):
+    if _array(a) and a.ndim == 2:  # Numba's np.trace takes no axes: matrices only
+        return lambda a: np.trace(a)
+    return None
+
+
 def inv_vjp(g, ans):
     return g
 

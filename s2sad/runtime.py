@@ -319,6 +319,11 @@ def trace_vjp(g, a, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (axis1, axis2))
 
 
+def trace_last(a):
+    """The trace over the last two axes (of each matrix in a stack)."""
+    return np.trace(a, axis1=-2, axis2=-1)
+
+
 def inv_vjp(g, ans):
     return -_mT(ans) @ g @ _mT(ans)
 

@@ -214,3 +214,21 @@ def test_compiled_code_is_cached_on_disk(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )
     assert second.stdout == first.stdout
+
+
+def with_default(w, x, b=0.5):
+    return np.sum(np.tanh(x @ w + b) ** 2)
+
+
+@pytest.mark.parametrize("jit", [False, "strict"])
+def test_jvp_of_a_function_with_a_default_argument(jit):
+    w, x, t = np.linspace(-1, 1, 3), np.linspace(0, 1, 6).reshape(2, 3), np.ones(3)
+    _, tangent = s2sad.jvp(with_default, jit=jit)(w, x, tangent=t)
+    assert tangent == pytest.approx(s2sad.grad(with_default)(w, x) @ t, rel=1e-12)
+
+
+def test_jitted_jvp_and_pullback_take_0d_arrays_for_scalars():
+    out, tangent = s2sad.jvp(euler, jit="strict")(0.3, 0.8, 200, tangent=np.array(2.0))
+    assert tangent == pytest.approx(2.0 * s2sad.grad(euler)(0.3, 0.8, 200), rel=1e-12)
+    _, pullback = s2sad.vjp(euler, jit="strict")(0.3, 0.8, 200)
+    assert pullback(np.array(2.0)) == pytest.approx(tangent, rel=1e-12)

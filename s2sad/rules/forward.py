@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 
 import numpy as np
 
@@ -77,6 +78,9 @@ def signature_of(func) -> inspect.Signature | None:
 
 # elementwise rules whose VJP template is also their tangent rule
 for _f in (np.where, np.clip, np.copy, np.asarray, np.array, float, np.mod):
+    VJP[id(_f)].elementwise = True
+# the math module's functions of two floats: their templates are the partial derivatives
+for _f in (math.log, math.atan2, math.hypot, math.pow):
     VJP[id(_f)].elementwise = True
 
 # linear maps: the tangent goes through the same call
