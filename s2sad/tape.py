@@ -60,6 +60,13 @@ class Tape:
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
         self.new_arrays: set[str] = set()  # names that only ever hold results of arithmetic
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
+        self.written = {  # arrays written in place anywhere
+            n.value.id
+            for n in ast.walk(ast.Module(primal, []))
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
         self.fresh = _fresh_arrays(primal)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
@@ -118,7 +125,7 @@ class Tape:
             else []
         )
         if self.recompute and in_loop and mine:
-            again = _recomputable(block, mine, varying or {}, set(indices))
+            again = _recomputable(block, mine, varying or {}, set(indices), self.written)
             if again:
                 self.recomputed[id(block)] = again
                 defined = {s.targets[0].id for s in again}
@@ -216,12 +223,16 @@ class Tape:
         ]
 
 
-def _recomputable(block: list[ast.stmt], names: list[str], varying: dict, indices: set[str]):
+def _recomputable(
+    block: list[ast.stmt], names: list[str], varying: dict, indices: set[str], written: set[str]
+):
     """The statements of `block` that compute `names` again, in order, where that needs only
     the indices of the enclosing loops, values no enclosing loop changes, and other such
     statements of the block: `c = u[i, j]` with `u` never written. Running them at the start
     of the reversed block gives the values a tape would (compiled, recomputing costs less than
-    recording). Blocks with a `break` keep their tapes."""
+    recording). Arrays written in place anywhere are not read again (a write after the loop
+    need not be undone before the adjoint reaches it), and blocks with a `break` keep their
+    tapes."""
     if any(isinstance(s, ast.Break) for s in block):
         return []
     counts = _changed_by(ast.Module(block, []))
@@ -239,6 +250,8 @@ def _recomputable(block: list[ast.stmt], names: list[str], varying: dict, indice
     needed: dict[int, ast.Assign] = {}
 
     def available(name: str, before: int, seen: frozenset) -> bool:
+        if name in written:
+            return False
         if name in indices or name not in varying and name not in counts:
             return True
         if name not in top or name in seen:

@@ -232,3 +232,20 @@ def test_jitted_jvp_and_pullback_take_0d_arrays_for_scalars():
     assert tangent == pytest.approx(2.0 * s2sad.grad(euler)(0.3, 0.8, 200), rel=1e-12)
     _, pullback = s2sad.vjp(euler, jit="strict")(0.3, 0.8, 200)
     assert pullback(np.array(2.0)) == pytest.approx(tangent, rel=1e-12)
+
+
+def reads_after_the_loop_writes(x):
+    u = np.zeros(x.shape[0])
+    u[:] = x
+    s = 0.0
+    for i in range(x.shape[0]):
+        c = u[i]  # the adjoint may not read u again: u[0] is overwritten after the loop
+        s = s + c * c
+    u[0] = 100.0
+    return s + u[0]
+
+
+def test_values_are_recomputed_only_from_arrays_nothing_writes():
+    x = np.array([1.0, 2.0, 3.0])
+    jitted = s2sad.grad(reads_after_the_loop_writes, jit="strict")(x)
+    np.testing.assert_allclose(jitted, 2 * x)
