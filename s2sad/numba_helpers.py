@@ -18,6 +18,7 @@ import numpy as np
 from numba import literal_unroll, njit, types
 from numba.cpython.unsafe.tuple import tuple_setitem
 from numba.extending import overload
+from numba.np.numpy_support import as_dtype
 
 
 def _array(t):
@@ -487,6 +488,32 @@ def _clip_passes(a, a_min, a_max):
 # Numba's matmul and dot take vectors and matrices (no stacks), so these are the four cases.
 
 
+def _mm(a, b):
+    return a @ b
+
+
+@overload(_mm)
+def _mm_impl(a, b):
+    """a @ b where the dtypes differ (a float32 primal meets a float64 cotangent): Numba's
+    matmul takes one dtype, so both go to the common one."""
+    if a.dtype == b.dtype:
+        return lambda a, b: a @ b
+    common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
+    return lambda a, b: a.astype(common) @ b.astype(common)
+
+
+def _solve(a, b):
+    return np.linalg.solve(a, b)
+
+
+@overload(_solve)
+def _solve_impl(a, b):
+    if a.dtype == b.dtype:
+        return lambda a, b: np.linalg.solve(np.ascontiguousarray(a), b)
+    common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
+    return lambda a, b: np.linalg.solve(a.astype(common), b.astype(common))
+
+
 @njit
 def _outer(a, b):
     """The outer product of two vectors (np.outer compiles slowly in Numba)."""
@@ -506,8 +533,8 @@ def _matmul_vjp_lhs(g, a, b):
     if b.ndim == 1:
         return lambda g, a, b: _outer(g, b)
     if a.ndim == 1:
-        return lambda g, a, b: b @ g
-    return lambda g, a, b: g @ b.T
+        return lambda g, a, b: _mm(b, g)
+    return lambda g, a, b: _mm(g, b.T)
 
 
 def matmul_vjp_rhs(g, a, b):
@@ -522,9 +549,7 @@ def _matmul_vjp_rhs(g, a, b):
         return lambda g, a, b: g * a
     if a.ndim == 1:
         return lambda g, a, b: _outer(a, g)
-    if b.ndim == 1:
-        return lambda g, a, b: a.T @ g
-    return lambda g, a, b: a.T @ g
+    return lambda g, a, b: _mm(a.T, g)
 
 
 def dot_vjp_lhs(g, a, b):
@@ -567,8 +592,8 @@ def outer_vjp_lhs(g, a, b):
 @overload(outer_vjp_lhs)
 def _outer_vjp_lhs(g, a, b):
     if _array(a):
-        return lambda g, a, b: reshape_like(g @ _flat(b), a)
-    return lambda g, a, b: np.sum(g @ _flat(b))
+        return lambda g, a, b: reshape_like(_mm(g, _flat(b)), a)
+    return lambda g, a, b: np.sum(_mm(g, _flat(b)))
 
 
 def outer_vjp_rhs(g, a, b):
@@ -578,8 +603,8 @@ def outer_vjp_rhs(g, a, b):
 @overload(outer_vjp_rhs)
 def _outer_vjp_rhs(g, a, b):
     if _array(b):
-        return lambda g, a, b: reshape_like(_flat(a) @ g, b)
-    return lambda g, a, b: np.sum(_flat(a) @ g)
+        return lambda g, a, b: reshape_like(_mm(_flat(a), g), b)
+    return lambda g, a, b: np.sum(_mm(_flat(a), g))
 
 
 def trace_vjp(g, a, offset=0, axis1=0, axis2=1):
@@ -621,7 +646,7 @@ def inv_vjp(g, ans):
 
 @overload(inv_vjp)
 def _inv_vjp(g, ans):
-    return lambda g, ans: -(ans.T @ g @ ans.T)
+    return lambda g, ans: -_mm(_mm(ans.T, g), ans.T)
 
 
 def solve_vjp_b(g, a, b):
@@ -630,7 +655,7 @@ def solve_vjp_b(g, a, b):
 
 @overload(solve_vjp_b)
 def _solve_vjp_b(g, a, b):
-    return lambda g, a, b: np.linalg.solve(np.ascontiguousarray(a.T), g)
+    return lambda g, a, b: _solve(a.T, g)
 
 
 def solve_vjp_a(g, a, b, ans):
@@ -641,7 +666,7 @@ def solve_vjp_a(g, a, b, ans):
 def _solve_vjp_a(g, a, b, ans):
     if _array(b) and b.ndim == 1:
         return lambda g, a, b, ans: -_outer(solve_vjp_b(g, a, b), ans)
-    return lambda g, a, b, ans: -(solve_vjp_b(g, a, b) @ ans.T)
+    return lambda g, a, b, ans: -_mm(solve_vjp_b(g, a, b), ans.T)
 
 
 def det_vjp(g, a, ans):
@@ -765,6 +790,8 @@ def _getitem_vjp(g, x, index):
 
 
 def _element(x, index):
-    """Whether `x[index]` is one element (an integer per axis), known from the types."""
+    """Whether `x[index]` is one element (an integer per axis, an Ellipsis aside), known from
+    the types."""
     items = index.types if isinstance(index, types.BaseTuple) else (index,)
+    items = [t for t in items if not isinstance(t, types.EllipsisType)]
     return _array(x) and len(items) == x.ndim and all(_integer(t) for t in items)

@@ -249,3 +249,25 @@ def test_values_are_recomputed_only_from_arrays_nothing_writes():
     x = np.array([1.0, 2.0, 3.0])
     jitted = s2sad.grad(reads_after_the_loop_writes, jit="strict")(x)
     np.testing.assert_allclose(jitted, 2 * x)
+
+
+def float32_layer(w, x):
+    return np.sum(np.tanh(x @ w) ** 2)
+
+
+def test_float32_arrays_meet_float64_cotangents_in_matmul():
+    w = np.linspace(-1, 1, 3).astype(np.float32)
+    x = np.linspace(0, 1, 6).reshape(2, 3).astype(np.float32)
+    jitted = s2sad.grad(float32_layer, jit="strict")(w, x)
+    assert jitted.dtype == np.float32
+    np.testing.assert_allclose(jitted, s2sad.grad(float32_layer)(w, x), rtol=1e-5)
+
+
+def last_of_ellipsis(x):
+    return x[..., -1] * 3.0
+
+
+def test_pullback_of_an_element_read_through_an_ellipsis():
+    x = np.array([0.5, -1.0, 2.0])
+    _, pullback = s2sad.vjp(last_of_ellipsis, jit="strict")(x)
+    np.testing.assert_array_equal(pullback(1.0), [0.0, 0.0, 3.0])
