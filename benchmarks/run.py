@@ -15,6 +15,11 @@ on a small machine shared with other work, multi-threaded BLAS swings by 10x fro
 --threads 0 leaves each library at its default (all cores). PyTorch's OpenMP threads are set to
 wait passively (OMP_WAIT_POLICY=PASSIVE) so that they do not spin and starve the others.
 
+Workloads whose objective Numba compiles (the loop versions) get a second table: numba.njit of
+the objective against s2sad.grad(..., jit="strict"), and against the peers, with Numba's compile
+time next to s2sad's transform time. The runner compiles into a fresh S2SAD_CACHE_DIR unless one
+is set, so that compile time is Numba compiling rather than reading its disk cache.
+
 s2sad's transform time is measured with an empty transform cache. A workload s2sad cannot yet
 express is reported as "unsupported: <first line of the error>", and the peers still run. A peer
 that is not installed is reported as "missing"; "n/a" means that peer has no version of it.
@@ -38,6 +43,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -127,6 +133,22 @@ def build_s2sad(f, inputs: dict, wrt):
     g = s2sad.grad(f, wrt=tuple(wrt))
     args = list(inputs.values())
     return (lambda: g(*args)), _as_float_arrays
+
+
+def build_s2sad_jit(f, inputs: dict, wrt):
+    """s2sad's gradient compiled by Numba (jit="strict": a workload that does not compile is
+    reported as unsupported, never timed in Python)."""
+    g = s2sad.grad(f, wrt=tuple(wrt), jit="strict")
+    args = list(inputs.values())
+    return g, (lambda: g(*args)), _as_float_arrays
+
+
+def build_numba_primal(f, inputs: dict):
+    import numba
+
+    compiled = numba.njit(f)
+    args = list(inputs.values())
+    return lambda: compiled(*args)
 
 
 def build_jax(f, inputs: dict, wrt):
@@ -382,7 +404,11 @@ def run_case(case, available, mode: str) -> dict:
             run, _ = build_s2sad(case.numpy_f, case.inputs(size), case.wrt)
             s2sad_entries[size_label(size)] = Entry(f"s2sad@{size_label(size)}", run)
 
+    # jit=True: the objective compiled by Numba and s2sad's gradient compiled by Numba
+    jit = JitRun(case, available, peer_entries, peer_size) if case.jit else None
     entries += list(s2sad_entries.values()) + list(peer_entries.values())
+    if jit is not None:
+        entries += jit.entries()
     for e in entries:
         warm_up(e)
     main_s2sad = s2sad_entries.get(case.size_label)
@@ -435,7 +461,116 @@ def run_case(case, available, mode: str) -> dict:
             ok, err = compare(known[(peer, lab)], ref)
             info["check"] = {"against": ref_peer, "ok": ok, "max_rel_err": err}
     row["peers"] = peer_info
+    if jit is not None:
+        row["jit"] = jit.summary(reference, known)
     return row
+
+
+class JitRun:
+    """The jitted rows of one case: numba.njit of the objective, s2sad's gradient with
+    jit="strict" (at the case's size and at each peer's smaller size), and the peers' entries
+    to compare with: the case's own, or for a loop version the vectorised objective's."""
+
+    def __init__(self, case, available, peer_entries: dict, peer_size: dict):
+        self.case = case
+        inputs = case.inputs()
+        self.args = list(inputs.values())
+        self.info: dict = {"status": "ok"}
+        self.primal = None
+        self.grads: dict[str, Entry] = {}
+        self.peers: dict[str, Entry] = {}
+        self.peer_size: dict[str, dict] = {}
+        self.peer_fetch: dict = {}
+        self.vectorised = False
+        try:
+            self.primal = Entry("numba-primal", build_numba_primal(case.numpy_f, inputs))
+        except ImportError:
+            self.info["status"] = "numba missing"
+            return
+        try:
+            g, run, _ = build_s2sad_jit(case.numpy_f, inputs, case.wrt)
+            # the source transform alone; the first call then adds Numba's compile
+            transforms = [transform_seconds(g, self.args) for _ in range(3)]
+            if None not in transforms:
+                self.info["transform_s"] = statistics.median(transforms)
+            self.grads[case.size_label] = Entry("s2sad-jit", run)
+        except s2sad.S2SADError as exc:
+            self.info["status"] = "unsupported: " + first_line(str(exc))
+            return
+        for peer in PEERS:
+            if peer in peer_entries:
+                self.peers[peer] = peer_entries[peer]
+                self.peer_size[peer] = peer_size[peer]
+                size = peer_size[peer]
+                if size != case.size and size_label(size) not in self.grads:
+                    _, run, _ = build_s2sad_jit(case.numpy_f, case.inputs(size), case.wrt)
+                    self.grads[size_label(size)] = Entry(f"s2sad-jit@{size_label(size)}", run)
+            elif case.check_peers and callable(case.check_peers.get(peer)):
+                if not available.get(peer):
+                    continue
+                # a loop version: compare with the peers' vectorised objective, same size
+                self.vectorised = True
+                try:
+                    run, fetch = BUILDERS[peer](
+                        case.check_peers[peer](), case.check_make_inputs(**case.size), case.wrt
+                    )
+                except Exception:
+                    continue
+                self.peers[peer] = Entry(f"{peer}-vectorised", run)
+                self.peer_size[peer] = case.size
+                self.peer_fetch[peer] = fetch
+        self._own = {p for p in self.peers if p not in peer_entries}
+
+    def entries(self) -> list[Entry]:
+        """What to time besides the case's own entries (the peers it reuses are timed there)."""
+        out = [self.primal] if self.primal is not None else []
+        out += list(self.grads.values())
+        out += [self.peers[p] for p in sorted(self._own)] if self.grads else []
+        return out
+
+    def summary(self, reference, known: dict) -> dict:
+        info = dict(self.info)
+        if self.primal is not None:
+            info["primal"] = _stats(self.primal)
+            if self.primal.error:
+                info["primal"]["status"] = "error: " + self.primal.error
+        main = self.grads.get(self.case.size_label)
+        if main is None:
+            return info
+        if main.error:
+            info["status"] = (
+                "unsupported: " + first_line(str(main.exc))
+                if isinstance(main.exc, s2sad.S2SADError)
+                else "error: " + main.error
+            )
+            return info
+        info.update(_stats(main))
+        if info.get("median_s") is not None:
+            # the first call transforms again (the caches were emptied) and compiles
+            info["numba_compile_s"] = max(
+                main.first_s - info.get("transform_s", 0.0) - info["median_s"], 0.0
+            )
+        if self.primal is not None and self.primal.times:
+            info["numba_primal_compile_s"] = max(self.primal.first_s - self.primal.median, 0.0)
+        ref_peer, ref = reference.get(self.case.size)
+        if ref is not None:
+            ok, err = compare(_as_float_arrays(main.result), ref)
+            info["check"] = {"against": ref_peer, "ok": ok, "max_rel_err": err}
+        peers = {}
+        for peer, e in self.peers.items():
+            if e.error is not None or e.median is None:
+                peers[peer] = {"status": "error: " + (e.error or "not timed")}
+                continue
+            lab = size_label(self.peer_size[peer])
+            entry = {"status": "ok", "size": lab, "median_s": e.median}
+            g = self.grads.get(lab)
+            if g is not None and g.median:
+                entry["s2sad_ratio"] = g.median / e.median
+            if peer in self._own:
+                entry["vectorised"] = True
+            peers[peer] = entry
+        info["peers"] = peers
+        return info
 
 
 def _stats(e: Entry) -> dict:
@@ -463,7 +598,9 @@ def fmt_time(s: float | None) -> str:
 
 
 def fmt_ratio(r: float | None) -> str:
-    return "—" if r is None else f"{r:.2f}×"
+    if r is None:
+        return "—"
+    return f"{r:.2f}×" if r >= 0.01 else f"{r:.1g}×"  # 0.0003×, not 0.00×
 
 
 def mark(check: dict | None) -> str:
@@ -571,6 +708,9 @@ def report(results: list[dict], machine: str) -> str:
         parts += [""] + footnotes
     if notes:
         parts += ["", "notes:"] + [f"  {n}" for n in notes]
+    jit_part = report_jit(results)
+    if jit_part:
+        parts += ["", jit_part]
     parts += [
         "",
         "one-off costs: s2sad's transform alone (median of 3, caches emptied each time);\n"
@@ -580,6 +720,83 @@ def report(results: list[dict], machine: str) -> str:
         render_table(cost_header, costs),
     ]
     return "\n".join(parts)
+
+
+def report_jit(results: list[dict]) -> str:
+    """The jitted rows: Numba's compile of the objective against s2sad's gradient with
+    jit=True, the peers' gradients, and what compiling cost."""
+    rows, costs, marks = [], [], set()
+    for r in results:
+        info = r.get("jit")
+        if info is None:
+            continue
+        ok = info["status"] == "ok" and info.get("median_s") is not None
+        f = (info.get("primal") or {}).get("median_s")
+        g = info.get("median_s") if ok else None
+        row = [
+            r["workload"],
+            r["size"],
+            fmt_time(f),
+            fmt_time(g),
+            fmt_ratio(g / f if g and f else None),
+        ]
+        for p in PEERS:
+            peer = (info.get("peers") or {}).get(p)
+            if not ok or peer is None:
+                row += ["n/a" if ok else "—", "—"]
+                continue
+            if peer["status"] != "ok":
+                row += ["error", "—"]
+                continue
+            t = fmt_time(peer["median_s"])
+            if peer.get("vectorised"):
+                t += " †"
+                marks.add("†")
+            elif peer["size"] != r["size"]:
+                t += " *"
+                marks.add("*")
+            row += [t, fmt_ratio(peer.get("s2sad_ratio"))]
+        row += [mark(info.get("check")) if ok else "—", "ok" if ok else info["status"]]
+        rows.append(row)
+        costs.append(
+            [
+                r["workload"],
+                r["size"],
+                fmt_time(info.get("transform_s")) if ok else "—",
+                fmt_time(info.get("numba_compile_s")) if ok else "—",
+                fmt_time(info.get("numba_primal_compile_s")),
+            ]
+        )
+    if not rows:
+        return ""
+    header = ["workload", "size", "f Numba", "s2sad jit ∇", "∇/f"]
+    for p in PEERS:
+        header += [f"{PEER_LABEL[p]} ∇", f"s2sad/{PEER_LABEL[p]}"]
+    header += ["check", "s2sad jit"]
+    legend = [
+        "jit=True: f Numba is numba.njit(objective); s2sad jit ∇ is s2sad.grad(objective,",
+        "jit='strict'), and ∇/f its time over f Numba's. Peers as in the table above.",
+    ]
+    if "*" in marks:
+        legend.append("* the peer ran at a smaller size; s2sad jit was timed at that size too.")
+    if "†" in marks:
+        legend.append(
+            "† the peer differentiates the vectorised objective (it has no loop version), "
+            "at the same size."
+        )
+    cost_header = ["workload", "size", "s2sad transform", "Numba compile ∇", "Numba compile f"]
+    return "\n".join(
+        [render_table(header, rows), ""]
+        + legend
+        + [
+            "",
+            "jit one-off costs: s2sad's transform (median of 3), then Numba compiling the",
+            "gradient on its first call (first call minus transform minus a timed call; the",
+            "first jitted workload also compiles s2sad's Numba helpers), and Numba compiling f:",
+            "",
+            render_table(cost_header, costs),
+        ]
+    )
 
 
 def machine_line(available) -> str:
@@ -690,6 +907,9 @@ def main(argv=None) -> int:
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"
 
     started = time.perf_counter()
+    if "S2SAD_CACHE_DIR" not in os.environ:
+        # an empty cache: the jitted rows' compile times are Numba compiling, not a disk read
+        os.environ["S2SAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2sad-bench-")
     cases = select(all_cases(mode), args.only)
     available = load_peers()
     machine = machine_line(available)

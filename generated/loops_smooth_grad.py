@@ -78,7 +78,7 @@ def _is_basic(index):
 
 def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    dx = np.zeros(np.shape(x), dtype=np.result_type(g, np.float32))
+    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
     if _is_basic(index):
         dx[index] += g
     else:

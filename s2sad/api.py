@@ -103,11 +103,6 @@ class Transformed:
     def __init__(self, func, wrt, mode: str, jit=False):
         if jit not in (False, True, "strict"):
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
-        if jit and mode == "vjp":
-            raise S2SADError(
-                "jit is not available for vjp (a pullback is a Python closure)",
-                hint="use jit with grad, value_and_grad or jvp",
-            )
         self.jit = jit
         if isinstance(func, Transformed):
             raise S2SADError(
@@ -138,12 +133,24 @@ class Transformed:
         # jitted gradients also return the value, so the scalar check happens here
         return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
 
-    def _run(self, compiled, bound):
+    def _run(self, compiled, bound, extra=(), name=None):
         if not self.jit:
             return compiled.function(*bound.args, **bound.kwargs)
         if compiled.jitted is None:
             compiled.jitted = Jitted(compiled)
-        return compiled.jitted(tuple(bound.arguments.values()), strict=self.jit == "strict")
+        args = (*bound.arguments.values(), *extra)
+        return compiled.jitted(args, strict=self.jit == "strict", name=name)
+
+    def _jitted_vjp(self, compiled, bound):
+        """The value from the compiled primal; each pullback runs the compiled sweep (the
+        recording forward pass, then the adjoint) from the arguments as given."""
+        out = self._run(compiled, bound)
+        sweep = compiled.name + "_sweep"
+
+        def pullback(*seeds):
+            return self._run(compiled, bound, tuple(_unboxed(s) for s in seeds), name=sweep)
+
+        return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
     def _bind(self, args, kwargs):
         try:
@@ -164,6 +171,8 @@ class Transformed:
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
         compiled = self.specialized(bound)
+        if self.mode == "vjp" and self.jit:
+            return self._jitted_vjp(compiled, bound)
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, **bound.kwargs)
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
@@ -234,13 +243,19 @@ class JVPTransformed(Transformed):
             if compiled.jitted is None:
                 compiled.jitted = Jitted(compiled)
             out, out_dot = compiled.jitted(
-                (*bound.arguments.values(), *tangents), strict=self.jit == "strict"
+                (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
+                strict=self.jit == "strict",
             )
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
         return out, _conform_output(out_dot, out)
+
+
+def _unboxed(value):
+    """A 0-d array as the number it holds: compiled code types the two differently."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
 def _conform_output(t, out):
@@ -281,12 +296,13 @@ def _basis(x):
 class Jacobian:
     """`jacobian(f, wrt, mode)`: call it like `f`; `s2sad.source` shows the batched code."""
 
-    def __init__(self, f, wrt=0, mode=None, batched=True):
+    def __init__(self, f, wrt=0, mode=None, batched=True, jit=False):
         if mode not in (None, "forward", "reverse"):
             raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
-        self.forward = JVPTransformed(f, wrt, "jvp")
-        self.backward = Transformed(f, wrt, "vjp")
-        self.func, self.mode, self.batched = f, mode, batched
+        self.forward = JVPTransformed(f, wrt, "jvp", jit)
+        self.backward = Transformed(f, wrt, "vjp", jit)
+        # the batched helpers have no Numba versions: compiled, it is one sweep per direction
+        self.func, self.mode, self.batched = f, mode, batched and not jit
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         self.last = None  # (mode, ranks) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
@@ -435,15 +451,17 @@ def _rows(g, size, x):
     return g
 
 
-def jacobian(f, wrt=0, mode=None, batched=True):
+def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
     """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
 
     One batched sweep: `mode="reverse"` runs the primal once and pulls the identity over the
     output's elements back, every adjoint carrying one leading axis with a row per output
     element; `mode="forward"` pushes the identity over the inputs' elements forward the same
     way. The default picks the mode with fewer rows. `batched=False` takes one sweep per basis
-    direction instead (the slower reference)."""
-    return Jacobian(f, wrt, mode, batched)
+    direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
+    and tangent code with Numba, one sweep per basis direction (the batched helpers have no
+    Numba versions yet)."""
+    return Jacobian(f, wrt, mode, batched, jit)
 
 
 class Hessian:

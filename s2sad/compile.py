@@ -8,12 +8,14 @@ from __future__ import annotations
 import ast
 import copy
 import linecache
+import os
 from dataclasses import dataclass, field
 
 from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
 from .forward import Forward, prune
+from .jit import jit_copy, lower_for_numba
 from .normalize import normalize
 from .optimize import optimize
 from .ops import classify
@@ -35,6 +37,7 @@ class Compiled:
     inlined: list = field(default_factory=list)  # (function, its code) for each inlined call
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
+    functions: dict = field(default_factory=dict)  # every function the source defines, by name
 
     @property
     def source(self) -> str:
@@ -43,6 +46,11 @@ class Compiled:
         return format_source(self.code)
 
 
+# Two forms the jitted code takes, where compiled code pays more for memory traffic than for
+# arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
+# an array that nothing writes afterwards is a view rather than a copy. S2SAD_JIT_FORMS=1 makes
+# the Python code take them too, for testing them against the whole test suite.
+_JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
 _RUNTIME.update(
     {n: getattr(batched, n) for n in dir(batched) if n.startswith(("batched_", "stack_"))}
@@ -75,7 +83,9 @@ def adjoint_statements(stmts) -> list[ast.stmt]:
     return out
 
 
-def _finish_jvp(parsed, norm, resolver, wrt, key, ranks=None, batched=False) -> Compiled:
+def _finish_jvp(
+    parsed, norm, resolver, wrt, key, ranks=None, batched=False, jit: bool = False
+) -> Compiled:
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
@@ -94,6 +104,8 @@ def _finish_jvp(parsed, norm, resolver, wrt, key, ranks=None, batched=False) -> 
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
+    if jit:
+        body = lower_for_numba(body)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch)
     return _compile(parsed, resolver, norm, source, name, key)
@@ -109,6 +121,47 @@ def _scalar_reads_need_no_snapshot(stmts, shapes) -> None:
             and shapes.of(value.args[0]) == 0
         ):
             stmt.value = value.args[0]
+
+
+def _final_reads_need_no_snapshot(stmts) -> None:
+    """snapshot(x[...]) keeps what a read saw when `x` is written in place afterwards. Where no
+    write to `x` follows the read (later in the code, or anywhere in a loop around the read), the
+    view keeps it as well, and the copy is dropped."""
+    order: list[tuple[ast.stmt, list]] = []  # simple statements in order, with their loops
+
+    def walk(block, loops):
+        for stmt in block:
+            if isinstance(stmt, (ast.For, ast.While)):
+                walk(stmt.body, loops + [stmt])
+            elif isinstance(stmt, ast.If):
+                walk(stmt.body, loops)
+                walk(stmt.orelse, loops)
+            else:
+                order.append((stmt, loops))
+
+    def writes(node) -> set[str]:
+        return {
+            n.value.id
+            for n in ast.walk(node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
+
+    walk(stmts, [])
+    later: set[str] = set()
+    for stmt, loops in reversed(order):
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", "") == "snapshot"
+            and isinstance(value.args[0], ast.Subscript)
+            and isinstance(value.args[0].value, ast.Name)
+        ):
+            base = value.args[0].value.id
+            if base not in later and not any(base in writes(loop) for loop in loops):
+                stmt.value = value.args[0]
+        later |= writes(stmt)
 
 
 def _clone(stmts):
@@ -134,6 +187,17 @@ def _changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
     return False
 
 
+def adjoint_rank(shapes, primal_of: dict):
+    """The rank of an expression over adjoint names (`dx[i]`): that of the same expression over
+    their primals (`x[i]`)."""
+
+    class Primal(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(primal_of.get(node.id, node.id), ast.Load())
+
+    return lambda node: shapes.of(Primal().visit(copy.deepcopy(node)))
+
+
 def _still_valid(compiled: Compiled, func) -> bool:
     """A cached transform is reused only if nothing it read has changed since: no rule was
     registered, every global name it resolved still names the same object, and every function it
@@ -153,6 +217,11 @@ def _still_valid(compiled: Compiled, func) -> bool:
     return True
 
 
+def defined_functions(source: str) -> list[str]:
+    """The names of the top-level functions `source` defines, in order."""
+    return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
     namespace = dict(_RUNTIME)
@@ -170,6 +239,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
         globals=user_globals,
         inlined=[(f, f.__code__) for f in resolver.inlined],
         rules_version=VERSION[0],
+        functions={n: namespace[n] for n in defined_functions(source)},
     )
     _CACHE[key] = compiled
     return compiled
@@ -193,7 +263,7 @@ def transform(
         stmt.op = classify(stmt, local_names)
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        return _finish_jvp(parsed, norm, resolver, wrt, key, ranks, batched)
+        return _finish_jvp(parsed, norm, resolver, wrt, key, ranks, batched, jit)
     active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(
@@ -211,12 +281,16 @@ def transform(
     taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
+    if jit or _JIT_FORMS:
+        _final_reads_need_no_snapshot(norm.stmts)
     primal, adjoint.stmts, tape_inits = record(
         norm.stmts,
         adjoint.stmts,
         taken,
         scalar=lambda name: shapes.get(name) == 0,
         owned=norm.params,
+        saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
+        recompute=jit or _JIT_FORMS,
     )
     protected = (
         local_names
@@ -225,9 +299,21 @@ def transform(
         | {n.id for g in adjoint.grads for n in ast.walk(g) if isinstance(n, ast.Name)}
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
+    if jit:
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
     name = f"{mode}_{parsed.name}"
-    rerun = mode in ("vjp", "vjp_batched") and _changes_primal(adjoint.stmts, local_names)
+    # a jitted pullback is always the re-running sweep: Numba compiles no closures
+    rerun = mode in ("vjp", "vjp_batched") and (jit or _changes_primal(adjoint.stmts, local_names))
     source = emit(
-        parsed, norm, primal, adjoint, tape_inits, list(wrt), mode, name, plain if rerun else None
+        parsed,
+        norm,
+        primal,
+        adjoint,
+        tape_inits,
+        list(wrt),
+        mode,
+        name,
+        plain if rerun else None,
+        jit=jit,
     )
     return _compile(parsed, resolver, norm, source, name, key)

@@ -132,8 +132,13 @@ def emit(
     mode: str,
     name: str,
     plain_primal=None,
+    jit: bool = False,
 ) -> str:
-    """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function."""
+    """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function.
+
+    A vjp with `plain_primal` re-runs the recording sweep on each pullback call (see below); with
+    `jit` it is two top-level functions and no closure, which Numba compiles: `vjp_f(args)`
+    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents."""
     params = _parameters(parsed.tree)
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
@@ -168,12 +173,14 @@ def emit(
         seeds = ", ".join(adjoint.seeds)
         names = _parameter_names(parsed.tree)
         sweep = f"{name}_sweep"
-        # defined first, its defaults keep the arguments as given (the sweep may rebind them)
-        lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
-        lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+        if not jit:
+            # defined first, its defaults keep the arguments as given (the sweep may rebind them)
+            lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
+            lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
         lines += _own_copies(names, plain_primal, "    ")
         lines += text.block(plain_primal, "    ")
-        lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
+        value = "(" + out + ")" if norm.tuple_output else out
+        lines.append(f"    return {value}" if jit else f"    return {value}, pullback")
         lines += [
             "",
             "",
@@ -241,6 +248,8 @@ def emit_jvp(
     )
     extra = ", ".join(tangents)
     what = "each row of the tangents" if batch else "the tangents"
+    if parsed.tree.args.defaults:  # after parameters with defaults, the tangents need them too
+        extra = ", ".join(f"{t}=None" for t in tangents)
     lines = [
         f"def {name}({params + ', ' if params else ''}{extra}):",
         f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}."""',

@@ -9,6 +9,7 @@ compile; a helper Numba cannot type makes compilation fail, and then `jit="stric
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -37,115 +38,39 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-_HELPERS = """
-import math
-
-import numpy as np
-from numba import njit
-from numba.extending import overload
-
-
-def zeros_like(x):
-    return np.zeros_like(x)
+# the Numba versions of the runtime helpers (s2sad/numba_helpers.py)
+_HELPERS = (Path(__file__).parent / "numba_helpers.py").read_text()
+_IMPORT = (
+    "import math\n\nimport numpy as np\nfrom numba import njit\n\n"
+    "from s2sad.numba_helpers import *  # noqa: F401,F403\n"
+)
 
 
-@overload(zeros_like)
-def _zeros_like(x):
-    from numba import types
+def module_text(source: str, name: str | None = None, embed: bool = True) -> str:
+    """`source` with each function it defines compiled by Numba, and the Numba helpers before it:
+    their text (`embed`, for a standalone module) or an import of s2sad's module of them, which
+    a process then compiles once for all generated functions. (`name` is accepted for older
+    callers; every top-level function is compiled.)"""
+    from .compile import defined_functions
 
-    if isinstance(x, types.Array):
-        return lambda x: np.zeros_like(x)
-    return lambda x: 0.0
-
-
-def as_accumulator(dx, x):
-    return dx
-
-
-@overload(as_accumulator)
-def _as_accumulator(dx, x):
-    return lambda dx, x: np.zeros_like(x) + dx
-
-
-def unbroadcast(g, x):
-    return g
-
-
-@overload(unbroadcast)
-def _unbroadcast(g, x):
-    from numba import types
-
-    if not isinstance(x, types.Array):
-        if isinstance(g, types.Array):
-            return lambda g, x: np.sum(g)
-        return lambda g, x: g
-    if isinstance(g, types.Array) and g.ndim == x.ndim:
-        def same_rank(g, x):
-            if g.shape != x.shape:
-                raise ValueError("jitted unbroadcast: shapes differ in broadcast axes")
-            return g
-        return same_rank
-    return None
-
-
-def snapshot(v):
-    return v
-
-
-@overload(snapshot)
-def _snapshot(v):
-    from numba import types
-
-    if isinstance(v, types.Array):
-        return lambda v: v.copy()
-    return lambda v: v
-
-
-@njit(cache=True)
-def grad_seed(out):
-    return 1.0
-
-
-@njit(cache=True)
-def stop_gradient(x):
-    return x
-
-
-@njit(cache=True)
-def expand_reduced(g, x):
-    return np.zeros_like(x) + g
-
-
-@njit(cache=True)
-def mean_vjp(g, x):
-    return (np.zeros_like(x) + g) / x.size
-
-
-@njit(cache=True)
-def getitem_vjp(g, x, index):
-    dx = np.zeros_like(x)
-    dx[index] += g
-    return dx
-"""
-
-
-def module_text(source: str, name: str) -> str:
-    """`source` with the Numba helpers before it and its function compiled by Numba."""
-    return (
-        _HELPERS
-        + "\n\n"
-        + source.replace(f"def {name}(", f"def _{name}_py(", 1)
-        + f"\n\n{name} = njit(cache=True)(_{name}_py)\n"
-    )
+    text = source
+    tail = []
+    for fn in defined_functions(source):
+        text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
+        tail.append(f"{fn} = njit(cache=True)(_{fn}_py)")
+    head = _HELPERS if embed else _IMPORT
+    return head + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
 def _module_for(source: str, name: str, fresh: bool = False):
-    """Import `source` (with the Numba helpers above it) from a file in the cache directory;
-    `fresh` first deletes Numba's cached machine code for it (it could not be loaded)."""
+    """Import `source` (compiled by Numba, the helpers imported) from a file in the cache
+    directory. The file's name hashes its text, the helpers' text and s2sad's version, so Numba's
+    disk cache is never read for other code. `fresh` first deletes Numba's cached machine code
+    for it (it could not be loaded)."""
     from . import __version__
 
-    text = module_text(source, name)
-    digest = hashlib.sha256(f"{__version__}\n{text}".encode()).hexdigest()[:20]
+    text = module_text(source, name, embed=False)
+    digest = hashlib.sha256(f"{__version__}\n{_HELPERS}\n{text}".encode()).hexdigest()[:20]
     directory = cache_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"s2sad_{name}_{digest}.py"
@@ -167,31 +92,107 @@ def _module_for(source: str, name: str, fresh: bool = False):
     return module
 
 
+def jit_copy(node: ast.expr, rank) -> ast.expr:
+    """A copy of what `node` reads, for Numba, whose floats have no `.copy()`: an element needs
+    none, an array is copied, and where the rank is unknown `snapshot` decides when compiled."""
+    if rank == 0:
+        return node
+    if rank is None:
+        return ast.Call(ast.Name("snapshot", ast.Load()), [node], [])
+    return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
+
+
+def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
+    """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
+    input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
+    into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`
+    and the trace over the last two axes `trace_last`. `rank_of` gives the rank of an expression
+    where known."""
+    from .ops import _index_expr
+
+    class Lower(ast.NodeTransformer):
+        def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
+            # d[index] += g: add_at picks an element store or an in-place add into the view
+            # by the index's type (Numba's own slice assignment compiles slowly)
+            self.generic_visit(node)
+            if (
+                isinstance(node.target, ast.Subscript)
+                and isinstance(node.op, ast.Add)
+                and rank_of(node.target) != 0
+            ):
+                index = node.target.slice
+                if isinstance(index, ast.Slice) or (
+                    isinstance(index, ast.Tuple)
+                    and any(isinstance(e, ast.Slice) for e in index.elts)
+                ):
+                    index = _index_expr(index)
+                call = ast.Call(
+                    ast.Name("add_at", ast.Load()), [node.target.value, index, node.value], []
+                )
+                new = ast.Expr(call)
+                new.src = getattr(node, "src", None)
+                new.src_parsed = getattr(node, "src_parsed", None)
+                return new
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.expr:
+            self.generic_visit(node)
+            text = ast.unparse(node.func)
+            if (
+                text == "np.reshape"
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Call)
+                and ast.unparse(node.args[1].func) == "np.shape"
+                and not node.keywords
+            ):
+                return ast.Call(
+                    ast.Name("reshape_like", ast.Load()), [node.args[0], node.args[1].args[0]], []
+                )
+            if text == "np.add.at":
+                node.func = ast.Name("add_at", ast.Load())
+            if text == "np.array" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
+                node.func = ast.parse("np.copy", mode="eval").body  # Numba copies no arrays so
+            keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
+                return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
+            return node
+
+    lower = Lower()
+    for stmt in stmts:
+        if isinstance(stmt, ast.AST):
+            lower.visit(stmt)
+    return stmts
+
+
 class Jitted:
-    """A generated function compiled by Numba on its first call, or its Python fallback."""
+    """The functions of a generated source compiled by Numba on their first call, or their
+    Python fallbacks."""
 
     def __init__(self, compiled):
         self.compiled = compiled
-        self.function = None
-        self.failed = None
+        self.namespace = None
+        self.failed = {}  # function name -> the exception Numba raised for it
+        self.module_failed = None
         self.reloaded = False
 
-    def __call__(self, args, strict: bool):
-        if self.failed is None and self.function is None:
+    def __call__(self, args, strict: bool, name: str | None = None):
+        name = name or self.compiled.name
+        if self.namespace is None and self.module_failed is None:
             self.load()
-        if self.function is not None and self.failed is None:
+        failed = self.module_failed or self.failed.get(name)
+        if failed is None:
             try:
-                return self.function(*args)
+                return self.namespace[name](*args)
             except Exception as exc:
                 if _from_numba_cache(exc) and not self.reloaded:
                     # a damaged cache file: delete it and compile again, trusting nothing
                     self.reloaded = True
                     self.load(fresh=True)
-                    return self(args, strict)
+                    return self(args, strict, name)
                 if not _is_numba_error(exc):
                     raise
-                self.failed = exc
-        return self.fallback(args, strict)
+                self.failed[name] = failed = exc
+        return self.fallback(name, failed, args, strict)
 
     def load(self, fresh: bool = False):
         try:
@@ -199,12 +200,12 @@ class Jitted:
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
                 namespace.setdefault(key, value)
-            self.function = namespace[self.compiled.name]
+            self.namespace = namespace
         except Exception as exc:  # the module itself failed: report like a typing error
-            self.failed = exc
+            self.module_failed = exc
 
-    def fallback(self, args, strict: bool):
-        message = f"Numba cannot compile {self.compiled.name}: {_reason(self.failed)}"
+    def fallback(self, name: str, failed, args, strict: bool):
+        message = f"Numba cannot compile {name}: {_reason(failed)}"
         if strict:
             raise JitError(
                 message,
@@ -212,7 +213,7 @@ class Jitted:
                 "operations Numba supports in nopython mode",
             )
         warnings.warn(message + "; running the Python version", JitFallbackWarning, stacklevel=3)
-        return self.compiled.function(*args)
+        return self.compiled.functions.get(name, self.compiled.function)(*args)
 
 
 _TELLING = (

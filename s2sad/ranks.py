@@ -98,6 +98,8 @@ class Ranks:
         return None
 
     def subscript(self, node: ast.Subscript):
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "shape":
+            return 0  # x.shape[k]
         base = self.of(node.value)
         if base is None:
             return None

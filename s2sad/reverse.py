@@ -20,6 +20,7 @@ import ast
 import copy
 from dataclasses import dataclass, field
 
+from .jit import jit_copy
 from .normalize import NameAllocator
 from .rules.batched import batch_adjoint, rename_helpers
 
@@ -30,6 +31,7 @@ class Adjoint:
     seeds: list[str]  # adjoint names of the outputs, in output order
     grads: list[ast.expr]  # the returned cotangent of each wrt input
     batch: str | None = None  # batched mode: the name holding the number of rows
+    primal_of: dict = field(default_factory=dict)  # adjoint name -> its primal's name
 
 
 @dataclass
@@ -167,6 +169,18 @@ class Reverser:
     # ------------------------------------------------------------------ contributions
     def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
         d = self.dname(primal)
+        if (
+            self.jit
+            and self.live(d)
+            and d in self.owned
+            and isinstance(expr, ast.Call)
+            and getattr(expr.func, "id", "") == "getitem_vjp"
+            and len(expr.args) == 3
+        ):
+            # dx = dx + getitem_vjp(g, x, index) adds into dx in place (no array of zeros)
+            g, _, index = expr.args
+            out.append(self.at(ast.Expr(_call("add_at", _name(d), index, g)), src))
+            return
         if self.live(d):
             value = ast.BinOp(_name(d), ast.Add(), expr)
             self.owned.add(d)
@@ -202,6 +216,13 @@ class Reverser:
         self.zero.discard(d)
         self.owned.add(d)
         return d
+
+    def zero_of(self, primal: str) -> ast.expr:
+        """A zero adjoint for `primal` before a loop: 0.0, or for Numba (which types a name
+        once) zeros shaped like an array."""
+        if self.jit and self.rank(_name(primal)) != 0:
+            return _call("zeros_like", _name(primal))
+        return ast.Constant(0.0)
 
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
@@ -377,10 +398,10 @@ class Reverser:
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
-                        if (
-                            self.batched
-                            or self.rank(ast.Subscript(_name(base), index, ast.Load())) != 0
-                        ):
+                        rank = self.rank(ast.Subscript(_name(base), index, ast.Load()))
+                        if self.jit and not self.batched:
+                            part = jit_copy(part, rank)
+                        elif self.batched or rank != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         contribution = self.scalars(
@@ -547,7 +568,14 @@ class Reverser:
                     body.append(self.at(_assign(d, self.zeros(primal)), stmt))
                     self.owned.add(d)
                 else:
-                    body.append(self.at(_assign(d, self.zero_of(primal)), stmt))
+                    # Numba types a name once: an array's zero is an array (shaped like the
+                    # stale adjoint, so the primal need not be recorded for its shape)
+                    zero = (
+                        _call("zeros_like", _name(d))
+                        if self.jit and not self.batched and self.rank(_name(primal)) != 0
+                        else self.zero_of(primal)
+                    )
+                    body.append(self.at(_assign(d, zero), stmt))
                     self.owned.discard(d)
                 self.zero.discard(d)
         for primal in (touched | carried) & nonzero:
@@ -660,7 +688,7 @@ def reverse(
             grads.append(_name(d))
         else:
             grads.append(rev.zeros(p))
-    return Adjoint(adjoint_stmts, seeds, grads, rev.batch)
+    return Adjoint(adjoint_stmts, seeds, grads, rev.batch, dict(rev.primal_of))
 
 
 def names_read(stmts) -> set[str]:

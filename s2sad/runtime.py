@@ -64,6 +64,17 @@ def zeros_like(x):
     return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 
+def reshape_like(g, x):
+    """`g` in the shape of `x` (the adjoint of a reshape; jitted code calls it, since Numba
+    reshapes only contiguous arrays)."""
+    return np.reshape(g, np.shape(x))
+
+
+def add_at(a, index, values):
+    """`a[index] += values` with repeated indices adding up (np.add.at, which Numba lacks)."""
+    np.add.at(a, index, values)
+
+
 # ----------------------------------------------------------------------------- reductions
 
 
@@ -316,6 +327,11 @@ def trace_vjp(g, a, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (axis1, axis2))
 
 
+def trace_last(a):
+    """The trace over the last two axes (of each matrix in a stack)."""
+    return np.trace(a, axis1=-2, axis2=-1)
+
+
 def inv_vjp(g, ans):
     return -_mT(ans) @ g @ _mT(ans)
 
@@ -367,7 +383,7 @@ def _is_basic(index):
 
 def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    dx = np.zeros(np.shape(x), dtype=np.result_type(g, np.float32))
+    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
     if _is_basic(index):
         dx[index] += g
     else:

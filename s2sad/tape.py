@@ -13,6 +13,7 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
 from __future__ import annotations
 
 import ast
+import copy
 
 import numpy as np
 
@@ -57,6 +58,16 @@ class Tape:
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
         self._blocks: list[list] = []  # keeps the original block lists alive (their ids are keys)
         self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
+        self.saved = _copy  # the expression that saves the elements a write overwrites
+        self.recompute = False  # recompute cheap values in the adjoint instead of recording
+        self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
+        self.written = {  # arrays written in place anywhere
+            n.value.id
+            for n in ast.walk(ast.Module(primal, []))
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
         self.fresh = _fresh_arrays(primal) | set(owned)
         self.allocated = _allocated_values(primal)
         self.mutates = any(
@@ -100,9 +111,11 @@ class Tape:
         in_loop: bool,
         exits: list[list[str]],
         varying: dict | None = None,
+        indices: tuple = (),
     ) -> list:
         """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break;
-        `varying` holds what the innermost enclosing loop changes."""
+        `varying` holds what the innermost enclosing loop changes, `indices` the indices of the
+        enclosing `for` loops."""
         mine = (
             [
                 n
@@ -112,19 +125,26 @@ class Tape:
             if in_loop
             else []
         )
+        if self.recompute and in_loop and mine:
+            again = _recomputable(block, mine, varying or {}, set(indices), self.written)
+            if again:
+                self.recomputed[id(block)] = again
+                defined = {s.targets[0].id for s in again}
+                mine = [n for n in mine if n not in defined]
         self.recorded[id(block)] = mine
         self._blocks.append(block)
         out: list[ast.stmt] = []
         for stmt in block:
             if isinstance(stmt, ast.If):
-                stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying)
-                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying)
+                stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying, indices)
+                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying, indices)
             elif isinstance(stmt, (ast.For, ast.While)):
                 inner = _changed_by(stmt)  # invariant in every enclosing loop, not just this one
                 varying = varying or {}
                 merged = {n: max(varying.get(n, 0), c) for n, c in inner.items()}
                 merged.update({n: c for n, c in varying.items() if n not in inner})
-                stmt.body = self.primal(stmt.body, True, [], merged)
+                index = (stmt.target.id,) if isinstance(stmt, ast.For) else ()
+                stmt.body = self.primal(stmt.body, True, [], merged, indices + index)
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -144,11 +164,7 @@ class Tape:
         base = target.value.id
         if id(stmt) not in self.restored:
             return
-        old = ast.Call(
-            ast.Attribute(ast.Subscript(_name(base), target.slice, ast.Load()), "copy", ast.Load()),
-            [],
-            [],
-        )
+        old = self.saved(ast.Subscript(_name(base), target.slice, ast.Load()))
         if in_loop:
             self.saves[id(stmt)] = (base, True)
             out.append(self.at(self.push(base, old), stmt))
@@ -185,7 +201,7 @@ class Tape:
             return [
                 ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
                 for n in reversed(self.recorded.get(marker.node, []))
-            ]
+            ] + [_again(s) for s in self.recomputed.get(marker.node, [])]
         stmt = marker.node
         if marker.kind == "header":
             target = stmt.targets[0].id
@@ -206,6 +222,101 @@ class Tape:
             ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
             for t in self.tapes.values()
         ]
+
+
+def _recomputable(
+    block: list[ast.stmt], names: list[str], varying: dict, indices: set[str], written: set[str]
+):
+    """The statements of `block` that compute `names` again, in order, where that needs only
+    the indices of the enclosing loops, values no enclosing loop changes, and other such
+    statements of the block: `c = u[i, j]` with `u` never written. Running them at the start
+    of the reversed block gives the values a tape would (compiled, recomputing costs less than
+    recording). Arrays written in place anywhere are not read again (a write after the loop
+    need not be undone before the adjoint reaches it), and blocks with a `break` keep their
+    tapes."""
+    if any(isinstance(s, ast.Break) for s in block):
+        return []
+    counts = _changed_by(ast.Module(block, []))
+    top: dict[str, tuple[int, ast.Assign]] = {}
+    for i, s in enumerate(block):
+        if (
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and not getattr(s, "end_copy", False)
+            and not getattr(s, "counter", False)
+            and counts.get(s.targets[0].id) == 1
+        ):
+            top[s.targets[0].id] = (i, s)
+    needed: dict[int, ast.Assign] = {}
+
+    def available(name: str, before: int, seen: frozenset) -> bool:
+        if name in written:
+            return False
+        if name in indices or name not in varying and name not in counts:
+            return True
+        if name not in top or name in seen:
+            return False
+        i, s = top[name]
+        if i >= before or not _cheap(s.value):
+            return False
+        reads = {
+            n.id
+            for n in ast.walk(s.value)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        }
+        if all(available(m, i, seen | {name}) for m in reads):
+            needed[i] = s
+            return True
+        return False
+
+    chosen = [n for n in names if available(n, len(block), frozenset())]
+    if not chosen:
+        return []
+    # the statements the chosen names need (those of names that failed are not kept)
+    keep: dict[int, ast.Assign] = {}
+
+    def collect(name: str) -> None:
+        if name in top and top[name][0] in needed and top[name][0] not in keep:
+            i, s = top[name]
+            keep[i] = s
+            for n in ast.walk(s.value):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    collect(n.id)
+
+    for n in chosen:
+        collect(n)
+    return [keep[i] for i in sorted(keep)]
+
+
+def _cheap(value: ast.expr) -> bool:
+    """Arithmetic, reads and elementwise functions: cheaper to run again than to record (a
+    product of matrices, a reduction or a solve is recorded instead)."""
+    import numpy as np
+
+    from . import runtime
+
+    for node in ast.walk(value):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            return False
+        if isinstance(node, ast.Call):
+            callee = getattr(node.func, "s2sad_callee", None)
+            elementwise = isinstance(callee, np.ufunc) or callee is runtime.snapshot
+            if not elementwise and getattr(callee, "__module__", None) != "math":
+                return False
+    return True
+
+
+def _again(stmt: ast.stmt) -> ast.stmt:
+    """A copy of a statement run again in the adjoint, labelled with the same user line."""
+    new = copy.deepcopy(stmt)
+    new.src = getattr(stmt, "src", None)
+    new.src_parsed = getattr(stmt, "src_parsed", None)
+    return new
+
+
+def _copy(read: ast.expr) -> ast.expr:
+    return ast.Call(ast.Attribute(read, "copy", ast.Load()), [], [])
 
 
 def _changed_by(loop) -> dict[str, int]:
@@ -342,13 +453,23 @@ def _markers(stmts):
 
 
 def record(
-    primal: list[ast.stmt], adjoint: list, taken: set[str], scalar=lambda name: False, owned=()
+    primal: list[ast.stmt],
+    adjoint: list,
+    taken: set[str],
+    scalar=lambda name: False,
+    owned=(),
+    saved=None,
+    recompute: bool = False,
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
-    (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake."""
+    (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
+    `saved(read)` is the expression saving what a subscript write overwrites (by default
+    `read.copy()`)."""
     tape = Tape(primal, adjoint, taken, owned)
     tape.scalar = scalar
+    tape.saved = saved or _copy
+    tape.recompute = recompute
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()

@@ -15,6 +15,10 @@ import os
 
 # CI has no GPU: the CUDA tests run on Numba's simulator (set before anything imports numba)
 os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+# The jit tests check what compiles and the numbers it gives, not speed: LLVM at -O0 halves
+# Numba's compile time. (At -O0 Numba declines to cache some functions on disk, so the
+# disk-cache test in test_jit.py compiles at -O3 in its own processes.)
+os.environ.setdefault("NUMBA_OPT", "0")
 
 import copy
 import inspect

@@ -1,7 +1,8 @@
 """Smoke test of the benchmark workloads (benchmarks/workloads/) at tiny sizes.
 
 Each workload's s2sad gradient is checked against float64 central finite differences of its
-NumPy objective. Needs no peer (JAX, PyTorch, autograd) and times nothing.
+NumPy objective, and the workloads the runner also times with `jit=True` must compile under
+Numba and match. Needs no peer (JAX, PyTorch, autograd) and times nothing.
 
 `EXPECTED` says what s2sad does with each workload today. When support lands or a bug is
 fixed, the matching test fails (an unsupported workload stops raising, a known-wrong gradient
@@ -117,3 +118,18 @@ def test_loop_gmm_is_the_vectorised_gmm():
     vectorised = gmm.gmm_objective(*gmm.make_inputs(**size).values())
     loops = gmm.gmm_loops(*gmm.make_loop_inputs(**size).values())
     assert loops == pytest.approx(vectorised, rel=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+@pytest.mark.parametrize("case", [c for c in CASES if c.jit], ids=_case_id)
+def test_jit_rows_compile_and_match(case, tmp_path, monkeypatch):
+    """The workloads timed with jit=True: Numba compiles the objective, and s2sad's jitted
+    gradient compiles (strict: no Python fallback) and gives the Python gradient's numbers."""
+    numba = pytest.importorskip("numba")
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    args = list(case.inputs().values())
+    assert numba.njit(case.numpy_f)(*args) == pytest.approx(case.numpy_f(*args), rel=1e-12)
+    jitted = s2sad.grad(case.numpy_f, wrt=case.wrt, jit="strict")(*args)
+    plain = s2sad.grad(case.numpy_f, wrt=case.wrt)(*args)
+    for name, j, p in zip(case.wrt, jitted, plain):
+        np.testing.assert_allclose(j, p, rtol=1e-10, atol=1e-12, err_msg=name)

@@ -123,7 +123,8 @@ def _run_in_new_process(cache, count=1):
 
     here = Path(__file__).parent
     code = _RUN.format(root=str(here.parent), here=str(here))
-    env = {**os.environ, "S2SAD_CACHE_DIR": str(cache)}
+    # at conftest's NUMBA_OPT=0 Numba declines to cache some functions on disk
+    env = {**os.environ, "S2SAD_CACHE_DIR": str(cache), "NUMBA_OPT": "3"}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code],

@@ -943,3 +943,15 @@ def math_with_numpy(x, w):
 def test_math_scalar_into_numpy():
     g = check_grad(math_with_numpy, (0.4, uniform((3,), -1, 1)), wrt=(0, 1))
     assert type(g[0]) is float
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [(m_log, (1.7,)), (m_atan2, (0.3, -1.2)), (m_hypot, (0.3, -1.2)), (m_pow, (1.3, 0.7))],
+)
+def test_math_functions_of_two_floats_have_tangents(f, args):
+    wrt = tuple(range(len(args)))
+    t = tuple(0.1 * (i + 1) for i in range(len(args)))
+    _, tangent = s2sad.jvp(f, wrt=wrt)(*args, tangent=t)
+    grads = s2sad.grad(f, wrt=wrt)(*args)
+    assert tangent == pytest.approx(sum(g * ti for g, ti in zip(grads, t)), rel=1e-12)

@@ -630,3 +630,11 @@ def test_transpose_with_negative_axes():
 
 def test_transpose_with_axes_in_a_variable():
     check_grad(transpose_axes_variable, [rand(2, 3, 4), (-1, 0, 1)])
+
+
+def test_pullback_of_an_element_keeps_float64_with_a_python_float_seed():
+    # a Python float seed once made the scattered cotangent float32 (NumPy 2's weak scalars)
+    x = rand(3, 4)
+    _, pullback = s2sad.vjp(ix_two_ints)(x)
+    seed = 0.1257302210933933
+    assert pullback(seed)[1, 2] == seed

@@ -13,7 +13,10 @@ tests/test_benchmarks_smoke.py), "quick" or "full", returning a list of `Case`. 
 - `reduced`: a smaller size for a peer whose Python-loop version would take too long at the
   case's size. Its time is reported at that size and compared with s2sad at the same size;
 - `check_peers` and `check_make_inputs`: where the peers do not run this case (a loop version),
-  the factories and inputs of an equivalent case whose gradient s2sad's is checked against.
+  the factories and inputs of an equivalent case whose gradient s2sad's is checked against;
+- `jit`: the objective compiles under `numba.njit`, so the runner also times it compiled by
+  Numba and s2sad's gradient with `jit=True` (the "jit" table). Where the peers do not run the
+  case, the jitted gradient is compared with their times on `check_peers`.
 
 Nothing here imports JAX, PyTorch or autograd: the factories do, when they are called.
 """
@@ -41,6 +44,7 @@ class Case:
     notes: list[str] = field(default_factory=list)
     check_peers: dict[str, Callable[[], Callable]] | None = None
     check_make_inputs: Callable[..., dict] | None = None
+    jit: bool = False  # also time numba.njit(numpy_f) and s2sad.grad(..., jit=True)
 
     @property
     def size_label(self) -> str:

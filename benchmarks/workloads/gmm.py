@@ -253,6 +253,7 @@ def cases(mode: str) -> list[Case]:
                     "autograd": autograd_factory,
                 },
                 check_make_inputs=make_inputs,  # checked against the vectorised objective
+                jit=True,
             )
         )
     return out

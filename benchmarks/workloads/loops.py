@@ -249,6 +249,7 @@ def cases(mode: str) -> list[Case]:
         Case(
             workload="ode-euler",
             family="loops",
+            jit=True,
             size={"steps": steps},
             make_inputs=ode_inputs,
             numpy_f=ode_euler,
@@ -260,6 +261,7 @@ def cases(mode: str) -> list[Case]:
         Case(
             workload="linrec",
             family="loops",
+            jit=True,
             size={"n": n_rec},
             make_inputs=linrec_inputs,
             numpy_f=linrec,
@@ -273,6 +275,7 @@ def cases(mode: str) -> list[Case]:
         Case(
             workload="stencil-loops",
             family="loops",
+            jit=True,
             size={"N": n_grid},
             make_inputs=stencil_inputs,
             numpy_f=stencil_loops,

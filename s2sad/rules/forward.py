@@ -93,6 +93,9 @@ for _f in (
     VJP[id(_f)].elementwise = True
 for _f in (math.log, math.atan2, math.hypot, math.pow):  # on Python floats
     VJP[id(_f)].elementwise = True
+# the math module's functions of two floats: their templates are the partial derivatives
+for _f in (math.log, math.atan2, math.hypot, math.pow):
+    VJP[id(_f)].elementwise = True
 
 # linear maps: the tangent goes through the same call
 for _f in (
