@@ -365,8 +365,8 @@ class Forward:
                             mapping[id(other)] = _name(self.dot(other.id))
                         else:
                             mapping[id(other)] = self.zeros(other)
-                if k > 0:
-                    return None  # one call covers every element of the list
+                if any(_is_active(nodes[j], self.active) for j in range(k)):
+                    return None  # the first active element's call covers the whole list
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")

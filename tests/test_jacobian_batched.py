@@ -990,3 +990,14 @@ def test_random_programs_batched_equals_per_basis(seed, tmp_path):
         for a, b in zip(got, reference):
             assert a.shape == b.shape
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9, err_msg=f"seed {seed} {mode}")
+
+
+def joined_after_a_constant(w, x, s):
+    return np.concatenate([x[2:3, :], np.dot(w, s * np.linspace(0.25, 1.5, 8).reshape((4, 2)))])
+
+
+def test_forward_batched_list_whose_first_element_carries_no_tangent():
+    """Fuzz seeds 140110, 141399, ... (a long run after the merges): batched forward mode dropped
+    the tangent of np.concatenate when the list's first element was inactive."""
+    w, x = normal(1, 4), normal(3, 2)
+    check(joined_after_a_constant, w, x, 0.3, wrt=(0, 2))
