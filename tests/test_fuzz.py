@@ -281,6 +281,15 @@ def test_other_exceptions_are_failures(monkeypatch, tmp_path):
     assert out.status == "fail" and "IndexError: boom" in out.report()
 
 
+def test_points_where_finite_differences_are_unstable_are_avoided():
+    """A derivative so large that the stencils disagree (sin(1e9 x)) cannot be checked by finite
+    differences: such a test point is redrawn, whatever s2sad computes there."""
+    drng = np.random.default_rng(0)
+    x = np.array([0.3, -0.2])
+    assert not fuzzgen._fd_unstable(lambda x: np.sin(x) ** 2, [x], [0], drng)
+    assert fuzzgen._fd_unstable(lambda x: np.sin(1e9 * x), [x], [0], drng)
+
+
 def test_kinks_are_avoided():
     """The probe measures the distance to kinks; a tie between identical values is no kink."""
     probe = fuzzgen.Probe()
