@@ -301,6 +301,7 @@ def transform(
     adjoint.stmts = optimize(adjoint.stmts, protected)
     if jit:
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
+        primal = lower_for_numba(primal, shapes.of)
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or _changes_primal(adjoint.stmts, local_names))

@@ -105,9 +105,9 @@ def jit_copy(node: ast.expr, rank) -> ast.expr:
 def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
-    into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`
-    and the trace over the last two axes `trace_last`. `rank_of` gives the rank of an expression
-    where known."""
+    into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
+    the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
+    expression. `rank_of` gives the rank of an expression where known."""
     from .ops import _index_expr
 
     class Lower(ast.NodeTransformer):
@@ -152,16 +152,20 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 node.func = ast.Name("add_at", ast.Load())
             if text == "np.array" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
                 node.func = ast.parse("np.copy", mode="eval").body  # Numba copies no arrays so
+            if (
+                text == "np.where"
+                and len(node.args) == 3
+                and not node.keywords
+                and all(rank_of(a) == 0 for a in node.args)
+            ):  # of numbers: Numba's np.where would give a 0-d array
+                return ast.IfExp(node.args[0], node.args[1], node.args[2])
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
             if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
                 return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
             return node
 
     lower = Lower()
-    for stmt in stmts:
-        if isinstance(stmt, ast.AST):
-            lower.visit(stmt)
-    return stmts
+    return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
 
 
 class Jitted:

@@ -160,11 +160,19 @@ class Ranks:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
             return self.reduction(args, keywords)
-        if callee in (np.dot, np.matmul) and len(args) == 2:
+        if callee in (np.dot, np.matmul, np.outer) and len(args) == 2:
             a, b = self.of(args[0]), self.of(args[1])
-            if a is None or b is None or max(a, b) > 2 or min(a, b) == 0:
+            if a is None or b is None:
                 return None
-            return a + b - 2
+            if callee is np.outer:
+                return 2
+            if callee is np.dot and 0 in (a, b):
+                return max(a, b)
+            if callee is np.matmul and 0 in (a, b):
+                return None  # an error in NumPy
+            if callee is np.matmul and max(a, b) > 2:
+                return max(a, b) if min(a, b) > 1 else max(a, b) - 1
+            return max(a + b - 2, 0)
         if (
             callee in BINOPS.values()
             or callee in UNARYOPS.values()

@@ -61,13 +61,14 @@ class Tape:
         self.saved = _copy  # the expression that saves the elements a write overwrites
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
-        self.written = {  # arrays written in place anywhere
-            n.value.id
-            for n in ast.walk(ast.Module(primal, []))
-            if isinstance(n, ast.Subscript)
-            and isinstance(n.ctx, ast.Store)
-            and isinstance(n.value, ast.Name)
-        }
+        # statements in program order, and where each array is last written in place
+        self.order: dict[int, int] = {}
+        self.last_write: dict[str, int] = {}
+        for i, stmt in enumerate(_in_order(primal)):
+            self.order[id(stmt)] = i
+            for t in getattr(stmt, "targets", []):
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
+                    self.last_write[t.value.id] = i
         self.fresh = _fresh_arrays(primal) | set(owned)
         self.allocated = _allocated_values(primal)
         self.mutates = any(
@@ -126,7 +127,9 @@ class Tape:
             else []
         )
         if self.recompute and in_loop and mine:
-            again = _recomputable(block, mine, varying or {}, set(indices), self.written)
+            start = min((self.order.get(id(x), 0) for x in _in_order(block)), default=0)
+            later = {n for n, i in self.last_write.items() if i >= start}
+            again = _recomputable(block, mine, varying or {}, set(indices), later)
             if again:
                 self.recomputed[id(block)] = again
                 defined = {s.targets[0].id for s in again}
@@ -231,9 +234,9 @@ def _recomputable(
     the indices of the enclosing loops, values no enclosing loop changes, and other such
     statements of the block: `c = u[i, j]` with `u` never written. Running them at the start
     of the reversed block gives the values a tape would (compiled, recomputing costs less than
-    recording). Arrays written in place anywhere are not read again (a write after the loop
-    need not be undone before the adjoint reaches it), and blocks with a `break` keep their
-    tapes."""
+    recording). Arrays in `written` (written in place at or after the block) are not read again:
+    a write after the loop need not be undone before the adjoint reaches it. Blocks with a
+    `break` keep their tapes."""
     if any(isinstance(s, ast.Break) for s in block):
         return []
     counts = _changed_by(ast.Module(block, []))
@@ -305,6 +308,16 @@ def _cheap(value: ast.expr) -> bool:
             if not elementwise and getattr(callee, "__module__", None) != "math":
                 return False
     return True
+
+
+def _in_order(stmts):
+    """The simple statements of `stmts`, at any depth, in program order."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from _in_order(stmt.body)
+            yield from _in_order(stmt.orelse)
+        else:
+            yield stmt
 
 
 def _again(stmt: ast.stmt) -> ast.stmt:

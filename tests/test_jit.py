@@ -271,3 +271,39 @@ def test_pullback_of_an_element_read_through_an_ellipsis():
     x = np.array([0.5, -1.0, 2.0])
     _, pullback = s2sad.vjp(last_of_ellipsis, jit="strict")(x)
     np.testing.assert_array_equal(pullback(1.0), [0.0, 0.0, 3.0])
+
+
+def chain_energy(u, k):
+    e = 0.0
+    for i in range(u.shape[0] - 1):
+        c = u[i]
+        d = u[i + 1] - c
+        e = e + k * d * d + c**4
+    return e
+
+
+def test_jitted_loops_recompute_what_they_read_from_arrays_nothing_writes():
+    u = np.linspace(-1.0, 1.0, 7)
+    g = s2sad.grad(chain_energy, wrt=(0, 1), jit="strict")
+    assert "_tape = []" not in s2sad.source(g, u, 0.3)  # c and d are computed again
+    assert "_tape = []" in s2sad.source(s2sad.grad(chain_energy, wrt=(0, 1)), u, 0.3)
+    for j, p in zip(g(u, 0.3), s2sad.grad(chain_energy, wrt=(0, 1))(u, 0.3)):
+        np.testing.assert_allclose(j, p, rtol=1e-12)
+
+
+def scalar_where(x, a):
+    t = a
+    s = 1.0
+    while t < 2.0:
+        t = t + (np.where(s < -0.47, x[3], -0.44) ** 2 + 1.5)
+        s = np.tanh(s) - 1.0
+    return t + t / (x[2] ** 2 + 0.5)
+
+
+def test_np_where_of_numbers_in_a_loop():
+    # Numba's np.where of numbers is a 0-d array, which `dx[3] += ...` does not take
+    x, numba_f = np.array([0.1, 0.2, 0.3, 0.4]), numba.njit(scalar_where)
+    assert numba_f(x, 0.1) == pytest.approx(scalar_where(x, 0.1))
+    jitted = s2sad.grad(scalar_where, wrt=(0, 1), jit="strict")(x, 0.1)
+    for j, p in zip(jitted, s2sad.grad(scalar_where, wrt=(0, 1))(x, 0.1)):
+        np.testing.assert_allclose(j, p, rtol=1e-12)
