@@ -316,15 +316,8 @@ class Forward:
         t = _name(self.dot(node.id))
         if kind in ("linear", "multilinear"):
             mapping = {id(node): t}
-            if kind == "linear":  # the other elements of a list argument contribute zero
-                for j, other in enumerate(nodes):
-                    if j != k and id(other) not in mapping:
-                        if isinstance(other, ast.Name) and other.id in self.active:
-                            mapping[id(other)] = _name(self.dot(other.id))
-                        else:
-                            mapping[id(other)] = _call("zeros_like", copy.deepcopy(other))
-                if any(_is_active(nodes[j], self.active) for j in range(k)):
-                    return None  # the first active element's call covers the whole list
+            if kind == "linear" and not self.list_tangents(mapping, nodes, k):
+                return None
             return _substitute(stmt.value, mapping)
         rule = op.bound.rule if op.bound is not None else None
         if kind == "elementwise":
@@ -332,20 +325,34 @@ class Forward:
             expr = rule.adjoint(op.bound, param, self.dot(node.id), op.target, index)
             return _StripUnbroadcast().visit(expr)
         if kind == "reduction":
-            weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
-            ones = _call("np.ones_like", _name(op.target))
-            weights = _ReplaceName("__ones__", ones).visit(weights)
-            keywords = [
-                ast.keyword(kw, copy.deepcopy(args[kw]))
-                for kw in ("axis", "keepdims")
-                if kw in given
-            ]
-            product = ast.BinOp(weights, ast.Mult(), t)
-            return ast.Call(ast.parse("np.sum", mode="eval").body, [product], keywords)
+            return self.reduction_term("np.sum", rule, op, param, args, given, t)
         mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
         mapping["ans"] = _name(op.target)
         mapping["t"] = t
         return _ReplaceNames(mapping).visit(copy.deepcopy(extra[param]))
+
+    def list_tangents(self, mapping: dict, nodes: list, k: int) -> bool:
+        """For element `k` of a list argument (np.concatenate, np.stack): the other elements'
+        tangents, zeros where they have none, added to `mapping`. False when an earlier element
+        is active, whose call then covers the whole list."""
+        if any(_is_active(nodes[j], self.active) for j in range(k)):
+            return False
+        for j, other in enumerate(nodes):
+            if j != k and id(other) not in mapping:
+                active = _is_active(other, self.active)
+                mapping[id(other)] = _name(self.dot(other.id)) if active else self.zeros(other)
+        return True
+
+    def reduction_term(self, total: str, rule, op, param, args, given, t) -> ast.expr:
+        """A nonlinear reduction's tangent: the VJP weights times the tangent, reduced."""
+        weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
+        ones = _call("np.ones_like", _name(op.target))
+        weights = _ReplaceName("__ones__", ones).visit(weights)
+        keywords = [
+            ast.keyword(kw, copy.deepcopy(args[kw])) for kw in ("axis", "keepdims") if kw in given
+        ]
+        product = ast.BinOp(weights, ast.Mult(), t)
+        return ast.Call(ast.parse(total, mode="eval").body, [product], keywords)
 
     def batched_term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         """`term` for a tangent with a leading batch axis."""
@@ -358,15 +365,8 @@ class Forward:
             return _substitute(stmt.value, {id(read): rows})  # keeps snapshot(...)
         if kind in ("linear", "multilinear"):
             mapping = {id(node): t}
-            if kind == "linear":  # the other elements of a list argument contribute zero
-                for j, other in enumerate(nodes):
-                    if j != k and id(other) not in mapping:
-                        if isinstance(other, ast.Name) and other.id in self.active:
-                            mapping[id(other)] = _name(self.dot(other.id))
-                        else:
-                            mapping[id(other)] = self.zeros(other)
-                if any(_is_active(nodes[j], self.active) for j in range(k)):
-                    return None  # the first active element's call covers the whole list
+            if kind == "linear" and not self.list_tangents(mapping, nodes, k):
+                return None
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")
@@ -397,16 +397,7 @@ class Forward:
                 safe = _ReplaceName(d, lifted).visit(safe)
             return safe
         if kind == "reduction":
-            weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
-            ones = _call("np.ones_like", _name(op.target))
-            weights = _ReplaceName("__ones__", ones).visit(weights)
-            keywords = [
-                ast.keyword(kw, copy.deepcopy(args[kw]))
-                for kw in ("axis", "keepdims")
-                if kw in given
-            ]
-            product = ast.BinOp(weights, ast.Mult(), t)
-            return ast.Call(_name("batched_sum"), [product], keywords)
+            return self.reduction_term("batched_sum", rule, op, param, args, given, t)
         template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
         mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
         mapping["ans"] = _name(op.target)
