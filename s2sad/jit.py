@@ -229,6 +229,7 @@ _TELLING = (
     "Invalid use of",
     "Cannot unify",
     "not supported",
+    "scipy",
 )
 
 
@@ -263,11 +264,15 @@ def _from_numba_cache(exc) -> bool:
 
 
 def _is_numba_error(exc) -> bool:
+    """A failure to compile: Numba's own errors, and the ImportError its linear algebra raises
+    while compiling when SciPy is missing ("scipy 0.16+ is required for linear algebra")."""
     try:
         from numba.core.errors import NumbaError
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(exc, NumbaError)
+    return isinstance(exc, NumbaError) or (
+        isinstance(exc, ImportError) and "scipy" in str(exc).lower()
+    )
 
 
 __all__ = ["JitError", "JitFallbackWarning", "Jitted", "cache_dir", "np"]

@@ -307,3 +307,13 @@ def test_np_where_of_numbers_in_a_loop():
     jitted = s2sad.grad(scalar_where, wrt=(0, 1), jit="strict")(x, 0.1)
     for j, p in zip(jitted, s2sad.grad(scalar_where, wrt=(0, 1))(x, 0.1)):
         np.testing.assert_allclose(j, p, rtol=1e-12)
+
+
+def test_numba_linear_algebra_without_scipy_is_a_compile_failure(monkeypatch):
+    """Numba compiles np.dot and np.linalg with SciPy; without it the ImportError it raises while
+    compiling is reported like any compile failure (JitError, or the warned fallback)."""
+    from s2sad import jit
+
+    missing = ImportError("scipy 0.16+ is required for linear algebra")
+    assert jit._is_numba_error(missing) and not jit._is_numba_error(ImportError("other"))
+    assert "scipy" in jit._reason(missing)
