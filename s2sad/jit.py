@@ -97,6 +97,13 @@ def jit_copy(node: ast.expr, rank) -> ast.expr:
     return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
 
 
+def _constant_condition(node: ast.expr) -> bool:
+    """A comparison or boolean expression of constants only."""
+    return isinstance(node, (ast.Compare, ast.BoolOp)) and not any(
+        isinstance(n, (ast.Name, ast.Call)) for n in ast.walk(node)
+    )
+
+
 def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
@@ -106,6 +113,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     from .ops import _index_expr
 
     class Lower(ast.NodeTransformer):
+        def visit_Assign(self, node: ast.Assign) -> ast.stmt:
+            # cond = 0.6 < 1.0: Numba would drop the branch it never takes, and with it the
+            # pushes that type a tape; through stop_gradient the condition is not a constant
+            self.generic_visit(node)
+            if _constant_condition(node.value):
+                node.value = ast.Call(ast.Name("stop_gradient", ast.Load()), [node.value], [])
+            return node
+
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
             # d[index] += g: add_at picks an element store or an in-place add into the view
             # by the index's type (Numba's own slice assignment compiles slowly)
@@ -214,6 +229,7 @@ _TELLING = (
     "Cannot determine Numba type",
     "Invalid use of",
     "Cannot unify",
+    "Cannot infer the type",
     "not supported",
 )
 

@@ -307,3 +307,18 @@ def test_np_where_of_numbers_in_a_loop():
     jitted = s2sad.grad(scalar_where, wrt=(0, 1), jit="strict")(x, 0.1)
     for j, p in zip(jitted, s2sad.grad(scalar_where, wrt=(0, 1))(x, 0.1)):
         np.testing.assert_allclose(j, p, rtol=1e-12)
+
+
+def constant_branch(x):
+    if -1.65 * 0.74 < 0.6:  # always taken: Numba drops the other branch and its tape pushes
+        return np.sum(x**2)
+    s = np.zeros(3)
+    for i in range(x.shape[0]):
+        s = s * np.tanh(x)
+    return np.sum(s)
+
+
+def test_a_branch_on_a_constant_condition():
+    x = np.array([0.5, -1.0, 2.0])
+    assert numba.njit(constant_branch)(x) == pytest.approx(constant_branch(x))
+    np.testing.assert_allclose(s2sad.grad(constant_branch, jit="strict")(x), 2 * x)
