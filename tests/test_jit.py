@@ -322,3 +322,19 @@ def test_a_branch_on_a_constant_condition():
     x = np.array([0.5, -1.0, 2.0])
     assert numba.njit(constant_branch)(x) == pytest.approx(constant_branch(x))
     np.testing.assert_allclose(s2sad.grad(constant_branch, jit="strict")(x), 2 * x)
+
+
+def dead_branch_numba_cannot_type(x):
+    if -1.8 < -0.2:
+        y = np.exp(x)
+    else:
+        y = x.reshape((2, 2)).max(axis=1)  # no max over an axis in Numba: never typed
+    return np.sum(y)
+
+
+def test_a_dead_branch_numba_drops_is_dropped_from_the_gradient_too():
+    x = np.array([0.5, -1.0, 2.0, 0.1])
+    assert numba.njit(dead_branch_numba_cannot_type)(x) == pytest.approx(np.sum(np.exp(x)))
+    np.testing.assert_allclose(
+        s2sad.grad(dead_branch_numba_cannot_type, jit="strict")(x), np.exp(x), rtol=1e-12
+    )
