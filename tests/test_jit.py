@@ -338,3 +338,24 @@ def test_a_dead_branch_numba_drops_is_dropped_from_the_gradient_too():
     np.testing.assert_allclose(
         s2sad.grad(dead_branch_numba_cannot_type, jit="strict")(x), np.exp(x), rtol=1e-12
     )
+
+
+def written_then_carried(w):
+    y = np.ones_like(w)
+    for i in range(1, y.shape[0]):
+        y[i] = 0.6 * y[i - 1] + np.tanh(w[i - 1])  # saves the element it overwrites
+    t = 0.0
+    while t < 2.0:
+        t = t + 0.7
+        y = np.tanh(y) * y  # records the whole array: a separate tape in compiled code
+    return t + np.sum(y)
+
+
+def test_element_saves_and_array_records_of_one_name():
+    w = np.array([0.3, -0.2, 0.9])
+    assert numba.njit(written_then_carried)(w) == pytest.approx(written_then_carried(w))
+    np.testing.assert_allclose(
+        s2sad.grad(written_then_carried, jit="strict")(w),
+        s2sad.grad(written_then_carried)(w),
+        rtol=1e-12,
+    )
