@@ -15,7 +15,7 @@ from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
 from .forward import Forward, prune
-from .jit import jit_copy, lower_for_numba
+from .jit import drop_constant_branches, jit_copy, lower_for_numba
 from .normalize import normalize
 from .optimize import optimize
 from .ops import classify
@@ -257,6 +257,8 @@ def transform(
         return hit
     parsed = parse_function(func)
     norm, resolver = normalize(parsed, list(wrt))
+    if jit:
+        norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:

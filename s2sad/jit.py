@@ -102,6 +102,63 @@ def jit_copy(node: ast.expr, rank) -> ast.expr:
     return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
 
 
+def _constant(node: ast.expr) -> bool:
+    """An expression of constants and operators only (`-1.65 * 0.74 < 0.6`)."""
+    return all(
+        isinstance(n, (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop))
+        or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.boolop))
+        for n in ast.walk(node)
+    )
+
+
+def drop_constant_branches(stmts: list) -> list:
+    """Statements with each branch on a condition of constants replaced by the branch taken.
+
+    Numba drops the branch a constant condition never takes before it types the code: the
+    primal compiles even when that branch does not. The gradient's tapes are typed by their
+    pushes, and a tape pushed only in a dropped branch would have no type; so the jitted
+    transform decides these branches itself, before it differentiates."""
+    counts: dict[str, int] = {}
+    values: dict[str, ast.expr] = {}
+    for node in ast.walk(ast.Module(list(stmts), [])):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        counts[n.id] = counts.get(n.id, 0) + 1
+                        values[n.id] = node.value
+        elif isinstance(node, ast.For):
+            for n in ast.walk(node.target):
+                if isinstance(n, ast.Name):
+                    counts[n.id] = counts.get(n.id, 0) + 2
+
+    def decided(test: ast.expr):
+        if isinstance(test, ast.Name) and counts.get(test.id) == 1:
+            test = values[test.id]
+        if not _constant(test):
+            return None
+        try:
+            return bool(eval(compile(ast.Expression(test), "<condition>", "eval"), {}))
+        except Exception:  # left to Numba
+            return None
+
+    def block(body: list) -> list:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                taken = decided(stmt.test)
+                if taken is not None:
+                    out += block(stmt.body if taken else stmt.orelse)
+                    continue
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            elif isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body)
+            out.append(stmt)
+        return out
+
+    return block(list(stmts))
+
+
 def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
@@ -228,6 +285,7 @@ _TELLING = (
     "Cannot determine Numba type",
     "Invalid use of",
     "Cannot unify",
+    "Cannot infer the type",
     "not supported",
     "scipy",
 )

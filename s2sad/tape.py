@@ -60,6 +60,7 @@ class Tape:
         self.scalar = lambda name: False  # names known to hold scalars (no views to copy)
         self.saved = _copy  # the expression that saves the elements a write overwrites
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
+        self.separate_saves = False  # a tape per write for the elements it overwrites
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
         # statements in program order, and where each array is last written in place
         self.order: dict[int, int] = {}
@@ -88,9 +89,11 @@ class Tape:
                     n.id for n in ast.walk(marker.node.targets[0].slice) if isinstance(n, ast.Name)
                 }
 
-    def tape(self, name: str) -> str:
+    def tape(self, name) -> str:
+        """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
         if name not in self.tapes:
-            self.tapes[name] = self.names.fresh(f"{name}_tape")
+            label = name if isinstance(name, str) else f"{name[0]}_old"
+            self.tapes[name] = self.names.fresh(f"{label}_tape")
         return self.tapes[name]
 
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
@@ -169,8 +172,11 @@ class Tape:
             return
         old = self.saved(ast.Subscript(_name(base), target.slice, ast.Load()))
         if in_loop:
-            self.saves[id(stmt)] = (base, True)
-            out.append(self.at(self.push(base, old), stmt))
+            # compiled code types a list by its elements: each write gets its own tape there,
+            # apart from the array's own values and other writes' rows or elements
+            key = (base, id(stmt)) if self.separate_saves else base
+            self.saves[id(stmt)] = (key, True)
+            out.append(self.at(self.push(key, old), stmt))
         else:
             name = self.names.fresh(f"{base}_old")
             self.saves[id(stmt)] = (name, False)
@@ -482,6 +488,7 @@ def record(
     tape = Tape(primal, adjoint, taken, owned)
     tape.scalar = scalar
     tape.saved = saved or _copy
+    tape.separate_saves = saved is not None  # compiled code
     tape.recompute = recompute
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)

@@ -317,3 +317,55 @@ def test_numba_linear_algebra_without_scipy_is_a_compile_failure(monkeypatch):
     missing = ImportError("scipy 0.16+ is required for linear algebra")
     assert jit._is_numba_error(missing) and not jit._is_numba_error(ImportError("other"))
     assert "scipy" in jit._reason(missing)
+
+
+def constant_branch(x):
+    if -1.65 * 0.74 < 0.6:  # always taken: Numba drops the other branch and its tape pushes
+        return np.sum(x**2)
+    s = np.zeros(3)
+    for i in range(x.shape[0]):
+        s = s * np.tanh(x)
+    return np.sum(s)
+
+
+def test_a_branch_on_a_constant_condition():
+    x = np.array([0.5, -1.0, 2.0])
+    assert numba.njit(constant_branch)(x) == pytest.approx(constant_branch(x))
+    np.testing.assert_allclose(s2sad.grad(constant_branch, jit="strict")(x), 2 * x)
+
+
+def dead_branch_numba_cannot_type(x):
+    if -1.8 < -0.2:
+        y = np.exp(x)
+    else:
+        y = x.reshape((2, 2)).max(axis=1)  # no max over an axis in Numba: never typed
+    return np.sum(y)
+
+
+def test_a_dead_branch_numba_drops_is_dropped_from_the_gradient_too():
+    x = np.array([0.5, -1.0, 2.0, 0.1])
+    assert numba.njit(dead_branch_numba_cannot_type)(x) == pytest.approx(np.sum(np.exp(x)))
+    np.testing.assert_allclose(
+        s2sad.grad(dead_branch_numba_cannot_type, jit="strict")(x), np.exp(x), rtol=1e-12
+    )
+
+
+def written_then_carried(w):
+    y = np.ones_like(w)
+    for i in range(1, y.shape[0]):
+        y[i] = 0.6 * y[i - 1] + np.tanh(w[i - 1])  # saves the element it overwrites
+    t = 0.0
+    while t < 2.0:
+        t = t + 0.7
+        y = np.tanh(y) * y  # records the whole array: a separate tape in compiled code
+    return t + np.sum(y)
+
+
+def test_element_saves_and_array_records_of_one_name():
+    w = np.array([0.3, -0.2, 0.9])
+    assert numba.njit(written_then_carried)(w) == pytest.approx(written_then_carried(w))
+    np.testing.assert_allclose(
+        s2sad.grad(written_then_carried, jit="strict")(w),
+        s2sad.grad(written_then_carried)(w),
+        rtol=1e-12,
+    )

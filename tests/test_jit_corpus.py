@@ -9,9 +9,15 @@ skipped, since the promise does not cover it. Where it compiles, the derivative 
 Python version's to 1e-10.
 
 `REFUSED` names each function whose primal compiles but whose jitted derivative does not yet,
-with the reason; it is expected to stay empty. A long list of these was found by running every
-call the test suite makes (about 760 argument signatures whose primal compiles) through the same
-check; this file keeps a sample that covers each runtime helper and each kind of code.
+with the reason; it is empty.
+
+This file keeps a sample that covers each runtime helper and each kind of code. The same check
+was run once over every call the rest of the test suite makes: 2,006 distinct calls, of which
+760 (function, argument types) have a primal Numba compiles. All 760 derivatives compile and
+agree (as `grad` or `vjp`, as the tests call them), as do the tangents of one signature per
+function (333 of 338), except where s2sad refuses the function in Python too (`for ... else`,
+writes through aliases, and the like). Random programs from tests/fuzzgen.py whose primal
+Numba compiles were checked the same way.
 """
 
 from __future__ import annotations
