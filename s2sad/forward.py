@@ -10,6 +10,7 @@ import copy
 
 import numpy as np
 
+from . import rules
 from .errors import NoRuleError
 from .normalize import NameAllocator
 from .reverse import batched_slice
@@ -268,6 +269,9 @@ class Forward:
         given = set(bound.arguments)
         bound.apply_defaults()
         args = dict(bound.arguments)
+        rule = rules.lookup(op.func)
+        if rule is not None and rule.outside_literal(args):
+            raise self.no_rule(stmt, op)
         terms = []
         for param in params:
             if param not in args:

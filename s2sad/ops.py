@@ -169,6 +169,11 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         op.kind = "unknown"
         op.what += f" with these arguments ({exc})"
         return op
+    outside = rule.outside_literal(op.bound.args)
+    if outside:
+        op.kind = "unknown"
+        op.what += " " + outside
+        return op
     op.kind = "rule"
     for param in rule.differentiable(op.bound):
         arg = op.bound.args[param]

@@ -69,7 +69,9 @@ def _transpose_batched(args: dict) -> str:
     return f"batched_transpose(g, {inverse_axes(axes)})"
 
 
-for _f in (np.reshape, np.ravel, np.squeeze, np.expand_dims):
+for _f in (np.reshape, np.ravel):
+    batched_vjp(_f, a="batched_reshape(g, np.shape(a), order=order)")
+for _f in (np.squeeze, np.expand_dims):
     batched_vjp(_f, a="batched_reshape(g, np.shape(a))")
 batched_vjp(np.transpose, a=_transpose_batched)
 batched_vjp(np.swapaxes, a="batched_swapaxes(g, axis1, axis2)")

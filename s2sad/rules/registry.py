@@ -47,6 +47,7 @@ class Rule:
         self.joint: ast.expr | None = None  # one call giving every parameter's cotangent
         self.elementwise = False  # templates are also the tangent rule (see rules/forward.py)
         self.batched_templates: dict = {}  # for a batched cotangent, where the plain ones differ
+        self.literal: dict[str, tuple] = {}  # parameter -> the literal values the rule covers
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
@@ -57,6 +58,22 @@ class Rule:
             for k, v in ba.arguments.items()
         }  # *operands arrive as a tuple of nodes
         return Bound(self, bound, given)
+
+    def outside_literal(self, args: dict) -> str | None:
+        """Why the call is outside what the templates cover (a parameter not spelled as one of its
+        literal values), or None."""
+        for param, allowed in self.literal.items():
+            arg = args.get(param)
+            value = arg.value if isinstance(arg, ast.Constant) else arg
+            if (
+                isinstance(arg, ast.AST)
+                and not isinstance(arg, ast.Constant)
+                or value not in allowed
+            ):
+                spelled = " or ".join(f"{param}={v!r}" for v in allowed)
+                shown = ast.unparse(arg) if isinstance(arg, ast.AST) else repr(arg)
+                return f"with {param}={shown} (s2sad differentiates {spelled})"
+        return None
 
     def differentiable(self, bound: Bound) -> list[str]:
         return [p for p in self.templates if p in bound.args]
@@ -137,15 +154,22 @@ class _Substitute(ast.NodeTransformer):
 
 
 def defvjp(
-    func, signature: str, seq: tuple[str, ...] = (), joint: str | None = None, **templates: Template
+    func,
+    signature: str,
+    seq: tuple[str, ...] = (),
+    joint: str | None = None,
+    literal: dict[str, tuple] | None = None,
+    **templates: Template,
 ) -> None:
     """Register the adjoint templates of `func`; one entry per differentiable argument.
 
     `joint`, if given, computes all cotangents in one call (a tuple in parameter order); it is
-    used when several arguments are differentiated, so the rule runs once.
+    used when several arguments are differentiated, so the rule runs once. `literal` limits
+    parameters to literal values the templates are right for; other calls have no rule.
     """
     name = getattr(func, "__name__", repr(func))
     rule = Rule(name, signature, templates, seq)
+    rule.literal = literal or {}
     if joint is not None:
         rule.joint = ast.parse(joint, mode="eval").body
     VJP[id(func)] = rule

@@ -6,12 +6,15 @@ import numpy as np
 
 from .registry import defvjp
 
+# the order of the elements is the forward call's: C (row-major) or Fortran, spelled literally
+_ORDER = {"order": ("C", "F")}
 defvjp(
     np.reshape,
     "a, /, shape=None, order='C', *, newshape=None, copy=None",
-    a="np.reshape(g, np.shape(a))",
+    literal=_ORDER,
+    a="np.reshape(g, np.shape(a), order=order)",
 )
-defvjp(np.ravel, "a, order='C'", a="np.reshape(g, np.shape(a))")
+defvjp(np.ravel, "a, order='C'", literal=_ORDER, a="np.reshape(g, np.shape(a), order=order)")
 defvjp(np.squeeze, "a, axis=None", a="np.reshape(g, np.shape(a))")
 defvjp(np.expand_dims, "a, axis", a="np.reshape(g, np.shape(a))")
 defvjp(
