@@ -24,7 +24,10 @@ from .runtime import (
     extremum_vjp,
     norm_vjp,
     prod_vjp,
-    solve_vjp_b,
+    solve_columns,
+    solve_jvp_a,
+    solve_reads_vectors,
+    solve_vjp_b_unreduced,
     std_vjp,
     var_vjp,
 )
@@ -283,9 +286,14 @@ def batched_trace_vjp(g, a, offset=0, axis1=0, axis2=1):
     return np.moveaxis(full, (-2, -1), (axis1 + 1, axis2 + 1))
 
 
+def batched_solve_vjp_b(g, a, b):
+    # np.linalg.solve broadcasts over the batch axis
+    return batched_unbroadcast(solve_vjp_b_unreduced(g, a, b), b)
+
+
 def batched_solve_vjp_a(g, a, b, ans):
-    gb = solve_vjp_b(g, a, b)  # np.linalg.solve broadcasts over the batch axis
-    if np.ndim(b) == np.ndim(a) - 1:
+    gb = solve_vjp_b_unreduced(g, a, b)
+    if solve_reads_vectors(a, b):
         return batched_unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
     return batched_unbroadcast(-gb @ _mT(ans), a)
 
@@ -469,8 +477,12 @@ def batched_einsum(subscripts, *operands, which=0):
     return np.einsum(",".join(ins) + "->" + z + out, *operands)
 
 
-def batched_solve(a, rhs, b):
-    """np.linalg.solve(a, rhs) for every row of `rhs`, shaped like `b` (a vector or matrices)."""
-    if np.ndim(b) == np.ndim(a) - 1:
-        return np.linalg.solve(a, np.expand_dims(rhs, -1))[..., 0]
-    return np.linalg.solve(a, rhs)
+def batched_solve_jvp_a(t, a, b, ans):
+    """The tangent of solve(a, b) along a batched t for a, which may broadcast over fewer
+    matrices than the result has."""
+    matrices = np.ndim(ans) - (1 if solve_reads_vectors(a, b) else 2)
+    return solve_jvp_a(_lift(t, matrices + 2), a, b, ans)
+
+
+def batched_solve_jvp_b(t, a, b, ans):
+    return solve_columns(a, _lift(t, np.ndim(ans)), b)

@@ -658,6 +658,15 @@ def _solve_vjp_b(g, a, b):
     return lambda g, a, b: _solve(a.T, g)
 
 
+def solve_jvp_a(t, a, b, ans):
+    return t
+
+
+@overload(solve_jvp_a)
+def _solve_jvp_a(t, a, b, ans):
+    return lambda t, a, b, ans: -_solve(a, _mm(t, ans))
+
+
 def solve_vjp_a(g, a, b, ans):
     return g
 

@@ -336,17 +336,43 @@ def inv_vjp(g, ans):
     return -_mT(ans) @ g @ _mT(ans)
 
 
+def solve_reads_vectors(a, b) -> bool:
+    """Whether np.linalg.solve(a, b) takes b as (a stack of) vectors rather than matrices:
+    NumPy 2 does only for a 1-D b, NumPy 1 whenever b has one axis fewer than a."""
+    if int(np.__version__.split(".")[0]) >= 2:
+        return np.ndim(b) == 1
+    return np.ndim(b) == np.ndim(a) - 1
+
+
+def solve_columns(a, rhs, b):
+    """np.linalg.solve(a, rhs) with rhs read the way the forward call read b; the vector case
+    goes through explicit columns, so a stack of vectors is never taken for a matrix."""
+    if solve_reads_vectors(a, b):
+        return np.linalg.solve(a, rhs[..., None])[..., 0]
+    return np.linalg.solve(a, rhs)
+
+
+def solve_vjp_b_unreduced(g, a, b):
+    """The cotangent of b before summing over the axes that broadcasting added to it."""
+    return solve_columns(_mT(a), g, b)
+
+
 def solve_vjp_b(g, a, b):
-    if np.ndim(b) == np.ndim(a) - 1:
-        return np.linalg.solve(_mT(a), g[..., None])[..., 0]
-    return np.linalg.solve(_mT(a), g)
+    return unbroadcast(solve_vjp_b_unreduced(g, a, b), b)
 
 
 def solve_vjp_a(g, a, b, ans):
-    gb = solve_vjp_b(g, a, b)
-    if np.ndim(b) == np.ndim(a) - 1:
+    gb = solve_vjp_b_unreduced(g, a, b)
+    if solve_reads_vectors(a, b):
         return unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
     return unbroadcast(-gb @ _mT(ans), a)
+
+
+def solve_jvp_a(t, a, b, ans):
+    """The tangent of solve(a, b) along t for a: -solve(a, t ans), also for a batched t."""
+    if solve_reads_vectors(a, b):
+        return -solve_columns(a, (t @ ans[..., None])[..., 0], b)
+    return -np.linalg.solve(a, t @ ans)
 
 
 def det_vjp(g, a, ans):

@@ -348,6 +348,19 @@ def test_inv_solve_det(a_shape, b_shape):
     check(f if len(a_shape) == 2 else g, well_conditioned(*a_shape), normal(*b_shape), wrt=(0, 1))
 
 
+@pytest.mark.parametrize(
+    "a_shape, b_shape", [((2, 3, 3), (3,)), ((2, 3, 3), (3, 2)), ((3, 3), (2, 3, 2))], ids=str
+)
+def test_solve_broadcasting(a_shape, b_shape):
+    """b broadcast over a stack of matrices, and matrices over a stack of b: the batched
+    tangents and cotangents line up with the matrices they meet."""
+
+    def f(a, b):
+        return np.linalg.solve(a, b)
+
+    check(f, well_conditioned(*a_shape), normal(*b_shape), wrt=(0, 1))
+
+
 # ----------------------------------------------------------------------------- shape
 
 

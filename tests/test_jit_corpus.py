@@ -147,6 +147,8 @@ CORPUS = [
     (la.tr_offset, (r(3, 4),), 0, "vjp"),
     (la.la_inv, (well_conditioned(3),), 0, "vjp"),
     (la.la_solve, (well_conditioned(3), r(3, 2, seed=1)), (0, 1), "vjp"),
+    (la.la_solve, (well_conditioned(3), r(3, seed=1)), (0, 1), "jvp"),
+    (la.la_solve, (well_conditioned(3), r(3, 2, seed=1)), (0, 1), "jvp"),
     (la.la_logdet, (well_conditioned(3),), 0, "grad"),
     (la.la_det, (well_conditioned(3),), 0, "jvp"),
     (la.t_fn_axes, (r(2, 3, 4),), 0, "vjp"),

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_vjp, rand
+from conftest import check_grad, check_jvp, check_vjp, rand
 
 
 def r(*shape, seed=0):
@@ -486,6 +486,27 @@ def test_solve_batched():
     a = well_conditioned(3, seed=3, batch=(2,))
     b = r(2, 3, 2, seed=4)
     check_vjp(la_solve, (a, b), wrt=(0, 1))
+
+
+# (a, b) shapes where the matrices and right-hand sides broadcast against each other. How
+# NumPy reads b (vectors or matrices) changed in NumPy 2: a 1-D b only is a vector there.
+SOLVE_BROADCAST = [
+    ((2, 3, 3), (3,)),
+    ((2, 3, 3), (3, 4)),
+    ((4, 1, 3, 3), (2, 3, 2)),
+    ((3, 3), (2, 3, 2)),
+]
+if int(np.__version__.split(".")[0]) < 2:
+    SOLVE_BROADCAST.append(((2, 3, 3), (2, 3)))  # a stack of vectors in NumPy 1
+
+
+@pytest.mark.parametrize("a_shape, b_shape", SOLVE_BROADCAST, ids=str)
+def test_solve_broadcasting(a_shape, b_shape):
+    a = well_conditioned(3, seed=8, batch=a_shape[:-2])
+    b = r(*b_shape, seed=9)
+    ga, gb = check_vjp(la_solve, (a, b), wrt=(0, 1))
+    assert ga.shape == a_shape and gb.shape == b_shape
+    check_jvp(la_solve, (a, b), wrt=(0, 1))
 
 
 @pytest.mark.parametrize("which", [0, 1])

@@ -40,13 +40,14 @@ HELPERS = {
     "einsum_vjp": "batched_einsum_vjp",
     "trace_vjp": "batched_trace_vjp",
     "solve_vjp_a": "batched_solve_vjp_a",
+    "solve_vjp_b": "batched_solve_vjp_b",
     "concatenate_vjp": "batched_concatenate_vjp",
     "stack_vjp": "batched_stack_vjp",
     "getitem_vjp": "batched_getitem_vjp",
 }
 # runtime helpers that are already right for a batched cotangent (elementwise in it, or linear
 # algebra that broadcasts over leading axes)
-BATCH_SAFE = {"pow_vjp_exponent", "inv_vjp", "det_vjp", "solve_vjp_b"}
+BATCH_SAFE = {"pow_vjp_exponent", "inv_vjp", "det_vjp"}
 # NumPy functions that act elementwise on a batched cotangent
 _ELEMENTWISE_NP = {"where"}
 
@@ -153,8 +154,8 @@ MULTILINEAR = {
 # explicit tangent templates that change with a batched tangent `t`
 EXPLICIT = {
     np.linalg.solve: {
-        "a": "-batched_solve(a, t @ ans, b)",
-        "b": "batched_solve(a, t, b)",
+        "a": "batched_solve_jvp_a(t, a, b, ans)",
+        "b": "batched_solve_jvp_b(t, a, b, ans)",
     },
 }
 EXPLICIT = {

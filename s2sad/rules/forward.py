@@ -128,7 +128,7 @@ for _f in (np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std):
 reduction(np.linalg.norm, "x")
 
 explicit(np.linalg.inv, a="-ans @ t @ ans")
-explicit(np.linalg.solve, a="-np.linalg.solve(a, t @ ans)", b="np.linalg.solve(a, t)")
+explicit(np.linalg.solve, a="solve_jvp_a(t, a, b, ans)", b="np.linalg.solve(a, t)")
 explicit(np.linalg.det, a="ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)")
 
 # s2sad's runtime helpers, for forward mode over generated gradient code
