@@ -22,6 +22,42 @@ def _mutating_call(stmt) -> bool:
     )
 
 
+def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: False) -> None:
+    """A call whose result is discarded is there for what it does to its arguments: given
+    differentiated values, it may write them into an array (`np.copyto`, `np.put`, `np.add.at`,
+    `out=`, a helper writing into its parameter) where the derivative cannot see it. Refuse it,
+    rather than miss the write. `followed(stmt)` says which such calls the caller differentiates
+    itself; printing is harmless."""
+    for op in ops:
+        stmt = op.stmt
+        if op.kind != "effect" or not op.reads & varied or followed(stmt):
+            continue
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        if getattr(stmt.value.func, "s2sad_callee", None) is print:
+            continue
+        where = getattr(stmt, "src_parsed", None) or parsed
+        call = ast.unparse(stmt.value.func)
+        if _mutating_call(stmt):
+            raise where.error(
+                UnsupportedSyntaxError,
+                f"s2sad cannot follow differentiated values through a mutable container "
+                f"(`{call}(...)`)",
+                stmt.src,
+                hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
+                "the values to np.stack/np.concatenate directly",
+            )
+        raise where.error(
+            UnsupportedSyntaxError,
+            f"s2sad cannot see what `{call}(...)` writes: its result is discarded, so it is "
+            "called for what it does to its arguments, and some of them are differentiated",
+            stmt.src,
+            hint="write the update as an assignment s2sad follows (`y[i] = v`, `y = y + v`; "
+            "for repeated indices a loop `for k in range(n): y[idx[k]] += v[k]`), or wrap "
+            "values that need no derivative in s2sad.stop_gradient",
+        )
+
+
 def _sources(op) -> set[str]:
     """The names a statement's result depends on differentiably."""
     if op.kind in ("rule", "setitem"):
@@ -49,17 +85,8 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
             if op.target in useful and not _sources(op) <= useful:
                 useful |= _sources(op)
                 changed = True
+    refuse_hidden_writes(parsed, ops, varied)
     for op in ops:
-        if op.kind == "effect" and op.reads & varied and _mutating_call(op.stmt):
-            where = getattr(op.stmt, "src_parsed", None) or parsed
-            raise where.error(
-                UnsupportedSyntaxError,
-                "s2sad cannot follow differentiated values through a mutable container "
-                f"(`{ast.unparse(op.stmt.value.func)}(...)`)",
-                op.stmt.src,
-                hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
-                "the values to np.stack/np.concatenate directly",
-            )
         if op.kind == "rule" and op.target in useful and op.nested & varied:
             raise S2SADError(  # normalization should have split it: refuse, never guess
                 f"internal error: {op.what or 'an operation'} has a differentiated operand "

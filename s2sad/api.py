@@ -285,6 +285,11 @@ def jvp(f=None, wrt=0, *, jit=False, target="cpu"):
     return build if f is None else build(f)
 
 
+def _zero_tangents(forward, inputs):
+    zeros = tuple(np.zeros(np.shape(x)) for x in inputs)
+    return zeros if forward.wrt_tuple else zeros[0]
+
+
 def _basis(x):
     x = np.asarray(x, dtype=float)
     for k in range(x.size):
@@ -374,7 +379,10 @@ class Jacobian:
         """One vjp pullback per output element, or one jvp per input element (batched=False)."""
         forward, backward = self.forward, self.backward
         inputs = [bound.arguments[n] for n in backward.wrt]
-        out, pullback = backward(*args, **kwargs)
+        if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
+            out = forward(*args, tangent=_zero_tangents(forward, inputs), **kwargs)[0]
+        else:
+            out, pullback = backward(*args, **kwargs)
         if isinstance(out, tuple):
             self._check_single(True)
         n_in = sum(np.size(x) for x in inputs)

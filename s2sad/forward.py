@@ -10,7 +10,8 @@ import copy
 
 import numpy as np
 
-from . import rules
+from . import rules, runtime
+from .activity import refuse_hidden_writes
 from .errors import NoRuleError
 from .normalize import NameAllocator
 from .reverse import batched_slice
@@ -77,8 +78,15 @@ def _list_call(stmt, method: str):
 
 
 def _add_at(stmt):
+    """`np.add.at(a, index, values)` (or the runtime's `add_at`) as a statement, or None."""
     value = stmt.value if isinstance(stmt, ast.Expr) else None
-    if isinstance(value, ast.Call) and getattr(value.func, "s2sad_callee", None) is np.add.at:
+    if not isinstance(value, ast.Call) or len(value.args) != 3 or value.keywords:
+        return None
+    callee = getattr(value.func, "s2sad_callee", None)
+    # np.add.at is a new bound method at every access: compare what it is bound to
+    if callee is runtime.add_at or (
+        getattr(callee, "__self__", None) is np.add and getattr(callee, "__name__", "") == "at"
+    ):
         return value
     return None
 
@@ -99,6 +107,12 @@ class Forward:
         }
         self.tangent: dict[str, str] = {}
         self.active = self.varied(stmts, set(wrt))
+        refuse_hidden_writes(
+            parsed,
+            [s.op for s in _simple(stmts) if hasattr(s, "op")],
+            self.active,
+            lambda s: _list_call(s, "append") is not None or _add_at(s) is not None,
+        )
         self.written = {
             s.targets[0].value.id
             for s in _simple(stmts)

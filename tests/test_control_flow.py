@@ -557,6 +557,81 @@ def test_lists_of_differentiated_values_are_refused():
     assert "h.append(x[0])" in str(info.value) and "np.stack" in str(info.value)
 
 
+def copies_into(x):
+    y = np.zeros(3)
+    np.copyto(y, x)
+    return np.sum(y**2)
+
+
+def writes_through_out(x):
+    y = np.zeros(3)
+    np.multiply(x, 2.0, out=y)
+    return np.sum(y**2)
+
+
+def puts(x):
+    y = np.zeros(3)
+    np.put(y, [0, 1, 2], x)
+    return np.sum(y**2)
+
+
+def scatter_adds(x):
+    y = np.zeros(3)
+    np.add.at(y, [0, 0, 2], x)
+    return np.sum(y**2)
+
+
+def fill_from(y, x):
+    y[:] = x
+
+
+def helper_writes_its_parameter(x):
+    y = np.zeros(3)
+    fill_from(y, x)
+    return np.sum(y**2)
+
+
+def overwrites_a_differentiated_array(x):
+    y = x * 2.0
+    np.copyto(y, np.ones(3))
+    return np.sum(y**2)
+
+
+HIDDEN_WRITES = [
+    (copies_into, "np.copyto"),
+    (writes_through_out, "np.multiply"),
+    (puts, "np.put"),
+    (scatter_adds, "np.add.at"),
+    (helper_writes_its_parameter, "fill_from"),
+    (overwrites_a_differentiated_array, "np.copyto"),
+]
+
+
+@pytest.mark.parametrize("f, call", HIDDEN_WRITES, ids=[f.__name__ for f, _ in HIDDEN_WRITES])
+def test_calls_that_write_into_arrays_are_refused_not_missed(f, call):
+    """These gave a zero gradient: a call whose result is discarded wrote a differentiated
+    value where the derivative did not look. Now refused, naming the call and the way out."""
+    x = np.array([0.2, -0.7, 1.1])
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=f"cannot see what `{call}") as info:
+        s2sad.grad(f)(x)
+    assert "y[i] = v" in str(info.value)
+    if f is not scatter_adds:  # forward mode follows np.add.at (test_derivatives.py)
+        with pytest.raises(s2sad.UnsupportedSyntaxError, match=f"cannot see what `{call}"):
+            s2sad.jvp(f)(x, tangent=np.ones(3))
+
+
+def prints_a_differentiated_value(x):
+    y = np.sin(x)
+    print("y is", y)
+    return np.sum(y)
+
+
+def test_printing_a_differentiated_value_is_fine(capsys):
+    x = np.array([0.2, -0.7])
+    np.testing.assert_allclose(s2sad.grad(prints_a_differentiated_value)(x), np.cos(x))
+    assert "y is" in capsys.readouterr().out
+
+
 def slices_a_row_in_a_loop(M, x):
     total = 0.0
     for i in range(M.shape[0]):

@@ -185,6 +185,15 @@ def loop_energy(x):
     return e
 
 
+def cyclic_products(x):
+    # x[(i + 1) % n] is a scatter with a computed index in the gradient code (np.add.at), whose
+    # tangent the Hessian's forward sweep once dropped: half the mixed terms were missing
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + x[i] ** 3 * x[(i + 1) % x.shape[0]]
+    return s
+
+
 def fd_hessian(f, x, *rest, eps=1e-5):
     g = s2sad.grad(f)
     H = np.zeros((x.size, x.size))
@@ -207,6 +216,7 @@ def test_hessian_of_a_quadratic_form_is_its_matrix():
         (log_sum_exp, (RNG.normal(size=5),)),
         (mlp_loss, (RNG.normal(size=4), RNG.normal(size=(6, 3)), RNG.normal(size=6))),
         (loop_energy, (np.array([0.1, 0.5, 0.2, 0.9, 0.7]),)),
+        (cyclic_products, (np.array([0.2, -0.7, 1.1, 0.4]),)),
     ],
 )
 def test_hessian_matches_finite_differences_of_the_gradient(f, args):
@@ -214,6 +224,27 @@ def test_hessian_matches_finite_differences_of_the_gradient(f, args):
     assert H.shape == args[0].shape * 2
     np.testing.assert_allclose(H, fd_hessian(f, *args), atol=1e-6)
     np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+def test_per_basis_hessian_of_a_scatter_with_a_computed_index():
+    x = np.array([0.2, -0.7, 1.1, 0.4])
+    H = s2sad.hessian(cyclic_products, batched=False)(x)
+    np.testing.assert_allclose(H, fd_hessian(cyclic_products, x), atol=1e-6)
+
+
+def scatter_add(x):
+    y = np.zeros(3)
+    np.add.at(y, [0, 0, 2], x)
+    return y * 2.0
+
+
+def test_np_add_at_in_forward_mode():
+    expected = [[2.0, 2.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]  # repeated index 0 adds up
+    x = np.array([0.2, -0.7, 1.1])
+    for batched in (True, False):
+        J = s2sad.jacobian(scatter_add, mode="forward", batched=batched)(x)
+        np.testing.assert_array_equal(J, expected)
+    np.testing.assert_array_equal(s2sad.jvp(scatter_add)(x, tangent=np.ones(3))[1], [4.0, 0, 2])
 
 
 def test_hessian_of_scalar_function_is_a_float():
