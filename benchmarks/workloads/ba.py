@@ -55,7 +55,7 @@ SLOTS = N_CAM + N_PT + 1  # parameters per observation: camera, point, weight
 # (n cameras, m points, p observations). ADBench's ba1 is n=49, m=7776, p=31843.
 SIZES = {
     "smoke": {"ba": [(3, 4, 6)], "ba-perobs": [(3, 4, 6)]},
-    "quick": {"ba": [(49, 7776, 31843)], "ba-perobs": [(49, 1000, 2000)]},
+    "quick": {"ba": [(49, 7776, 31843)], "ba-perobs": [(49, 500, 1000)]},
     "full": {"ba": [(49, 7776, 31843), (161, 48126, 182072)], "ba-perobs": [(49, 7776, 31843)]},
 }
 # autograd's per-observation loop (about 1 ms an observation): a smaller p
