@@ -194,6 +194,22 @@ def build_autograd(f, inputs: dict, wrt):
 BUILDERS = {"jax": build_jax, "torch": build_torch, "autograd": build_autograd}
 
 
+def peer_builder(case, peer: str):
+    """How `peer`'s row of this case is built: the case's own builder (a Jacobian workload),
+    else the gradient."""
+    return case.build.get(peer, BUILDERS[peer])
+
+
+def s2sad_builder(case, jit: bool = False):
+    """`(f, inputs, wrt) -> (run, fetch)` for s2sad's row of this case."""
+    custom = case.build.get("s2sad-jit" if jit else "s2sad")
+    if custom is not None:
+        return lambda f, inputs, wrt: custom(f, inputs, wrt)[:2]
+    if jit:
+        return lambda f, inputs, wrt: build_s2sad_jit(f, inputs, wrt)[1:]
+    return build_s2sad
+
+
 # ----------------------------------------------------------------------------- timing
 
 
@@ -300,7 +316,7 @@ class Reference:
                 if peer != "jax" and peer in self.case.reduced:
                     continue  # too slow at sizes above the one it was timed at
                 try:
-                    run, fetch = BUILDERS[peer](
+                    run, fetch = peer_builder(self.case, peer)(
                         self.factories[peer](), self.make_inputs(**size), self.case.wrt
                     )
                     self.known[key] = fetch(run())
@@ -343,6 +359,16 @@ def transform_seconds(g, args) -> float | None:
     return seconds
 
 
+def probe_seconds(probe) -> float | None:
+    """Time a case's own transform probe (a zero-argument callable that transforms) with
+    empty caches; None where this version of s2sad has no transform cache to clear."""
+    if not clear_s2sad_caches():
+        return None
+    seconds, _ = _call_timed(probe)
+    clear_s2sad_caches()
+    return seconds
+
+
 # ----------------------------------------------------------------------------- one case
 
 
@@ -362,13 +388,18 @@ def run_case(case, available, mode: str) -> dict:
     # s2sad: the transform with an empty cache, then its first call
     s2 = {"status": "ok"}
     s2sad_entries: dict[str, Entry] = {}
+    s2sad_fetch = _as_float_arrays
     try:
-        g = s2sad.grad(case.numpy_f, wrt=case.wrt)
-        transforms = [transform_seconds(g, args) for _ in range(3)]
+        if "s2sad" in case.build:  # not a gradient: the case builds the row and its probe
+            run, s2sad_fetch, probe = case.build["s2sad"](case.numpy_f, inputs, case.wrt)
+            transforms = [probe_seconds(probe) for _ in range(3)]
+        else:
+            g = s2sad.grad(case.numpy_f, wrt=case.wrt)
+            transforms = [transform_seconds(g, args) for _ in range(3)]
+            run, _ = build_s2sad(case.numpy_f, inputs, case.wrt)
         if None not in transforms:
             s2["transform_s"] = statistics.median(transforms)
             s2["transform_all_s"] = transforms
-        run, fetch = build_s2sad(case.numpy_f, inputs, case.wrt)
         s2sad_entries[case.size_label] = Entry("s2sad", run)
     except s2sad.S2SADError as exc:
         s2["status"] = "unsupported: " + first_line(str(exc))
@@ -393,7 +424,7 @@ def run_case(case, available, mode: str) -> dict:
         peer_size[peer] = size
         peer_info[peer] = {"status": "ok", "size": size_label(size)}
         try:
-            run, fetch = BUILDERS[peer](spec(), case.inputs(size), case.wrt)
+            run, fetch = peer_builder(case, peer)(spec(), case.inputs(size), case.wrt)
         except Exception as exc:
             peer_info[peer] = {"status": f"error: {type(exc).__name__}: {first_line(str(exc))}"}
             continue
@@ -401,7 +432,7 @@ def run_case(case, available, mode: str) -> dict:
         peer_fetch[peer] = fetch
         # s2sad also runs at a peer's smaller size, for a like-for-like ratio
         if size != case.size and s2sad_entries and size_label(size) not in s2sad_entries:
-            run, _ = build_s2sad(case.numpy_f, case.inputs(size), case.wrt)
+            run, _ = s2sad_builder(case)(case.numpy_f, case.inputs(size), case.wrt)
             s2sad_entries[size_label(size)] = Entry(f"s2sad@{size_label(size)}", run)
 
     # jit=True: the objective compiled by Numba and s2sad's gradient compiled by Numba
@@ -440,7 +471,7 @@ def run_case(case, available, mode: str) -> dict:
             s2["transform_s"] = max(main_s2sad.first_s - s2["median_s"], 0.0)
         ref_peer, ref = reference.get(case.size)
         if ref is not None:
-            ok, err = compare(_as_float_arrays(main_s2sad.result), ref)
+            ok, err = compare(s2sad_fetch(main_s2sad.result), ref)
             s2["check"] = {"against": ref_peer, "ok": ok, "max_rel_err": err}
     row["s2sad"] = s2
 
@@ -482,15 +513,21 @@ class JitRun:
         self.peer_size: dict[str, dict] = {}
         self.peer_fetch: dict = {}
         self.vectorised = False
+        self.fetch = _as_float_arrays
         try:
-            self.primal = Entry("numba-primal", build_numba_primal(case.numpy_f, inputs))
+            build_primal = case.build.get("numba-primal", build_numba_primal)
+            self.primal = Entry("numba-primal", build_primal(case.numpy_f, inputs))
         except ImportError:
             self.info["status"] = "numba missing"
             return
         try:
-            g, run, _ = build_s2sad_jit(case.numpy_f, inputs, case.wrt)
-            # the source transform alone; the first call then adds Numba's compile
-            transforms = [transform_seconds(g, self.args) for _ in range(3)]
+            if "s2sad-jit" in case.build:
+                run, self.fetch, probe = case.build["s2sad-jit"](case.numpy_f, inputs, case.wrt)
+                transforms = [probe_seconds(probe) for _ in range(3)]
+            else:
+                g, run, _ = build_s2sad_jit(case.numpy_f, inputs, case.wrt)
+                # the source transform alone; the first call then adds Numba's compile
+                transforms = [transform_seconds(g, self.args) for _ in range(3)]
             if None not in transforms:
                 self.info["transform_s"] = statistics.median(transforms)
             self.grads[case.size_label] = Entry("s2sad-jit", run)
@@ -503,22 +540,31 @@ class JitRun:
                 self.peer_size[peer] = peer_size[peer]
                 size = peer_size[peer]
                 if size != case.size and size_label(size) not in self.grads:
-                    _, run, _ = build_s2sad_jit(case.numpy_f, case.inputs(size), case.wrt)
+                    run, _ = s2sad_builder(case, jit=True)(
+                        case.numpy_f, case.inputs(size), case.wrt
+                    )
                     self.grads[size_label(size)] = Entry(f"s2sad-jit@{size_label(size)}", run)
             elif case.check_peers and callable(case.check_peers.get(peer)):
                 if not available.get(peer):
                     continue
-                # a loop version: compare with the peers' vectorised objective, same size
+                # a loop version: compare with the peers' vectorised objective, at the same
+                # size or, for a slow peer, at the case's smaller size for it
                 self.vectorised = True
+                size = case.reduced.get(peer, case.size)
                 try:
-                    run, fetch = BUILDERS[peer](
-                        case.check_peers[peer](), case.check_make_inputs(**case.size), case.wrt
+                    run, fetch = peer_builder(case, peer)(
+                        case.check_peers[peer](), case.check_make_inputs(**size), case.wrt
                     )
                 except Exception:
                     continue
                 self.peers[peer] = Entry(f"{peer}-vectorised", run)
-                self.peer_size[peer] = case.size
+                self.peer_size[peer] = size
                 self.peer_fetch[peer] = fetch
+                if size != case.size and size_label(size) not in self.grads:
+                    run, _ = s2sad_builder(case, jit=True)(
+                        case.numpy_f, case.inputs(size), case.wrt
+                    )
+                    self.grads[size_label(size)] = Entry(f"s2sad-jit@{size_label(size)}", run)
         self._own = {p for p in self.peers if p not in peer_entries}
 
     def entries(self) -> list[Entry]:
@@ -554,7 +600,7 @@ class JitRun:
             info["numba_primal_compile_s"] = max(self.primal.first_s - self.primal.median, 0.0)
         ref_peer, ref = reference.get(self.case.size)
         if ref is not None:
-            ok, err = compare(_as_float_arrays(main.result), ref)
+            ok, err = compare(self.fetch(main.result), ref)
             info["check"] = {"against": ref_peer, "ok": ok, "max_rel_err": err}
         peers = {}
         for peer, e in self.peers.items():
@@ -752,7 +798,7 @@ def report_jit(results: list[dict]) -> str:
             if peer.get("vectorised"):
                 t += " †"
                 marks.add("†")
-            elif peer["size"] != r["size"]:
+            if peer["size"] != r["size"]:
                 t += " *"
                 marks.add("*")
             row += [t, fmt_ratio(peer.get("s2sad_ratio"))]
@@ -782,7 +828,7 @@ def report_jit(results: list[dict]) -> str:
     if "†" in marks:
         legend.append(
             "† the peer differentiates the vectorised objective (it has no loop version), "
-            "at the same size."
+            "at the same size unless marked *."
         )
     cost_header = ["workload", "size", "s2sad transform", "Numba compile ∇", "Numba compile f"]
     return "\n".join(
@@ -865,7 +911,7 @@ def select(cases, only: str | None):
     if not picked:
         raise SystemExit(
             f"--only {only!r} matches no workload; workloads: "
-            f"{', '.join(workload_names())} (or a family: gmm, lstm, mlp, loops)"
+            f"{', '.join(workload_names())} (or a family: gmm, lstm, mlp, ba, loops)"
         )
     return picked
 

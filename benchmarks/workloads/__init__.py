@@ -3,10 +3,10 @@ mode is "smoke" (tiny sizes, for the tests), "quick" or "full"."""
 
 from __future__ import annotations
 
-from . import gmm, loops, lstm, mlp
+from . import ba, gmm, loops, lstm, mlp
 from .common import PEERS, Case
 
-FAMILIES = (gmm, lstm, mlp, loops)
+FAMILIES = (gmm, lstm, mlp, ba, loops)
 
 
 def all_cases(mode: str) -> list[Case]:

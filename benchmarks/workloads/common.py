@@ -16,7 +16,14 @@ tests/test_benchmarks_smoke.py), "quick" or "full", returning a list of `Case`. 
   the factories and inputs of an equivalent case whose gradient s2sad's is checked against;
 - `jit`: the objective compiles under `numba.njit`, so the runner also times it compiled by
   Numba and s2sad's gradient with `jit=True` (the "jit" table). Where the peers do not run the
-  case, the jitted gradient is compared with their times on `check_peers`.
+  case, the jitted gradient is compared with their times on `check_peers`;
+- `build`: for a case whose derivative is not the gradient of `numpy_f` (BA's Jacobian blocks),
+  how each row is built in place of the runner's default. Keys "s2sad" and "s2sad-jit":
+  `(f, inputs, wrt) -> (run, fetch, probe)`, where `run()` computes the derivative,
+  `fetch(result)` turns it into a tuple of float64 arrays and `probe()` does s2sad's transform
+  (the runner times it with empty caches); "jax", "torch", "autograd":
+  `(peer_f, inputs, wrt) -> (run, fetch)`, with `peer_f` from the peer's factory;
+  "numba-primal": `(f, inputs) -> run`.
 
 Nothing here imports JAX, PyTorch or autograd: the factories do, when they are called.
 """
@@ -45,6 +52,7 @@ class Case:
     check_peers: dict[str, Callable[[], Callable]] | None = None
     check_make_inputs: Callable[..., dict] | None = None
     jit: bool = False  # also time numba.njit(numpy_f) and s2sad.grad(..., jit=True)
+    build: dict[str, Callable] = field(default_factory=dict)  # rows built another way
 
     @property
     def size_label(self) -> str:

@@ -11,8 +11,13 @@
                           + 0.25 (u[i,j]^2 - 1)^2,
   as a double loop over grid points; differentiated with respect to u.
 - `stencil`: the same energy with array slices (no loop).
+- `conv1d-loops`: a valid 1-D convolution (cross-correlation) of a signal x (n) with a filter
+  w (m), y_i = sum_k w_k x_(i+k) for i < n - m + 1, as two nested loops with a scalar
+  accumulator and in-place writes y[i] = acc; the objective is sum(tanh(y)), differentiated
+  with respect to (x, w).
 
-JAX runs the loops with lax.fori_loop / lax.scan under jit. The PyTorch and autograd versions
+JAX runs the loops with lax.fori_loop / lax.scan under jit (for conv1d-loops, each output's
+window is read with one lax.dynamic_slice: see conv1d_jax). The PyTorch and autograd versions
 are the same Python loops; PyTorch unbinds the array into scalars once (`x.unbind()`), because
 indexing one element at a time makes its backward pass quadratic. Where a Python-loop peer
 would take too long at the benchmark size it runs at a smaller size (`reduced`); s2sad, when it
@@ -220,6 +225,86 @@ def stencil_torch():
     return make_stencil(torch)  # torch.sum and slicing read the same
 
 
+# ----------------------------------------------------------------------------- 1-D convolution
+
+
+def conv1d_inputs(n: int, m: int) -> dict:
+    rng = rng_for("conv1d", {"n": n, "m": m})
+    return {"x": rng.normal(size=n), "w": rng.normal(scale=1.0 / m**0.5, size=m)}
+
+
+def conv1d_loops(x, w):
+    n = x.shape[0]
+    m = w.shape[0]
+    y = np.zeros(n - m + 1)
+    for i in range(n - m + 1):
+        acc = 0.0
+        for k in range(m):
+            acc += w[k] * x[i + k]
+        y[i] = acc
+    return np.sum(np.tanh(y))
+
+
+def conv1d_autograd():
+    import autograd.numpy as anp
+
+    def conv1d_loops(x, w):
+        # autograd cannot write into arrays: sum tanh(y_i) as each y_i is done
+        n = x.shape[0]
+        m = w.shape[0]
+        total = 0.0
+        for i in range(n - m + 1):
+            acc = 0.0
+            for k in range(m):
+                acc = acc + w[k] * x[i + k]
+            total = total + anp.tanh(acc)
+        return total
+
+    return conv1d_loops
+
+
+def conv1d_torch():
+    import torch
+
+    def conv1d_loops(x, w):
+        xs, ws = x.unbind(0), w.unbind(0)
+        n, m = len(xs), len(ws)
+        ys = []
+        for i in range(n - m + 1):
+            acc = 0.0
+            for k in range(m):
+                acc = acc + ws[k] * xs[i + k]
+            ys.append(acc)
+        return torch.sum(torch.tanh(torch.stack(ys)))
+
+    return conv1d_loops
+
+
+def conv1d_jax():
+    import jax.numpy as jnp
+    from jax import lax
+
+    def conv1d_loops(x, w):
+        # the window is sliced once per output: reading x[i + k] in the inner loop instead
+        # makes JAX's reverse pass quadratic in n (each read's cotangent is a scatter into a
+        # full-length zero array carried through the scan): 5.8 s at n = 1e5 against 0.2 s
+        n = x.shape[0]
+        m = w.shape[0]
+
+        def output(_, i):
+            window = lax.dynamic_slice(x, (i,), (m,))
+
+            def tap(k, acc):
+                return acc + w[k] * window[k]
+
+            return None, lax.fori_loop(0, m, tap, 0.0)
+
+        _, y = lax.scan(output, None, jnp.arange(n - m + 1))
+        return jnp.sum(jnp.tanh(y))
+
+    return conv1d_loops
+
+
 # ----------------------------------------------------------------------------- cases
 
 
@@ -228,11 +313,13 @@ REDUCED = {
         "ode-euler": {"torch": {"steps": 2_000}, "autograd": {"steps": 1_000}},
         "linrec": {"torch": {"n": 5_000}, "autograd": {"n": 1_000}},
         "stencil-loops": {"torch": {"N": 40}, "autograd": {"N": 20}},
+        "conv1d-loops": {"torch": {"n": 1_000, "m": 16}, "autograd": {"n": 500, "m": 16}},
     },
     "full": {
         "ode-euler": {"torch": {"steps": 20_000}, "autograd": {"steps": 4_000}},
         "linrec": {"torch": {"n": 50_000}, "autograd": {"n": 4_000}},
         "stencil-loops": {"torch": {"N": 100}, "autograd": {"N": 40}},
+        "conv1d-loops": {"torch": {"n": 5_000, "m": 16}, "autograd": {"n": 2_000, "m": 16}},
     },
 }
 
@@ -243,6 +330,7 @@ def cases(mode: str) -> list[Case]:
     steps = 50 if smoke else 100_000
     n_rec = 10 if smoke else 200_000
     n_grid = 5 if smoke else 200
+    conv = {"n": 12, "m": 3} if smoke else {"n": 10_000 if quick else 100_000, "m": 16}
     # smaller sizes for the Python-loop peers: about 0.5 s per gradient with --quick, 2 s without
     slow = REDUCED.get(mode, {})
     out = [
@@ -287,6 +375,21 @@ def cases(mode: str) -> list[Case]:
             },
             reduced=slow.get("stencil-loops", {}),
             notes=["double loop over grid points; JAX: nested lax.fori_loop"],
+        ),
+        Case(
+            workload="conv1d-loops",
+            family="loops",
+            jit=True,
+            size=conv,
+            make_inputs=conv1d_inputs,
+            numpy_f=conv1d_loops,
+            wrt=("x", "w"),
+            peers={"jax": conv1d_jax, "torch": conv1d_torch, "autograd": conv1d_autograd},
+            reduced=slow.get("conv1d-loops", {}),
+            notes=[
+                "valid convolution as nested loops, acc += w[k] * x[i + k], y[i] = acc; JAX: "
+                "lax.scan over outputs (a dynamic_slice window each), lax.fori_loop over taps"
+            ],
         ),
     ]
     for N in [5] if smoke else [200, 2000]:
