@@ -195,6 +195,29 @@ def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] 
     return bound
 
 
+def _drop_unread_copies(stmts: list[ast.stmt], outputs: set[str]) -> None:
+    """Remove the copies `merged = old` that end a branch where nothing reads `merged`: dead
+    code, which would also fail where the old value may not exist (the last value of a loop that
+    ran no iteration, a name only one branch assigned) though Python reads nothing there."""
+    while True:
+        reads = _loads(ast.Module(stmts, [])) | outputs
+        if not _drop_copies_in(stmts, reads):
+            return
+
+
+def _drop_copies_in(block: list[ast.stmt], reads: set[str]) -> bool:
+    dropped = False
+    for stmt in list(block):
+        if getattr(stmt, "merge_copy", False) and stmt.targets[0].id not in reads:
+            block.remove(stmt)
+            dropped = True
+        for field_ in ("body", "orelse"):
+            inner = getattr(stmt, field_, None)
+            if isinstance(inner, list) and _drop_copies_in(inner, reads):
+                dropped = True
+    return dropped
+
+
 def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
     """Keep in each loop's `liveout` only the names whose last value the rest of the function
     may read: read outside the loop, or read in the body before it assigns them (a value from an
@@ -282,6 +305,7 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
+        _drop_unread_copies(self.out, set(outputs))
         _prune_liveout(self.out, set(outputs))
         return Normalized(
             self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
@@ -593,29 +617,36 @@ class Normalizer:
                 continue
             if any(n is None for n in names):  # assigned on one path only, as Python allows
                 env[var] = next(n for n in names if n is not None)
-                self.maybe_undefined.add(env[var])
+                if env[var] not in before.values():  # (not a value from before the `if`)
+                    self.maybe_undefined.add(env[var])
                 continue
-            previous = before.get(var)
-            if previous in self.maybe_undefined:
-                # the old value may not exist: the assigning branch assigns the old name itself,
-                # and the other branch leaves it alone (as Python does), reading nothing
-                for (_, stmts), name in zip(branches, names):
-                    if name != previous:
-                        _rename_in(stmts, name, previous)
-                env[var] = previous
-                continue
+            # Every value keeps a name of its own, even where the old value may not exist (a
+            # loop's last value, a name one branch assigns): the adjoint reads old values and
+            # starts each adjoint from zero where its value is made, so no name may be assigned
+            # twice. A copy that nothing reads is dropped (Python reads nothing there either,
+            # so it must not fail where the old value may not exist).
             merged = self.names.fresh(f"{var}_1")
+            varied = any(n in self.varied for n in names)
             for (_, stmts), name in zip(branches, names):
-                if name != before.get(var) and name not in self.parsed.params:
+                if (
+                    name != before.get(var)
+                    and name not in self.parsed.params
+                    and (name in self.varied or not varied)
+                ):
                     _rename_in(stmts, name, merged)
                 else:
+                    # (a constant branch value stays constant in the statements that made and
+                    # read it, which were split into single operations only where they vary)
                     copy_stmt = ast.Assign(
                         [ast.Name(merged, ast.Store())], ast.Name(name, ast.Load())
                     )
                     copy_stmt.src, copy_stmt.src_parsed = self.src, self.parsed
+                    copy_stmt.merge_copy = True
                     stmts.append(copy_stmt)
-            if any(n in self.varied for n in names):
+            if varied:
                 self.varied.add(merged)
+            if any(n in self.maybe_undefined for n in names):
+                self.maybe_undefined.add(merged)
             stmt.merged.append(merged)
             env[var] = merged
         return env

@@ -13,7 +13,10 @@ random choices: the *plain* version, which s2sad differentiates, and the *probe*
 every kink (abs, maximum/minimum, max/min reductions, clip, comparisons in branches, loops, masks
 and `where`, std) goes through a recorder that measures how close the test point is to the kink.
 A test point within `KINK_MARGIN` of a kink is redrawn (finite differences are unreliable there),
-so a mismatch with finite differences means a wrong derivative, not a bad test point.
+and so is one where a comparison decides differently at some point of the small finite-difference
+stencils along a direction the check moves the inputs in (an input element, the jvp tangent): a
+value that moves steeply crosses its threshold there however far it starts from it. So a mismatch
+with finite differences means a wrong derivative, not a bad test point.
 
 Domains are kept safe by construction: `log`, `sqrt` and fractional powers only see positive
 expressions (`e**2 + c`, `exp(e)`, ...), divisors are bounded away from zero, `exp` only sees
@@ -69,6 +72,7 @@ class Probe:
 
     def reset(self):
         self.sites = []  # (what, distance to the kink), in execution order
+        self.decisions = []  # the outcome of each comparison, in execution order
 
     def _note(self, m, what):
         m = float(m)
@@ -122,13 +126,17 @@ class Probe:
         self._note(self._amin(np.abs(np.subtract(x, hi))), "clip high")
         return np.clip(x, lo, hi)
 
+    def _decide(self, r):
+        self.decisions.append(np.asarray(r, dtype=bool).tobytes())
+        return r
+
     def gt(self, a, b):
         self._note(self._amin(np.abs(np.subtract(a, b))), "comparison")
-        return a > b
+        return self._decide(a > b)
 
     def lt(self, a, b):
         self._note(self._amin(np.abs(np.subtract(a, b))), "comparison")
-        return a < b
+        return self._decide(a < b)
 
     def std(self, e, axis=None, keepdims=False, ddof=0):
         r = np.std(e, axis=axis, keepdims=keepdims, ddof=ddof)
@@ -1953,6 +1961,10 @@ def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
         if _fd_unstable(f, cand, indices, drng):
             why = "finite differences unstable (a huge derivative)"
             continue
+        flip = _branch_flips(pf, probe, cand, indices, _fd_directions(cand, indices, seed, modes))
+        if flip:
+            why = f"kink: comparison flips within the finite-difference stencil {flip}"
+            continue
         args = cand
         break
     out.args = args
@@ -2165,6 +2177,67 @@ def _fd_unstable(f, args, indices, drng) -> bool:
     return not bool(np.all(np.abs(a - b) <= 10 * (ATOL * scale + RTOL * np.abs(b))))
 
 
+# the steps of the small stencils (the first ones compared): a comparison that changes its outcome
+# at one of them makes every stencil straddle a jump or kink. (Between the largest step and the
+# kink margin, a comparison flips only if it has a slope over 100 along the direction.)
+_FLIP_STEPS = sorted(
+    {
+        k * eps
+        for eps, order in [(EPS, 2), (1e-5, 2), (1e-6, 4), (1e-7, 4)]
+        for k, _ in _STENCILS[order]
+        if k > 0
+    }
+)
+
+
+def _jvp_tangents(args, indices, seed):
+    """The random tangent the jvp check uses (one per wrt input)."""
+    trng = np.random.default_rng(seed + 11)
+    return [_seed_like(args[i], trng) for i in indices]
+
+
+def _fd_directions(args, indices, seed, modes=MODES):
+    """Yields (label, shift) for every direction finite differences move the inputs in: each
+    element of each wrt input (grad, vjp, jacobian) and the jvp tangent; shift(h) is the
+    argument list moved by h along it."""
+    if set(modes) - {"jvp"}:
+        for i in indices:
+            for k in range(int(np.size(args[i]))):
+
+                def shift(h, i=i, k=k):
+                    a = list(args)
+                    a[i] = _perturbed(args[i], k, h)
+                    return a
+
+                yield "along an input element", shift
+    if "jvp" in modes:
+        tangents = _jvp_tangents(args, indices, seed)
+        yield "along the jvp tangent", lambda h: _shifted(args, indices, tangents, h)
+
+
+def _branch_flips(pf, probe, args, indices, directions) -> str | None:
+    """Where the probe program `pf` decides a comparison (an `if`, a loop's exit, a mask, a
+    `where`) differently than at `args` at some point of the small finite-difference stencils
+    along one of `directions`: finite differences jump there (a value far from its threshold
+    can still cross it within the stencil when it moves steeply). None if nowhere."""
+    probe.reset()
+    with np.errstate(all="ignore"):
+        pf(*_copy(args))
+    base = probe.decisions
+    for label, shift in directions:
+        for h in _FLIP_STEPS:
+            for step in (h, -h):
+                probe.reset()
+                with np.errstate(all="ignore"):
+                    try:
+                        pf(*_copy(shift(step)))
+                    except Exception:
+                        return f"{label} (the program raised), at a step of {step:g}"
+                if probe.decisions != base:
+                    return f"{label}, at a step of {step:g}"
+    return None
+
+
 def _tangent_kind_ok(t, o) -> str | None:
     """The output tangent has the output's type and shape."""
     if isinstance(o, (float, int)) and not isinstance(o, (np.generic, bool)):
@@ -2185,8 +2258,7 @@ def _tangent_kind_ok(t, o) -> str | None:
 def _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed):
     """jvp with a random tangent against central differences along that tangent."""
     mode = "jvp"
-    trng = np.random.default_rng(seed + 11)
-    tangents = [_seed_like(args[i], trng) for i in indices]
+    tangents = _jvp_tangents(args, indices, seed)
     frozen = copy.deepcopy(tangents)
     before = _copy(args)
     call_args = list(args)

@@ -303,3 +303,36 @@ def test_kinks_are_avoided():
     base = [("maximum", 0.0), ("abs", 0.5)]
     assert fuzzgen._near_kinks(base, [("maximum", 0.0), ("abs", 0.5)]) == []
     assert fuzzgen._near_kinks(base, [("maximum", 1e-6), ("abs", 0.5)]) == [(0, "maximum", 0.0)]
+
+
+def test_comparisons_that_flip_within_the_stencil_are_avoided(tmp_path):
+    """A branch on a value that moves steeply (fuzz seed 141212: finite differences -403518 and
+    67 where the true derivative, s2sad's, is 0) may cross its threshold within the stencil
+    although the test point is farther than KINK_MARGIN from it: such a point is redrawn, for
+    the jvp tangent and for the input elements alike; a point where no comparison flips is not."""
+    probe = fuzzgen.Probe()
+
+    def pf(a, w):
+        if probe.gt(np.sin(a * w[0] + w[1]), 0.23):
+            return np.sum(w)
+        return 2.0 * a
+
+    threshold = (np.arcsin(0.23) - 0.1) / 5000.0
+    steep = [5000.0, np.array([threshold + 3e-7, 0.1])]  # 1.5e-3 from the threshold
+    probe.reset()
+    pf(*steep)
+    assert min(m for _, m in probe.sites) > fuzzgen.KINK_MARGIN  # the kink probe lets it pass
+    for modes in (("jvp",), ("vjp",), ("grad", "jacobian")):
+        directions = fuzzgen._fd_directions(steep, [1], 0, modes)
+        flip = fuzzgen._branch_flips(pf, probe, steep, [1], directions)
+        assert flip is not None and flip.startswith(
+            "along the jvp tangent" if modes == ("jvp",) else "along an input element"
+        )
+    gentle = [1.0, np.array([threshold + 3e-7, 0.1])]  # the same comparison, 0.13 away
+    assert (
+        fuzzgen._branch_flips(pf, probe, gentle, [1], fuzzgen._fd_directions(gentle, [1], 0))
+        is None
+    )
+    # the whole check redraws the point of seed 141212 (the first one it draws) and passes
+    out = fuzzgen.check_program(141212, str(tmp_path))
+    assert out.status == "ok", out.report()

@@ -1057,3 +1057,127 @@ def test_adjoint_started_for_one_branch_reaches_a_loop_in_the_other():
         g = check_grad(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
         check_vjp(dead_carry_live_in_other_branch, (V3, V3, c), wrt=(0, 1))
         np.testing.assert_array_equal(g[0], np.zeros(3))
+
+
+# ----------------------------------------------------------------------------- bug 26
+# Reverse mode gives exact zeros where forward mode and finite differences agree on a nonzero
+# derivative (fuzz seed 153324 at 008fed1: vjp and the reverse-mode jacobian all zero; the
+# pullback below gave 0 instead of -cos(x)). A value overwritten in one branch of an `if` is
+# written back into the name it had before the `if` when that old value "may not exist" (the
+# last value of a loop that may run no iteration, a name only one branch assigned), so the
+# branch becomes `x_1 = -x_1`, whose adjoint `dx_1 = dx_1 + -dx_1` cancels; the old value's
+# adjoint also kept flowing into the statements that made it (`y = 3 * x` after the loop gave
+# 3 + cos(x)). At seed 153324 the old value existed anyway: `enumerate(x)` in the other branch
+# registered x's current name as a variable of that branch only, hence "maybe undefined".
+# Fixed: a merged value always takes a new name (copied from the old value on the path that
+# keeps it, a copy dropped when nothing reads it), and a name from before the `if` is never
+# taken for one assigned on one path only.
+
+
+def negated_in_branch_enumerated_in_other(x):
+    x = np.sin(x)
+    if x.mean() < 0.63:
+        x = -x
+    elif math.cos(0.35) > 0.6:
+        s = np.var(x)
+        for i, row in enumerate(x):
+            s = np.tanh(s)
+    return np.sum(x)
+
+
+def loop_value_negated_in_branch(n, x):
+    for i in range(n):
+        y = np.sin(x) * i
+    if x[0] > 0:
+        y = -y
+    return np.sum(y)
+
+
+def loop_value_scaled_in_both_branches(n, x):
+    for i in range(n):
+        y = np.sin(x) * i
+    if x[0] > 0:
+        y = y * 3.0
+    else:
+        y = y * 2.0
+    return np.sum(y)
+
+
+def loop_value_replaced_in_branch(n, x):
+    for i in range(n):
+        y = np.sin(x) * i
+    if x[0] > 0:
+        y = 3.0 * x
+    return np.sum(y)
+
+
+def loop_value_unread_after_branch(n, x):
+    for i in range(n):
+        y = np.sin(x) * i
+    if x[0] > 0:
+        y = 3.0 * x
+    return np.sum(x**2)
+
+
+X4 = np.array([0.3, -0.5, 0.2, 0.7])
+
+
+def test_value_overwritten_in_branch_after_loop_or_enumerate():
+    g = check_grad(negated_in_branch_enumerated_in_other, (X4,))
+    np.testing.assert_allclose(g, -np.cos(X4), rtol=1e-12)
+    check_vjp(negated_in_branch_enumerated_in_other, (X4,))
+    check_jvp(negated_in_branch_enumerated_in_other, (X4,))
+    for sign in (1.0, -1.0):
+        x = X4 * np.array([sign, 1.0, 1.0, 1.0])
+        pos = x[0] > 0
+        exact = {
+            loop_value_negated_in_branch: (-1.0 if pos else 1.0) * np.cos(x),
+            loop_value_scaled_in_both_branches: (3.0 if pos else 2.0) * np.cos(x),
+            loop_value_replaced_in_branch: np.full(4, 3.0) if pos else np.cos(x),
+        }
+        for f, want in exact.items():
+            g = check_grad(f, (2, x), wrt=1)
+            np.testing.assert_allclose(g, want, rtol=1e-12)
+            check_vjp(f, (2, x), wrt=1)
+            check_jvp(f, (2, x), wrt=1)
+    # a loop that runs no iteration leaves `y` unassigned; Python reads nothing of it here
+    g = check_grad(loop_value_unread_after_branch, (0, X4), wrt=1)
+    np.testing.assert_allclose(g, 2 * X4, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- bug 27
+# "internal error: the operator MatMult has a differentiated operand nested in an expression"
+# (fuzz seed 154957 at 008fed1, in grad, vjp and the reverse-mode jacobian). A parameter in wrt
+# (`a`) is rebound to a constant on the path past an early `return`: normalization leaves the
+# constant's expressions nested (`np.sin(a_1 * v)` needs no splitting), then merges the
+# branches by renaming that constant to the merged name, which varies (the other path keeps the
+# parameter), so the nested expressions read a differentiated value.
+# Fixed: a branch's constant value is copied into a merged name that varies, not renamed.
+
+
+def rebound_to_constant_after_early_return(a, w, x):
+    v = np.sum(w)
+    if v > 5.0:
+        return v * a
+    a = np.abs(v)
+    p = np.linspace(0.25, 1.5, 3)
+    k = np.tanh(a * p) @ np.sin(((a * p) ** 2 + 1.5) ** (0.033333 * v))
+    return k * np.sum((x**2 + 1.0) ** (a * np.sum(x)))
+
+
+def test_parameter_rebound_to_constant_after_early_return():
+    w, x = np.array([0.3, 0.4]), np.array([0.5, -1.2, 0.9])
+    f = rebound_to_constant_after_early_return
+    ga, gx = check_grad(f, (0.7, w, x), wrt=(0, 2))
+    assert ga == 0.0  # `a` is rebound before anything reads it
+    # exact: in the power, base u = x^2 + 1 and exponent e = a sum(x) both depend on x
+    v = np.sum(w)
+    p = np.linspace(0.25, 1.5, 3)
+    k = np.tanh(v * p) @ np.sin(((v * p) ** 2 + 1.5) ** (0.033333 * v))
+    u, e = x**2 + 1.0, v * np.sum(x)
+    want = k * (e * u ** (e - 1) * 2 * x + np.sum(u**e * np.log(u)) * v)
+    np.testing.assert_allclose(gx, want, rtol=1e-12)
+    check_vjp(f, (0.7, w, x), wrt=(0, 2))
+    check_jvp(f, (0.7, w, x), wrt=(0, 2))
+    # the early return's path
+    check_grad(f, (0.7, w * 10, x), wrt=(0, 2))
