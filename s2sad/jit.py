@@ -163,6 +163,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
+    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
     the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
     expression. `rank_of` gives the rank of an expression where known."""
     from .ops import _index_expr
@@ -209,6 +210,21 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 node.func = ast.Name("add_at", ast.Load())
             if text == "np.array" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
                 node.func = ast.parse("np.copy", mode="eval").body  # Numba copies no arrays so
+            if (
+                text == "np.stack"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.List)
+                and not node.keywords
+                and all(rank_of(e) == 0 for e in node.args[0].elts)
+            ):  # of numbers (np.array([a, b]) of the user's code): Numba stacks only arrays
+                node.func = ast.parse("np.array", mode="eval").body
+            elif (
+                text == "np.stack"
+                and node.args
+                and isinstance(node.args[0], ast.List)
+                and all((rank_of(e) or 0) > 0 for e in node.args[0].elts)
+            ):  # of arrays: Numba takes them as a tuple
+                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
             if (
                 text == "np.where"
                 and len(node.args) == 3

@@ -27,6 +27,8 @@ import inspect
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import batched, runtime
 from . import rules
 from .errors import NameResolutionError, UnsupportedSyntaxError
@@ -1072,6 +1074,8 @@ class Normalizer:
         func = node.func
         if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
             new_func = ast.Attribute(self.atom(func.value, base), func.attr, ast.Load())
+        elif self.array_of_literal(node):
+            return self.stacked(node.args[0], node.keywords, base)
         else:
             new_func = self.rename(func)
             new_func.s2sad_callee = self.resolver.resolve(func)
@@ -1082,6 +1086,33 @@ class Normalizer:
         args = [self.sequence(a, base) for a in node.args]
         keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
         return ast.Call(new_func, args, keywords)
+
+    def array_of_literal(self, node: ast.Call) -> bool:
+        """`np.array([[a, b], [c, d]])` (or np.asarray) of differentiated values."""
+        callee = self.resolver.resolve(node.func)
+        return (
+            any(callee is f for f in (np.array, np.asarray))
+            and len(node.args) == 1
+            and isinstance(node.args[0], (ast.List, ast.Tuple))
+            and all(k.arg == "dtype" for k in node.keywords)
+        )
+
+    def stacked(self, literal, keywords, base: str) -> ast.Call:
+        """A (nested) list literal made an array by np.stack, level by level: the same array
+        as np.array makes of it, by a call with a rule."""
+        elts = []
+        for e in literal.elts:
+            if isinstance(e, (ast.List, ast.Tuple)):
+                row = self.stacked(e, [], base)
+                name = self.names.fresh(f"{base}_row")
+                self.append(name, row, self.atom_varied(row))
+                elts.append(ast.Name(name, ast.Load()))
+            else:
+                elts.append(self.atom(e, base))
+        func = ast.Attribute(ast.Name("np", ast.Load()), "stack", ast.Load())
+        func.s2sad_callee = np.stack
+        keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
+        return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
 
     def sequence(self, node: ast.expr, base: str) -> ast.expr:
         """A call argument; a list or tuple literal keeps its shape with atom elements."""

@@ -160,6 +160,9 @@ class Ranks:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
             return self.reduction(args, keywords)
+        if callee is np.stack and args and isinstance(args[0], (ast.List, ast.Tuple)):
+            ranks = [self.of(e) for e in args[0].elts]  # of equal shapes, one axis more
+            return None if not ranks or None in ranks else max(ranks) + 1
         if callee in (np.dot, np.matmul, np.outer) and len(args) == 2:
             a, b = self.of(args[0]), self.of(args[1])
             if a is None or b is None:

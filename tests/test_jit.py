@@ -319,6 +319,22 @@ def test_numba_linear_algebra_without_scipy_is_a_compile_failure(monkeypatch):
     assert "scipy" in jit._reason(missing)
 
 
+def rotation_loss(x):
+    c = np.cos(x[0])
+    s = np.sin(x[0])
+    R = np.array([[c, -s], [s, c]])  # np.stack level by level in s2sad, lowered back for Numba
+    v = np.array([x[1], x[2]])
+    return np.sum((R @ v) ** 2) + np.sum(np.array([x[0] * x[1], 1.0, x[2]]))
+
+
+def test_np_array_of_numbers_compiles_where_the_primal_does():
+    x = np.array([0.3, -0.7, 1.1])
+    assert numba.njit(rotation_loss)(x) == pytest.approx(rotation_loss(x))
+    np.testing.assert_allclose(
+        s2sad.grad(rotation_loss, jit="strict")(x), s2sad.grad(rotation_loss)(x), rtol=1e-12
+    )
+
+
 def constant_branch(x):
     if -1.65 * 0.74 < 0.6:  # always taken: Numba drops the other branch and its tape pushes
         return np.sum(x**2)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_vjp, rand
+from conftest import check_grad, check_jvp, check_vjp, rand
 
 
 def r(*shape, seed=0):
@@ -263,6 +263,47 @@ def test_orders_that_depend_on_memory_layout_are_refused(f):
         s2sad.grad(f, wrt=0)(*args)
     with pytest.raises(s2sad.NoRuleError, match=r"jvp.*with order="):
         s2sad.jvp(f, wrt=0)(*args, tangent=np.ones((2, 3)))
+
+
+# ----------------------------------------------------------------------------- np.array of literals
+
+
+def array_of_scalars(x):
+    return np.array([x[0] * x[1], 1.0, np.sin(x[2])])
+
+
+def rotation_applied(x):
+    c = np.cos(x[0])
+    s = np.sin(x[0])
+    R = np.array([[c, -s], [s, c]])
+    return R @ x[1:3]
+
+
+def array_of_rows(x):
+    return np.asarray((x, x**2, np.ones(3)), dtype=float) * 2.0
+
+
+ARRAY_LITERALS = [array_of_scalars, rotation_applied, array_of_rows]
+
+
+@pytest.mark.parametrize("f", ARRAY_LITERALS, ids=lambda f: f.__name__)
+def test_np_array_of_a_list_of_differentiated_values(f):
+    """np.array([[c, -s], [s, c]]) gave an internal error; it is np.stack level by level."""
+    x = np.array([0.3, -0.7, 1.1])
+    check_vjp(f, (x,))
+    check_jvp(f, (x,))
+    fd = np.stack([(f(x + e) - f(x - e)) / 2e-6 for e in np.eye(3) * 1e-6], axis=-1)
+    for mode in ("reverse", "forward"):
+        for batched in (True, False):
+            jac = s2sad.jacobian(f, mode=mode, batched=batched)(x)
+            np.testing.assert_allclose(jac, fd, atol=1e-7, err_msg=f"{mode} {batched}")
+
+
+def test_np_array_of_scalars_exact():
+    def f(w):
+        return np.sum(np.array([w, w * w]))
+
+    assert s2sad.grad(f)(0.9) == pytest.approx(2.8, abs=1e-15)
 
 
 def test_copy_does_not_alias():
