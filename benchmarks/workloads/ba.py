@@ -109,8 +109,7 @@ def ba_residuals(cams, X, w, feats):
 
 def ba_obs(cam, X, w, feat):
     """One observation: cam (11,), X (3,), w a float, feat (2,); returns its 3 residuals.
-    Written on scalars with an `if` for the small angle, as ADBench's C++ is, and filling the
-    output by element so that Numba compiles it too (np.stack of scalars it does not)."""
+    Written on scalars with an `if` for the small angle, as ADBench's C++ is."""
     r0, r1, r2 = cam[0], cam[1], cam[2]
     p0 = X[0] - cam[3]
     p1 = X[1] - cam[4]
@@ -135,11 +134,9 @@ def ba_obs(cam, X, w, feat):
     q1 = -x1 / x2
     rsq = q0 * q0 + q1 * q1
     L = 1.0 + cam[9] * rsq + cam[10] * rsq * rsq
-    out = np.zeros(3)
-    out[0] = w * (cam[6] * L * q0 + cam[7] - feat[0])
-    out[1] = w * (cam[6] * L * q1 + cam[8] - feat[1])
-    out[2] = 1.0 - w * w
-    return out
+    e0 = w * (cam[6] * L * q0 + cam[7] - feat[0])
+    e1 = w * (cam[6] * L * q1 + cam[8] - feat[1])
+    return np.array([e0, e1, 1.0 - w * w])
 
 
 def ba_perobs(cams, X, w, feats):
