@@ -486,3 +486,11 @@ def batched_solve_jvp_a(t, a, b, ans):
 
 def batched_solve_jvp_b(t, a, b, ans):
     return solve_columns(a, _lift(t, np.ndim(ans)), b)
+
+
+def batched_scattered(t, index, like):
+    """The tangent of scatter_added(like, index, values) along a batched tangent `t` of values:
+    each row of `t` added at `index` into zeros shaped like `like`."""
+    out = np.zeros(np.shape(t)[:1] + np.shape(like), dtype=np.result_type(t, like))
+    batched_add_at(out, index, _lift(t, np.ndim(np.asarray(like)[index])))
+    return out

@@ -284,7 +284,7 @@ class Normalizer:
             if isinstance(t, ast.Subscript)
             and isinstance(t.ctx, ast.Store)
             and isinstance(t.value, ast.Name)
-        }
+        } | _scatter_adds_as_assignments(parsed.tree, self.resolver, self.locals)
         self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
         self.pending_alias: str | None = None
         self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
@@ -446,6 +446,8 @@ class Normalizer:
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
                 return ast.Constant(None)
+            if getattr(value, "s2sad_scatter", False):
+                self.written_now({target.id})  # in Python, np.add.at wrote into the array
             viewed = self.written_view(value)
             self.views.pop(target.id, None)
             start = len(self.out)
@@ -1335,6 +1337,41 @@ class _Rename(ast.NodeTransformer):
 
     def visit_Lambda(self, node):
         raise self.norm.unsupported(node, "lambdas used in place")
+
+
+def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
+    """Rewrite each statement `np.add.at(y, index, v)` (y a local array) as
+    `y = scatter_added(y, index, v)`: the values np.add.at leaves in y, by a call with a rule,
+    and an assignment every pass follows (loops carry y, branches merge it). Returns the arrays
+    so updated: like arrays written in place, their earlier views go stale."""
+    updated = set()
+    for node in ast.walk(tree):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for k, stmt in enumerate(block):
+                if isinstance(stmt, ast.Assign) and getattr(stmt.value, "s2sad_scatter", False):
+                    updated.add(stmt.targets[0].id)  # rewritten before (a cached tree)
+                if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+                    continue
+                call = stmt.value
+                if len(call.args) != 3 or call.keywords or not isinstance(call.args[0], ast.Name):
+                    continue
+                if call.args[0].id not in local_names:
+                    continue
+                callee = resolver.resolve(call.func)  # a new bound method at every access
+                if not (getattr(callee, "__self__", None) is np.add and callee.__name__ == "at"):
+                    continue
+                func = ast.copy_location(ast.Name("scatter_added", ast.Load()), call.func)
+                func.s2sad_runtime = runtime.scatter_added
+                value = ast.copy_location(ast.Call(func, call.args, []), call)
+                value.s2sad_scatter = True
+                target = ast.Name(call.args[0].id, ast.Store())
+                block[k] = ast.copy_location(ast.Assign([target], value), stmt)
+                ast.fix_missing_locations(block[k])
+                updated.add(call.args[0].id)
+    return updated
 
 
 def normalize(parsed, wrt: list[str]) -> tuple[Normalized, Resolver]:

@@ -731,6 +731,20 @@ def _stack_vjp(g, k, axis=0):
 # ----------------------------------------------------------------------------- indexing
 
 
+def scatter_added(a, index, values):
+    return a
+
+
+@overload(scatter_added)
+def _scatter_added(a, index, values):
+    def added(a, index, values):
+        out = a.copy()
+        add_at(out, index, values)
+        return out
+
+    return added
+
+
 def getitem_vjp(g, x, index):
     return g
 

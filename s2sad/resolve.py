@@ -30,6 +30,7 @@ def _canonical_table() -> dict[int, str]:
     from . import runtime
 
     table[id(runtime.stop_gradient)] = "stop_gradient"
+    table[id(runtime.scatter_added)] = "scatter_added"  # what np.add.at statements become
     table[id(np)] = "np"
     table[id(np.linalg)] = "np.linalg"
     table[id(math)] = "math"
@@ -73,6 +74,8 @@ class Resolver:
 
     def resolve(self, node: ast.expr):
         """The object a Name or Attribute chain denotes, or None if it starts at a local name."""
+        if getattr(node, "s2sad_runtime", None) is not None:  # put there by normalization
+            return node.s2sad_runtime
         if isinstance(node, ast.Name):
             if node.id in self.locals:
                 return None

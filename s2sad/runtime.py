@@ -407,6 +407,14 @@ def _is_basic(index):
     return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items)
 
 
+def scatter_added(a, index, values):
+    """A copy of `a` with `values` added at `index`, repeated indices adding up: what
+    `np.add.at(a, index, values)` leaves in `a`, as a value (a rule can take it)."""
+    out = np.array(a, copy=True)
+    np.add.at(out, index, values)
+    return out
+
+
 def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
     dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))

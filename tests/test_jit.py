@@ -335,6 +335,17 @@ def test_np_array_of_numbers_compiles_where_the_primal_does():
     )
 
 
+def test_np_add_at_compiles_though_numba_lacks_it():
+    """np.add.at becomes scatter_added, which has a Numba version: s2sad compiles the gradient
+    of a function Numba itself does not."""
+    from test_rules_shape_indexing import assemble
+
+    x, idx = np.array([0.2, -0.7, 1.1]), np.array([[0, 1], [1, 2], [2, 3]])
+    np.testing.assert_allclose(
+        s2sad.grad(assemble, jit="strict")(x, idx), s2sad.grad(assemble)(x, idx), rtol=1e-12
+    )
+
+
 def constant_branch(x):
     if -1.65 * 0.74 < 0.6:  # always taken: Numba drops the other branch and its tape pushes
         return np.sum(x**2)

@@ -306,6 +306,59 @@ def test_np_array_of_scalars_exact():
     assert s2sad.grad(f)(0.9) == pytest.approx(2.8, abs=1e-15)
 
 
+# ----------------------------------------------------------------------------- np.add.at
+
+
+def scatter_into_zeros(x):
+    y = np.zeros(3)
+    np.add.at(y, [0, 0, 2], x)  # index 0 twice: both add
+    return y * 2.0
+
+
+def assemble(x, idx):
+    K = np.zeros(4)
+    for e in range(idx.shape[0]):
+        np.add.at(K, idx[e], x[e] * np.array([1.0, -1.0]))
+    return np.sum(K**2)
+
+
+def scatter_then_read(x, w):
+    y = np.sin(x)
+    s = np.sum(y * y)  # reads y before the scatter
+    np.add.at(y, (np.array([1, 1]),), w)
+    return s + np.sum(y**3)
+
+
+def scatter_view_read_after(x):
+    y = x * 1.0
+    z = y[0:2]  # a view: in Python it sees the scatter
+    np.add.at(y, [1], 1.0)
+    return np.sum(z)
+
+
+def test_np_add_at_is_followed_in_every_mode():
+    x = np.array([0.2, -0.7, 1.1])
+    expected = [[2.0, 2.0, 0.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]
+    for mode in ("reverse", "forward"):
+        for batched in (True, False):
+            jac = s2sad.jacobian(scatter_into_zeros, mode=mode, batched=batched)(x)
+            np.testing.assert_array_equal(jac, expected, err_msg=f"{mode} {batched}")
+    idx = np.array([[0, 1], [1, 2], [2, 3]])
+    check_vjp(assemble, (x, idx))
+    check_jvp(assemble, (x, idx))
+    w = np.array(0.4)
+    check_vjp(scatter_then_read, (x, w), wrt=(0, 1))
+    check_jvp(scatter_then_read, (x, w), wrt=(0, 1))
+    y = x.copy()
+    s2sad.grad(assemble)(y, idx)
+    np.testing.assert_array_equal(y, x)  # the caller's array is not written
+
+
+def test_np_add_at_makes_earlier_views_stale():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="may be a view of `y`"):
+        s2sad.grad(scatter_view_read_after)(np.array([0.2, -0.7, 1.1]))
+
+
 def test_copy_does_not_alias():
     x = r(3, 4)
     out, pb = s2sad.vjp(copy_method)(x)

@@ -17,6 +17,7 @@ import ast
 
 import numpy as np
 
+from .. import runtime as rt
 from .indexing import getitem
 from .registry import VJP
 from .shape import inverse_axes
@@ -61,6 +62,9 @@ def batched_vjp(func, **templates: str) -> None:
             for k, v in templates.items()
         }
     )
+
+
+batched_vjp(rt.scatter_added, values="batched_unbroadcast(g[batched_index(g, index)], values)")
 
 
 def _transpose_batched(args: dict) -> str:
@@ -157,6 +161,7 @@ EXPLICIT = {
         "a": "batched_solve_jvp_a(t, a, b, ans)",
         "b": "batched_solve_jvp_b(t, a, b, ans)",
     },
+    rt.scatter_added: {"a": "t", "values": "batched_scattered(t, index, a)"},
 }
 EXPLICIT = {
     id(f): {k: ast.parse(v, mode="eval").body for k, v in d.items()} for f, d in EXPLICIT.items()

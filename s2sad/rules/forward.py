@@ -129,6 +129,7 @@ reduction(np.linalg.norm, "x")
 
 explicit(np.linalg.inv, a="-ans @ t @ ans")
 explicit(np.linalg.solve, a="solve_jvp_a(t, a, b, ans)", b="np.linalg.solve(a, t)")
+explicit(rt.scatter_added, a="t", values="scatter_added(np.zeros_like(ans), index, t)")
 explicit(np.linalg.det, a="ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)")
 
 # s2sad's runtime helpers, for forward mode over generated gradient code

@@ -1,5 +1,7 @@
-"""Indexing reads: x[index] scatters its cotangent back; repeated indices add up."""
+"""Indexing: a read x[index] scatters its cotangent back (repeated indices add up); a scatter-add
+(`np.add.at`, normalized to a write of `scatter_added`) gathers it."""
 
+from .. import runtime
 from .registry import defvjp
 
 
@@ -9,3 +11,9 @@ def getitem(x, index):
 
 
 defvjp(getitem, "x, index", x="getitem_vjp(g, x, index)")
+defvjp(
+    runtime.scatter_added,
+    "a, index, values",
+    a="g",
+    values="unbroadcast(g[index], values)",
+)
