@@ -21,6 +21,9 @@ from .runtime import (
     _count,
     _is_basic,
     _mT,
+    _norm_kind,
+    einsum_vjp_jvp,
+    expand_reduced,
     extremum_vjp,
     norm_vjp,
     prod_vjp,
@@ -486,3 +489,51 @@ def batched_solve_jvp_a(t, a, b, ans):
 
 def batched_solve_jvp_b(t, a, b, ans):
     return solve_columns(a, _lift(t, np.ndim(ans)), b)
+
+
+# ----------------------------------------------------------------------------- second derivatives
+# Tangents of runtime helpers along a batched tangent `t` of one of their primal arguments (the
+# cotangent `g` they are given is a primal value here), where runtime.py's form is not batch-safe.
+
+
+def batched_solve_outer(gb, ans, a, b):
+    """solve_outer with the batch on gb or on ans."""
+    if solve_reads_vectors(a, b):
+        return batched_unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
+    return batched_unbroadcast(-gb @ _mT(ans), a)
+
+
+def batched_solve_vjp_b_jvp(t, g, a, b):
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return batched_unbroadcast(batched_solve_jvp_a(_mT(t), _mT(a), b, gb), b)
+
+
+def batched_solve_vjp_a_jvp(t, g, a, b, ans):
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return batched_solve_outer(batched_solve_jvp_a(_mT(t), _mT(a), b, gb), ans, a, b)
+
+
+def batched_norm_vjp_jvp_ans(t, g, x, ans, ord=None, axis=None, keepdims=False):
+    axis, p = _norm_kind(x, ord, axis)
+    te = batched_expand_reduced(t, x, axis, keepdims)
+    if p in (1, 0, np.inf, -np.inf):
+        return np.zeros(np.shape(te), dtype=np.result_type(te, np.float32))
+    ae = expand_reduced(ans, x, axis, keepdims)
+    gx = expand_reduced(g, x, axis, keepdims)
+    return -(p - 1) * gx * np.sign(x) * np.abs(x) ** (p - 1) * te / ae**p
+
+
+def batched_std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    axes = tuple(n + 1 for n in _axes(axis, np.ndim(x)))
+    centered = t - np.mean(t, axis=axes, keepdims=True)
+    scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
+    return expand_reduced(g, x, axis, keepdims) * centered / scale
+
+
+def batched_std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    te = batched_expand_reduced(t / ans, x, axis, keepdims)
+    return -std_vjp(g, x, ans, axis, ddof, keepdims) * te
+
+
+def batched_einsum_vjp_jvp(t, g, subscripts, operands, k, which):
+    return np.stack([einsum_vjp_jvp(row, g, subscripts, operands, k, which) for row in t])

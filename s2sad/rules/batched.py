@@ -17,6 +17,7 @@ import ast
 
 import numpy as np
 
+from .. import runtime as rt
 from .indexing import getitem
 from .registry import VJP
 from .shape import inverse_axes
@@ -156,6 +157,30 @@ EXPLICIT = {
     np.linalg.solve: {
         "a": "batched_solve_jvp_a(t, a, b, ans)",
         "b": "batched_solve_jvp_b(t, a, b, ans)",
+    },
+    # runtime helpers (second derivatives); those left out take a batched t as they are
+    rt.solve_vjp_b: {
+        "g": "batched_solve_vjp_b(t, a, b)",
+        "a": "batched_solve_vjp_b_jvp(t, g, a, b)",
+    },
+    rt.solve_vjp_a: {
+        "g": "batched_solve_vjp_a(t, a, b, ans)",
+        "a": "batched_solve_vjp_a_jvp(t, g, a, b, ans)",
+        "ans": "batched_solve_outer(solve_vjp_b_unreduced(g, a, b), t, a, b)",
+    },
+    rt.norm_vjp: {
+        "g": "batched_norm_vjp(t, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
+        "ans": "batched_norm_vjp_jvp_ans(t, g, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
+    },
+    rt.prod_vjp: {"g": "batched_prod_vjp(t, x, ans, axis=axis, keepdims=keepdims)"},
+    rt.std_vjp: {
+        "g": "batched_std_vjp(t, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+        "x": "batched_std_vjp_jvp_x(t, g, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+        "ans": "batched_std_vjp_jvp_ans(t, g, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+    },
+    rt.einsum_vjp: {
+        "g": "batched_einsum_vjp(t, subscripts, operands, k)",
+        "operands": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
     },
 }
 EXPLICIT = {
