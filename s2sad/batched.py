@@ -537,3 +537,56 @@ def batched_std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
 
 def batched_einsum_vjp_jvp(t, g, subscripts, operands, k, which):
     return np.stack([einsum_vjp_jvp(row, g, subscripts, operands, k, which) for row in t])
+
+
+# ----------------------------------------------------------------------------- scans and layout
+# runtime.py's helpers for these read the batch from the rank of the cotangent
+
+
+def batched_cumsum(a, axis=None, dtype=None, out=None):
+    if axis is None:
+        return np.cumsum(np.reshape(a, np.shape(a)[:1] + (-1,)), axis=1)
+    return np.cumsum(a, axis=_shift(axis))
+
+
+def batched_diff(a, n=1, axis=-1):
+    return np.diff(a, n, axis=_shift(axis))
+
+
+def batched_diagonal(a, offset=0, axis1=0, axis2=1):
+    return np.diagonal(a, offset, _shift(axis1), _shift(axis2))
+
+
+def batched_diag(v, k=0):
+    if np.ndim(v) == 3:  # rows of matrices: their diagonals
+        return np.array(np.diagonal(v, k, axis1=1, axis2=2))
+    n = np.shape(v)[1] + abs(k)
+    out = np.zeros((np.shape(v)[0], n, n), dtype=np.result_type(v, np.float32))
+    i = np.arange(np.shape(v)[1])
+    out[:, i + max(0, -k), i + max(0, k)] = v
+    return out
+
+
+def batched_tril(m, k=0):
+    if np.ndim(m) == 2:  # rows of vectors: np.tril repeats a vector down the rows
+        m = np.broadcast_to(m[:, None, :], np.shape(m)[:1] + np.shape(m)[1:] * 2)
+    return np.tril(m, k)
+
+
+def batched_triu(m, k=0):
+    if np.ndim(m) == 2:
+        m = np.broadcast_to(m[:, None, :], np.shape(m)[:1] + np.shape(m)[1:] * 2)
+    return np.triu(m, k)
+
+
+def batched_flip(m, axis=None):
+    if axis is None:
+        return np.flip(m, tuple(range(1, np.ndim(m))))
+    return np.flip(m, _shift(axis))
+
+
+def batched_roll(a, shift, axis=None):
+    if axis is None:
+        flat = np.reshape(a, np.shape(a)[:1] + (-1,))
+        return np.reshape(np.roll(flat, shift, axis=1), np.shape(a))
+    return np.roll(a, shift, _shift(axis))

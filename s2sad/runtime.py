@@ -557,3 +557,94 @@ def einsum_vjp_jvp(t, g, subscripts, operands, k, which):
     operands = list(operands)
     operands[which] = t
     return einsum_vjp(g, subscripts, operands, k)
+
+
+# ----------------------------------------------------------------------------- scans and layout
+# These read any axes `g` has before the value's own as a batch (their batched forms are the
+# same functions): `lead` counts them.
+
+
+def _lead_axis(axis, lead):
+    return axis + lead if axis >= 0 else axis
+
+
+def cumsum_vjp(g, a, axis=None):
+    """The cotangent of np.cumsum(a, axis): a cumulative sum from the end."""
+    lead = np.ndim(g) - (1 if axis is None else np.ndim(a))
+    if axis is None:
+        flat = np.reshape(g, np.shape(g)[:lead] + (-1,))
+        rev = np.cumsum(flat[..., ::-1], axis=-1)[..., ::-1]
+        return np.reshape(rev, np.shape(g)[:lead] + np.shape(a))
+    ax = _lead_axis(axis, lead)
+    return np.flip(np.cumsum(np.flip(g, ax), axis=ax), ax)
+
+
+def _cumprod_weights(flat):
+    """w[..., i, j] = d cumprod(x)_j / d x_i along the last axis: the product of x_0..x_j
+    without x_i for j >= i, else 0; exact where x holds zeros."""
+    n = flat.shape[-1]
+    eye = np.eye(n, dtype=bool)
+    w = np.cumprod(np.where(eye, 1.0, flat[..., None, :]), axis=-1)
+    return np.where(np.triu(np.ones((n, n), dtype=bool)), w, 0.0)
+
+
+def _scan_moved(x, axis):
+    """x with the scanned axis last (flattened first when axis is None)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    return np.reshape(x, (-1,)) if axis is None else np.moveaxis(x, axis, -1)
+
+
+def cumprod_vjp(g, a, axis=None):
+    """The cotangent of np.cumprod(a, axis) (`g` may carry leading batch axes)."""
+    lead = np.ndim(g) - (1 if axis is None else np.ndim(a))
+    w = _cumprod_weights(_scan_moved(a, axis))
+    if axis is None:
+        gm = np.reshape(g, np.shape(g)[:lead] + (-1,))
+        return np.reshape(np.einsum("...ij,...j->...i", w, gm), np.shape(g)[:lead] + np.shape(a))
+    ax = _lead_axis(axis, lead)
+    out = np.einsum("...ij,...j->...i", w, np.moveaxis(g, ax, -1))
+    return np.moveaxis(out, -1, ax)
+
+
+def cumprod_jvp(t, a, axis=None):
+    """The tangent of np.cumprod(a, axis) along `t` (`t` may carry leading batch axes)."""
+    lead = np.ndim(t) - np.ndim(a)
+    w = _cumprod_weights(_scan_moved(a, axis))
+    if axis is None:
+        tm = np.reshape(t, np.shape(t)[:lead] + (-1,))
+        return np.einsum("...ij,...i->...j", w, tm)
+    ax = _lead_axis(axis, lead)
+    out = np.einsum("...ij,...i->...j", w, np.moveaxis(t, ax, -1))
+    return np.moveaxis(out, -1, ax)
+
+
+def diff_vjp(g, a, n=1, axis=-1):
+    """The cotangent of np.diff(a, n, axis): each difference sends +g to its right element and
+    -g to its left one."""
+    ax = _lead_axis(axis, np.ndim(g) - np.ndim(a))
+    for _ in range(min(n, np.shape(a)[axis])):  # differences past the length leave it empty
+        shape = list(np.shape(g))
+        shape[ax] = 1
+        pad = np.zeros(shape, dtype=np.result_type(g, np.float32))
+        g = np.concatenate([pad, g], axis=ax) - np.concatenate([g, pad], axis=ax)
+    return g
+
+
+def diagonal_vjp(g, a, offset=0, axis1=0, axis2=1):
+    """The cotangent of np.diagonal(a, offset, axis1, axis2): `g` placed on that diagonal."""
+    shape = np.shape(a)
+    lead = np.ndim(g) - (len(shape) - 1)
+    a1, a2 = axis1 % len(shape), axis2 % len(shape)
+    size = np.shape(g)[-1]
+    rows = np.arange(size) + max(0, -offset)
+    cols = np.arange(size) + max(0, offset)
+    full = np.zeros(np.shape(g)[:-1] + (shape[a1], shape[a2]), dtype=np.result_type(g, np.float32))
+    full[..., rows, cols] = g
+    return np.moveaxis(full, (-2, -1), (a1 + lead, a2 + lead))
+
+
+def diag_vjp(g, v, k=0):
+    """The cotangent of np.diag(v, k): the diagonal read back (1-D v), or placed (2-D v)."""
+    if np.ndim(v) == 1:
+        return np.array(np.diagonal(g, k, axis1=-2, axis2=-1))
+    return diagonal_vjp(g, v, k, 0, 1)

@@ -48,9 +48,18 @@ HELPERS = {
 }
 # runtime helpers that are already right for a batched cotangent (elementwise in it, or linear
 # algebra that broadcasts over leading axes)
-BATCH_SAFE = {"pow_vjp_exponent", "inv_vjp", "det_vjp"}
-# NumPy functions that act elementwise on a batched cotangent
-_ELEMENTWISE_NP = {"where"}
+BATCH_SAFE = {
+    "pow_vjp_exponent",
+    "inv_vjp",
+    "det_vjp",
+    "cumsum_vjp",
+    "cumprod_vjp",
+    "diff_vjp",
+    "diagonal_vjp",
+    "diag_vjp",
+}
+# NumPy functions that act elementwise on a batched cotangent, or on its last two axes
+_ELEMENTWISE_NP = {"where", "tril", "triu"}
 
 
 def batched_vjp(func, **templates: str) -> None:
@@ -78,6 +87,8 @@ for _f in (np.squeeze, np.expand_dims):
 batched_vjp(np.transpose, a=_transpose_batched)
 batched_vjp(np.swapaxes, a="batched_swapaxes(g, axis1, axis2)")
 batched_vjp(np.moveaxis, a="batched_moveaxis(g, destination, source)")
+batched_vjp(np.flip, m="batched_flip(g, axis=axis)")
+batched_vjp(np.roll, a="batched_roll(g, np.negative(shift), axis=axis)")
 
 
 def _is_g(node, g: str) -> bool:
@@ -143,6 +154,14 @@ LINEAR = {
     np.concatenate: "batched_concatenate",
     np.stack: "batched_stack",
     np.broadcast_to: "batched_broadcast_to",
+    np.cumsum: "batched_cumsum",
+    np.diff: "batched_diff",
+    np.diagonal: "batched_diagonal",
+    np.diag: "batched_diag",
+    np.tril: "batched_tril",
+    np.triu: "batched_triu",
+    np.flip: "batched_flip",
+    np.roll: "batched_roll",
     getitem: None,  # a subscript: `x_dot[:, index]`
 }
 # multilinear function -> batched counterpart with an argument naming the batched operand

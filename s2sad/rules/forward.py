@@ -109,8 +109,15 @@ for _f in (
     np.swapaxes,
     np.moveaxis,
     np.trace,
+    np.cumsum,
+    np.diff,
+    np.diagonal,
+    np.roll,
 ):
     linear(_f, "a")
+for _f in (np.tril, np.triu, np.flip):
+    linear(_f, "m")
+linear(np.diag, "v")
 linear(np.concatenate, "arrays")
 linear(np.stack, "arrays")
 linear(np.broadcast_to, "array")
@@ -127,6 +134,7 @@ for _f in (np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std):
     reduction(_f, "a")
 reduction(np.linalg.norm, "x")
 
+explicit(np.cumprod, a="cumprod_jvp(t, a, axis=axis)")
 explicit(np.linalg.inv, a="-ans @ t @ ans")
 explicit(np.linalg.solve, a="solve_jvp_a(t, a, b, ans)", b="np.linalg.solve(a, t)")
 explicit(np.linalg.det, a="ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)")
