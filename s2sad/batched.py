@@ -21,6 +21,9 @@ from .runtime import (
     _count,
     _is_basic,
     _mT,
+    _norm_kind,
+    einsum_vjp_jvp,
+    expand_reduced,
     extremum_vjp,
     norm_vjp,
     prod_vjp,
@@ -494,3 +497,104 @@ def batched_scattered(t, index, like):
     out = np.zeros(np.shape(t)[:1] + np.shape(like), dtype=np.result_type(t, like))
     batched_add_at(out, index, _lift(t, np.ndim(np.asarray(like)[index])))
     return out
+
+
+# ----------------------------------------------------------------------------- second derivatives
+# Tangents of runtime helpers along a batched tangent `t` of one of their primal arguments (the
+# cotangent `g` they are given is a primal value here), where runtime.py's form is not batch-safe.
+
+
+def batched_solve_outer(gb, ans, a, b):
+    """solve_outer with the batch on gb or on ans."""
+    if solve_reads_vectors(a, b):
+        return batched_unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
+    return batched_unbroadcast(-gb @ _mT(ans), a)
+
+
+def batched_solve_vjp_b_jvp(t, g, a, b):
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return batched_unbroadcast(batched_solve_jvp_a(_mT(t), _mT(a), b, gb), b)
+
+
+def batched_solve_vjp_a_jvp(t, g, a, b, ans):
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return batched_solve_outer(batched_solve_jvp_a(_mT(t), _mT(a), b, gb), ans, a, b)
+
+
+def batched_norm_vjp_jvp_ans(t, g, x, ans, ord=None, axis=None, keepdims=False):
+    axis, p = _norm_kind(x, ord, axis)
+    te = batched_expand_reduced(t, x, axis, keepdims)
+    if p in (1, 0, np.inf, -np.inf):
+        return np.zeros(np.shape(te), dtype=np.result_type(te, np.float32))
+    ae = expand_reduced(ans, x, axis, keepdims)
+    gx = expand_reduced(g, x, axis, keepdims)
+    return -(p - 1) * gx * np.sign(x) * np.abs(x) ** (p - 1) * te / ae**p
+
+
+def batched_std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    axes = tuple(n + 1 for n in _axes(axis, np.ndim(x)))
+    centered = t - np.mean(t, axis=axes, keepdims=True)
+    scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
+    return expand_reduced(g, x, axis, keepdims) * centered / scale
+
+
+def batched_std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    te = batched_expand_reduced(t / ans, x, axis, keepdims)
+    return -std_vjp(g, x, ans, axis, ddof, keepdims) * te
+
+
+def batched_einsum_vjp_jvp(t, g, subscripts, operands, k, which):
+    return np.stack([einsum_vjp_jvp(row, g, subscripts, operands, k, which) for row in t])
+
+
+# ----------------------------------------------------------------------------- scans and layout
+# runtime.py's helpers for these read the batch from the rank of the cotangent
+
+
+def batched_cumsum(a, axis=None, dtype=None, out=None):
+    if axis is None:
+        return np.cumsum(np.reshape(a, np.shape(a)[:1] + (-1,)), axis=1)
+    return np.cumsum(a, axis=_shift(axis))
+
+
+def batched_diff(a, n=1, axis=-1):
+    return np.diff(a, n, axis=_shift(axis))
+
+
+def batched_diagonal(a, offset=0, axis1=0, axis2=1):
+    return np.diagonal(a, offset, _shift(axis1), _shift(axis2))
+
+
+def batched_diag(v, k=0):
+    if np.ndim(v) == 3:  # rows of matrices: their diagonals
+        return np.array(np.diagonal(v, k, axis1=1, axis2=2))
+    n = np.shape(v)[1] + abs(k)
+    out = np.zeros((np.shape(v)[0], n, n), dtype=np.result_type(v, np.float32))
+    i = np.arange(np.shape(v)[1])
+    out[:, i + max(0, -k), i + max(0, k)] = v
+    return out
+
+
+def batched_tril(m, k=0):
+    if np.ndim(m) == 2:  # rows of vectors: np.tril repeats a vector down the rows
+        m = np.broadcast_to(m[:, None, :], np.shape(m)[:1] + np.shape(m)[1:] * 2)
+    return np.tril(m, k)
+
+
+def batched_triu(m, k=0):
+    if np.ndim(m) == 2:
+        m = np.broadcast_to(m[:, None, :], np.shape(m)[:1] + np.shape(m)[1:] * 2)
+    return np.triu(m, k)
+
+
+def batched_flip(m, axis=None):
+    if axis is None:
+        return np.flip(m, tuple(range(1, np.ndim(m))))
+    return np.flip(m, _shift(axis))
+
+
+def batched_roll(a, shift, axis=None):
+    if axis is None:
+        flat = np.reshape(a, np.shape(a)[:1] + (-1,))
+        return np.reshape(np.roll(flat, shift, axis=1), np.shape(a))
+    return np.roll(a, shift, _shift(axis))

@@ -344,10 +344,7 @@ class Forward:
             return _StripUnbroadcast().visit(expr)
         if kind == "reduction":
             return self.reduction_term("np.sum", rule, op, param, args, given, t)
-        mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
-        mapping["ans"] = _name(op.target)
-        mapping["t"] = t
-        return _ReplaceNames(mapping).visit(copy.deepcopy(extra[param]))
+        return _explicit_term(extra[param], args, op.target, t, k)
 
     def list_tangents(self, mapping: dict, nodes: list, k: int) -> bool:
         """For element `k` of a list argument (np.concatenate, np.stack): the other elements'
@@ -417,10 +414,7 @@ class Forward:
         if kind == "reduction":
             return self.reduction_term("batched_sum", rule, op, param, args, given, t)
         template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
-        mapping = {n: copy.deepcopy(v) for n, v in args.items() if isinstance(v, ast.AST)}
-        mapping["ans"] = _name(op.target)
-        mapping["t"] = t
-        return _ReplaceNames(mapping).visit(copy.deepcopy(template))
+        return _explicit_term(template, args, op.target, t, k)
 
     def no_rule(self, stmt, op):
         where = getattr(stmt, "src_parsed", None) or self.parsed
@@ -431,6 +425,24 @@ class Forward:
             hint="use an operation with a tangent rule (see "
             "s2sad/rules/forward.py); custom_vjp rules have no tangent rule",
         )
+
+
+def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> ast.expr:
+    """An explicit tangent template instantiated: the call's arguments (defaults it left out
+    spelled as constants), `ans` (the result, unless the function has a parameter of that name,
+    as runtime helpers do), `t` (the tangent) and `elt` (the position of the operand in a list
+    argument)."""
+    mapping = {}
+    for n, v in args.items():
+        if isinstance(v, ast.AST):
+            mapping[n] = copy.deepcopy(v)
+        elif v is None or isinstance(v, (bool, int, float, str)):
+            mapping[n] = ast.Constant(v)
+    if "ans" not in args:
+        mapping["ans"] = _name(target)
+    mapping["t"] = t
+    mapping["elt"] = ast.Constant(k)
+    return _ReplaceNames(mapping).visit(copy.deepcopy(template))
 
 
 class _ReplaceName(ast.NodeTransformer):

@@ -687,6 +687,130 @@ def _det_vjp(g, a, ans):
     return lambda g, a, ans: (g * ans) * np.linalg.inv(np.ascontiguousarray(a)).T
 
 
+# ----------------------------------------------------------------------------- scans and diagonals
+# Numba's np.cumsum, np.cumprod and np.diff take no axis: these cover the flattened scans, the
+# differences of a vector, and np.diag.
+
+
+def cumsum_vjp(g, a, axis=None):
+    return g
+
+
+@overload(cumsum_vjp)
+def _cumsum_vjp(g, a, axis=None):
+    if not (_array(g) and _absent(axis)):
+        return None
+
+    def impl(g, a, axis=None):
+        flat = np.ascontiguousarray(g).reshape(-1)
+        return reshape_like(np.cumsum(flat[::-1])[::-1], a)
+
+    return impl
+
+
+@njit
+def _cumprod_scan(x, s, forward):
+    """forward: sum over i <= j of s_i d cumprod(x)_j / d x_i, for each j (the tangent);
+    else: sum over j >= i of s_j times the same, for each i (the cotangent). Exact at zeros."""
+    n = x.size
+    out = np.zeros(n)
+    for i in range(n):
+        p = 1.0  # the product of x_0..x_j without x_i
+        for k in range(i):
+            p *= x[k]
+        for j in range(i, n):
+            if j > i:
+                p *= x[j]
+            if forward:
+                out[j] += s[i] * p
+            else:
+                out[i] += s[j] * p
+    return out
+
+
+def cumprod_vjp(g, a, axis=None):
+    return g
+
+
+@overload(cumprod_vjp)
+def _cumprod_vjp(g, a, axis=None):
+    if not (_array(g) and _array(a) and _absent(axis)):
+        return None
+
+    def impl(g, a, axis=None):
+        x = np.ascontiguousarray(a).reshape(-1)
+        return reshape_like(_cumprod_scan(x, np.ascontiguousarray(g).reshape(-1), False), a)
+
+    return impl
+
+
+def cumprod_jvp(t, a, axis=None):
+    return t
+
+
+@overload(cumprod_jvp)
+def _cumprod_jvp(t, a, axis=None):
+    if not (_array(t) and _array(a) and _absent(axis)):
+        return None
+
+    def impl(t, a, axis=None):
+        x = np.ascontiguousarray(a).reshape(-1)
+        return _cumprod_scan(x, np.ascontiguousarray(t).reshape(-1), True)
+
+    return impl
+
+
+def diff_vjp(g, a, n=1, axis=-1):
+    return g
+
+
+@overload(diff_vjp)
+def _diff_vjp(g, a, n=1, axis=-1):
+    if not (_array(a) and a.ndim == 1 and _array(g)):
+        return None
+
+    def impl(g, a, n=1, axis=-1):
+        out = np.zeros(g.shape[0])
+        out[:] = g
+        for _ in range(min(n, a.shape[0])):
+            m = out.size
+            wider = np.zeros(m + 1)
+            for i in range(m):
+                wider[i + 1] += out[i]
+                wider[i] -= out[i]
+            out = wider
+        return out
+
+    return impl
+
+
+def diag_vjp(g, v, k=0):
+    return g
+
+
+@overload(diag_vjp)
+def _diag_vjp(g, v, k=0):
+    if not (_array(v) and _array(g)):
+        return None
+    if v.ndim == 1:
+
+        def read(g, v, k=0):
+            out = np.zeros(v.shape[0])
+            for i in range(v.shape[0]):
+                out[i] = g[i + max(0, -k), i + max(0, k)]
+            return out
+
+        return read
+
+    def place(g, v, k=0):
+        out = np.zeros(v.shape)
+        for i in range(g.shape[0]):
+            out[i + max(0, -k), i + max(0, k)] = g[i]
+        return out
+
+    return place
+
+
 # ----------------------------------------------------------------------------- shape
 
 

@@ -423,3 +423,236 @@ def getitem_vjp(g, x, index):
     else:
         np.add.at(dx, index, g)
     return dx
+
+
+# ----------------------------------------------------------------------------- second derivatives
+# Tangents of the helpers above in their primal arguments, for forward mode over generated
+# gradient code (Hessians). Each takes the tangent `t` of one argument first. Where a batched
+# tangent (a leading batch axis on `t`) needs other code, batched.py has a counterpart.
+
+
+def inv_vjp_jvp(t, g, ans):
+    """The tangent of inv_vjp(g, ans) = -ans^T g ans^T along `t` for ans."""
+    return -(_mT(t) @ g @ _mT(ans) + _mT(ans) @ g @ _mT(t))
+
+
+def det_vjp_jvp(t, g, a, ans):
+    """The tangent of det_vjp(g, a, ans) along `t` for a: d(inv(a)^T) = -(inv(a) t inv(a))^T."""
+    ia = np.linalg.inv(a)
+    return -np.asarray(g * ans)[..., None, None] * _mT(ia @ t @ ia)
+
+
+def solve_vjp_b_jvp(t, g, a, b):
+    """The tangent of solve_vjp_b(g, a, b) = solve(a^T, g) along `t` for a."""
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return unbroadcast(solve_jvp_a(_mT(t), _mT(a), b, gb), b)
+
+
+def solve_outer(gb, ans, a, b):
+    """-gb ans^T (the cotangent of a in solve(a, b)), summed to a's shape."""
+    if solve_reads_vectors(a, b):
+        return unbroadcast(-gb[..., :, None] * ans[..., None, :], a)
+    return unbroadcast(-gb @ _mT(ans), a)
+
+
+def solve_vjp_a_jvp(t, g, a, b, ans):
+    """The tangent of solve_vjp_a(g, a, b, ans) along `t` for a (through solve(a^T, g))."""
+    gb = solve_vjp_b_unreduced(g, a, b)
+    return solve_outer(solve_jvp_a(_mT(t), _mT(a), b, gb), ans, a, b)
+
+
+def _norm_kind(x, ord, axis):
+    """How np.linalg.norm reduced: ("vector", axis, p) with the axes to reduce (a tuple for the
+    Frobenius norm), or refused where its second derivative is not one s2sad has."""
+    ndim = np.ndim(x)
+    matrix = isinstance(axis, (tuple, list)) and len(axis) == 2
+    if axis is None and ndim == 2 and ord is not None:
+        matrix, axis = True, (0, 1)
+    if matrix:
+        if ord in (None, "fro"):
+            return tuple(axis), 2
+        raise ValueError(
+            f"s2sad has no second derivative of np.linalg.norm with the matrix ord={ord!r} "
+            "(only the Frobenius norm); write the norm out from np.sum and np.sqrt"
+        )
+    if isinstance(axis, (tuple, list)):
+        axis = axis[0]
+    return axis, (2 if ord is None else ord)
+
+
+def _norm_weight(x, ans, p, axis, keepdims, expand):
+    """d norm / dx, the weights norm_vjp gives a cotangent of ones (where it is smooth)."""
+    ae = expand(ans, x, axis, keepdims)
+    if p == 2:
+        return x / ae
+    if p in (1, 0, np.inf, -np.inf):
+        return None  # piecewise linear or constant: no curvature
+    return np.sign(x) * np.abs(x) ** (p - 1) / ae ** (p - 1)
+
+
+def norm_vjp_jvp_x(t, g, x, ans, ord=None, axis=None, keepdims=False):
+    """The tangent of norm_vjp(g, x, ans, ...) along `t` for x (ans held)."""
+    axis, p = _norm_kind(x, ord, axis)
+    gx = expand_reduced(g, x, axis, keepdims)
+    if p in (1, 0, np.inf, -np.inf):
+        return np.zeros_like(gx * t)
+    ae = expand_reduced(ans, x, axis, keepdims)
+    if p == 2:
+        return gx * t / ae
+    return gx * (p - 1) * np.abs(x) ** (p - 2) * t / ae ** (p - 1)
+
+
+def norm_vjp_jvp_ans(t, g, x, ans, ord=None, axis=None, keepdims=False):
+    """The tangent of norm_vjp(g, x, ans, ...) along `t` for ans (x held)."""
+    axis, p = _norm_kind(x, ord, axis)
+    gx = expand_reduced(g, x, axis, keepdims)
+    te = expand_reduced(t, x, axis, keepdims)
+    if p in (1, 0, np.inf, -np.inf):
+        return np.zeros_like(gx * te)
+    ae = expand_reduced(ans, x, axis, keepdims)
+    return -(p - 1) * gx * np.sign(x) * np.abs(x) ** (p - 1) * te / ae**p
+
+
+def prod_pairs(x, t, axis=None):
+    """For each element i of x, sum over j != i of t_j times the product of x over the group
+    without i and j: the tangent of prod_vjp's weights, exact where x holds zeros. `t` may have
+    leading axes more than x (a batch)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    axes = _axes(axis, x.ndim)
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    perm = rest + axes
+    moved = np.transpose(x, perm)
+    n = int(np.prod([x.shape[a] for a in axes]))
+    flat = moved.reshape(moved.shape[: len(rest)] + (n,))
+    lead = np.ndim(t) - x.ndim
+    tm = np.transpose(t, tuple(range(lead)) + tuple(a + lead for a in perm))
+    tflat = tm.reshape(tm.shape[: lead + len(rest)] + (n,))
+    # row i of m: x with x_i set to 1, whose "others" products leave out i and j
+    eye = np.eye(n, dtype=bool)
+    m = np.where(eye, 1.0, flat[..., None, :])
+    ones = np.ones(m.shape[:-1] + (1,), dtype=m.dtype)
+    left = np.cumprod(np.concatenate([ones, m[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, m[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    pairs = np.where(eye, 0.0, left * right)
+    out = np.einsum("...ij,...j->...i", pairs, tflat)
+    out = out.reshape(tm.shape)
+    back = np.argsort(perm)
+    return np.transpose(out, tuple(range(lead)) + tuple(int(a) + lead for a in back))
+
+
+def prod_vjp_jvp(t, g, x, ans, axis=None, keepdims=False):
+    """The tangent of prod_vjp(g, x, ans, ...) along `t` for x."""
+    return expand_reduced(g, x, axis, keepdims) * prod_pairs(x, t, axis)
+
+
+def std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    """The tangent of std_vjp(g, x, ans, ...) along `t` for x (ans held)."""
+    centered = t - np.mean(t, axis=axis, keepdims=True)
+    scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
+    return expand_reduced(g, x, axis, keepdims) * centered / scale
+
+
+def std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
+    """The tangent of std_vjp(g, x, ans, ...) along `t` for ans (x held)."""
+    return -std_vjp(g, x, ans, axis, ddof, keepdims) * expand_reduced(t / ans, x, axis, keepdims)
+
+
+def einsum_vjp_jvp(t, g, subscripts, operands, k, which):
+    """The tangent of einsum_vjp(g, subscripts, operands, k) along `t` for operand `which`: the
+    cotangent of operand k is linear in every other operand and does not read operand k."""
+    if which == k:
+        return np.zeros(np.shape(operands[k]), dtype=np.result_type(t, np.float32))
+    operands = list(operands)
+    operands[which] = t
+    return einsum_vjp(g, subscripts, operands, k)
+
+
+# ----------------------------------------------------------------------------- scans and layout
+# These read any axes `g` has before the value's own as a batch (their batched forms are the
+# same functions): `lead` counts them.
+
+
+def _lead_axis(axis, lead):
+    return axis + lead if axis >= 0 else axis
+
+
+def cumsum_vjp(g, a, axis=None):
+    """The cotangent of np.cumsum(a, axis): a cumulative sum from the end."""
+    lead = np.ndim(g) - (1 if axis is None else np.ndim(a))
+    if axis is None:
+        flat = np.reshape(g, np.shape(g)[:lead] + (-1,))
+        rev = np.cumsum(flat[..., ::-1], axis=-1)[..., ::-1]
+        return np.reshape(rev, np.shape(g)[:lead] + np.shape(a))
+    ax = _lead_axis(axis, lead)
+    return np.flip(np.cumsum(np.flip(g, ax), axis=ax), ax)
+
+
+def _cumprod_weights(flat):
+    """w[..., i, j] = d cumprod(x)_j / d x_i along the last axis: the product of x_0..x_j
+    without x_i for j >= i, else 0; exact where x holds zeros."""
+    n = flat.shape[-1]
+    eye = np.eye(n, dtype=bool)
+    w = np.cumprod(np.where(eye, 1.0, flat[..., None, :]), axis=-1)
+    return np.where(np.triu(np.ones((n, n), dtype=bool)), w, 0.0)
+
+
+def _scan_moved(x, axis):
+    """x with the scanned axis last (flattened first when axis is None)."""
+    x = np.asarray(x, dtype=np.result_type(x, np.float32))
+    return np.reshape(x, (-1,)) if axis is None else np.moveaxis(x, axis, -1)
+
+
+def cumprod_vjp(g, a, axis=None):
+    """The cotangent of np.cumprod(a, axis) (`g` may carry leading batch axes)."""
+    lead = np.ndim(g) - (1 if axis is None else np.ndim(a))
+    w = _cumprod_weights(_scan_moved(a, axis))
+    if axis is None:
+        gm = np.reshape(g, np.shape(g)[:lead] + (-1,))
+        return np.reshape(np.einsum("...ij,...j->...i", w, gm), np.shape(g)[:lead] + np.shape(a))
+    ax = _lead_axis(axis, lead)
+    out = np.einsum("...ij,...j->...i", w, np.moveaxis(g, ax, -1))
+    return np.moveaxis(out, -1, ax)
+
+
+def cumprod_jvp(t, a, axis=None):
+    """The tangent of np.cumprod(a, axis) along `t` (`t` may carry leading batch axes)."""
+    lead = np.ndim(t) - np.ndim(a)
+    w = _cumprod_weights(_scan_moved(a, axis))
+    if axis is None:
+        tm = np.reshape(t, np.shape(t)[:lead] + (-1,))
+        return np.einsum("...ij,...i->...j", w, tm)
+    ax = _lead_axis(axis, lead)
+    out = np.einsum("...ij,...i->...j", w, np.moveaxis(t, ax, -1))
+    return np.moveaxis(out, -1, ax)
+
+
+def diff_vjp(g, a, n=1, axis=-1):
+    """The cotangent of np.diff(a, n, axis): each difference sends +g to its right element and
+    -g to its left one."""
+    ax = _lead_axis(axis, np.ndim(g) - np.ndim(a))
+    for _ in range(min(n, np.shape(a)[axis])):  # differences past the length leave it empty
+        shape = list(np.shape(g))
+        shape[ax] = 1
+        pad = np.zeros(shape, dtype=np.result_type(g, np.float32))
+        g = np.concatenate([pad, g], axis=ax) - np.concatenate([g, pad], axis=ax)
+    return g
+
+
+def diagonal_vjp(g, a, offset=0, axis1=0, axis2=1):
+    """The cotangent of np.diagonal(a, offset, axis1, axis2): `g` placed on that diagonal."""
+    shape = np.shape(a)
+    lead = np.ndim(g) - (len(shape) - 1)
+    a1, a2 = axis1 % len(shape), axis2 % len(shape)
+    size = np.shape(g)[-1]
+    rows = np.arange(size) + max(0, -offset)
+    cols = np.arange(size) + max(0, offset)
+    full = np.zeros(np.shape(g)[:-1] + (shape[a1], shape[a2]), dtype=np.result_type(g, np.float32))
+    full[..., rows, cols] = g
+    return np.moveaxis(full, (-2, -1), (a1 + lead, a2 + lead))
+
+
+def diag_vjp(g, v, k=0):
+    """The cotangent of np.diag(v, k): the diagonal read back (1-D v), or placed (2-D v)."""
+    if np.ndim(v) == 1:
+        return np.array(np.diagonal(g, k, axis1=-2, axis2=-1))
+    return diagonal_vjp(g, v, k, 0, 1)

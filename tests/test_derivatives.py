@@ -301,3 +301,122 @@ def test_jvp_of_math_functions_of_two_arguments():
     eps = 1e-6
     fd = (f(1.3 + eps, 2.5 + eps / 2) - f(1.3 - eps, 2.5 - eps / 2)) / (2 * eps)
     assert tangent == pytest.approx(fd, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- hessians through
+# linear algebra and nonlinear reductions: each runtime helper the gradient calls has a tangent
+
+HA = RNG.normal(size=(3, 3)) + 4 * np.eye(3)
+HB = RNG.normal(size=(3, 2))
+
+
+def h_inv(x):
+    return np.sum(np.linalg.inv(HA + np.outer(x, x)))
+
+
+def h_det(x):
+    return np.linalg.det(HA + np.outer(x, x))
+
+
+def h_solve_vector(x):
+    return np.sum(np.linalg.solve(HA + np.outer(x, x), x) ** 2)
+
+
+def h_solve_matrix(x):
+    return np.sum(np.linalg.solve(HA + np.outer(x, x), HB * x[0]) ** 2)
+
+
+def h_norm_cubed(x):
+    return np.linalg.norm(x) ** 3
+
+
+def h_norm_ord3(x):
+    return np.linalg.norm(x, ord=3) ** 2
+
+
+def h_norm_axis(x):
+    return np.sum(np.linalg.norm(np.outer(x, x) + HA, axis=0) ** 2)
+
+
+def h_norm_fro(x):
+    return np.linalg.norm(np.outer(x, x) + HA, "fro") ** 3
+
+
+def h_prod(x):
+    return np.prod(x + 2.0)
+
+
+def h_prod_axis(x):
+    return np.sum(np.prod(np.outer(x, x) + 1.0, axis=1, keepdims=True) ** 2)
+
+
+def h_var_std(x):
+    return np.var(x) + np.std(x)
+
+
+def h_std_axis(x):
+    return np.sum(np.std(np.outer(x, x + 1.0), axis=0, ddof=1) ** 2)
+
+
+def h_einsum(x):
+    return np.einsum("i,ij,j->", x, HA, x) ** 2
+
+
+def h_extrema(x):
+    return np.max(x**2) * np.min(np.sin(x))
+
+
+HESSIAN_CASES = [
+    h_inv,
+    h_det,
+    h_solve_vector,
+    h_solve_matrix,
+    h_norm_cubed,
+    h_norm_ord3,
+    h_norm_axis,
+    h_norm_fro,
+    h_prod,
+    h_prod_axis,
+    h_var_std,
+    h_std_axis,
+    h_einsum,
+    h_extrema,
+]
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "per-basis"])
+@pytest.mark.parametrize("f", HESSIAN_CASES, ids=lambda f: f.__name__)
+def test_hessian_through_linear_algebra_and_reductions(f, batched):
+    x = np.array([0.3, -0.7, 1.1])
+    H = s2sad.hessian(f, batched=batched)(x)
+    assert H.shape == (3, 3)
+    np.testing.assert_allclose(H, fd_hessian(f, x), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(H, H.T, atol=1e-10)
+
+
+def h_prod_plain(x):
+    return np.prod(x)
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "per-basis"])
+def test_hessian_of_a_product_at_zeros_is_exact(batched):
+    # d2/dxi dxj prod(x) = product of the others: no division by a zero element
+    x = np.array([0.0, 2.0, 3.0, 0.5])
+    H = s2sad.hessian(h_prod_plain, batched=batched)(x)
+    expected = np.array(
+        [[0.0 if i == j else np.prod(np.delete(x, [i, j])) for j in range(4)] for i in range(4)]
+    )
+    np.testing.assert_allclose(H, expected, atol=1e-14)
+    x = np.array([0.0, 2.0, 0.0, 0.5])  # two zeros: only their pair survives
+    H = s2sad.hessian(h_prod_plain, batched=batched)(x)
+    assert H[0, 2] == H[2, 0] == 1.0
+    assert np.count_nonzero(H) == 2
+
+
+def h_nuclear(x):
+    return np.linalg.norm(np.outer(x, x) + HA, "nuc")
+
+
+def test_hessian_through_a_nuclear_norm_is_refused():
+    with pytest.raises(ValueError, match="no second derivative of np.linalg.norm"):
+        s2sad.hessian(h_nuclear)(np.array([0.3, -0.7, 1.1]))

@@ -47,6 +47,7 @@ import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
 import test_rules_nondiff as nd  # noqa: E402
 import test_rules_reductions as red  # noqa: E402
+import test_rules_scans_layout as sl  # noqa: E402
 import test_rules_shape_indexing as sh  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -172,6 +173,17 @@ CORPUS = [
     (sh.ix_neg_step_tuple, (r(5, 4),), 0, "vjp"),
     (sh.newaxis_middle, (r(3, 4),), 0, "vjp"),
     (sh.ix_param, (r(3, 4), -1), 0, "jvp"),
+    # scans, diagonals, triangles, flips and rolls (test_rules_scans_layout.py)
+    (sl.cumsum_flat, (r(3, 4),), 0, "vjp"),
+    (sl.cumsum_flat, (r(5),), 0, "jvp"),
+    (sl.cumprod_flat, (np.array([0.5, 0.0, -1.5, 2.0]),), 0, "vjp"),
+    (sl.cumprod_flat, (np.array([0.5, 0.0, -1.5, 2.0]),), 0, "jvp"),
+    (sl.diff_1, (r(6),), 0, "vjp"),
+    (sl.diag_build, (r(4),), 0, "vjp"),
+    (sl.diag_read, (r(3, 5), 2), 0, "vjp"),
+    (sl.tril_fn, (r(3, 4), -1), 0, "vjp"),
+    (sl.flip_all, (r(3, 4),), 0, "vjp"),
+    (sl.roll_flat, (r(5), 2), 0, "vjp"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

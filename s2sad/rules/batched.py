@@ -48,9 +48,18 @@ HELPERS = {
 }
 # runtime helpers that are already right for a batched cotangent (elementwise in it, or linear
 # algebra that broadcasts over leading axes)
-BATCH_SAFE = {"pow_vjp_exponent", "inv_vjp", "det_vjp"}
-# NumPy functions that act elementwise on a batched cotangent
-_ELEMENTWISE_NP = {"where"}
+BATCH_SAFE = {
+    "pow_vjp_exponent",
+    "inv_vjp",
+    "det_vjp",
+    "cumsum_vjp",
+    "cumprod_vjp",
+    "diff_vjp",
+    "diagonal_vjp",
+    "diag_vjp",
+}
+# NumPy functions that act elementwise on a batched cotangent, or on its last two axes
+_ELEMENTWISE_NP = {"where", "tril", "triu"}
 
 
 def batched_vjp(func, **templates: str) -> None:
@@ -81,6 +90,8 @@ for _f in (np.squeeze, np.expand_dims):
 batched_vjp(np.transpose, a=_transpose_batched)
 batched_vjp(np.swapaxes, a="batched_swapaxes(g, axis1, axis2)")
 batched_vjp(np.moveaxis, a="batched_moveaxis(g, destination, source)")
+batched_vjp(np.flip, m="batched_flip(g, axis=axis)")
+batched_vjp(np.roll, a="batched_roll(g, np.negative(shift), axis=axis)")
 
 
 def _is_g(node, g: str) -> bool:
@@ -146,6 +157,14 @@ LINEAR = {
     np.concatenate: "batched_concatenate",
     np.stack: "batched_stack",
     np.broadcast_to: "batched_broadcast_to",
+    np.cumsum: "batched_cumsum",
+    np.diff: "batched_diff",
+    np.diagonal: "batched_diagonal",
+    np.diag: "batched_diag",
+    np.tril: "batched_tril",
+    np.triu: "batched_triu",
+    np.flip: "batched_flip",
+    np.roll: "batched_roll",
     getitem: None,  # a subscript: `x_dot[:, index]`
 }
 # multilinear function -> batched counterpart with an argument naming the batched operand
@@ -162,6 +181,30 @@ EXPLICIT = {
         "b": "batched_solve_jvp_b(t, a, b, ans)",
     },
     rt.scatter_added: {"a": "t", "values": "batched_scattered(t, index, a)"},
+    # runtime helpers (second derivatives); those left out take a batched t as they are
+    rt.solve_vjp_b: {
+        "g": "batched_solve_vjp_b(t, a, b)",
+        "a": "batched_solve_vjp_b_jvp(t, g, a, b)",
+    },
+    rt.solve_vjp_a: {
+        "g": "batched_solve_vjp_a(t, a, b, ans)",
+        "a": "batched_solve_vjp_a_jvp(t, g, a, b, ans)",
+        "ans": "batched_solve_outer(solve_vjp_b_unreduced(g, a, b), t, a, b)",
+    },
+    rt.norm_vjp: {
+        "g": "batched_norm_vjp(t, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
+        "ans": "batched_norm_vjp_jvp_ans(t, g, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
+    },
+    rt.prod_vjp: {"g": "batched_prod_vjp(t, x, ans, axis=axis, keepdims=keepdims)"},
+    rt.std_vjp: {
+        "g": "batched_std_vjp(t, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+        "x": "batched_std_vjp_jvp_x(t, g, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+        "ans": "batched_std_vjp_jvp_ans(t, g, x, ans, axis=axis, ddof=ddof, keepdims=keepdims)",
+    },
+    rt.einsum_vjp: {
+        "g": "batched_einsum_vjp(t, subscripts, operands, k)",
+        "operands": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+    },
 }
 EXPLICIT = {
     id(f): {k: ast.parse(v, mode="eval").body for k, v in d.items()} for f, d in EXPLICIT.items()

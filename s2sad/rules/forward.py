@@ -109,8 +109,15 @@ for _f in (
     np.swapaxes,
     np.moveaxis,
     np.trace,
+    np.cumsum,
+    np.diff,
+    np.diagonal,
+    np.roll,
 ):
     linear(_f, "a")
+for _f in (np.tril, np.triu, np.flip):
+    linear(_f, "m")
+linear(np.diag, "v")
 linear(np.concatenate, "arrays")
 linear(np.stack, "arrays")
 linear(np.broadcast_to, "array")
@@ -127,6 +134,7 @@ for _f in (np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std):
     reduction(_f, "a")
 reduction(np.linalg.norm, "x")
 
+explicit(np.cumprod, a="cumprod_jvp(t, a, axis=axis)")
 explicit(np.linalg.inv, a="-ans @ t @ ans")
 explicit(np.linalg.solve, a="solve_jvp_a(t, a, b, ans)", b="np.linalg.solve(a, t)")
 explicit(rt.scatter_added, a="t", values="scatter_added(np.zeros_like(ans), index, t)")
@@ -152,10 +160,51 @@ multilinear(rt.dot_vjp_rhs, "g", "a")
 multilinear(rt.outer_vjp_lhs, "g", "b")
 multilinear(rt.outer_vjp_rhs, "g", "a")
 multilinear(rt.var_vjp, "g", "x")  # the centred x is linear in x
+# helpers linear in the cotangent, not in the primal values they read (templates in runtime.py;
+# `elt` is an operand's position in a list argument)
+explicit(rt.inv_vjp, g="inv_vjp(t, ans)", ans="inv_vjp_jvp(t, g, ans)")
+explicit(rt.det_vjp, g="det_vjp(t, a, ans)", a="det_vjp_jvp(t, g, a, ans)", ans="det_vjp(g, a, t)")
+explicit(rt.solve_vjp_b, g="solve_vjp_b(t, a, b)", a="solve_vjp_b_jvp(t, g, a, b)")
+explicit(
+    rt.solve_vjp_a,
+    g="solve_vjp_a(t, a, b, ans)",
+    a="solve_vjp_a_jvp(t, g, a, b, ans)",
+    ans="solve_outer(solve_vjp_b_unreduced(g, a, b), t, a, b)",
+)
+_NORM = "ord=ord, axis=axis, keepdims=keepdims"
+explicit(
+    rt.norm_vjp,
+    g=f"norm_vjp(t, x, ans, {_NORM})",
+    x=f"norm_vjp_jvp_x(t, g, x, ans, {_NORM})",
+    ans=f"norm_vjp_jvp_ans(t, g, x, ans, {_NORM})",
+)
+explicit(
+    rt.prod_vjp,  # ans is read for nothing but its shape
+    g="prod_vjp(t, x, ans, axis=axis, keepdims=keepdims)",
+    x="prod_vjp_jvp(t, g, x, ans, axis=axis, keepdims=keepdims)",
+)
+_STD = "axis=axis, ddof=ddof, keepdims=keepdims"
+explicit(
+    rt.std_vjp,
+    g=f"std_vjp(t, x, ans, {_STD})",
+    x=f"std_vjp_jvp_x(t, g, x, ans, {_STD})",
+    ans=f"std_vjp_jvp_ans(t, g, x, ans, {_STD})",
+)
+explicit(
+    rt.einsum_vjp,
+    g="einsum_vjp(t, subscripts, operands, k)",
+    operands="einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+)
 
 __all__ = ["FORWARD", "kind_of", "signature_of", "Rule"]
 
 # runtime helpers whose results are piecewise constant or constant: no tangent
 from .registry import nondiff  # noqa: E402
 
-nondiff(rt.zeros_like, rt.grad_seed, rt.even_split, rt.clip_passes)
+nondiff(
+    rt.zeros_like,
+    rt.grad_seed,
+    rt.even_split,
+    rt.clip_passes,
+    rt.solve_reads_vectors,
+)

@@ -31,4 +31,9 @@ defvjp(
     x="norm_vjp(g, x, ans, ord=ord, axis=axis, keepdims=keepdims)",
 )
 
+# scans along an axis (axis=None: over the flattened array); np.diff's prepend/append are refused
+defvjp(np.cumsum, "a, axis=None, dtype=None, out=None", a="cumsum_vjp(g, a, axis=axis)")
+defvjp(np.cumprod, "a, axis=None, dtype=None, out=None", a="cumprod_vjp(g, a, axis=axis)")
+defvjp(np.diff, "a, n=1, axis=-1", a="diff_vjp(g, a, n=n, axis=axis)")
+
 nondiff(np.argmax, np.argmin, np.argsort, np.count_nonzero, np.any, np.all)

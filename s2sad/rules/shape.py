@@ -59,3 +59,16 @@ def inverse_axes(axes: ast.expr) -> str:
 
 def _is_none(node) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+# diagonals, triangles, flips and rolls: each adjoint puts g back where the call took values from
+defvjp(np.diag, "v, k=0", v="diag_vjp(g, v, k=k)")
+defvjp(
+    np.diagonal,
+    "a, offset=0, axis1=0, axis2=1",
+    a="diagonal_vjp(g, a, offset=offset, axis1=axis1, axis2=axis2)",
+)
+defvjp(np.tril, "m, k=0", m="unbroadcast(np.tril(g, k=k), m)")  # a 1-D m repeats down the rows
+defvjp(np.triu, "m, k=0", m="unbroadcast(np.triu(g, k=k), m)")
+defvjp(np.flip, "m, axis=None", m="np.flip(g, axis=axis)")
+defvjp(np.roll, "a, shift, axis=None", a="np.roll(g, np.negative(shift), axis=axis)")
