@@ -366,7 +366,29 @@ def h_extrema(x):
     return np.max(x**2) * np.min(np.sin(x))
 
 
+def h_cumsum(x):
+    return np.sum(np.cumsum(np.outer(x, x), axis=1) ** 2) + np.sum(np.cumsum(x) ** 3)
+
+
+def h_diff(x):
+    return np.sum(np.diff(x**2) ** 3)
+
+
+def h_diag(x):
+    return np.sum(np.diag(x) @ HA @ np.diag(x**2)) + np.sum(np.diagonal(np.outer(x, x**2)) ** 2)
+
+
+def h_scatter_add(x):
+    y = np.zeros(3)
+    np.add.at(y, [0, 0, 2], x**2)
+    return np.sum(y**2)
+
+
 HESSIAN_CASES = [
+    h_cumsum,
+    h_diff,
+    h_diag,
+    h_scatter_add,
     h_inv,
     h_det,
     h_solve_vector,

@@ -151,6 +151,10 @@ for _f, _p in (
     (rt.trace_vjp, "g"),
     (rt.extremum_vjp, "g"),
     (rt.as_accumulator, "dx"),
+    (rt.cumsum_vjp, "g"),
+    (rt.diff_vjp, "g"),
+    (rt.diagonal_vjp, "g"),
+    (rt.diag_vjp, "g"),
 ):
     linear(_f, _p)
 multilinear(rt.matmul_vjp_lhs, "g", "b")
