@@ -440,16 +440,18 @@ class Reverser:
         live before it (after the loop in the primal) and, transitively, the active operands of
         the statements assigning or writing such names."""
         nonzero = {p for p in touched if self.live(self.dname(p))}
-        ops = [s.op for s in simple_statements(loop.body) if getattr(s, "op", None) is not None]
-        changed = True
-        while changed:
-            changed = False
-            for op in ops:
-                if op.kind in ("rule", "setitem") and op.target in nonzero:
-                    for _, _, operand in op.operands:
-                        if operand in self.active and operand not in nonzero:
-                            nonzero.add(operand)
-                            changed = True
+        writers: dict[str, list] = {}  # a worklist: sweeps until nothing changes are quadratic
+        for s in simple_statements(loop.body):
+            op = getattr(s, "op", None)
+            if op is not None and op.kind in ("rule", "setitem"):
+                writers.setdefault(op.target, []).append(op)
+        todo = list(nonzero)
+        while todo:
+            for op in writers.get(todo.pop(), ()):
+                for _, _, operand in op.operands:
+                    if operand in self.active and operand not in nonzero:
+                        nonzero.add(operand)
+                        todo.append(operand)
         return nonzero
 
     # ------------------------------------------------------------------ control flow
