@@ -27,22 +27,6 @@ import ast
 from collections import Counter
 
 
-def _assigned(node) -> list[str]:
-    names = []
-    for n in ast.walk(node) if isinstance(node, ast.AST) else []:
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.append(n.id)
-        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-            names.append(n.target.id)
-    return names
-
-
-def _reads(node) -> Counter:
-    return Counter(
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    )
-
-
 def _is_copy(stmt) -> tuple[str, str] | None:
     if (
         isinstance(stmt, ast.Assign)
@@ -115,6 +99,7 @@ class _Optimizer:
         self.counts, self.total_reads = Counter(), Counter()  # over the whole function
         self.failed: dict[int, tuple[str, str]] = {}  # copy id -> the copy that could not go
         self.failed_by_name: dict[str, set[int]] = {}
+        self.assigners: dict[str, list] = {}  # name -> statements assigning it (not nested)
         for stmt in body:
             self._index(stmt, body, None)
             self.counts.update(self.assigned[id(stmt)])
@@ -128,6 +113,8 @@ class _Optimizer:
         self.parent[key] = parent
         blocks = _blocks(stmt)
         assigned, reads = _own_names(stmt, blocks)
+        for name in assigned:
+            self.assigners.setdefault(name, []).append(stmt)
         kids = []
         for inner in blocks:
             for s in inner:
@@ -194,6 +181,29 @@ class _Optimizer:
                     earliest = place if earliest is None else min(earliest, place)
         return earliest
 
+    def _first_assigning(self, block: list, stmt, a: str, b: str):
+        """The first statement of `block` after `stmt` that assigns `a` or `b` (in itself or in a
+        statement inside it), or None; from the statements assigning them, or by reading the
+        block where it is shorter."""
+        assigners = self.assigners.get(a, []) + self.assigners.get(b, [])
+        start = self.order[id(stmt)]
+        if len(assigners) >= len(block):
+            for later in block[block.index(stmt) + 1 :]:
+                names = self.assigned[id(later)]
+                if a in names or b in names:
+                    return later
+            return None
+        first = None
+        for s in assigners:
+            if id(s) in self.dead:
+                continue
+            while s is not None and self.block_of[id(s)] is not block:
+                s = self.parent[id(s)]
+            if s is not None and self.order[id(s)] > start:
+                if first is None or self.order[id(s)] < self.order[id(first)]:
+                    first = s
+        return first
+
     # ------------------------------------------------------------------ the search
 
     def run(self) -> None:
@@ -221,16 +231,13 @@ class _Optimizer:
             self._delete(block, i)
             return True
         assigned = self.assigned
-        # a later `b = a` with neither changed in between is redundant
-        for j in range(i + 1, len(block)):
-            later = block[j]
-            back = _is_copy(later)
-            if back == (b, a) and b not in self.protected:
-                self._delete(block, j)
+        # a later `b = a` with neither changed in between is redundant (none where `b` is
+        # protected or assigned nowhere: the search would end at the first assignment of either)
+        if b not in self.protected and self.counts[b]:
+            later = self._first_assigning(block, stmt, a, b)
+            if later is not None and _is_copy(later) == (b, a):
+                self._delete(block, block.index(later))
                 return True
-            names = assigned[id(later)]
-            if a in names or b in names:
-                break
         if a in self.protected or self.counts[a] != 1:
             return False
         # every read of `a` is later in this block: the last is where their count is reached

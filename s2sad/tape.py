@@ -13,10 +13,10 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
 from __future__ import annotations
 
 import ast
-import copy
 
 import numpy as np
 
+from .astcopy import clone
 from .normalize import NameAllocator
 from .reverse import Marker, names_read
 
@@ -328,7 +328,7 @@ def _in_order(stmts):
 
 def _again(stmt: ast.stmt) -> ast.stmt:
     """A copy of a statement run again in the adjoint, labelled with the same user line."""
-    new = copy.deepcopy(stmt)
+    new = clone(stmt)
     new.src = getattr(stmt, "src", None)
     new.src_parsed = getattr(stmt, "src_parsed", None)
     return new
