@@ -68,23 +68,31 @@ def _sources(op) -> set[str]:
 
 
 def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
-    # a fixpoint over all statements: loops and in-place writes assign a name more than once
+    # a fixpoint over all statements: loops and in-place writes assign a name more than once.
+    # Worklists over the statements reading (or assigning) each name: sweeping the statements
+    # until nothing changes takes a sweep per step of a chain, the square of its length.
+    sources = [_sources(op) for op in ops]
+    readers: dict[str, list[int]] = {}
+    writers: dict[str, list[int]] = {}
+    for k, op in enumerate(ops):
+        for name in sources[k]:
+            readers.setdefault(name, []).append(k)
+        writers.setdefault(op.target, []).append(k)
     varied = set(wrt)
-    changed = True
-    while changed:
-        changed = False
-        for op in ops:
-            if op.target is not None and op.target not in varied and _sources(op) & varied:
-                varied.add(op.target)
-                changed = True
+    todo = list(varied)
+    while todo:
+        for k in readers.get(todo.pop(), ()):
+            target = ops[k].target
+            if target is not None and target not in varied:
+                varied.add(target)
+                todo.append(target)
     useful = set(outputs)
-    changed = True
-    while changed:
-        changed = False
-        for op in ops:
-            if op.target in useful and not _sources(op) <= useful:
-                useful |= _sources(op)
-                changed = True
+    todo = list(useful)
+    while todo:
+        for k in writers.get(todo.pop(), ()):
+            new = sources[k] - useful
+            useful |= new
+            todo.extend(new)
     refuse_hidden_writes(parsed, ops, varied)
     for op in ops:
         if op.kind == "rule" and op.target in useful and op.nested & varied:

@@ -11,6 +11,7 @@ import linecache
 import os
 from dataclasses import dataclass, field
 
+from .astcopy import clone
 from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
@@ -195,7 +196,7 @@ def adjoint_rank(shapes, primal_of: dict):
         def visit_Name(self, node):
             return ast.Name(primal_of.get(node.id, node.id), ast.Load())
 
-    return lambda node: shapes.of(Primal().visit(copy.deepcopy(node)))
+    return lambda node: shapes.of(Primal().visit(clone(node)))
 
 
 def _still_valid(compiled: Compiled, func) -> bool:

@@ -6,10 +6,11 @@ reads it (`Compiled.source`), which keeps the transform fast.
 from __future__ import annotations
 
 import ast
-import copy
 import functools
 
 import black
+
+from .astcopy import clone
 
 
 def _is_literal(node: ast.expr) -> bool:
@@ -23,7 +24,7 @@ def _is_literal(node: ast.expr) -> bool:
 def _parameters(tree: ast.FunctionDef) -> str:
     """The user's parameter list with its literal defaults; a non-literal default is dropped
     (with those before it), since s2sad's wrapper always passes every argument."""
-    args = copy.deepcopy(tree.args)
+    args = clone(tree.args)
     for a in args.posonlyargs + args.args + args.kwonlyargs:
         a.annotation = None
     literal = [_is_literal(d) for d in args.defaults]

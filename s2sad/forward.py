@@ -10,6 +10,7 @@ import copy
 
 import numpy as np
 
+from .astcopy import clone
 from . import rules, runtime
 from .activity import refuse_hidden_writes
 from .errors import NoRuleError
@@ -126,7 +127,7 @@ class Forward:
 
     def zeros(self, value) -> ast.expr:
         """A zero tangent for `value` (a name or an expression)."""
-        node = _name(value) if isinstance(value, str) else copy.deepcopy(value)
+        node = _name(value) if isinstance(value, str) else clone(value)
         if self.batched:
             return _call("batched_zeros", _name(self.batch), node)
         return _call("zeros_like", node)
@@ -223,7 +224,7 @@ class Forward:
                         _call(
                             "batched_add_at" if self.batched else "np.add.at",
                             _name(self.dot(call.args[0].id)),
-                            copy.deepcopy(call.args[1]),
+                            clone(call.args[1]),
                             _name(self.dot(call.args[2].id)),
                         )
                     )
@@ -235,7 +236,7 @@ class Forward:
         if op.kind == "setitem":
             if op.target not in self.active:
                 return []
-            index = copy.deepcopy(stmt.targets[0].slice)
+            index = clone(stmt.targets[0].slice)
             d = self.dot(op.target)
             if self.batched:
                 index = batched_slice(d, index, self.indices)
@@ -252,7 +253,7 @@ class Forward:
                 and isinstance(tangent, ast.Name)
                 and (self.rank(value) is None or self.rank(value) != self.rank(slot))
             ):  # rows of a lower rank would broadcast against the wrong axes
-                tangent = _call("batched_lift", tangent, copy.deepcopy(slot))
+                tangent = _call("batched_lift", tangent, clone(slot))
             return [ast.Assign([target], tangent)]
         if op.target is None or op.target not in self.active:
             return []
@@ -319,7 +320,7 @@ class Forward:
         result, or every operand that is not a scalar (directly or through its tangent). Else,
         `x + c` with a larger constant `c`, it is broadcast to that shape."""
         primal_of = {d: p for p, d in self.tangent.items()}
-        unlifted = _Unlift().visit(copy.deepcopy(total))  # a lift reads only the rank
+        unlifted = _Unlift().visit(clone(total))  # a lift reads only the rank
         read = {primal_of.get(n.id, n.id) for n in ast.walk(unlifted) if isinstance(n, ast.Name)}
         if op.target in read:
             return True
@@ -363,9 +364,7 @@ class Forward:
         weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
         ones = _call("np.ones_like", _name(op.target))
         weights = _ReplaceName("__ones__", ones).visit(weights)
-        keywords = [
-            ast.keyword(kw, copy.deepcopy(args[kw])) for kw in ("axis", "keepdims") if kw in given
-        ]
+        keywords = [ast.keyword(kw, clone(args[kw])) for kw in ("axis", "keepdims") if kw in given]
         product = ast.BinOp(weights, ast.Mult(), t)
         return ast.Call(ast.parse(total, mode="eval").body, [product], keywords)
 
@@ -400,7 +399,7 @@ class Forward:
         if kind == "elementwise":
             index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
             expr = _StripUnbroadcast().visit(rule.adjoint(op.bound, param, d, op.target, index))
-            safe = batch_adjoint(copy.deepcopy(expr), d)
+            safe = batch_adjoint(clone(expr), d)
             if safe is None:  # the template for each row
                 row = self.names.fresh(f"{d}_row")
                 plain = rule.adjoint(op.bound, param, row, op.target, index)
@@ -435,14 +434,14 @@ def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> as
     mapping = {}
     for n, v in args.items():
         if isinstance(v, ast.AST):
-            mapping[n] = copy.deepcopy(v)
+            mapping[n] = clone(v)
         elif v is None or isinstance(v, (bool, int, float, str)):
             mapping[n] = ast.Constant(v)
     if "ans" not in args:
         mapping["ans"] = _name(target)
     mapping["t"] = t
     mapping["elt"] = ast.Constant(k)
-    return _ReplaceNames(mapping).visit(copy.deepcopy(template))
+    return _ReplaceNames(mapping).visit(clone(template))
 
 
 class _ReplaceName(ast.NodeTransformer):
@@ -450,7 +449,7 @@ class _ReplaceName(ast.NodeTransformer):
         self.name, self.value = name, value
 
     def visit_Name(self, node):
-        return copy.deepcopy(self.value) if node.id == self.name else node
+        return clone(self.value) if node.id == self.name else node
 
 
 class _ReplaceNames(ast.NodeTransformer):
@@ -458,7 +457,7 @@ class _ReplaceNames(ast.NodeTransformer):
         self.mapping = mapping
 
     def visit_Name(self, node):
-        return copy.deepcopy(self.mapping[node.id]) if node.id in self.mapping else node
+        return clone(self.mapping[node.id]) if node.id in self.mapping else node
 
 
 def _is_active(node, active: set[str]) -> bool:

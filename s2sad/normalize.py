@@ -22,13 +22,13 @@ Control flow stays structured (`if`, `for i in range(...)`, `while`):
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .astcopy import clone
 from . import batched, runtime
 from . import rules
 from .errors import NameResolutionError, UnsupportedSyntaxError
@@ -133,7 +133,7 @@ class NameAllocator:
 
 def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
     """A copy of a generated assignment that still points at the same user statement."""
-    new = ast.Assign([copy.deepcopy(t) for t in stmt.targets], copy.deepcopy(stmt.value))
+    new = ast.Assign([clone(t) for t in stmt.targets], clone(stmt.value))
     new.src, new.src_parsed = stmt.src, stmt.src_parsed
     new.end_copy = getattr(stmt, "end_copy", False)
     return new
@@ -392,7 +392,7 @@ class Normalizer:
             if node.value is not None:
                 self.assign_target(node.target, node.value)
         elif isinstance(node, ast.AugAssign):
-            load = copy.deepcopy(node.target)
+            load = clone(node.target)
             for n in ast.walk(load):
                 if hasattr(n, "ctx"):
                     n.ctx = ast.Load()
@@ -1306,7 +1306,7 @@ class Normalizer:
 
     def rename(self, node: ast.AST) -> ast.AST:
         """A copy of `node` reading current SSA names, with globals spelled canonically."""
-        return _Rename(self).visit(copy.deepcopy(node))
+        return _Rename(self).visit(clone(node))
 
 
 class _Rename(ast.NodeTransformer):

@@ -5,28 +5,26 @@ of statements and both checked against every assignment in the function:
 - a copy `b = a` right after `a = b`, with neither changed in between, is dropped;
 - a copy `a = b` whose name is assigned nowhere else and read only later in the same block is
   forwarded: its reads become `b`, provided `b` does not change before the last of them.
+
+The rewrites are applied one at a time, always the first that applies in reading order (a
+statement, then the blocks inside it), until none does. Doing that literally (re-walking the
+whole function for every candidate after every rewrite) costs the square of the function's
+length, so the same sequence of rewrites is found with bookkeeping that each rewrite updates:
+
+- every statement's assigned and read names (its whole subtree) are counted once, and a rewrite
+  adjusts the counts of the statements it changes and of the statements around them;
+- a copy `c = d` that was tried and cannot be rewritten is remembered, and skipped until a
+  rewrite touches `c` or `d`. A rewrite of the copy `a = b` only changes assignments and reads of
+  `a` and `b` (it deletes `a = b` or `b = a` and turns reads of `a` into reads of `b`), and every
+  condition checked for `c = d` is about assignments, reads and copies of `c` and `d`;
+- after a rewrite the search resumes at the earliest copy that may now apply: the rewritten one's
+  place, or an earlier copy whose remembered failure the rewrite invalidated.
 """
 
 from __future__ import annotations
 
 import ast
 from collections import Counter
-
-
-def _assigned(node) -> list[str]:
-    names = []
-    for n in ast.walk(node) if isinstance(node, ast.AST) else []:
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-            names.append(n.id)
-        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-            names.append(n.target.id)
-    return names
-
-
-def _reads(node) -> Counter:
-    return Counter(
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    )
 
 
 def _is_copy(stmt) -> tuple[str, str] | None:
@@ -50,54 +48,229 @@ class _Rename(ast.NodeTransformer):
         return node
 
 
+def _blocks(stmt) -> list[list]:
+    """The statement lists the search goes into: `body`, then `orelse`."""
+    out = []
+    for name in ("body", "orelse"):
+        inner = getattr(stmt, name, None)
+        if isinstance(inner, list):
+            out.append(inner)
+    return out
+
+
+def _own_names(stmt, blocks: list[list]) -> tuple[Counter, Counter]:
+    """Names `stmt` assigns and reads outside the blocks the search goes into (those statements
+    are counted on their own): what `_assigned` and `_reads` count, in one walk."""
+    assigned, reads = Counter(), Counter()
+    if not isinstance(stmt, ast.AST):
+        return assigned, reads
+    skip = {id(b) for b in blocks}
+    todo = [stmt]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                assigned[node.id] += 1
+            elif isinstance(node.ctx, ast.Load):
+                reads[node.id] += 1
+            continue
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            assigned[node.target.id] += 1
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                todo.append(value)
+            elif isinstance(value, list) and id(value) not in skip:
+                todo.extend(v for v in value if isinstance(v, ast.AST))
+    return assigned, reads
+
+
+class _Optimizer:
+    def __init__(self, body: list, protected: set[str]):
+        self.protected = protected
+        self.order: dict[int, int] = {}  # statement id -> its place in reading order
+        self.stmts: list = []  # statements in reading order (never moved, some deleted)
+        self.block_of: dict[int, list] = {}  # statement id -> the list holding it
+        self.parent: dict[int, object] = {}  # statement id -> the statement around it
+        self.children: dict[int, list] = {}  # statement id -> statements directly inside
+        self.assigned: dict[int, Counter] = {}  # statement id -> names its subtree assigns
+        self.reads: dict[int, Counter] = {}  # statement id -> names its subtree reads
+        self.dead: set[int] = set()
+        self.counts, self.total_reads = Counter(), Counter()  # over the whole function
+        self.failed: dict[int, tuple[str, str]] = {}  # copy id -> the copy that could not go
+        self.failed_by_name: dict[str, set[int]] = {}
+        self.assigners: dict[str, list] = {}  # name -> statements assigning it (not nested)
+        for stmt in body:
+            self._index(stmt, body, None)
+            self.counts.update(self.assigned[id(stmt)])
+            self.total_reads.update(self.reads[id(stmt)])
+
+    def _index(self, stmt, block: list, parent) -> None:
+        key = id(stmt)
+        self.order[key] = len(self.stmts)
+        self.stmts.append(stmt)
+        self.block_of[key] = block
+        self.parent[key] = parent
+        blocks = _blocks(stmt)
+        assigned, reads = _own_names(stmt, blocks)
+        for name in assigned:
+            self.assigners.setdefault(name, []).append(stmt)
+        kids = []
+        for inner in blocks:
+            for s in inner:
+                self._index(s, inner, stmt)
+                assigned.update(self.assigned[id(s)])
+                reads.update(self.reads[id(s)])
+                kids.append(s)
+        self.children[key] = kids
+        self.assigned[key], self.reads[key] = assigned, reads
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def _around(self, stmt):
+        """The statements enclosing `stmt`, innermost first."""
+        outer = self.parent[id(stmt)]
+        while outer is not None:
+            yield outer
+            outer = self.parent[id(outer)]
+
+    def _delete(self, block: list, index: int) -> None:
+        stmt = block.pop(index)
+        assigned, reads = self.assigned[id(stmt)], self.reads[id(stmt)]
+        for total in [self.counts] + [self.assigned[id(s)] for s in self._around(stmt)]:
+            total.subtract(assigned)
+            _drop_zeros(total, assigned)
+        for total in [self.total_reads] + [self.reads[id(s)] for s in self._around(stmt)]:
+            total.subtract(reads)
+            _drop_zeros(total, reads)
+        self.dead.add(id(stmt))
+
+    def _rename(self, stmt, old: str, new: str):
+        moved = self.reads[id(stmt)][old]
+        renamed = _Rename(old, new).visit(stmt)
+        assert renamed is stmt
+        todo = [stmt]
+        while todo:  # the statement and every statement inside it
+            s = todo.pop()
+            counts = self.reads[id(s)]
+            n = counts.pop(old, 0)
+            if n:
+                counts[new] += n
+            todo.extend(self.children[id(s)])
+        if moved:
+            for counts in [self.total_reads] + [self.reads[id(s)] for s in self._around(stmt)]:
+                counts[old] -= moved
+                if not counts[old]:
+                    del counts[old]
+                counts[new] += moved
+        return renamed
+
+    def _fail(self, stmt, copy: tuple[str, str]) -> None:
+        self.failed[id(stmt)] = copy
+        for name in copy:
+            self.failed_by_name.setdefault(name, set()).add(id(stmt))
+
+    def _invalidate(self, names) -> int | None:
+        """Forget the failures a rewrite touching `names` may have undone; the earliest place of
+        a forgotten one."""
+        earliest = None
+        for name in names:
+            for key in self.failed_by_name.pop(name, ()):
+                if self.failed.pop(key, None) is not None and key not in self.dead:
+                    place = self.order[key]
+                    earliest = place if earliest is None else min(earliest, place)
+        return earliest
+
+    def _first_assigning(self, block: list, stmt, a: str, b: str):
+        """The first statement of `block` after `stmt` that assigns `a` or `b` (in itself or in a
+        statement inside it), or None; from the statements assigning them, or by reading the
+        block where it is shorter."""
+        assigners = self.assigners.get(a, []) + self.assigners.get(b, [])
+        start = self.order[id(stmt)]
+        if len(assigners) >= len(block):
+            for later in block[block.index(stmt) + 1 :]:
+                names = self.assigned[id(later)]
+                if a in names or b in names:
+                    return later
+            return None
+        first = None
+        for s in assigners:
+            if id(s) in self.dead:
+                continue
+            while s is not None and self.block_of[id(s)] is not block:
+                s = self.parent[id(s)]
+            if s is not None and self.order[id(s)] > start:
+                if first is None or self.order[id(s)] < self.order[id(first)]:
+                    first = s
+        return first
+
+    # ------------------------------------------------------------------ the search
+
+    def run(self) -> None:
+        place = 0
+        while place < len(self.stmts):
+            stmt = self.stmts[place]
+            key = id(stmt)
+            copy = None if key in self.dead else _is_copy(stmt)
+            if copy is None or self.failed.get(key) == copy:
+                place += 1
+                continue
+            if not self._try(stmt, copy):
+                self._fail(stmt, copy)
+                place += 1
+                continue
+            earliest = self._invalidate(set(copy))
+            if earliest is not None and earliest < place:
+                place = earliest
+
+    def _try(self, stmt, copy) -> bool:
+        a, b = copy
+        block = self.block_of[id(stmt)]
+        i = block.index(stmt)
+        if a == b:
+            self._delete(block, i)
+            return True
+        assigned = self.assigned
+        # a later `b = a` with neither changed in between is redundant (none where `b` is
+        # protected or assigned nowhere: the search would end at the first assignment of either)
+        if b not in self.protected and self.counts[b]:
+            later = self._first_assigning(block, stmt, a, b)
+            if later is not None and _is_copy(later) == (b, a):
+                self._delete(block, block.index(later))
+                return True
+        if a in self.protected or self.counts[a] != 1:
+            return False
+        # every read of `a` is later in this block: the last is where their count is reached
+        total = self.total_reads[a]
+        seen, last = 0, None
+        for j in range(i + 1, len(block)):
+            n = self.reads[id(block[j])][a]
+            if n:
+                seen += n
+                if seen == total:
+                    last = j
+                    break
+        if last is None:
+            return False  # read elsewhere (another block) or never
+        for j in range(i + 1, last):
+            if b in assigned[id(block[j])]:
+                return False
+        if b in assigned[id(block[last])] and not isinstance(block[last], ast.Assign):
+            return False  # inside a loop or branch, b may change before a is read
+        for j in range(i + 1, last + 1):
+            block[j] = self._rename(block[j], a, b)
+        self._delete(block, i)
+        return True
+
+
+def _drop_zeros(total: Counter, names) -> None:
+    for name in names:
+        if total[name] <= 0:
+            del total[name]
+
+
 def optimize(stmts: list, protected: set[str]) -> list:
     """`stmts` with redundant copies removed; names in `protected` are never removed."""
     module = ast.Module(stmts, [])
-    while True:
-        counts = Counter(_assigned(module))
-        reads = _reads(module)
-        if not _pass(module.body, counts, reads, protected):
-            return module.body
-
-
-def _pass(block: list, counts: Counter, reads: Counter, protected: set[str]) -> bool:
-    for i, stmt in enumerate(block):
-        copy = _is_copy(stmt)
-        if copy is not None and _try(block, i, copy, counts, reads, protected):
-            return True
-        for field in ("body", "orelse"):
-            inner = getattr(stmt, field, None)
-            if isinstance(inner, list) and _pass(inner, counts, reads, protected):
-                return True
-    return False
-
-
-def _try(block, i, copy, counts, reads, protected) -> bool:
-    a, b = copy
-    if a == b:
-        del block[i]
-        return True
-    rest = block[i + 1 :]
-    # a later `b = a` with neither changed in between is redundant
-    for j, stmt in enumerate(rest):
-        back = _is_copy(stmt)
-        if back == (b, a) and b not in protected:
-            del block[i + 1 + j]
-            return True
-        if a in _assigned(stmt) or b in _assigned(stmt):
-            break
-    if a in protected or counts[a] != 1:
-        return False
-    uses = [j for j, stmt in enumerate(rest) if _reads(stmt)[a]]
-    if not uses or sum(_reads(stmt)[a] for stmt in rest) != reads[a]:
-        return False  # read elsewhere (another block) or never
-    last = uses[-1]
-    for stmt in rest[:last]:
-        if b in _assigned(stmt):
-            return False
-    if b in _assigned(rest[last]) and not isinstance(rest[last], ast.Assign):
-        return False  # inside a loop or branch, b may change before a is read
-    for j in range(last + 1):
-        block[i + 1 + j] = _Rename(a, b).visit(block[i + 1 + j])
-    del block[i]
-    return True
+    _Optimizer(module.body, protected).run()
+    return module.body

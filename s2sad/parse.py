@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import re
 import textwrap
 from dataclasses import dataclass, field
 
@@ -28,8 +30,30 @@ class ParsedFunction:
 
     def text_of(self, node: ast.AST) -> str:
         """The user's source of `node`, on one line."""
-        segment = ast.get_source_segment(self.source, node) or ast.unparse(node)
+        segment = self._segment(node) or ast.unparse(node)
         return " ".join(segment.split())
+
+    def _segment(self, node: ast.AST) -> str | None:
+        """`ast.get_source_segment(self.source, node)`, which splits the whole source into lines
+        at every call (emit asks for every statement's text: the square of the length)."""
+        try:
+            if node.end_lineno is None or node.end_col_offset is None:
+                return None
+            first, last = node.lineno - 1, node.end_lineno - 1
+            start, end = node.col_offset, node.end_col_offset
+        except AttributeError:
+            return None
+        lines = self._source_lines
+        if first == last:
+            return lines[first].encode()[start:end].decode()
+        head = lines[first].encode()[start:].decode()
+        tail = lines[last].encode()[:end].decode()
+        return "".join([head] + lines[first + 1 : last] + [tail])
+
+    @functools.cached_property
+    def _source_lines(self) -> list[str]:
+        # as the parser (and ast.get_source_segment) splits: at \r\n, \r and \n only
+        return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", self.source)
 
     def error(self, cls, what: str, node: ast.AST | None = None, hint: str | None = None):
         """Build an error of class `cls` located at `node`, quoting that source line."""

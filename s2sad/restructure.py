@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from .astcopy import clone
 from .errors import UnsupportedSyntaxError
 
 
@@ -36,7 +37,7 @@ def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed) -> list[ast.st
     out: list[ast.stmt] = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, ast.Return):
-            assign = ast.Assign([copy.deepcopy(result)], stmt.value)
+            assign = ast.Assign([clone(result)], stmt.value)
             out.append(ast.copy_location(assign, stmt))
             return out
         if isinstance(stmt, (ast.For, ast.While)) and _contains(stmt, ast.Return):

@@ -17,9 +17,9 @@ zero for an array; and a reversed loop only handles the adjoints that a live val
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass, field
 
+from .astcopy import clone
 from .jit import jit_copy
 from .normalize import NameAllocator
 from .rules.batched import batch_adjoint, rename_helpers
@@ -199,7 +199,7 @@ class Reverser:
 
     def subscript(self, d: str, index: ast.expr, ctx, indices: set[str]) -> ast.Subscript:
         """`d[index]`; in batched mode the same elements of every row."""
-        index = copy.deepcopy(index)
+        index = clone(index)
         if not self.batched:
             return ast.Subscript(_name(d), index, ctx)
         return ast.Subscript(_name(d), batched_slice(d, index, indices), ctx)
@@ -384,7 +384,7 @@ class Reverser:
         else:
             index_expr = op.bound.args["index"]
             add_at = "batched_add_at" if self.batched else "np.add.at"
-            call = _call(add_at, _name(d), copy.deepcopy(index_expr), _name(g))
+            call = _call(add_at, _name(d), clone(index_expr), _name(g))
             out.append(self.at(ast.Expr(call), stmt))
 
     def setitem(self, stmt: ast.Assign, op, ctx: _Ctx, out: list) -> None:
@@ -440,16 +440,18 @@ class Reverser:
         live before it (after the loop in the primal) and, transitively, the active operands of
         the statements assigning or writing such names."""
         nonzero = {p for p in touched if self.live(self.dname(p))}
-        ops = [s.op for s in simple_statements(loop.body) if getattr(s, "op", None) is not None]
-        changed = True
-        while changed:
-            changed = False
-            for op in ops:
-                if op.kind in ("rule", "setitem") and op.target in nonzero:
-                    for _, _, operand in op.operands:
-                        if operand in self.active and operand not in nonzero:
-                            nonzero.add(operand)
-                            changed = True
+        writers: dict[str, list] = {}  # a worklist: sweeps until nothing changes are quadratic
+        for s in simple_statements(loop.body):
+            op = getattr(s, "op", None)
+            if op is not None and op.kind in ("rule", "setitem"):
+                writers.setdefault(op.target, []).append(op)
+        todo = list(nonzero)
+        while todo:
+            for op in writers.get(todo.pop(), ()):
+                for _, _, operand in op.operands:
+                    if operand in self.active and operand not in nonzero:
+                        nonzero.add(operand)
+                        todo.append(operand)
         return nonzero
 
     # ------------------------------------------------------------------ control flow
@@ -497,7 +499,7 @@ class Reverser:
         self.names.taken |= after_b[4] | after_e[4]
         body = [Marker("block", id(stmt.body))] + body
         orelse = [Marker("block", id(stmt.orelse))] + orelse
-        node = ast.If(copy.deepcopy(stmt.test), body, orelse)
+        node = ast.If(clone(stmt.test), body, orelse)
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
         node.adjoint = True
         return inits + [node]
@@ -587,7 +589,7 @@ class Reverser:
             if d is not None:
                 self.defined.discard(d)
         if isinstance(stmt, ast.For):
-            span = copy.deepcopy(stmt.iter)
+            span = clone(stmt.iter)
             backwards = isinstance(span, ast.Call) and getattr(span.func, "id", "") == "reversed"
             if backwards:  # the adjoint of a backward loop runs forward
                 span = span.args[0]

@@ -13,10 +13,10 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
 from __future__ import annotations
 
 import ast
-import copy
 
 import numpy as np
 
+from .astcopy import clone
 from .normalize import NameAllocator
 from .reverse import Marker, names_read
 
@@ -120,15 +120,15 @@ class Tape:
         """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break;
         `varying` holds what the innermost enclosing loop changes, `indices` the indices of the
         enclosing `for` loops."""
-        mine = (
-            [
+        if in_loop:
+            defs = _definitions(block)
+            mine = [
                 n
                 for n in _owned(block)
-                if n in self.reads and not _invariant(block, n, varying or {})
+                if n in self.reads and not _invariant(defs.get(n, []), n, varying or {})
             ]
-            if in_loop
-            else []
-        )
+        else:
+            mine = []
         if self.recompute and in_loop and mine:
             start = min((self.order.get(id(x), 0) for x in _in_order(block)), default=0)
             later = {n for n, i in self.last_write.items() if i >= start}
@@ -328,7 +328,7 @@ def _in_order(stmts):
 
 def _again(stmt: ast.stmt) -> ast.stmt:
     """A copy of a statement run again in the adjoint, labelled with the same user line."""
-    new = copy.deepcopy(stmt)
+    new = clone(stmt)
     new.src = getattr(stmt, "src", None)
     new.src_parsed = getattr(stmt, "src_parsed", None)
     return new
@@ -354,17 +354,19 @@ def _changed_by(loop) -> dict[str, int]:
     return counts
 
 
-def _invariant(block: list[ast.stmt], name: str, varying: dict) -> bool:
+def _definitions(block: list[ast.stmt]) -> dict[str, list[ast.Assign]]:
+    """The statements of `block` assigning each name, in order."""
+    defs: dict[str, list[ast.Assign]] = {}
+    for s in block:
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+            defs.setdefault(s.targets[0].id, []).append(s)
+    return defs
+
+
+def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     """Whether `name` gets the same value in every iteration of every enclosing loop: assigned by
-    one statement, from names no enclosing loop changes. Then its last value serves every
-    reversed iteration, and no tape is needed."""
-    defs = [
-        s
-        for s in block
-        if isinstance(s, ast.Assign)
-        and isinstance(s.targets[0], ast.Name)
-        and s.targets[0].id == name
-    ]
+    one statement (`defs`: the statements of its block assigning it), from names no enclosing
+    loop changes. Then its last value serves every reversed iteration, and no tape is needed."""
     if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
     reads = {n.id for n in ast.walk(defs[0].value) if isinstance(n, ast.Name)}

@@ -9,10 +9,11 @@ is dropped when the user's call did not give `p`, so emitted code shows only wha
 from __future__ import annotations
 
 import ast
-import copy
 import inspect
 from dataclasses import dataclass
 from typing import Callable, Union
+
+from ..astcopy import clone
 
 Template = Union[str, Callable[[dict], str]]
 
@@ -79,7 +80,7 @@ class Rule:
         return [p for p in self.templates if p in bound.args]
 
     def joint_adjoint(self, bound: Bound, g: str, ans: str) -> ast.expr:
-        return _Substitute(bound, g, ans, None).visit(copy.deepcopy(self.joint))
+        return _Substitute(bound, g, ans, None).visit(clone(self.joint))
 
     def adjoint(
         self,
@@ -97,7 +98,7 @@ class Rule:
             template = self.batched_templates[param]
         if callable(template):
             template = ast.parse(template(bound.args), mode="eval").body
-        return _Substitute(bound, g, ans, index).visit(copy.deepcopy(template))
+        return _Substitute(bound, g, ans, index).visit(clone(template))
 
 
 def _signature_of(args: ast.arguments) -> inspect.Signature:
@@ -149,7 +150,7 @@ class _Substitute(ast.NodeTransformer):
         if node.id == "k" and self.index is not None:
             return ast.Constant(self.index)
         if node.id in self.bound.args:
-            return copy.deepcopy(self.bound.args[node.id])
+            return clone(self.bound.args[node.id])
         return node
 
 

@@ -1,0 +1,40 @@
+"""`clone`: `copy.deepcopy` for syntax trees, without its generic machinery (reduce, reconstruct,
+a dispatch per value), which costs several times the copy itself. The transform copies rule
+templates and operands for every rule it applies."""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+_ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None), type(Ellipsis)})
+
+
+def clone(tree):
+    """A deep copy of `tree`, as `copy.deepcopy(tree)` makes it: every node's attributes (its
+    fields, positions and any set on it) copied, shared nodes shared in the copy too; values
+    other than nodes, lists and constants are left to `copy.deepcopy`."""
+    return _clone(tree, {})
+
+
+def _clone(x, memo: dict):
+    cls = type(x)
+    if cls in _ATOMIC:
+        return x
+    y = memo.get(id(x))
+    if y is not None:
+        return y
+    if isinstance(x, ast.AST):
+        y = cls.__new__(cls)
+        memo[id(x)] = y
+        state = y.__dict__
+        for k, v in x.__dict__.items():
+            state[k] = _clone(v, memo)
+        return y
+    if cls is list:
+        y = []
+        memo[id(x)] = y
+        for v in x:
+            y.append(_clone(v, memo))
+        return y
+    return copy.deepcopy(x, memo)
