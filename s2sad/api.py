@@ -113,6 +113,14 @@ class Transformed:
         self.mode = mode
         self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
         self.signature = inspect.signature(func)
+        # the parameters, where every one may be passed by position: a call passing each by
+        # position binds without inspect (whose bind costs more than a small jitted gradient)
+        kinds = {p.kind for p in self.signature.parameters.values()}
+        plain = kinds <= {
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        }
+        self._positional = tuple(self.signature.parameters) if plain else None
         self.last_ranks = None
         functools.update_wrapper(self, func)
 
@@ -153,6 +161,12 @@ class Transformed:
         return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
     def _bind(self, args, kwargs):
+        names = self._positional
+        if not kwargs and names is not None and len(args) == len(names):
+            bound = inspect.BoundArguments(self.signature, dict(zip(names, args)))
+            for name in self.wrt:
+                _check_input(name, bound.arguments[name])
+            return bound
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:

@@ -24,7 +24,7 @@ from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
 from .standalone import names_in
-from .tape import record
+from .tape import FinalReads, record
 from .rules.registry import NAMESPACE, VERSION
 
 
@@ -124,10 +124,11 @@ def _scalar_reads_need_no_snapshot(stmts, shapes) -> None:
             stmt.value = value.args[0]
 
 
-def _final_reads_need_no_snapshot(stmts) -> None:
+def _final_reads_need_no_snapshot(stmts, final=lambda read, loops: False) -> None:
     """snapshot(x[...]) keeps what a read saw when `x` is written in place afterwards. Where no
-    write to `x` follows the read (later in the code, or anywhere in a loop around the read), the
-    view keeps it as well, and the copy is dropped."""
+    write to `x` follows the read (later in the code, or anywhere in a loop around the read), or
+    `final` proves that no later write reaches the elements read (tape.FinalReads), the view keeps
+    it as well, and the copy is dropped."""
     order: list[tuple[ast.stmt, list]] = []  # simple statements in order, with their loops
 
     def walk(block, loops):
@@ -160,7 +161,9 @@ def _final_reads_need_no_snapshot(stmts) -> None:
             and isinstance(value.args[0].value, ast.Name)
         ):
             base = value.args[0].value.id
-            if base not in later and not any(base in writes(loop) for loop in loops):
+            if (base not in later and not any(base in writes(loop) for loop in loops)) or final(
+                value.args[0], tuple(loops)
+            ):
                 stmt.value = value.args[0]
         later |= writes(stmt)
 
@@ -285,7 +288,8 @@ def transform(
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
     if jit or _JIT_FORMS:
-        _final_reads_need_no_snapshot(norm.stmts)
+        finals = FinalReads(norm.stmts, norm.params, shapes._is_int)
+        _final_reads_need_no_snapshot(norm.stmts, finals.final)
     primal, adjoint.stmts, tape_inits = record(
         norm.stmts,
         adjoint.stmts,
@@ -294,6 +298,7 @@ def transform(
         owned=norm.params,
         saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
         recompute=jit or _JIT_FORMS,
+        is_int=shapes._is_int,
     )
     protected = (
         local_names

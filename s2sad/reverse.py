@@ -171,15 +171,22 @@ class Reverser:
         d = self.dname(primal)
         if (
             self.jit
-            and self.live(d)
-            and d in self.owned
+            and not self.batched
             and isinstance(expr, ast.Call)
             and getattr(expr.func, "id", "") == "getitem_vjp"
             and len(expr.args) == 3
+            and (d in self.owned or self.rank(ast.Subscript(expr.args[1], expr.args[2])) == 0)
         ):
-            # dx = dx + getitem_vjp(g, x, index) adds into dx in place (no array of zeros)
-            g, _, index = expr.args
-            out.append(self.at(ast.Expr(_call("add_at", _name(d), index, g)), src))
+            # dx = dx + getitem_vjp(g, x, index) adds into dx in place (no array of zeros for
+            # each read): `dx[i] += g` where x[i] is one element, else add_at (repeated indices
+            # add up)
+            g, x, index = expr.args
+            d = self.make_owned(out, src, primal)
+            if self.rank(ast.Subscript(x, index, ast.Load())) == 0:
+                target = ast.Subscript(_name(d), clone(index), ast.Store())
+                out.append(self.at(ast.AugAssign(target, ast.Add(), g), src))
+            else:
+                out.append(self.at(ast.Expr(_call("add_at", _name(d), index, g)), src))
             return
         if self.live(d):
             value = ast.BinOp(_name(d), ast.Add(), expr)
@@ -216,13 +223,6 @@ class Reverser:
         self.zero.discard(d)
         self.owned.add(d)
         return d
-
-    def zero_of(self, primal: str) -> ast.expr:
-        """A zero adjoint for `primal` before a loop: 0.0, or for Numba (which types a name
-        once) zeros shaped like an array."""
-        if self.jit and self.rank(_name(primal)) != 0:
-            return _call("zeros_like", _name(primal))
-        return ast.Constant(0.0)
 
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)

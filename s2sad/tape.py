@@ -50,7 +50,9 @@ def _owned(block: list[ast.stmt]) -> list[str]:
 
 
 class Tape:
-    def __init__(self, primal: list[ast.stmt], adjoint: list, taken: set[str], owned=()):
+    def __init__(
+        self, primal: list[ast.stmt], adjoint: list, taken: set[str], owned=(), is_int=None
+    ):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
         self.tapes: dict[str, str] = {}  # primal name -> its tape list
@@ -71,6 +73,7 @@ class Tape:
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                     self.last_write[t.value.id] = i
         self.fresh = _fresh_arrays(primal) | set(owned)
+        self.finals = FinalReads(primal, owned, is_int or (lambda node: False))
         self.allocated = _allocated_values(primal)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
@@ -116,10 +119,11 @@ class Tape:
         exits: list[list[str]],
         varying: dict | None = None,
         indices: tuple = (),
+        loops: tuple = (),
     ) -> list:
         """`block` with its pushes; `exits` holds the pushes owed by enclosing blocks at a break;
         `varying` holds what the innermost enclosing loop changes, `indices` the indices of the
-        enclosing `for` loops."""
+        enclosing `for` loops, `loops` those loops, outermost first."""
         if in_loop:
             defs = _definitions(block)
             mine = [
@@ -132,7 +136,14 @@ class Tape:
         if self.recompute and in_loop and mine:
             start = min((self.order.get(id(x), 0) for x in _in_order(block)), default=0)
             later = {n for n, i in self.last_write.items() if i >= start}
-            again = _recomputable(block, mine, varying or {}, set(indices), later)
+            again = _recomputable(
+                block,
+                mine,
+                varying or {},
+                set(indices),
+                later,
+                lambda read: self.finals.final(read, loops),
+            )
             if again:
                 self.recomputed[id(block)] = again
                 defined = {s.targets[0].id for s in again}
@@ -142,15 +153,19 @@ class Tape:
         out: list[ast.stmt] = []
         for stmt in block:
             if isinstance(stmt, ast.If):
-                stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying, indices)
-                stmt.orelse = self.primal(stmt.orelse, in_loop, exits + [mine], varying, indices)
+                stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying, indices, loops)
+                stmt.orelse = self.primal(
+                    stmt.orelse, in_loop, exits + [mine], varying, indices, loops
+                )
             elif isinstance(stmt, (ast.For, ast.While)):
                 inner = _changed_by(stmt)  # invariant in every enclosing loop, not just this one
                 varying = varying or {}
                 merged = {n: max(varying.get(n, 0), c) for n, c in inner.items()}
                 merged.update({n: c for n, c in varying.items() if n not in inner})
                 index = (stmt.target.id,) if isinstance(stmt, ast.For) else ()
-                stmt.body = self.primal(stmt.body, True, [], merged, indices + index)
+                stmt.body = self.primal(
+                    stmt.body, True, [], merged, indices + index, loops + (stmt,)
+                )
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -234,15 +249,21 @@ class Tape:
 
 
 def _recomputable(
-    block: list[ast.stmt], names: list[str], varying: dict, indices: set[str], written: set[str]
+    block: list[ast.stmt],
+    names: list[str],
+    varying: dict,
+    indices: set[str],
+    written: set[str],
+    final_read=lambda read: False,
 ):
     """The statements of `block` that compute `names` again, in order, where that needs only
     the indices of the enclosing loops, values no enclosing loop changes, and other such
     statements of the block: `c = u[i, j]` with `u` never written. Running them at the start
     of the reversed block gives the values a tape would (compiled, recomputing costs less than
-    recording). Arrays in `written` (written in place at or after the block) are not read again:
-    a write after the loop need not be undone before the adjoint reaches it. Blocks with a
-    `break` keep their tapes."""
+    recording). Arrays in `written` (written in place at or after the block) are not read again
+    (a write after the loop need not be undone before the adjoint reaches it), except for reads
+    `final_read` proves see an element's final value (`y[i - 1]` where the loop writes only
+    `y[i]`). Blocks with a `break` keep their tapes."""
     if any(isinstance(s, ast.Break) for s in block):
         return []
     counts = _changed_by(ast.Module(block, []))
@@ -259,7 +280,9 @@ def _recomputable(
             top[s.targets[0].id] = (i, s)
     needed: dict[int, ast.Assign] = {}
 
-    def available(name: str, before: int, seen: frozenset) -> bool:
+    def available(name: str, before: int, seen: frozenset, final=False) -> bool:
+        if final:
+            return True  # an array whose elements read here keep their values (FinalReads)
         if name in written:
             return False
         if name in indices or name not in varying and name not in counts:
@@ -274,7 +297,8 @@ def _recomputable(
             for n in ast.walk(s.value)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         }
-        if all(available(m, i, seen | {name}) for m in reads):
+        finals = _final_bases(s.value, final_read)
+        if all(available(m, i, seen | {name}, m in finals) for m in reads):
             needed[i] = s
             return True
         return False
@@ -296,6 +320,225 @@ def _recomputable(
     for n in chosen:
         collect(n)
     return [keep[i] for i in sorted(keep)]
+
+
+def _final_bases(value: ast.expr, final_read) -> set[str]:
+    """Arrays that `value` reads only through subscripts `final_read` accepts."""
+    ok: dict[str, bool] = {}
+    inside = set()
+    for node in ast.walk(value):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            inside.add(id(node.value))
+            name = node.value.id
+            ok[name] = ok.get(name, True) and final_read(node)
+    for node in ast.walk(value):
+        if isinstance(node, ast.Name) and id(node) not in inside and node.id in ok:
+            ok[node.id] = False  # the whole array read as well
+    return {n for n, v in ok.items() if v}
+
+
+class FinalReads:
+    """Which element reads in a loop see the element's final value, so that the adjoint can read
+    it again from the array instead of recording it: in
+
+        y = np.zeros(n)
+        for i in range(1, n):
+            y[i] = a * y[i - 1] + x[i]
+
+    iteration i reads y[i - 1], which no later iteration writes (they write y[j], j > i), and
+    nothing after the loop writes y. Only the simplest, provable case is taken:
+
+    - `y` is the function's own array, bound once (np.zeros(...), x.copy(), or a parameter the
+      code copies and never rebinds), and every array the function writes into is such an array
+      (no write can reach `y` through a view); `y` is not passed whole to a call that could
+      write into it (`out=`, a method);
+    - the read lies in a `for i in range(start, stop[, step])` loop L that no other loop encloses,
+      with `i` not reassigned, a positive constant step, and `start` a constant (or absent);
+    - every write into `y` comes before L, or lies in L with an index whose position p is
+      `i + c_w` (c_w a constant), with only integers or slices before it; the read has
+      `i + c_r` at the same position, with c_r < c_w, and start + c_r >= 0, start + c_w >= 0
+      (no index wraps around to the end of the array).
+
+    Then in every later iteration (and later in the same one) each write's index at p is at
+    least i + c_w > i + c_r: it names another element. Restores of overwritten elements in the
+    adjoint write those same other elements back, so the element still holds, in the reversed
+    iteration, the value the read saw."""
+
+    def __init__(self, primal: list[ast.stmt], owned=(), is_int=lambda node: False):
+        self.is_int = is_int  # whether an index expression is an integer (ranks.Ranks)
+        module = ast.Module(list(primal), [])
+        self.order = {id(s): k for k, s in enumerate(_in_order(primal))}
+        binds: dict[str, list] = {}
+        for node in ast.walk(module):
+            for t in _bound_targets(node):
+                binds.setdefault(t, []).append(getattr(node, "value", None))
+        self.own: set[str] = set()
+        for name, values in binds.items():
+            if len(values) == 1 and _allocates_fresh(values[0]):
+                self.own.add(name)
+        self.own |= {p for p in owned if p not in binds}
+        # every write into an array: base name -> [(subscript, statement)]
+        self.writes: dict[str, list] = {}
+        self.broken = False  # a write this analysis cannot follow: then nothing is final
+        for stmt in _in_order(primal):
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                    if not isinstance(node.value, ast.Name) or node.value.id not in self.own:
+                        self.broken = True
+                    else:
+                        self.writes.setdefault(node.value.id, []).append((node, stmt))
+                if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
+                    self.broken = True
+        self.escaped = set()  # arrays used whole where something might write into them
+        for node in ast.walk(module):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.attr != "copy":
+                        self.escaped.add(func.value.id)
+                callee = getattr(func, "s2sad_callee", None)
+                if callee is None or getattr(callee, "__name__", "") in _MUTATING:
+                    for a in node.args:
+                        if isinstance(a, ast.Name):
+                            self.escaped.add(a.id)
+        self.top = {id(s) for s in primal}  # statements no block encloses
+
+    def final(self, read: ast.Subscript, loops: tuple) -> bool:
+        base = read.value.id if isinstance(read.value, ast.Name) else None
+        if self.broken or base not in self.own or base in self.escaped or not loops:
+            return False
+        outer = loops[0]
+        if not isinstance(outer, ast.For) or id(outer) not in self.top:
+            return False
+        loop = _counting(outer)
+        if loop is None:
+            return False
+        index, start = loop
+        inside = {id(s) for s in _in_order(outer.body)}
+        first = min((self.order.get(i, 0) for i in inside), default=0)
+        read_items = _index_items(read.slice)
+        if read_items is None:
+            return False
+        for sub, stmt in self.writes.get(base, []):
+            if id(stmt) in inside:
+                items = _index_items(sub.slice)
+                if items is None or not _leading_ok(read_items, items, index, start, self.is_int):
+                    return False
+            elif self.order.get(id(stmt), first) >= first:
+                return False  # written after the loop
+        return True
+
+
+_MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
+
+
+def _bound_targets(node) -> list[str]:
+    """Names a statement binds (assignment targets, loop targets)."""
+    targets = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+        targets = [node.target]
+    out = []
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.append(n.id)
+    return out
+
+
+def _allocates_fresh(value) -> bool:
+    """np.zeros(...)-like calls and `x.copy()`: a new array no other name shares."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if short not in _FRESH or any(k.arg not in ("dtype", "order") for k in value.keywords):
+        return False
+    if short == "copy" and isinstance(func, ast.Attribute) and not value.args:
+        return True  # x.copy()
+    callee = getattr(func, "s2sad_callee", None)
+    return callee is not None and getattr(callee, "__module__", "").startswith("numpy")
+
+
+def _counting(loop: ast.For):
+    """(index, start) of `for index in range(start, stop[, step])` with a constant integer
+    start (0 when absent) and a positive constant step; else None."""
+    it = loop.iter
+    if not (
+        isinstance(loop.target, ast.Name)
+        and isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"  # the normalized loops' own (normalize.py)
+        and 1 <= len(it.args) <= 3
+        and not it.keywords
+    ):
+        return None
+    start = 0
+    if len(it.args) >= 2:
+        start = _int_constant(it.args[0])
+    step = _int_constant(it.args[2]) if len(it.args) == 3 else 1
+    if start is None or step is None or step <= 0:
+        return None
+    index = loop.target.id
+    assigned = sum(
+        1
+        for n in ast.walk(ast.Module(loop.body, []))
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == index
+    )
+    return (index, start) if assigned == 0 else None
+
+
+def _int_constant(node):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_constant(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _index_items(index) -> list | None:
+    """The items of a basic index (integers and slices), or None for anything else (an array,
+    None, an Ellipsis, a name holding a tuple)."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    for item in items:
+        if isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis):
+            return None
+    return list(items)
+
+
+def _offset(item, index: str):
+    """c where `item` is `index + c`, `index - c`, `c + index` or `index` (c a constant)."""
+    if isinstance(item, ast.Name) and item.id == index:
+        return 0
+    if isinstance(item, ast.BinOp) and isinstance(item.op, (ast.Add, ast.Sub)):
+        left, right = item.left, item.right
+        if isinstance(left, ast.Name) and left.id == index:
+            c = _int_constant(right)
+            if c is not None:
+                return c if isinstance(item.op, ast.Add) else -c
+        if isinstance(item.op, ast.Add) and isinstance(right, ast.Name) and right.id == index:
+            return _int_constant(left)
+    return None
+
+
+def _apart(read_item, write_item, index: str, start: int) -> bool:
+    """The write, in this or any later iteration, names another element along this axis."""
+    c_r, c_w = _offset(read_item, index), _offset(write_item, index)
+    return c_r is not None and c_w is not None and c_r < c_w and start + c_r >= 0
+
+
+def _leading_ok(read_items, write_items, index: str, start: int, is_int) -> bool:
+    """The items before the first axis where read and write are apart are integers or slices
+    in both (so that positions name the same axes), and no write index wraps around."""
+    for r, w in zip(read_items, write_items):
+        if _apart(r, w, index, start):
+            c_w = _offset(w, index)
+            return start + c_w >= 0
+        if not all(isinstance(e, ast.Slice) or is_int(e) for e in (r, w)):
+            return False
+    return False
 
 
 def _cheap(value: ast.expr) -> bool:
@@ -481,13 +724,14 @@ def record(
     owned=(),
     saved=None,
     recompute: bool = False,
+    is_int=None,
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
     (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
     `saved(read)` is the expression saving what a subscript write overwrites (by default
-    `read.copy()`)."""
-    tape = Tape(primal, adjoint, taken, owned)
+    `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference)."""
+    tape = Tape(primal, adjoint, taken, owned, is_int)
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.separate_saves = saved is not None  # compiled code
