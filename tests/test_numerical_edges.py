@@ -126,6 +126,21 @@ def square_sum(x):
     return np.sum(x * x)
 
 
+def overflow_on_a_path_not_taken(x, use_it):
+    big = np.exp(x * 1000.0)  # inf for x[0] = 1
+    if use_it:
+        return np.sum(big)
+    return np.sum(x**2)
+
+
+def test_an_overflowed_intermediate_meets_its_zero_cotangent_as_nan():
+    """Documented, as in every reverse-mode tool (JAX's `jnp.where` included): the adjoint of
+    `big` is 0 where the output does not use it, and 0 * exp(1000) = 0 * inf = nan."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        g = s2sad.grad(overflow_on_a_path_not_taken)(np.array([1.0, 1e-3]), False)
+    assert np.isnan(g[0]) and g[1] == pytest.approx(2e-3)
+
+
 def test_nan_and_inf_inputs_propagate_without_raising():
     x = np.array([np.nan, np.inf, -np.inf, 1.0])
     with np.errstate(all="ignore"):
