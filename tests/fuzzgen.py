@@ -1375,10 +1375,9 @@ class Gen:
         self.loop_depth += 1
         self.block_depth += 1
         p, lb, ub = self.pos((), 1)
-        if lb >= 0.3:
-            self.emit(f"{t} = {t} + {p}")
-        else:
-            self.emit(f"{t} = {t} + {p} + 0.3")
+        # always a floor: the bound of p assumes carried values stay within the bounds of the
+        # trips below, and a value the loop itself shrinks (exp(-s), s doubling) would not end
+        self.emit(f"{t} = {t} + {p} + 0.3")
         self.features.add("while")
         trips = int((limit + 1.0) / 0.3) + 1
         for v in carry:
@@ -1925,6 +1924,55 @@ def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
     indices, is_tuple = _wrt_indices(prog)
     args = None
     why = ""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(PROGRAM_TIMEOUT_S)
+    try:
+        args, why, res = _test_point(prog, pf, f, probe, rng, drng, indices, seed, modes)
+    except _Timeout:
+        raise AssertionError(
+            f"generator bug: the program did not finish in {PROGRAM_TIMEOUT_S}s\n" + prog.source
+        )
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    out.args = args
+    if args is None:
+        out.status, out.detail = "rejected", why
+        return out
+    with np.errstate(all="ignore"):
+        expected = f(*_copy(args))
+    if not _same_output(expected, res):
+        raise AssertionError("generator bug: probe and plain programs differ\n" + prog.source)
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(PROGRAM_TIMEOUT_S)
+    try:
+        with np.errstate(all="ignore"):
+            for mode in modes:
+                if mode == "grad" and prog.out_kind != "scalar":
+                    continue
+                if mode == "jvp":
+                    _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed)
+                elif mode == "jacobian":
+                    _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out)
+                else:
+                    _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, seed)
+    except _Timeout:
+        out.failures.append(("timeout", f"no result after {PROGRAM_TIMEOUT_S}s"))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    if out.failures:
+        out.status = "fail"
+    elif out.refusals:
+        out.status = "refused"
+    return out
+
+
+def _test_point(prog, pf, f, probe, rng, drng, indices, seed, modes):
+    """Arguments away from kinks and overflow where finite differences are stable, the probe
+    program's result there and, if none was found, why: (args or None, why, result)."""
+    args, why, res = None, "", None
     for _attempt in range(6):
         cand = make_args(prog, rng)
         probe.reset()
@@ -1972,38 +2020,7 @@ def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
             continue
         args = cand
         break
-    out.args = args
-    if args is None:
-        out.status, out.detail = "rejected", why
-        return out
-    with np.errstate(all="ignore"):
-        expected = f(*_copy(args))
-    if not _same_output(expected, res):
-        raise AssertionError("generator bug: probe and plain programs differ\n" + prog.source)
-
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(PROGRAM_TIMEOUT_S)
-    try:
-        with np.errstate(all="ignore"):
-            for mode in modes:
-                if mode == "grad" and prog.out_kind != "scalar":
-                    continue
-                if mode == "jvp":
-                    _check_jvp(s2sad, f, prog, args, expected, indices, is_tuple, out, seed)
-                elif mode == "jacobian":
-                    _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out)
-                else:
-                    _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, seed)
-    except _Timeout:
-        out.failures.append(("timeout", f"no result after {PROGRAM_TIMEOUT_S}s"))
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    if out.failures:
-        out.status = "fail"
-    elif out.refusals:
-        out.status = "refused"
-    return out
+    return args, why, res
 
 
 def _same_output(a, b) -> bool:
