@@ -1979,7 +1979,7 @@ def _test_point(prog, pf, f, probe, rng, drng, indices, seed, modes):
         with np.errstate(all="ignore", over="raise"):
             try:
                 res = pf(*_copy(cand))
-            except FloatingPointError:
+            except (FloatingPointError, OverflowError):  # NumPy's, or the math module's
                 # an intermediate overflowed to inf: even where the output does not depend on
                 # it, reverse mode meets 0 * inf = nan there (README, "Numerical behaviour")
                 why = "overflow inside the program"
