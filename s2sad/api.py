@@ -267,6 +267,47 @@ class JVPTransformed(Transformed):
         return out, _conform_output(out_dot, out)
 
 
+class BatchedJVPTransformed(Transformed):
+    """`jvp(f, wrt, batched=True)(*args, tangent=T)`: T holds a batch of tangents along its
+    first axis; returns `(f(*args), rows)`, row k the derivative along tangent k, in one sweep
+    (the primal runs once)."""
+
+    def __call__(self, *args, tangent=None, **kwargs):
+        if tangent is None:
+            raise TypeError(
+                f"jvp of {self.func.__name__} needs tangent= (a batch of tangents of "
+                f"{', '.join(self.wrt)} along a first axis)"
+            )
+        bound = self._bind(args, kwargs)
+        tangents = tangent if self.wrt_tuple else (tangent,)
+        if len(tangents) != len(self.wrt):
+            raise SeedShapeError(f"pass one batch of tangents per wrt input ({len(self.wrt)})")
+        rows = {np.shape(t)[0] if np.ndim(t) else None for t in tangents}
+        for name, t in zip(self.wrt, tangents):
+            shape = np.shape(bound.arguments[name])
+            if np.ndim(t) == 0 or np.shape(t)[1:] != shape:
+                raise SeedShapeError(
+                    f"the tangents of '{name}' have shape {np.shape(t)}; a batch of them has "
+                    f"shape (rows,) + {shape}"
+                )
+        if len(rows) != 1:
+            raise SeedShapeError(f"every wrt input needs the same number of tangents, not {rows}")
+        (size,) = rows
+        tangents = [np.asarray(t, dtype=np.result_type(t, np.float32)) for t in tangents]
+        compiled = self.specialized(bound)
+        out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        if compiled.tuple_output:
+            return out, tuple(_batch_rows(d, size, o) for d, o in zip(out_dot, out))
+        return out, _batch_rows(out_dot, size, out)
+
+
+def _batch_rows(t, size, out):
+    """Batched tangent rows shaped `(size,) + out.shape`, in out's float dtype."""
+    dtype = np.result_type(np.asarray(out).dtype, np.float32)
+    t = np.asarray(t, dtype=dtype)
+    return np.broadcast_to(t, (size,) + np.shape(out)).copy() if t.ndim == 0 else t
+
+
 def _unboxed(value):
     """A 0-d array as the number it holds: compiled code types the two differently."""
     return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
@@ -287,13 +328,22 @@ def _conform_output(t, out):
     )
 
 
-def jvp(f=None, wrt=0, *, jit=False, target="cpu"):
+def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
     """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
-    array shaped like the input (a tuple of them for a tuple `wrt`)."""
+    array shaped like the input (a tuple of them for a tuple `wrt`). With `batched=True`, `t`
+    holds many tangents along a new first axis, and all of them are pushed through in one
+    sweep: the result has that axis too (`vmap` of a jvp over the tangents)."""
 
     def build(func):
         if target == "cuda":
             return cuda_transform(func, wrt, "jvp")
+        if batched:
+            if jit:
+                raise S2SADError(
+                    "jvp(batched=True) has no jit=True yet: the batched helpers have no Numba "
+                    "versions; call the jitted jvp once per tangent"
+                )
+            return BatchedJVPTransformed(func, wrt, "jvp_batched", False)
         return JVPTransformed(func, wrt, "jvp", jit)
 
     return build if f is None else build(f)

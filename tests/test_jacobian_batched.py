@@ -1014,3 +1014,49 @@ def test_forward_batched_list_whose_first_element_carries_no_tangent():
     the tangent of np.concatenate when the list's first element was inactive."""
     w, x = normal(1, 4), normal(3, 2)
     check(joined_after_a_constant, w, x, 0.3, wrt=(0, 2))
+
+
+# ----------------------------------------------------------------------------- jvp(batched=True)
+
+
+def layer(x, W):
+    return np.tanh(W @ x) * np.sum(x**2)
+
+
+def test_batched_jvp_is_the_jvp_of_each_tangent_in_one_sweep():
+    x, W = normal(3), normal(4, 3)
+    T, TW = normal(5, 3), normal(5, 4, 3)
+    out, rows = s2sad.jvp(layer, wrt=(0, 1), batched=True)(x, W, tangent=(T, TW))
+    np.testing.assert_allclose(out, layer(x, W), rtol=1e-15)
+    assert rows.shape == (5, 4)
+    for k in range(5):
+        single = s2sad.jvp(layer, wrt=(0, 1))(x, W, tangent=(T[k], TW[k]))[1]
+        np.testing.assert_allclose(rows[k], single, rtol=1e-12, atol=1e-14)
+
+
+def test_batched_jvp_shares_tangents_across_independent_rows():
+    """One tangent per parameter slot, the same slot in every row of a batch of independent
+    problems, gives every problem's Jacobian (the BA benchmark's vmap(jacfwd))."""
+
+    def residuals(P):  # row i depends on P[i] only
+        return np.stack([P[:, 0] * P[:, 1], np.sin(P[:, 1])], axis=1)
+
+    P = normal(6, 2)
+    T = np.zeros((2, 6, 2))
+    T[0, :, 0] = T[1, :, 1] = 1.0
+    rows = s2sad.jvp(residuals, batched=True)(P, tangent=T)[1]  # (2, 6, 2)
+    blocks = np.moveaxis(rows, 0, 2)  # (6, 2, 2): block i = d residuals[i] / d P[i]
+    for i in range(6):
+        expected = [[P[i, 1], P[i, 0]], [0.0, np.cos(P[i, 1])]]
+        np.testing.assert_allclose(blocks[i], expected, rtol=1e-14)
+
+
+def test_batched_jvp_checks_its_tangents():
+    x, W = normal(3), normal(4, 3)
+    batched = s2sad.jvp(layer, wrt=(0, 1), batched=True)
+    with pytest.raises(s2sad.SeedShapeError, match="same number of tangents"):
+        batched(x, W, tangent=(normal(5, 3), normal(4, 4, 3)))
+    with pytest.raises(s2sad.SeedShapeError, match=r"shape \(rows,\)"):
+        batched(x, W, tangent=(normal(3), normal(4, 3)))
+    with pytest.raises(s2sad.S2SADError, match="no jit=True yet"):
+        s2sad.jvp(layer, batched=True, jit=True)
