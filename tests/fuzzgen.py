@@ -772,6 +772,9 @@ class Gen:
         self.features.add("reshape")
         if style == 0:
             code = f"{_paren(a.code)}.reshape({shape!r})"
+        elif style == 1 and self.chance(0.3):
+            code = f"np.reshape({a.code}, {shape!r}, order='F')"
+            self.features.add("reshape-fortran")
         elif style == 1:
             code = f"np.reshape({a.code}, {shape!r})"
         elif style == 2 and len(shape) == 1:
@@ -822,6 +825,13 @@ class Gen:
         n = shape[ax]
         sub = tuple(d for i, d in enumerate(shape) if i != ax)
         parts = [self.expr(sub, max(depth - 1, 0)) for _ in range(n)]
+        if ax == 0 and self.chance(0.3):  # the same array, as np.array of a list literal
+            self.features.add("array-literal")
+            return E(
+                f"np.array([{', '.join(p.code for p in parts)}])",
+                shape,
+                max(p.bound for p in parts),
+            )
         self.features.add("stack")
         kw = "" if ax == 0 and self.chance(0.4) else f", axis={ax}"
         return E(
@@ -1460,8 +1470,9 @@ class Gen:
                 "loop_fill",
                 "multi",
                 "slice_aug_self",
+                "scatter_add",
             ],
-            [3, 2, 2, 1, 1, 0.7, 1, 2, 2, 1, 0.7],
+            [3, 2, 2, 1, 1, 0.7, 1, 2, 2, 1, 0.7, 0.8],
         )
         if kind == "col" and nd < 2:
             kind = "slice"
@@ -1481,6 +1492,14 @@ class Gen:
             self.emit(f"{y}[{j}] {op} {code}")
             self.features.add(f"write-{kind}")
             return e.bound + yv.bound * (e.bound if op == "*=" else 1) + 1
+        if kind == "scatter_add":
+            k = self.r.randint(1, 4)
+            idx = [self.r.randrange(-shape[0], shape[0]) for _ in range(k)]
+            rows = (k,) + shape[1:] if self.chance(0.7) else shape[1:]  # or broadcast
+            e = self.squash(self.expr(rows, 2), 10)
+            self.emit(f"np.add.at({y}, {idx!r}, {e.code})")
+            self.features.add("write-scatter-add")
+            return yv.bound + k * e.bound
         if kind == "multi":
             j = [self.r.randrange(d) for d in shape[:2]]
             e = self.squash(self.expr(shape[2:], 2), 10)
