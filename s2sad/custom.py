@@ -12,7 +12,7 @@ import functools
 import inspect
 
 from .errors import S2SADError
-from .rules.registry import NAMESPACE, defvjp, nondiff
+from .rules.registry import NAMESPACE, nondiff, register
 from .runtime import stop_gradient
 
 nondiff(stop_gradient)
@@ -21,6 +21,9 @@ nondiff(stop_gradient)
 def _argnames(func, argnames) -> list[str]:
     if argnames is not None:
         return list(argnames)
+    nin = getattr(func, "nin", None)
+    if isinstance(nin, int):  # a NumPy/SciPy ufunc: its inputs, not out=, where=, signature=...
+        return [f"x{i + 1}" for i in range(nin)] if nin > 1 else ["x"]
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
@@ -51,7 +54,7 @@ def register_vjp(func, rule, argnames=None) -> None:
     NAMESPACE[rule_name] = rule
     call = f"{rule_name}(g, ans, {', '.join(names)})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
-    defvjp(func, ", ".join(names), joint=call if len(names) > 1 else None, **templates)
+    register(func, ", ".join(names), templates, joint=call if len(names) > 1 else None)
 
 
 class custom_vjp:  # noqa: N801  (used as a decorator, like functools.wraps)

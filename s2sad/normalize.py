@@ -1312,8 +1312,11 @@ class Normalizer:
 class _Rename(ast.NodeTransformer):
     def __init__(self, norm: Normalizer):
         self.norm = norm
+        self.bound: set[str] = set()  # names a comprehension around the node binds
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
+        if node.id in self.bound:
+            return node
         if node.id in self.norm.locals:
             return ast.copy_location(self.norm.load(node), node)
         obj = self.norm.resolver.resolve(node)
@@ -1337,6 +1340,19 @@ class _Rename(ast.NodeTransformer):
 
     def visit_Lambda(self, node):
         raise self.norm.unsupported(node, "lambdas used in place")
+
+    def _comprehension(self, node):
+        """A comprehension of values that carry no derivative (differentiated ones are refused
+        before this): its own variables stay as they are."""
+        saved = self.bound
+        self.bound = saved | {
+            n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+        }
+        self.generic_visit(node)
+        self.bound = saved
+        return node
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
 
 
 def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:

@@ -74,8 +74,16 @@ class Op:
 
 
 def _names(node: ast.AST) -> set[str]:
-    """Names whose values `node` reads; `x.shape`, `x.ndim`, ... read no value of `x`."""
+    """Names whose values `node` reads; `x.shape`, `x.ndim`, ..., `len(x)` and
+    `isinstance(x, ...)` read no value of `x` (as normalization counts them)."""
     if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
+        return set()
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("len", "isinstance")
+        and getattr(node.func, "s2sad_callee", None) in (None, len, isinstance)
+    ):
         return set()
     if isinstance(node, ast.Name):
         return {node.id}

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_vjp
+from conftest import check_grad, check_jvp, check_vjp
 
 
 def f(x):
@@ -657,3 +657,27 @@ def test_sizes_read_from_shape_keep_the_loop_scalar():
     assert "unbroadcast(" not in text and "snapshot(" not in text and "np.sum(" not in text
     assert text.count("_tape = []") == 1
     check_grad(recurrence_sized_by_shape, [x, 0.9], wrt=(0, 1))
+
+
+def sizes_from_len(x):
+    n = len(x) + 1  # len reads no value: it stays one expression
+    m = x.shape[0] + len(x)
+    return np.sum(x**2) / n * m
+
+
+def comprehension_of_indices(x, n):
+    idx = [i for i in range(n)]  # no derivative flows through it
+    weights = np.array([float(j) for j in range(3)])
+    return np.sum(x[idx] ** 2 * weights[:n])
+
+
+def test_len_in_arithmetic_and_comprehensions_of_constants():
+    """`len(x) + 1` gave an internal error, and a comprehension of plain values a
+    NameResolutionError on its own variable."""
+    x = np.array([0.3, -1.2, 2.0])
+    np.testing.assert_allclose(s2sad.grad(sizes_from_len)(x), 2 * x / 4 * 6, rtol=1e-14)
+    check_vjp(sizes_from_len, (x,))
+    check_jvp(sizes_from_len, (x,))
+    np.testing.assert_allclose(
+        s2sad.grad(comprehension_of_indices)(x, 3), 2 * x * np.arange(3.0), rtol=1e-14
+    )

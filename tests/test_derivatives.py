@@ -442,3 +442,18 @@ def h_nuclear(x):
 def test_hessian_through_a_nuclear_norm_is_refused():
     with pytest.raises(ValueError, match="no second derivative of np.linalg.norm"):
         s2sad.hessian(h_nuclear)(np.array([0.3, -0.7, 1.1]))
+
+
+def test_register_vjp_on_a_ufunc_with_keyword_parameters():
+    """scipy.special.expit's signature lists out=, where=, ..., signature=: only its input is
+    differentiated, and a parameter named like one of defvjp's own (`signature`) clashes with
+    nothing (the README's example; it raised TypeError with NumPy 2.4)."""
+    special = pytest.importorskip("scipy.special")
+    s2sad.register_vjp(special.expit, lambda dy, y, x: dy * y * (1 - y))
+
+    def f(x):
+        return np.sum(special.expit(x * 2.0))
+
+    x = np.array([0.3, -1.2])
+    e = special.expit(2 * x)
+    np.testing.assert_allclose(s2sad.grad(f)(x), 2 * e * (1 - e), rtol=1e-14)

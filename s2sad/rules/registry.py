@@ -168,6 +168,11 @@ def defvjp(
     used when several arguments are differentiated, so the rule runs once. `literal` limits
     parameters to literal values the templates are right for; other calls have no rule.
     """
+    register(func, signature, templates, seq, joint, literal)
+
+
+def register(func, signature: str, templates: dict, seq=(), joint=None, literal=None) -> None:
+    """defvjp with the templates as a dict: parameter names never meet defvjp's own."""
     name = getattr(func, "__name__", repr(func))
     rule = Rule(name, signature, templates, seq)
     rule.literal = literal or {}
