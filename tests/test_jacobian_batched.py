@@ -1019,18 +1019,18 @@ def test_forward_batched_list_whose_first_element_carries_no_tangent():
 # ----------------------------------------------------------------------------- jvp(batched=True)
 
 
-def layer(x, W):
+def tanh_layer(x, W):
     return np.tanh(W @ x) * np.sum(x**2)
 
 
 def test_batched_jvp_is_the_jvp_of_each_tangent_in_one_sweep():
     x, W = normal(3), normal(4, 3)
     T, TW = normal(5, 3), normal(5, 4, 3)
-    out, rows = s2sad.jvp(layer, wrt=(0, 1), batched=True)(x, W, tangent=(T, TW))
-    np.testing.assert_allclose(out, layer(x, W), rtol=1e-15)
+    out, rows = s2sad.jvp(tanh_layer, wrt=(0, 1), batched=True)(x, W, tangent=(T, TW))
+    np.testing.assert_allclose(out, tanh_layer(x, W), rtol=1e-15)
     assert rows.shape == (5, 4)
     for k in range(5):
-        single = s2sad.jvp(layer, wrt=(0, 1))(x, W, tangent=(T[k], TW[k]))[1]
+        single = s2sad.jvp(tanh_layer, wrt=(0, 1))(x, W, tangent=(T[k], TW[k]))[1]
         np.testing.assert_allclose(rows[k], single, rtol=1e-12, atol=1e-14)
 
 
@@ -1053,10 +1053,10 @@ def test_batched_jvp_shares_tangents_across_independent_rows():
 
 def test_batched_jvp_checks_its_tangents():
     x, W = normal(3), normal(4, 3)
-    batched = s2sad.jvp(layer, wrt=(0, 1), batched=True)
+    batched = s2sad.jvp(tanh_layer, wrt=(0, 1), batched=True)
     with pytest.raises(s2sad.SeedShapeError, match="same number of tangents"):
         batched(x, W, tangent=(normal(5, 3), normal(4, 4, 3)))
     with pytest.raises(s2sad.SeedShapeError, match=r"shape \(rows,\)"):
         batched(x, W, tangent=(normal(3), normal(4, 3)))
     with pytest.raises(s2sad.S2SADError, match="no jit=True yet"):
-        s2sad.jvp(layer, batched=True, jit=True)
+        s2sad.jvp(tanh_layer, batched=True, jit=True)
