@@ -321,13 +321,29 @@ class Forward:
         `x + c` with a larger constant `c`, it is broadcast to that shape."""
         primal_of = {d: p for p, d in self.tangent.items()}
         unlifted = _Unlift().visit(clone(total))  # a lift reads only the rank
-        read = {primal_of.get(n.id, n.id) for n in ast.walk(unlifted) if isinstance(n, ast.Name)}
+        # names read whole: `x` in `t * x`, not in `x[2:3]` (a part has a shape of its own)
+        parts = {
+            id(n.value) for n in ast.walk(unlifted) if isinstance(n, (ast.Subscript, ast.Attribute))
+        }
+        read = {
+            primal_of.get(n.id, n.id)
+            for n in ast.walk(unlifted)
+            if isinstance(n, ast.Name) and id(n) not in parts
+        }
         if op.target in read:
             return True
-        operands = list(op.args) + list(op.keywords.values())
-        names = {n.id for a in operands for n in ast.walk(a) if isinstance(n, ast.Name)}
-        names -= {"np", "math"}
-        return all(n in read or self.rank(_name(n)) == 0 for n in names)
+        seen = {ast.dump(n) for n in ast.walk(unlifted) if isinstance(n, ast.expr)}
+        for operand in list(op.args) + list(op.keywords.values()):
+            if isinstance(operand, ast.Constant):
+                continue
+            if isinstance(operand, ast.Name):
+                if operand.id in read or self.rank(operand) == 0:
+                    continue
+                return False
+            # an operand expression (a condition `x[2:3] > c`): read as it is, or a number
+            if ast.dump(operand) not in seen and self.rank(operand) != 0:
+                return False
+        return True
 
     def term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         if self.batched:

@@ -676,7 +676,7 @@ class Gen:
             "mean": a.bound,
             "max": a.bound,
             "min": a.bound,
-            "prod": a.bound**n,
+            "prod": a.bound**n if a.bound < 1e3 else math.inf,  # a float power can overflow
             "var": a.bound**2,
             "std": a.bound,
         }[f]

@@ -1181,3 +1181,19 @@ def test_parameter_rebound_to_constant_after_early_return():
     check_jvp(f, (0.7, w, x), wrt=(0, 2))
     # the early return's path
     check_grad(f, (0.7, w * 10, x), wrt=(0, 2))
+
+
+# bug 28 (fuzz seed 230536, forward mode): the tangent of np.where(c, a, x) with only the scalar
+# `a` differentiated was np.where(c, a_dot, 0.0), shaped like the condition x[2:3] (1,) and not
+# like the result (4,): the shape check counted `x` as read because `x[2:3]` was. An IndexError
+# later, in jvp and the forward Jacobian.
+def where_picks_a_scalar_over_a_vector(x, a):
+    v = np.where(x[2:3] > -0.14, a, x)
+    return v[1] * 2.0 + np.sum(v**2)
+
+
+def test_bug28_forward_tangent_of_where_has_the_result_shape():
+    x = np.array([-0.61, 1.21, 0.32, -0.79])
+    check_jvp(where_picks_a_scalar_over_a_vector, (x, -0.79), wrt=1)
+    jac = s2sad.jacobian(where_picks_a_scalar_over_a_vector, wrt=1, mode="forward")(x, -0.79)
+    assert jac == pytest.approx(2.0 + 2 * 4 * -0.79, rel=1e-12)  # v = a everywhere here
