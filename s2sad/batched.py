@@ -22,6 +22,7 @@ from .runtime import (
     _is_basic,
     _mT,
     _norm_kind,
+    einsum_parts,
     einsum_vjp_jvp,
     expand_reduced,
     extremum_vjp,
@@ -234,23 +235,11 @@ def _batch_letter(subscripts):
     return next(c for c in string.ascii_letters if c not in subscripts)
 
 
-def _einsum_output(ins):
-    letters = "".join(ins).replace(".", "")
-    singles = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    return ("..." if any("..." in s for s in ins) else "") + singles
-
-
 def batched_einsum_vjp(g, subscripts, operands, k):
     """Cotangent of operand `k` of np.einsum(subscripts, *operands), for each row of `g`."""
-    subscripts = subscripts.replace(" ", "")
     if "..." in subscripts:
         raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
-    if "->" in subscripts:
-        ins, out = subscripts.split("->")
-        ins = ins.split(",")
-    else:
-        ins = subscripts.split(",")
-        out = _einsum_output(ins)
+    ins, out = einsum_parts(subscripts)
     z = _batch_letter(subscripts)
     target = ins[k]
     others = [s for i, s in enumerate(ins) if i != k]
@@ -468,13 +457,7 @@ def batched_outer(a, b, which):
 
 def batched_einsum(subscripts, *operands, which=0):
     """np.einsum with the batch on operand `which`: one more letter for the batch axis."""
-    subscripts = subscripts.replace(" ", "")
-    if "->" in subscripts:
-        ins, out = subscripts.split("->")
-        ins = ins.split(",")
-    else:
-        ins = subscripts.split(",")
-        out = _einsum_output(ins)
+    ins, out = einsum_parts(subscripts)
     z = _batch_letter(subscripts)
     ins[which] = z + ins[which]
     return np.einsum(",".join(ins) + "->" + z + out, *operands)

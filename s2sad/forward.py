@@ -15,10 +15,10 @@ from . import rules, runtime
 from .activity import refuse_hidden_writes
 from .errors import NoRuleError
 from .normalize import NameAllocator
-from .reverse import batched_slice
+from .reverse import batched_slice, simple_statements
 from .rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
 from .rules.forward import kind_of, signature_of
-from .rules.indexing import getitem
+from .rules.indexing import getitem, is_add_at
 
 
 def _name(name: str) -> ast.Name:
@@ -84,10 +84,7 @@ def _add_at(stmt):
     if not isinstance(value, ast.Call) or len(value.args) != 3 or value.keywords:
         return None
     callee = getattr(value.func, "s2sad_callee", None)
-    # np.add.at is a new bound method at every access: compare what it is bound to
-    if callee is runtime.add_at or (
-        getattr(callee, "__self__", None) is np.add and getattr(callee, "__name__", "") == "at"
-    ):
+    if callee is runtime.add_at or is_add_at(callee):
         return value
     return None
 
@@ -110,13 +107,13 @@ class Forward:
         self.active = self.varied(stmts, set(wrt))
         refuse_hidden_writes(
             parsed,
-            [s.op for s in _simple(stmts) if hasattr(s, "op")],
+            [s.op for s in simple_statements(stmts) if hasattr(s, "op")],
             self.active,
             lambda s: _list_call(s, "append") is not None or _add_at(s) is not None,
         )
         self.written = {
             s.targets[0].value.id
-            for s in _simple(stmts)
+            for s in simple_statements(stmts)
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Subscript)
         }
 
@@ -140,7 +137,7 @@ class Forward:
         changed = True
         while changed:
             changed = False
-            for stmt in _simple(stmts):
+            for stmt in simple_statements(stmts):
                 for name in self.targets_varied(stmt, varied):
                     if name not in varied:
                         varied.add(name)
@@ -490,15 +487,6 @@ def _is_fresh(expr) -> bool:
 
 def _reads(nodes) -> set[str]:
     return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _simple(stmts):
-    for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            yield from _simple(stmt.body)
-            yield from _simple(stmt.orelse)
-        else:
-            yield stmt
 
 
 def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:

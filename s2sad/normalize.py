@@ -31,6 +31,7 @@ import numpy as np
 from .astcopy import clone
 from . import batched, runtime
 from . import rules
+from .rules.indexing import is_add_at
 from .errors import NameResolutionError, UnsupportedSyntaxError
 from .parse import parse_function
 from .resolve import Resolver
@@ -1376,8 +1377,7 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
                     continue
                 if call.args[0].id not in local_names:
                     continue
-                callee = resolver.resolve(call.func)  # a new bound method at every access
-                if not (getattr(callee, "__self__", None) is np.add and callee.__name__ == "at"):
+                if not is_add_at(resolver.resolve(call.func)):
                     continue
                 func = ast.copy_location(ast.Name("scatter_added", ast.Load()), call.func)
                 func.s2sad_runtime = runtime.scatter_added

@@ -277,18 +277,24 @@ def outer_vjp_rhs(g, a, b):
     return np.reshape(np.ravel(a) @ g, np.shape(b))
 
 
-def einsum_vjp(g, subscripts, operands, k):
-    """Cotangent of operand `k` of np.einsum(subscripts, *operands)."""
+def einsum_parts(subscripts):
+    """The letters of each input and of the output of np.einsum(subscripts, ...), the implicit
+    output (the letters that occur once, sorted) spelled out."""
     subscripts = subscripts.replace(" ", "")
-    if "..." in subscripts:
-        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
     if "->" in subscripts:
         ins, out = subscripts.split("->")
-    else:
-        ins = subscripts
-        letters = ins.replace(",", "")
-        out = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
-    ins = ins.split(",")
+        return ins.split(","), out
+    ins = subscripts.split(",")
+    letters = "".join(ins).replace(".", "")
+    singles = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return ins, ("..." if any("..." in s for s in ins) else "") + singles
+
+
+def einsum_vjp(g, subscripts, operands, k):
+    """Cotangent of operand `k` of np.einsum(subscripts, *operands)."""
+    if "..." in subscripts:
+        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
+    ins, out = einsum_parts(subscripts)
     target = ins[k]
     others = [s for i, s in enumerate(ins) if i != k]
     other_ops = [op for i, op in enumerate(operands) if i != k]
