@@ -144,10 +144,13 @@ class Transformed:
     def _run(self, compiled, bound, extra=(), name=None):
         if not self.jit:
             return compiled.function(*bound.args, **bound.kwargs)
-        if compiled.jitted is None:
-            compiled.jitted = Jitted(compiled)
         args = (*bound.arguments.values(), *extra)
-        return compiled.jitted(args, strict=self.jit == "strict", name=name)
+        what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
+        return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
+
+    def jit_label(self) -> str:
+        """The user's transform as they wrote it, for messages about compiling it."""
+        return f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r})"
 
     def _jitted_vjp(self, compiled, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
@@ -254,11 +257,10 @@ class JVPTransformed(Transformed):
                 )
         compiled = self.specialized(bound)
         if self.jit:
-            if compiled.jitted is None:
-                compiled.jitted = Jitted(compiled)
-            out, out_dot = compiled.jitted(
+            out, out_dot = Jitted.of(compiled)(
                 (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
                 strict=self.jit == "strict",
+                what=self.jit_label(),
             )
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
