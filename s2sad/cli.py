@@ -123,9 +123,7 @@ def write_output(path: Path, text: str) -> None:
     temporary file): an existing file keeps its mode, a symbolic link at `path` is replaced by
     the file rather than written through, and a directory is refused."""
     if path.is_dir():
-        raise CLIError(
-            f"{path} is a directory: -o names the file to write (--all writes into a " "directory)"
-        )
+        raise CLIError(f"{path} is a directory: -o names the file to write (--all: a directory)")
     try:
         st = os.lstat(path)
         mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _new_file_mode()

@@ -1,8 +1,9 @@
 """Compiling generated code with Numba (`jit=True` or `jit="strict"`).
 
 The generated source is written to a file in s2sad's cache directory, keyed by its text and
-s2sad's version, and imported from there, so Numba's on-disk cache (`cache=True`) serves a
-second process without compiling again. Runtime helpers are replaced by versions Numba can
+s2sad's version, and compiled from its text, so Numba's on-disk cache serves a second process
+without compiling again; the directory is checked before anything in it is loaded (see "the
+disk cache" below). Runtime helpers are replaced by versions Numba can
 compile; a helper Numba cannot type makes compilation fail, and then `jit="strict"` raises
 `JitError` naming it while `jit=True` warns and runs the Python version.
 """
@@ -129,8 +130,11 @@ def _checked_root(configured: Path) -> Path:
     private_dir(root)
     for parent in root.parents:
         st = os.stat(parent)
-        sticky = st.st_mode & stat.S_ISVTX
-        if st.st_uid not in (0, _me()) or (st.st_mode & 0o022 and not sticky):
+        # writable by others only with the sticky bit (/tmp); by the group only if it is the
+        # user's own (a user private group)
+        others = st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX
+        group = st.st_mode & 0o020 and st.st_gid != os.getegid()
+        if st.st_uid not in (0, _me()) or others or group:
             raise UntrustedPath(f"{parent}, a parent of {root}, can be changed by other users")
     private_dir(root / "numba")
     return root

@@ -277,13 +277,11 @@ def test_long_function_names_keep_cache_file_names_short(tmp_path, cache, length
 
 # ----------------------------------------------------------------------------- names in code
 
-WEIRD = ['we"""ird\\Uname\\x.py', "evil\"\"\"+str(open('MARK','w'))+\"\"\".py"]
+WEIRD = ['we"""ird\\Uname\\x.py', 'evil"""+str(open(\'MARK\',\'w\'))+""".py']
 
 
 @pytest.mark.parametrize("file_name", WEIRD)
-def test_a_file_name_cannot_break_or_inject_into_generated_code(
-    tmp_path, monkeypatch, file_name
-):
+def test_a_file_name_cannot_break_or_inject_into_generated_code(tmp_path, monkeypatch, file_name):
     monkeypatch.chdir(tmp_path)
     module = _module(
         tmp_path,
@@ -416,3 +414,30 @@ def test_emit_to_a_directory_is_a_one_line_error_and_leaves_nothing(tmp_path):
     assert missing.returncode == 1 and "cannot write" in missing.stderr
     assert "Traceback" not in missing.stderr
     assert not [p for p in ROOT.iterdir() if ".tmp" in p.name]
+
+
+def test_a_crafted_function_name_or_argname_never_becomes_code(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+    class Crafted:
+        __name__ = "x(0); open('MARK', 'w'); y"
+
+        def __call__(self, v):
+            return v * 3.0
+
+    crafted = Crafted()
+    s2sad.register_vjp(crafted, lambda g, ans, v: g * 3.0, argnames=("v",))
+    module = _module(
+        tmp_path,
+        "uses_crafted",
+        """
+        import numpy as np
+        def f(x):
+            return np.sum(crafted(x))
+        """,
+    )
+    module.crafted = crafted
+    np.testing.assert_allclose(s2sad.grad(module.f)(np.ones(2)), [3.0, 3.0])
+    assert not (tmp_path / "MARK").exists()
+    with pytest.raises(s2sad.S2SADError, match="argnames must be parameter names"):
+        s2sad.register_vjp(np.cbrt, lambda g, ans, v: g, argnames=("v); open('MARK', 'w'",))
