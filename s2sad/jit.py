@@ -95,8 +95,10 @@ _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a tim
 _PRIVATE: dict[str, Path] = {}  # configured directory refused -> this process's own one
 
 
-def _me() -> int:
-    return os.geteuid()
+def _me() -> int | None:
+    """This process's user id (None where the system has none: Windows, whose access control
+    lists s2sad does not read)."""
+    return os.geteuid() if hasattr(os, "geteuid") else None
 
 
 def _unsafe(st, is_kind) -> str | None:
@@ -104,6 +106,8 @@ def _unsafe(st, is_kind) -> str | None:
     cannot)."""
     if not is_kind(st.st_mode):
         return "is a symbolic link" if stat.S_ISLNK(st.st_mode) else "is not of the expected kind"
+    if _me() is None:
+        return None
     if st.st_uid != _me():
         return f"is owned by uid {st.st_uid}, not by this user (uid {_me()})"
     if st.st_mode & 0o022:
@@ -128,7 +132,7 @@ def _checked_root(configured: Path) -> Path:
     root = Path(os.path.realpath(configured))
     root.parent.mkdir(parents=True, exist_ok=True)
     private_dir(root)
-    for parent in root.parents:
+    for parent in root.parents if _me() is not None else ():
         st = os.stat(parent)
         # writable by others only with the sticky bit (/tmp); by the group only if it is the
         # user's own (a user private group)
@@ -172,7 +176,10 @@ def atomic_write(path: Path, mode: int = 0o600):
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-            os.fchmod(f.fileno(), mode)
+            if hasattr(os, "fchmod"):  # the file itself, not whatever the name leads to now
+                os.fchmod(f.fileno(), mode)
+        if not hasattr(os, "fchmod"):  # pragma: no cover  (Windows: read-only or not)
+            os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -66,9 +66,47 @@ def test_cache_directories_are_0700_and_files_0600_with_no_temporary_left(cache)
     out = s2sad.grad(lambda_free_square, jit="strict")(np.arange(3.0))
     np.testing.assert_allclose(out, 2 * np.arange(3.0))
     assert _mode(cache) == 0o700 and _mode(cache / "numba") == 0o700
+    module = jit._module_for(SOURCE, "f")
+    module.f._cache._cache_file._save_index({})  # Numba's index, as its cache writes it
     files = [p for p in cache.rglob("*") if p.is_file()]
-    assert files and all(_mode(p) == 0o600 for p in files)
+    assert any(p.suffix == ".nbi" for p in files) and all(_mode(p) == 0o600 for p in files)
     assert not [p for p in cache.rglob("*") if "tmp" in p.name]
+
+
+_TWICE = """
+import numpy as np, s2sad
+
+def cached_twice(x):
+    return np.sum(np.tanh(x) ** 2)
+
+g = s2sad.grad(cached_twice, jit="strict")
+print(g(np.linspace(0.0, 1.0, 4)).tolist())
+dispatcher = g.compiled.jitted.namespace[g.compiled.name]
+print(sum(dispatcher.stats.cache_hits.values()))
+"""
+
+
+def test_the_checked_cache_still_serves_a_second_process(tmp_path):
+    (tmp_path / "twice.py").write_text(_TWICE)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "S2SAD_CACHE_DIR": str(tmp_path / "cache"),
+        "NUMBA_OPT": "3",  # at -O0 Numba declines to cache some functions
+    }
+    runs = [
+        subprocess.run(
+            [sys.executable, str(tmp_path / "twice.py")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        for _ in range(2)
+    ]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    (value1, hits1), (value2, hits2) = (r.stdout.split("\n")[:2] for r in runs)
+    assert value1 == value2 and hits1 == "0" and hits2 == "1"
 
 
 def lambda_free_square(x):
@@ -441,3 +479,21 @@ def test_a_crafted_function_name_or_argname_never_becomes_code(tmp_path, monkeyp
     assert not (tmp_path / "MARK").exists()
     with pytest.raises(s2sad.S2SADError, match="argnames must be parameter names"):
         s2sad.register_vjp(np.cbrt, lambda g, ans, v: g, argnames=("v); open('MARK', 'w'",))
+
+
+def test_an_inlined_helpers_renamed_function_name_never_becomes_code(tmp_path):
+    module = _module(
+        tmp_path,
+        "renamed_helper",
+        """
+        import numpy as np
+        W = np.array([1.0, 2.0])
+        def helper(v, w=W):
+            return v * w
+        helper.__name__ = "x = 1\\nopen('MARK', 'w')\\ny"
+        def f(x):
+            return np.sum(helper(x) ** 2)
+        """,
+    )
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(s2sad.grad(module.f)(x), 2 * x * module.W**2)
