@@ -76,8 +76,10 @@ def module_text(source: str, name: str | None = None, embed: bool = True) -> str
 #
 # What s2sad loads from its cache directory is code: the generated modules, and Numba's index
 # and data files, which are pickles. So the directory must be one that only this user can have
-# written: owned by them, writable by no one else (and no parent writable by others, but for
-# sticky ones like /tmp). s2sad creates it 0700 and its files 0600, each written under a random
+# written: owned by them, writable by no one else, and each parent owned by them or root and
+# writable by no one else but for sticky ones like /tmp (or the group of a user private group).
+# Where it is not, a CacheWarning says so and a private directory serves the process.
+# s2sad creates the directory 0700 and its files 0600, each written under a random
 # name and renamed into place. A generated module is never imported through Python's import
 # system (which would run a planted `.pyc`): s2sad compiles the text it generated itself, and
 # the file only gives Numba a source to stamp its cache with.
