@@ -144,10 +144,15 @@ class Transformed:
     def _run(self, compiled, bound, extra=(), name=None):
         if not self.jit:
             return compiled.function(*bound.args, **bound.kwargs)
-        if compiled.jitted is None:
-            compiled.jitted = Jitted(compiled)
         args = (*bound.arguments.values(), *extra)
-        return compiled.jitted(args, strict=self.jit == "strict", name=name)
+        what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
+        return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
+
+    label = None  # what the user called, where this is part of it (s2sad.jacobian)
+
+    def jit_label(self) -> str:
+        """The user's transform as they wrote it, for messages about compiling it."""
+        return self.label or f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r})"
 
     def _jitted_vjp(self, compiled, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
@@ -254,11 +259,10 @@ class JVPTransformed(Transformed):
                 )
         compiled = self.specialized(bound)
         if self.jit:
-            if compiled.jitted is None:
-                compiled.jitted = Jitted(compiled)
-            out, out_dot = compiled.jitted(
+            out, out_dot = Jitted.of(compiled)(
                 (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
                 strict=self.jit == "strict",
+                what=self.jit_label(),
             )
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
@@ -373,6 +377,7 @@ class Jacobian:
         # the batched helpers have no Numba versions: compiled, it is one sweep per direction
         self.func, self.mode, self.batched = f, mode, batched and not jit
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
+        self.forward.label = self.backward.label = f"s2sad.jacobian({f.__qualname__}, jit={jit!r})"
         self.last = None  # (mode, ranks) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         functools.update_wrapper(self, f)

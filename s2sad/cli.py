@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from . import __version__
 from .api import JVPTransformed, Transformed
 from .compile import transform
 from .errors import S2SADError
+from .jit import atomic_write
 from .standalone import jit_module, standalone_module
 
 _HELP = """\
@@ -109,11 +111,36 @@ def emit_all(directory: str, outdir: str | None, check: bool) -> int:
                     stale.append(str(out))
             else:
                 out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_text(text)
+                write_output(out, text)
                 print(f"wrote {out}")
     for name in stale:
         print(f"stale: {name}", file=sys.stderr)
     return 1 if stale else 0
+
+
+def write_output(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole (a reader never sees half a module, a failure leaves no
+    temporary file): an existing file keeps its mode, a symbolic link at `path` is replaced by
+    the file rather than written through, and a directory is refused."""
+    if path.is_dir():
+        raise CLIError(f"{path} is a directory: -o names the file to write (--all: a directory)")
+    try:
+        st = os.lstat(path)
+        mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _new_file_mode()
+    except FileNotFoundError:
+        mode = _new_file_mode()
+    try:
+        with atomic_write(path, mode) as f:
+            f.write(text.encode())
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _new_file_mode() -> int:
+    """The mode a file created now gets: 0666 less the process's umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def show_text(spec: str, wrt_names, mode: str) -> str:
@@ -223,9 +250,7 @@ def main(argv=None) -> int:
         if args.command == "emit":
             text = emit_text(args.target, args.wrt, args.mode, args.jit)
             if args.output:
-                tmp = f"{args.output}.tmp{os.getpid()}"
-                Path(tmp).write_text(text)
-                os.replace(tmp, args.output)
+                write_output(Path(args.output), text)
             else:
                 sys.stdout.write(text)
         else:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
+import re
 
 from .errors import S2SADError
 from .rules.registry import NAMESPACE, nondiff, register
@@ -47,7 +49,15 @@ def _argnames(func, argnames) -> list[str]:
 def register_vjp(func, rule, argnames=None) -> None:
     """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
     names = _argnames(func, argnames)
-    base = f"{getattr(func, '__name__', 'func').strip('<>')}_vjp"
+    for name in names:
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise S2SADError(
+                f"argnames must be parameter names, not {name!r}",
+                hint="pass argnames=('x', ...) of identifiers",
+            )
+    # the rule's name goes into generated code: only the identifier characters of the function's
+    base = re.sub(r"\W", "_", str(getattr(func, "__name__", "func")).strip("<>")) or "func"
+    base = f"{'_' if base[0].isdigit() else ''}{base}_vjp"
     rule_name, k = base, 2
     while rule_name in NAMESPACE and NAMESPACE[rule_name] is not rule:
         rule_name, k = f"{base}{k}", k + 1

@@ -13,6 +13,16 @@ import black
 from .astcopy import clone
 
 
+def docstring(text: str) -> str:
+    """`text` as a string literal for generated code: a plain triple-quoted docstring where the
+    text can be pasted between the quotes as it is, else its `repr` (a file or function name
+    holding quotes, backslashes or control characters must never become code)."""
+    lines = text.split("\n")
+    if all(line.isprintable() for line in lines) and "\\" not in text and '"' not in text:
+        return f'"""{text}"""'
+    return repr(text)
+
+
 def _is_literal(node: ast.expr) -> bool:
     try:
         ast.literal_eval(node)
@@ -153,19 +163,21 @@ def emit(
         mode = "vjp"
         lines = [
             f"def {name}({params}):",
-            f'    """Value of {where} and its batched pullback to {", ".join(wrt)} (one seed '
-            f'per row)."""',
+            "    "
+            + docstring(
+                f"Value of {where} and its batched pullback to {', '.join(wrt)} (one seed per row)."
+            ),
         ]
     elif mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
         lines = [
             f"def {name}({params}):",
-            f'    """{what} of {where} with respect to {", ".join(wrt)}."""',
+            "    " + docstring(f"{what} of {where} with respect to {', '.join(wrt)}."),
         ]
     else:
         lines = [
             f"def {name}({params}):",
-            f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
+            "    " + docstring(f"Value of {where} and its pullback to {', '.join(wrt)}."),
         ]
     if mode == "vjp" and plain_primal is not None:
         # the adjoint consumes its tape and writes back overwritten values: each pullback call
@@ -253,7 +265,8 @@ def emit_jvp(
         extra = ", ".join(f"{t}=None" for t in tangents)
     lines = [
         f"def {name}({params + ', ' if params else ''}{extra}):",
-        f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}."""',
+        "    "
+        + docstring(f"Value of {where} and its derivative along {what} of {', '.join(wrt)}."),
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
     used = {n.id for s in body + outputs for n in ast.walk(s) if isinstance(n, ast.Name)}

@@ -1239,12 +1239,12 @@ class Normalizer:
                 ast.literal_eval(repr(value))
                 return ast.Constant(value)
             except (ValueError, SyntaxError):
-                spelled = self.names.fresh(f"{func.__name__}_{name}")
+                spelled = self.names.fresh(f"{parsed.name}_{name}")  # not __name__: any text
                 self.resolver.namespace[spelled] = value
                 return ast.Name(spelled, ast.Load())
 
         self._bind_params(sub, inspect.signature(func), args, keywords, node, default)
-        return self._run_inlined(sub, parsed.tree.body, func.__name__)
+        return self._run_inlined(sub, parsed.tree.body, parsed.name)
 
     def inline_local(self, fn, args, keywords, node) -> ast.expr:
         """A `def` or lambda inside the function: its closure is the current environment."""

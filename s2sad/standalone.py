@@ -7,14 +7,15 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
-import numbers
+import math
+import symtable
 import textwrap
 import types
 
 import numpy as np
 
 from . import runtime
-from .emit import format_source
+from .emit import docstring, format_source
 from .errors import S2SADError
 
 
@@ -38,18 +39,43 @@ def runtime_helpers(source: str) -> list[str]:
     return sorted(needed, key=lambda n: funcs[n].__code__.co_firstlineno)
 
 
+def _literal(value) -> str | None:
+    """Python source that evaluates to `value` in a module that imports numpy as np and math,
+    or None. `repr` is not such source for every constant: `repr(float("inf"))` is `inf`."""
+    if value is None or type(value) in (bool, int, str, bytes):
+        return repr(value)
+    if type(value) is float:
+        return repr(value) if math.isfinite(value) else f"float({repr(value)!r})"
+    if type(value) is complex:
+        return f"complex({_literal(value.real)}, {_literal(value.imag)})"
+    if type(value) in (tuple, list):
+        items = [_literal(v) for v in value]
+        if None in items and not all(v is None for v in value):
+            return None
+        items = [repr(None) if v is None else i for v, i in zip(value, items)]
+        if type(value) is tuple:
+            return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        return f"[{', '.join(items)}]"
+    if isinstance(value, np.generic) and hasattr(np, value.dtype.name):
+        inner = _literal(value.item())
+        return inner and f"np.{value.dtype.name}({inner})"
+    if isinstance(value, np.ndarray) and value.size <= 1000 and hasattr(np, value.dtype.name):
+        items = _literal(value.tolist())
+        return items and f"np.array({items}, dtype=np.{value.dtype.name})"
+    return None
+
+
 def _constant(name: str, value) -> str:
     if isinstance(value, types.ModuleType):
+        if not all(part.isidentifier() for part in value.__name__.split(".")):
+            raise S2SADError(f"the module {value.__name__!r} cannot be imported by name")
         return f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}"
-    if value is None or isinstance(value, (bool, str, numbers.Number, tuple)):
-        return f"{name} = {value!r}"
-    if isinstance(value, np.ndarray) and value.size <= 1000:
-        return f"{name} = np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
+    literal = _literal(value)
+    if literal is not None:
+        return f"{name} = {literal}"
     func = getattr(value, "func", value)  # a custom_vjp wraps the user's function
     if inspect.isfunction(func) and func.__name__ == name:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
-        tree.body[0].decorator_list = []
-        return ast.unparse(tree)
+        return _function_source(func)
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
         "cannot be written into a standalone module",
@@ -57,21 +83,114 @@ def _constant(name: str, value) -> str:
     )
 
 
+def _function_source(func) -> str:
+    """The user's function as source for the module: no decorators or annotations (names the
+    module would not define); a function reading closure variables cannot be written."""
+    if func.__code__.co_freevars:
+        raise S2SADError(
+            f"the generated code calls {func.__qualname__}, which reads the closure variables "
+            f"{', '.join(func.__code__.co_freevars)}: it cannot be written into a standalone "
+            "module",
+            hint="define it at module level, reading module-level constants",
+        )
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    node = tree.body[0]
+    node.decorator_list = []
+    node.returns = None
+    for arg in ast.walk(node.args):
+        if isinstance(arg, ast.arg):
+            arg.annotation = None
+    return ast.unparse(tree)
+
+
+def _with_dependencies(items: dict) -> dict:
+    """`items` (name -> value) and, for each function among them written as source, the
+    module-level names its body reads, from its own module (transitively). A name that means
+    one thing here and another in a function's module cannot be written: refused."""
+    out, todo = dict(items), list(items.items())
+    while todo:
+        name, value = todo.pop()
+        func = getattr(value, "func", value)
+        if not (inspect.isfunction(func) and func.__name__ == name):
+            continue
+        for dep in sorted(free_globals(_function_source(func))):
+            if dep in func.__globals__:
+                dep_value = func.__globals__[dep]
+            elif hasattr(builtins, dep):
+                continue
+            else:
+                raise S2SADError(
+                    f"{func.__qualname__} reads '{dep}', which its module does not define"
+                )
+            if dep in out and out[dep] is not dep_value:
+                raise S2SADError(
+                    f"'{dep}' names two things in the standalone module: {func.__qualname__}'s "
+                    f"{dep} and the generated code's",
+                    hint="rename one of them in the source",
+                )
+            if dep not in out:
+                out[dep] = dep_value
+                todo.append((dep, dep_value))
+    return out
+
+
+def free_globals(source: str) -> set[str]:
+    """The names `source` reads from module level (or builtins) without binding them there."""
+    table = symtable.symtable(source, "<generated>", "exec")
+    bound = {s.get_name() for s in table.get_symbols() if s.is_assigned() or s.is_imported()}
+    free: set[str] = set()
+
+    def walk(t, top: bool):
+        for sym in t.get_symbols():
+            name = sym.get_name()
+            reads = sym.is_referenced() and (top and not sym.is_assigned() or sym.is_global())
+            if reads and name not in bound:
+                free.add(name)
+        for child in t.get_children():
+            walk(child, False)
+
+    walk(table, True)
+    return free
+
+
+def check_module(text: str, what: str) -> str:
+    """`text` if it is a module that runs: every name it reads is defined in it or a builtin,
+    and (without Numba) executing it defines its functions. Else an S2SADError: a module that
+    fails when imported or called must not be written."""
+    missing = sorted(n for n in free_globals(text) if not hasattr(builtins, n))
+    if missing:
+        raise S2SADError(
+            f"the standalone module for {what} would read {', '.join(missing)}, which it does "
+            "not define",
+            hint="make these literal constants or parameters of the function, or report this",
+        )
+    if "from numba import" not in text:
+        try:
+            exec(compile(text, "<standalone module>", "exec"), {"__name__": "s2sad_emit_check"})
+        except Exception as exc:
+            raise S2SADError(
+                f"the standalone module for {what} fails when imported: "
+                f"{type(exc).__name__}: {exc}",
+                hint="report this; the non-standalone s2sad.grad still works",
+            ) from None
+    return text
+
+
 def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
     """The text of a module defining `compiled`'s function with nothing of s2sad imported."""
     lines = [
-        f'"""Adjoint of {func.__qualname__} from {origin}.',
-        "",
-        f"Generated by s2sad {version} (mode={mode}, wrt={', '.join(wrt)}). Do not edit: "
-        "regenerate with `s2sad emit`.",
-        '"""',
+        docstring(
+            f"Adjoint of {func.__qualname__} from {origin}.\n\n"
+            f"Generated by s2sad {version} (mode={mode}, wrt={', '.join(wrt)}). Do not edit: "
+            "regenerate with `s2sad emit`.\n"
+        ),
         "",
         "import math",
         "",
         "import numpy as np",
         "",
     ]
-    for n, v in sorted(compiled.globals.items()):
+    for n, v in sorted(_with_dependencies(compiled.globals).items()):
         if getattr(builtins, n, None) is v:
             continue  # builtins need no definition
         text = _constant(n, v)
@@ -83,7 +202,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     for name in helpers:
         lines += ["", "", inspect.getsource(funcs[name])]
     lines += ["", "", compiled.source]
-    return format_source("\n".join(lines))
+    return check_module(format_source("\n".join(lines)), func.__qualname__)
 
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
@@ -91,16 +210,17 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
     from .jit import module_text
 
     header = [
-        f'"""Adjoint of {func.__qualname__} from {origin}, compiled with Numba.',
-        "",
-        f"Generated by s2sad {version} (mode={mode}, wrt={', '.join(wrt)}, jit). Do not edit: "
-        "regenerate with `s2sad emit --jit`.",
-        '"""',
+        docstring(
+            f"Adjoint of {func.__qualname__} from {origin}, compiled with Numba.\n\n"
+            f"Generated by s2sad {version} (mode={mode}, wrt={', '.join(wrt)}, jit). Do not "
+            "edit: regenerate with `s2sad emit --jit`.\n"
+        ),
     ]
     constants = [
         _constant(n, v)
-        for n, v in sorted(compiled.globals.items())
+        for n, v in sorted(_with_dependencies(compiled.globals).items())
         if getattr(builtins, n, None) is not v
     ]
     body = module_text(compiled.source, compiled.name)
-    return format_source("\n".join(header + [body] + constants) + "\n")
+    text = format_source("\n".join(header + [body] + constants) + "\n")
+    return check_module(text, func.__qualname__)
