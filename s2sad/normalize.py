@@ -526,9 +526,17 @@ class Normalizer:
             isinstance(t, ast.Name) for t in target.elts
         ):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                shared = [self.shared_bases(v) for v in value.elts]
                 atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
-                for t, a in zip(target.elts, atoms):
+                for t, v, a, bases in zip(target.elts, value.elts, atoms, shared):
+                    if self.may_alias(v):  # `a, b = y, z`: `a` is `y`
+                        self.pending_alias = ast.unparse(v)
                     self.bind(t.id, a, varied=self.atom_varied(a))
+                    self.pending_alias = None
+                    self.stale.discard(t.id)
+                    self.aug_stale.pop(t.id, None)
+                    self.sharing.pop(t.id, None)
+                    self.share(t.id, bases)
                 return ast.Tuple(atoms, ast.Load())
             whole = self.atom(value, "_".join(t.id for t in target.elts))
             if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):

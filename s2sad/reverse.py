@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from .astcopy import clone
 from .jit import jit_copy
 from .normalize import NameAllocator
+from .ops import _index_expr
 from .rules.batched import batch_adjoint, rename_helpers
 
 
@@ -410,7 +411,9 @@ class Reverser:
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         if not _is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
-                            part = _call("last_written", part, _name(base), clone(index))
+                            part = _call(
+                                "last_written", part, _name(base), _index_expr(clone(index))
+                            )
                         contribution = self.scalars(
                             _call("unbroadcast", part, _name(operand)),
                             self.rank(ast.Subscript(_name(base), index, ast.Load())),

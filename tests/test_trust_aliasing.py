@@ -154,6 +154,27 @@ def helper_returns_a_view(x):
     return np.sum(y * y)
 
 
+def unpacked_alias(x):
+    y = x * 1.0
+    a, b = y, y * 2.0
+    a += 1.0
+    return np.sum(y * b)
+
+
+def unpacked_alias_written(x):
+    y = x * 1.0
+    a, b = y, y * 2.0
+    a[0] = 7.0
+    return np.sum(y * b)
+
+
+def rows_written_in_place(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    for row in y:
+        row += 1.0  # writes into y
+    return np.sum(y * y)
+
+
 REFUSED = {
     alias_then_add: ("`z += 1.0` writes in place into `z`", "`y`", "z = z + 1.0"),
     view_then_scale: ("`v` may share memory with `y`", "`y *= 2.0`", "y = y * 2.0"),
@@ -168,6 +189,9 @@ REFUSED = {
     view_written: ("`v *= 3.0`", "`y[1:]`", "v = v * 3.0"),
     helper_returns_its_argument: ("`z += 1.0`", "`y`", "z = y.copy()"),
     helper_returns_a_view: ("`z` may share memory with another array", "`y`", ".copy()"),
+    unpacked_alias: ("`a += 1.0`", "`y`", "a = a + 1.0"),
+    rows_written_in_place: ("`row += 1.0`", "`y[", "row = row + 1.0"),
+    unpacked_alias_written: ("`a` may share memory with another array", "`y`", ".copy()"),
 }
 
 
@@ -195,6 +219,14 @@ def test_refusal_names_the_line_of_the_write():
     line = view_then_scale.__code__.co_firstlineno
     assert info.value.line == line + 4  # the read of `v`
     assert f"`y *= 2.0` (line {line + 3})" in str(info.value)
+
+
+def elements_of_vector(x):
+    s = 0.0
+    for v in x:
+        v += 1.0  # NumPy scalars: a new one each time
+        s = s + v * v
+    return s
 
 
 def scalar_accumulator(x):
@@ -287,6 +319,7 @@ def helper_result_is_fresh(x):
     "f",
     [
         scalar_accumulator,
+        elements_of_vector,
         fresh_array_accumulator,
         scalar_kept_before_add,
         scalar_kept_in_loop,
@@ -427,6 +460,12 @@ def repeated_rows(x):
     return np.sum(y * np.arange(6.0).reshape(3, 2))
 
 
+def repeated_columns(x):
+    y = np.zeros((2, 3))
+    y[:, [2, 2, 0]] = np.stack([x, 2.0 * x])
+    return np.sum(y * np.arange(6.0).reshape(2, 3))
+
+
 def repeated_index_added(x):
     y = x * 1.0
     y[[0, 0, 1]] += x  # y[0] = x[0] + x[1]: the last write, not both
@@ -452,6 +491,7 @@ def repeated_index_in_loop(x):
         boolean_mask,
         two_index_arrays,
         repeated_rows,
+        repeated_columns,
         repeated_index_added,
         repeated_index_in_loop,
     ],
@@ -471,6 +511,20 @@ def test_repeated_index_exact():
     np.testing.assert_array_equal(s2sad.grad(repeated_index, jit=True)(X.copy()), [0.0, 1.0, 2.0])
     _, pullback = s2sad.vjp(repeated_index)(X.copy())
     np.testing.assert_array_equal(pullback(1.0), [0.0, 1.0, 2.0])
+
+
+def repeated_index_vector(x):
+    y = np.zeros(3)
+    y[[0, 0, 1]] = x * x
+    return y * np.array([1.0, 2.0, 3.0])
+
+
+def test_repeated_index_jacobian_both_modes():
+    expected = np.array([[0.0, 4.0, 0.0], [0.0, 0.0, 12.0], [0.0, 0.0, 0.0]])
+    for mode in ("reverse", "forward"):
+        np.testing.assert_array_equal(
+            s2sad.jacobian(repeated_index_vector, mode=mode)(X.copy()), expected
+        )
 
 
 def test_runtime_idx_store_compiles_with_numba():
