@@ -418,8 +418,8 @@ def last_written(g, y, index):
     index may name an element more than once; NumPy keeps the last write, so only the last one
     gets that element's cotangent and the earlier ones get zero. `g` may carry leading batch
     axes in front of `y[index]`'s shape."""
-    if _is_basic(index):
-        return g
+    if _is_basic(index) or (isinstance(index, np.ndarray) and index.dtype == bool):
+        return g  # (no element named twice)
     picked = np.arange(np.size(y)).reshape(np.shape(y))[index]
     flat = picked.reshape(-1)[::-1]
     _, first = np.unique(flat, return_index=True)  # the last write of each element
