@@ -156,8 +156,12 @@ class Transformed:
 
     def _jitted_vjp(self, compiled, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
-        recording forward pass, then the adjoint) from the arguments as given."""
+        recording forward pass, then the adjoint) from copies of the array arguments taken now,
+        so that it belongs to this point even if the caller changes its arrays in between."""
         out = self._run(compiled, bound)
+        bound = inspect.BoundArguments(
+            bound.signature, {n: _own_copy(v) for n, v in bound.arguments.items()}
+        )
         sweep = compiled.name + "_sweep"
 
         def pullback(*seeds):
@@ -194,6 +198,7 @@ class Transformed:
             return self._jitted_vjp(compiled, bound)
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, **bound.kwargs)
+            _detach(pullback, _arrays_in((*bound.arguments.values(), out)))
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
         result = self._run(compiled, bound)
         if self.jit and self.mode == "grad":
@@ -209,6 +214,66 @@ class Transformed:
 
     def __repr__(self):
         return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+def _own_copy(value):
+    """A copy of an argument array (same memory layout and writeability, so a jitted sweep keeps
+    its compiled signature), or of a list or tuple holding arrays; other values as they are."""
+    if isinstance(value, np.ndarray):
+        copied = np.array(value, copy=True, order="K")
+        copied.flags.writeable = value.flags.writeable
+        return copied
+    if type(value) in (list, tuple) and any(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_own_copy(v) for v in value)
+    return value
+
+
+def _arrays_in(values) -> list:
+    """The arrays among `values` and inside their lists and tuples: memory the caller holds."""
+    found = []
+    for value in values:
+        if isinstance(value, np.ndarray):
+            found.append(value)
+        elif type(value) in (list, tuple):
+            found += _arrays_in(value)
+    return found
+
+
+# what may hold the caller's memory (a tape holds values of one kind: its first tells)
+_HELD = (np.ndarray, list, tuple)
+
+
+def _detach(pullback, arrays) -> None:
+    """Give a Python-mode pullback its own copies of the values it reads that share memory with
+    `arrays` (the caller's arguments, or the output it returns): the caller may change those in
+    place before calling the pullback, which belongs to the point where vjp was called. Only
+    what the pullback holds (its closure and defaults, tapes included) is copied."""
+    if not arrays:
+        return
+
+    def own(value, depth=0):
+        if isinstance(value, np.ndarray):
+            if any(np.may_share_memory(value, a) for a in arrays):
+                return _own_copy(value)
+            return value
+        if depth < 4 and (
+            type(value) is tuple or (type(value) is list and value and isinstance(value[0], _HELD))
+        ):
+            held = [own(v, depth + 1) for v in value]  # a tape, or a list the caller passed
+            if any(h is not v for h, v in zip(held, value)):
+                return type(value)(held)  # (a new one: the caller's list stays as it is)
+        return value
+
+    if getattr(pullback, "__defaults__", None):  # a re-running pullback binds its arguments
+        pullback.__defaults__ = tuple(own(v) for v in pullback.__defaults__)
+    for cell in getattr(pullback, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a name the function never assigned
+            continue
+        held = own(value)
+        if held is not value:
+            cell.cell_contents = held
 
 
 class _Pullback:

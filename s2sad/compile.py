@@ -260,7 +260,7 @@ def transform(
     if hit is not None and _still_valid(hit, func):
         return hit
     parsed = parse_function(func)
-    norm, resolver = normalize(parsed, list(wrt))
+    norm, resolver = normalize(parsed, list(wrt), ranks)
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))

@@ -160,6 +160,12 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
                     setattr(node, attr, [new if n == old else n for n in names])
 
 
+def _rebinding(node: ast.AugAssign) -> str:
+    """`z += v` spelled as the assignment of a new value, `z = z + v`."""
+    value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
+    return f"{node.target.id} = {ast.unparse(value)}"
+
+
 def _snapshot_of(rhs: ast.expr) -> ast.Call:
     func = ast.Name("snapshot", ast.Load())
     func.s2sad_callee = runtime.snapshot
@@ -278,6 +284,10 @@ class Normalizer:
         self.env = dict(env) if env is not None else {p: p for p in parsed.params}
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
         self.local_funcs: dict[str, ast.AST] = {}
+        # per nested def or lambda (by id): its defaults, as evaluated where it stands
+        self.local_defaults: dict[int, dict[str, ast.expr]] = (
+            parent.local_defaults if parent is not None else {}
+        )
         self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
         self.written = {
             t.value.id
@@ -290,6 +300,24 @@ class Normalizer:
         self.pending_alias: str | None = None
         self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
         self.stale: set[str] = set()  # ... of which the array has been written since
+        # In-place arithmetic on a name (`z += v`) writes into an ndarray, which every name
+        # sharing its memory sees; s2sad makes it a new value (`z_1 = z + v`), which is right
+        # only where no other live name shares the memory, or where `z` is a scalar. So:
+        self.sharing: dict[str, set[str]] = {}  # user name -> locals whose memory it may share
+        self.shared_by: dict[str, set[str]] = {}  # the reverse (may hold names since rebound)
+        # user name -> (SSA name of the array written, the write, its user name) for names
+        # sharing memory with an array written by `op=` since they were bound: reading one is a
+        # hazard
+        self.aug_stale: dict[str, tuple[str, ast.stmt, str]] = {}
+        # (SSA name, node, message, hint): refused unless that value is known to be a scalar,
+        # which only the ranks after normalization tell
+        self.hazards: list[tuple[str, ast.AST, str, str]] = (
+            parent.hazards if parent is not None else []
+        )
+        self.ranks = None  # the arguments' ranks, as pairs (set by `normalize`)
+        # an inlined function's parameters that are the caller's arrays (or views of them):
+        # the caller's expression and the names it shares memory with
+        self.param_sources: dict[str, tuple[str, set[str]]] = {}
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
@@ -308,11 +336,24 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
+        self.check_hazards()
         _drop_unread_copies(self.out, set(outputs))
         _prune_liveout(self.out, set(outputs))
         return Normalized(
             self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
         )
+
+    def check_hazards(self) -> None:
+        """Refuse the first in-place write through shared memory (see `in_place`) whose array
+        is not known to be a scalar for the arguments' ranks."""
+        if not self.hazards:
+            return
+        from .ranks import infer_ranks  # (ranks reads ops, which reads this module)
+
+        shapes = infer_ranks(self.out, dict(self.ranks or {}))
+        for name, node, message, hint in self.hazards:
+            if shapes.get(name) != 0:
+                raise self.parsed.error(UnsupportedSyntaxError, message, node, hint=hint)
 
     def function_body(self, body: list[ast.stmt]) -> list[ast.stmt]:
         if (
@@ -393,6 +434,8 @@ class Normalizer:
             if node.value is not None:
                 self.assign_target(node.target, node.value)
         elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                self.in_place(node)
             load = clone(node.target)
             for n in ast.walk(load):
                 if hasattr(n, "ctx"):
@@ -415,6 +458,7 @@ class Normalizer:
             if node.decorator_list:
                 raise self.unsupported(node, "decorated nested functions")
             self.local_funcs[node.name] = node
+            self.evaluate_defaults(node)
         elif isinstance(node, ast.Return):
             raise self.unsupported(node, "this `return`")
         else:
@@ -446,19 +490,27 @@ class Normalizer:
                 self.pending_alias = ast.unparse(value)
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
+                self.evaluate_defaults(value)
                 return ast.Constant(None)
             if getattr(value, "s2sad_scatter", False):
                 self.written_now({target.id})  # in Python, np.add.at wrote into the array
             viewed = self.written_view(value)
             self.views.pop(target.id, None)
+            shared = self.shared_bases(value)
             start = len(self.out)
             rhs = self.expr(value, target.id)
             self.stale.discard(target.id)
+            self.aug_stale.pop(target.id, None)
+            self.sharing.pop(target.id, None)
+            self.share(target.id, shared)
             if isinstance(rhs, ast.Name) and getattr(rhs, "s2sad_inlined", False):
                 name = self.rebind(target.id)  # the inlined result takes the user's name
                 _rename_in(self.out[start:], rhs.id, name)
                 if rhs.id in self.varied:
                     self.varied.add(name)
+                if getattr(rhs, "s2sad_alias", None):
+                    self.aliases[name], shared = rhs.s2sad_alias
+                    self.share(target.id, shared)
                 return ast.Name(name, ast.Load())
             if isinstance(rhs, ast.Tuple) and getattr(rhs, "s2sad_inlined", False):
                 rhs = ast.Tuple(rhs.elts, ast.Load())
@@ -474,9 +526,17 @@ class Normalizer:
             isinstance(t, ast.Name) for t in target.elts
         ):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                shared = [self.shared_bases(v) for v in value.elts]
                 atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
-                for t, a in zip(target.elts, atoms):
+                for t, v, a, bases in zip(target.elts, value.elts, atoms, shared):
+                    if self.may_alias(v):  # `a, b = y, z`: `a` is `y`
+                        self.pending_alias = ast.unparse(v)
                     self.bind(t.id, a, varied=self.atom_varied(a))
+                    self.pending_alias = None
+                    self.stale.discard(t.id)
+                    self.aug_stale.pop(t.id, None)
+                    self.sharing.pop(t.id, None)
+                    self.share(t.id, bases)
                 return ast.Tuple(atoms, ast.Load())
             whole = self.atom(value, "_".join(t.id for t in target.elts))
             if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
@@ -524,6 +584,70 @@ class Normalizer:
             self.written_now({target.value.id})
             return atom
         raise self.unsupported(self.src, "assignment to this kind of target")
+
+    def shared_bases(self, value: ast.expr) -> set[str]:
+        """The local user names whose memory `value` may share: itself, a subscript, `.T`, a
+        view-making call (reshape, asarray, ...), and, through them, what those names share."""
+        node = value
+        while True:
+            if isinstance(node, ast.Subscript) or (
+                isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
+            ):
+                node = node.value
+            elif isinstance(node, ast.Call):
+                func = node.func
+                short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if short not in _VIEWS:
+                    return set()
+                if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+                    node = func.value
+                elif node.args:
+                    node = node.args[0]
+                else:
+                    return set()
+            else:
+                break
+        if not isinstance(node, ast.Name) or node.id not in self.locals:
+            return set()
+        return {node.id} | self.sharing.get(node.id, set())
+
+    def share(self, name: str, bases: set[str]) -> None:
+        """`name` now holds a value that may share memory with the locals `bases`."""
+        if bases:
+            self.sharing[name] = bases
+            for base in bases:
+                self.shared_by.setdefault(base, set()).add(name)
+
+    def in_place(self, node: ast.AugAssign) -> None:
+        """`z op= v` on a name: where `z` is an array, NumPy writes into it. That is what s2sad
+        computes (a new value of `z`) unless the memory is shared: `z` was bound from another
+        array (`z = y`, `z = y[1:]`, a parameter of an inlined function), or another name bound
+        from `z` is read after the write. Those cases are refused unless `z` is a scalar."""
+        target = node.target.id
+        current = self.env.get(target)
+        if current is None:
+            return  # (load reports the name used before assignment)
+        if current in self.aliases:
+            self.hazards.append(
+                (
+                    current,
+                    node,
+                    f"`{ast.unparse(node)}` writes in place into `{target}`, which may share "
+                    f"memory with `{self.aliases[current]}` (it was assigned from it); s2sad "
+                    "does not follow writes through such aliases",
+                    f"write `{_rebinding(node)}` to make a new array, or assign `{target}` "
+                    f"from a copy (`{target} = {self.aliases[current]}.copy()`)",
+                )
+            )
+        self.aug_written({target}, node)
+
+    def aug_written(self, targets: set[str], node: ast.stmt) -> None:
+        """The arrays `targets` are changed in place by `node`: the names that share their
+        memory no longer hold the values they were bound with."""
+        for written in sorted(targets):
+            for name in self.shared_by.get(written, ()):
+                if name not in targets and written in self.sharing.get(name, ()):
+                    self.aug_stale[name] = (self.env.get(written, written), node, written)
 
     def synthesize(self, base: str) -> str:
         """A new local name of s2sad's own (a loop index), readable like a user's."""
@@ -590,6 +714,7 @@ class Normalizer:
         test = self.condition(node.test)
         before = dict(self.env)
         stale = set(self.stale)
+        shared = (dict(self.sharing), dict(self.aug_stale))
         body: list[ast.stmt] = []
         breaks = bool(node.body) and isinstance(node.body[-1], ast.Break)
         if breaks:  # the statements before the break, then the loop's exit copies
@@ -600,9 +725,15 @@ class Normalizer:
             self.block_into(body, node.body)
             env_body, self.env = self.env, dict(before)
         stale, self.stale = self.stale, stale
+        shared_body = (self.sharing, self.aug_stale)
+        self.sharing, self.aug_stale = dict(shared[0]), dict(shared[1])
         orelse: list[ast.stmt] = []
         self.block_into(orelse, node.orelse)
         self.stale |= stale
+        for name, bases in shared_body[0].items():  # either path's sharing may hold
+            self.share(name, self.sharing.get(name, set()) | bases)
+        for name, write in shared_body[1].items():
+            self.aug_stale.setdefault(name, write)
         env_else = self.env
         stmt = ast.If(test, body, orelse)
         stmt.merged = []
@@ -650,6 +781,9 @@ class Normalizer:
                     stmts.append(copy_stmt)
             if varied:
                 self.varied.add(merged)
+            shared = [self.aliases[n] for n in names if n in self.aliases]
+            if shared:  # a path on which the value may be another array's memory
+                self.aliases[merged] = shared[0]
             if any(n in self.maybe_undefined for n in names):
                 self.maybe_undefined.add(merged)
             stmt.merged.append(merged)
@@ -749,6 +883,10 @@ class Normalizer:
 
     def loop_writes(self, body: list[ast.stmt]) -> None:
         """Views of arrays a loop writes hold other values from its second trip on."""
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                    self.aug_written({n.target.id}, n)
         self.written_now(
             {
                 n.value.id
@@ -1190,6 +1328,13 @@ class Normalizer:
             bound = signature.bind(*args, **keywords)
         except TypeError as exc:
             raise self.parsed.error(UnsupportedSyntaxError, f"bad call: {exc}", node) from None
+        given_args = signature.bind(*node.args, **{k.arg: k.value for k in node.keywords}).arguments
+        # the parameters that are the caller's arrays (or views of them), with those arrays
+        sub.param_sources = {
+            name: (ast.unparse(arg), self.shared_bases(arg))
+            for name, arg in given_args.items()
+            if self.may_alias(arg)
+        }
         for name, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise self.unsupported(node, "calls to functions with *args or **kwargs")
@@ -1207,6 +1352,9 @@ class Normalizer:
                 local = self.names.fresh(name)
                 self.append(local, value, varied=self.atom_varied(value))
                 sub.env[name] = local
+                if name in given_args and self.may_alias(given_args[name]):
+                    # the callee's parameter is the caller's array (or a view of it)
+                    sub.aliases[local] = ast.unparse(given_args[name])
         # a parameter whose argument varies (now or in a later iteration) varies in the body
         given = list(bound.arguments)
         for param, varies in zip(given, getattr(self, "call_varied", [])):
@@ -1225,6 +1373,11 @@ class Normalizer:
             )
         else:
             out = ast.Name(sub.env[result], ast.Load())
+            # a result that is a parameter (or a view of one) is the caller's array
+            sources = sub.param_sources
+            shared = [sources[p] for p in sorted(sub.sharing.get(result, ())) if p in sources]
+            if shared:
+                out.s2sad_alias = shared[0]
         out.s2sad_inlined = True
         return out
 
@@ -1267,24 +1420,55 @@ class Normalizer:
         sub.local_funcs = dict(self.local_funcs)
         sub.loop_varied = self.loop_varied
         sub.src = self.src
-        defaults = fn.args.defaults
-        positional = fn.args.posonlyargs + fn.args.args
-        sig_params = []
-        for i, a in enumerate(positional):
-            d = i - (len(positional) - len(defaults))
-            sig_params.append(
-                inspect.Parameter(
-                    a.arg,
-                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                    default=defaults[d] if d >= 0 else inspect.Parameter.empty,
-                )
+        held = self.local_defaults.get(id(fn), {})
+        empty = inspect.Parameter.empty
+        sig_params = [
+            inspect.Parameter(
+                a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=held.get(a.arg, empty)
             )
+            for a in fn.args.posonlyargs + fn.args.args
+        ] + [
+            inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, default=held.get(a.arg, empty))
+            for a in fn.args.kwonlyargs
+        ]
         signature = inspect.Signature(sig_params)
         self._bind_params(
-            sub, signature, args, keywords, node, lambda name, value: self.rename(value)
+            sub, signature, args, keywords, node, lambda name, _: self.default_of(fn, name, node)
         )
         label = getattr(node.func, "id", tree.name)
         return self._run_inlined(sub, body, label)
+
+    def evaluate_defaults(self, fn) -> None:
+        """Python evaluates a nested def's (or lambda's) defaults where the def stands, not at
+        the call: a default that reads a local is bound to a name of its own here (`h_k = k`),
+        which a later `k = ...` does not change; constants and globals stay as written."""
+        args = fn.args
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        held = {}
+        for arg, default in pairs:
+            if not (_loads(default) & self.locals):
+                held[arg.arg] = default
+                continue
+            local = self.names.fresh(f"{getattr(fn, 'name', 'lambda')}_{arg.arg}")
+            self.locals.add(local)
+            self.assign_target(ast.Name(local, ast.Store()), default)
+            held[arg.arg] = ast.copy_location(ast.Name(local, ast.Load()), default)
+        self.local_defaults[id(fn)] = held
+
+    def default_of(self, fn, name: str, node) -> ast.expr:
+        """The default of parameter `name` of a nested def, as evaluated at the def."""
+        value = self.local_defaults[id(fn)][name]
+        if isinstance(value, ast.Name) and value.id not in self.env and value.id in self.locals:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{getattr(node.func, 'id', 'lambda')}` is called after the loop that defines it, "
+                f"and its default for `{name}` was evaluated inside that loop",
+                node,
+                hint="define the function before the loop, or pass the argument explicitly",
+            )
+        return self.rename(value)
 
     # ------------------------------------------------------------------ names
     def load(self, node: ast.Name) -> ast.Name:
@@ -1293,6 +1477,20 @@ class Normalizer:
                 NameResolutionError,
                 f"local variable '{node.id}' is used before it is assigned",
                 node,
+            )
+        if node.id in self.aug_stale:
+            written_ssa, write, written = self.aug_stale[node.id]
+            self.hazards.append(
+                (
+                    written_ssa,
+                    node,
+                    f"`{node.id}` may share memory with `{written}`, which "
+                    f"`{ast.unparse(write)}` (line {write.lineno + self.parsed.line_offset}) "
+                    f"changes in place after `{node.id}` was assigned; s2sad does not follow "
+                    "writes through such aliases",
+                    f"write `{_rebinding(write)}` to make a new array, or assign `{node.id}` "
+                    "from a copy (`.copy()`)",
+                )
             )
         if node.id in self.stale:
             raise self.parsed.error(
@@ -1390,8 +1588,10 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
     return updated
 
 
-def normalize(parsed, wrt: list[str]) -> tuple[Normalized, Resolver]:
+def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]:
+    """`ranks` (pairs of a parameter and its rank, or None) tell which values are scalars."""
     norm = Normalizer(parsed, wrt)
+    norm.ranks = ranks
     result = norm.run()
     norm.resolver.inlined = norm.inlined_functions  # functions whose code the result read
     return result, norm.resolver

@@ -200,6 +200,31 @@ def _add_by_position_impl(a, index, values):
     return impl
 
 
+def last_written(g, y, index):
+    return g
+
+
+@overload(last_written)
+def _last_written(g, y, index):
+    """runtime.last_written: walking the writes from the last, an element already written
+    later gives zero (the positions picked come from Numba's own indexing, as the store's)."""
+    if not _array(g) or not _has_array(index):
+        return lambda g, y, index: g
+
+    def impl(g, y, index):
+        picked = np.ascontiguousarray(np.arange(y.size).reshape(y.shape)[index]).reshape(-1)
+        out = g.copy()
+        flat = out.reshape(-1)
+        seen = np.zeros(y.size, dtype=np.bool_)
+        for j in range(picked.size - 1, -1, -1):
+            if seen[picked[j]]:
+                flat[j] = 0.0
+            seen[picked[j]] = True
+        return out
+
+    return impl
+
+
 def add_at(a, index, values):
     np.add.at(a, index, values)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from .astcopy import clone
 from .jit import jit_copy
 from .normalize import NameAllocator
+from .ops import _index_expr
 from .rules.batched import batch_adjoint, rename_helpers
 
 
@@ -372,12 +373,16 @@ class Reverser:
         for operand, part in later:
             self.accumulate(out, stmt, operand, _name(part))
 
+    def int_names(self) -> set[str]:
+        """Names known to hold integers (from the ranks of the arguments)."""
+        return {n for n, v in self.ranks.ints.items() if v} if self.ranks is not None else set()
+
     def scatter(self, stmt, op, g: str, base: str, ctx: _Ctx, out: list) -> None:
         """x[index] read inside a loop: add the cotangent into dx in place."""
         read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value  # snapshot
         index = read.slice
         d = self.make_owned(out, stmt, base)
-        ints = {n for n, v in self.ranks.ints.items() if v} if self.ranks is not None else set()
+        ints = self.int_names()
         if _is_basic_index(index, ctx.indices | ints):
             target = self.subscript(d, index, ast.Store(), ctx.indices | ints)
             out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
@@ -404,6 +409,11 @@ class Reverser:
                         elif self.batched or rank != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
+                        if not _is_basic_index(index, ctx.indices | self.int_names()):
+                            # an integer array may repeat an element: the last write wins
+                            part = _call(
+                                "last_written", part, _name(base), _index_expr(clone(index))
+                            )
                         contribution = self.scalars(
                             _call("unbroadcast", part, _name(operand)),
                             self.rank(ast.Subscript(_name(base), index, ast.Load())),

@@ -413,6 +413,23 @@ def _is_basic(index):
     return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items)
 
 
+def last_written(g, y, index):
+    """The part of the cotangent `dy[index]` that reaches `v` in `y[index] = v`. An integer-array
+    index may name an element more than once; NumPy keeps the last write, so only the last one
+    gets that element's cotangent and the earlier ones get zero. `g` may carry leading batch
+    axes in front of `y[index]`'s shape."""
+    if _is_basic(index) or (isinstance(index, np.ndarray) and index.dtype == bool):
+        return g  # (no element named twice)
+    picked = np.arange(np.size(y)).reshape(np.shape(y))[index]
+    flat = picked.reshape(-1)[::-1]
+    _, first = np.unique(flat, return_index=True)  # the last write of each element
+    if first.size == flat.size:
+        return g
+    keep = np.zeros(flat.size, dtype=bool)
+    keep[flat.size - 1 - first] = True
+    return np.where(keep.reshape(picked.shape), g, np.zeros((), np.result_type(g)))
+
+
 def scatter_added(a, index, values):
     """A copy of `a` with `values` added at `index`, repeated indices adding up: what
     `np.add.at(a, index, values)` leaves in `a`, as a value (a rule can take it)."""

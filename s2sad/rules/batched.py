@@ -49,6 +49,7 @@ HELPERS = {
 # runtime helpers that are already right for a batched cotangent (elementwise in it, or linear
 # algebra that broadcasts over leading axes)
 BATCH_SAFE = {
+    "last_written",
     "pow_vjp_exponent",
     "inv_vjp",
     "det_vjp",

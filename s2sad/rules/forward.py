@@ -146,6 +146,7 @@ for _f, _p in (
     (rt.expand_reduced, "g"),
     (rt.mean_vjp, "g"),
     (rt.getitem_vjp, "g"),
+    (rt.last_written, "g"),
     (rt.concatenate_vjp, "g"),
     (rt.stack_vjp, "g"),
     (rt.trace_vjp, "g"),
