@@ -38,7 +38,9 @@ def runtime_helpers(source: str) -> list[str]:
     return sorted(needed, key=lambda n: funcs[n].__code__.co_firstlineno)
 
 
-def _constant(name: str, value) -> str:
+def _constant(name: str, value, user_name: str | None = None) -> str:
+    """`name = value` as source; `user_name`: the user's name of a global that generated code
+    renames (`unbroadcast2` for a function `unbroadcast`, which would replace s2sad's)."""
     if isinstance(value, types.ModuleType):
         return f"import {value.__name__} as {name}" if value.__name__ != name else f"import {name}"
     if value is None or isinstance(value, (bool, str, numbers.Number, tuple)):
@@ -46,9 +48,10 @@ def _constant(name: str, value) -> str:
     if isinstance(value, np.ndarray) and value.size <= 1000:
         return f"{name} = np.array({value.tolist()!r}, dtype=np.{value.dtype.name})"
     func = getattr(value, "func", value)  # a custom_vjp wraps the user's function
-    if inspect.isfunction(func) and func.__name__ == name:
+    if inspect.isfunction(func) and func.__name__ in (name, user_name):
         tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
         tree.body[0].decorator_list = []
+        tree.body[0].name = name
         return ast.unparse(tree)
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
@@ -74,7 +77,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     for n, v in sorted(compiled.globals.items()):
         if getattr(builtins, n, None) is v:
             continue  # builtins need no definition
-        text = _constant(n, v)
+        text = _constant(n, v, compiled.user_names.get(n))
         lines.append(text + ("\n\n" if text.startswith("def ") else ""))
     helpers = runtime_helpers(compiled.source)
     if "grad_seed" in helpers:
@@ -98,7 +101,7 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         '"""',
     ]
     constants = [
-        _constant(n, v)
+        _constant(n, v, compiled.user_names.get(n))
         for n, v in sorted(compiled.globals.items())
         if getattr(builtins, n, None) is not v
     ]
