@@ -337,7 +337,7 @@ def lambda_free_prod(tmp_path):
 
 _JIT_CASES = [
     ("local", "unbroadcast"),
-    ("param", "add_at"),
+    ("param", "zeros_like"),
     ("constant", "unbroadcast"),
     ("constant", "types"),
     ("local", "np"),
