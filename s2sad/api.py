@@ -616,27 +616,39 @@ class Hessian:
         self.name, self.batched = self.gradient.wrt[0], batched
         functools.update_wrapper(self, f)
 
+    def _generated(self, bound):
+        """The gradient code for these arguments, and its name for each of f's parameters (it
+        renames those spelled like s2sad's own names)."""
+        compiled = self.gradient.specialized(bound)
+        generated = compiled.functions[compiled.name]
+        names = dict(
+            zip(self.gradient.signature.parameters, inspect.signature(generated).parameters)
+        )
+        return generated, names
+
     def _second(self, args, kwargs):
         """The bound arguments and the batched forward transform of the gradient code."""
         bound = self.gradient._bind(args, kwargs)
-        generated = self.gradient.specialized(bound).function
-        ranks = self.gradient.last_ranks
-        return bound, generated, transform(generated, (self.name,), "jvp_batched", ranks)
+        generated, names = self._generated(bound)
+        ranks = tuple((names[p], r) for p, r in self.gradient.last_ranks)
+        return bound, generated, transform(generated, (names[self.name],), "jvp_batched", ranks)
 
     def __call__(self, *args, **kwargs):
         x = self.gradient._bind(args, kwargs).arguments[self.name]
         n = np.size(x)
         if self.batched and n:
-            bound, _, compiled = self._second(args, kwargs)
+            bound, generated, compiled = self._second(args, kwargs)
             tangent = np.eye(n).reshape((n,) + np.shape(x))
-            rows = compiled.function(*bound.args, tangent, **bound.kwargs)[1]
+            keywords = _keywords(bound, self._generated(bound)[1])
+            rows = compiled.function(*bound.args, tangent, **keywords)[1]
             stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
         else:
             bound = self.gradient._bind(args, kwargs)
-            generated = self.gradient.specialized(bound).function
-            second = JVPTransformed(generated, self.name, "jvp")
+            generated, names = self._generated(bound)
+            second = JVPTransformed(generated, names[self.name], "jvp")
+            keywords = _keywords(bound, names)
             columns = [
-                np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
+                np.asarray(second(*bound.args, tangent=e, **keywords)[1], dtype=float)
                 for e in _basis(x)
             ]
             stacked = np.moveaxis(np.array(columns), 0, -1)
@@ -650,6 +662,11 @@ class Hessian:
         if not (args or kwargs):
             raise S2SADError("pass the arguments: the gradient code depends on their ranks")
         return self._second(args, kwargs)[2].source
+
+
+def _keywords(bound, names: dict) -> dict:
+    """The keyword arguments of `bound` by the generated code's names for them."""
+    return {names.get(k, k): v for k, v in bound.kwargs.items()}
 
 
 def hessian(f, wrt=0, batched=True):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import linecache
 import os
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from .activity import active_names
 from .emit import emit, emit_jvp, format_source
 from .forward import Forward, prune
 from .jit import drop_constant_branches, jit_copy, lower_for_numba
-from .normalize import normalize
+from .normalize import hygienic, normalize, reserved_names
 from .optimize import optimize
 from .ops import classify
 from .parse import parse_function
@@ -39,6 +40,7 @@ class Compiled:
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
     functions: dict = field(default_factory=dict)  # every function the source defines, by name
+    user_names: dict = field(default_factory=dict)  # a global's name in `globals` -> the user's
 
     @property
     def source(self) -> str:
@@ -210,6 +212,7 @@ def _still_valid(compiled: Compiled, func) -> bool:
         return False
     scopes = (func.__globals__,)
     for name, value in compiled.globals.items():
+        name = compiled.user_names.get(name, name)
         if any(name in scope and scope[name] is not value for scope in scopes):
             return False
     for helper, code in compiled.inlined:
@@ -226,6 +229,30 @@ def defined_functions(source: str) -> list[str]:
     return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
 
 
+def _renamed(parsed, wrt, ranks):
+    """`wrt` and `ranks` by the names the generated code gives the parameters (`hygienic`)."""
+    new = {old: new for new, old in parsed.original.items()}
+    wrt = tuple(new.get(w, w) for w in wrt)
+    if ranks is not None:
+        ranks = tuple((new.get(p, p), r) for p, r in ranks)
+    return wrt, ranks
+
+
+def _keywords_renamed(function, parsed):
+    """`function`, called with the user's names for keyword-only parameters that `hygienic`
+    renamed (s2sad's wrappers pass keyword-only arguments by name)."""
+    args = parsed.tree.args.kwonlyargs
+    new = {parsed.original[a.arg]: a.arg for a in args if a.arg in parsed.original}
+    if not new:
+        return function
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        return function(*args, **{new.get(k, k): v for k, v in kwargs.items()})
+
+    return call
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
     namespace = dict(_RUNTIME)
@@ -236,7 +263,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
     user_globals.update({k: v for k, v in NAMESPACE.items() if k in names_in(source)})
     compiled = Compiled(
-        namespace[name],
+        _keywords_renamed(namespace[name], parsed),
         source,
         name,
         norm.tuple_output,
@@ -244,6 +271,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
         inlined=[(f, f.__code__) for f in resolver.inlined],
         rules_version=VERSION[0],
         functions={n: namespace[n] for n in defined_functions(source)},
+        user_names=dict(resolver.original),
     )
     _CACHE[key] = compiled
     return compiled
@@ -260,6 +288,8 @@ def transform(
     if hit is not None and _still_valid(hit, func):
         return hit
     parsed = parse_function(func)
+    hygienic(parsed, reserved_names(parsed.name))
+    wrt, ranks = _renamed(parsed, wrt, ranks)
     norm, resolver = normalize(parsed, list(wrt), ranks)
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)

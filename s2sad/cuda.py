@@ -10,11 +10,13 @@ records values) is refused: device code has no lists. Without a GPU, Numba's sim
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 
 import numpy as np
 
 from .compile import transform
+from .normalize import NameAllocator, reserved_names
 from .errors import S2SADError, UnsupportedSyntaxError
 
 _MATH = {
@@ -63,7 +65,7 @@ def zeros_like(x):
 
 
 @cuda.jit(device=True)
-def sign(x):
+def np_sign(x):
     if x > 0:
         return 1.0
     if x < 0:
@@ -87,7 +89,7 @@ def even_split(x1, x2):
 
 
 class _ToMath(ast.NodeTransformer):
-    """np.sin(x) -> math.sin(x), np.sign(x) -> sign(x): device code has math, not ufuncs."""
+    """np.sin(x) -> math.sin(x), np.sign(x) -> np_sign(x): device code has math, not ufuncs."""
 
     def visit_Attribute(self, node):
         self.generic_visit(node)
@@ -95,7 +97,7 @@ class _ToMath(ast.NodeTransformer):
             if node.attr in _MATH:
                 return ast.Attribute(ast.Name("math", ast.Load()), _MATH[node.attr], ast.Load())
             if node.attr == "sign":
-                return ast.Name("sign", ast.Load())
+                return ast.Name("np_sign", ast.Load())
         return node
 
 
@@ -122,16 +124,22 @@ class CudaTransformed:
         tree = _ToMath().visit(ast.parse(compiled.code))
         device = ast.unparse(tree).replace(f"def {compiled.name}(", f"def {compiled.name}_py(", 1)
         n_out = len(self.wrt) if self.mode == "grad" else 2
-        args = ", ".join(self.params)
-        outs = ", ".join(f"out{k}" for k in range(n_out))
-        reads = ", ".join(f"{p}[i]" for p in self.params)
-        extra = ", ".join(f"{w}_dot[i]" for w in self.wrt) if self.mode == "jvp" else ""
-        dots = ", ".join(f"{w}_dot" for w in self.wrt) if self.mode == "jvp" else ""
-        result = "r" if n_out > 1 else "r0"
+        # the kernel's names: the generated code's for the parameters, and its own unlike them
+        generated = inspect.signature(compiled.functions[compiled.name]).parameters
+        params = list(generated)[: len(self.params)]  # (a jvp's tangents follow)
+        names = NameAllocator(set(params) | reserved_names(self.func.__name__))
+        dots = [names.fresh(f"{w}_dot") for w in compiled_wrt(self, params)]
+        i, r = names.fresh("i"), names.fresh("r" if n_out > 1 else "r0")
+        out = [names.fresh(f"out{k}") for k in range(n_out)]
+        args, outs = ", ".join(params), ", ".join(out)
+        reads = ", ".join(f"{p}[{i}]" for p in params)
+        extra = ", ".join(f"{d}[{i}]" for d in dots) if self.mode == "jvp" else ""
+        dots = ", ".join(dots) if self.mode == "jvp" else ""
+        result = r
         stores = (
-            "\n".join(f"        out{k}[i] = r[{k}]" for k in range(n_out))
+            "\n".join(f"        {o}[{i}] = {r}[{k}]" for k, o in enumerate(out))
             if n_out > 1
-            else "        out0[i] = r0"
+            else f"        {out[0]}[{i}] = {r}"
         )
         kernel = f"""
 
@@ -140,8 +148,8 @@ class CudaTransformed:
 
 @cuda.jit
 def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
-    i = cuda.grid(1)
-    if i < out0.shape[0]:
+    {i} = cuda.grid(1)
+    if {i} < {out[0]}.shape[0]:
         {result} = {compiled.name}({reads}{', ' + extra if extra else ''})
 {stores}
 """
@@ -176,6 +184,12 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
         if self.mode == "jvp":
             return results
         return results if self.plain.wrt_tuple else results[0]
+
+
+def compiled_wrt(transformed, params: list[str]) -> list[str]:
+    """The generated code's names of the `wrt` parameters (by position in f's signature)."""
+    user = list(transformed.params)
+    return [params[user.index(w)] for w in transformed.wrt]
 
 
 def cuda_transform(func, wrt, mode: str) -> CudaTransformed:

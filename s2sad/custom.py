@@ -48,6 +48,8 @@ def _argnames(func, argnames) -> list[str]:
 
 def register_vjp(func, rule, argnames=None) -> None:
     """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
+    from .normalize import RESERVED  # (normalize imports the rule table)
+
     names = _argnames(func, argnames)
     for name in names:
         if not name.isidentifier() or keyword.iskeyword(name):
@@ -59,12 +61,28 @@ def register_vjp(func, rule, argnames=None) -> None:
     base = re.sub(r"\W", "_", str(getattr(func, "__name__", "func")).strip("<>")) or "func"
     base = f"{'_' if base[0].isdigit() else ''}{base}_vjp"
     rule_name, k = base, 2
-    while rule_name in NAMESPACE and NAMESPACE[rule_name] is not rule:
+    # generated code calls it by this name: not another rule's, nor s2sad's own (`prod_vjp`)
+    while (
+        (rule_name in NAMESPACE and NAMESPACE[rule_name] is not rule)
+        or rule_name in names
+        or rule_name in RESERVED
+    ):
         rule_name, k = f"{base}{k}", k + 1
     NAMESPACE[rule_name] = rule
-    call = f"{rule_name}(g, ans, {', '.join(names)})"
+    # the template's placeholders for the cotangent and the result, spelled unlike any parameter
+    g, ans = (_unlike(p, set(names) | {rule_name}) for p in ("g", "ans"))
+    call = f"{rule_name}({g}, {ans}, {', '.join(names)})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
-    register(func, ", ".join(names), templates, joint=call if len(names) > 1 else None)
+    joint = call if len(names) > 1 else None
+    register(func, ", ".join(names), templates, joint=joint, placeholders={"g": g, "ans": ans})
+
+
+def _unlike(base: str, taken: set[str]) -> str:
+    """`base`, or `base_2`, `base_3`, ...: the first not in `taken`."""
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    return name
 
 
 class custom_vjp:  # noqa: N801  (used as a decorator, like functools.wraps)

@@ -374,9 +374,8 @@ class Forward:
 
     def reduction_term(self, total: str, rule, op, param, args, given, t) -> ast.expr:
         """A nonlinear reduction's tangent: the VJP weights times the tangent, reduced."""
-        weights = rule.adjoint(op.bound, param, "__ones__", op.target, None)
         ones = _call("np.ones_like", _name(op.target))
-        weights = _ReplaceName("__ones__", ones).visit(weights)
+        weights = rule.adjoint(op.bound, param, ones, op.target, None)
         keywords = [ast.keyword(kw, clone(args[kw])) for kw in ("axis", "keepdims") if kw in given]
         product = ast.BinOp(weights, ast.Mult(), t)
         return ast.Call(ast.parse(total, mode="eval").body, [product], keywords)

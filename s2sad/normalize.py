@@ -22,9 +22,12 @@ Control flow stays structured (`if`, `for i in range(...)`, `while`):
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
+import math
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -32,6 +35,7 @@ from .astcopy import clone
 from . import batched, runtime
 from . import rules
 from .rules.indexing import is_add_at
+from .rules.registry import NAMESPACE
 from .errors import NameResolutionError, UnsupportedSyntaxError
 from .parse import parse_function
 from .resolve import Resolver
@@ -83,12 +87,91 @@ _VIEWS = {
 }
 _VIEWS |= {"diagonal", "atleast_3d", "asanyarray", "ascontiguousarray", "real", "imag"}
 _VIEW_ATTRS = {"T", "mT", "real", "imag"}
-RESERVED = {"np", "math"} | {
-    n
-    for module in (runtime, batched)
-    for n, v in vars(module).items()
-    if not n.startswith("_") and not inspect.ismodule(v)
-}
+
+
+def _module_names(path: Path) -> set[str]:
+    """The names a module's text binds at its top level (read, not imported: Numba is slow to
+    import)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.Assign):
+            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+# Every name generated code may use that is not the user's: NumPy and math, the runtime helpers
+# (plain, batched and Numba's, whose module a jitted gradient imports with `*`; CUDA's), the
+# builtins s2sad writes itself, and the pullback it defines. A user's name among them is renamed
+# in the generated code (see `hygienic`), so nothing of the user's can shadow them nor they the
+# user's.
+RESERVED = (
+    {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda", "np_sign"}
+    | {
+        n
+        for module in (runtime, batched)
+        for n, v in vars(module).items()
+        if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
+    }
+    | _module_names(Path(__file__).with_name("numba_helpers.py"))
+)
+_MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched")
+
+
+def reserved_names(func_name: str) -> set[str]:
+    """RESERVED, the names of registered rules, and the functions a transform of `func_name`
+    defines (`grad_f`, `vjp_f_sweep`, ...)."""
+    defined = {f"{m}_{func_name}" for m in _MODES}
+    return RESERVED | set(NAMESPACE) | defined | {f"{d}_sweep" for d in defined}
+
+
+_OWN_LOCAL = object()
+
+
+def s2sad_object(name: str):
+    """What generated code means by the reserved `name` (a marker where it is a local of its
+    own, or Numba's)."""
+    for scope in (NAMESPACE, vars(runtime), vars(batched), {"np": np, "math": math}):
+        if name in scope:
+            return scope[name]
+    return getattr(builtins, name, _OWN_LOCAL)
+
+
+def hygienic(parsed, reserved: set[str]) -> None:
+    """Rename every name the function binds (parameters, locals, nested functions and their
+    parameters, comprehension variables) that is reserved, throughout its code: `unbroadcast`
+    becomes `unbroadcast2`. The resolver reads a renamed name that is global somewhere under its
+    own name (`parsed.original`)."""
+    tree = parsed.tree
+    bound: set[str] = set()
+    every: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            every.add(node.id)
+            if not isinstance(node.ctx, ast.Load):
+                bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.FunctionDef) and node is not tree:
+            bound.add(node.name)
+    clash = sorted(bound & reserved)
+    parsed.original = {}
+    if not clash:
+        return
+    names = NameAllocator(every | bound | reserved)
+    new = {old: names.fresh(old) for old in clash}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in new:
+            node.id = new[node.id]
+        elif isinstance(node, ast.arg) and node.arg in new:
+            node.arg = new[node.arg]
+        elif isinstance(node, ast.FunctionDef) and node is not tree and node.name in new:
+            node.name = new[node.name]
+    parsed.params = [new.get(p, p) for p in parsed.params]
+    parsed.original = {v: k for k, v in new.items()}
 
 
 @dataclass
@@ -122,6 +205,7 @@ def _assigned_in(stmts: list[ast.stmt]) -> list[str]:
 class NameAllocator:
     def __init__(self, taken: set[str]):
         self.taken = set(taken)
+        self.made: set[str] = set()  # the names it gave
 
     def fresh(self, base: str) -> str:
         name, k = base, 2
@@ -129,6 +213,7 @@ class NameAllocator:
             name = f"{base}{k}" if not base[-1].isdigit() else f"{base}_{k}"
             k += 1
         self.taken.add(name)
+        self.made.add(name)
         return name
 
 
@@ -268,13 +353,15 @@ class Normalizer:
         if parent is None:
             self.resolver = Resolver(parsed, self.locals)
             all_names = {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
-            self.names = NameAllocator(all_names | set(parsed.params) | RESERVED)
+            reserved = reserved_names(parsed.name)
+            self.names = NameAllocator(all_names | set(parsed.params) | reserved)
+            self.resolver.hygiene(reserved, self.names, self.locals)
             self.varied = set(wrt)
             self.inlining: list[object] = []
             self.inlined_functions: list[object] = []  # for cache validation
             self.loop_varied: set[str] = set()
         else:
-            self.resolver = Resolver(parsed, self.locals, namespace=parent.resolver.namespace)
+            self.resolver = Resolver(parsed, self.locals, parent=parent.resolver)
             self.names = parent.names
             self.names.taken |= {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
             self.varied = parent.varied
@@ -1432,6 +1519,8 @@ class Normalizer:
             for a in fn.args.kwonlyargs
         ]
         signature = inspect.Signature(sig_params)
+        renamed = {old: new for new, old in getattr(self.parsed, "original", {}).items()}
+        keywords = {renamed.get(k, k): v for k, v in keywords.items()}  # `h(np=...)`: see hygienic
         self._bind_params(
             sub, signature, args, keywords, node, lambda name, _: self.default_of(fn, name, node)
         )
@@ -1473,9 +1562,10 @@ class Normalizer:
     # ------------------------------------------------------------------ names
     def load(self, node: ast.Name) -> ast.Name:
         if node.id not in self.env:
+            user_name = getattr(self.parsed, "original", {}).get(node.id, node.id)
             raise self.parsed.error(
                 NameResolutionError,
-                f"local variable '{node.id}' is used before it is assigned",
+                f"local variable '{user_name}' is used before it is assigned",
                 node,
             )
         if node.id in self.aug_stale:
@@ -1589,7 +1679,8 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
 
 
 def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]:
-    """`ranks` (pairs of a parameter and its rank, or None) tell which values are scalars."""
+    """`wrt` and the results name parameters as the generated code does (see `hygienic`);
+    `ranks` (pairs of a parameter and its rank, or None) tell which values are scalars."""
     norm = Normalizer(parsed, wrt)
     norm.ranks = ranks
     result = norm.run()

@@ -44,7 +44,7 @@ _NOT_FOUND = object()
 class Resolver:
     """Looks up free names through the closure, the globals and the builtins."""
 
-    def __init__(self, parsed, local_names: set[str], namespace: dict | None = None):
+    def __init__(self, parsed, local_names: set[str], parent: Resolver | None = None):
         self.parsed = parsed
         func = parsed.func
         self.locals = local_names
@@ -58,10 +58,24 @@ class Resolver:
         self.globals = func.__globals__
         # shared with the functions inlined into this one: generated code has one namespace
         self.namespace: dict[str, object] = (
-            namespace if namespace is not None else {"np": np, "math": math}
+            parent.namespace if parent is not None else {"np": np, "math": math}
+        )
+        # a user's global spelled like one of s2sad's names: its name in generated code, by
+        # (name, id of the object); and the user's name of each such spelling
+        self.aliases: dict[tuple, str] = parent.aliases if parent is not None else {}
+        self.original: dict[str, str] = parent.original if parent is not None else {}
+        self.reserved, self.names, self.top_locals = (
+            (parent.reserved, parent.names, parent.top_locals) if parent else (set(), None, set())
         )
 
+    def hygiene(self, reserved: set[str], names, top_locals: set[str]) -> None:
+        """Spell with a fresh name from `names` each global whose name is in `reserved`, or
+        names a local of the generated function (`top_locals`, or a name s2sad made: a global of
+        a function inlined into it), or another object already."""
+        self.reserved, self.names, self.top_locals = reserved, names, top_locals
+
     def lookup(self, name: str, node: ast.AST):
+        name = getattr(self.parsed, "original", {}).get(name, name)  # renamed by `hygienic`
         for scope in (self.closure, self.globals, vars(builtins)):
             if name in scope:
                 return scope[name]
@@ -108,13 +122,29 @@ class Resolver:
             root = root.value
         if isinstance(root, ast.Name):
             value = self.lookup(root.id, root)
-            if root.id in self.namespace and self.namespace[root.id] is not value:
-                raise self.parsed.error(
-                    NameResolutionError,
-                    f"'{root.id}' names different objects in {self.parsed.name} and a function "
-                    "it calls",
-                    node,
-                    hint="rename one of them",
-                )
+            root.id = self.global_name(root.id, value)
             self.namespace[root.id] = value
         return node
+
+    def global_name(self, name: str, value) -> str:
+        """The name generated code gives the user's global `name`: its own, unless the generated
+        code uses that name for something else (`unbroadcast` -> `unbroadcast2`)."""
+        user_name = getattr(self.parsed, "original", {}).get(name, name)
+        key = (name, id(value))
+        if key not in self.aliases and not self._clashes(name, value):
+            if name != user_name:
+                self.original[name] = user_name
+            return name
+        if key not in self.aliases:
+            self.aliases[key] = self.names.fresh(name)
+            self.original[self.aliases[key]] = user_name
+        return self.aliases[key]
+
+    def _clashes(self, name: str, value) -> bool:
+        from .normalize import s2sad_object
+
+        if name in self.namespace:
+            return self.namespace[name] is not value
+        if name in self.reserved:
+            return s2sad_object(name) is not value
+        return name in self.top_locals or (self.names is not None and name in self.names.made)

@@ -150,6 +150,12 @@ class Reverser:
             self.primal_of[self.adjoint[primal]] = primal
         return self.adjoint[primal]
 
+    def unused(self) -> str:
+        """The name of a value nothing reads (`_`, unless the user's code has a `_`)."""
+        if not hasattr(self, "_unused"):
+            self._unused = self.names.fresh("_")
+        return self._unused
+
     def live(self, d: str) -> bool:
         return d in self.defined and d not in self.zero
 
@@ -352,7 +358,7 @@ class Reverser:
         for param in op.bound.rule.templates:
             operand = next((o for p, _, o in live if p == param), None)
             if operand is None:
-                targets.append("_")
+                targets.append(self.unused())
             elif self.live(self.dname(operand)) or operand in [o for o, _ in later]:
                 part = self.names.fresh(f"{self.dname(operand)}_part")
                 targets.append(part)
@@ -619,7 +625,8 @@ class Reverser:
                 [],
             )
         else:
-            node = ast.For(ast.Name("_", ast.Store()), _call("range", _name(stmt.iters)), body, [])
+            counter = ast.Name(self.unused(), ast.Store())
+            node = ast.For(counter, _call("range", _name(stmt.iters)), body, [])
         node.src, node.src_parsed = stmt.src, stmt.src_parsed
         node.adjoint = True
         return inits + [node]

@@ -65,7 +65,9 @@ def _literal(value) -> str | None:
     return None
 
 
-def _constant(name: str, value) -> str:
+def _constant(name: str, value, user_name: str | None = None) -> str:
+    """`name = value` as source; `user_name`: the user's name of a global that generated code
+    renames (`unbroadcast2` for a function `unbroadcast`, which would replace s2sad's)."""
     if isinstance(value, types.ModuleType):
         if not all(part.isidentifier() for part in value.__name__.split(".")):
             raise S2SADError(f"the module {value.__name__!r} cannot be imported by name")
@@ -74,8 +76,8 @@ def _constant(name: str, value) -> str:
     if literal is not None:
         return f"{name} = {literal}"
     func = getattr(value, "func", value)  # a custom_vjp wraps the user's function
-    if inspect.isfunction(func) and func.__name__ == name:
-        return _function_source(func)
+    if inspect.isfunction(func) and func.__name__ in (name, user_name):
+        return _function_source(func, name)
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
         "cannot be written into a standalone module",
@@ -83,9 +85,10 @@ def _constant(name: str, value) -> str:
     )
 
 
-def _function_source(func) -> str:
-    """The user's function as source for the module: no decorators or annotations (names the
-    module would not define); a function reading closure variables cannot be written."""
+def _function_source(func, name: str | None = None) -> str:
+    """The user's function as source for the module, defined as `name` (its own by default): no
+    decorators or annotations (names the module would not define); a function reading closure
+    variables cannot be written."""
     if func.__code__.co_freevars:
         raise S2SADError(
             f"the generated code calls {func.__qualname__}, which reads the closure variables "
@@ -96,6 +99,7 @@ def _function_source(func) -> str:
     tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
     node = tree.body[0]
     node.decorator_list = []
+    node.name = name or node.name
     node.returns = None
     for arg in ast.walk(node.args):
         if isinstance(arg, ast.arg):
@@ -193,7 +197,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     for n, v in sorted(_with_dependencies(compiled.globals).items()):
         if getattr(builtins, n, None) is v:
             continue  # builtins need no definition
-        text = _constant(n, v)
+        text = _constant(n, v, compiled.user_names.get(n))
         lines.append(text + ("\n\n" if text.startswith("def ") else ""))
     helpers = runtime_helpers(compiled.source)
     if "grad_seed" in helpers:
@@ -217,7 +221,7 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         ),
     ]
     constants = [
-        _constant(n, v)
+        _constant(n, v, compiled.user_names.get(n))
         for n, v in sorted(_with_dependencies(compiled.globals).items())
         if getattr(builtins, n, None) is not v
     ]

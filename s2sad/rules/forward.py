@@ -45,6 +45,12 @@ def reduction(func, param: str) -> None:
 
 
 def explicit(func, **templates: str) -> None:
+    """Tangent templates over the parameters, `ans`, `t` (the argument's tangent) and `elt` (its
+    position in a list argument): none of those placeholders may be a parameter."""
+    signature = signature_of(func)
+    clash = {"t", "elt"} & set(signature.parameters if signature is not None else ())
+    if clash:
+        raise ValueError(f"tangent rule of {func!r}: parameter {clash.pop()} is a placeholder")
     _put(
         func,
         (

@@ -1,9 +1,13 @@
 """The rule table: for each differentiable function, the adjoint of each argument as a template.
 
 A template is a Python expression over the argument names of the function's signature, plus `g`
-(the cotangent of the result) and `ans` (the result). It is substituted with the call's own
-expressions and emitted as one statement of the adjoint. A keyword argument `k=p` in a template
-is dropped when the user's call did not give `p`, so emitted code shows only what the user wrote.
+(the cotangent of the result), `ans` (the result) and `k` (an operand's position in a list
+argument). It is substituted with the call's own expressions, all names at once (a substituted
+expression is never substituted again), and emitted as one statement of the adjoint. A rule whose
+parameters take those names (a user's function with a parameter `g`) spells the placeholders
+otherwise (`placeholders`): a placeholder is never a parameter. A keyword argument `k=p` in a
+template is dropped when the user's call did not give `p`, so emitted code shows only what the
+user wrote.
 """
 
 from __future__ import annotations
@@ -33,13 +37,26 @@ class Bound:
     given: set[str]  # parameters the user's call spelled out
 
 
+_PLACEHOLDERS = {"g": "g", "ans": "ans", "k": "k"}  # role -> its spelling in templates
+
+
 class Rule:
     def __init__(
-        self, name: str, signature: str, templates: dict[str, Template], seq: tuple[str, ...] = ()
+        self,
+        name: str,
+        signature: str,
+        templates: dict[str, Template],
+        seq: tuple[str, ...] = (),
+        placeholders: dict[str, str] | None = None,
     ):
         self.name = name
         fn = ast.parse(f"def _({signature}): pass").body[0]
         self.signature = _signature_of(fn.args)
+        self.placeholders = {**_PLACEHOLDERS, **(placeholders or {})}
+        roles = ("g", "ans", "k") if seq else ("g", "ans")  # `k` only marks a list's element
+        clash = {self.placeholders[r] for r in roles} & set(self.signature.parameters)
+        if clash:  # a template could not tell the parameter from the placeholder
+            raise ValueError(f"rule {name}: parameter {', '.join(sorted(clash))} is a placeholder")
         self.templates = {
             k: (ast.parse(v, mode="eval").body if isinstance(v, str) else v)
             for k, v in templates.items()
@@ -80,25 +97,36 @@ class Rule:
         return [p for p in self.templates if p in bound.args]
 
     def joint_adjoint(self, bound: Bound, g: str, ans: str) -> ast.expr:
-        return _Substitute(bound, g, ans, None).visit(clone(self.joint))
+        return self._instantiate(self.joint, bound, g, ans, None)
 
     def adjoint(
         self,
         bound: Bound,
         param: str,
-        g: str,
+        g: str | ast.expr,
         ans: str,
         index: int | None = None,
         batched: bool = False,
     ) -> ast.expr:
         """The contribution to `param` (element `index` of a list parameter); `batched`: for a
-        cotangent with a leading batch axis (see rules/batched.py)."""
+        cotangent with a leading batch axis (see rules/batched.py). `g` is the cotangent's name,
+        or an expression to put in its place."""
         template = self.templates[param]
         if batched and param in self.batched_templates:
             template = self.batched_templates[param]
         if callable(template):
             template = ast.parse(template(bound.args), mode="eval").body
-        return _Substitute(bound, g, ans, index).visit(clone(template))
+        return self._instantiate(template, bound, g, ans, index)
+
+    def _instantiate(self, template, bound: Bound, g, ans: str, index) -> ast.expr:
+        """`template` with every placeholder and parameter replaced at once."""
+        spell = self.placeholders
+        mapping = {spell["g"]: g if isinstance(g, ast.expr) else ast.Name(g, ast.Load())}
+        mapping[spell["ans"]] = ast.Name(ans, ast.Load())
+        if index is not None:
+            mapping[spell["k"]] = ast.Constant(index)
+        mapping.update(bound.args)  # (a parameter `k` of a rule without lists is the parameter)
+        return _Substitute(bound, mapping).visit(clone(template))
 
 
 def _signature_of(args: ast.arguments) -> inspect.Signature:
@@ -126,8 +154,10 @@ def _signature_of(args: ast.arguments) -> inspect.Signature:
 
 
 class _Substitute(ast.NodeTransformer):
-    def __init__(self, bound: Bound, g: str, ans: str, index: int | None):
-        self.bound, self.g, self.ans, self.index = bound, g, ans, index
+    """Simultaneous substitution of names: what replaces a name is a copy, never visited."""
+
+    def __init__(self, bound: Bound, mapping: dict[str, ast.expr]):
+        self.bound, self.mapping = bound, mapping
 
     def visit_Call(self, node: ast.Call) -> ast.Call:
         node.keywords = [
@@ -143,14 +173,8 @@ class _Substitute(ast.NodeTransformer):
         return node
 
     def visit_Name(self, node: ast.Name) -> ast.expr:
-        if node.id == "g":
-            return ast.Name(self.g, ast.Load())
-        if node.id == "ans":
-            return ast.Name(self.ans, ast.Load())
-        if node.id == "k" and self.index is not None:
-            return ast.Constant(self.index)
-        if node.id in self.bound.args:
-            return clone(self.bound.args[node.id])
+        if node.id in self.mapping:
+            return clone(self.mapping[node.id])
         return node
 
 
@@ -171,10 +195,13 @@ def defvjp(
     register(func, signature, templates, seq, joint, literal)
 
 
-def register(func, signature: str, templates: dict, seq=(), joint=None, literal=None) -> None:
-    """defvjp with the templates as a dict: parameter names never meet defvjp's own."""
+def register(
+    func, signature: str, templates: dict, seq=(), joint=None, literal=None, placeholders=None
+) -> None:
+    """defvjp with the templates as a dict: parameter names never meet defvjp's own.
+    `placeholders` respells `g`, `ans` or `k` in the templates (see Rule)."""
     name = getattr(func, "__name__", repr(func))
-    rule = Rule(name, signature, templates, seq)
+    rule = Rule(name, signature, templates, seq, placeholders)
     rule.literal = literal or {}
     if joint is not None:
         rule.joint = ast.parse(joint, mode="eval").body
