@@ -20,6 +20,7 @@ from .jit import drop_constant_branches, jit_copy, lower_for_numba
 from .normalize import normalize
 from .optimize import optimize
 from .ops import classify
+from .errors import NonScalarOutputError
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
@@ -249,6 +250,30 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     return compiled
 
 
+def _tuple_return(parsed, count: int) -> NonScalarOutputError:
+    """grad of a function returning `loss, aux`: refused here, at its return line."""
+    returns = [n for n in _own_nodes(parsed.tree) if isinstance(n, ast.Return)]
+    shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
+    return parsed.error(
+        NonScalarOutputError,
+        f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
+        f"{count} values (grad(..., has_aux=True) for `return loss, aux` is not supported yet)",
+        shown or (returns[-1] if returns else None),
+        hint="return the scalar alone (compute the other values in a separate function), or "
+        "use s2sad.vjp, which takes a tuple of seeds for a tuple output",
+    )
+
+
+def _own_nodes(tree):
+    """The nodes of a function's body, not of the functions and lambdas defined in it."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def transform(
     func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
 ) -> Compiled:
@@ -261,6 +286,8 @@ def transform(
         return hit
     parsed = parse_function(func)
     norm, resolver = normalize(parsed, list(wrt))
+    if mode in ("grad", "value_and_grad") and norm.tuple_output:
+        raise _tuple_return(parsed, len(norm.outputs))
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))

@@ -284,6 +284,8 @@ class Forward:
         rule = rules.lookup(op.func)
         if rule is not None and rule.outside_literal(args):
             raise self.no_rule(stmt, op)
+        if op.without_rule(self.active):
+            raise self.no_rule(stmt, op, op.without_rule(self.active))
         terms = []
         for param in params:
             if param not in args:
@@ -428,11 +430,11 @@ class Forward:
         template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
         return _explicit_term(template, args, op.target, t, k)
 
-    def no_rule(self, stmt, op):
+    def no_rule(self, stmt, op, what=None):
         where = getattr(stmt, "src_parsed", None) or self.parsed
         return where.error(
             NoRuleError,
-            f"no forward-mode (jvp) rule for {op.what or 'this'}",
+            f"no forward-mode (jvp) rule for {what or op.what or 'this'}",
             stmt.src,
             hint="use an operation with a tangent rule (see "
             "s2sad/rules/forward.py); custom_vjp rules have no tangent rule",

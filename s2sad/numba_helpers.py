@@ -384,7 +384,8 @@ def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
         return None
 
     def impl(g, x, ans, axis=None, ddof=0, keepdims=False):
-        return g * (x - np.mean(x)) / (ans * (x.size - ddof))
+        scale = ans * (x.size - ddof)  # 0 where every centered value is 0: a zero derivative
+        return g * (x - np.mean(x)) / (scale if scale != 0 else np.inf)
 
     return impl
 

@@ -71,6 +71,20 @@ class Op:
     args: list = field(default_factory=list)  # its positional arguments (AST nodes of the call)
     keywords: dict = field(default_factory=dict)
     nested: set[str] = field(default_factory=set)  # names read inside a non-atomic operand
+    fixed: dict[str, set[str]] = field(default_factory=dict)
+    # rule parameter the rule has no derivative for -> the local names its argument reads
+
+    def without_rule(self, varied: set[str]) -> str | None:
+        """What has no derivative rule when a differentiated value reaches a parameter the rule
+        has no template for (np.einsum's subscripts in its sublist form), or None."""
+        for param, names in self.fixed.items():
+            if names & varied:
+                shown = ", ".join(sorted(names & varied))
+                return (
+                    f"{self.what} in its argument `{param}`, which is differentiated here "
+                    f"({shown})"
+                )
+        return None
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -162,6 +176,10 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             func, args = np.transpose, [value.value]
         op.what = f"the attribute .{value.attr}"
     elif isinstance(value, ast.Subscript):
+        if not (isinstance(value.value, ast.Name) and value.value.id in local_names):
+            # np.r_[x, y], np.c_[...], np.s_[...]: not a read of an array s2sad follows
+            op.kind, op.what = "unknown", f"{ast.unparse(value.value)}[...]"
+            return op
         func, args = getitem, [value.value, _index_expr(value.slice)]
     elif isinstance(value, (ast.Compare, ast.BoolOp, ast.Constant)):
         return op
@@ -186,7 +204,12 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         op.what += " " + outside
         return op
     op.kind = "rule"
-    for param in rule.differentiable(op.bound):
+    differentiable = rule.differentiable(op.bound)
+    for param, arg in op.bound.args.items():
+        if param not in differentiable and param not in rule.inert and isinstance(arg, ast.AST):
+            if _names(arg) & local_names:  # refused if differentiated (activity.py)
+                op.fixed[param] = _names(arg) & local_names
+    for param in differentiable:
         arg = op.bound.args[param]
         if param in rule.seq:
             elts = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else None

@@ -131,7 +131,13 @@ def var_vjp(g, x, axis=None, ddof=0, keepdims=False):
 def std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
     centered = x - np.mean(x, axis=axis, keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
-    return expand_reduced(g, x, axis, keepdims) * centered / scale
+    return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
+
+
+def _nonzero(scale):
+    """`scale` with inf for 0: where std is 0 every centered value is 0, so the derivative is 0
+    (np.std of one element is constant; at equal elements, 0 as np.abs's is at 0), not 0/0."""
+    return np.where(scale == 0, np.inf, scale)
 
 
 def norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
@@ -555,12 +561,13 @@ def std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
     """The tangent of std_vjp(g, x, ans, ...) along `t` for x (ans held)."""
     centered = t - np.mean(t, axis=axis, keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
-    return expand_reduced(g, x, axis, keepdims) * centered / scale
+    return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
 
 
 def std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
     """The tangent of std_vjp(g, x, ans, ...) along `t` for ans (x held)."""
-    return -std_vjp(g, x, ans, axis, ddof, keepdims) * expand_reduced(t / ans, x, axis, keepdims)
+    ratio = expand_reduced(t / _nonzero(ans), x, axis, keepdims)
+    return -std_vjp(g, x, ans, axis, ddof, keepdims) * ratio
 
 
 def einsum_vjp_jvp(t, g, subscripts, operands, k, which):

@@ -122,6 +122,8 @@ linear(np.concatenate, "arrays")
 linear(np.stack, "arrays")
 linear(np.broadcast_to, "array")
 linear(getitem, "x")
+for _f in (np.full, np.full_like):
+    linear(_f, "fill_value")
 
 # multilinear maps: one term per argument that carries a tangent
 multilinear(np.matmul, "x1", "x2")
