@@ -104,6 +104,23 @@ def _names(node: ast.AST) -> set[str]:
     return set().union(*(_names(c) for c in ast.iter_child_nodes(node)))
 
 
+def _integer_dtype(node) -> bool:
+    """Whether `node` spells an integer or boolean dtype (int, np.int32, "int64", bool): a
+    result cast to it is piecewise constant, with a zero derivative."""
+    if isinstance(node, ast.Name):
+        value = {"int": int, "bool": bool}.get(node.id)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        value = getattr(np, node.attr, None) if node.attr[:1].islower() else None
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        value = node.value
+    else:
+        return False
+    try:
+        return value is not None and np.dtype(value).kind in "iub"
+    except TypeError:
+        return False
+
+
 def _index_expr(node: ast.expr) -> ast.expr:
     """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
     if isinstance(node, ast.Slice):
@@ -158,6 +175,9 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             return op
         if callee is None:  # a method call on an array
             method = value.func.attr
+            if method == "astype" and args and _integer_dtype(args[0]):
+                op.reads = set()  # x.astype(int): integers carry no derivative
+                return op
             func = METHODS.get(method)
             op.what = f"the method .{method}()"
             if method in _VARARG_METHODS and len(args) > 1:
@@ -197,6 +217,9 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
     except TypeError as exc:
         op.kind = "unknown"
         op.what += f" with these arguments ({exc})"
+        return op
+    if _integer_dtype(op.bound.args.get("dtype")):
+        op.reads = set()  # np.sum(x, dtype=int), np.full(n, x, dtype=int): integer results
         return op
     outside = rule.outside_literal(op.bound.args)
     if outside:

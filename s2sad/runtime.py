@@ -40,6 +40,13 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def inexact(x):
+    """1.0 for a float value, 0.0 for integers and booleans: the weight of a derivative reaching
+    a value whose dtype another argument chose (np.full_like(a, v) with an integer `a` is
+    piecewise constant in v)."""
+    return 1.0 if np.issubdtype(np.result_type(x), np.inexact) else 0.0
+
+
 def as_accumulator(dx, x):
     """A fresh array shaped like `x` holding `dx`, safe to update in place."""
     out = np.zeros(np.shape(x), dtype=np.result_type(dx, x, np.float32))

@@ -121,6 +121,25 @@ def test_full_like_reads_its_template_array_for_the_shape_only():
     np.testing.assert_allclose(check_grad(full_like_of_differentiated, (x,)), 4.0 * x)
 
 
+def sum_as_int(x):
+    return np.sum(x, dtype=int) * 1.0 + np.sum(x.astype(np.int32)) * 2.0
+
+
+def full_of_ints(x):
+    whole = np.sum(np.full(3, x[0], dtype="int64")) + np.sum(np.full_like(np.arange(3), x[1]))
+    return whole * 1.0
+
+
+def test_results_cast_to_integers_carry_no_derivative():
+    x = np.array([1.5, 2.5, 3.5])
+    for func in (sum_as_int, full_of_ints):
+        np.testing.assert_array_equal(s2sad.grad(func)(x), np.zeros(3))
+        _, dot = s2sad.jvp(func)(x, tangent=np.ones(3))
+        assert dot == 0.0
+        np.testing.assert_array_equal(s2sad.jacobian(func, mode="forward")(x), np.zeros(3))
+    np.testing.assert_array_equal(s2sad.grad(full_of_ints, jit=True)(x), np.zeros(3))
+
+
 def searchsorted_count(x):
     k = np.searchsorted(x, 0.5)
     return np.sum(x**2) * k

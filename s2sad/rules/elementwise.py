@@ -175,18 +175,18 @@ nondiff(
     bool,
 )
 
-# a filled array: the cotangent of the fill value sums what each element received; full_like
-# reads `a` for its shape and dtype only
+# a filled array: the cotangent of the fill value sums what each element received, unless the
+# array is of integers (dtype=, or full_like's `a`, read for its shape and dtype only)
 defvjp(
     np.full,
     "shape, fill_value, dtype=None, order='C', *, device=None, like=None",
-    fill_value="unbroadcast(g, fill_value)",
+    fill_value="unbroadcast(g, fill_value) * inexact(ans)",
 )
 defvjp(
     np.full_like,
     "a, fill_value, dtype=None, order='K', subok=True, shape=None, *, device=None",
     inert=("a",),
-    fill_value="unbroadcast(g, fill_value)",
+    fill_value="unbroadcast(g, fill_value) * inexact(ans)",
 )
 
 # array constructors and shape queries: their values never carry a derivative (np.arange and
