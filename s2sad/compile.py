@@ -227,8 +227,19 @@ def defined_functions(source: str) -> list[str]:
     return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
 
 
+def _source_name(base: str, source: str) -> str:
+    """A linecache name for `source`: `base`, or `base` numbered where another source has it (a
+    gradient for another wrt or other ranks). Hessians read the gradient code back by this name:
+    a shared one would differentiate the other code."""
+    filename, k = f"<{base}>", 2
+    while filename in linecache.cache and "".join(linecache.cache[filename][2]) != source:
+        filename, k = f"<{base} #{k}>", k + 1
+    return filename
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
-    filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
+    where = f"{parsed.filename}:{parsed.line_offset + parsed.tree.lineno}"
+    filename = _source_name(f"s2sad {name} of {where}", source)
     namespace = dict(_RUNTIME)
     namespace.update(NAMESPACE)
     namespace.update(resolver.namespace)

@@ -96,6 +96,10 @@ def full_like_fill(x, a):
     return np.sum(np.full_like(a, x[0]) * a**2) + np.sum(np.cos(np.full_like(a, x)))
 
 
+def fill_scalar(x, a):
+    return np.sum(np.full(3, x) ** 2 * a) + np.sum(np.full_like(a, x) * a)
+
+
 def full_like_of_differentiated(x):
     return np.sum(np.full_like(x, 2.0) * x**2)
 
@@ -114,6 +118,14 @@ def test_full_and_full_like_differentiate_their_fill_value(func):
         np.testing.assert_allclose(s2sad.grad(func, jit=True)(x, a), expected, rtol=1e-6)
     hessian = _fd_jacobian(lambda v: s2sad.grad(func)(v, a), x)
     np.testing.assert_allclose(s2sad.hessian(func)(x, a), hessian, rtol=1e-5, atol=1e-8)
+
+
+def test_a_scalar_fill_value_compiles_with_numba():
+    a = rand(3, seed=9)
+    expected = check_grad(fill_scalar, (0.7, a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)
+        assert np.isclose(s2sad.grad(fill_scalar, jit="strict")(0.7, a), expected, rtol=1e-12)
 
 
 def test_full_like_reads_its_template_array_for_the_shape_only():
@@ -282,6 +294,28 @@ def test_power_zero_at_zero_has_zero_derivative(func, x, expected):
         np.testing.assert_array_equal(s2sad.grad(func)(x), expected)
         _, dot = s2sad.jvp(func)(x, tangent=np.ones_like(x) if np.ndim(x) else 1.0)
         np.testing.assert_array_equal(dot, np.sum(expected))
+
+
+def pow_variable(x, n):
+    return np.sum(x**n) + math.pow(x[0], n)
+
+
+def test_a_variable_exponent_of_zero_at_zero_has_zero_derivative():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for jit in (False, True):
+            np.testing.assert_array_equal(s2sad.grad(pow_variable, jit=jit)(np.zeros(2), 0.0), 0.0)
+    x = np.array([0.5, 2.0])
+    check_grad(pow_variable, (x, 3.0), wrt=(0, 1))
+    check_jvp(pow_variable, (x, 2.5), wrt=(0, 1))
+
+
+def test_a_hessian_after_gradients_for_other_wrt_differentiates_its_own_gradient():
+    x = np.array([0.5, 2.0])
+    s2sad.grad(pow_variable)(x, 3.0)
+    s2sad.grad(pow_variable, wrt=(0, 1))(x, 3.0)  # its code once took the name of the first
+    expected = np.diag(6.0 * x) + np.diag([6.0 * x[0], 0.0])
+    np.testing.assert_allclose(s2sad.hessian(pow_variable)(x, 3.0), expected)
 
 
 def loss_and_aux(x):

@@ -20,7 +20,8 @@ def _pow_base(args: dict) -> str:
         if c == 2:
             return "g * 2 * x1"
         return f"g * {c!r} * x1 ** {c - 1!r}"
-    return "unbroadcast(g * x2 * x1 ** (x2 - 1), x1)"
+    # where x2 is 0 the exponent is 0 too: x2 * x1 ** 0 is 0, where x2 * x1 ** -1 is 0 * inf
+    return "unbroadcast(g * x2 * x1 ** (x2 - (x2 != 0)), x1)"
 
 
 def _math_pow_base(args: dict) -> str:
@@ -28,7 +29,9 @@ def _math_pow_base(args: dict) -> str:
     exponent = args["y"]
     if isinstance(exponent, ast.Constant) and exponent.value == 0:
         return "0.0 * g"
-    return "g * y * x ** (y - 1)"
+    if isinstance(exponent, ast.Constant):
+        return "g * y * x ** (y - 1)"
+    return "g * y * x ** (y - (y != 0))"  # as for np.power
 
 
 def _clip_bounds(args: dict) -> tuple[str, str]:
