@@ -15,12 +15,12 @@ from .astcopy import clone
 from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
+from .errors import NonScalarOutputError
 from .forward import Forward, prune
 from .jit import drop_constant_branches, jit_copy, lower_for_numba
 from .normalize import normalize
 from .optimize import optimize
 from .ops import classify
-from .errors import NonScalarOutputError
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks

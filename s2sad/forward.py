@@ -284,8 +284,9 @@ class Forward:
         rule = rules.lookup(op.func)
         if rule is not None and rule.outside_literal(args):
             raise self.no_rule(stmt, op)
-        if op.without_rule(self.active):
-            raise self.no_rule(stmt, op, op.without_rule(self.active))
+        missing = op.without_rule(self.active)  # np.einsum(x, [0, 1], [1, 0])
+        if missing:
+            raise self.no_rule(stmt, op, missing)
         terms = []
         for param in params:
             if param not in args:

@@ -117,7 +117,7 @@ def _integer_dtype(node) -> bool:
         return False
     try:
         return value is not None and np.dtype(value).kind in "iub"
-    except TypeError:
+    except (TypeError, ValueError):
         return False
 
 
