@@ -90,7 +90,10 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
     todo = list(useful)
     while todo:
         for k in writers.get(todo.pop(), ()):
-            new = sources[k] - useful
+            # a value read by a parameter with no derivative is refused if differentiated, and
+            # an unknown function making it is named then
+            fixed = set().union(*ops[k].fixed.values()) if ops[k].kind == "rule" else set()
+            new = (sources[k] | fixed) - useful
             useful |= new
             todo.extend(new)
     refuse_hidden_writes(parsed, ops, varied)
@@ -102,11 +105,16 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 file=parsed.filename,
                 line=parsed.file_line(op.stmt.src),
             )
+        what = None
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
+            what = op.what or "this operation"
+        elif op.kind == "rule" and op.target in useful:
+            what = op.without_rule(varied)
+        if what is not None:
             where = getattr(op.stmt, "src_parsed", None) or parsed  # inlined code: its own file
             raise where.error(
                 NoRuleError,
-                f"no derivative rule for {op.what or 'this operation'}",
+                f"no derivative rule for {what}",
                 op.stmt.src,
                 hint="use an operation s2sad knows (see s2sad.rules), wrap the value in "
                 "s2sad.stop_gradient if no gradient should flow, or give the function a "

@@ -32,7 +32,7 @@ def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
             hint="differentiate a plain `def` function that calls it; NumPy functions already "
             "have rules, and others can get one with s2sad.register_vjp",
         )
-    params = list(inspect.signature(func).parameters)
+    params = list(inspect.signature(func, follow_wrapped=False).parameters)
     items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
     names = []
     for item in items:
@@ -112,7 +112,7 @@ class Transformed:
         self.func = func
         self.mode = mode
         self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
-        self.signature = inspect.signature(func)
+        self.signature = inspect.signature(func, follow_wrapped=False)  # a wrapper's own
         # the parameters, where every one may be passed by position: a call passing each by
         # position binds without inspect (whose bind costs more than a small jitted gradient)
         kinds = {p.kind for p in self.signature.parameters.values()}
@@ -187,9 +187,14 @@ class Transformed:
 
     def _finish(self, grads, bound, extra=()):
         grads = grads if len(self.wrt) > 1 else (grads,)
-        values = list(bound.arguments.values()) + list(extra)
-        out = tuple(_conform(g, bound.arguments[n], values) for g, n in zip(grads, self.wrt))
-        return out if self.wrt_tuple else out[0]
+        # each gradient is the caller's own: sharing memory with no argument, seed or other
+        # gradient (dx and dy of sin(x + y) are one array in the generated code)
+        others = list(bound.arguments.values()) + list(extra)
+        out = []
+        for g, n in zip(grads, self.wrt):
+            out.append(_conform(g, bound.arguments[n], others))
+            others.append(out[-1])
+        return tuple(out) if self.wrt_tuple else out[0]
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
@@ -365,16 +370,26 @@ class BatchedJVPTransformed(Transformed):
         tangents = [np.asarray(t, dtype=np.result_type(t, np.float32)) for t in tangents]
         compiled = self.specialized(bound)
         out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        others = list(bound.arguments.values()) + list(tangents)
         if compiled.tuple_output:
-            return out, tuple(_batch_rows(d, size, o) for d, o in zip(out_dot, out))
-        return out, _batch_rows(out_dot, size, out)
+            rows = []
+            for d, o in zip(out_dot, out):
+                rows.append(_batch_rows(d, size, o, others))
+                others.append(rows[-1])
+            return out, tuple(rows)
+        return out, _batch_rows(out_dot, size, out, others)
 
 
-def _batch_rows(t, size, out):
-    """Batched tangent rows shaped `(size,) + out.shape`, in out's float dtype."""
+def _batch_rows(t, size, out, others=()):
+    """Batched tangent rows shaped `(size,) + out.shape`, in out's float dtype, sharing memory
+    with none of `others` (the arguments, the tangents given, the rows returned before)."""
     dtype = np.result_type(np.asarray(out).dtype, np.float32)
     t = np.asarray(t, dtype=dtype)
-    return np.broadcast_to(t, (size,) + np.shape(out)).copy() if t.ndim == 0 else t
+    if t.ndim == 0:
+        return np.broadcast_to(t, (size,) + np.shape(out)).copy()
+    if not t.flags.writeable or any(np.may_share_memory(t, o) for o in others):
+        return t.copy()
+    return t
 
 
 def _unboxed(value):

@@ -22,6 +22,7 @@ from .runtime import (
     _is_basic,
     _mT,
     _norm_kind,
+    _nonzero,
     einsum_parts,
     einsum_vjp_jvp,
     expand_reduced,
@@ -518,11 +519,11 @@ def batched_std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
     axes = tuple(n + 1 for n in _axes(axis, np.ndim(x)))
     centered = t - np.mean(t, axis=axes, keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
-    return expand_reduced(g, x, axis, keepdims) * centered / scale
+    return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
 
 
 def batched_std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
-    te = batched_expand_reduced(t / ans, x, axis, keepdims)
+    te = batched_expand_reduced(t / _nonzero(ans), x, axis, keepdims)
     return -std_vjp(g, x, ans, axis, ddof, keepdims) * te
 
 

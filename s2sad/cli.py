@@ -163,7 +163,7 @@ def show_text(spec: str, wrt_names, mode: str) -> str:
             current = None
     import inspect
 
-    lines, first = inspect.getsourcelines(func)
+    lines, first = inspect.getsourcelines(func.__code__)  # the code it runs, decorated or not
     out = [f"# {transformed.compiled.name}: each source line, then its primal and adjoint code"]
     for offset, text in enumerate(lines):
         number = first + offset

@@ -16,6 +16,7 @@ from .astcopy import clone
 from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
+from .errors import NonScalarOutputError
 from .forward import Forward, prune
 from .jit import drop_constant_branches, jit_copy, lower_for_numba
 from .normalize import hygienic, normalize, reserved_names
@@ -253,8 +254,19 @@ def _keywords_renamed(function, parsed):
     return call
 
 
+def _source_name(base: str, source: str) -> str:
+    """A linecache name for `source`: `base`, or `base` numbered where another source has it (a
+    gradient for another wrt or other ranks). Hessians read the gradient code back by this name:
+    a shared one would differentiate the other code."""
+    filename, k = f"<{base}>", 2
+    while filename in linecache.cache and "".join(linecache.cache[filename][2]) != source:
+        filename, k = f"<{base} #{k}>", k + 1
+    return filename
+
+
 def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
-    filename = f"<s2sad {name} of {parsed.filename}:{parsed.line_offset + parsed.tree.lineno}>"
+    where = f"{parsed.filename}:{parsed.line_offset + parsed.tree.lineno}"
+    filename = _source_name(f"s2sad {name} of {where}", source)
     namespace = dict(_RUNTIME)
     namespace.update(NAMESPACE)
     namespace.update(resolver.namespace)
@@ -277,6 +289,30 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     return compiled
 
 
+def _tuple_return(parsed, count: int) -> NonScalarOutputError:
+    """grad of a function returning `loss, aux`: refused here, at its return line."""
+    returns = [n for n in _own_nodes(parsed.tree) if isinstance(n, ast.Return)]
+    shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
+    return parsed.error(
+        NonScalarOutputError,
+        f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
+        f"{count} values (grad(..., has_aux=True) for `return loss, aux` is not supported yet)",
+        shown or (returns[-1] if returns else None),
+        hint="return the scalar alone (compute the other values in a separate function), or "
+        "use s2sad.vjp, which takes a tuple of seeds for a tuple output",
+    )
+
+
+def _own_nodes(tree):
+    """The nodes of a function's body, not of the functions and lambdas defined in it."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
 def transform(
     func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
 ) -> Compiled:
@@ -291,6 +327,8 @@ def transform(
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     norm, resolver = normalize(parsed, list(wrt), ranks)
+    if mode in ("grad", "value_and_grad") and norm.tuple_output:
+        raise _tuple_return(parsed, len(norm.outputs))
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))

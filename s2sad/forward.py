@@ -284,6 +284,9 @@ class Forward:
         rule = rules.lookup(op.func)
         if rule is not None and rule.outside_literal(args):
             raise self.no_rule(stmt, op)
+        missing = op.without_rule(self.active)  # np.einsum(x, [0, 1], [1, 0])
+        if missing:
+            raise self.no_rule(stmt, op, missing)
         terms = []
         for param in params:
             if param not in args:
@@ -427,11 +430,11 @@ class Forward:
         template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
         return _explicit_term(template, args, op.target, t, k)
 
-    def no_rule(self, stmt, op):
+    def no_rule(self, stmt, op, what=None):
         where = getattr(stmt, "src_parsed", None) or self.parsed
         return where.error(
             NoRuleError,
-            f"no forward-mode (jvp) rule for {op.what or 'this'}",
+            f"no forward-mode (jvp) rule for {what or op.what or 'this'}",
             stmt.src,
             hint="use an operation with a tangent rule (see "
             "s2sad/rules/forward.py); custom_vjp rules have no tangent rule",

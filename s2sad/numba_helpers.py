@@ -52,6 +52,18 @@ def _zeros_like(x):
     return lambda x: 0.0
 
 
+def inexact(x):
+    return 1.0
+
+
+@overload(inexact)
+def _inexact(x):
+    dtype = x.dtype if _array(x) else x
+    if isinstance(dtype, (types.Float, types.Complex)):
+        return lambda x: 1.0
+    return lambda x: 0.0
+
+
 def as_accumulator(dx, x):
     return dx
 
@@ -409,7 +421,8 @@ def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
         return None
 
     def impl(g, x, ans, axis=None, ddof=0, keepdims=False):
-        return g * (x - np.mean(x)) / (ans * (x.size - ddof))
+        scale = ans * (x.size - ddof)  # 0 where every centered value is 0: a zero derivative
+        return g * (x - np.mean(x)) / (scale if scale != 0 else np.inf)
 
     return impl
 

@@ -71,6 +71,20 @@ class Op:
     args: list = field(default_factory=list)  # its positional arguments (AST nodes of the call)
     keywords: dict = field(default_factory=dict)
     nested: set[str] = field(default_factory=set)  # names read inside a non-atomic operand
+    fixed: dict[str, set[str]] = field(default_factory=dict)
+    # rule parameter the rule has no derivative for -> the local names its argument reads
+
+    def without_rule(self, varied: set[str]) -> str | None:
+        """What has no derivative rule when a differentiated value reaches a parameter the rule
+        has no template for (np.einsum's subscripts in its sublist form), or None."""
+        for param, names in self.fixed.items():
+            if names & varied:
+                shown = ", ".join(sorted(names & varied))
+                return (
+                    f"{self.what} in its argument `{param}`, which is differentiated here "
+                    f"({shown})"
+                )
+        return None
 
 
 def _names(node: ast.AST) -> set[str]:
@@ -88,6 +102,23 @@ def _names(node: ast.AST) -> set[str]:
     if isinstance(node, ast.Name):
         return {node.id}
     return set().union(*(_names(c) for c in ast.iter_child_nodes(node)))
+
+
+def _integer_dtype(node) -> bool:
+    """Whether `node` spells an integer or boolean dtype (int, np.int32, "int64", bool): a
+    result cast to it is piecewise constant, with a zero derivative."""
+    if isinstance(node, ast.Name):
+        value = {"int": int, "bool": bool}.get(node.id)
+    elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        value = getattr(np, node.attr, None) if node.attr[:1].islower() else None
+    elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        value = node.value
+    else:
+        return False
+    try:
+        return value is not None and np.dtype(value).kind in "iub"
+    except (TypeError, ValueError):
+        return False
 
 
 def _index_expr(node: ast.expr) -> ast.expr:
@@ -144,6 +175,9 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             return op
         if callee is None:  # a method call on an array
             method = value.func.attr
+            if method == "astype" and args and _integer_dtype(args[0]):
+                op.reads = set()  # x.astype(int): integers carry no derivative
+                return op
             func = METHODS.get(method)
             op.what = f"the method .{method}()"
             if method in _VARARG_METHODS and len(args) > 1:
@@ -162,6 +196,10 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             func, args = np.transpose, [value.value]
         op.what = f"the attribute .{value.attr}"
     elif isinstance(value, ast.Subscript):
+        if not (isinstance(value.value, ast.Name) and value.value.id in local_names):
+            # np.r_[x, y], np.c_[...], np.s_[...]: not a read of an array s2sad follows
+            op.kind, op.what = "unknown", f"{ast.unparse(value.value)}[...]"
+            return op
         func, args = getitem, [value.value, _index_expr(value.slice)]
     elif isinstance(value, (ast.Compare, ast.BoolOp, ast.Constant)):
         return op
@@ -180,13 +218,21 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         op.kind = "unknown"
         op.what += f" with these arguments ({exc})"
         return op
+    if _integer_dtype(op.bound.args.get("dtype")):
+        op.reads = set()  # np.sum(x, dtype=int), np.full(n, x, dtype=int): integer results
+        return op
     outside = rule.outside_literal(op.bound.args)
     if outside:
         op.kind = "unknown"
         op.what += " " + outside
         return op
     op.kind = "rule"
-    for param in rule.differentiable(op.bound):
+    differentiable = rule.differentiable(op.bound)
+    for param, arg in op.bound.args.items():
+        if param not in differentiable and param not in rule.inert and isinstance(arg, ast.AST):
+            if _names(arg) & local_names:  # refused if differentiated (activity.py)
+                op.fixed[param] = _names(arg) & local_names
+    for param in differentiable:
         arg = op.bound.args[param]
         if param in rule.seq:
             elts = arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else None

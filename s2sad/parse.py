@@ -72,7 +72,9 @@ def parse_function(func) -> ParsedFunction:
         )
     filename = inspect.getsourcefile(func) or func.__code__.co_filename
     try:
-        lines, first = inspect.getsourcelines(func)
+        # the code the object runs: inspect would follow a decorator's `__wrapped__` to the
+        # undecorated function and differentiate that, without the decorator
+        lines, first = inspect.getsourcelines(func.__code__)
     except (OSError, TypeError) as exc:
         raise SourceUnavailableError(
             f"cannot read the source of {func.__qualname__} ({exc})",
@@ -109,6 +111,8 @@ def parse_function(func) -> ParsedFunction:
                 hint="return the value instead of yielding it",
             )
     args = node.args
+    if (args.vararg or args.kwarg) and hasattr(func, "__wrapped__"):
+        raise _decorated(parsed, args.vararg or args.kwarg)
     if args.vararg or args.kwarg:
         star = args.vararg or args.kwarg
         raise parsed.error(
@@ -119,3 +123,19 @@ def parse_function(func) -> ParsedFunction:
         )
     parsed.params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
     return parsed
+
+
+def _decorated(parsed, star) -> UnsupportedSyntaxError:
+    """A decorated function (functools.wraps): s2sad differentiates the wrapper the object runs,
+    which passes *args/**kwargs on; never the undecorated function in its place."""
+    inner = getattr(parsed.func.__wrapped__, "__qualname__", repr(parsed.func.__wrapped__))
+    return parsed.error(
+        UnsupportedSyntaxError,
+        f"{parsed.func.__qualname__} is decorated: the object runs the decorator's wrapper "
+        f"`{parsed.name}` (wrapping {inner}), whose *args/**kwargs ('{star.arg}') s2sad cannot "
+        "follow",
+        parsed.tree,
+        hint="differentiate the undecorated function (`f.__wrapped__`) and apply what the "
+        "decorator does in a plain function calling it, give the wrapper explicit parameters, "
+        "or give the decorated function a rule with s2sad.register_vjp",
+    )

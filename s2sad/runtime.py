@@ -40,6 +40,13 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def inexact(x):
+    """1.0 for a float value, 0.0 for integers and booleans: the weight of a derivative reaching
+    a value whose dtype another argument chose (np.full_like(a, v) with an integer `a` is
+    piecewise constant in v)."""
+    return 1.0 if np.issubdtype(np.result_type(x), np.inexact) else 0.0
+
+
 def as_accumulator(dx, x):
     """A fresh array shaped like `x` holding `dx`, safe to update in place."""
     out = np.zeros(np.shape(x), dtype=np.result_type(dx, x, np.float32))
@@ -131,7 +138,13 @@ def var_vjp(g, x, axis=None, ddof=0, keepdims=False):
 def std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
     centered = x - np.mean(x, axis=axis, keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
-    return expand_reduced(g, x, axis, keepdims) * centered / scale
+    return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
+
+
+def _nonzero(scale):
+    """`scale` with inf for 0: where std is 0 every centered value is 0, so the derivative is 0
+    (np.std of one element is constant; at equal elements, 0 as np.abs's is at 0), not 0/0."""
+    return np.where(scale == 0, np.inf, scale)
 
 
 def norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
@@ -572,12 +585,13 @@ def std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
     """The tangent of std_vjp(g, x, ans, ...) along `t` for x (ans held)."""
     centered = t - np.mean(t, axis=axis, keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
-    return expand_reduced(g, x, axis, keepdims) * centered / scale
+    return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
 
 
 def std_vjp_jvp_ans(t, g, x, ans, axis=None, ddof=0, keepdims=False):
     """The tangent of std_vjp(g, x, ans, ...) along `t` for ans (x held)."""
-    return -std_vjp(g, x, ans, axis, ddof, keepdims) * expand_reduced(t / ans, x, axis, keepdims)
+    ratio = expand_reduced(t / _nonzero(ans), x, axis, keepdims)
+    return -std_vjp(g, x, ans, axis, ddof, keepdims) * ratio
 
 
 def einsum_vjp_jvp(t, g, subscripts, operands, k, which):

@@ -49,6 +49,7 @@ import test_rules_nondiff as nd  # noqa: E402
 import test_rules_reductions as red  # noqa: E402
 import test_rules_scans_layout as sl  # noqa: E402
 import test_rules_shape_indexing as sh  # noqa: E402
+import test_trust_refusals as tr  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -85,6 +86,8 @@ MASK = np.array([True, False, True])
 
 # (function, arguments, wrt, what): what is "grad", "vjp" or "jvp"
 CORPUS = [
+    # a filled array (np.full, np.full_like: runtime.inexact) (test_trust_refusals.py)
+    (tr.fill_scalar, (0.7, np.array([0.3, -1.2, 2.0])), (0, 1), "grad"),
     # control flow: loops, branches, while, break, in-place writes (test_control_flow.py)
     (cf.euler, (0.7, 1.3, 50), (0, 1), "grad"),
     (cf.branchy, (A,), 0, "grad"),

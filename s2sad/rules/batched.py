@@ -182,6 +182,8 @@ EXPLICIT = {
         "b": "batched_solve_jvp_b(t, a, b, ans)",
     },
     rt.scatter_added: {"a": "t", "values": "batched_scattered(t, index, a)"},
+    np.full: {"fill_value": "batched_broadcast_to(t, np.shape(ans)) * inexact(ans)"},
+    np.full_like: {"fill_value": "batched_broadcast_to(t, np.shape(ans)) * inexact(ans)"},
     # runtime helpers (second derivatives); those left out take a batched t as they are
     rt.solve_vjp_b: {
         "g": "batched_solve_vjp_b(t, a, b)",

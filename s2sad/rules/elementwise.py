@@ -13,12 +13,25 @@ def _pow_base(args: dict) -> str:
     exponent = args["x2"]
     if isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float)):
         c = exponent.value
+        if c == 0:  # x ** 0 is 1 everywhere: never c * x ** -1, infinite (or raising) at 0
+            return "0.0 * g"
         if c == 1:
             return "g"
         if c == 2:
             return "g * 2 * x1"
         return f"g * {c!r} * x1 ** {c - 1!r}"
-    return "unbroadcast(g * x2 * x1 ** (x2 - 1), x1)"
+    # where x2 is 0 the exponent is 0 too: x2 * x1 ** 0 is 0, where x2 * x1 ** -1 is 0 * inf
+    return "unbroadcast(g * x2 * x1 ** (x2 - (x2 != 0)), x1)"
+
+
+def _math_pow_base(args: dict) -> str:
+    """math.pow(x, 0) is 1 everywhere: its derivative is 0, not 0 * x ** -1."""
+    exponent = args["y"]
+    if isinstance(exponent, ast.Constant) and exponent.value == 0:
+        return "0.0 * g"
+    if isinstance(exponent, ast.Constant):
+        return "g * y * x ** (y - 1)"
+    return "g * y * x ** (y - (y != 0))"  # as for np.power
 
 
 def _clip_bounds(args: dict) -> tuple[str, str]:
@@ -90,6 +103,7 @@ binary(
 defvjp(
     np.where,
     "condition, x, y, /",
+    inert=("condition",),  # piecewise constant: only its truth counts
     x="unbroadcast(np.where(condition, g, 0.0), x)",
     y="unbroadcast(np.where(condition, 0.0, g), y)",
 )
@@ -133,7 +147,7 @@ defvjp(
 )
 defvjp(math.atan2, "y, x, /", y="g * x / (x**2 + y**2)", x="-g * y / (x**2 + y**2)")
 defvjp(math.hypot, "x, y, /", x="g * x / ans", y="g * y / ans")
-defvjp(math.pow, "x, y, /", x="g * y * x ** (y - 1)", y="g * ans * math.log(x) if x > 0 else 0.0")
+defvjp(math.pow, "x, y, /", x=_math_pow_base, y="g * ans * math.log(x) if x > 0 else 0.0")
 
 nondiff(
     np.sign,
@@ -164,19 +178,30 @@ nondiff(
     bool,
 )
 
-# array constructors and shape queries: their values never carry a derivative
+# a filled array: the cotangent of the fill value sums what each element received, unless the
+# array is of integers (dtype=, or full_like's `a`, read for its shape and dtype only)
+defvjp(
+    np.full,
+    "shape, fill_value, dtype=None, order='C', *, device=None, like=None",
+    fill_value="unbroadcast(g, fill_value) * inexact(ans)",
+)
+defvjp(
+    np.full_like,
+    "a, fill_value, dtype=None, order='K', subok=True, shape=None, *, device=None",
+    inert=("a",),
+    fill_value="unbroadcast(g, fill_value) * inexact(ans)",
+)
+
+# array constructors and shape queries: their values never carry a derivative (np.arange and
+# np.linspace do, in their end points and step: no rule yet, so a differentiated one is refused)
 nondiff(
     np.ones_like,
     np.zeros_like,
-    np.full_like,
     np.empty_like,
     np.zeros,
     np.ones,
     np.eye,
-    np.full,
     np.empty,
-    np.arange,
-    np.linspace,
     np.shape,
     np.ndim,
     np.size,

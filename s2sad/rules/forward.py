@@ -128,6 +128,8 @@ linear(np.concatenate, "arrays")
 linear(np.stack, "arrays")
 linear(np.broadcast_to, "array")
 linear(getitem, "x")
+for _f in (np.full, np.full_like):  # the fill value's tangent everywhere, 0 in integers
+    explicit(_f, fill_value="np.broadcast_to(t, np.shape(ans)) * inexact(ans)")
 
 # multilinear maps: one term per argument that carries a tangent
 multilinear(np.matmul, "x1", "x2")
@@ -218,4 +220,5 @@ nondiff(
     rt.even_split,
     rt.clip_passes,
     rt.solve_reads_vectors,
+    rt.inexact,
 )

@@ -17,10 +17,11 @@ def getitem(x, index):
     return x[index]
 
 
-defvjp(getitem, "x, index", x="getitem_vjp(g, x, index)")
+defvjp(getitem, "x, index", inert=("index",), x="getitem_vjp(g, x, index)")
 defvjp(
     runtime.scatter_added,
     "a, index, values",
+    inert=("index",),
     a="g",
     values="unbroadcast(g[index], values)",
 )

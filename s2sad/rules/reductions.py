@@ -36,4 +36,19 @@ defvjp(np.cumsum, "a, axis=None, dtype=None, out=None", a="cumsum_vjp(g, a, axis
 defvjp(np.cumprod, "a, axis=None, dtype=None, out=None", a="cumprod_vjp(g, a, axis=axis)")
 defvjp(np.diff, "a, n=1, axis=-1", a="diff_vjp(g, a, n=n, axis=axis)")
 
-nondiff(np.argmax, np.argmin, np.argsort, np.count_nonzero, np.any, np.all)
+# integer and boolean results: piecewise constant, a zero derivative almost everywhere
+nondiff(
+    np.argmax,
+    np.argmin,
+    np.argsort,
+    np.argpartition,
+    np.searchsorted,
+    np.digitize,
+    np.nonzero,
+    np.flatnonzero,
+    np.argwhere,
+    np.count_nonzero,
+    np.signbit,
+    np.any,
+    np.all,
+)

@@ -66,6 +66,10 @@ class Rule:
         self.elementwise = False  # templates are also the tangent rule (see rules/forward.py)
         self.batched_templates: dict = {}  # for a batched cotangent, where the plain ones differ
         self.literal: dict[str, tuple] = {}  # parameter -> the literal values the rule covers
+        # parameters with no template whose derivative is truly zero (a condition, an index, an
+        # array read only for its shape); any other parameter without one refuses a
+        # differentiated argument
+        self.inert: set[str] = set()
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
@@ -184,6 +188,7 @@ def defvjp(
     seq: tuple[str, ...] = (),
     joint: str | None = None,
     literal: dict[str, tuple] | None = None,
+    inert: tuple[str, ...] = (),
     **templates: Template,
 ) -> None:
     """Register the adjoint templates of `func`; one entry per differentiable argument.
@@ -191,18 +196,30 @@ def defvjp(
     `joint`, if given, computes all cotangents in one call (a tuple in parameter order); it is
     used when several arguments are differentiated, so the rule runs once. `literal` limits
     parameters to literal values the templates are right for; other calls have no rule.
+    `inert` names the parameters without a template whose derivative is zero (an index, a
+    condition, an array read for its shape only); a differentiated value in any other parameter
+    without a template is refused.
     """
-    register(func, signature, templates, seq, joint, literal)
+    register(func, signature, templates, seq, joint, literal, inert)
 
 
 def register(
-    func, signature: str, templates: dict, seq=(), joint=None, literal=None, placeholders=None
+    func,
+    signature: str,
+    templates: dict,
+    seq=(),
+    joint=None,
+    literal=None,
+    placeholders=None,
+    inert=(),
 ) -> None:
     """defvjp with the templates as a dict: parameter names never meet defvjp's own.
-    `placeholders` respells `g`, `ans` or `k` in the templates (see Rule)."""
+    `placeholders` respells `g`, `ans` or `k` in the templates (see Rule); `inert` names the
+    parameters whose derivative is zero (an index, a condition)."""
     name = getattr(func, "__name__", repr(func))
     rule = Rule(name, signature, templates, seq, placeholders)
     rule.literal = literal or {}
+    rule.inert = set(inert)
     if joint is not None:
         rule.joint = ast.parse(joint, mode="eval").body
     VJP[id(func)] = rule

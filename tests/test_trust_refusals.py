@@ -1,0 +1,473 @@
+"""Issue 13, classes 2, 7, 12 and 13: never a silently wrong number.
+
+- Unknown means refuse: a differentiated value reaching something s2sad has no rule for (an
+  array built from it by np.linspace or np.r_, np.einsum's sublist form, an object of a user
+  class, a method) is refused by name, at the user's line; np.full/np.full_like have rules.
+- Numerical corners: np.std of one element, x ** 0 at 0, grad of `return loss, aux`.
+- Every returned array is the caller's own (no two gradients share memory).
+- A decorated function is differentiated as the code the object runs, or refused.
+"""
+
+import functools
+import math
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad, check_jvp, check_vjp, rand
+from s2sad.jit import JitFallbackWarning
+
+HERE = os.path.basename(__file__)
+
+
+def _fd_jacobian(f, x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        cols.append((np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * eps))
+    return np.moveaxis(np.array(cols), 0, -1).reshape(np.shape(f(x)) + x.shape)
+
+
+# --------------------------------------------------------------------- class 12: refuse, never 0
+
+
+def linspace_ends(x):
+    return np.sum(np.linspace(x, 2.0 * x, 3) ** 2)
+
+
+def arange_start(x):
+    return np.sum(np.arange(x, x + 3.0) ** 2)
+
+
+def r_concat(x):
+    return np.sum(np.r_[x, 2.0 * x] ** 2)
+
+
+def c_columns(x):
+    return np.sum(np.c_[x, x] ** 2)
+
+
+def einsum_sublists(x):
+    return np.sum(np.einsum(x, [0, 1], [1, 0]) * np.arange(4.0).reshape(2, 2))
+
+
+@pytest.mark.parametrize(
+    "func, arg, name",
+    [
+        (linspace_ends, 0.7, "np.linspace"),
+        (arange_start, 0.7, "np.arange"),
+        (r_concat, np.ones(2), "np.r_[...]"),
+        (c_columns, np.ones(2), "np.c_[...]"),
+        (einsum_sublists, np.ones((2, 2)), "np.einsum in its argument `subscripts`"),
+    ],
+)
+def test_array_builders_without_a_rule_are_refused_not_zero(func, arg, name):
+    line = func.__code__.co_firstlineno + 1
+    for transform in (s2sad.grad, s2sad.value_and_grad):
+        with pytest.raises(s2sad.NoRuleError) as info:
+            transform(func)(arg)
+        message = str(info.value)
+        assert name in message and f"{HERE}:{line}:" in message
+        assert "s2sad.register_vjp" in message
+    with pytest.raises(s2sad.NoRuleError, match="jvp"):
+        s2sad.jvp(func)(arg, tangent=np.ones_like(arg))
+
+
+def test_the_no_derivative_table_holds_only_zero_derivatives():
+    # these carry a derivative in a float argument: no entry in the "no derivative" table
+    for func in (np.linspace, np.arange, np.full, np.full_like, np.geomspace, np.logspace):
+        assert not s2sad.rules.is_nondiff(func), func.__name__
+    # integer- and boolean-valued, or reading only a shape: a zero derivative
+    for func in (np.argmax, np.searchsorted, np.nonzero, np.sign, np.floor, np.zeros_like):
+        assert s2sad.rules.is_nondiff(func), func.__name__
+
+
+def full_fill(x, a):
+    return np.sum(np.sin(np.full((2, 3), x) * a)) + np.sum(np.full((2, 3), x[1]) ** 3)
+
+
+def full_like_fill(x, a):
+    return np.sum(np.full_like(a, x[0]) * a**2) + np.sum(np.cos(np.full_like(a, x)))
+
+
+def fill_scalar(x, a):
+    return np.sum(np.full(3, x) ** 2 * a) + np.sum(np.full_like(a, x) * a)
+
+
+def full_like_of_differentiated(x):
+    return np.sum(np.full_like(x, 2.0) * x**2)
+
+
+@pytest.mark.parametrize("func", [full_fill, full_like_fill])
+def test_full_and_full_like_differentiate_their_fill_value(func):
+    x, a = rand(3, seed=1) + 0.5, rand(2, 3, seed=2)
+    check_grad(func, (x, a))
+    check_vjp(func, (x, a))
+    check_jvp(func, (x, a))
+    expected = _fd_jacobian(lambda v: func(v, a), x)
+    for mode in ("forward", "reverse"):
+        np.testing.assert_allclose(s2sad.jacobian(func, mode=mode)(x, a), expected, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitFallbackWarning)
+        np.testing.assert_allclose(s2sad.grad(func, jit=True)(x, a), expected, rtol=1e-6)
+    hessian = _fd_jacobian(lambda v: s2sad.grad(func)(v, a), x)
+    np.testing.assert_allclose(s2sad.hessian(func)(x, a), hessian, rtol=1e-5, atol=1e-8)
+
+
+def test_a_scalar_fill_value_compiles_with_numba():
+    a = rand(3, seed=9)
+    expected = check_grad(fill_scalar, (0.7, a))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)
+        assert np.isclose(s2sad.grad(fill_scalar, jit="strict")(0.7, a), expected, rtol=1e-12)
+
+
+def test_full_like_reads_its_template_array_for_the_shape_only():
+    x = rand(4, seed=3)
+    np.testing.assert_allclose(check_grad(full_like_of_differentiated, (x,)), 4.0 * x)
+
+
+def sum_as_int(x):
+    return np.sum(x, dtype=int) * 1.0 + np.sum(x.astype(np.int32)) * 2.0
+
+
+def full_of_ints(x):
+    whole = np.sum(np.full(3, x[0], dtype="int64")) + np.sum(np.full_like(np.arange(3), x[1]))
+    return whole * 1.0
+
+
+def test_results_cast_to_integers_carry_no_derivative():
+    x = np.array([1.5, 2.5, 3.5])
+    for func in (sum_as_int, full_of_ints):
+        np.testing.assert_array_equal(s2sad.grad(func)(x), np.zeros(3))
+        _, dot = s2sad.jvp(func)(x, tangent=np.ones(3))
+        assert dot == 0.0
+        np.testing.assert_array_equal(s2sad.jacobian(func, mode="forward")(x), np.zeros(3))
+    np.testing.assert_array_equal(s2sad.grad(full_of_ints, jit=True)(x), np.zeros(3))
+
+
+def searchsorted_count(x):
+    k = np.searchsorted(x, 0.5)
+    return np.sum(x**2) * k
+
+
+def test_integer_valued_functions_stay_constants():
+    x = np.array([0.1, 0.4, 0.7, 0.9])
+    np.testing.assert_allclose(s2sad.grad(searchsorted_count)(x), 2 * x * 2)
+
+
+class _Scaler:
+    def __init__(self):
+        self.k = 3.0
+
+    def scale(self, x):
+        return self.k * x
+
+    def __call__(self, x):
+        return self.k * x
+
+
+_SCALER = _Scaler()
+_PARTIAL = functools.partial(np.multiply, 3.0)
+
+
+def through_method_of_object(x):
+    return np.sum(_SCALER.scale(x))
+
+
+def through_callable_object(x):
+    return np.sum(_SCALER(x))
+
+
+def through_partial(x):
+    return np.sum(_PARTIAL(x))
+
+
+def through_array_method(x):
+    return x.conjugate().sum()
+
+
+def through_attribute(x):
+    return np.sum(x.real)
+
+
+@pytest.mark.parametrize(
+    "func, name",
+    [
+        (through_method_of_object, "_SCALER.scale"),
+        (through_callable_object, "_SCALER"),
+        (through_partial, "_PARTIAL"),
+        (through_array_method, ".conjugate()"),
+        (through_attribute, ".real"),
+    ],
+)
+def test_unknown_objects_methods_and_attributes_are_refused_by_name(func, name):
+    with pytest.raises(s2sad.NoRuleError) as info:
+        s2sad.grad(func)(np.ones(3))
+    assert name in str(info.value)
+    assert f"{HERE}:{func.__code__.co_firstlineno + 1}:" in str(info.value)
+
+
+# ------------------------------------------------------------------ class 13: numerical corners
+
+
+def std_all(x):
+    return np.std(x)
+
+
+def std_rows(x):
+    return np.sum(np.std(x, axis=1) * np.arange(1.0, 4.0))
+
+
+def std_rows_keepdims(x):
+    return np.sum(np.std(x, axis=-1, keepdims=True) ** 2 + np.var(x, axis=1, keepdims=True))
+
+
+def var_all(x):
+    return np.var(x) + np.var(x, ddof=0)
+
+
+@pytest.mark.parametrize(
+    "func, shape", [(std_all, (1,)), (std_rows, (3, 1)), (std_rows_keepdims, (3, 1))]
+)
+def test_std_over_one_element_is_constant_zero_not_nan(func, shape):
+    x = rand(*shape, seed=4)
+    np.testing.assert_array_equal(s2sad.grad(func)(x), np.zeros(shape))
+    _, dot = s2sad.jvp(func)(x, tangent=np.ones(shape))
+    assert dot == 0.0
+    _, pullback = s2sad.vjp(func)(x)
+    np.testing.assert_array_equal(pullback(1.0), np.zeros(shape))
+    np.testing.assert_array_equal(s2sad.jacobian(func, mode="reverse")(x), np.zeros(shape))
+    np.testing.assert_array_equal(s2sad.hessian(func)(x), np.zeros(shape + shape))
+    np.testing.assert_array_equal(s2sad.grad(func, jit=True)(x), np.zeros(shape))
+
+
+def std_ddof(x):
+    return np.std(x, ddof=1) + np.sum(np.std(x.reshape(2, 2), axis=0, ddof=1))
+
+
+def test_std_and_var_elsewhere_unchanged():
+    check_grad(std_ddof, (rand(4, seed=5),))
+    check_grad(var_all, (rand(1, seed=5),))
+    check_grad(std_rows, (rand(3, 4, seed=6),))
+
+
+def pow_zero_call(x):
+    return np.power(x, 0.0)
+
+
+def pow_zero_float(x):
+    return x**0.0
+
+
+def pow_zero_int(x):
+    return np.sum(x**0 + x)
+
+
+def math_pow_zero(x):
+    return math.pow(x, 0.0) + x
+
+
+@pytest.mark.parametrize(
+    "func, x, expected",
+    [
+        (pow_zero_call, 0.0, 0.0),
+        (pow_zero_float, 0.0, 0.0),
+        (pow_zero_call, np.zeros(2), None),
+        (pow_zero_int, np.zeros(3), np.ones(3)),
+        (math_pow_zero, 0.0, 1.0),
+    ],
+)
+def test_power_zero_at_zero_has_zero_derivative(func, x, expected):
+    if expected is None:
+        _, pullback = s2sad.vjp(func)(x)
+        np.testing.assert_array_equal(pullback(np.ones(2)), np.zeros(2))
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        np.testing.assert_array_equal(s2sad.grad(func)(x), expected)
+        _, dot = s2sad.jvp(func)(x, tangent=np.ones_like(x) if np.ndim(x) else 1.0)
+        np.testing.assert_array_equal(dot, np.sum(expected))
+
+
+def pow_variable(x, n):
+    return np.sum(x**n) + math.pow(x[0], n)
+
+
+def test_a_variable_exponent_of_zero_at_zero_has_zero_derivative():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for jit in (False, True):
+            np.testing.assert_array_equal(s2sad.grad(pow_variable, jit=jit)(np.zeros(2), 0.0), 0.0)
+    x = np.array([0.5, 2.0])
+    check_grad(pow_variable, (x, 3.0), wrt=(0, 1))
+    check_jvp(pow_variable, (x, 2.5), wrt=(0, 1))
+
+
+def test_a_hessian_after_gradients_for_other_wrt_differentiates_its_own_gradient():
+    x = np.array([0.5, 2.0])
+    s2sad.grad(pow_variable)(x, 3.0)
+    s2sad.grad(pow_variable, wrt=(0, 1))(x, 3.0)  # its code once took the name of the first
+    expected = np.diag(6.0 * x) + np.diag([6.0 * x[0], 0.0])
+    np.testing.assert_allclose(s2sad.hessian(pow_variable)(x, 3.0), expected)
+
+
+def loss_and_aux(x):
+    loss = np.sum(x**2)
+    return loss, x * 2.0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda f: s2sad.grad(f),
+        lambda f: s2sad.value_and_grad(f),
+        lambda f: s2sad.grad(f, jit=True),
+        lambda f: s2sad.hessian(f),
+    ],
+)
+def test_grad_of_loss_and_aux_is_refused_at_the_return_line(make):
+    with pytest.raises(s2sad.NonScalarOutputError) as info:
+        make(loss_and_aux)(np.ones(2))
+    message = str(info.value)
+    assert f"{HERE}:{loss_and_aux.__code__.co_firstlineno + 2}:" in message
+    assert "has_aux" in message and "return loss, x * 2.0" in message
+
+
+# ------------------------------------------------------------- class 2: the caller's own arrays
+
+
+def sin_sum(x, y):
+    return np.sum(np.sin(x + y))
+
+
+def sum_pair(x, y):
+    return x + y
+
+
+def sin_pair(x, y):
+    return np.sin(x + y)
+
+
+def two_outputs(x, y):
+    return x + y, x * 1.0
+
+
+def identity(x):
+    return x
+
+
+def _assert_own(outputs, inputs):
+    arrays = [o for o in outputs if isinstance(o, np.ndarray)]
+    for i, a in enumerate(arrays):
+        for b in arrays[i + 1 :] + [v for v in inputs if isinstance(v, np.ndarray)]:
+            assert not np.may_share_memory(a, b)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_gradients_of_a_tuple_wrt_are_separate_arrays(jit):
+    x, y = rand(3, seed=7), rand(3, seed=8)
+    gx, gy = s2sad.grad(sin_sum, wrt=(0, 1), jit=jit)(x, y)
+    _assert_own([gx, gy], [x, y])
+    expected = np.cos(x + y)
+    gx *= 0.5  # an optimizer's in-place step on one gradient leaves the other alone
+    np.testing.assert_allclose(gy, expected)
+    _, (gx, gy) = s2sad.value_and_grad(sin_sum, wrt=(0, 1), jit=jit)(x, y)
+    _assert_own([gx, gy], [x, y])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_pullbacks_jvps_and_jacobians_return_their_own_arrays(jit):
+    x, y = rand(3, seed=7), rand(3, seed=8)
+    seed = np.ones(3)
+    _, pullback = s2sad.vjp(sum_pair, wrt=(0, 1), jit=jit)(x, y)
+    first, second = pullback(seed), pullback(seed)
+    _assert_own(list(first) + list(second), [x, y, seed])
+    _, pullback = s2sad.vjp(sin_pair, wrt=(0, 1), jit=jit)(x, y)
+    first, second = pullback(seed), pullback(seed)
+    _assert_own(list(first) + list(second), [x, y, seed])
+    s1, s2 = np.ones(3), np.full(3, 2.0)
+    _, pullback = s2sad.vjp(two_outputs, wrt=(0, 1), jit=jit)(x, y)
+    first, second = pullback((s1, s2)), pullback((s1, s2))
+    _assert_own(list(first) + list(second), [x, y, s1, s2])
+    _, pullback = s2sad.vjp(identity, jit=jit)(x)
+    _assert_own([pullback(seed), pullback(seed)], [x, seed])
+    t1, t2 = np.ones(3), np.ones(3)
+    _, dots = s2sad.jvp(two_outputs, wrt=(0, 1), jit=jit)(x, y, tangent=(t1, t2))
+    _assert_own(list(dots), [x, y, t1, t2])
+    _assert_own(list(s2sad.jacobian(sum_pair, wrt=(0, 1), jit=jit)(x, y)), [x, y])
+
+
+def test_batched_jvp_rows_are_not_the_tangents_given():
+    x, y = rand(3, seed=7), rand(3, seed=8)
+    t1, t2 = np.ones((2, 3)), np.ones((2, 3))
+    _, rows = s2sad.jvp(two_outputs, wrt=(0, 1), batched=True)(x, y, tangent=(t1, t2))
+    _assert_own(list(rows), [x, y, t1, t2])
+    _, rows = s2sad.jvp(identity, batched=True)(x, tangent=t1)
+    _assert_own([rows], [x, t1])
+
+
+# ----------------------------------------------------- class 7: the code the object actually runs
+
+
+def scaled_star(k):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return k * fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def scaled_plain(k):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(x):
+            return k * fn(x)
+
+        return wrapper
+
+    return decorate
+
+
+@scaled_star(10.0)
+def square_star(x):
+    return x**2
+
+
+@scaled_plain(10.0)
+def square_plain(x):
+    return x**2
+
+
+def calls_square_plain(x):
+    return square_plain(x) + 1.0
+
+
+def calls_square_star(x):
+    return square_star(x) + 1.0
+
+
+def test_a_decorated_function_is_differentiated_with_its_decorator():
+    assert s2sad.grad(square_plain)(3.0) == 60.0
+    assert s2sad.grad(calls_square_plain)(3.0) == 60.0
+    assert s2sad.grad(square_star.__wrapped__)(3.0) == 6.0  # the way out the refusal names
+    check_grad(square_plain, (3.0,))
+
+
+@pytest.mark.parametrize("func", [square_star, calls_square_star])
+def test_a_wrapper_taking_star_args_is_refused_not_skipped(func):
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        s2sad.grad(func)(3.0)
+    message = str(info.value)
+    line = scaled_star.__code__.co_firstlineno + 3
+    assert f"{HERE}:{line}:" in message and "decorated" in message
+    assert "__wrapped__" in message and "register_vjp" in message
