@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from .compile import transform
+from .compile import transform, transform_and_read
 from .ranks import rank_of_argument
 from .cuda import CudaTransformed, cuda_transform
 from .jit import Jitted
@@ -133,30 +133,38 @@ class Transformed:
 
     def specialized(self, bound):
         """The generated function for these arguments' ranks (scalars need no unbroadcast)."""
+        return self.prepared(bound)[0]
+
+    def prepared(self, bound):
+        """`specialized(bound)` and the values of the user's data it takes after the arguments
+        (globals, closure cells, helpers' defaults), read now."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks = ranks
-        return transform(self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit))
+        return transform_and_read(
+            self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit)
+        )
 
     def _generated_mode(self):
         # jitted gradients also return the value, so the scalar check happens here
         return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
 
-    def _run(self, compiled, bound, extra=(), name=None):
+    def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:
-            return compiled.function(*bound.args, **bound.kwargs)
+            return compiled.function(*bound.args, *values, **bound.kwargs)
         if compiled.jitted is None:
             compiled.jitted = Jitted(compiled)
-        args = (*bound.arguments.values(), *extra)
+        args = (*bound.arguments.values(), *extra, *values)
         return compiled.jitted(args, strict=self.jit == "strict", name=name)
 
-    def _jitted_vjp(self, compiled, bound):
+    def _jitted_vjp(self, compiled, values, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
         recording forward pass, then the adjoint) from the arguments as given."""
-        out = self._run(compiled, bound)
+        out = self._run(compiled, values, bound)
         sweep = compiled.name + "_sweep"
 
         def pullback(*seeds):
-            return self._run(compiled, bound, tuple(_unboxed(s) for s in seeds), name=sweep)
+            seeds = tuple(_unboxed(s) for s in seeds)
+            return self._run(compiled, values, bound, seeds, name=sweep)
 
         return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
@@ -184,13 +192,13 @@ class Transformed:
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        compiled = self.specialized(bound)
+        compiled, values = self.prepared(bound)
         if self.mode == "vjp" and self.jit:
-            return self._jitted_vjp(compiled, bound)
+            return self._jitted_vjp(compiled, values, bound)
         if self.mode == "vjp":
-            out, pullback = compiled.function(*bound.args, **bound.kwargs)
+            out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
-        result = self._run(compiled, bound)
+        result = self._run(compiled, values, bound)
         if self.jit and self.mode == "grad":
             if np.ndim(result[0]) != 0:
                 raise NonScalarOutputError(
@@ -252,16 +260,16 @@ class JVPTransformed(Transformed):
                     f"the tangent of '{name}' has shape {np.shape(t)} but "
                     f"'{name}' has shape {np.shape(bound.arguments[name])}"
                 )
-        compiled = self.specialized(bound)
+        compiled, values = self.prepared(bound)
         if self.jit:
             if compiled.jitted is None:
                 compiled.jitted = Jitted(compiled)
             out, out_dot = compiled.jitted(
-                (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
+                (*bound.arguments.values(), *(_unboxed(t) for t in tangents), *values),
                 strict=self.jit == "strict",
             )
         else:
-            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
         return out, _conform_output(out_dot, out)
@@ -294,8 +302,8 @@ class BatchedJVPTransformed(Transformed):
             raise SeedShapeError(f"every wrt input needs the same number of tangents, not {rows}")
         (size,) = rows
         tangents = [np.asarray(t, dtype=np.result_type(t, np.float32)) for t in tangents]
-        compiled = self.specialized(bound)
-        out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        compiled, values = self.prepared(bound)
+        out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_batch_rows(d, size, o) for d, o in zip(out_dot, out))
         return out, _batch_rows(out_dot, size, out)
@@ -413,9 +421,9 @@ class Jacobian:
                 t = np.zeros((n_in, np.size(x)))
                 t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
                 tangents.append(t.reshape((n_in,) + np.shape(x)))
-            compiled = transform(self.func, self.wrt, "jvp_batched", ranks)
+            compiled, values = transform_and_read(self.func, self.wrt, "jvp_batched", ranks)
             self._check_single(compiled.tuple_output)
-            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
             rows = _rows(out_dot, n_in, out)
             blocks = []
             for k, x in enumerate(inputs):
@@ -424,9 +432,9 @@ class Jacobian:
         return self._conformed(blocks, inputs)
 
     def _reverse_primal(self, bound, ranks):
-        compiled = transform(self.func, self.wrt, "vjp_batched", ranks)
+        compiled, values = transform_and_read(self.func, self.wrt, "vjp_batched", ranks)
         self._check_single(compiled.tuple_output)
-        out, pullback = compiled.function(*bound.args, **bound.kwargs)
+        out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
         return out, pullback
 
     def _check_single(self, tuple_output):
@@ -547,26 +555,28 @@ class Hessian:
         functools.update_wrapper(self, f)
 
     def _second(self, args, kwargs):
-        """The bound arguments and the batched forward transform of the gradient code."""
+        """The bound arguments, the user's data values the gradient code takes after them, and
+        the batched forward transform of the gradient code with its own data values."""
         bound = self.gradient._bind(args, kwargs)
-        generated = self.gradient.specialized(bound).function
+        first, data = self.gradient.prepared(bound)
         ranks = self.gradient.last_ranks
-        return bound, generated, transform(generated, (self.name,), "jvp_batched", ranks)
+        second = transform_and_read(first.function, (self.name,), "jvp_batched", ranks)
+        return bound, data, second
 
     def __call__(self, *args, **kwargs):
         x = self.gradient._bind(args, kwargs).arguments[self.name]
         n = np.size(x)
         if self.batched and n:
-            bound, _, compiled = self._second(args, kwargs)
+            bound, data, (compiled, values) = self._second(args, kwargs)
             tangent = np.eye(n).reshape((n,) + np.shape(x))
-            rows = compiled.function(*bound.args, tangent, **bound.kwargs)[1]
+            rows = compiled.function(*bound.args, *data, tangent, *values, **bound.kwargs)[1]
             stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
         else:
             bound = self.gradient._bind(args, kwargs)
-            generated = self.gradient.specialized(bound).function
-            second = JVPTransformed(generated, self.name, "jvp")
+            first, data = self.gradient.prepared(bound)
+            second = JVPTransformed(first.function, self.name, "jvp")
             columns = [
-                np.asarray(second(*bound.args, tangent=e, **bound.kwargs)[1], dtype=float)
+                np.asarray(second(*bound.args, *data, tangent=e, **bound.kwargs)[1], dtype=float)
                 for e in _basis(x)
             ]
             stacked = np.moveaxis(np.array(columns), 0, -1)
@@ -579,7 +589,7 @@ class Hessian:
         """The batched forward sweep over the gradient code, for these arguments."""
         if not (args or kwargs):
             raise S2SADError("pass the arguments: the gradient code depends on their ranks")
-        return self._second(args, kwargs)[2].source
+        return self._second(args, kwargs)[2][0].source
 
 
 def hessian(f, wrt=0, batched=True):

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .compile import transform
+from .compile import transform_and_read
 from .errors import S2SADError, UnsupportedSyntaxError
 
 _MATH = {
@@ -113,7 +113,7 @@ class CudaTransformed:
 
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
-        compiled = transform(self.func, self.wrt, self.mode, ranks, True)
+        compiled, data = transform_and_read(self.func, self.wrt, self.mode, ranks, True)
         if "_tape = []" in compiled.code:
             raise UnsupportedSyntaxError(
                 f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
@@ -126,6 +126,8 @@ class CudaTransformed:
         outs = ", ".join(f"out{k}" for k in range(n_out))
         reads = ", ".join(f"{p}[i]" for p in self.params)
         extra = ", ".join(f"{w}_dot[i]" for w in self.wrt) if self.mode == "jvp" else ""
+        # the user's data, read now: kernel globals (CUDA freezes them when it compiles)
+        extra = ", ".join(filter(None, [extra, *compiled.data]))
         dots = ", ".join(f"{w}_dot" for w in self.wrt) if self.mode == "jvp" else ""
         result = "r" if n_out > 1 else "r0"
         stores = (
@@ -148,6 +150,7 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
         self.source = _DEVICE_HELPERS + "\n\n" + device + kernel
         namespace: dict = {"math": math, "np": np}
         namespace.update(compiled.globals)
+        namespace.update(zip(compiled.data, data))
         exec(compile(self.source, f"<s2sad cuda {compiled.name}>", "exec"), namespace)
         self._kernel = namespace[f"{compiled.name}_kernel"]
         self.n_out = n_out
