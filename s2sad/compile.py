@@ -1,6 +1,11 @@
 """Stage 6: compile and cache. The generated source is executed in a namespace holding exactly
-the names it uses (NumPy as `np`, `math`, the runtime helpers and the user's own globals), and
-registered with linecache so tracebacks show the generated lines.
+the names it uses (NumPy as `np`, `math`, the runtime helpers and the functions, classes and
+modules the user's code calls), and registered with linecache so tracebacks show the generated
+lines. The user's data (numbers, arrays: anything not callable and not a module) is not in that
+namespace: every generated function takes it as trailing parameters, which `Compiled.read` fills
+at each call from the function's globals, closure cells and its helpers' scopes as they are then.
+So the cache, keyed by the code object, holds no user data, and a closure made per data batch
+reuses one transform.
 """
 
 from __future__ import annotations

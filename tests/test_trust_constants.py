@@ -344,3 +344,31 @@ def test_a_name_that_turns_from_data_into_a_function_is_transformed_again(tmp_pa
     np.testing.assert_array_equal(g(x), [2.0, 2.0])
     mod.s = np.float64(4.0)
     np.testing.assert_array_equal(g(x), [4.0, 4.0])
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_a_helper_global_named_like_a_local_of_the_caller(tmp_path, jit):
+    tag = "jit" if jit else "py"
+    _module(tmp_path, f"trust_clash_h_{tag}", "k = 3.0\n\ndef act(x):\n    return k * x\n")
+    mod = _module(
+        tmp_path,
+        f"trust_clash_main_{tag}",
+        f"""
+        import numpy as np
+        from trust_clash_h_{tag} import act
+        def loss(x):
+            k = 100.0
+            return np.sum(act(x)) + k
+        """,
+    )
+    np.testing.assert_array_equal(s2sad.grad(mod.loss, jit=jit)(np.array([1.0, 2.0])), [3.0, 3.0])
+
+
+def with_assert(x):
+    assert x.shape == (2,), "two elements"
+    return np.sum(x**2)
+
+
+def test_a_function_pytest_rewrote_is_not_mistaken_for_edited_source():
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(s2sad.grad(with_assert)(x), 2 * x)
