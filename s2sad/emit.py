@@ -96,6 +96,16 @@ class _Lines:
         return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
 
 
+def _data_note(parsed, data) -> str:
+    """The docstring's word on the data parameters, where there are any."""
+    if not data:
+        return ""
+    names = ", ".join(data)
+    return (
+        f"\n\n    {names}: what {parsed.name} reads from its scope, passed in at each call.\n    "
+    )
+
+
 def _own_copies(names, stmts, indent: str) -> list[str]:
     """`a = a.copy()` for each parameter the code writes into, so the caller's array (and a
     pullback's saved argument) stays as it was."""
@@ -148,6 +158,7 @@ def emit(
     function takes the user's `data` (globals, closure values) last."""
     data = list(data)
     params = _parameters(parsed.tree, data)
+    note = _data_note(parsed, data)
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
         f"{parsed.line_offset + parsed.tree.lineno})"
@@ -161,18 +172,18 @@ def emit(
         lines = [
             f"def {name}({params}):",
             f'    """Value of {where} and its batched pullback to {", ".join(wrt)} (one seed '
-            f'per row)."""',
+            f'per row).{note}"""',
         ]
     elif mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
         lines = [
             f"def {name}({params}):",
-            f'    """{what} of {where} with respect to {", ".join(wrt)}."""',
+            f'    """{what} of {where} with respect to {", ".join(wrt)}.{note}"""',
         ]
     else:
         lines = [
             f"def {name}({params}):",
-            f'    """Value of {where} and its pullback to {", ".join(wrt)}."""',
+            f'    """Value of {where} and its pullback to {", ".join(wrt)}.{note}"""',
         ]
     if mode == "vjp" and plain_primal is not None:
         # the adjoint consumes its tape and writes back overwritten values: each pullback call
@@ -260,7 +271,8 @@ def emit_jvp(
     what = "each row of the tangents" if batch else "the tangents"
     lines = [
         f"def {name}({params}):",
-        f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}."""',
+        f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}.'
+        f'{_data_note(parsed, data)}"""',
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
     used = {n.id for s in body + outputs for n in ast.walk(s) if isinstance(n, ast.Name)}

@@ -16,7 +16,7 @@ import pytest
 
 import s2sad
 from s2sad import compile as stage
-from s2sad.errors import SourceChangedError
+from s2sad import SourceChangedError
 
 numba = pytest.importorskip("numba")
 pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
