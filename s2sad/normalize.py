@@ -1240,10 +1240,8 @@ class Normalizer:
     def inline_global(self, func, args, keywords, node) -> ast.expr:
         self.inlined_functions.append(func)
         _, spec = self.resolver.resolve_spec(node.func)
-        if spec is None:
-            raise self.unsupported(
-                node, "a call of a function reached through a data object's attribute"
-            )
+        if spec is None:  # not reached by a name of the user's: nothing could check it later
+            raise self.unsupported(node, "a call of this function")
         reads = self.resolver.reads
         index = reads.helper(spec, func)
         parsed = parse_function(func)

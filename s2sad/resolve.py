@@ -152,8 +152,9 @@ class Resolver:
 
     def resolve_spec(self, node: ast.expr):
         """`resolve(node)` and the spec reading it again at a call (None where nothing needs
-        reading: a runtime helper, NumPy's own attributes, an attribute of data). Each object
-        read is recorded for the cache's checks."""
+        reading: a runtime helper, NumPy's own attributes). Each object read is recorded for the
+        cache's checks, except attributes of data (the code reads them when it runs; a function
+        inlined from one is checked by its code)."""
         if getattr(node, "s2sad_runtime", None) is not None:  # put there by normalization
             return node.s2sad_runtime, None
         if isinstance(node, ast.Name):
@@ -173,10 +174,11 @@ class Resolver:
                     f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'",
                     node,
                 )
-            if spec is None or is_data(base) or any(base is m for m in _CANONICAL_MODULES):
+            if spec is None or any(base is m for m in _CANONICAL_MODULES):
                 return value, None
             spec = spec[:3] + (spec[3] + (node.attr,),)
-            self.reads.record(spec, value)
+            if not is_data(base):  # an attribute of data is read when the code runs
+                self.reads.record(spec, value)
             return value, spec
         return None, None
 

@@ -372,3 +372,32 @@ def with_assert(x):
 def test_a_function_pytest_rewrote_is_not_mistaken_for_edited_source():
     x = np.array([1.0, 2.0])
     np.testing.assert_array_equal(s2sad.grad(with_assert)(x), 2 * x)
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_a_helper_held_by_a_data_object_is_checked_by_its_code(tmp_path, jit):
+    tag = "jit" if jit else "py"
+    mod = _module(
+        tmp_path,
+        f"trust_holder_{tag}",
+        """
+        import types
+        import numpy as np
+
+        def double(x):
+            return 2.0 * x
+
+        def triple(x):
+            return 3.0 * x
+
+        cfg = types.SimpleNamespace(act=double)
+
+        def loss(x):
+            return np.sum(cfg.act(x))
+        """,
+    )
+    x = np.array([1.0, 2.0])
+    g = s2sad.grad(mod.loss, jit=jit)
+    np.testing.assert_array_equal(g(x), [2.0, 2.0])
+    mod.cfg.act = mod.triple
+    np.testing.assert_array_equal(g(x), [3.0, 3.0])
