@@ -69,8 +69,11 @@ class Reads:
     reserved: set = field(default_factory=set)  # the differentiated function's own locals
 
     def record(self, spec, value) -> None:
-        if spec is not None and spec not in self.checks and not is_data(value):
-            self.checks[spec] = value
+        if spec is None or is_data(value):
+            return
+        if isinstance(value, types.MethodType):  # a new object at each access: its function
+            spec, value = spec[:3] + (spec[3] + ("__func__",),), value.__func__
+        self.checks.setdefault(spec, value)
 
     def helper(self, spec, func) -> int:
         """The index of inlined helper `func` reached by `spec` (its code is what is checked)."""

@@ -401,3 +401,31 @@ def test_a_helper_held_by_a_data_object_is_checked_by_its_code(tmp_path, jit):
     np.testing.assert_array_equal(g(x), [2.0, 2.0])
     mod.cfg.act = mod.triple
     np.testing.assert_array_equal(g(x), [3.0, 3.0])
+
+
+class _Model:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __call__(self):
+        return self.scale
+
+    def factor(self):
+        return self.scale
+
+
+model = _Model(2.0)
+
+
+def uses_a_method(x):
+    return np.sum(x**2) * model.factor()
+
+
+def test_a_bound_method_is_checked_by_its_function_not_its_identity():
+    x = np.array([1.0, 2.0])
+    g = s2sad.grad(uses_a_method)
+    np.testing.assert_array_equal(g(x), 4.0 * x)
+    compiled = g.compiled
+    model.scale = 3.0
+    np.testing.assert_array_equal(g(x), 6.0 * x)
+    assert g.compiled is compiled  # `model.factor` is a new bound method at each access
