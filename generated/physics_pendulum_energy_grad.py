@@ -38,8 +38,11 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
-def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0):
-    """Gradient of pendulum_energy (physics.py:12) with respect to theta, omega."""
+def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0, GRAVITY=GRAVITY):
+    """Gradient of pendulum_energy (physics.py:12) with respect to theta, omega.
+
+    GRAVITY: what pendulum_energy reads from its scope, passed in at each call.
+    """
     # line 13: kinetic = 0.5 * mass * (length * omega) ** 2
     kinetic_mul = length * omega
     kinetic_pow = kinetic_mul**2

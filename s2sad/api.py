@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from .compile import transform
+from .compile import transform, transform_and_read
 from .ranks import rank_of_argument
 from .cuda import CudaTransformed, cuda_transform
 from .jit import Jitted
@@ -133,18 +133,25 @@ class Transformed:
 
     def specialized(self, bound):
         """The generated function for these arguments' ranks (scalars need no unbroadcast)."""
+        return self.prepared(bound)[0]
+
+    def prepared(self, bound):
+        """`specialized(bound)` and the values of the user's data it takes after the arguments
+        (globals, closure cells, helpers' defaults), read now."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks = ranks
-        return transform(self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit))
+        return transform_and_read(
+            self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit)
+        )
 
     def _generated_mode(self):
         # jitted gradients also return the value, so the scalar check happens here
         return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
 
-    def _run(self, compiled, bound, extra=(), name=None):
+    def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:
-            return compiled.function(*bound.args, **bound.kwargs)
-        args = (*bound.arguments.values(), *extra)
+            return compiled.function(*bound.args, *values, **bound.kwargs)
+        args = (*bound.arguments.values(), *extra, *values)
         what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
         return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
 
@@ -154,18 +161,19 @@ class Transformed:
         """The user's transform as they wrote it, for messages about compiling it."""
         return self.label or f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r})"
 
-    def _jitted_vjp(self, compiled, bound):
+    def _jitted_vjp(self, compiled, values, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
         recording forward pass, then the adjoint) from copies of the array arguments taken now,
         so that it belongs to this point even if the caller changes its arrays in between."""
-        out = self._run(compiled, bound)
+        out = self._run(compiled, values, bound)
         bound = inspect.BoundArguments(
             bound.signature, {n: _own_copy(v) for n, v in bound.arguments.items()}
         )
         sweep = compiled.name + "_sweep"
 
         def pullback(*seeds):
-            return self._run(compiled, bound, tuple(_unboxed(s) for s in seeds), name=sweep)
+            seeds = tuple(_unboxed(s) for s in seeds)
+            return self._run(compiled, values, bound, seeds, name=sweep)
 
         return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
 
@@ -198,14 +206,14 @@ class Transformed:
 
     def __call__(self, *args, **kwargs):
         bound = self._bind(args, kwargs)
-        compiled = self.specialized(bound)
+        compiled, values = self.prepared(bound)
         if self.mode == "vjp" and self.jit:
-            return self._jitted_vjp(compiled, bound)
+            return self._jitted_vjp(compiled, values, bound)
         if self.mode == "vjp":
-            out, pullback = compiled.function(*bound.args, **bound.kwargs)
+            out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
             _detach(pullback, _arrays_in((*bound.arguments.values(), out)))
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
-        result = self._run(compiled, bound)
+        result = self._run(compiled, values, bound)
         if self.jit and self.mode == "grad":
             if np.ndim(result[0]) != 0:
                 raise NonScalarOutputError(
@@ -327,15 +335,15 @@ class JVPTransformed(Transformed):
                     f"the tangent of '{name}' has shape {np.shape(t)} but "
                     f"'{name}' has shape {np.shape(bound.arguments[name])}"
                 )
-        compiled = self.specialized(bound)
+        compiled, values = self.prepared(bound)
         if self.jit:
             out, out_dot = Jitted.of(compiled)(
-                (*bound.arguments.values(), *(_unboxed(t) for t in tangents)),
+                (*bound.arguments.values(), *(_unboxed(t) for t in tangents), *values),
                 strict=self.jit == "strict",
                 what=self.jit_label(),
             )
         else:
-            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
             return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
         return out, _conform_output(out_dot, out)
@@ -368,8 +376,8 @@ class BatchedJVPTransformed(Transformed):
             raise SeedShapeError(f"every wrt input needs the same number of tangents, not {rows}")
         (size,) = rows
         tangents = [np.asarray(t, dtype=np.result_type(t, np.float32)) for t in tangents]
-        compiled = self.specialized(bound)
-        out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+        compiled, values = self.prepared(bound)
+        out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         others = list(bound.arguments.values()) + list(tangents)
         if compiled.tuple_output:
             rows = []
@@ -498,9 +506,9 @@ class Jacobian:
                 t = np.zeros((n_in, np.size(x)))
                 t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
                 tangents.append(t.reshape((n_in,) + np.shape(x)))
-            compiled = transform(self.func, self.wrt, "jvp_batched", ranks)
+            compiled, values = transform_and_read(self.func, self.wrt, "jvp_batched", ranks)
             self._check_single(compiled.tuple_output)
-            out, out_dot = compiled.function(*bound.args, *tangents, **bound.kwargs)
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
             rows = _rows(out_dot, n_in, out)
             blocks = []
             for k, x in enumerate(inputs):
@@ -509,9 +517,9 @@ class Jacobian:
         return self._conformed(blocks, inputs)
 
     def _reverse_primal(self, bound, ranks):
-        compiled = transform(self.func, self.wrt, "vjp_batched", ranks)
+        compiled, values = transform_and_read(self.func, self.wrt, "vjp_batched", ranks)
         self._check_single(compiled.tuple_output)
-        out, pullback = compiled.function(*bound.args, **bound.kwargs)
+        out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
         return out, pullback
 
     def _check_single(self, tuple_output):
@@ -632,38 +640,41 @@ class Hessian:
         functools.update_wrapper(self, f)
 
     def _generated(self, bound):
-        """The gradient code for these arguments, and its name for each of f's parameters (it
-        renames those spelled like s2sad's own names)."""
-        compiled = self.gradient.specialized(bound)
+        """The gradient code for these arguments, its name for each of f's parameters (it
+        renames those spelled like s2sad's own names), and the user's data values it takes
+        after them."""
+        compiled, data = self.gradient.prepared(bound)
         generated = compiled.functions[compiled.name]
         names = dict(
             zip(self.gradient.signature.parameters, inspect.signature(generated).parameters)
         )
-        return generated, names
+        return generated, names, data
 
     def _second(self, args, kwargs):
-        """The bound arguments and the batched forward transform of the gradient code."""
+        """The bound arguments, the user's data values the gradient code takes after them, and
+        the batched forward transform of the gradient code with its own data values."""
         bound = self.gradient._bind(args, kwargs)
-        generated, names = self._generated(bound)
+        generated, names, data = self._generated(bound)
         ranks = tuple((names[p], r) for p, r in self.gradient.last_ranks)
-        return bound, generated, transform(generated, (names[self.name],), "jvp_batched", ranks)
+        second = transform_and_read(generated, (names[self.name],), "jvp_batched", ranks)
+        return bound, data, names, second
 
     def __call__(self, *args, **kwargs):
         x = self.gradient._bind(args, kwargs).arguments[self.name]
         n = np.size(x)
         if self.batched and n:
-            bound, generated, compiled = self._second(args, kwargs)
+            bound, data, names, (compiled, values) = self._second(args, kwargs)
             tangent = np.eye(n).reshape((n,) + np.shape(x))
-            keywords = _keywords(bound, self._generated(bound)[1])
-            rows = compiled.function(*bound.args, tangent, **keywords)[1]
+            keywords = _keywords(bound, names)
+            rows = compiled.function(*bound.args, *data, tangent, *values, **keywords)[1]
             stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
         else:
             bound = self.gradient._bind(args, kwargs)
-            generated, names = self._generated(bound)
+            generated, names, data = self._generated(bound)
             second = JVPTransformed(generated, names[self.name], "jvp")
             keywords = _keywords(bound, names)
             columns = [
-                np.asarray(second(*bound.args, tangent=e, **keywords)[1], dtype=float)
+                np.asarray(second(*bound.args, *data, tangent=e, **keywords)[1], dtype=float)
                 for e in _basis(x)
             ]
             stacked = np.moveaxis(np.array(columns), 0, -1)
@@ -676,7 +687,7 @@ class Hessian:
         """The batched forward sweep over the gradient code, for these arguments."""
         if not (args or kwargs):
             raise S2SADError("pass the arguments: the gradient code depends on their ranks")
-        return self._second(args, kwargs)[2].source
+        return self._second(args, kwargs)[3][0].source
 
 
 def _keywords(bound, names: dict) -> dict:

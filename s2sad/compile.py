@@ -1,13 +1,20 @@
 """Stage 6: compile and cache. The generated source is executed in a namespace holding exactly
-the names it uses (NumPy as `np`, `math`, the runtime helpers and the user's own globals), and
-registered with linecache so tracebacks show the generated lines.
+the names it uses (NumPy as `np`, `math`, the runtime helpers and the functions, classes and
+modules the user's code calls), and registered with linecache so tracebacks show the generated
+lines. The user's data (numbers, arrays: anything not callable and not a module) is not in that
+namespace: every generated function takes it as trailing parameters, which `Compiled.read` fills
+at each call from the function's globals, closure cells and its helpers' scopes as they are then.
+So the cache, keyed by the code object, holds no user data, and a closure made per data batch
+reuses one transform.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 import functools
+import types
 import linecache
 import os
 from dataclasses import dataclass, field
@@ -25,6 +32,7 @@ from .ops import classify
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
+from .errors import S2SADError
 from .standalone import names_in
 from .tape import FinalReads, record
 from .rules.registry import NAMESPACE, VERSION
@@ -36,12 +44,25 @@ class Compiled:
     code: str  # the text it was compiled from, as emitted (tracebacks show these lines)
     name: str
     tuple_output: bool
-    globals: dict  # the user's objects the source refers to, by the name it uses
-    inlined: list = field(default_factory=list)  # (function, its code) for each inlined call
+    globals: dict  # the functions, classes and modules the source calls, by the name it uses
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
     functions: dict = field(default_factory=dict)  # every function the source defines, by name
     user_names: dict = field(default_factory=dict)  # a global's name in `globals` -> the user's
+    # the trailing parameters of every function the source defines: the user's data the code
+    # reads (globals, closure cells, helpers' defaults), filled by `read` at each call
+    data: tuple = ()
+    data_specs: tuple = ()  # how to read each (resolve.Reads)
+    helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
+    checks: tuple = ()  # (spec, the object it must still read)
+    _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
+
+    def read(self, func):
+        """The data values to pass after the arguments, read from `func` and its helpers now;
+        None if anything the transform relied on has changed (then transform again)."""
+        if self._reader is None:
+            self._reader = _reader(self.helpers, self.checks, self.data_specs)
+        return self._reader(func)
 
     @property
     def source(self) -> str:
@@ -59,18 +80,51 @@ _RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_"
 _RUNTIME.update(
     {n: getattr(batched, n) for n in dir(batched) if n.startswith(("batched_", "stack_"))}
 )
-_CACHE: dict[tuple, Compiled] = {}
+# code object, wrt, mode, ranks, jit -> the transforms made for functions with that code (most
+# recent first): a few variants for functions whose scopes name different helpers
+_CACHE: dict[tuple, tuple[Compiled, ...]] = {}
+_BUILTINS = vars(builtins)
+_VARIANTS = 8
 
 
-def _closure_key(func) -> tuple:
-    cells = func.__closure__ or ()
-    out = []
-    for cell in cells:
-        try:
-            out.append(id(cell.cell_contents))
-        except ValueError:
-            out.append(None)
-    return tuple(out)
+def _spec_expr(spec) -> str:
+    """A Python expression reading `spec` (resolve.Reads) from function `f<index>` now."""
+    index, kind, key, attrs = spec
+    f = f"f{index}"
+    if kind == "global":
+        text = f"({f}.__globals__[{key!r}] if {key!r} in {f}.__globals__ else B[{key!r}])"
+    elif kind == "closure":
+        text = f"{f}.__closure__[{key!r}].cell_contents"
+    elif kind == "default":
+        text = f"{f}.__defaults__[{key!r}]"
+    else:
+        text = f"{f}.__kwdefaults__[{key!r}]"
+    return text + "".join(f".{attr}" for attr in attrs)
+
+
+def _reader(helpers, checks, data_specs):
+    """A function of the differentiated function returning the data values its transform takes,
+    or None where a helper's code or a checked object differs. It is generated once per
+    transform (straight-line code: a call reads a few names, cells or defaults and compares a
+    few objects, about a microsecond)."""
+    env = {"B": _BUILTINS, "M": types.ModuleType}
+    lines = ["def read(f0):", "    try:", "        pass"]
+    for k, (spec, code) in enumerate(helpers):
+        env[f"C{k + 1}"] = code
+        lines.append(f"        f{k + 1} = {_spec_expr(spec)}")
+        lines.append(f"        if f{k + 1}.__code__ is not C{k + 1}: return None")
+    for k, (spec, expected) in enumerate(checks):
+        env[f"E{k}"] = expected
+        lines.append(f"        if {_spec_expr(spec)} is not E{k}: return None")
+    values = [f"v{k}" for k in range(len(data_specs))]
+    lines += [f"        v{k} = {_spec_expr(spec)}" for k, spec in enumerate(data_specs)]
+    lines.append("    except (LookupError, AttributeError, ValueError, TypeError):")
+    lines.append("        return None  # a name, cell or default is gone: transform again")
+    for v in values:  # data stays data (a name now naming a function is transformed again)
+        lines.append(f"    if callable({v}) or isinstance({v}, M): return None")
+    lines.append(f"    return ({''.join(v + ', ' for v in values)})")
+    exec("\n".join(lines), env)
+    return env["read"]
 
 
 def adjoint_statements(stmts) -> list[ast.stmt]:
@@ -111,7 +165,8 @@ def _finish_jvp(
     if jit:
         body = lower_for_numba(body)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
-    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch)
+    data = list(resolver.reads.data.values())
+    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
     return _compile(parsed, resolver, norm, source, name, key)
 
 
@@ -205,26 +260,6 @@ def adjoint_rank(shapes, primal_of: dict):
     return lambda node: shapes.of(Primal().visit(clone(node)))
 
 
-def _still_valid(compiled: Compiled, func) -> bool:
-    """A cached transform is reused only if nothing it read has changed since: no rule was
-    registered, every global name it resolved still names the same object, and every function it
-    inlined still has the same code."""
-    if compiled.rules_version != VERSION[0]:
-        return False
-    scopes = (func.__globals__,)
-    for name, value in compiled.globals.items():
-        name = compiled.user_names.get(name, name)
-        if any(name in scope and scope[name] is not value for scope in scopes):
-            return False
-    for helper, code in compiled.inlined:
-        if (
-            helper.__code__ is not code
-            or helper.__globals__.get(helper.__name__, helper) is not helper
-        ):
-            return False
-    return True
-
-
 def defined_functions(source: str) -> list[str]:
     """The names of the top-level functions `source` defines, in order."""
     return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
@@ -274,18 +309,23 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
     user_globals.update({k: v for k, v in NAMESPACE.items() if k in names_in(source)})
+    reads = resolver.reads
     compiled = Compiled(
         _keywords_renamed(namespace[name], parsed),
         source,
         name,
         norm.tuple_output,
         globals=user_globals,
-        inlined=[(f, f.__code__) for f in resolver.inlined],
         rules_version=VERSION[0],
         functions={n: namespace[n] for n in defined_functions(source)},
         user_names=dict(resolver.original),
+        data=tuple(reads.data.values()),
+        data_specs=tuple(reads.data),
+        helpers=tuple(reads.helpers),
+        checks=reads.final_checks(),
     )
-    _CACHE[key] = compiled
+    # one assignment replaces the tuple: threads reading the cache see the old or the new one
+    _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
     return compiled
 
 
@@ -318,11 +358,37 @@ def transform(
 ) -> Compiled:
     """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
     or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
-    the one-sweep Jacobian)."""
-    key = (func.__code__, id(func.__globals__), _closure_key(func), wrt, mode, ranks, jit)
-    hit = _CACHE.get(key)
-    if hit is not None and _still_valid(hit, func):
-        return hit
+    the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
+    (`transform_and_read` gives both)."""
+    return transform_and_read(func, wrt, mode, ranks, jit)[0]
+
+
+def transform_and_read(
+    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+) -> tuple[Compiled, tuple]:
+    """The transform and the data values its function takes after the arguments, read now.
+
+    The cache keys on the code object, wrt, mode, ranks and jit; a cached transform serves a
+    call if no rule was registered since and `read` finds every function, class and module it
+    used unchanged (helpers by their code); data is never part of the key or of the cache."""
+    key = (func.__code__, wrt, mode, ranks, jit)
+    for hit in _CACHE.get(key, ()):
+        if hit.rules_version != VERSION[0]:
+            continue
+        values = hit.read(func)
+        if values is not None:
+            return hit, values
+    compiled = _transform(func, key, wrt, mode, ranks, jit)
+    values = compiled.read(func)
+    if values is None:
+        raise S2SADError(
+            f"the names {func.__qualname__} reads changed while it was being transformed",
+            hint="define its globals before the first call",
+        )
+    return compiled, values
+
+
+def _transform(func, key, wrt, mode, ranks, jit) -> Compiled:
     parsed = parse_function(func)
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
@@ -392,5 +458,6 @@ def transform(
         name,
         plain if rerun else None,
         jit=jit,
+        data=list(resolver.reads.data.values()),
     )
     return _compile(parsed, resolver, norm, source, name, key)

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .compile import transform
+from .compile import transform_and_read
 from .normalize import NameAllocator, reserved_names
 from .errors import S2SADError, UnsupportedSyntaxError
 
@@ -115,7 +115,7 @@ class CudaTransformed:
 
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
-        compiled = transform(self.func, self.wrt, self.mode, ranks, True)
+        compiled, data = transform_and_read(self.func, self.wrt, self.mode, ranks, True)
         if "_tape = []" in compiled.code:
             raise UnsupportedSyntaxError(
                 f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
@@ -127,13 +127,15 @@ class CudaTransformed:
         # the kernel's names: the generated code's for the parameters, and its own unlike them
         generated = inspect.signature(compiled.functions[compiled.name]).parameters
         params = list(generated)[: len(self.params)]  # (a jvp's tangents follow)
-        names = NameAllocator(set(params) | reserved_names(self.func.__name__))
+        names = NameAllocator(set(params) | set(compiled.data) | reserved_names(self.func.__name__))
         dots = [names.fresh(f"{w}_dot") for w in compiled_wrt(self, params)]
         i, r = names.fresh("i"), names.fresh("r" if n_out > 1 else "r0")
         out = [names.fresh(f"out{k}") for k in range(n_out)]
         args, outs = ", ".join(params), ", ".join(out)
         reads = ", ".join(f"{p}[{i}]" for p in params)
         extra = ", ".join(f"{d}[{i}]" for d in dots) if self.mode == "jvp" else ""
+        # the user's data, read now: kernel globals (CUDA freezes them when it compiles)
+        extra = ", ".join(filter(None, [extra, *compiled.data]))
         dots = ", ".join(dots) if self.mode == "jvp" else ""
         result = r
         stores = (
@@ -156,6 +158,7 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
         self.source = _DEVICE_HELPERS + "\n\n" + device + kernel
         namespace: dict = {"math": math, "np": np}
         namespace.update(compiled.globals)
+        namespace.update(zip(compiled.data, data))
         exec(compile(self.source, f"<s2sad cuda {compiled.name}>", "exec"), namespace)
         self._kernel = namespace[f"{compiled.name}_kernel"]
         self.n_out = n_out

@@ -31,9 +31,10 @@ def _is_literal(node: ast.expr) -> bool:
         return False
 
 
-def _parameters(tree: ast.FunctionDef) -> str:
-    """The user's parameter list with its literal defaults; a non-literal default is dropped
-    (with those before it), since s2sad's wrapper always passes every argument."""
+def _parameters(tree: ast.FunctionDef, extra=()) -> str:
+    """The user's parameter list with its literal defaults, then the `extra` positional ones
+    (tangents, the user's data: `=None` after parameters with defaults); a non-literal default
+    is dropped (with those before it), since s2sad's wrapper always passes every argument."""
     args = clone(tree.args)
     for a in args.posonlyargs + args.args + args.kwonlyargs:
         a.annotation = None
@@ -42,6 +43,9 @@ def _parameters(tree: ast.FunctionDef) -> str:
         literal.pop(0)
         args.defaults.pop(0)
     args.kw_defaults = [d if d is not None and _is_literal(d) else None for d in args.kw_defaults]
+    args.args += [ast.arg(name) for name in extra]
+    if args.defaults:
+        args.defaults += [ast.Constant(None) for _ in extra]
     return ast.unparse(args)
 
 
@@ -102,6 +106,16 @@ class _Lines:
         return [indent + ast.unparse(ast.fix_missing_locations(stmt))]
 
 
+def _data_note(parsed, data) -> str:
+    """The docstring's word on the data parameters, where there are any."""
+    if not data:
+        return ""
+    names = ", ".join(data)
+    return (
+        f"\n\n    {names}: what {parsed.name} reads from its scope, passed in at each call.\n    "
+    )
+
+
 def _own_copies(names, stmts, indent: str) -> list[str]:
     """`a = a.copy()` for each parameter the code writes into, so the caller's array (and a
     pullback's saved argument) stays as it was."""
@@ -144,13 +158,17 @@ def emit(
     name: str,
     plain_primal=None,
     jit: bool = False,
+    data: list[str] = (),
 ) -> str:
     """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function.
 
     A vjp with `plain_primal` re-runs the recording sweep on each pullback call (see below); with
     `jit` it is two top-level functions and no closure, which Numba compiles: `vjp_f(args)`
-    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents."""
-    params = _parameters(parsed.tree)
+    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents. Every top-level
+    function takes the user's `data` (globals, closure values) last."""
+    data = list(data)
+    params = _parameters(parsed.tree, data)
+    note = _data_note(parsed, data)
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
         f"{parsed.line_offset + parsed.tree.lineno})"
@@ -165,19 +183,20 @@ def emit(
             f"def {name}({params}):",
             "    "
             + docstring(
-                f"Value of {where} and its batched pullback to {', '.join(wrt)} (one seed per row)."
+                f"Value of {where} and its batched pullback to {', '.join(wrt)} (one seed per "
+                f"row).{note}"
             ),
         ]
     elif mode in ("grad", "value_and_grad"):
         what = "Gradient" if mode == "grad" else "Value and gradient"
         lines = [
             f"def {name}({params}):",
-            "    " + docstring(f"{what} of {where} with respect to {', '.join(wrt)}."),
+            "    " + docstring(f"{what} of {where} with respect to {', '.join(wrt)}.{note}"),
         ]
     else:
         lines = [
             f"def {name}({params}):",
-            "    " + docstring(f"Value of {where} and its pullback to {', '.join(wrt)}."),
+            "    " + docstring(f"Value of {where} and its pullback to {', '.join(wrt)}.{note}"),
         ]
     if mode == "vjp" and plain_primal is not None:
         # the adjoint consumes its tape and writes back overwritten values: each pullback call
@@ -188,8 +207,9 @@ def emit(
         sweep = f"{name}_sweep"
         if not jit:
             # defined first, its defaults keep the arguments as given (the sweep may rebind them)
-            lines.append(f"    def pullback({seeds}, {', '.join(f'{n}={n}' for n in names)}):")
-            lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds)})")
+            kept = ", ".join(f"{n}={n}" for n in names + data)
+            lines.append(f"    def pullback({seeds}, {kept}):")
+            lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds + data)})")
         lines += _own_copies(names, plain_primal, "    ")
         lines += text.block(plain_primal, "    ")
         value = "(" + out + ")" if norm.tuple_output else out
@@ -197,7 +217,7 @@ def emit(
         lines += [
             "",
             "",
-            f"def {sweep}({', '.join(names + adjoint.seeds)}):",
+            f"def {sweep}({', '.join(names + adjoint.seeds + data)}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
         lines += _own_copies(names, primal, "    ")
@@ -251,22 +271,24 @@ def emit_jvp(
     outputs: list[ast.expr],
     name: str,
     batch: str | None = None,
+    data: list[str] = (),
 ) -> str:
     """Python source of the forward-mode function: primal and tangent statements interleaved
-    (`batch`: batched tangents, with the name holding their number of rows)."""
-    params = _parameters(parsed.tree)
+    (`batch`: batched tangents, with the name holding their number of rows); it takes the
+    tangents after the arguments, then the user's `data`."""
+    params = _parameters(parsed.tree, list(tangents) + list(data))
     where = (
         f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
         f"{parsed.line_offset + parsed.tree.lineno})"
     )
-    extra = ", ".join(tangents)
     what = "each row of the tangents" if batch else "the tangents"
-    if parsed.tree.args.defaults:  # after parameters with defaults, the tangents need them too
-        extra = ", ".join(f"{t}=None" for t in tangents)
     lines = [
-        f"def {name}({params + ', ' if params else ''}{extra}):",
+        f"def {name}({params}):",
         "    "
-        + docstring(f"Value of {where} and its derivative along {what} of {', '.join(wrt)}."),
+        + docstring(
+            f"Value of {where} and its derivative along {what} of {', '.join(wrt)}."
+            f"{_data_note(parsed, data)}"
+        ),
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
     used = {n.id for s in body + outputs for n in ast.walk(s) if isinstance(n, ast.Name)}

@@ -53,6 +53,10 @@ class SourceUnavailableError(S2SADError):
     """The function has no Python source to read (builtin, C extension, exec'd code)."""
 
 
+class SourceChangedError(SourceUnavailableError):
+    """The function's file was edited after its module was imported: its source is not its code."""
+
+
 class NameResolutionError(S2SADError):
     """A name the function uses is defined nowhere visible to it."""
 

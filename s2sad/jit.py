@@ -548,7 +548,14 @@ class Jitted:
             module = _module_for(self.compiled.source, self.compiled.name, fresh)
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
-                namespace.setdefault(key, value)
+                if namespace.setdefault(key, value) is not value:
+                    # the same code text calling another function under this name: Numba has
+                    # compiled the first one into it (data never gets here: it is an argument)
+                    raise JitError(
+                        f"'{key}' names another object than in an earlier compile of the same "
+                        "generated code in this process",
+                        hint="give the two functions different names",
+                    )
             self.namespace = namespace
         except Exception as exc:  # the module itself failed: report like a typing error
             self.module_failed = exc

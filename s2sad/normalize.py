@@ -38,7 +38,7 @@ from .rules.indexing import is_add_at
 from .rules.registry import NAMESPACE
 from .errors import NameResolutionError, UnsupportedSyntaxError
 from .parse import parse_function
-from .resolve import Resolver
+from .resolve import Resolver, is_data
 from .restructure import always_assigns, lift_returns, restructure_jumps
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
@@ -347,6 +347,7 @@ class Normalizer:
         parent: Normalizer | None = None,
         env: dict[str, str] | None = None,
         extra_locals: set[str] = frozenset(),
+        index: int | None = None,
     ):
         self.parsed = parsed
         self.locals = set(parsed.params) | _assigned_names(parsed.tree) | set(extra_locals)
@@ -361,7 +362,7 @@ class Normalizer:
             self.inlined_functions: list[object] = []  # for cache validation
             self.loop_varied: set[str] = set()
         else:
-            self.resolver = Resolver(parsed, self.locals, parent=parent.resolver)
+            self.resolver = Resolver(parsed, self.locals, parent=parent.resolver, index=index)
             self.names = parent.names
             self.names.taken |= {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
             self.varied = parent.varied
@@ -1470,18 +1471,35 @@ class Normalizer:
 
     def inline_global(self, func, args, keywords, node) -> ast.expr:
         self.inlined_functions.append(func)
+        _, spec = self.resolver.resolve_spec(node.func)
+        if spec is None:  # not reached by a name of the user's: nothing could check it later
+            raise self.unsupported(node, "a call of this function")
+        reads = self.resolver.reads
+        index = reads.helper(spec, func)
         parsed = parse_function(func)
-        sub = Normalizer(parsed, [], parent=self, env={})
+        sub = Normalizer(parsed, [], parent=self, env={}, index=index)
         sub.src = self.src
+        positional = [
+            p.name
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is not p.empty
+        ]
 
         def default(name, value):
-            try:
-                ast.literal_eval(repr(value))
-                return ast.Constant(value)
-            except (ValueError, SyntaxError):
-                spelled = self.names.fresh(f"{parsed.name}_{name}")  # not __name__: any text
-                self.resolver.namespace[spelled] = value
+            # read again at each call: a number or array as a parameter, anything else checked
+            if name in positional:
+                where = (index, "default", positional.index(name), ())
+            else:
+                where = (index, "kwdefault", name, ())
+            if is_data(value) and not _is_literal(value):
+                spelled = reads.parameter(where, f"{parsed.name}_{name}", self.resolver.namespace)
                 return ast.Name(spelled, ast.Load())
+            reads.checks[where] = value
+            if _is_literal(value):
+                return ast.Constant(value)
+            spelled = self.names.fresh(f"{parsed.name}_{name}")  # not __name__: any text
+            self.resolver.namespace[spelled] = value
+            return ast.Name(spelled, ast.Load())
 
         self._bind_params(sub, inspect.signature(func), args, keywords, node, default)
         return self._run_inlined(sub, parsed.tree.body, parsed.name)
@@ -1676,6 +1694,15 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
                 ast.fix_missing_locations(block[k])
                 updated.add(call.args[0].id)
     return updated
+
+
+def _is_literal(value) -> bool:
+    """A default s2sad writes into the code as a constant (and checks at each call)."""
+    try:
+        ast.literal_eval(repr(value))
+        return True
+    except (ValueError, SyntaxError):
+        return False
 
 
 def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]:

@@ -9,7 +9,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from .errors import SourceUnavailableError, UnsupportedSyntaxError
+from .errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
 
 
 @dataclass
@@ -63,6 +63,84 @@ class ParsedFunction:
         return cls(what, file=self.filename, line=line + self.line_offset, source=text, hint=hint)
 
 
+_FUTURE_FLAGS = 0
+for _feature in __import__("__future__").all_feature_names:
+    _FUTURE_FLAGS |= getattr(__import__("__future__"), _feature).compiler_flag
+
+
+def _same_code(a, b) -> bool:
+    """The same bytecode, names and constants (line numbers aside)."""
+    if (
+        a.co_code != b.co_code
+        or a.co_names != b.co_names
+        or a.co_varnames != b.co_varnames
+        or a.co_freevars != b.co_freevars
+        or a.co_cellvars != b.co_cellvars
+        or a.co_argcount != b.co_argcount
+        or a.co_kwonlyargcount != b.co_kwonlyargcount
+        or len(a.co_consts) != len(b.co_consts)
+    ):
+        return False
+    for x, y in zip(a.co_consts, b.co_consts):
+        if hasattr(x, "co_code") or hasattr(y, "co_code"):
+            if not (hasattr(x, "co_code") and hasattr(y, "co_code") and _same_code(x, y)):
+                return False
+        elif type(x) is not type(y) or (x != y and x == x):  # nan: equal to itself as code
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled_file(filename: str, text: str, flags: int):
+    """The code Python makes of `text` (a whole file, as inspect reads it now), or None."""
+    try:
+        return compile(text, filename, "exec", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _check_source_is_loaded(func, filename: str, first: int) -> None:
+    """Refuse source text that is not what `func` runs: its file was edited after the module
+    was imported (inspect reads the file as it is now, at the line the code object names).
+    The file as it is now is compiled, and the code object at that line must be the loaded one
+    (compiling the function alone is not enough: a module's imports change its bytecode)."""
+    inner = inspect.unwrap(func)
+    loaded = inner.__code__
+    if any(name.startswith("@") for name in loaded.co_names):
+        return  # rewritten by pytest (its asserts): no compiler gives this code from the text
+    qualname = getattr(loaded, "co_qualname", loaded.co_name)
+    try:
+        lines = inspect.findsource(inner)[0]  # the whole file, as getsourcelines read it
+    except (OSError, TypeError):
+        return
+    module = _compiled_file(loaded.co_filename, "".join(lines), loaded.co_flags & _FUTURE_FLAGS)
+    if module is None:
+        return  # not compilable as a whole (a notebook cell with magics): nothing to compare
+    if first == loaded.co_firstlineno and any(
+        getattr(c, "co_qualname", c.co_name) == qualname
+        and c.co_firstlineno == loaded.co_firstlineno
+        and _same_code(c, loaded)
+        for c in _all_code(module)
+    ):
+        return
+    raise SourceChangedError(
+        f"the source of {func.__qualname__} in {filename} is not the code Python loaded for it: "
+        "the file was edited after the module was imported (or an import hook rewrote the "
+        "function)",
+        file=filename,
+        line=first,
+        hint="reload the module (importlib.reload) or restart Python, then transform again",
+    )
+
+
+def _all_code(code):
+    """Every code object defined inside `code`."""
+    for const in code.co_consts:
+        if hasattr(const, "co_code"):
+            yield const
+            yield from _all_code(const)
+
+
 def parse_function(func) -> ParsedFunction:
     if not inspect.isfunction(func):
         raise SourceUnavailableError(
@@ -101,6 +179,7 @@ def parse_function(func) -> ParsedFunction:
             line=first,
             hint="write it as a `def` function",
         )
+    _check_source_is_loaded(func, filename, first)
     parsed = ParsedFunction(func, node, filename, source, first - 1)
     for inner in ast.walk(node):
         if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Await)):

@@ -1,8 +1,16 @@
 """Name resolution: what each free name of the function refers to, and how emitted code spells it.
 
 NumPy is recognised under any alias (`import numpy as onp`, `from numpy import exp`) and always
-emitted as `np.<path>`; `math` likewise as `math.<name>`. Anything else keeps the user's name and is
-placed in the namespace the generated code runs in.
+emitted as `np.<path>`; `math` likewise as `math.<name>`. Functions, classes and modules keep the
+user's name and are placed in the namespace the generated code runs in. Data (numbers, arrays,
+anything not callable and not a module) is never placed there: it becomes a trailing parameter
+of the generated function, which each call fills with the value the user's scope holds then
+(`Reads`), so neither a cached transform nor Numba's compiled code keeps an old value.
+
+Every read is recorded as a spec `(function, kind, key, attributes)`: function 0 is the
+differentiated function and 1, 2, ... the helpers inlined into it (each reached by an earlier
+spec), kind is "global" (then the builtins), "closure" (an index into the cells), "default" (an
+index into `__defaults__`) or "kwdefault", and the attributes follow it (`config.LR`).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ import ast
 import builtins
 import math
 import types
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -39,13 +48,72 @@ def _canonical_table() -> dict[int, str]:
 
 _CANONICAL = _canonical_table()
 _NOT_FOUND = object()
+_CANONICAL_MODULES = (np, np.linalg, math)
+
+
+def is_data(value) -> bool:
+    """A value generated code receives at each call rather than keeping: not a function,
+    class or module."""
+    return not callable(value) and not isinstance(value, types.ModuleType)
+
+
+@dataclass
+class Reads:
+    """What a transform read from the user's scopes, shared by the function and its helpers."""
+
+    checks: dict = field(default_factory=dict)  # spec -> the object it must still name
+    data: dict = field(default_factory=dict)  # spec -> the parameter that receives it
+    helpers: list = field(default_factory=list)  # (spec reaching helper k+1, its code)
+    spelled: set = field(default_factory=set)  # specs the generated code names itself
+    fresh: object = None  # a name allocator's `fresh`, for data parameters that would clash
+    taken: object = None  # whether generated code uses a name already (see Resolver.hygiene)
+
+    def record(self, spec, value) -> None:
+        if spec is None or is_data(value):
+            return
+        if isinstance(value, types.MethodType):  # a new object at each access: its function
+            spec, value = spec[:3] + (spec[3] + ("__func__",),), value.__func__
+        self.checks.setdefault(spec, value)
+
+    def helper(self, spec, func) -> int:
+        """The index of inlined helper `func` reached by `spec` (its code is what is checked)."""
+        for k, (s, code) in enumerate(self.helpers):
+            if s == spec and code is func.__code__:
+                return k + 1
+        self.helpers.append((spec, func.__code__))
+        return len(self.helpers)
+
+    def parameter(self, spec, preferred: str, namespace: dict) -> str:
+        """The name of the data parameter that receives what `spec` reads."""
+        if spec in self.data:
+            return self.data[spec]
+        name = preferred
+        if (
+            name in namespace
+            or name in self.data.values()
+            or (self.taken is not None and self.taken(name))
+        ):
+            name = self.fresh(preferred) if self.fresh else f"{preferred}_{len(self.data)}"
+        self.data[spec] = name
+        return name
+
+    def final_checks(self) -> tuple:
+        """Identity checks to run at each call: an inlined helper is checked by its code (a new
+        closure of the same factory reuses the transform) unless the code also calls it."""
+        inlined = {s for s, _ in self.helpers}
+        return tuple(
+            (s, v) for s, v in self.checks.items() if s not in inlined or s in self.spelled
+        )
 
 
 class Resolver:
     """Looks up free names through the closure, the globals and the builtins."""
 
-    def __init__(self, parsed, local_names: set[str], parent: Resolver | None = None):
+    def __init__(self, parsed, local_names: set[str], parent=None, index: int | None = None):
         self.parsed = parsed
+        self.reads = parent.reads if parent is not None else Reads()
+        # which function's scopes this resolver reads (see Reads)
+        self.index = index if index is not None else (parent.index if parent is not None else 0)
         func = parsed.func
         self.locals = local_names
         self.closure = {}
@@ -71,14 +139,25 @@ class Resolver:
     def hygiene(self, reserved: set[str], names, top_locals: set[str]) -> None:
         """Spell with a fresh name from `names` each global whose name is in `reserved`, or
         names a local of the generated function (`top_locals`, or a name s2sad made: a global of
-        a function inlined into it), or another object already."""
+        a function inlined into it), or another object already; data parameters likewise."""
         self.reserved, self.names, self.top_locals = reserved, names, top_locals
+        self.reads.fresh = names.fresh
+        self.reads.taken = lambda name: (
+            name in reserved or name in top_locals or name in names.made
+        )
 
     def lookup(self, name: str, node: ast.AST):
+        return self.locate(name, node)[0]
+
+    def locate(self, name: str, node: ast.AST):
+        """The object `name` denotes and the spec that reads it again at a call."""
         name = getattr(self.parsed, "original", {}).get(name, name)  # renamed by `hygienic`
-        for scope in (self.closure, self.globals, vars(builtins)):
+        if name in self.closure:
+            spec = (self.index, "closure", self.parsed.func.__code__.co_freevars.index(name), ())
+            return self.closure[name], spec
+        for scope in (self.globals, vars(builtins)):
             if name in scope:
-                return scope[name]
+                return scope[name], (self.index, "global", name, ())
         raise self.parsed.error(
             NameResolutionError,
             f"name '{name}' is not defined",
@@ -88,16 +167,25 @@ class Resolver:
 
     def resolve(self, node: ast.expr):
         """The object a Name or Attribute chain denotes, or None if it starts at a local name."""
+        return self.resolve_spec(node)[0]
+
+    def resolve_spec(self, node: ast.expr):
+        """`resolve(node)` and the spec reading it again at a call (None where nothing needs
+        reading: a runtime helper, NumPy's own attributes). Each object read is recorded for the
+        cache's checks, except attributes of data (the code reads them when it runs; a function
+        inlined from one is checked by its code)."""
         if getattr(node, "s2sad_runtime", None) is not None:  # put there by normalization
-            return node.s2sad_runtime
+            return node.s2sad_runtime, None
         if isinstance(node, ast.Name):
             if node.id in self.locals:
-                return None
-            return self.lookup(node.id, node)
+                return None, None
+            value, spec = self.locate(node.id, node)
+            self.reads.record(spec, value)
+            return value, spec
         if isinstance(node, ast.Attribute):
-            base = self.resolve(node.value)
+            base, spec = self.resolve_spec(node.value)
             if base is None:
-                return None
+                return None, None
             value = getattr(base, node.attr, _NOT_FOUND)
             if value is _NOT_FOUND:
                 raise self.parsed.error(
@@ -105,11 +193,35 @@ class Resolver:
                     f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'",
                     node,
                 )
-            return value
-        return None
+            if spec is None or any(base is m for m in _CANONICAL_MODULES):
+                return value, None
+            spec = spec[:3] + (spec[3] + (node.attr,),)
+            if not is_data(base):  # an attribute of data is read when the code runs
+                self.reads.record(spec, value)
+            return value, spec
+        return None, None
 
     def spelling(self, node: ast.expr, obj) -> ast.expr:
-        """How emitted code refers to `obj`, which the user wrote as `node`."""
+        """How emitted code refers to `obj`, which the user wrote as `node`: data read through a
+        name becomes a parameter the call fills in (see Reads), never a constant."""
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if (
+            isinstance(root, ast.Name)
+            and root.id not in self.locals
+            and getattr(root, "s2sad_runtime", None) is None
+        ):
+            base, spec = self.locate(root.id, root)
+            if is_data(base):
+                return _renamed_root(node, self.reads.parameter(spec, root.id, self.namespace))
+            _, spec = self.resolve_spec(node)
+            if spec is not None and spec[3] and is_data(obj) and id(obj) not in _CANONICAL:
+                preferred = "_".join((root.id,) + spec[3])
+                return ast.Name(self.reads.parameter(spec, preferred, self.namespace), ast.Load())
+            if spec is not None:
+                self.reads.spelled.add(spec)
+                self.reads.spelled.add(spec[:3] + ((),))
         canonical = _CANONICAL.get(id(obj))
         if canonical is None and isinstance(node, ast.Attribute):
             base = self.resolve(node.value)
@@ -147,4 +259,15 @@ class Resolver:
             return self.namespace[name] is not value
         if name in self.reserved:
             return s2sad_object(name) is not value
-        return name in self.top_locals or (self.names is not None and name in self.names.made)
+        return (
+            name in self.top_locals
+            or name in self.reads.data.values()
+            or (self.names is not None and name in self.names.made)
+        )
+
+
+def _renamed_root(node: ast.expr, name: str) -> ast.expr:
+    """`node` (a Name or Attribute chain) with its root name replaced by `name`."""
+    if isinstance(node, ast.Name):
+        return ast.Name(name, ast.Load())
+    return ast.Attribute(_renamed_root(node.value, name), node.attr, ast.Load())

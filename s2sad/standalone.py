@@ -180,6 +180,40 @@ def check_module(text: str, what: str) -> str:
     return text
 
 
+def baked(compiled, func) -> tuple[str, dict]:
+    """The generated source with the user's data as module constants, and every constant the
+    source needs by name: each top-level function's data parameters default to the constant of
+    their name, so a standalone module holds the values of the day it was written (it is
+    regenerated, not kept in step)."""
+    values = compiled.read(func)
+    if values is None:
+        raise S2SADError(
+            f"the names {func.__qualname__} reads changed while its module was written; "
+            "run the command again"
+        )
+    constants = dict(compiled.globals)
+    constants.update(zip(compiled.data, values))
+    if not compiled.data:
+        return compiled.source, constants
+    lines = [
+        _with_defaults(line, compiled.data) if line.startswith("def ") else line
+        for line in compiled.code.splitlines()
+    ]
+    return format_source("\n".join(lines) + "\n"), constants
+
+
+def _with_defaults(line: str, data: tuple) -> str:
+    """`def f(x, k):` as `def f(x, k=k):` for the data parameters `data` (the last ones)."""
+    tree = ast.parse(line + "\n    pass").body[0]
+    args = tree.args
+    defaults = [ast.Name(name, ast.Load()) for name in data]
+    if args.defaults:
+        args.defaults[-len(data) :] = defaults
+    else:
+        args.defaults = defaults
+    return f"def {tree.name}({ast.unparse(args)}):"
+
+
 def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
     """The text of a module defining `compiled`'s function with nothing of s2sad imported."""
     lines = [
@@ -194,18 +228,19 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
         "import numpy as np",
         "",
     ]
-    for n, v in sorted(_with_dependencies(compiled.globals).items()):
+    source, constants = baked(compiled, func)
+    for n, v in sorted(_with_dependencies(constants).items()):
         if getattr(builtins, n, None) is v:
             continue  # builtins need no definition
         text = _constant(n, v, compiled.user_names.get(n))
         lines.append(text + ("\n\n" if text.startswith("def ") else ""))
-    helpers = runtime_helpers(compiled.source)
+    helpers = runtime_helpers(source)
     if "grad_seed" in helpers:
         lines.append("NonScalarOutputError = ValueError")
     funcs = {n: f for n, f in vars(runtime).items() if inspect.isfunction(f)}
     for name in helpers:
         lines += ["", "", inspect.getsource(funcs[name])]
-    lines += ["", "", compiled.source]
+    lines += ["", "", source]
     return check_module(format_source("\n".join(lines)), func.__qualname__)
 
 
@@ -220,11 +255,12 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
             "edit: regenerate with `s2sad emit --jit`.\n"
         ),
     ]
+    source, values = baked(compiled, func)
     constants = [
         _constant(n, v, compiled.user_names.get(n))
-        for n, v in sorted(_with_dependencies(compiled.globals).items())
+        for n, v in sorted(_with_dependencies(values).items())
         if getattr(builtins, n, None) is not v
     ]
-    body = module_text(compiled.source, compiled.name)
+    body = module_text(source, compiled.name)
     text = format_source("\n".join(header + [body] + constants) + "\n")
     return check_module(text, func.__qualname__)

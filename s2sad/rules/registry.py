@@ -200,7 +200,7 @@ def defvjp(
     condition, an array read for its shape only); a differentiated value in any other parameter
     without a template is refused.
     """
-    register(func, signature, templates, seq, joint, literal, inert)
+    register(func, signature, templates, seq, joint, literal, inert=inert)
 
 
 def register(
