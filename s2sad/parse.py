@@ -104,13 +104,12 @@ def _check_source_is_loaded(func, filename: str, first: int) -> None:
     was imported (inspect reads the file as it is now, at the line the code object names).
     The file as it is now is compiled, and the code object at that line must be the loaded one
     (compiling the function alone is not enough: a module's imports change its bytecode)."""
-    inner = inspect.unwrap(func)
-    loaded = inner.__code__
+    loaded = func.__code__  # the code the object runs (a decorator's wrapper: not __wrapped__)
     if any(name.startswith("@") for name in loaded.co_names):
         return  # rewritten by pytest (its asserts): no compiler gives this code from the text
     qualname = getattr(loaded, "co_qualname", loaded.co_name)
     try:
-        lines = inspect.findsource(inner)[0]  # the whole file, as getsourcelines read it
+        lines = inspect.findsource(loaded)[0]  # the whole file, as getsourcelines read it
     except (OSError, TypeError):
         return
     module = _compiled_file(loaded.co_filename, "".join(lines), loaded.co_flags & _FUTURE_FLAGS)

@@ -368,7 +368,7 @@ def test_generated_names_use_only_reserved_or_user_names(tmp_path, baselines):
     """Every global the generated code reads is a user's (in its namespace) or reserved: the
     reserved list is complete, so the renaming above covers every name s2sad writes."""
     assert _CACHE
-    for compiled in list(_CACHE.values()):
+    for compiled in [c for variants in list(_CACHE.values()) for c in variants]:
         tree = ast.parse(compiled.code)
         local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
         local |= {
