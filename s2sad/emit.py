@@ -10,7 +10,7 @@ import functools
 
 import black
 
-from .astcopy import clone
+from .astcopy import clone, walk_nodes
 
 
 def _is_literal(node: ast.expr) -> bool:
@@ -97,7 +97,7 @@ def _own_copies(names, stmts, indent: str) -> list[str]:
     pullback's saved argument) stays as it was."""
     written = set()
     for stmt in stmts:
-        for node in ast.walk(stmt) if isinstance(stmt, ast.AST) else ():
+        for node in walk_nodes(stmt) if isinstance(stmt, ast.AST) else ():
             if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
                 while isinstance(node, ast.Subscript):
                     node = node.value
@@ -222,7 +222,7 @@ def _batch_line(adjoint, seed: str | None) -> list[str]:
         n.id
         for s in list(adjoint.stmts) + list(adjoint.grads)
         if isinstance(s, ast.AST)
-        for n in ast.walk(s)
+        for n in walk_nodes(s)
         if isinstance(n, ast.Name)
     }
     if adjoint.batch not in used:
@@ -256,7 +256,7 @@ def emit_jvp(
         f'    """Value of {where} and its derivative along {what} of {", ".join(wrt)}."""',
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
-    used = {n.id for s in body + outputs for n in ast.walk(s) if isinstance(n, ast.Name)}
+    used = {n.id for s in body + outputs for n in walk_nodes(s) if isinstance(n, ast.Name)}
     if batch is not None and batch in used:
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")

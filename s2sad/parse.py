@@ -9,6 +9,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from .astcopy import walk_nodes
 from .errors import SourceUnavailableError, UnsupportedSyntaxError
 
 
@@ -100,7 +101,7 @@ def parse_function(func) -> ParsedFunction:
             hint="write it as a `def` function",
         )
     parsed = ParsedFunction(func, node, filename, source, first - 1)
-    for inner in ast.walk(node):
+    for inner in walk_nodes(node):
         if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Await)):
             raise parsed.error(
                 UnsupportedSyntaxError,
