@@ -6,7 +6,9 @@ registered with linecache so tracebacks show the generated lines.
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
+import gc
 import linecache
 import os
 from dataclasses import dataclass, field
@@ -46,7 +48,8 @@ class Compiled:
         """The code formatted by black: only made when someone reads it (`s2sad.source`, the
         CLI, jit), since formatting costs more than the whole transform."""
         try:
-            return with_room(format_source, self.code)
+            with _without_gc_pauses():  # black, as the transform, makes many small objects
+                return with_room(format_source, self.code)
         except TooDeep:
             raise NestingTooDeepError(
                 f"the code generated for {self.name} nests too deeply for black to format",
@@ -273,9 +276,10 @@ def transform(
     unused = [parsed]
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
-        return _transform(
-            unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit, key
-        )
+        with _without_gc_pauses():
+            return _transform(
+                unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit, key
+            )
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -288,6 +292,21 @@ def transform(
             hint="split the longest expression into several statements (`s = a + b` then "
             "`s = s + c`), or call fewer helpers inside one another",
         ) from None
+
+
+@contextlib.contextmanager
+def _without_gc_pauses():
+    """The transform makes hundreds of thousands of small tree nodes, and each of the cyclic
+    collector's passes over the older ones costs more the longer the function: they took a third
+    of a 2,000-line transform. Collection waits until the transform is done (nothing it makes
+    lives on but the result)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _deepest_statement(tree: ast.FunctionDef) -> ast.AST:

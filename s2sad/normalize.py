@@ -136,13 +136,14 @@ class NameAllocator:
         self.taken.add(name)
         return name
 
-    def state(self) -> tuple:
+    def state(self) -> set[str]:
         """What `restore` needs to take back every name allocated since."""
-        return set(self.taken), dict(self._next)
+        return set(self.taken)
 
-    def restore(self, state: tuple) -> None:
-        taken, next_ = state
-        self.taken, self._next = set(taken), dict(next_)
+    def restore(self, taken: set[str]) -> None:
+        # names given since are free again: the suffixes remembered may pass over them
+        self.taken = set(taken)
+        self._next.clear()
 
     @staticmethod
     def _numbered(base: str, k: int) -> str:

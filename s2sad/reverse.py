@@ -501,7 +501,7 @@ class Reverser:
         self.owned = after_b[2] & after_e[2]
         self.adjoint.update(after_b[3])
         self.adjoint.update(after_e[3])
-        self.names.taken |= after_b[4][0] | after_e[4][0]
+        self.names.taken |= after_b[4] | after_e[4]
         body = [Marker("block", id(stmt.body))] + body
         orelse = [Marker("block", id(stmt.orelse))] + orelse
         node = ast.If(clone(stmt.test), body, orelse)

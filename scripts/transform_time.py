@@ -1,7 +1,8 @@
 """How long the first call of `s2sad.grad` takes on long functions: prints the time of the
 transform (the first call of the gradient: parse, normalize, ..., compile) and of `s2sad.source`
 (black) for straight-line NumPy functions of 250, 1,000 and 2,000 lines with some branches and
-loops. Machines are noisy: each time is the least of a few runs, and nothing is asserted.
+loops. Machines are noisy: each time is the least of a few runs (wall clock, and the process's
+CPU time, which other processes on a shared machine disturb less); nothing is asserted.
 
     python scripts/transform_time.py [LINES ...] [--repeat N]
 """
@@ -66,18 +67,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         for lines in options.lines:
             f = load(long_source(lines), directory, f"long{lines}").f
-            times = []
+            wall, cpu = [], []
             for _ in range(options.repeat):
                 compile_._CACHE.clear()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 g = s2sad.grad(f)
                 g(*arguments())
-                times.append(time.perf_counter() - start)
-            start = time.perf_counter()
+                wall.append(time.perf_counter() - start)
+                cpu.append(time.process_time() - start_cpu)
+            start, start_cpu = time.perf_counter(), time.process_time()
             s2sad.source(g)
-            black = time.perf_counter() - start
+            black = time.perf_counter() - start, time.process_time() - start_cpu
             print(
-                f"{lines:5d} lines: grad first call {min(times):6.2f} s   source (black) {black:6.2f} s"
+                f"{lines:5d} lines: grad first call {min(wall):6.2f} s (cpu {min(cpu):5.2f} s)"
+                f"   source (black) {black[0]:6.2f} s (cpu {black[1]:5.2f} s)",
+                flush=True,
             )
 
 
