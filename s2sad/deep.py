@@ -17,21 +17,26 @@ import threading
 STACK_BYTES = 512 * 2**20  # reserved address space; only the pages used are committed
 RECURSION_LIMIT = 40_000  # about 13 KB of that stack per Python frame: far more than a frame uses
 _ONE_AT_A_TIME = threading.Lock()
+_inside = threading.local()  # `room` is set on the large-stack thread
 
 
 class TooDeep(Exception):
     """Still too deep with the raised limit, or no thread with a large stack could start."""
 
 
-DEEP = (
-    150  # a tree deeper than this goes straight to the large stack (passes take 2-3 frames a level)
-)
+# a tree deeper than this goes straight to the large stack (the passes take 2-3 frames a level)
+DEEP = 150
 
 
 def with_room(fn, *args, deep: bool = False, **kwargs):
     """`fn(*args, **kwargs)`; if it overruns the recursion limit, again with room (raises `TooDeep`
     if that overruns it too). `fn` must be safe to run twice (no state kept from a failed run).
     `deep`: the caller knows it is deep, so it runs with room at once."""
+    if getattr(_inside, "room", False):  # already on the large stack (a nested transform)
+        try:
+            return fn(*args, **kwargs)
+        except RecursionError as exc:
+            raise TooDeep(str(exc)) from None
     if not deep:
         try:
             return fn(*args, **kwargs)
@@ -44,6 +49,7 @@ def _on_large_stack(fn, args, kwargs):
     outcome: dict = {}
 
     def run():
+        _inside.room = True
         try:
             outcome["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # handed to the calling thread

@@ -121,6 +121,21 @@ def test_recursion_error_is_retried_once_with_room(monkeypatch):
         deep.with_room(fails, deep=True)
 
 
+def test_nested_run_on_the_large_stack_does_not_wait_for_itself():
+    """A transform started on the large-stack thread (a nested one) that overruns even the raised
+    limit is refused there; it must not wait for the lock its own caller holds."""
+
+    def inner():
+        raise RecursionError
+
+    def outer():
+        with pytest.raises(deep.TooDeep):
+            deep.with_room(inner)
+        return "outer"
+
+    assert deep.with_room(outer, deep=True) == "outer"
+
+
 # ---------------------------------------------------------------- linear work, counted
 
 
