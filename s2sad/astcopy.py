@@ -38,3 +38,19 @@ def _clone(x, memo: dict):
             y.append(_clone(v, memo))
         return y
     return copy.deepcopy(x, memo)
+
+
+def walk_nodes(tree):
+    """Every node of `tree` in the order `ast.walk` gives them (breadth first, each node's
+    children read just before it is yielded), about three times faster: `ast.walk` runs two
+    generators per node, and the passes walk the whole function a few dozen times."""
+    todo = [tree]
+    AST = ast.AST
+    for node in todo:  # the list grows as it is read
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, AST):
+                todo.append(value)
+            elif isinstance(value, list):
+                todo.extend([v for v in value if isinstance(v, AST)])
+        yield node

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import copy
 import functools
+import gc
 import types
 import linecache
 import os
 from dataclasses import dataclass, field
 
-from .astcopy import clone
+from .astcopy import clone, walk_nodes
+from .deep import DEEP, TooDeep, deepest_line, depth, with_room
+from .errors import NestingTooDeepError
 from . import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
@@ -33,7 +37,6 @@ from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
 from .errors import S2SADError
-from .standalone import names_in
 from .tape import FinalReads, record
 from .rules.registry import NAMESPACE, VERSION
 
@@ -68,7 +71,14 @@ class Compiled:
     def source(self) -> str:
         """The code formatted by black: only made when someone reads it (`s2sad.source`, the
         CLI, jit), since formatting costs more than the whole transform."""
-        return format_source(self.code)
+        try:
+            with _without_gc_pauses():  # black, as the transform, makes many small objects
+                return with_room(format_source, self.code)
+        except TooDeep:
+            raise NestingTooDeepError(
+                f"the code generated for {self.name} nests too deeply for black to format",
+                hint="split the longest expression into several statements",
+            ) from None
 
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
@@ -202,7 +212,7 @@ def _final_reads_need_no_snapshot(stmts, final=lambda read, loops: False) -> Non
     def writes(node) -> set[str]:
         return {
             n.value.id
-            for n in ast.walk(node)
+            for n in walk_nodes(node)
             if isinstance(n, ast.Subscript)
             and isinstance(n.ctx, ast.Store)
             and isinstance(n.value, ast.Name)
@@ -240,7 +250,7 @@ def _clone(stmts):
 
 def _changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
     """Whether the adjoint sweep assigns or writes into primal values (pops, restores)."""
-    for node in ast.walk(ast.Module(adjoint_statements(adjoint_stmts), [])):
+    for node in walk_nodes(ast.Module(adjoint_statements(adjoint_stmts), [])):
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 base = t.value if isinstance(t, ast.Subscript) else t
@@ -305,10 +315,13 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
     namespace = dict(_RUNTIME)
     namespace.update(NAMESPACE)
     namespace.update(resolver.namespace)
-    exec(compile(source, filename, "exec"), namespace)
+    tree = ast.parse(source, filename)  # parsed once, for the code and the names it defines
+    exec(compile(tree, filename, "exec"), namespace)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
-    user_globals.update({k: v for k, v in NAMESPACE.items() if k in names_in(source)})
+    if NAMESPACE:
+        used = {n.id for n in walk_nodes(tree) if isinstance(n, ast.Name)}
+        user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
     reads = resolver.reads
     compiled = Compiled(
         _keywords_renamed(namespace[name], parsed),
@@ -317,7 +330,7 @@ def _compile(parsed, resolver, norm, source, name, key) -> Compiled:
         norm.tuple_output,
         globals=user_globals,
         rules_version=VERSION[0],
-        functions={n: namespace[n] for n in defined_functions(source)},
+        functions={n.name: namespace[n.name] for n in tree.body if isinstance(n, ast.FunctionDef)},
         user_names=dict(resolver.original),
         data=tuple(reads.data.values()),
         data_specs=tuple(reads.data),
@@ -390,6 +403,48 @@ def transform_and_read(
 
 def _transform(func, key, wrt, mode, ranks, jit) -> Compiled:
     parsed = parse_function(func)
+    unused = [parsed]
+
+    def run() -> Compiled:  # a second run (with room) starts from a fresh parse
+        with _without_gc_pauses():
+            return _pipeline(
+                unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit, key
+            )
+
+    try:
+        return with_room(run, deep=depth(parsed.tree) > DEEP)
+    except TooDeep:
+        raise parsed.error(
+            NestingTooDeepError,
+            f"{parsed.name} nests too deeply for s2sad (an expression, or a chain of helpers "
+            "calling each other, thousands of levels deep)",
+            _deepest_statement(parsed.tree),
+            hint="split the longest expression into several statements (`s = a + b` then "
+            "`s = s + c`), or call fewer helpers inside one another",
+        ) from None
+
+
+@contextlib.contextmanager
+def _without_gc_pauses():
+    """The transform makes hundreds of thousands of small tree nodes, and each of the cyclic
+    collector's passes over the older ones costs more the longer the function: they took a third
+    of a 2,000-line transform. Collection waits until the transform is done (nothing it makes
+    lives on but the result)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _deepest_statement(tree: ast.FunctionDef) -> ast.AST:
+    line = deepest_line(tree)
+    return next((n for n in walk_nodes(tree) if getattr(n, "lineno", None) == line), tree)
+
+
+def _pipeline(parsed, wrt, mode, ranks, jit, key) -> Compiled:
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     norm, resolver = normalize(parsed, list(wrt), ranks)
@@ -418,7 +473,7 @@ def _transform(func, key, wrt, mode, ranks, jit) -> Compiled:
         batched,
     )
     module = ast.Module(adjoint_statements(adjoint.stmts), [])
-    taken = norm.taken | {n.id for n in ast.walk(module) if isinstance(n, ast.Name)}
+    taken = norm.taken | {n.id for n in walk_nodes(module) if isinstance(n, ast.Name)}
     plain = _clone(norm.stmts)  # the primal before the tape pass adds its pushes
     _scalar_reads_need_no_snapshot(norm.stmts, shapes)
     if jit or _JIT_FORMS:
@@ -438,7 +493,7 @@ def _transform(func, key, wrt, mode, ranks, jit) -> Compiled:
         local_names
         | set(adjoint.seeds)
         | {t.targets[0].id for t in tape_inits}
-        | {n.id for g in adjoint.grads for n in ast.walk(g) if isinstance(n, ast.Name)}
+        | {n.id for g in adjoint.grads for n in walk_nodes(g) if isinstance(n, ast.Name)}
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
     if jit:

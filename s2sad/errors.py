@@ -41,6 +41,10 @@ class UnsupportedSyntaxError(S2SADError):
     """A Python construct the transform does not handle (try, with, yield, class, ...)."""
 
 
+class NestingTooDeepError(UnsupportedSyntaxError):
+    """An expression or a chain of inlined helpers nested deeper than the transform can follow."""
+
+
 class NoRuleError(S2SADError):
     """A differentiated value flows into a function that has no derivative rule."""
 

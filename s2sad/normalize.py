@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .astcopy import clone
+from .astcopy import clone, walk_nodes
 from . import batched, runtime
 from . import rules
 from .rules.indexing import is_add_at
@@ -186,7 +186,7 @@ class Normalized:
 
 def _assigned_names(tree) -> set[str]:
     names = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
     return names
@@ -196,7 +196,7 @@ def _assigned_in(stmts: list[ast.stmt]) -> list[str]:
     """User names a block rebinds, in order of first appearance."""
     names: dict[str, None] = {}
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 names.setdefault(node.id)
     return list(names)
@@ -206,15 +206,33 @@ class NameAllocator:
     def __init__(self, taken: set[str]):
         self.taken = set(taken)
         self.made: set[str] = set()  # the names it gave
+        # base -> the first suffix not yet tried: `taken` only grows, so every name below it
+        # stays taken, and the hundredth `h` costs one lookup rather than a hundred
+        self._next: dict[str, int] = {}
 
     def fresh(self, base: str) -> str:
-        name, k = base, 2
+        k = self._next.get(base, 1)
+        name = base if k == 1 else self._numbered(base, k)
         while name in self.taken:
-            name = f"{base}{k}" if not base[-1].isdigit() else f"{base}_{k}"
             k += 1
+            name = self._numbered(base, k)
+        self._next[base] = k + 1
         self.taken.add(name)
         self.made.add(name)
         return name
+
+    def state(self) -> set[str]:
+        """What `restore` needs to take back every name allocated since."""
+        return set(self.taken)
+
+    def restore(self, taken: set[str]) -> None:
+        # names given since are free again: the suffixes remembered may pass over them
+        self.taken = set(taken)
+        self._next.clear()
+
+    @staticmethod
+    def _numbered(base: str, k: int) -> str:
+        return f"{base}{k}" if not base[-1].isdigit() else f"{base}_{k}"
 
 
 def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
@@ -236,7 +254,7 @@ def _breaks(stmt: ast.stmt) -> bool:
 
 def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if isinstance(node, ast.Name) and node.id == old:
                 node.id = new
             for attr in ("header", "liveout", "merged"):
@@ -258,7 +276,9 @@ def _snapshot_of(rhs: ast.expr) -> ast.Call:
 
 
 def _loads(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return {
+        n.id for n in walk_nodes(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
 
 
 def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
@@ -285,7 +305,7 @@ def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] 
             out |= _loads(stmt) - bound
             for t in getattr(stmt, "targets", []):
                 if not isinstance(t, ast.Subscript):  # y[i] = v reads y, binds nothing
-                    bound |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+                    bound |= {n.id for n in walk_nodes(t) if isinstance(n, ast.Name)}
     return bound
 
 
@@ -317,9 +337,9 @@ def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
     may read: read outside the loop, or read in the body before it assigns them (a value from an
     earlier iteration). The others are local to each iteration, which matters where no
     iteration assigns them (a path skipped by `continue`): nothing may read them then."""
-    loops = [n for n in ast.walk(ast.Module(stmts, [])) if isinstance(n, (ast.For, ast.While))]
+    loops = [n for n in walk_nodes(ast.Module(stmts, [])) if isinstance(n, (ast.For, ast.While))]
     every = Counter()
-    for node in ast.walk(ast.Module(stmts, [])):
+    for node in walk_nodes(ast.Module(stmts, [])):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
             every[node.id] += 1
     for loop in loops:
@@ -327,7 +347,7 @@ def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
             continue
         inside = Counter()
         for node in loop.body:
-            for n in ast.walk(node):
+            for n in walk_nodes(node):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                     inside[n.id] += 1
         exposed: set[str] = set()
@@ -353,7 +373,7 @@ class Normalizer:
         self.locals = set(parsed.params) | _assigned_names(parsed.tree) | set(extra_locals)
         if parent is None:
             self.resolver = Resolver(parsed, self.locals)
-            all_names = {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
+            all_names = {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
             reserved = reserved_names(parsed.name)
             self.names = NameAllocator(all_names | set(parsed.params) | reserved)
             self.resolver.hygiene(reserved, self.names, self.locals)
@@ -364,7 +384,7 @@ class Normalizer:
         else:
             self.resolver = Resolver(parsed, self.locals, parent=parent.resolver, index=index)
             self.names = parent.names
-            self.names.taken |= {n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)}
+            self.names.taken |= {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
             self.varied = parent.varied
             self.inlining = parent.inlining
             self.inlined_functions = parent.inlined_functions
@@ -379,7 +399,7 @@ class Normalizer:
         self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
         self.written = {
             t.value.id
-            for t in ast.walk(parsed.tree)  # arrays written in place
+            for t in walk_nodes(parsed.tree)  # arrays written in place
             if isinstance(t, ast.Subscript)
             and isinstance(t.ctx, ast.Store)
             and isinstance(t.value, ast.Name)
@@ -410,6 +430,7 @@ class Normalizer:
         self.out: list[ast.stmt] = []
         self.src: ast.stmt | None = None
         self.exit_copies: list[tuple[dict, ...]] = []  # per enclosing loop: (header map,)
+        self._varied_memo: dict[int, tuple] | None = None  # see mentions_varied
 
     # ------------------------------------------------------------------ driving
     def run(self) -> Normalized:
@@ -458,7 +479,7 @@ class Normalizer:
         returns = [
             n
             for s in body
-            for n in ast.walk(s)
+            for n in walk_nodes(s)
             if isinstance(n, ast.Return) and not self._in_nested_def(body, n)
         ]
         if not returns or any(r.value is None for r in returns):
@@ -496,9 +517,9 @@ class Normalizer:
     @staticmethod
     def _in_nested_def(body, node) -> bool:
         for stmt in body:
-            for inner in ast.walk(stmt):
+            for inner in walk_nodes(stmt):
                 if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and any(
-                    n is node for n in ast.walk(inner)
+                    n is node for n in walk_nodes(inner)
                 ):
                     return True
         return False
@@ -525,7 +546,7 @@ class Normalizer:
             if isinstance(node.target, ast.Name):
                 self.in_place(node)
             load = clone(node.target)
-            for n in ast.walk(load):
+            for n in walk_nodes(load):
                 if hasattr(n, "ctx"):
                     n.ctx = ast.Load()
             self.assign_target(
@@ -938,7 +959,7 @@ class Normalizer:
         changed = True
         while changed:
             changed = False
-            for stmt in ast.walk(ast.Module(body=body, type_ignores=[])):
+            for stmt in walk_nodes(ast.Module(body=body, type_ignores=[])):
                 if isinstance(stmt, ast.For) and self.mentions_varied(stmt.iter):
                     # the items of `for row in x`, `enumerate(x)`, `zip(x, y)` vary with x
                     target = stmt.target
@@ -950,7 +971,7 @@ class Normalizer:
                         and len(target.elts) == 2
                     ):
                         target = target.elts[1]  # the index does not vary
-                    for n in ast.walk(target):
+                    for n in walk_nodes(target):
                         if isinstance(n, ast.Name) and n.id not in self.loop_varied:
                             self.loop_varied.add(n.id)
                             changed = True
@@ -964,7 +985,7 @@ class Normalizer:
                         for t in targets:
                             while isinstance(t, ast.Subscript):  # y[i] = v varies y only
                                 t = t.value
-                            for n in ast.walk(t):
+                            for n in walk_nodes(t):
                                 if isinstance(n, ast.Name) and n.id not in self.loop_varied:
                                     self.loop_varied.add(n.id)
                                     changed = True
@@ -979,7 +1000,7 @@ class Normalizer:
             {
                 n.value.id
                 for stmt in body
-                for n in ast.walk(stmt)
+                for n in walk_nodes(stmt)
                 if isinstance(n, ast.Subscript)
                 and isinstance(n.ctx, ast.Store)
                 and isinstance(n.value, ast.Name)
@@ -1141,7 +1162,20 @@ class Normalizer:
 
     # ------------------------------------------------------------------ expressions
     def mentions_varied(self, node: ast.AST) -> bool:
-        """Whether `node` reads a value that may depend on the wrt inputs."""
+        """Whether `node` reads a value that may depend on the wrt inputs. Within one expression
+        the answer for each node is kept (`expr` asks it at every level: a 1,000-term sum, a
+        1,000-deep tree, would otherwise be walked 1,000 times)."""
+        memo = self._varied_memo
+        if memo is None:
+            return self._mentions_varied(node)
+        known = memo.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        answer = self._mentions_varied(node)
+        memo[id(node)] = (node, answer)
+        return answer
+
+    def _mentions_varied(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
             return False
         if (
@@ -1156,7 +1190,7 @@ class Normalizer:
         return any(self.mentions_varied(c) for c in ast.iter_child_nodes(node))
 
     def atom_varied(self, node: ast.expr) -> bool:
-        return any(isinstance(n, ast.Name) and n.id in self.varied for n in ast.walk(node))
+        return any(isinstance(n, ast.Name) and n.id in self.varied for n in walk_nodes(node))
 
     def is_atom(self, node: ast.expr) -> bool:
         if isinstance(node, (ast.Name, ast.Constant)):
@@ -1179,7 +1213,7 @@ class Normalizer:
         return not any(
             isinstance(n, (ast.Call, ast.IfExp))
             or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
-            for n in ast.walk(node)
+            for n in walk_nodes(node)
         )
 
     def atom(self, node: ast.expr, base: str) -> ast.expr:
@@ -1247,8 +1281,20 @@ class Normalizer:
 
     def expr(self, node: ast.expr, base: str) -> ast.expr:
         """`node` with its operands reduced to atoms; the operation itself is kept."""
+        if self._varied_memo is not None:
+            return self._expr(node, base)
+        # no name of the expression is rebound while it is reduced: what it reads is fixed
+        self._varied_memo = {}
+        try:
+            return self._expr(node, base)
+        finally:
+            self._varied_memo = None
+
+    def _expr(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Call) and self.inlinable(node.func) is not None:
-            return self.inline(node, base)
+            result = self.inline(node, base)
+            self._varied_memo.clear()  # an inlined body may write into the caller's arrays
+            return result
         if not self.mentions_varied(node):
             return self.rename(node)
         loc = node
@@ -1653,7 +1699,7 @@ class _Rename(ast.NodeTransformer):
         before this): its own variables stay as they are."""
         saved = self.bound
         self.bound = saved | {
-            n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+            n.id for g in node.generators for n in walk_nodes(g.target) if isinstance(n, ast.Name)
         }
         self.generic_visit(node)
         self.bound = saved
@@ -1668,7 +1714,7 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
     and an assignment every pass follows (loops carry y, branches merge it). Returns the arrays
     so updated: like arrays written in place, their earlier views go stale."""
     updated = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         for field in ("body", "orelse"):
             block = getattr(node, field, None)
             if not isinstance(block, list):

@@ -9,6 +9,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+from .astcopy import walk_nodes
 from .errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
 
 
@@ -180,7 +181,7 @@ def parse_function(func) -> ParsedFunction:
         )
     _check_source_is_loaded(func, filename, first)
     parsed = ParsedFunction(func, node, filename, source, first - 1)
-    for inner in ast.walk(node):
+    for inner in walk_nodes(node):
         if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Await)):
             raise parsed.error(
                 UnsupportedSyntaxError,

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from . import rules, runtime
+from .astcopy import walk_nodes
 from .ops import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
@@ -224,7 +225,7 @@ class Ranks:
         # fixpoint, so a loop counter `pos = pos + 1` stays an int
         self.ints = {
             n.id: True
-            for n in ast.walk(ast.Module(stmts, []))
+            for n in walk_nodes(ast.Module(stmts, []))
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
         }
         for _ in range(20):  # loop-carried names settle in a few rounds
@@ -259,7 +260,7 @@ class Ranks:
 
 def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
     indices = set()
-    for node in ast.walk(ast.Module(stmts, [])):
+    for node in walk_nodes(ast.Module(stmts, [])):
         if isinstance(node, ast.For):
             indices.add(node.target.id)
     ranks = Ranks(params, indices)

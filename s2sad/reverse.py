@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .astcopy import clone
+from .astcopy import clone, walk_nodes
 from .jit import jit_copy
 from .normalize import NameAllocator
 from .ops import _index_expr
@@ -56,7 +56,7 @@ def assigned(stmts: list[ast.stmt]) -> set[str]:
     """Names a block assigns (at any depth), loop indices included."""
     names = set()
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     if isinstance(t, ast.Name):
@@ -72,7 +72,7 @@ def _assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
     """How many statements assign each name (loop targets included)."""
     counts: dict[str, int] = {}
     for stmt in stmts:
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             names = []
             if isinstance(node, ast.Assign):
                 for t in node.targets:
@@ -126,6 +126,26 @@ def _name(name: str) -> ast.Name:
     return ast.Name(name, ast.Load())
 
 
+class _Simplify(ast.NodeTransformer):
+    """Reverser.scalars' rewrite of `unbroadcast` calls (one class, not one per call)."""
+
+    def __init__(self, rank, result_rank, total: str, same: str | None):
+        self.rank, self.result_rank, self.total, self.same = rank, result_rank, total, same
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "unbroadcast"
+            and len(node.args) == 2
+        ):
+            if self.rank(node.args[1]) == 0:
+                return node.args[0] if self.result_rank == 0 else _call(self.total, node.args[0])
+            if self.same is not None and ast.dump(node.args[1]) == self.same:
+                return node.args[0]
+        return node
+
+
 class Reverser:
     def __init__(self, active: set[str], taken: set[str], ranks=None, batched: bool = False):
         self.active = active
@@ -165,13 +185,14 @@ class Reverser:
             set(self.zero),
             set(self.owned),
             dict(self.adjoint),
-            set(self.names.taken),
+            self.names.state(),
         )
 
     def restore(self, state) -> None:
         defined, zero, owned, adjoint, taken = state
         self.defined, self.zero, self.owned = set(defined), set(zero), set(owned)
-        self.adjoint, self.names.taken = dict(adjoint), set(taken)
+        self.adjoint = dict(adjoint)
+        self.names.restore(taken)
 
     # ------------------------------------------------------------------ contributions
     def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
@@ -242,25 +263,9 @@ class Reverser:
         read `x`, nor the tape keep it. `shaped_like` is an operand known to have the result's
         shape (the other operands of its elementwise operation are scalars): unbroadcasting to it
         is the identity."""
-        reverser = self
         total = "batched_sum" if batched else "np.sum"
         same = None if shaped_like is None else ast.dump(shaped_like)
-
-        class Simplify(ast.NodeTransformer):
-            def visit_Call(self, node: ast.Call) -> ast.expr:
-                self.generic_visit(node)
-                if (
-                    isinstance(node.func, ast.Name)
-                    and node.func.id == "unbroadcast"
-                    and len(node.args) == 2
-                ):
-                    if reverser.rank(node.args[1]) == 0:
-                        return node.args[0] if result_rank == 0 else _call(total, node.args[0])
-                    if same is not None and ast.dump(node.args[1]) == same:
-                        return node.args[0]
-                return node
-
-        return Simplify().visit(expr)
+        return _Simplify(self.rank, result_rank, total, same).visit(expr)
 
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:
@@ -716,7 +721,7 @@ def names_read(stmts) -> set[str]:
     for stmt in stmts:
         if isinstance(stmt, Marker):
             continue
-        for node in ast.walk(stmt):
+        for node in walk_nodes(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 names.add(node.id)
     return names

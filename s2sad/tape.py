@@ -16,7 +16,7 @@ import ast
 
 import numpy as np
 
-from .astcopy import clone
+from .astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .reverse import Marker, names_read
 
@@ -77,7 +77,7 @@ class Tape:
         self.allocated = _allocated_values(primal)
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
-            for n in ast.walk(ast.Module(primal, []))
+            for n in walk_nodes(ast.Module(primal, []))
         )
         self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
         _future_reads(adjoint, set(), self.future)
@@ -89,7 +89,9 @@ class Tape:
             if base not in self.fresh or base in self.future[id(marker)]:
                 self.restored.add(id(marker.node))
                 self.reads |= {
-                    n.id for n in ast.walk(marker.node.targets[0].slice) if isinstance(n, ast.Name)
+                    n.id
+                    for n in walk_nodes(marker.node.targets[0].slice)
+                    if isinstance(n, ast.Name)
                 }
 
     def tape(self, name) -> str:
@@ -294,7 +296,7 @@ def _recomputable(
             return False
         reads = {
             n.id
-            for n in ast.walk(s.value)
+            for n in walk_nodes(s.value)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         }
         finals = _final_bases(s.value, final_read)
@@ -313,7 +315,7 @@ def _recomputable(
         if name in top and top[name][0] in needed and top[name][0] not in keep:
             i, s = top[name]
             keep[i] = s
-            for n in ast.walk(s.value):
+            for n in walk_nodes(s.value):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                     collect(n.id)
 
@@ -326,12 +328,12 @@ def _final_bases(value: ast.expr, final_read) -> set[str]:
     """Arrays that `value` reads only through subscripts `final_read` accepts."""
     ok: dict[str, bool] = {}
     inside = set()
-    for node in ast.walk(value):
+    for node in walk_nodes(value):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             inside.add(id(node.value))
             name = node.value.id
             ok[name] = ok.get(name, True) and final_read(node)
-    for node in ast.walk(value):
+    for node in walk_nodes(value):
         if isinstance(node, ast.Name) and id(node) not in inside and node.id in ok:
             ok[node.id] = False  # the whole array read as well
     return {n for n, v in ok.items() if v}
@@ -369,7 +371,7 @@ class FinalReads:
         module = ast.Module(list(primal), [])
         self.order = {id(s): k for k, s in enumerate(_in_order(primal))}
         binds: dict[str, list] = {}
-        for node in ast.walk(module):
+        for node in walk_nodes(module):
             for t in _bound_targets(node):
                 binds.setdefault(t, []).append(getattr(node, "value", None))
         self.own: set[str] = set()
@@ -381,7 +383,7 @@ class FinalReads:
         self.writes: dict[str, list] = {}
         self.broken = False  # a write this analysis cannot follow: then nothing is final
         for stmt in _in_order(primal):
-            for node in ast.walk(stmt):
+            for node in walk_nodes(stmt):
                 if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
                     if not isinstance(node.value, ast.Name) or node.value.id not in self.own:
                         self.broken = True
@@ -390,7 +392,7 @@ class FinalReads:
                 if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
                     self.broken = True
         self.escaped = set()  # arrays used whole where something might write into them
-        for node in ast.walk(module):
+        for node in walk_nodes(module):
             if isinstance(node, ast.Call):
                 func = node.func
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
@@ -441,7 +443,7 @@ def _bound_targets(node) -> list[str]:
         targets = [node.target]
     out = []
     for t in targets:
-        for n in ast.walk(t):
+        for n in walk_nodes(t):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 out.append(n.id)
     return out
@@ -483,7 +485,7 @@ def _counting(loop: ast.For):
     index = loop.target.id
     assigned = sum(
         1
-        for n in ast.walk(ast.Module(loop.body, []))
+        for n in walk_nodes(ast.Module(loop.body, []))
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == index
     )
     return (index, start) if assigned == 0 else None
@@ -548,7 +550,7 @@ def _cheap(value: ast.expr) -> bool:
 
     from . import runtime
 
-    for node in ast.walk(value):
+    for node in walk_nodes(value):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return False
         if isinstance(node, ast.Call):
@@ -585,7 +587,7 @@ def _changed_by(loop) -> dict[str, int]:
     """Names a loop assigns or writes into (its index included), with how many statements do;
     a name written into counts as changed twice, so it is never taken as invariant."""
     counts: dict[str, int] = {}
-    for node in ast.walk(loop):
+    for node in walk_nodes(loop):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             counts[node.id] = counts.get(node.id, 0) + 1
         elif (
@@ -612,10 +614,10 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     loop changes. Then its last value serves every reversed iteration, and no tape is needed."""
     if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
-    reads = {n.id for n in ast.walk(defs[0].value) if isinstance(n, ast.Name)}
+    reads = {n.id for n in walk_nodes(defs[0].value) if isinstance(n, ast.Name)}
     return not reads & set(varying) and not any(
         isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
-        for n in ast.walk(defs[0].value)
+        for n in walk_nodes(defs[0].value)
     )
 
 
@@ -637,7 +639,7 @@ def _fresh_arrays(stmts) -> set[str]:
     """Arrays the function makes itself (np.zeros, x.copy(), ...): writes into them need no
     restoring for the caller's sake, only where the adjoint reads them."""
     defs: dict[str, list] = {}
-    for node in ast.walk(ast.Module(stmts, [])):
+    for node in walk_nodes(ast.Module(stmts, [])):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             defs.setdefault(node.targets[0].id, []).append(node.value)
     fresh = set()
@@ -658,7 +660,7 @@ def _allocated_values(stmts) -> set[str]:
     ufuncs, products, joins and reductions. Their tape pushes need no copy."""
     defs: dict[str, list] = {}
     written = set()
-    for node in ast.walk(ast.Module(stmts, [])):
+    for node in walk_nodes(ast.Module(stmts, [])):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             defs.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
@@ -693,7 +695,11 @@ def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
     future = set(after)
     for stmt in reversed(stmts):
         if isinstance(stmt, Marker):
-            out[id(stmt)] = set(future)
+            if stmt.kind in ("restore", "kill"):
+                # the one name asked about (the array written), not a copy of `future`
+                # per marker: that copy made the pass quadratic in the function's length
+                base = stmt.node.targets[0].value.id
+                out[id(stmt)] = {base} & future
         elif isinstance(stmt, ast.If):
             _future_reads(stmt.body, future, out)
             _future_reads(stmt.orelse, future, out)
