@@ -4,14 +4,21 @@
     python scripts/fuzz_long.py --count 500 --start 0 --jobs 1
     python scripts/fuzz_long.py --count 3000 --save fuzz-failures   # one report file per failure
     python scripts/fuzz_long.py --seed 4711                  # one program: source and outcome
+    python scripts/fuzz_long.py --count 500 --no-jit --extras none  # the older generator's programs
 
 Each program is generated from its seed by tests/fuzzgen.py and checked as in tests/test_fuzz.py:
 `grad` for scalar outputs, `vjp` with a random seed and `jvp` with a random tangent against
 central finite differences, and `jacobian` in forward and reverse mode (single outputs of at
 most fuzzgen.JACOBIAN_MAX_OUT elements) against finite differences, its reverse-mode rows also
-against vjp pullbacks. `--modes` picks a subset. The summary counts correct programs, clean
-S2SADError refusals by class and by mode, failures grouped by signature (with example seeds to
-rerun with --seed), and test points rejected near kinks. Exit status 1 when any program failed.
+against vjp pullbacks. `--modes` picks a subset. With `--jit` (the default) every program is also
+differentiated with `jit=True` (grad, or one vjp pullback for array outputs), which must agree with
+Python mode to 1e-10 relative whether Numba compiled it or it fell back to Python with a
+JitFallbackWarning. `--extras` picks the gated constructs of tests/fuzzgen.py (aliases and views
+written in place, repeated-index writes, closures and nested defaults, factories; all by
+default, `none` for the programs older generators wrote). The summary counts correct programs,
+clean S2SADError refusals by class and by mode, failures grouped by signature (with example seeds
+to rerun with --seed) and by gated construct, jit outcomes, and test points rejected near kinks.
+Exit status 1 when any program failed.
 """
 
 from __future__ import annotations
@@ -27,6 +34,10 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+
+# the jit check is about the numbers, not their speed: LLVM at -O0 halves Numba's compile time
+# (as in tests/conftest.py); set NUMBA_OPT to check optimised code
+os.environ.setdefault("NUMBA_OPT", "0")
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,12 +86,22 @@ def _init():
 
 
 _MODES = fuzzgen.MODES
+_EXTRAS = fuzzgen.DEFAULT_EXTRAS
+_JIT = True
+_GATED = {  # features of the gated constructs, for grouping failures by construct
+    "alias-inplace": "alias",
+    "view-inplace": "view",
+    "write-repeated-index": "repeated index",
+    "closure-closure": "closure",
+    "closure-default": "nested default",
+    "factory": "factory",
+}
 
 
 def _one(seed: int):
     t0 = time.perf_counter()
     try:
-        out = fuzzgen.check_program(seed, _WORKDIR, modes=_MODES)
+        out = fuzzgen.check_program(seed, _WORKDIR, modes=_MODES, extras=_EXTRAS, jit=_JIT)
     except AssertionError as exc:  # the generator wrote an invalid program
         return dict(seed=seed, status="generator-error", report=str(exc), time=0.0)
     except Exception:  # the harness itself broke
@@ -94,6 +115,7 @@ def _one(seed: int):
         report=out.report() if out.status == "fail" else "",
         features=sorted(out.program.features),
         out_kind=out.program.out_kind,
+        jit=dict(out.jit),
         time=time.perf_counter() - t0,
     )
 
@@ -111,16 +133,34 @@ def main(argv=None) -> int:
         default=",".join(fuzzgen.MODES),
         help=f"comma-separated modes to check (default {','.join(fuzzgen.MODES)})",
     )
+    ap.add_argument(
+        "--jit",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also check jit=True against Python mode (default on; --no-jit skips it)",
+    )
+    ap.add_argument(
+        "--extras",
+        default=",".join(fuzzgen.EXTRAS),
+        help=f"gated constructs to generate, comma-separated, or 'none' "
+        f"(default {','.join(fuzzgen.EXTRAS)})",
+    )
     args = ap.parse_args(argv)
-    global _MODES
+    global _MODES, _EXTRAS, _JIT
     _MODES = tuple(m for m in args.modes.split(",") if m)
     unknown = set(_MODES) - set(fuzzgen.MODES)
     if unknown:
         ap.error(f"unknown modes {sorted(unknown)}; choose from {fuzzgen.MODES}")
+    _EXTRAS = frozenset(e for e in args.extras.split(",") if e and e != "none")
+    if _EXTRAS - set(fuzzgen.EXTRAS):
+        ap.error(
+            f"unknown extras {sorted(_EXTRAS - set(fuzzgen.EXTRAS))}; choose from {fuzzgen.EXTRAS}"
+        )
+    _JIT = args.jit
 
     if args.seed is not None:
         _init()
-        out = fuzzgen.check_program(args.seed, _WORKDIR, modes=_MODES)
+        out = fuzzgen.check_program(args.seed, _WORKDIR, modes=_MODES, extras=_EXTRAS, jit=_JIT)
         print(out.report())
         for mode, (cls, msg) in out.refusals.items():
             print(f"{mode}: refused with {cls}: {msg}")
@@ -165,7 +205,14 @@ def main(argv=None) -> int:
     failures = collections.defaultdict(list)
     rejects = collections.Counter()
     features = collections.Counter()
+    jit = collections.Counter()
+    by_construct = collections.defaultdict(list)
     for r in results:
+        for inst, how in r.get("jit", {}).items():
+            jit[(inst, how)] += 1
+        if r["status"] == "fail":
+            gated = sorted({_GATED[f] for f in r.get("features", []) if f in _GATED})
+            by_construct[", ".join(gated) or "none of them"].append(r["seed"])
         for mode, (cls, msg) in r.get("refusals", {}).items():
             refusals[cls] += 1
             refusal_modes[mode] += 1
@@ -177,7 +224,8 @@ def main(argv=None) -> int:
         features.update(r.get("features", []))
 
     print(f"s2sad fuzz: {len(results)} programs, seeds {args.start}..{args.start + args.count - 1}")
-    print(f"modes: {', '.join(_MODES)}")
+    print(f"modes: {', '.join(_MODES)}{', jit' if _JIT else ''}")
+    print(f"extras: {', '.join(sorted(_EXTRAS)) or 'none'}")
     print(f"command: {' '.join(['python', 'scripts/fuzz_long.py'] + sys.argv[1:])}")
     print(f"commit: {commit} (at the start)")
     print(f"time: {elapsed:.0f}s with {args.jobs} job(s)")
@@ -200,7 +248,17 @@ def main(argv=None) -> int:
         print("most common refusal messages:")
         for (cls, msg), n in refusal_msgs.most_common(15):
             print(f"  {n:5d} {cls}: {msg}")
+    if _JIT:
+        print("jit=True against Python mode (programs; `_b`: a factory's second instance):")
+        for inst in ("", "_b"):
+            counts = [f"{how} {jit[(inst, how)]}" for how in fuzzgen.JIT_OUTCOMES]
+            if inst == "" or any(jit[(inst, how)] for how in fuzzgen.JIT_OUTCOMES):
+                print(f"  jit{inst}: " + ", ".join(counts))
+        print("  compiled-agree: Numba compiled it; fallback-agree: JitFallbackWarning, Python ran")
     if failures:
+        print("failing programs by the gated constructs they hold (count, seeds):")
+        for key, seeds_ in sorted(by_construct.items(), key=lambda kv: -len(kv[1])):
+            print(f"  {len(seeds_):5d} {key}: {', '.join(map(str, seeds_[:12]))}")
         print("failures by signature (program count, example seeds):")
         for sig, seeds_ in sorted(failures.items(), key=lambda kv: -len(kv[1])):
             print(f"  {len(seeds_):5d} {sig}")

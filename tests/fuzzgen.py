@@ -6,7 +6,10 @@ compatible shapes, reductions over random axes, matmul/dot/einsum chains, reshap
 concatenate/stack, indexing reads (ints, slices, integer arrays, boolean masks), in-place writes
 into fresh arrays, `if`/`elif`/`else` on data, `for` and `while` loops with carried state (with
 `break`/`continue`), calls to helper functions and local lambdas, the `math` module on scalars,
-and scalar, array or tuple outputs.
+and scalar, array or tuple outputs. Gated constructs (`EXTRAS`, all on by default) add what
+binds late or shares memory: arrays written in place through a second name or a view, writes
+through repeated indices, nested defs reading a variable rebound before the call or keeping a
+default rebound after the def, and functions made by a factory closing over captured values.
 
 The same seed always gives the same program. Every program is written twice from one stream of
 random choices: the *plain* version, which s2sad differentiates, and the *probe* version, where
@@ -37,6 +40,11 @@ bounded arguments, and rough magnitude bounds are tracked so that values stay mo
   mutated argument, or an S2SADError that calls itself an internal error;
 - "rejected": no test point away from kinks / overflow was found (the generator's problem, not
   s2sad's; kept rare).
+
+With `jit=True`, the program's gradient (or one vjp pullback, for array outputs) is also taken
+with `jit=True` and must agree with Python mode to JIT_RTOL, whether Numba compiled it or it fell
+back to Python with a JitFallbackWarning (`Outcome.jit` says which); a factory's second instance
+likewise, and in Python mode against finite differences.
 """
 
 from __future__ import annotations
@@ -59,6 +67,21 @@ RTOL = 1e-4
 ATOL = 1e-6
 MAX_VALUE = 1e6  # reject test points whose outputs get larger than this
 PROGRAM_TIMEOUT_S = 20
+JIT_TIMEOUT_S = 180  # compiling with Numba takes seconds, the first time many
+JIT_RTOL = 1e-10  # jitted and Python-mode derivatives must agree to this (relative)
+
+# Constructs that alias memory or bind names late (issue #13), each gated so that a run can show
+# which class a failure belongs to: with none of them, every seed writes the program older
+# versions of the generator wrote (their choices come from a stream of their own).
+#   alias         `z = y; z += e`, `v = y[1:]; y *= e` and the like, then reads of every name
+#   repeat-index  `y[[0, 0, 1]] = e`, `y[np.array([2, -1])] += e` (the last write wins)
+#   closure       a nested def reading a variable rebound before the call; `def h(q, k=k)`
+#                 with `k` rebound after the def
+#   factory       the function is made by a factory closing over an array and a float (one of
+#                 them a module constant); a second instance with other values is checked too
+EXTRAS = ("alias", "repeat-index", "closure", "factory")
+DEFAULT_EXTRAS = frozenset(EXTRAS)
+P_EXTRA = {"alias": 0.035, "closure": 0.03, "repeat-index": 0.1, "factory": 0.12}
 
 
 # =============================================================================== the probe
@@ -200,6 +223,7 @@ class Program:
     out_kind: str  # scalar | array | tuple
     wrt: object  # index, name or tuple of them
     features: set = field(default_factory=set)
+    factory: bool = False  # made by a factory: the module also holds a second instance, <fname>_b
 
 
 ADVERSARIAL_NAMES = [
@@ -222,10 +246,14 @@ class Gen:
 
     MAX_DIM = 5
 
-    def __init__(self, seed: int, probe: bool):
+    def __init__(self, seed: int, probe: bool, extras=DEFAULT_EXTRAS):
         self.r = random.Random(seed)
+        self.rx = random.Random(f"extras-{seed}")  # decides where the gated constructs go
+        self.extras = frozenset(extras)
+        assert self.extras <= set(EXTRAS), sorted(self.extras - set(EXTRAS))
         self.seed = seed
         self.probe = probe
+        self.captured: list[Var] = []  # what the factory closes over (read-only in the body)
         self.env: list[Var] = []
         self.lines: list[str] = []
         self.ind = 1
@@ -1031,6 +1059,8 @@ class Gen:
         return e
 
     def statement(self, allow_return=False):
+        if self.extra_statement():
+            return
         opts = [
             ("assign", 8),
             ("rebind", 3),
@@ -1045,6 +1075,144 @@ class Gen:
             opts += [("early_return", 0.6)]
         kind = self.pick([o[0] for o in opts], [o[1] for o in opts])
         getattr(self, "s_" + kind)()
+
+    def extra(self, name) -> bool:
+        """Whether to write gated construct `name` here: drawn from the extras' own stream, so
+        that disabling them leaves the main stream (and so every program) as it was."""
+        return self.rx.random() < P_EXTRA[name] and name in self.extras
+
+    def extra_statement(self) -> bool:
+        if self.extra("alias"):
+            self.s_alias()
+            return True
+        if self.extra("closure") and not self.in_helper and self.block_depth == 0:
+            self.s_closure()
+            return True
+        return False
+
+    def owned_array(self, shape, prefix="y"):
+        """`y = <expr>.copy()` (or `* 1.0`): an array no other name or argument shares yet."""
+        e = self.squash(self.expr(shape, 2), 5)
+        y = self.fresh(prefix)
+        if self.chance(0.5):
+            self.emit(f"{y} = {_paren(e.code)}.copy()")
+        else:
+            self.emit(f"{y} = {_paren(e.code)} * 1.0")
+        return y, e.bound
+
+    def inplace(self, target: str, shape, bound) -> float:
+        """`target op= e` (or `target[...] = e`) on an array: the new bound."""
+        how = self.pick(["add", "mul", "item", "slice"], [3, 3, 2, 1])
+        if how == "item" or (how == "slice" and shape[0] < 2):
+            j = self.r.randrange(-shape[0], shape[0])
+            e = self.squash(self.expr(shape[1:], 2), 5)
+            op = self.pick(["=", "+="])
+            self.emit(f"{target}[{j}] {op} {e.code}")
+            return bound + e.bound
+        if how == "slice":
+            self.emit(
+                f"{target}[1:] = {self.squash(self.expr((shape[0] - 1,) + shape[1:], 2), 5).code}"
+            )
+            return max(bound, 5.0)
+        s = shape if self.chance(0.6) else self.split_broadcast(shape)[0]
+        if how == "add":
+            e = self.squash(self.expr(s, 2), 5)
+            self.emit(f"{target} += {e.code}")
+            return bound + e.bound
+        e = self.squash(self.expr(s, 2), 1.5)
+        self.emit(f"{target} *= {e.code}")
+        return bound * max(e.bound, 1.0)
+
+    def s_alias(self):
+        """An array written in place through a second name or through a view, then every name
+        read: NumPy shares the memory, so each of them sees the write (issue #13, class 5)."""
+        shapes = [v.shape for v in self.env if v.kind in ("array", "item") and v.shape != ()]
+        shape = self.pick(shapes) if shapes and self.chance(0.7) else self.rand_shape(1, 3)
+        y, b = self.owned_array(shape)
+        nd = len(shape)
+        views = ["alias", "reshape"]
+        if shape[0] >= 2:
+            views.append("slice")
+        if nd >= 2:
+            views += ["row", "T"]
+        view = self.pick(views)
+        v = self.fresh("z" if view == "alias" else "view")
+        if view == "alias":
+            self.emit(f"{v} = {y}")
+            vshape = shape
+        elif view == "reshape":
+            vshape = self.pick(_factorizations(size(shape)))
+            self.emit(f"{v} = {y}.reshape({vshape!r})")
+        elif view == "slice":
+            vshape = (shape[0] - 1,) + shape[1:]
+            self.emit(f"{v} = {y}[1:]")
+        elif view == "row":
+            j = self.r.randrange(shape[0])
+            vshape = shape[1:]
+            self.emit(f"{v} = {y}[{j}]")
+        else:
+            vshape = shape[::-1]
+            self.emit(f"{v} = {y}.T")
+        self.features.add("alias-inplace" if view == "alias" else "view-inplace")
+        self.env.append(Var(y, shape, b, "array"))
+        self.env.append(Var(v, vshape, b, "array"))
+        # the write: through the view (or second name), or through the first name
+        if view == "alias" or self.chance(0.5):
+            b = self.inplace(v, vshape, b)
+        else:
+            b = self.inplace(y, shape, b)
+        for var in self.env[-2:]:
+            var.bound = b
+        if self.chance(0.3):
+            # a second write, through the other name
+            b = self.inplace(y, shape, b) if self.chance(0.5) else self.inplace(v, vshape, b)
+            for var in self.env[-2:]:
+                var.bound = b
+        u = self.fresh()
+        self.emit(f"{u} = np.mean({y} * {y}) + np.mean(np.sin({v}))")
+        self.define(u, E(u, (), b * b + 1))
+        if b > 30:
+            self.emit(f"{u} = np.tanh({u})")
+            self.env[-1].bound = 1.0
+
+    def s_closure(self):
+        """A nested def reading a variable of the enclosing function that is rebound before the
+        call (it sees the new value), or a default `k=k` with `k` rebound after the def (it keeps
+        the value at the def): issue #13, class 6."""
+        kind = self.pick(["closure", "default"])
+        qshape = self.target_shape()
+        kshape = qshape if qshape and self.chance(0.4) else ()
+        k = self.fresh("k")
+        e1 = self.squash(self.rhs(kshape, 2), 3)
+        self.emit(f"{k} = {e1.code}")
+        self.define(k, e1)
+        h = self.fresh("h")
+        unary = self.pick(["np.sin", "np.tanh", "np.cos"])
+        if kind == "closure":
+            self.emit(f"def {h}(q):")
+        else:
+            self.emit(f"def {h}(q, {k}={k}):")
+        self.emit(f"    return {unary}(q) * {k} + 0.5 * q ** 2")
+        self.features.add(f"closure-{kind}")
+        calls = []
+        if self.chance(0.5):
+            calls.append(self.squash(self.expr(qshape, 2), 3))  # before the rebinding too
+        e2 = self.squash(self.expr(kshape, 2), 3)
+        form = self.pick(["plain", "mix"])
+        code = e2.code if form == "plain" else f"0.5 * {k} + {e2.code}"
+        self.emit(f"{k} = {code}")
+        self.define(k, E(k, kshape, 3.0 if form == "plain" else 4.5))
+        calls.append(self.squash(self.expr(qshape, 2), 3))
+        outs = []
+        for i, arg in enumerate(calls):
+            out = self.fresh()
+            if kind == "default" and i == len(calls) - 1 and self.chance(0.3):
+                self.emit(f"{out} = {h}({arg.code}, {k})")  # the default overridden
+            else:
+                self.emit(f"{out} = {h}({arg.code})")
+            outs.append(out)
+        for out in outs:
+            self.define(out, E(out, qshape, 4.5 * 1 + 4.5 + 5))
 
     def s_assign(self):
         shape = self.target_shape()
@@ -1456,6 +1624,8 @@ class Gen:
 
     def one_write(self, yv: Var) -> float:
         y, shape = yv.name, yv.shape
+        if self.extra("repeat-index"):
+            return self.write_repeated(yv)
         nd = len(shape)
         kind = self.pick(
             [
@@ -1601,6 +1771,35 @@ class Gen:
         self.ind -= 1
         return b
 
+    def write_repeated(self, yv: Var) -> float:
+        """`y[[0, 0, 1]] = e` or `y[np.array([2, -1])] += e` with an index repeated (maybe as its
+        negative twin): NumPy keeps the last write, and `+=` adds once (issue #13, class 8)."""
+        y, shape = yv.name, yv.shape
+        d = shape[0]
+        k = self.r.randint(2, 4)
+        ids = [self.r.randrange(-d, d) for _ in range(k)]
+        j = self.r.randrange(1, k)
+        twin = ids[0] if self.chance(0.6) else (ids[0] - d if ids[0] >= 0 else ids[0] + d)
+        ids[j] = twin
+        idx = f"np.array({ids!r})" if self.chance(0.5) else repr(ids)
+        if self.chance(0.7):
+            # rows that differ (a repeated index keeps one of them), or one row broadcast
+            e = self.squash(self.expr((k,) + shape[1:], 2), 10)
+            rowwise = (k,) + (1,) * (len(shape) - 1)
+            code = f"{_paren(e.code)} * np.linspace(0.5, 1.5, {k}).reshape({rowwise!r})"
+            b = 1.5 * e.bound
+        else:
+            e = self.squash(self.expr(shape[1:], 2), 10)
+            code, b = e.code, e.bound
+        op = self.pick(["=", "+="], [2, 1])
+        self.emit(f"{y}[{idx}] {op} {code}")
+        self.features.add("write-repeated-index")
+        # read at once, so that a later write cannot hide what this one kept
+        u = self.fresh()
+        self.emit(f"{u} = np.mean({y} * {self.spread(shape)})")
+        self.env.append(Var(u, (), 1.5 * (b + yv.bound), "float"))
+        return b + yv.bound
+
     def s_early_return(self):
         c = self.squash(self.expr((), 1), 5)
         self.emit(f"if {self.cond(c.code, self.pick(['>', '<']), repr(self.const(-1, 1)))}:")
@@ -1652,6 +1851,9 @@ class Gen:
         for name, kind, shape in params:
             if kind != "int":
                 self.env.append(Var(name, shape, 1.5, "array" if kind == "array" else "float"))
+        factory = self.extra("factory")
+        if factory:
+            self.capture()
         self.out_kind = self.pick(["scalar", "array", "tuple"], [6, 2.5, 1.5])
         if self.out_kind == "array":
             self.out_shape = self.target_shape()
@@ -1666,6 +1868,8 @@ class Gen:
         fname = f"fz{self.seed}"
         sig = ", ".join(p[0] for p in params)
         main = f"def {fname}({sig}):\n" + "\n".join(self.lines)
+        if factory:
+            main = self.factory(fname, main)
         header = "import math\n\nimport numpy as np\n\n\n"
         src = header + "\n\n\n".join(self.helpers + [main]) + "\n"
         # wrt: a random non-empty set of the float parameters
@@ -1688,6 +1892,46 @@ class Gen:
             self.out_kind,
             wrt,
             self.features,
+            factory,
+        )
+
+    def capture(self):
+        """The values a factory closes over: an array `table` and/or a float `gain`. They are
+        "item"s: read, never rebound or written (a write would make them local)."""
+        self.captured = []
+        which = self.pick([("table",), ("gain",), ("table", "gain")])
+        for name in which:
+            if name == "table":
+                shape = self.rand_shape(1, 2)
+                self.captured.append(Var("table", shape, 1.5, "item"))
+            else:
+                self.captured.append(Var("gain", (), 1.5, "item"))
+        self.env.extend(self.captured)
+        self.features.add("factory")
+
+    def factory(self, fname, main) -> str:
+        """`main` nested in `make_<fname>(table, gain)`, and two instances made at import: `fname`
+        (with a module constant) and `<fname>_b` (other values, to check that a compiled or
+        cached derivative is not shared between closures of one code)."""
+        names = [v.name for v in self.captured]
+        consts, calls = [], ([], [])
+        for v in self.captured:
+            if v.name == "table":
+                n = size(v.shape)
+                consts.append(f"TABLE = np.linspace(-1.2, 1.3, {n}).reshape({v.shape!r})")
+                calls[0].append("TABLE")
+                calls[1].append(f"np.linspace(1.4, -0.9, {n}).reshape({v.shape!r})")
+            else:
+                g = self.const(-1.5, 1.5, nonzero=True)
+                calls[0].append(repr(g))
+                calls[1].append(repr(round(-0.7 * g + 0.3, 2)))
+        inner = "\n".join("    " + line if line else line for line in main.splitlines())
+        maker = f"make_{fname}"
+        return (
+            f"def {maker}({', '.join(names)}):\n{inner}\n\n    return {fname}\n\n\n"
+            + "".join(c + "\n" for c in consts)
+            + f"{fname} = {maker}({', '.join(calls[0])})\n"
+            + f"{fname}_b = {maker}({', '.join(calls[1])})"
         )
 
 
@@ -1758,9 +2002,9 @@ def _factorizations(n):
     return out
 
 
-def generate(seed: int) -> Program:
-    plain = Gen(seed, probe=False).program()
-    probe = Gen(seed, probe=True).program()
+def generate(seed: int, extras=DEFAULT_EXTRAS) -> Program:
+    plain = Gen(seed, probe=False, extras=extras).program()
+    probe = Gen(seed, probe=True, extras=extras).program()
     plain.probe_source = probe.source
     return plain
 
@@ -1777,6 +2021,10 @@ class Outcome:
     failures: list = field(default_factory=list)  # (mode, message)
     program: Program | None = None
     args: list | None = None
+    # Python-mode results kept for the jit comparison: mode -> (derivatives, vjp seeds)
+    values: dict = field(default_factory=dict)
+    # with jit: instance ("" or "_b", the factory's second) -> one of JIT_OUTCOMES
+    jit: dict = field(default_factory=dict)
 
     def report(self) -> str:
         p = self.program
@@ -1791,6 +2039,8 @@ class Outcome:
             lines.append(msg)
         if self.detail:
             lines.append(self.detail)
+        for inst, how in self.jit.items():
+            lines.append(f"jit{inst or ''}: {how}")
         return "\n".join(lines)
 
 
@@ -1920,10 +2170,17 @@ def _wrt_indices(prog: Program):
 MODES = ("grad", "vjp", "jvp", "jacobian")
 
 
-def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
+JIT_OUTCOMES = ("compiled-agree", "fallback-agree", "refused", "disagree", "error")
+
+
+def check_program(
+    seed: int, workdir: str, modes=MODES, extras=DEFAULT_EXTRAS, jit: bool = False
+) -> Outcome:
+    """Generate program `seed` (with the gated constructs `extras`) and check it in `modes`; with
+    `jit`, also with `jit=True` (see _check_jit)."""
     import s2sad
 
-    prog = generate(seed)
+    prog = generate(seed, extras)
     out = Outcome(seed, "ok", program=prog)
     base = os.path.join(workdir, f"fz{seed}")
     with open(base + ".py", "w") as fh:
@@ -1976,11 +2233,29 @@ def check_program(seed: int, workdir: str, modes=MODES) -> Outcome:
                     _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out)
                 else:
                     _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, seed)
+            if prog.factory:
+                _check_second_instance(s2sad, mod, pmod, probe, prog, args, indices, out, seed)
     except _Timeout:
         out.failures.append(("timeout", f"no result after {PROGRAM_TIMEOUT_S}s"))
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+    if jit:
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.alarm(JIT_TIMEOUT_S)
+        try:
+            with np.errstate(all="ignore"):
+                _check_jit(s2sad, f, prog, args, expected, indices, is_tuple, out, seed, "")
+                g = getattr(mod, prog.fname + "_b", None)
+                if g is not None and out.jit.get("") in ("compiled-agree", "fallback-agree"):
+                    expected_b = g(*_copy(args))
+                    _check_jit(s2sad, g, prog, args, expected_b, indices, is_tuple, out, seed, "_b")
+        except _Timeout:
+            out.failures.append(("jit-timeout", f"no result after {JIT_TIMEOUT_S}s"))
+            out.jit["timeout"] = "error"
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
     if out.failures:
         out.status = "fail"
     elif out.refusals:
@@ -2088,6 +2363,7 @@ def _check_mode(s2sad, mode, f, prog, args, expected, indices, is_tuple, out, se
     if is_tuple and (not isinstance(res, tuple) or len(res) != len(indices)):
         out.failures.append((mode, f"expected a tuple of {len(indices)} gradients, got {res!r}"))
         return
+    out.values[mode] = (copy.deepcopy(grads), seeds)
 
     if mode == "grad":
 
@@ -2432,3 +2708,129 @@ def _seed_like(o, rng):
     if isinstance(o, np.ndarray):
         return rng.standard_normal(o.shape)
     return np.float64(rng.standard_normal())
+
+
+# ----------------------------------------------------------------------------- jit and closures
+
+
+def _derivatives(s2sad, f, prog, args, expected, seed, jit):
+    """grad (scalar outputs) or the pullback of vjp's random seed, as a list per wrt input, and
+    the seeds (None for grad)."""
+    kw = {"jit": True} if jit else {}
+    if prog.out_kind == "scalar":
+        res = s2sad.grad(f, wrt=prog.wrt, **kw)(*list(args))
+        seeds = None
+    else:
+        _, pullback = s2sad.vjp(f, wrt=prog.wrt, **kw)(*list(args))
+        srng = np.random.default_rng(seed + 7)
+        outs = expected if isinstance(expected, tuple) else (expected,)
+        seeds = tuple(_seed_like(o, srng) for o in outs)
+        res = pullback(seeds if isinstance(expected, tuple) else seeds[0])
+    return (list(res) if isinstance(prog.wrt, tuple) else [res]), seeds
+
+
+def _fd_of(f, prog, seeds):
+    """The scalar function whose gradient _derivatives computes."""
+    if seeds is None:
+        return lambda a: float(np.asarray(f(*a), dtype=np.float64))
+
+    def scalar_fn(a):
+        r = f(*a)
+        r = r if isinstance(r, tuple) else (r,)
+        return float(
+            sum(np.sum(np.asarray(s) * np.asarray(v, np.float64)) for s, v in zip(seeds, r))
+        )
+
+    return scalar_fn
+
+
+def _agree(a, b) -> bool:
+    """Jitted and Python-mode derivatives agree to JIT_RTOL (summation order may differ)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size else 1.0)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=JIT_RTOL, atol=JIT_RTOL * scale))
+
+
+def _check_jit(s2sad, f, prog, args, expected, indices, is_tuple, out, seed, inst):
+    """`jit=True`: grad for a scalar output, else one vjp pullback (compiling dominates, so one
+    transform per program). It must agree with Python mode to JIT_RTOL and with finite
+    differences, whether Numba compiled it or it fell back (JitFallbackWarning) to Python; a
+    clean S2SADError is a refusal. out.jit[inst] says which."""
+    import warnings
+
+    from s2sad.jit import JitFallbackWarning
+
+    mode = ("jit-grad" if prog.out_kind == "scalar" else "jit-vjp") + inst
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            got, seeds = _derivatives(s2sad, f, prog, args, expected, seed, jit=True)
+        except _Timeout:
+            raise
+        except Exception as exc:
+            n = len(out.failures)
+            _raised(s2sad, mode, exc, out)
+            out.jit[inst] = "error" if len(out.failures) > n else "refused"
+            return
+    fell_back = any(issubclass(w.category, JitFallbackWarning) for w in caught)
+    try:
+        want, _ = _derivatives(s2sad, f, prog, args, expected, seed, jit=False)
+    except _Timeout:
+        raise
+    except Exception:  # Python mode refused (recorded by its own check): judge by FD alone
+        want = None
+    names = [p[0] for p in prog.params]
+    bad = []
+    for k, (g, i) in enumerate(zip(got, indices)):
+        kind = _kind_ok(g, args[i])
+        if kind:
+            bad.append(f"wrt {names[i]!r}: {kind}")
+        elif want is not None:
+            if not _agree(g, want[k]):
+                with np.printoptions(precision=17, threshold=200):
+                    bad.append(
+                        f"wrt {names[i]!r}: jit=True differs from Python mode"
+                        f"{' (after a JitFallbackWarning)' if fell_back else ''}:\n"
+                        f"{np.asarray(g)!r}\nPython mode:\n{np.asarray(want[k])!r}"
+                    )
+        elif not inst:  # Python mode refused: finite differences judge
+            msg = _compare(g, _fd_of(f, prog, seeds), args, i)
+            if msg:
+                bad.append(f"wrong derivative wrt {names[i]!r} (jit=True):\n{msg}")
+    for msg in bad:
+        out.failures.append((mode, msg))
+    if bad:
+        out.jit[inst] = "disagree"
+    else:
+        out.jit[inst] = "fallback-agree" if fell_back else "compiled-agree"
+
+
+def _check_second_instance(s2sad, mod, pmod, probe, prog, args, indices, out, seed):
+    """A factory's second instance (same code, other captured values) at the same point, in
+    Python mode, against finite differences: a derivative cached by code must not carry the first
+    instance's values. Skipped where this instance is near a kink at the point."""
+    g, pg = getattr(mod, prog.fname + "_b"), getattr(pmod, prog.fname + "_b")
+    probe.reset()
+    with np.errstate(all="ignore"):
+        try:
+            expected = pg(*_copy(args))
+        except Exception:
+            return
+    if _near_kinks(probe.sites, None) or not _finite_and_moderate(expected):
+        return
+    if _branch_flips(pg, probe, args, indices, _fd_directions(args, indices, seed, ("grad",))):
+        return
+    mode = ("grad" if prog.out_kind == "scalar" else "vjp") + "_b"
+    with np.errstate(all="ignore"):
+        try:
+            got, seeds = _derivatives(s2sad, g, prog, args, expected, seed, jit=False)
+        except _Timeout:
+            raise
+        except Exception as exc:
+            _raised(s2sad, mode, exc, out)
+            return
+        names = [p[0] for p in prog.params]
+        for d, i in zip(got, indices):
+            msg = _kind_ok(d, args[i]) or _compare(d, _fd_of(g, prog, seeds), args, i)
+            if msg:
+                out.failures.append((mode, f"second instance, wrt {names[i]!r}:\n{msg}"))
