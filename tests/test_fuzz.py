@@ -60,20 +60,10 @@ def workdir(tmp_path_factory):
 
 
 # seeds whose program s2sad still gets wrong; each is a strict xfail, so a fix flips it to a failure
-# (a fix that refuses the construct cleanly flips it too): delete the entries a fix settles.
-# Issue #13's classes, found by the gated constructs (fuzzgen.EXTRAS) on the code of 987f810.
-_VIEW = "issue 13 class 5: in-place write through a view (y[1:], y.T, y.reshape, y[j])"
-_ALIAS = "issue 13 class 5: in-place write through an alias (z = y; z += e)"
-_REPEAT = "issue 13 class 8: write through a repeated index (every source gets a cotangent)"
-_DEFAULT = "issue 13 class 6: a nested def's default evaluated at the call"
-_JIT_CLOSURE = "issue 13 class 1: jit=True kept the first closure's captured values"
-KNOWN: dict[int, str] = {
-    **dict.fromkeys([13, 30, 40, 59, 71, 120, 139, 214, 253], _VIEW),
-    **dict.fromkeys([22, 124, 211, 287], _ALIAS),
-    **dict.fromkeys([74, 195, 247, 282], _REPEAT),
-    **dict.fromkeys([94, 198, 221, 273], _DEFAULT),
-    100: _JIT_CLOSURE,
-}
+# (a fix that refuses the construct cleanly flips it too): delete the entries a fix settles. The
+# gated constructs (fuzzgen.EXTRAS) found 22 such seeds for issue #13's classes 1, 5, 6 and 8 on
+# the code before their fixes; all are settled.
+KNOWN: dict[int, str] = {}
 
 
 def test_program(fuzz_seed, workdir, request):
