@@ -604,10 +604,10 @@ class Normalizer:
             if getattr(value, "s2sad_scatter", False):
                 self.written_now({target.id})  # in Python, np.add.at wrote into the array
             viewed = self.written_view(value)
-            self.views.pop(target.id, None)
             shared = self.shared_bases(value)
             start = len(self.out)
-            rhs = self.expr(value, target.id)
+            rhs = self.expr(value, target.id)  # may read the target: as the view it was
+            self.views.pop(target.id, None)
             self.stale.discard(target.id)
             self.aug_stale.pop(target.id, None)
             self.sharing.pop(target.id, None)

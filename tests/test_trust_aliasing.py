@@ -594,3 +594,22 @@ def test_pullback_with_taped_rows_keeps_them(jit):
     seed = np.array([0.4, -1.2])
     _, reference = s2sad.vjp(rows_sin)(original)
     np.testing.assert_allclose(pullback(seed), reference(seed))
+
+
+def _stale_view_updated_in_place(x):
+    y = x * 1.0
+    v = y.T
+    y[0] += 1.0
+    v *= 2.0
+    return np.sum(v)
+
+
+def test_a_stale_view_updated_in_place_is_refused():
+    """`v op= e` reads `v` first: a view of an array written since is refused there (fuzz seed
+    250599 raised an internal KeyError, the view forgotten before its read)."""
+    x = np.arange(6.0).reshape(2, 3)
+    for transform in (s2sad.grad, s2sad.value_and_grad):
+        with pytest.raises(s2sad.UnsupportedSyntaxError, match="`v` may be a view of `y`"):
+            transform(_stale_view_updated_in_place)(x)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="may be a view"):
+        s2sad.jvp(_stale_view_updated_in_place)(x, tangent=np.ones_like(x))
