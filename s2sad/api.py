@@ -163,12 +163,14 @@ class Transformed:
 
     def _jitted_vjp(self, compiled, values, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the
-        recording forward pass, then the adjoint) from copies of the array arguments taken now,
-        so that it belongs to this point even if the caller changes its arrays in between."""
+        recording forward pass, then the adjoint) from copies of the array arguments and of the
+        user's data taken now, so that it belongs to this point even if the caller changes its
+        arrays (or a global array) in between."""
         out = self._run(compiled, values, bound)
         bound = inspect.BoundArguments(
             bound.signature, {n: _own_copy(v) for n, v in bound.arguments.items()}
         )
+        values = tuple(_own_copy(v) for v in values)
         sweep = compiled.name + "_sweep"
 
         def pullback(*seeds):
@@ -211,7 +213,7 @@ class Transformed:
             return self._jitted_vjp(compiled, values, bound)
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
-            _detach(pullback, _arrays_in((*bound.arguments.values(), out)))
+            _detach(pullback, _arrays_in((*bound.arguments.values(), *values, out)))
             return out, _Pullback(self, bound, out, pullback, compiled.tuple_output)
         result = self._run(compiled, values, bound)
         if self.jit and self.mode == "grad":

@@ -429,3 +429,25 @@ def test_a_bound_method_is_checked_by_its_function_not_its_identity():
     model.scale = 3.0
     np.testing.assert_array_equal(g(x), 6.0 * x)
     assert g.compiled is compiled  # `model.factor` is a new bound method at each access
+
+
+W_HELD = np.array([1.0, 2.0, 3.0])
+
+
+def sin_of_held(x):
+    return np.sin(W_HELD * x) * 2.0
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_a_pullback_keeps_the_global_arrays_of_its_vjp_call(jit):
+    """A global array written in place between vjp and the pullback: the pullback belongs to the
+    point of the vjp call, as for its arguments (Python mode mixed old and new values)."""
+    x = np.array([0.3, -0.7, 1.2])
+    w0 = W_HELD.copy()
+    try:
+        out, pullback = s2sad.vjp(sin_of_held, jit=jit)(x)
+        W_HELD[:] = [10.0, 20.0, 30.0]
+        np.testing.assert_allclose(pullback(np.ones(3)), 2.0 * w0 * np.cos(w0 * x), rtol=1e-12)
+        np.testing.assert_allclose(out, 2.0 * np.sin(w0 * x), rtol=1e-12)
+    finally:
+        W_HELD[:] = w0
