@@ -56,10 +56,13 @@ _IMPORT = (
 )
 
 
-def module_text(source: str, name: str | None = None, embed: bool = True) -> str:
+def module_text(
+    source: str, name: str | None = None, embed: bool = True, constants: str = ""
+) -> str:
     """`source` with each function it defines compiled by Numba, and the Numba helpers before it:
     their text (`embed`, for a standalone module) or an import of s2sad's module of them, which
-    a process then compiles once for all generated functions. (`name` is accepted for older
+    a process then compiles once for all generated functions. `constants` (source) stand between
+    the helpers and the functions, whose defaults may read them. (`name` is accepted for older
     callers; every top-level function is compiled.)"""
     from .compile import defined_functions
 
@@ -69,7 +72,7 @@ def module_text(source: str, name: str | None = None, embed: bool = True) -> str
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         tail.append(f"{fn} = njit(cache=True)(_{fn}_py)")
     head = _HELPERS if embed else _IMPORT
-    return head + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
+    return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
 # ----------------------------------------------------------------------------- the disk cache

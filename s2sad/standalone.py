@@ -261,6 +261,7 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         for n, v in sorted(_with_dependencies(values).items())
         if getattr(builtins, n, None) is not v
     ]
-    body = module_text(source, compiled.name)
-    text = format_source("\n".join(header + [body] + constants) + "\n")
+    # the constants come before the functions: a data parameter defaults to one (`K=K`)
+    body = module_text(source, compiled.name, constants="\n".join(constants))
+    text = format_source("\n".join(header + [body]) + "\n")
     return check_module(text, func.__qualname__)
