@@ -77,8 +77,20 @@ def _check_input(name: str, value) -> None:
         )
 
 
+def _refuse_complex(value, what: str) -> None:
+    """A complex value the transform did not see (written into a complex array): an error,
+    never a derivative with its imaginary half dropped."""
+    if np.iscomplexobj(value):
+        raise S2SADError(
+            f"a complex value reached the {what}; s2sad does not differentiate complex values yet",
+            hint="keep the differentiated path real, or give the function a rule with "
+            "s2sad.register_vjp",
+        )
+
+
 def _conform(g, x, others):
     """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
+    _refuse_complex(g, "gradient")
     if isinstance(x, float) and not isinstance(x, np.generic):
         return float(np.asarray(g).reshape(()))
     x_arr = np.asarray(x)
@@ -410,6 +422,7 @@ def _unboxed(value):
 def _conform_output(t, out):
     """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
     of at least float32 precision (float64 for integer outputs)."""
+    _refuse_complex(t, "tangent")
     if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
         return float(np.asarray(t).reshape(()))
     if not np.issubdtype(np.result_type(out), np.inexact):

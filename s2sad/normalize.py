@@ -263,6 +263,23 @@ def _rename_in(stmts: list[ast.stmt], old: str, new: str) -> None:
                     setattr(node, attr, [new if n == old else n for n in names])
 
 
+def _makes_complex(node: ast.expr) -> bool:
+    """Whether an expression brings in complex numbers: a literal like `1j`, `complex(...)`, or a
+    complex dtype (`np.complex128`, `dtype="complex64"`). The rules are those of real calculus
+    (`abs`, for one, would give the wrong sign), so such a value is refused, not differentiated."""
+    for n in walk_nodes(node):
+        if isinstance(n, ast.Constant) and (
+            isinstance(n.value, complex) or (isinstance(n.value, str) and "complex" in n.value)
+        ):
+            return True
+        if (isinstance(n, ast.Name) and n.id == "complex") or (
+            isinstance(n, ast.Attribute)
+            and n.attr.startswith(("complex", "clongdouble", "csingle", "cdouble"))
+        ):
+            return True
+    return False
+
+
 def _rebinding(node: ast.AugAssign) -> str:
     """`z += v` spelled as the assignment of a new value, `z = z + v`."""
     value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
@@ -806,6 +823,15 @@ class Normalizer:
         return ast.Name(name, ast.Load())
 
     def append(self, name: str, rhs: ast.expr, varied: bool) -> ast.stmt:
+        if varied and _makes_complex(rhs):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                "s2sad does not differentiate complex values yet: "
+                f"`{ast.unparse(rhs)}` makes one from a differentiated value",
+                self.src,
+                hint="keep the differentiated path real (write the real and imaginary parts as "
+                "two real arrays), or give the function a rule with s2sad.register_vjp",
+            )
         stmt = self.put(ast.Assign([ast.Name(name, ast.Store())], rhs))
         if varied:
             self.varied.add(name)

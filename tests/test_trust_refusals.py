@@ -471,3 +471,50 @@ def test_a_wrapper_taking_star_args_is_refused_not_skipped(func):
     line = scaled_star.__code__.co_firstlineno + 3
     assert f"{HERE}:{line}:" in message and "decorated" in message
     assert "__wrapped__" in message and "register_vjp" in message
+
+
+def _abs_of_imaginary(x):
+    return np.sum(np.abs(x * 1j))
+
+
+def _abs_of_complex_sum(x):
+    return np.sum(np.abs(x + 1j * x))
+
+
+def _as_complex_array(x):
+    return np.sum(np.abs(np.asarray(x, dtype=np.complex128)))
+
+
+def _written_into_complex_array(x):
+    y = np.zeros(3, dtype=complex)
+    y[0] = x[0]
+    return np.sum(np.abs(y))
+
+
+def _complex_constant_only(x):
+    w = np.exp(1j * np.arange(3.0)).real
+    return np.sum(w * x)
+
+
+@pytest.mark.parametrize("f", [_abs_of_imaginary, _abs_of_complex_sum, _as_complex_array])
+def test_complex_values_on_the_differentiated_path_are_refused(f):
+    """Complex intermediates were differentiated with real rules: abs(x * 1j) gave -sign(x), and
+    abs(x + 1j x) gave 0, with only NumPy's ComplexWarning."""
+    x = np.array([0.3, -0.7, 1.2])
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="complex values"):
+        s2sad.grad(f)(x)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="complex values"):
+        s2sad.jvp(f)(x, tangent=np.ones(3))
+
+
+def test_a_complex_array_written_from_real_values_is_an_error_not_half_a_derivative():
+    x = np.array([0.3, -0.7, 1.2])
+    with pytest.raises(s2sad.S2SADError, match="complex value reached the gradient"):
+        s2sad.grad(_written_into_complex_array)(x)
+    with pytest.raises(s2sad.S2SADError, match="complex value reached the tangent"):
+        s2sad.jvp(_written_into_complex_array)(x, tangent=np.ones(3))
+
+
+def test_complex_values_off_the_differentiated_path_are_fine():
+    x = np.array([0.3, -0.7, 1.2])
+    np.testing.assert_allclose(s2sad.grad(_complex_constant_only)(x), np.cos(np.arange(3.0)))
