@@ -70,7 +70,8 @@ def module_text(
     tail = []
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
-        tail.append(f"{fn} = njit(cache=True)(_{fn}_py)")
+        # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
+        tail.append(f'{fn} = njit(cache=True, error_model="numpy")(_{fn}_py)')
     head = _HELPERS if embed else _IMPORT
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 

@@ -518,3 +518,21 @@ def test_a_complex_array_written_from_real_values_is_an_error_not_half_a_derivat
 def test_complex_values_off_the_differentiated_path_are_fine():
     x = np.array([0.3, -0.7, 1.2])
     np.testing.assert_allclose(s2sad.grad(_complex_constant_only)(x), np.cos(np.arange(3.0)))
+
+
+def _sqrt_of_scalar(x):
+    return np.sqrt(x)
+
+
+def _log_plus_arcsin(x):
+    return np.log(x) + np.arcsin(x - 1.0)
+
+
+@pytest.mark.parametrize("f", [_sqrt_of_scalar, _log_plus_arcsin])
+def test_jitted_singular_points_give_ieee_values_as_python_mode(f):
+    """Compiled code divided with Python's error model: sqrt at 0 raised ZeroDivisionError in
+    jit=True where Python mode gives inf (README, Numerical behaviour)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = s2sad.grad(f)(0.0)
+        assert np.isinf(expected)
+        assert s2sad.grad(f, jit="strict")(0.0) == expected
