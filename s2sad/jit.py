@@ -14,6 +14,7 @@ import ast
 import atexit
 import contextlib
 import hashlib
+import marshal
 import os
 import re
 import shutil
@@ -213,18 +214,38 @@ def _short(name: str, keep: int = 40) -> str:
     return f"{name[:keep]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _module_for(source: str, name: str, fresh: bool = False):
+def code_fingerprint(objects: dict) -> str:
+    """A hash of the code of the functions generated code calls (`objects`: name -> object, the
+    Numba dispatchers, rules and helpers it reads by name). Numba compiles a called function into
+    the caller's machine code and its disk cache does not notice when that function is edited,
+    so the generated module's name hashes this too: an edited callee gives a new module."""
+    digest = hashlib.sha256()
+    for name in sorted(objects):
+        value = objects[name]
+        for candidate in (value, getattr(value, "py_func", None), getattr(value, "func", None)):
+            code = getattr(candidate, "__code__", None)
+            if code is not None:
+                try:
+                    digest.update(name.encode() + marshal.dumps(code))
+                except ValueError:  # a constant marshal cannot write: its repr stands in
+                    digest.update(name.encode() + repr(code.co_consts).encode() + code.co_code)
+    return digest.hexdigest()
+
+
+def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
     """The module of `source` compiled by Numba, its functions each compiled on first call.
 
     Its text is written to the checked cache directory under a name hashing the text, the
     helpers and s2sad's version (so Numba's files for it are never another code's), then
     compiled from the text itself, not read back. The module enters `sys.modules` (where Numba
     looks it up when it loads cached code) only once it has run, and one thread at a time loads.
-    `fresh` first deletes Numba's cached machine code for it (it could not be loaded)."""
+    `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
+    `callees` (`code_fingerprint`) names the code of the functions it calls."""
     from . import __version__
 
     text = module_text(source, name, embed=False)
-    digest = hashlib.sha256(f"{__version__}\n{_HELPERS}\n{text}".encode()).hexdigest()[:20]
+    key = f"{__version__}\n{_HELPERS}\n{callees}\n{text}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{_short(name)}_{digest}"
     with _LOAD_LOCK:
         if fresh:
@@ -549,7 +570,8 @@ class Jitted:
 
     def load(self, fresh: bool = False):
         try:
-            module = _module_for(self.compiled.source, self.compiled.name, fresh)
+            callees = code_fingerprint(self.compiled.globals)
+            module = _module_for(self.compiled.source, self.compiled.name, fresh, callees)
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
                 if namespace.setdefault(key, value) is not value:

@@ -286,6 +286,32 @@ def test_two_processes_share_a_cache_with_the_same_text_and_other_constants(tmp_
     assert len(list((tmp_path / "shared").glob("s2sad_value_and_grad_loss_*.py"))) == 1
 
 
+
+def test_an_edited_numba_function_the_gradient_calls_is_compiled_again(tmp_path):
+    """Numba compiles a called njit function into the gradient's machine code, and its disk
+    cache does not notice when that function's module is edited: a second process loaded the
+    first one's `h` (4x where 20x was right)."""
+    env = {**os.environ, "S2SAD_CACHE_DIR": str(tmp_path / "shared"), "NUMBA_OPT": "3"}
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "model.py").write_text(
+        "import numpy as np\nfrom helpers import h\n\n\n"
+        "def loss(x):\n    return np.sum(x ** 2) * h(2.0)\n"
+    )
+    results = []
+    for factor in (1.0, 5.0):
+        (project / "helpers.py").write_text(
+            f"import numba\n\n\n@numba.njit\ndef h(v):\n    return v * {factor}\n"
+        )
+        code = _PROCESS.format(root=str(ROOT), project=str(project))
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert run.returncode == 0, run.stderr
+        results.append(run.stdout.strip())
+    assert results == [repr([4.0, 8.0]), repr([20.0, 40.0])]
+
+
 def weighted(w):
     def loss(x):
         return np.sum(w * x**2)
