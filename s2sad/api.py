@@ -125,6 +125,7 @@ class Transformed:
         self.mode = mode
         self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
         self.signature = inspect.signature(func, follow_wrapped=False)  # a wrapper's own
+        self._defaults = (func.__defaults__, func.__kwdefaults__)
         # the parameters, where every one may be passed by position: a call passing each by
         # position binds without inspect (whose bind costs more than a small jitted gradient)
         kinds = {p.kind for p in self.signature.parameters.values()}
@@ -198,6 +199,11 @@ class Transformed:
             for name in self.wrt:
                 _check_input(name, bound.arguments[name])
             return bound
+        func = self.func
+        held = self._defaults
+        if func.__defaults__ is not held[0] or func.__kwdefaults__ is not held[1]:  # replaced
+            self.signature = inspect.signature(func, follow_wrapped=False)
+            self._defaults = (func.__defaults__, func.__kwdefaults__)
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as exc:

@@ -477,3 +477,20 @@ def test_a_pullback_keeps_the_global_arrays_of_its_vjp_call(jit):
         np.testing.assert_allclose(out, 2.0 * np.sin(w0 * x), rtol=1e-12)
     finally:
         W_HELD[:] = w0
+
+
+def scaled_by_default(x, k=2.0):
+    return k * np.sum(x**2)
+
+
+@pytest.mark.parametrize("jit", MODES)
+def test_replaced_defaults_of_the_function_are_read_at_each_call(jit):
+    """`f.__defaults__ = (3.0,)` after the first call: an existing gradient kept binding 2.0."""
+    x = np.array([1.0, 2.0])
+    g = s2sad.grad(scaled_by_default, jit=jit)
+    try:
+        np.testing.assert_array_equal(g(x), 4.0 * x)
+        scaled_by_default.__defaults__ = (3.0,)
+        np.testing.assert_array_equal(g(x), 6.0 * x)
+    finally:
+        scaled_by_default.__defaults__ = (2.0,)
