@@ -115,7 +115,7 @@ class CudaTransformed:
 
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
-        compiled, data = transform_and_read(self.func, self.wrt, self.mode, ranks, True)
+        compiled = transform_and_read(self.func, self.wrt, self.mode, ranks, True)[0]
         if "_tape = []" in compiled.code:
             raise UnsupportedSyntaxError(
                 f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
@@ -134,8 +134,9 @@ class CudaTransformed:
         args, outs = ", ".join(params), ", ".join(out)
         reads = ", ".join(f"{p}[{i}]" for p in params)
         extra = ", ".join(f"{d}[{i}]" for d in dots) if self.mode == "jvp" else ""
-        # the user's data, read now: kernel globals (CUDA freezes them when it compiles)
+        # the user's data: kernel arguments, read at each call (CUDA would freeze globals)
         extra = ", ".join(filter(None, [extra, *compiled.data]))
+        data = "".join(f", {d}" for d in compiled.data)
         dots = ", ".join(dots) if self.mode == "jvp" else ""
         result = r
         stores = (
@@ -149,7 +150,7 @@ class CudaTransformed:
 
 
 @cuda.jit
-def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
+def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}{data}):
     {i} = cuda.grid(1)
     if {i} < {out[0]}.shape[0]:
         {result} = {compiled.name}({reads}{', ' + extra if extra else ''})
@@ -158,18 +159,20 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
         self.source = _DEVICE_HELPERS + "\n\n" + device + kernel
         namespace: dict = {"math": math, "np": np}
         namespace.update(compiled.globals)
-        namespace.update(zip(compiled.data, data))
         exec(compile(self.source, f"<s2sad cuda {compiled.name}>", "exec"), namespace)
         self._kernel = namespace[f"{compiled.name}_kernel"]
         self.n_out = n_out
+        self.compiled = compiled
 
     def __call__(self, *args, tangent=None):
         if len(args) != len(self.params):
             raise TypeError(f"{self.func.__name__} takes {len(self.params)} arguments")
         if self.mode == "jvp" and tangent is None:
             raise TypeError("the jvp kernel needs tangent=")
-        if self._kernel is None:
+        values = None if self._kernel is None else self.compiled.read(self.func)
+        if values is None:  # first call, or a function or helper it calls changed: build again
             self.build()
+            values = self.compiled.read(self.func)
         tangents = (
             [] if tangent is None else list(tangent if isinstance(tangent, tuple) else (tangent,))
         )
@@ -182,7 +185,7 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}):
         outs = [np.zeros(flat[0].size) for _ in range(self.n_out)]
         threads = 128
         blocks = max(1, (flat[0].size + threads - 1) // threads)
-        self._kernel[blocks, threads](*flat, *outs)
+        self._kernel[blocks, threads](*flat, *outs, *values)
         results = tuple(o.reshape(shape) for o in outs)
         if self.mode == "jvp":
             return results

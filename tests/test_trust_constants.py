@@ -494,3 +494,26 @@ def test_replaced_defaults_of_the_function_are_read_at_each_call(jit):
         np.testing.assert_array_equal(g(x), 6.0 * x)
     finally:
         scaled_by_default.__defaults__ = (2.0,)
+
+
+CUDA_K = 2.0
+
+
+def cuda_scaled_square(x):
+    return CUDA_K * x * x
+
+
+def test_a_cuda_kernel_reads_the_globals_at_each_call():
+    """The kernel took the user's data as frozen globals: a rebound global kept its old value
+    (Numba's CUDA simulator runs it here, as in the rest of the suite)."""
+    global CUDA_K
+    x = np.array([1.0, 2.0])
+    g = s2sad.grad(cuda_scaled_square, target="cuda")
+    t = s2sad.jvp(cuda_scaled_square, target="cuda")
+    try:
+        np.testing.assert_allclose(g(x), 4.0 * x)
+        CUDA_K = 5.0
+        np.testing.assert_allclose(g(x), 10.0 * x)
+        np.testing.assert_allclose(t(x, tangent=np.ones(2))[1], 10.0 * x)
+    finally:
+        CUDA_K = 2.0
