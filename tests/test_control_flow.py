@@ -681,3 +681,21 @@ def test_len_in_arithmetic_and_comprehensions_of_constants():
     np.testing.assert_allclose(
         s2sad.grad(comprehension_of_indices)(x, 3), 2 * x * np.arange(3.0), rtol=1e-14
     )
+
+
+def counter_read_after_its_loop(x):
+    for i in range(3):
+        x = x * 1.1
+    return np.sum(x * i)
+
+
+@pytest.mark.parametrize("jit", [False, "strict"])
+def test_a_loop_counter_read_after_the_loop_in_a_pullback(jit):
+    """The pullback closure's reversed loop rebinds `i`, so Python took `i` as its local and the
+    read of `i` before that loop raised UnboundLocalError (vjp and reverse Jacobians)."""
+    x = np.array([0.3, -0.7, 1.2])
+    expected = np.full(3, 2 * 1.1**3)
+    np.testing.assert_allclose(s2sad.grad(counter_read_after_its_loop, jit=jit)(x), expected)
+    pullback = s2sad.vjp(counter_read_after_its_loop, jit=jit)(x)[1]
+    np.testing.assert_allclose(pullback(1.0), expected)
+    check_vjp(counter_read_after_its_loop, (x,))
