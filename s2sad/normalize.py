@@ -1672,14 +1672,17 @@ class Normalizer:
                     "from a copy (`.copy()`)",
                 )
             )
-        if node.id in self.stale:
-            raise self.parsed.error(
-                UnsupportedSyntaxError,
-                f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in place "
-                f"after `{node.id}` was assigned; s2sad does not follow writes through views",
-                node,
-                hint=f"assign `{node.id}` from a copy (`....copy()`), or read "
-                f"`{self.views[node.id]}` itself after the write",
+        if node.id in self.stale:  # refused unless it is a scalar (an element is no view)
+            self.hazards.append(
+                (
+                    self.env[node.id],
+                    node,
+                    f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in "
+                    f"place after `{node.id}` was assigned; s2sad does not follow writes through "
+                    "views",
+                    f"assign `{node.id}` from a copy (`....copy()`), or read "
+                    f"`{self.views[node.id]}` itself after the write",
+                )
             )
         return ast.Name(self.env[node.id], ast.Load())
 

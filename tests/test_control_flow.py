@@ -699,3 +699,19 @@ def test_a_loop_counter_read_after_the_loop_in_a_pullback(jit):
     pullback = s2sad.vjp(counter_read_after_its_loop, jit=jit)(x)[1]
     np.testing.assert_allclose(pullback(1.0), expected)
     check_vjp(counter_read_after_its_loop, (x,))
+
+
+def swap_elements(x):
+    y = x * 1.0
+    t = y[0]
+    y[0] = y[2]
+    y[2] = t
+    return np.sum(y * np.arange(3.0))
+
+
+def test_an_element_read_before_its_array_is_written_is_no_view():
+    """`t = y[0]` then writes into `y`: `t` is a number, not a view (it was refused as one)."""
+    x = np.array([0.3, -0.7, 1.2])
+    np.testing.assert_array_equal(s2sad.grad(swap_elements)(x), [2.0, 1.0, 0.0])
+    check_grad(swap_elements, (x,))
+    check_jvp(swap_elements, (x,))

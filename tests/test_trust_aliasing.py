@@ -609,7 +609,7 @@ def test_a_stale_view_updated_in_place_is_refused():
     250599 raised an internal KeyError, the view forgotten before its read)."""
     x = np.arange(6.0).reshape(2, 3)
     for transform in (s2sad.grad, s2sad.value_and_grad):
-        with pytest.raises(s2sad.UnsupportedSyntaxError, match="`v` may be a view of `y`"):
+        with pytest.raises(s2sad.UnsupportedSyntaxError, match="may (share memory|be a view)"):
             transform(_stale_view_updated_in_place)(x)
-    with pytest.raises(s2sad.UnsupportedSyntaxError, match="may be a view"):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="may (share memory|be a view)"):
         s2sad.jvp(_stale_view_updated_in_place)(x, tangent=np.ones_like(x))
