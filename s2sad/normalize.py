@@ -1204,8 +1204,15 @@ class Normalizer:
 
     def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
         """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a
-        body that rebinds the name must not change the rows the loop reads."""
+        body that rebinds the name must not change the rows the loop reads. The rows it binds
+        are views of what `node` may share memory with (`for row in y: y += 1.0`)."""
+        shared = self.shared_bases(node)
         seq = self.atom(node, "items")
+        seq = self._sequence_name(node, seq, body)
+        self.share(seq.id, self.sharing.get(seq.id, set()) | shared - {seq.id})
+        return seq
+
+    def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
         rebound = isinstance(node, ast.Name) and node.id in _assigned_in(body)
         if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
             name = (

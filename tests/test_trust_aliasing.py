@@ -714,6 +714,25 @@ def unpacked_rows(x):
     return np.sum(y**2)
 
 
+def rows_read_after_their_array_is_written(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    s = 0.0
+    for row in y:
+        y += 1.0  # the rows not yet read change too
+        s = s + np.sum(row * row)
+    return s
+
+
+def rows_of_a_rebound_array(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    s = 0.0
+    for row in y:
+        s = s + np.sum(row * row)
+        y = y * 2.0
+        y += 1.0  # a new array, not the one the loop reads
+    return s + np.sum(y)
+
+
 REFUSED_SHARING = {
     helper_returns_one_array_twice: ("`out *= 0.5`", "`cell(x)`", "out = out * 0.5"),
     helper_returns_views_of_its_argument: ("`a += 1.0`", "`y`", "a = a + 1.0"),
@@ -726,6 +745,7 @@ REFUSED_SHARING = {
     list_element_updated: ("`L` may share memory with another array", "`[y]`", ".copy()"),
     unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])`", "b = b * 2.0"),
     unpacked_rows: ("`c += 1.0`", "`y`", "c = c + 1.0"),
+    rows_read_after_their_array_is_written: ("`row` may share memory with `y`", "`y += 1.0`"),
 }
 
 
@@ -784,7 +804,13 @@ def view_by_call_only_read(x):
 
 @pytest.mark.parametrize(
     "f",
-    [helper_results_only_read, helper_result_rebound, chosen_then_rebound, view_by_call_only_read],
+    [
+        helper_results_only_read,
+        helper_result_rebound,
+        chosen_then_rebound,
+        view_by_call_only_read,
+        rows_of_a_rebound_array,
+    ],
     ids=lambda f: f.__name__,
 )
 def test_shared_memory_only_read_is_differentiated(f):
