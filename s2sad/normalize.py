@@ -11,8 +11,8 @@ Control flow stays structured (`if`, `for i in range(...)`, `while`):
   `s_new` and copies it back (`s = s_new`) at the end of the body and before each `break`; a
   name the body assigns that did not exist before is live out of the loop only if it is read
   after the loop or read in the body before the body assigns it;
-- a view of an array the function writes in place (`y[i]`, `y.T`, `y.reshape(...)`, or `y`
-  itself under another name) is taken as a copy when it is read (`snapshot(...)`), so that a
+- a view of an array the function writes in place (`y[i]`, `y.T`, `y.reshape(...)`, any call
+  not known to make a new array, or `y` itself under another name) is taken as a copy when it is read (`snapshot(...)`), so that a
   later write does not change what the adjoint reads back; a named view read after its array
   was written (where NumPy's view would show the write) is refused;
 - `for row in x`, `enumerate` and `zip` become loops over an index;
@@ -71,22 +71,34 @@ _UNSUPPORTED_STMTS = {
     ast.Continue: "`continue`",
     ast.AsyncFor: "`async for`",
 }
-_VIEWS = {
-    "reshape",
-    "ravel",
-    "transpose",
-    "swapaxes",
-    "squeeze",
-    "expand_dims",
-    "moveaxis",
-    "asarray",
-    "broadcast_to",
-    "view",
-    "atleast_1d",
-    "atleast_2d",
+# What a value may share memory with is decided by an allowlist: a call is known to return a new
+# array (or a scalar) only if it is below; any other call on arrays (np.flip, np.asarray, np.split,
+# `y.view()`, `y.conj()`, a user's rule, ...) may return a view of its arguments or one of them
+# itself, and is taken to do so.
+_FRESH_FUNCS = {
+    getattr(module, name)
+    for module, names in (
+        (
+            np,
+            "sum mean prod std var amax amin max min cumsum cumprod diff dot outer inner vdot "
+            "trace tril triu roll sort argsort argmax argmin where clip concatenate stack hstack "
+            "vstack dstack column_stack tile repeat kron cross copy zeros ones empty full "
+            "zeros_like ones_like empty_like full_like eye identity arange linspace logspace "
+            "allclose isclose array_equal count_nonzero nonzero round around tensordot "
+            "median cov corrcoef histogram interp polyval convolve correlate take "
+            "nansum nanmean nanmax nanmin ptp average",
+        ),
+        (np.linalg, "norm det inv solve slogdet pinv cholesky eigh svd qr lstsq"),
+        (builtins, "float int bool abs len sum complex"),
+    )
+    for name in names.split()
+    if hasattr(module, name)
 }
-_VIEWS |= {"diagonal", "atleast_3d", "asanyarray", "ascontiguousarray", "real", "imag"}
-_VIEW_ATTRS = {"T", "mT", "real", "imag"}
+_FRESH_METHODS = set(
+    "copy sum mean prod std var max min cumsum cumprod dot round clip all any argmax argmin "
+    "argsort tolist item flatten trace nonzero".split()
+)  # `astype` too, unless given copy=False
+_INERT_ATTRS = STATIC_ATTRS | {"itemsize", "nbytes", "strides", "size"}
 
 
 def _module_names(path: Path) -> set[str]:
@@ -612,8 +624,7 @@ class Normalizer:
     def assign_target(self, target: ast.expr, value: ast.expr) -> ast.expr:
         """Assign `value` to `target`; returns an atom holding the value."""
         if isinstance(target, ast.Name):
-            if self.may_alias(value):
-                self.pending_alias = ast.unparse(value)
+            alias = ast.unparse(value) if self.may_alias(value) else None
             if isinstance(value, ast.Lambda):
                 self.local_funcs[target.id] = value
                 self.evaluate_defaults(value)
@@ -627,7 +638,7 @@ class Normalizer:
             self.views.pop(target.id, None)
             self.stale.discard(target.id)
             self.aug_stale.pop(target.id, None)
-            self.sharing.pop(target.id, None)
+            self.unshare(target.id)
             self.share(target.id, shared)
             if isinstance(rhs, ast.Name) and getattr(rhs, "s2sad_inlined", False):
                 name = self.rebind(target.id)  # the inlined result takes the user's name
@@ -645,6 +656,7 @@ class Normalizer:
                 # after the write is refused, see `load`)
                 self.views[target.id] = viewed
                 rhs = _snapshot_of(rhs)
+            self.pending_alias = alias  # (after the right-hand side, which may bind names)
             return self.bind(
                 target.id, rhs, varied=self.atom_varied(rhs) or self.mentions_varied(value)
             )
@@ -661,13 +673,21 @@ class Normalizer:
                     self.pending_alias = None
                     self.stale.discard(t.id)
                     self.aug_stale.pop(t.id, None)
-                    self.sharing.pop(t.id, None)
+                    self.unshare(t.id)
                     self.share(t.id, bases)
                 return ast.Tuple(atoms, ast.Load())
+            shared = self.shared_bases(value)  # `a, b = np.split(y, 2)`, `a, b = y`
             whole = self.atom(value, "_".join(t.id for t in target.elts))
+            names = [t.id for t in target.elts]
+            for name in names:
+                self.stale.discard(name)
+                self.aug_stale.pop(name, None)
+                self.unshare(name)
             if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
                 for t, a in zip(target.elts, whole.elts):
                     self.bind(t.id, a, varied=self.atom_varied(a))
+                elements = getattr(whole, "s2sad_alias_elts", None)
+                self.unpacked_sharing(names, elements, ast.unparse(value))
                 return whole
             if not self.atom_varied(whole):
                 stmt = ast.Assign(
@@ -680,10 +700,13 @@ class Normalizer:
                     whole,
                 )
                 self.put(stmt)
-                return whole
-            for i, t in enumerate(target.elts):
-                item = ast.Subscript(whole, ast.Constant(i), ast.Load())
-                self.bind(t.id, item, varied=True)
+            else:
+                for i, t in enumerate(target.elts):
+                    item = ast.Subscript(whole, ast.Constant(i), ast.Load())
+                    self.bind(t.id, item, varied=True)
+            if shared:
+                text = ast.unparse(value)
+                self.unpacked_sharing(names, [(None, (text, shared))] * len(names), text)
             return whole
         if (
             isinstance(target, ast.Subscript)
@@ -712,30 +735,99 @@ class Normalizer:
         raise self.unsupported(self.src, "assignment to this kind of target")
 
     def shared_bases(self, value: ast.expr) -> set[str]:
-        """The local user names whose memory `value` may share: itself, a subscript, `.T`, a
-        view-making call (reshape, asarray, ...), and, through them, what those names share."""
-        node = value
-        while True:
-            if isinstance(node, ast.Subscript) or (
-                isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
-            ):
-                node = node.value
-            elif isinstance(node, ast.Call):
-                func = node.func
-                short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-                if short not in _VIEWS:
+        """The local user names whose memory `value` may share (see `memory_roots`), and,
+        through them, what those names share."""
+        return {b for n in self.memory_roots(value) for b in {n} | self.sharing.get(n, set())}
+
+    def memory_roots(self, node: ast.expr, whole: bool = True) -> set[str]:
+        """The local names `node` may be, or be a view of. Conservative: arithmetic and the calls
+        known to make new arrays (`_FRESH_FUNCS`, `_FRESH_METHODS`) share nothing; a name, a
+        subscript, an attribute such as `.T` or `.real`, either value of `a if c else b`, an
+        element of a tuple or list, and what any other call returns may be (a view of) every
+        array it reads. A call of the user's own function as the `whole` right-hand side is
+        followed by inlining (see `_run_inlined`)."""
+        if isinstance(node, ast.Name):
+            return {node.id} if node.id in self.locals else set()
+        if isinstance(node, ast.Attribute):
+            return set() if node.attr in _INERT_ATTRS else self.memory_roots(node.value, False)
+        if isinstance(node, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+            return self.memory_roots(node.value, False)
+        if isinstance(node, ast.IfExp):
+            parts = [node.body, node.orelse]
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            parts = node.elts
+        elif isinstance(node, ast.BoolOp):  # `a or b` is one of them
+            parts = node.values
+        elif isinstance(node, ast.Call):
+            func = node.func
+            try:
+                inlined = whole and self.inlinable(func) is not None
+                if inlined or self.fresh_call(node):
                     return set()
-                if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
-                    node = func.value
-                elif node.args:
-                    node = node.args[0]
-                else:
-                    return set()
-            else:
-                break
-        if not isinstance(node, ast.Name) or node.id not in self.locals:
-            return set()
-        return {node.id} | self.sharing.get(node.id, set())
+                method = isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
+            except NameResolutionError:  # (reported where the call is normalized)
+                method = False
+            parts = ([func.value] if method else []) + node.args + [k.value for k in node.keywords]
+        else:
+            return set()  # arithmetic, comparisons, constants: new values
+        return {n for part in parts for n in self.memory_roots(part, False)}
+
+    def fresh_call(self, node: ast.Call) -> bool:
+        """Whether the call is known to return a new array (or a scalar), never an argument or
+        a view of one."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        if "out" in keywords:
+            return False
+        copy = keywords.get("copy")
+        copies = copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.local_funcs:
+            return False  # (inlined, or a local function value: its result may be anything)
+        if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+            return func.attr in _FRESH_METHODS or (func.attr == "astype" and copies)
+        callee = self.resolver.resolve(func)
+        if callee is np.array:
+            return copies
+        if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
+            n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
+            return isinstance(n, ast.Constant) and n.value != 0
+        if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
+            operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
+            return operands > 1
+        module = getattr(callee, "__module__", None) or ""
+        if module.split(".")[0] == "s2sad":
+            return True  # runtime helpers in the code s2sad writes (normalized again)
+        if isinstance(callee, np.ufunc) or module == "math":
+            return True
+        try:
+            return callee in _FRESH_FUNCS
+        except TypeError:  # unhashable
+            return False
+
+    def unpacked_sharing(self, names: list[str], elements, text: str) -> None:
+        """`names = text` (`a, b = ...`) has bound `names`; `elements` gives, per name, a pair:
+        the index of an earlier name whose memory it may share (`h, out = cell(x)` returning
+        one array twice) or None, and what else it may share, (the expression, the locals), or
+        None."""
+        for name, (same, memory) in zip(names, elements or ()):
+            if same is not None:  # either may be written and the other read
+                other = names[same]
+                self.aliases[self.env[name]] = text
+                self.aliases.setdefault(self.env[other], text)
+                self.share(other, self.sharing.get(other, set()) | {name})
+                self.share(name, self.sharing.get(name, set()) | {other})
+            if memory is not None:
+                self.aliases[self.env[name]] = memory[0]
+                self.share(name, self.sharing.get(name, set()) | memory[1])
+
+    def unshare(self, name: str) -> None:
+        """`name` is bound to a new value: it shares nothing yet, and a later write into it is
+        not one into the memory other names were bound from. (Their sets are replaced, not
+        changed, and `shared_by` is kept: an `if` restores `sharing` for its other branch.)"""
+        self.sharing.pop(name, None)
+        for other in self.shared_by.get(name, ()):
+            if name in self.sharing.get(other, ()):
+                self.sharing[other] = self.sharing[other] - {name}
 
     def share(self, name: str, bases: set[str]) -> None:
         """`name` now holds a value that may share memory with the locals `bases`."""
@@ -795,24 +887,13 @@ class Normalizer:
         return name
 
     def may_alias(self, value: ast.expr) -> bool:
-        """Whether a value may be a view of (or the same object as) a local array."""
+        """Whether a value may be a view of (or the same object as) a local array; or an element
+        or view of any named array (a global's included)."""
         if isinstance(value, ast.Name):
             return value.id in self.locals and value.id in self.env
-        if isinstance(value, ast.Subscript) or (
-            isinstance(value, ast.Attribute) and value.attr == "T"
-        ):
-            return self.may_alias(value.value) or isinstance(value.value, ast.Name)
-        if isinstance(value, ast.Call):
-            func = value.func
-            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if short in _VIEWS:
-                first = (
-                    func.value
-                    if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
-                    else (value.args[0] if value.args else None)
-                )
-                return isinstance(first, ast.Name) and first.id in self.locals
-        return False
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            return True
+        return bool(self.memory_roots(value))
 
     def bind(self, user_name: str, rhs: ast.expr, varied: bool) -> ast.Name:
         name = self.rebind(user_name)
@@ -1149,8 +1230,15 @@ class Normalizer:
 
     def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
         """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a
-        body that rebinds the name must not change the rows the loop reads."""
+        body that rebinds the name must not change the rows the loop reads. The rows it binds
+        are views of what `node` may share memory with (`for row in y: y += 1.0`)."""
+        shared = self.shared_bases(node)
         seq = self.atom(node, "items")
+        seq = self._sequence_name(node, seq, body)
+        self.share(seq.id, self.sharing.get(seq.id, set()) | shared - {seq.id})
+        return seq
+
+    def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
         rebound = isinstance(node, ast.Name) and node.id in _assigned_in(body)
         if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
             name = (
@@ -1263,28 +1351,12 @@ class Normalizer:
 
     def written_view(self, node: ast.expr) -> str | None:
         """The array the function writes in place that `node` may be a view of (or the very
-        object of): the array itself, a subscript, `.T`, or a view-making call such as reshape or
-        transpose; else None."""
-        if isinstance(node, ast.Name):
-            base = node
-        elif isinstance(node, ast.Subscript) or (
-            isinstance(node, ast.Attribute) and node.attr in _VIEW_ATTRS
-        ):
-            base = node.value
-        elif isinstance(node, ast.Call):
-            func = node.func
-            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if short not in _VIEWS:
-                return None
-            if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
-                base = func.value  # a method of the array
-            else:
-                base = node.args[0] if node.args else None
-        else:
-            return None
-        if isinstance(base, ast.Name) and base.id in self.written and base.id in self.locals:
-            return base.id
-        return None
+        object of): the array itself, a subscript, `.T`, or any call not known to make a new
+        array (see `memory_roots`); else None."""
+        written = sorted(
+            n for n in self.shared_bases(node) if n in self.written and n in self.locals
+        )
+        return written[0] if written else None
 
     def written_now(self, arrays: set[str]) -> None:
         """`arrays` are written in place here: the views bound from them no longer hold the
@@ -1528,18 +1600,38 @@ class Normalizer:
         sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
         sub.block_into(self.out, body)
         if arity:
-            out = ast.Tuple(
-                [ast.Name(sub.env[f"{result}{i}"], ast.Load()) for i in range(arity)], ast.Load()
-            )
+            results = [f"{result}{i}" for i in range(arity)]
+            out = ast.Tuple([ast.Name(sub.env[r], ast.Load()) for r in results], ast.Load())
+            # per element: the caller's arrays it may be (a view of), or an earlier element
+            # whose memory it may share (`return h, h`, `return v[:2], v[2:]` share `v`)
+            elements = []
+            for i, r in enumerate(results):
+                mine = sub.sharing.get(r, set())
+                same = [j for j in range(i) if mine & sub.sharing.get(results[j], set())]
+                elements.append((same[0] if same else None, self.caller_memory(sub, r)))
+            out.s2sad_alias_elts = elements
         else:
             out = ast.Name(sub.env[result], ast.Load())
-            # a result that is a parameter (or a view of one) is the caller's array
-            sources = sub.param_sources
-            shared = [sources[p] for p in sorted(sub.sharing.get(result, ())) if p in sources]
+            shared = self.caller_memory(sub, result)
             if shared:
-                out.s2sad_alias = shared[0]
+                out.s2sad_alias = shared
         out.s2sad_inlined = True
         return out
+
+    def caller_memory(self, sub: Normalizer, result: str) -> tuple[str, set[str]] | None:
+        """What an inlined function's `result` may share with the caller: a parameter that is
+        the caller's array (or a view of it), or, for a nested def, a name of its closure
+        (the caller's own value); as (the caller's expression, the caller's locals)."""
+        texts, bases = [], set()
+        for p in sorted(sub.sharing.get(result, ())):
+            if p in sub.param_sources:
+                text, shared = sub.param_sources[p]
+                texts.append(text)
+                bases |= shared
+            elif p in self.env and sub.env.get(p) == self.env[p] and p in self.locals:
+                texts.append(p)
+                bases |= {p} | self.sharing.get(p, set())
+        return (texts[0], bases) if texts else None
 
     def inline_global(self, func, args, keywords, node) -> ast.expr:
         self.inlined_functions.append(func)

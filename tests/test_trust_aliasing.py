@@ -13,6 +13,7 @@ Every derivative is compared with central differences in float64 (conftest), in 
 jitted mode.
 """
 
+import importlib.util
 import warnings
 
 import numpy as np
@@ -613,3 +614,299 @@ def test_a_stale_view_updated_in_place_is_refused():
             transform(_stale_view_updated_in_place)(x)
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="may (share memory|be a view)"):
         s2sad.jvp(_stale_view_updated_in_place)(x, tangent=np.ones_like(x))
+
+
+# --------------------------------------------- class 5: memory shared through helpers, choices, calls
+# What a value may share memory with is decided by an allowlist of what makes new arrays: a name,
+# a subscript, `.T`/`.real`, either value of `a if c else b`, a tuple or list element, and any
+# call not known to return a new array may be (a view of) every array it reads; a helper's
+# results are followed through its body.
+
+
+def cell(h):
+    h2 = np.tanh(h)
+    return h2, h2
+
+
+def split(v):
+    return v[:2], v[2:]
+
+
+def helper_returns_one_array_twice(x):
+    h, out = cell(x)
+    out *= 0.5
+    return np.sum(h)
+
+
+def helper_returns_views_of_its_argument(x):
+    y = x * 1.0
+    a, b = split(y)
+    a += 1.0
+    return np.sum(y**2)
+
+
+def helper_returns_views_written(x):
+    y = x * 1.0
+    a, b = split(y)
+    a[0] = 4.0
+    return np.sum(y**2)
+
+
+def closure_returns_caller_array(x):
+    y = x * 1.0
+
+    def get():
+        return y
+
+    z = get()
+    z += 1.0
+    return np.sum(y**2)
+
+
+def chosen_by_condition(x):
+    y = x * 1.0
+    w = x * 2.0
+    z = y if x[0] > 0 else w
+    z += 1.0
+    return np.sum(y**2)
+
+
+def chosen_by_constant_condition(x):
+    y = x * 1.0
+    z = y if True else x
+    z += 1.0
+    return np.sum(y**2)
+
+
+def tuple_element(x):
+    y = x * 1.0
+    w = x * 2.0
+    z = (y, w)[0]
+    z += 1.0
+    return np.sum(y**2)
+
+
+def list_element(x):
+    y = x * 1.0
+    z = [y][0]
+    z += 1.0
+    return np.sum(y**2)
+
+
+def list_element_updated(x):
+    y = x * 1.0
+    L = [y]
+    L[0] += 1.0
+    return np.sum(y**2)
+
+
+def unpacked_split(x):
+    y = x * 1.0
+    a, b = np.split(y, [1])
+    b *= 2.0
+    return np.sum(y**2)
+
+
+def unpacked_rows(x):
+    y = x.reshape(3, 1) * 1.0
+    a, b, c = y
+    c += 1.0
+    return np.sum(y**2)
+
+
+def rows_read_after_their_array_is_written(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    s = 0.0
+    for row in y:
+        y += 1.0  # the rows not yet read change too
+        s = s + np.sum(row * row)
+    return s
+
+
+def rows_of_a_rebound_array(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    s = 0.0
+    for row in y:
+        s = s + np.sum(row * row)
+        y = y * 2.0
+        y += 1.0  # a new array, not the one the loop reads
+    return s + np.sum(y)
+
+
+REFUSED_SHARING = {
+    helper_returns_one_array_twice: ("`out *= 0.5`", "`cell(x)`", "out = out * 0.5"),
+    helper_returns_views_of_its_argument: ("`a += 1.0`", "`y`", "a = a + 1.0"),
+    helper_returns_views_written: ("`a` may share memory with another array", "`y`", ".copy()"),
+    closure_returns_caller_array: ("`z += 1.0`", "`y`", "z = z + 1.0"),
+    chosen_by_condition: ("`z += 1.0`", "`y if x[0] > 0 else w`", "z = z + 1.0"),
+    chosen_by_constant_condition: ("`z += 1.0`", "`y if True else x`", "z = z + 1.0"),
+    tuple_element: ("`z += 1.0`", "`(y, w)[0]`", "z = z + 1.0"),
+    list_element: ("`z += 1.0`", "`[y][0]`", "z = z + 1.0"),
+    list_element_updated: ("`L` may share memory with another array", "`[y]`", ".copy()"),
+    unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])`", "b = b * 2.0"),
+    unpacked_rows: ("`c += 1.0`", "`y`", "c = c + 1.0"),
+    rows_read_after_their_array_is_written: ("`row` may share memory with `y`", "`y += 1.0`"),
+}
+
+
+@pytest.mark.parametrize("f", list(REFUSED_SHARING), ids=lambda f: f.__name__)
+@pytest.mark.parametrize("mode", ["grad", "grad_jit", "vjp", "jvp"])
+def test_memory_shared_through_helpers_and_choices_is_refused(f, mode):
+    _assert_refused(f, mode, REFUSED_SHARING[f])
+
+
+def _assert_refused(f, mode, parts, x=X):
+    make = {
+        "grad": lambda: s2sad.grad(f),
+        "grad_jit": lambda: s2sad.grad(f, jit=True),
+        "vjp": lambda: s2sad.vjp(f),
+        "jvp": lambda: (lambda x: s2sad.jvp(f)(x, tangent=np.ones_like(x))),
+    }[mode]()
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        make(x.copy())
+    message = str(info.value)
+    assert "does not follow writes through such aliases" in message
+    assert ".py:" in message
+    for part in parts:
+        assert part in message
+
+
+def helper_results_only_read(x):
+    y = x * 1.0
+    a, b = split(y)
+    h, out = cell(y)
+    return np.sum(a * a) + np.sum(b**3) + np.sum(h * out)
+
+
+def helper_result_rebound(x):
+    h, out = cell(x)
+    out = out * 0.5
+    out += 1.0  # `out` is its own array now
+    return np.sum(h * out)
+
+
+def chosen_then_rebound(x):
+    y = x * 1.0
+    w = x * 2.0
+    z = y if x[0] > 0 else w
+    z = z + 1.0
+    z += 1.0
+    return np.sum(y**2) + np.sum(z * w)
+
+
+def view_by_call_only_read(x):
+    y = x * 1.0
+    z = np.flip(y)
+    y = y * 2.0
+    y += 1.0  # a new array: not the one `z` views
+    return np.sum(y * z)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        helper_results_only_read,
+        helper_result_rebound,
+        chosen_then_rebound,
+        view_by_call_only_read,
+        rows_of_a_rebound_array,
+    ],
+    ids=lambda f: f.__name__,
+)
+def test_shared_memory_only_read_is_differentiated(f):
+    _check_all(f)
+
+
+# Calls that may return a view of their argument, or the argument itself (NumPy's documentation:
+# "a view is returned whenever possible", "no copy is performed if the input is already an
+# ndarray"...), and calls that always make a new array.
+MAY_SHARE = [
+    "np.flip(y)",
+    "np.fliplr(y.reshape(1, 3))",
+    "np.flipud(y)",
+    "np.rot90(y.reshape(1, 3))",
+    "y.real",
+    "np.real(y)",
+    "np.split(y, 3)[0]",
+    "np.hsplit(y, 3)[0]",
+    "np.vsplit(y.reshape(3, 1), 3)[0]",
+    "np.array_split(y, 3)[0]",
+    "np.array(y, copy=False)",
+    "np.asarray(y)",
+    "np.asanyarray(y)",
+    "np.ascontiguousarray(y)",
+    "np.asfortranarray(y)",
+    "np.require(y)",
+    "y.astype(np.float64, copy=False)",
+    "np.atleast_1d(y)",
+    "np.atleast_2d(y)",
+    "np.moveaxis(y, 0, 0)",
+    "np.swapaxes(y.reshape(1, 3), 0, 1)",
+    "np.expand_dims(y, 0)",
+    "np.squeeze(y)",
+    "y.squeeze()",
+    "y.view()",
+    "np.ravel(y)",
+    "y.ravel()",
+    "y.reshape(-1)",
+    "np.transpose(y)",
+    "y.conj()",  # a real array's conj() is the array itself
+    "np.einsum('i->i', y)",
+    "np.diff(y, 0)",  # `a` itself
+    "np.float64(y)",  # an array's own memory
+]
+ALWAYS_NEW = [
+    "np.roll(y, 1)",
+    "np.diff(y)",
+    "y.copy()",
+    "np.copy(y)",
+    "np.array(y)",
+    "np.stack([y, y])[0]",
+    "np.concatenate([y, y])[:3]",
+    "np.tanh(y)",
+    "np.cumsum(y)",
+    "np.einsum('i,i->i', y, y)",
+]
+
+
+def _module_with(tmp_path, rhs: str, name: str):
+    """A function `f` (in a file of its own: s2sad reads the source) that binds `z` from `rhs`
+    and adds to it in place, then reads `y`."""
+    path = tmp_path / f"{name}.py"
+    path.write_text(
+        "import numpy as np\n\n\n"
+        "def f(x):\n"
+        "    y = x * 1.0\n"
+        f"    z = {rhs}\n"
+        "    z += 1.0\n"
+        "    return np.sum(y**2) + np.sum(z)\n"
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.f
+
+
+@pytest.mark.parametrize("rhs", MAY_SHARE)
+@pytest.mark.parametrize("mode", ["grad", "grad_jit", "vjp", "jvp"])
+def test_calls_that_may_return_a_view_are_refused(rhs, mode, tmp_path):
+    f = _module_with(tmp_path, rhs, f"may_share_{MAY_SHARE.index(rhs)}")
+    _assert_refused(f, mode, ("`z += 1.0` writes in place into `z`", f"`{rhs}`", "z = z + 1.0"))
+
+
+@pytest.mark.parametrize("rhs", ALWAYS_NEW)
+def test_calls_that_make_a_new_array_are_differentiated(rhs, tmp_path):
+    _check_all(_module_with(tmp_path, rhs, f"always_new_{ALWAYS_NEW.index(rhs)}"))
+
+
+def view_by_call_read_after_write(x):
+    y = x * 1.0
+    v = np.flip(y)
+    w = v
+    y[1] = 5.0
+    return np.sum(w**2)
+
+
+def test_a_view_made_by_a_call_read_after_a_write_is_refused():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`w` may be a view of `y`"):
+        s2sad.grad(view_by_call_read_after_write)(X.copy())
