@@ -264,11 +264,22 @@ print(repr(s2sad.grad(model.loss, jit="strict")(np.array([1.0, 2.0])).tolist()))
 """
 
 
+def _gradient_in_a_new_process(tmp_path, project) -> str:
+    """`s2sad.grad(model.loss, jit="strict")` at [1, 2] in a fresh Python, sharing one cache
+    directory with the other calls (-O3: at -O0 Numba declines to cache some functions on
+    disk, see conftest.py)."""
+    env = {**os.environ, "S2SAD_CACHE_DIR": str(tmp_path / "shared"), "NUMBA_OPT": "3"}
+    code = _PROCESS.format(root=str(ROOT), project=str(project))
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip()
+
+
 def test_two_processes_share_a_cache_with_the_same_text_and_other_constants(tmp_path):
     """Two projects with the same function text and another constant, one cache directory: the
     second process must not load the first one's constant from Numba's disk cache."""
-    # -O3: at -O0 Numba declines to cache some functions on disk (see conftest.py)
-    env = {**os.environ, "S2SAD_CACHE_DIR": str(tmp_path / "shared"), "NUMBA_OPT": "3"}
     results = []
     for k in (1.0, 10.0):
         project = tmp_path / f"project{int(k)}"
@@ -276,22 +287,15 @@ def test_two_processes_share_a_cache_with_the_same_text_and_other_constants(tmp_
         (project / "model.py").write_text(
             f"import numpy as np\nK = {k}\n\n\ndef loss(x):\n    return K * np.sum(x ** 2)\n"
         )
-        code = _PROCESS.format(root=str(ROOT), project=str(project))
-        run = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert run.returncode == 0, run.stderr
-        results.append(run.stdout.strip())
+        results.append(_gradient_in_a_new_process(tmp_path, project))
     assert results == [repr([2.0, 4.0]), repr([20.0, 40.0])]
     assert len(list((tmp_path / "shared").glob("s2sad_value_and_grad_loss_*.py"))) == 1
-
 
 
 def test_an_edited_numba_function_the_gradient_calls_is_compiled_again(tmp_path):
     """Numba compiles a called njit function into the gradient's machine code, and its disk
     cache does not notice when that function's module is edited: a second process loaded the
     first one's `h` (4x where 20x was right)."""
-    env = {**os.environ, "S2SAD_CACHE_DIR": str(tmp_path / "shared"), "NUMBA_OPT": "3"}
     project = tmp_path / "project"
     project.mkdir()
     (project / "model.py").write_text(
@@ -303,12 +307,7 @@ def test_an_edited_numba_function_the_gradient_calls_is_compiled_again(tmp_path)
         (project / "helpers.py").write_text(
             f"import numba\n\n\n@numba.njit\ndef h(v):\n    return v * {factor}\n"
         )
-        code = _PROCESS.format(root=str(ROOT), project=str(project))
-        run = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert run.returncode == 0, run.stderr
-        results.append(run.stdout.strip())
+        results.append(_gradient_in_a_new_process(tmp_path, project))
     assert results == [repr([4.0, 8.0]), repr([20.0, 40.0])]
 
 
