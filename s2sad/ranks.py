@@ -28,6 +28,22 @@ _LIKE = {
     np.asarray,
     np.array,
     runtime.snapshot,
+    runtime.zeros_like,
+}
+# s2sad's own helpers in gradient code (which `hessian` reads back): shaped like their second
+# argument, the primal value a cotangent belongs to
+_SHAPED_LIKE_PRIMAL = {
+    runtime.unbroadcast,
+    runtime.as_accumulator,
+    runtime.expand_reduced,
+    runtime.reshape_like,
+    runtime.getitem_vjp,
+    runtime.mean_vjp,
+    runtime.prod_vjp,
+    runtime.extremum_vjp,
+    runtime.var_vjp,
+    runtime.std_vjp,
+    runtime.norm_vjp,
 }
 _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
@@ -157,6 +173,10 @@ class Ranks:
         keywords = {k.arg: k.value for k in node.keywords}
         if callee in _LIKE and args:
             return self.of(args[0])
+        if callee in _SHAPED_LIKE_PRIMAL and len(args) > 1:
+            return self.of(args[1])
+        if callee is runtime.grad_seed:
+            return 0
         if callee in _FROM_SHAPE and args:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
