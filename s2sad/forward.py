@@ -509,30 +509,49 @@ def _reads(nodes) -> set[str]:
 
 def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:
     """Drop tangent assignments nothing reads (the tangent of a value that does not reach the
-    output)."""
+    output). A tangent popped off a list of tangents where nothing reads it is still popped
+    (`x_tape_dot.pop()`) while another pop of that list is kept: the tangents must come off in
+    step with their values."""
     while True:
         reads = set(keep)
         for node in ast.walk(ast.Module(stmts, [])):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 reads.add(node.id)
         dead = tangents - reads
+        popped = {
+            lst
+            for stmt in ast.walk(ast.Module(stmts, []))
+            for lst in [_popped(stmt)]
+            if lst is not None and stmt.targets[0].id not in dead
+        }
         before = _count(stmts)
-        stmts = _drop(stmts, dead)
+        stmts = _drop(stmts, dead, popped)
         if _count(stmts) == before:
             return stmts
 
 
-def _drop(stmts, dead):
+def _popped(stmt) -> str | None:
+    """The list `name = lst.pop()` pops, else None."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+        call = _list_call(stmt, "pop")
+        if call is not None and not call.args:
+            return call.func.value.id
+    return None
+
+
+def _drop(stmts, dead, popped):
     out = []
     for stmt in stmts:
         if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            stmt.body = _drop(stmt.body, dead)
-            stmt.orelse = _drop(stmt.orelse, dead)
+            stmt.body = _drop(stmt.body, dead, popped)
+            stmt.orelse = _drop(stmt.orelse, dead, popped)
         elif (
             isinstance(stmt, ast.Assign)
             and isinstance(stmt.targets[0], ast.Name)
             and stmt.targets[0].id in dead
         ):
+            if _popped(stmt) in popped:
+                out.append(Forward.at(ast.Expr(stmt.value), stmt))
             continue
         out.append(stmt)
     return out

@@ -91,6 +91,61 @@ def rows_and_elements(x):
     return np.sum(y**2)
 
 
+def element_loop_then_whole(x):
+    """Element writes, then whole-array updates: one tape holds elements and whole arrays, so
+    the ranks of what it gives back are unknown and the code specialized on ranks has values
+    that may be views; the generic gradient code keeps its copies and is read instead."""
+    y = x.copy()
+    for i in range(1, 3):
+        y[i] = 0.5 * y[i - 1] + x[0]
+    for k in range(2):
+        y = np.tanh(y) * x
+    return np.sum(y**2)
+
+
+def power_tower(x):
+    return np.sum(x**x)
+
+
+def nested_carried(x):
+    """An inner loop carrying a value: the gradient code pops it off its tape in two places,
+    and the tangent of one of those pops is read by nothing; dropping that pop alone left the
+    list of tangents out of step with the list of values (a wrong Hessian)."""
+    s = 0.0
+    for k in range(2):
+        p = x[1]
+        for i in range(2):
+            p = np.tanh(x[i]) + 0.5 * p
+        s = np.tanh(p * np.sin(p)) + 0.5 * s
+    return s
+
+
+def nested_branch(x):
+    s = 0.0
+    for k in range(2):
+        p = x[1]
+        for i in range(2):
+            if x[0] < 0.5:
+                p = p + x[2]
+            else:
+                p = np.tanh(x[i]) + 0.5 * p
+        s = s + p * np.sin(p)
+    return s
+
+
+def nested_linear(x):
+    s = 0.0
+    for k in range(2):
+        p = x[1]
+        for i in range(2):
+            if x[0] < 0.5:
+                p = p + x[2]
+            else:
+                p = 0.5 * p
+        s = s + p * p
+    return s
+
+
 def _grad_fd(f, x, h=1e-6):
     g = np.zeros_like(x)
     for k in range(x.size):
@@ -111,7 +166,16 @@ def _hess_fd(f, x, *args, h=1e-5):
 
 
 X = np.array([0.3, -0.7, 1.2, 0.45])
-CASES = [tri, cond, cond_taken, pairs, prefix, element_then_write, later_branch]
+CASES = [
+    tri,
+    cond,
+    cond_taken,
+    pairs,
+    prefix,
+    element_then_write,
+    later_branch,
+    element_loop_then_whole,
+]
 
 
 @pytest.mark.parametrize("f", CASES, ids=lambda f: f.__name__)
@@ -155,6 +219,16 @@ def test_hessian_of_row_writes(f, batched):
     np.testing.assert_allclose(got, _hess_fd(f, x), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("f", [nested_carried, nested_branch, nested_linear])
+@pytest.mark.parametrize("first", [0.3, 0.7])
+def test_nested_loops_carrying_a_value(f, first):
+    x = np.array([first, -0.7, 1.2])
+    for batched in (True, False):
+        got = s2sad.hessian(f, batched=batched)(x)
+        np.testing.assert_allclose(got, _hess_fd(f, x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s2sad.grad(f)(x), _grad_fd(f, x), rtol=1e-6, atol=1e-7)
+
+
 def test_a_view_read_after_its_array_is_written_is_still_refused():
     """Only a scalar element is a copy: a row of a matrix is a view, and stays refused."""
 
@@ -166,3 +240,17 @@ def test_a_view_read_after_its_array_is_written_is_still_refused():
 
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="may be a view of `y`"):
         s2sad.grad(row_then_write)(np.ones((2, 3)))
+
+
+def test_a_hessian_refused_in_the_gradient_code_names_the_users_line():
+    """x**x has no second derivative rule yet: the refusal points at the user's line, not at a
+    line of generated code, and says what to do instead."""
+    for batched in (True, False):
+        with pytest.raises(s2sad.NoRuleError) as caught:
+            s2sad.hessian(power_tower, batched=batched)(X)
+        err = caught.value
+        assert err.file == __file__
+        assert err.line == power_tower.__code__.co_firstlineno + 1
+        assert "s2sad.hessian(power_tower)" in str(err) and "pow_vjp_exponent" in str(err)
+        assert "return np.sum(x**x)" in str(err)
+        assert "s2sad.grad(f)" in err.hint
