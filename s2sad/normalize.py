@@ -406,8 +406,34 @@ def _drop_copies_in(block: list[ast.stmt], needed: set[int]) -> None:
             assigned = _assigned_names(ast.Module(stmt.body, []))
             stmt.header = [n for n in stmt.header if n in assigned]
         elif isinstance(stmt, ast.If) and getattr(stmt, "merged", None):
-            assigned = _assigned_names(ast.Module(stmt.body + stmt.orelse, []))
-            stmt.merged = [n for n in stmt.merged if n in assigned]
+            # a name one path no longer assigns is no merge: nothing reads it after the `if`
+            # (the tape records it where it is assigned)
+            stmt.merged = [
+                n
+                for n in stmt.merged
+                if _surely_assigns(stmt.body, n) and _surely_assigns(stmt.orelse, n)
+            ]
+
+
+def _surely_assigns(block: list[ast.stmt], name: str) -> bool:
+    """Whether every path through `block` that reaches its end (or a `break`) assigns `name`."""
+    for stmt in block:
+        if isinstance(stmt, ast.Break):
+            return True
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(n, ast.Name) and n.id == name
+            for t in stmt.targets
+            if not isinstance(t, ast.Subscript)
+            for n in walk_nodes(t)
+        ):
+            return True
+        if (
+            isinstance(stmt, ast.If)
+            and _surely_assigns(stmt.body, name)
+            and _surely_assigns(stmt.orelse, name)
+        ):
+            return True
+    return False
 
 
 def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:

@@ -146,6 +146,20 @@ def nested_linear(x):
     return s
 
 
+def merged_in_loop(x):
+    """A name one branch assigns again (`v = v * 1.0`) and nothing reads after the `if`: the
+    other branch's copy is dead, but the tape still records the branch's value for its adjoint."""
+    s = 0.0
+    for k in range(2):
+        v = np.sin(x)
+        if k > 0:
+            v = v * 1.0
+            s = s + np.min(v)
+        else:
+            s = s + 1.0
+    return s
+
+
 def _grad_fd(f, x, h=1e-6):
     g = np.zeros_like(x)
     for k in range(x.size):
@@ -175,6 +189,7 @@ CASES = [
     element_then_write,
     later_branch,
     element_loop_then_whole,
+    merged_in_loop,
 ]
 
 
