@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import linecache
 import numbers
+import re
 
 import numpy as np
 
@@ -660,25 +662,53 @@ class Hessian:
         self.name, self.batched = self.gradient.wrt[0], batched
         functools.update_wrapper(self, f)
 
-    def _generated(self, bound):
+    def _generated(self, bound, ranked=True):
         """The gradient code for these arguments, its name for each of f's parameters (it
         renames those spelled like s2sad's own names), and the user's data values it takes
-        after them."""
-        compiled, data = self.gradient.prepared(bound)
+        after them. `ranked=False`: the generic code, not specialized on the arguments' ranks,
+        which keeps every copy it takes of an array's element or row (`snapshot(y[i])`,
+        `dy[i].copy()`), so forward mode can read it where the ranks it has lost would leave a
+        value that may be a view."""
+        if ranked:
+            compiled, data = self.gradient.prepared(bound)
+        else:
+            gradient = self.gradient
+            compiled, data = transform_and_read(
+                gradient.func, gradient.wrt, gradient._generated_mode(), None, False
+            )
         generated = compiled.functions[compiled.name]
         names = dict(
             zip(self.gradient.signature.parameters, inspect.signature(generated).parameters)
         )
         return generated, names, data
 
+    def _forward(self, bound, second):
+        """`second(generated, names, data)` for the gradient code specialized on the ranks,
+        else for the generic code; a refusal of both is restated at the user's line."""
+        try:
+            return second(*self._generated(bound))
+        except S2SADError:
+            pass
+        generated = None
+        try:
+            generic = self._generated(bound, ranked=False)
+            generated = generic[0]
+            return second(*generic)
+        except S2SADError as exc:
+            raise _in_users_terms(exc, generated, self.__wrapped__) from None
+
     def _second(self, args, kwargs):
         """The bound arguments, the user's data values the gradient code takes after them, and
         the batched forward transform of the gradient code with its own data values."""
         bound = self.gradient._bind(args, kwargs)
-        generated, names, data = self._generated(bound)
-        ranks = tuple((names[p], r) for p, r in self.gradient.last_ranks)
-        second = transform_and_read(generated, (names[self.name],), "jvp_batched", ranks)
-        return bound, data, names, second
+        ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+
+        def second(generated, names, data):
+            arg_ranks = tuple((names[p], r) for p, r in ranks)
+            forward = transform_and_read(generated, (names[self.name],), "jvp_batched", arg_ranks)
+            return bound, data, names, forward
+
+        return self._forward(bound, second)
 
     def __call__(self, *args, **kwargs):
         x = self.gradient._bind(args, kwargs).arguments[self.name]
@@ -691,14 +721,16 @@ class Hessian:
             stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
         else:
             bound = self.gradient._bind(args, kwargs)
-            generated, names, data = self._generated(bound)
-            second = JVPTransformed(generated, names[self.name], "jvp")
-            keywords = _keywords(bound, names)
-            columns = [
-                np.asarray(second(*bound.args, *data, tangent=e, **keywords)[1], dtype=float)
-                for e in _basis(x)
-            ]
-            stacked = np.moveaxis(np.array(columns), 0, -1)
+
+            def columns(generated, names, data):
+                second = JVPTransformed(generated, names[self.name], "jvp")
+                keywords = _keywords(bound, names)
+                return [  # (the forward transform runs at the first call)
+                    np.asarray(second(*bound.args, *data, tangent=e, **keywords)[1], dtype=float)
+                    for e in _basis(x)
+                ]
+
+            stacked = np.moveaxis(np.array(self._forward(bound, columns)), 0, -1)
         result = np.reshape(stacked, np.shape(x) + np.shape(x))
         return (
             float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
@@ -709,6 +741,42 @@ class Hessian:
         if not (args or kwargs):
             raise S2SADError("pass the arguments: the gradient code depends on their ranks")
         return self._second(args, kwargs)[3][0].source
+
+
+def _in_users_terms(exc: S2SADError, generated, f) -> S2SADError:
+    """A refusal met in s2sad's own gradient code, restated at the user's line it came from:
+    the generated names in it are nothing the user can change."""
+    if not str(exc.file or "").startswith("<s2sad ") or exc.line is None:
+        return exc
+    try:
+        lines = inspect.getsource(generated).splitlines()[: exc.line]
+        code = f.__code__
+    except (OSError, TypeError, AttributeError):
+        return exc
+    line, source = code.co_firstlineno, None
+    for text in reversed(lines):  # the `# line N: <source>` comment heading the block
+        found = _LINE_COMMENT.match(text)
+        if found:
+            source = found.group(2)
+            user = "".join(linecache.getline(code.co_filename, int(found.group(1))).split())
+            if user.startswith("".join(source.split())[:16]):  # (not a helper's other file)
+                line = int(found.group(1))
+            break
+    what = exc.what.splitlines()[0] if exc.what else type(exc).__name__
+    return type(exc)(
+        f"s2sad.hessian({f.__qualname__}) cannot apply forward mode to the gradient code s2sad "
+        f"writes for this line: {what}",
+        file=code.co_filename,
+        line=line,
+        source=source,
+        hint="forward mode does not read all of s2sad's own gradient code yet (loops writing "
+        "array elements are where it stops most often); take central differences of "
+        "s2sad.grad(f) instead: (grad(x + h*e) - grad(x - h*e)) / (2*h) for each basis "
+        "direction e",
+    )
+
+
+_LINE_COMMENT = re.compile(r"\s*# line (\d+): (.*)$")
 
 
 def _keywords(bound, names: dict) -> dict:

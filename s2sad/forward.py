@@ -13,7 +13,7 @@ import numpy as np
 from .astcopy import clone
 from . import rules, runtime
 from .activity import refuse_hidden_writes
-from .errors import NoRuleError
+from .errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .reverse import batched_slice, simple_statements
 from .rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
@@ -194,6 +194,7 @@ class Forward:
             call = _list_call(stmt, "append")
             if call is not None and call.func.value.id in self.active:
                 arg = call.args[0]
+                self.named_operand(stmt, arg)
                 value = (
                     _name(self.dot(arg.id))
                     if isinstance(arg, ast.Name) and arg.id in self.active
@@ -211,6 +212,8 @@ class Forward:
                     )
                 ]
             call = _add_at(stmt)
+            if call is not None:
+                self.named_operand(stmt, call.args[2])
             if (
                 call is not None
                 and isinstance(call.args[2], ast.Name)
@@ -264,6 +267,19 @@ class Forward:
         if op.target in self.written and not _is_fresh(expr):
             expr = _call("np.array", expr)  # written in place below: must own its buffer
         return [ast.Assign([ast.Name(target, ast.Store())], expr)]
+
+    def named_operand(self, stmt, arg: ast.expr) -> None:
+        """A differentiated value a statement stores needs a name to carry its tangent: one
+        left as an expression would get a zero tangent, a wrong derivative, so it is refused."""
+        if not isinstance(arg, ast.Name) and _reads([arg]) & self.active:
+            where = getattr(stmt, "src_parsed", None) or self.parsed
+            raise where.error(
+                UnsupportedSyntaxError,
+                f"s2sad cannot carry the tangent of `{ast.unparse(arg)}` into "
+                f"`{ast.unparse(stmt.value.func)}(...)` in forward mode",
+                getattr(stmt, "src", None),
+                hint="assign the value to a name first",
+            )
 
     def expression(self, stmt, op) -> ast.expr:
         """The tangent of the statement's value: a sum of one term per active operand."""
@@ -493,30 +509,49 @@ def _reads(nodes) -> set[str]:
 
 def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:
     """Drop tangent assignments nothing reads (the tangent of a value that does not reach the
-    output)."""
+    output). A tangent popped off a list of tangents where nothing reads it is still popped
+    (`x_tape_dot.pop()`) while another pop of that list is kept: the tangents must come off in
+    step with their values."""
     while True:
         reads = set(keep)
         for node in ast.walk(ast.Module(stmts, [])):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 reads.add(node.id)
         dead = tangents - reads
+        popped = {
+            lst
+            for stmt in ast.walk(ast.Module(stmts, []))
+            for lst in [_popped(stmt)]
+            if lst is not None and stmt.targets[0].id not in dead
+        }
         before = _count(stmts)
-        stmts = _drop(stmts, dead)
+        stmts = _drop(stmts, dead, popped)
         if _count(stmts) == before:
             return stmts
 
 
-def _drop(stmts, dead):
+def _popped(stmt) -> str | None:
+    """The list `name = lst.pop()` pops, else None."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+        call = _list_call(stmt, "pop")
+        if call is not None and not call.args:
+            return call.func.value.id
+    return None
+
+
+def _drop(stmts, dead, popped):
     out = []
     for stmt in stmts:
         if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            stmt.body = _drop(stmt.body, dead)
-            stmt.orelse = _drop(stmt.orelse, dead)
+            stmt.body = _drop(stmt.body, dead, popped)
+            stmt.orelse = _drop(stmt.orelse, dead, popped)
         elif (
             isinstance(stmt, ast.Assign)
             and isinstance(stmt.targets[0], ast.Name)
             and stmt.targets[0].id in dead
         ):
+            if _popped(stmt) in popped:
+                out.append(Forward.at(ast.Expr(stmt.value), stmt))
             continue
         out.append(stmt)
     return out

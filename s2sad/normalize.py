@@ -339,26 +339,113 @@ def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] 
 
 
 def _drop_unread_copies(stmts: list[ast.stmt], outputs: set[str]) -> None:
-    """Remove the copies `merged = old` that end a branch where nothing reads `merged`: dead
-    code, which would also fail where the old value may not exist (the last value of a loop that
-    ran no iteration, a name only one branch assigned) though Python reads nothing there."""
+    """Remove the copies (`merged = old` ending a branch, `carried = last` ending an iteration)
+    whose value nothing reads afterwards: dead code, which would also fail where the old value
+    may not exist (the last value of a loop that ran no iteration, a name only one branch
+    assigned) though Python reads nothing there. A copy counts as read only where a statement
+    other than a dead copy reads it, so copies that only feed each other around a loop (a name
+    each iteration assigns before reading it) go too."""
+    needed: set[int] = set()
+    _live_before(stmts, set(outputs), set(outputs), needed)
+    _drop_copies_in(stmts, needed)
+
+
+def _is_copy(stmt: ast.stmt) -> bool:
+    return getattr(stmt, "merge_copy", False) or getattr(stmt, "end_copy", False)
+
+
+def _live_before(block: list[ast.stmt], live: set[str], at_exit: set[str], needed: set) -> set:
+    """The names `block` may read before assigning them, given those in `live` are read after it
+    and those in `at_exit` after the innermost loop (a `break`). Adds to `needed` the ids of the
+    copies whose target is read later; a copy nothing reads reads nothing itself."""
+    live = set(live)
+    for stmt in reversed(block):
+        if isinstance(stmt, ast.Break):
+            live = set(at_exit)
+        elif isinstance(stmt, ast.If):
+            live = (
+                _live_before(stmt.body, live, at_exit, needed)
+                | _live_before(stmt.orelse, live, at_exit, needed)
+                | _loads(stmt.test)
+            )
+        elif isinstance(stmt, (ast.For, ast.While)):
+            live = _live_around_loop(stmt, live, needed)
+        elif _is_copy(stmt):
+            target = stmt.targets[0].id
+            if target in live:
+                needed.add(id(stmt))
+                live = (live - {target}) | _loads(stmt.value)
+        elif isinstance(stmt, ast.Assign):
+            bound = {
+                n.id
+                for t in stmt.targets
+                if not isinstance(t, ast.Subscript)  # y[i] = v reads y, binds nothing
+                for n in walk_nodes(t)
+                if isinstance(n, ast.Name)
+            }
+            live = (live - bound) | _loads(stmt)
+        else:
+            live |= _loads(stmt)
+    return live
+
+
+def _live_around_loop(loop, after: set[str], needed: set) -> set[str]:
+    """Names live before a loop: those read after it, by its header, or by an iteration before
+    the iteration assigns them (grown from those read after it until nothing is added, so
+    copies that only feed each other stay unread)."""
+    head = set(after) | (_loads(loop.test) if isinstance(loop, ast.While) else set())
     while True:
-        reads = _loads(ast.Module(stmts, [])) | outputs
-        if not _drop_copies_in(stmts, reads):
-            return
+        body = _live_before(loop.body, head, after, needed)
+        if isinstance(loop, ast.For):
+            body -= {loop.target.id}
+        grown = head | body
+        if grown == head:
+            break
+        head = grown
+    return head | (_loads(loop.iter) if isinstance(loop, ast.For) else set())
 
 
-def _drop_copies_in(block: list[ast.stmt], reads: set[str]) -> bool:
-    dropped = False
-    for stmt in list(block):
-        if getattr(stmt, "merge_copy", False) and stmt.targets[0].id not in reads:
-            block.remove(stmt)
-            dropped = True
+def _drop_copies_in(block: list[ast.stmt], needed: set[int]) -> None:
+    """Drop the unneeded copies, and the names they alone assigned from the loops' carried
+    names and the `if`s' merged ones."""
+    block[:] = [s for s in block if not _is_copy(s) or id(s) in needed]
+    for stmt in block:
         for field_ in ("body", "orelse"):
             inner = getattr(stmt, field_, None)
-            if isinstance(inner, list) and _drop_copies_in(inner, reads):
-                dropped = True
-    return dropped
+            if isinstance(inner, list):
+                _drop_copies_in(inner, needed)
+        if isinstance(stmt, (ast.For, ast.While)) and getattr(stmt, "header", None):
+            assigned = _assigned_names(ast.Module(stmt.body, []))
+            stmt.header = [n for n in stmt.header if n in assigned]
+        elif isinstance(stmt, ast.If) and getattr(stmt, "merged", None):
+            # a name one path no longer assigns is no merge: nothing reads it after the `if`
+            # (the tape records it where it is assigned)
+            stmt.merged = [
+                n
+                for n in stmt.merged
+                if _surely_assigns(stmt.body, n) and _surely_assigns(stmt.orelse, n)
+            ]
+
+
+def _surely_assigns(block: list[ast.stmt], name: str) -> bool:
+    """Whether every path through `block` that reaches its end (or a `break`) assigns `name`."""
+    for stmt in block:
+        if isinstance(stmt, ast.Break):
+            return True
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(n, ast.Name) and n.id == name
+            for t in stmt.targets
+            if not isinstance(t, ast.Subscript)
+            for n in walk_nodes(t)
+        ):
+            return True
+        if (
+            isinstance(stmt, ast.If)
+            and _surely_assigns(stmt.body, name)
+            and _surely_assigns(stmt.orelse, name)
+        ):
+            return True
+    return False
 
 
 def _prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
@@ -437,6 +524,7 @@ class Normalizer:
         self.pending_alias: str | None = None
         self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
         self.stale: set[str] = set()  # ... of which the array has been written since
+        # ... that were bound from a subscript: a scalar element is a copy, never a view
         # In-place arithmetic on a name (`z += v`) writes into an ndarray, which every name
         # sharing its memory sees; s2sad makes it a new value (`z_1 = z + v`), which is right
         # only where no other live name shares the memory, or where `z` is a scalar. So:
@@ -474,8 +562,8 @@ class Normalizer:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
             outputs = [self.env[result]]
-        self.check_hazards()
         _drop_unread_copies(self.out, set(outputs))
+        self.check_hazards()  # (ranks of what remains: a dead copy may not tell a rank)
         _prune_liveout(self.out, set(outputs))
         return Normalized(
             self.out, outputs, bool(arity), list(self.parsed.params), self.varied, self.names.taken
@@ -613,6 +701,25 @@ class Normalizer:
         )
 
     def emit_expr(self, node: ast.stmt) -> None:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "append"
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in self.locals
+            and not call.keywords
+            and any(not self.is_atom(a) and self.mentions_varied(a) for a in call.args)
+        ):
+            # a value pushed on a list (a tape of s2sad's own gradient code) gets a name, so
+            # that forward mode carries its tangent onto the list of tangents
+            base = call.func.value.id
+            args = [
+                self.atom(a, base) if self.mentions_varied(a) else self.rename(a) for a in call.args
+            ]
+            node = ast.Expr(ast.Call(self.rename(call.func), args, []))
+            self.put(node)
+            return
         self.put(self.rename(node))
 
     def put(self, stmt: ast.stmt) -> ast.stmt:

@@ -28,6 +28,22 @@ _LIKE = {
     np.asarray,
     np.array,
     runtime.snapshot,
+    runtime.zeros_like,
+}
+# s2sad's own helpers in gradient code (which `hessian` reads back): shaped like their second
+# argument, the primal value a cotangent belongs to
+_SHAPED_LIKE_PRIMAL = {
+    runtime.unbroadcast,
+    runtime.as_accumulator,
+    runtime.expand_reduced,
+    runtime.reshape_like,
+    runtime.getitem_vjp,
+    runtime.mean_vjp,
+    runtime.prod_vjp,
+    runtime.extremum_vjp,
+    runtime.var_vjp,
+    runtime.std_vjp,
+    runtime.norm_vjp,
 }
 _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
@@ -54,6 +70,9 @@ class Ranks:
         self.rank: dict[str, object] = dict(params)
         self.indices = indices
         self.ints: dict[str, bool] = {}  # names every assignment of which is an int
+        # list name -> the rank of every value appended to it: the values a gradient's tapes
+        # give back (`v = v_tape.pop()`), which the code `hessian` reads has in loops
+        self.elements: dict[str, object] = {}
 
     def get(self, name: str):
         if name in self.indices:
@@ -157,6 +176,10 @@ class Ranks:
         keywords = {k.arg: k.value for k in node.keywords}
         if callee in _LIKE and args:
             return self.of(args[0])
+        if callee in _SHAPED_LIKE_PRIMAL and len(args) > 1:
+            return self.of(args[1])
+        if callee is runtime.grad_seed:
+            return 0
         if callee in _FROM_SHAPE and args:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
@@ -229,11 +252,11 @@ class Ranks:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
         }
         for _ in range(20):  # loop-carried names settle in a few rounds
-            before = (dict(self.rank), dict(self.ints))
+            before = (dict(self.rank), dict(self.ints), dict(self.elements))
             self._next_ints: dict[str, bool] = {}
             self._block(stmts)
             self.ints = self._next_ints
-            if before == (self.rank, self.ints):
+            if before == (self.rank, self.ints, self.elements):
                 return
 
     def _block(self, stmts):
@@ -243,9 +266,19 @@ class Ranks:
                 self._block(stmt.orelse)
             elif isinstance(stmt, ast.For):
                 self._block(stmt.body)
+            elif isinstance(stmt, ast.Expr):
+                lst, item = _list_method(stmt.value, "append", 1)
+                if lst is not None:
+                    rank = self.of(item[0])
+                    self.elements[lst] = _join(self.elements.get(lst, _BOTTOM), rank)
             elif isinstance(stmt, ast.Assign):
                 target = stmt.targets[0]
-                if isinstance(target, ast.Name):
+                popped, _ = _list_method(stmt.value, "pop", 0)
+                if isinstance(target, ast.Name) and popped is not None:
+                    value = self.elements.get(popped, _BOTTOM)  # (nothing appended yet: bottom)
+                    self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
+                    self._next_ints[target.id] = False
+                elif isinstance(target, ast.Name):
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     is_int = self._is_int(stmt.value)
@@ -256,6 +289,20 @@ class Ranks:
                     for e in target.elts:
                         self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), 0) if sizes else None
                         self._next_ints[e.id] = self._next_ints.get(e.id, True) and sizes
+
+
+def _list_method(value: ast.expr, method: str, arity: int):
+    """(list name, arguments) for `lst.<method>(...)` with `arity` arguments, else (None, None)."""
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr == method
+        and isinstance(value.func.value, ast.Name)
+        and len(value.args) == arity
+        and not value.keywords
+    ):
+        return value.func.value.id, value.args
+    return None, None
 
 
 def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
