@@ -524,7 +524,6 @@ class Normalizer:
         self.pending_alias: str | None = None
         self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
         self.stale: set[str] = set()  # ... of which the array has been written since
-        # ... that were bound from a subscript: a scalar element is a copy, never a view
         # In-place arithmetic on a name (`z += v`) writes into an ndarray, which every name
         # sharing its memory sees; s2sad makes it a new value (`z_1 = z + v`), which is right
         # only where no other live name shares the memory, or where `z` is a scalar. So:
