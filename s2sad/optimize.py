@@ -18,12 +18,14 @@ length, so the same sequence of rewrites is found with bookkeeping that each rew
   `a` and `b` (it deletes `a = b` or `b = a` and turns reads of `a` into reads of `b`), and every
   condition checked for `c = d` is about assignments, reads and copies of `c` and `d`;
 - after a rewrite the search resumes at the earliest copy that may now apply: the rewritten one's
-  place, or an earlier copy whose remembered failure the rewrite invalidated.
+  place, or an earlier copy whose remembered failure the rewrite invalidated. The copies that may
+  apply are kept in a heap by place, so resuming does not step over the statements between.
 """
 
 from __future__ import annotations
 
 import ast
+import heapq
 from collections import Counter
 
 
@@ -170,16 +172,15 @@ class _Optimizer:
         for name in copy:
             self.failed_by_name.setdefault(name, set()).add(id(stmt))
 
-    def _invalidate(self, names) -> int | None:
-        """Forget the failures a rewrite touching `names` may have undone; the earliest place of
-        a forgotten one."""
-        earliest = None
+    def _invalidate(self, names) -> list[int]:
+        """Forget the failures a rewrite touching `names` may have undone; the places of the
+        copies to try again."""
+        places = []
         for name in names:
             for key in self.failed_by_name.pop(name, ()):
                 if self.failed.pop(key, None) is not None and key not in self.dead:
-                    place = self.order[key]
-                    earliest = place if earliest is None else min(earliest, place)
-        return earliest
+                    places.append(self.order[key])
+        return places
 
     def _first_assigning(self, block: list, stmt, a: str, b: str):
         """The first statement of `block` after `stmt` that assigns `a` or `b` (in itself or in a
@@ -207,21 +208,25 @@ class _Optimizer:
     # ------------------------------------------------------------------ the search
 
     def run(self) -> None:
-        place = 0
-        while place < len(self.stmts):
+        # the places of the copies that may apply (not deleted, not failed as they now read),
+        # smallest first: the copies a forward scan from the earliest of them would try, in its
+        # order, without stepping over every statement between (a loop body of n statements
+        # and n rewrites that each send the scan back would cost n squared steps)
+        pending = [place for place, stmt in enumerate(self.stmts) if _is_copy(stmt)]
+        while pending:
+            place = heapq.heappop(pending)
             stmt = self.stmts[place]
             key = id(stmt)
             copy = None if key in self.dead else _is_copy(stmt)
             if copy is None or self.failed.get(key) == copy:
-                place += 1
                 continue
             if not self._try(stmt, copy):
                 self._fail(stmt, copy)
-                place += 1
                 continue
-            earliest = self._invalidate(set(copy))
-            if earliest is not None and earliest < place:
-                place = earliest
+            if key not in self.dead:
+                heapq.heappush(pending, place)
+            for again in self._invalidate(set(copy)):
+                heapq.heappush(pending, again)
 
     def _try(self, stmt, copy) -> bool:
         a, b = copy
