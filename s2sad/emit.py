@@ -59,7 +59,7 @@ class _Lines:
         parsed = src_parsed or self.parsed
         text = parsed.text_of(src)
         if isinstance(src, (ast.If, ast.For, ast.While)):
-            text = parsed.source.splitlines()[src.lineno - 1].strip()
+            text = parsed.split_lines[src.lineno - 1].strip()
         line = parsed.file_line(src)
         if parsed.name != self.parsed.name or parsed.filename != self.parsed.filename:
             return f"# {parsed.name}, line {line}: {text}"

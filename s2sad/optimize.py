@@ -18,12 +18,16 @@ length, so the same sequence of rewrites is found with bookkeeping that each rew
   `a` and `b` (it deletes `a = b` or `b = a` and turns reads of `a` into reads of `b`), and every
   condition checked for `c = d` is about assignments, reads and copies of `c` and `d`;
 - after a rewrite the search resumes at the earliest copy that may now apply: the rewritten one's
-  place, or an earlier copy whose remembered failure the rewrite invalidated.
+  place, or an earlier copy whose remembered failure the rewrite invalidated. The copies that may
+  apply are kept in a heap by place, so resuming does not step over the statements between;
+- a statement's position in its block is its first position less the deletions before it
+  (a Fenwick tree per block), not a search of the block.
 """
 
 from __future__ import annotations
 
 import ast
+import heapq
 from collections import Counter
 
 
@@ -100,10 +104,14 @@ class _Optimizer:
         self.failed: dict[int, tuple[str, str]] = {}  # copy id -> the copy that could not go
         self.failed_by_name: dict[str, set[int]] = {}
         self.assigners: dict[str, list] = {}  # name -> statements assigning it (not nested)
-        for stmt in body:
+        self.slot: dict[int, int] = {}  # statement id -> its first place in its block
+        self.gone: dict[int, list] = {}  # block id -> deletions before each slot (Fenwick)
+        for i, stmt in enumerate(body):
+            self.slot[id(stmt)] = i
             self._index(stmt, body, None)
             self.counts.update(self.assigned[id(stmt)])
             self.total_reads.update(self.reads[id(stmt)])
+        self.gone[id(body)] = [0] * (len(body) + 1)
 
     def _index(self, stmt, block: list, parent) -> None:
         key = id(stmt)
@@ -117,7 +125,9 @@ class _Optimizer:
             self.assigners.setdefault(name, []).append(stmt)
         kids = []
         for inner in blocks:
-            for s in inner:
+            self.gone[id(inner)] = [0] * (len(inner) + 1)
+            for i, s in enumerate(inner):
+                self.slot[id(s)] = i
                 self._index(s, inner, stmt)
                 assigned.update(self.assigned[id(s)])
                 reads.update(self.reads[id(s)])
@@ -134,8 +144,22 @@ class _Optimizer:
             yield outer
             outer = self.parent[id(outer)]
 
+    def _position(self, block: list, stmt) -> int:
+        """`block.index(stmt)` without reading the block: its first place less the statements
+        deleted before it (a loop body of n statements is looked up n times)."""
+        tree, k = self.gone[id(block)], self.slot[id(stmt)]
+        before = 0
+        while k > 0:
+            before += tree[k]
+            k -= k & -k
+        return self.slot[id(stmt)] - before
+
     def _delete(self, block: list, index: int) -> None:
         stmt = block.pop(index)
+        tree, k = self.gone[id(block)], self.slot[id(stmt)] + 1
+        while k < len(tree):
+            tree[k] += 1
+            k += k & -k
         assigned, reads = self.assigned[id(stmt)], self.reads[id(stmt)]
         for total in [self.counts] + [self.assigned[id(s)] for s in self._around(stmt)]:
             total.subtract(assigned)
@@ -170,16 +194,15 @@ class _Optimizer:
         for name in copy:
             self.failed_by_name.setdefault(name, set()).add(id(stmt))
 
-    def _invalidate(self, names) -> int | None:
-        """Forget the failures a rewrite touching `names` may have undone; the earliest place of
-        a forgotten one."""
-        earliest = None
+    def _invalidate(self, names) -> list[int]:
+        """Forget the failures a rewrite touching `names` may have undone; the places of the
+        copies to try again."""
+        places = []
         for name in names:
             for key in self.failed_by_name.pop(name, ()):
                 if self.failed.pop(key, None) is not None and key not in self.dead:
-                    place = self.order[key]
-                    earliest = place if earliest is None else min(earliest, place)
-        return earliest
+                    places.append(self.order[key])
+        return places
 
     def _first_assigning(self, block: list, stmt, a: str, b: str):
         """The first statement of `block` after `stmt` that assigns `a` or `b` (in itself or in a
@@ -188,7 +211,7 @@ class _Optimizer:
         assigners = self.assigners.get(a, []) + self.assigners.get(b, [])
         start = self.order[id(stmt)]
         if len(assigners) >= len(block):
-            for later in block[block.index(stmt) + 1 :]:
+            for later in block[self._position(block, stmt) + 1 :]:
                 names = self.assigned[id(later)]
                 if a in names or b in names:
                     return later
@@ -207,26 +230,30 @@ class _Optimizer:
     # ------------------------------------------------------------------ the search
 
     def run(self) -> None:
-        place = 0
-        while place < len(self.stmts):
+        # the places of the copies that may apply (not deleted, not failed as they now read),
+        # smallest first: the copies a forward scan from the earliest of them would try, in its
+        # order, without stepping over every statement between (a loop body of n statements
+        # and n rewrites that each send the scan back would cost n squared steps)
+        pending = [place for place, stmt in enumerate(self.stmts) if _is_copy(stmt)]
+        while pending:
+            place = heapq.heappop(pending)
             stmt = self.stmts[place]
             key = id(stmt)
             copy = None if key in self.dead else _is_copy(stmt)
             if copy is None or self.failed.get(key) == copy:
-                place += 1
                 continue
             if not self._try(stmt, copy):
                 self._fail(stmt, copy)
-                place += 1
                 continue
-            earliest = self._invalidate(set(copy))
-            if earliest is not None and earliest < place:
-                place = earliest
+            if key not in self.dead:
+                heapq.heappush(pending, place)
+            for again in self._invalidate(set(copy)):
+                heapq.heappush(pending, again)
 
     def _try(self, stmt, copy) -> bool:
         a, b = copy
         block = self.block_of[id(stmt)]
-        i = block.index(stmt)
+        i = self._position(block, stmt)
         if a == b:
             self._delete(block, i)
             return True
@@ -236,7 +263,7 @@ class _Optimizer:
         if b not in self.protected and self.counts[b]:
             later = self._first_assigning(block, stmt, a, b)
             if later is not None and _is_copy(later) == (b, a):
-                self._delete(block, block.index(later))
+                self._delete(block, self._position(block, later))
                 return True
         if a in self.protected or self.counts[a] != 1:
             return False

@@ -52,6 +52,11 @@ class ParsedFunction:
         return "".join([head] + lines[first + 1 : last] + [tail])
 
     @functools.cached_property
+    def split_lines(self) -> list[str]:
+        """`source.splitlines()`, split once: labels of branches and loops quote their line."""
+        return self.source.splitlines()
+
+    @functools.cached_property
     def _source_lines(self) -> list[str]:
         # as the parser (and ast.get_source_segment) splits: at \r\n, \r and \n only
         return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z", self.source)
@@ -60,7 +65,7 @@ class ParsedFunction:
         """Build an error of class `cls` located at `node`, quoting that source line."""
         node = node if node is not None else self.tree
         line = getattr(node, "lineno", 1)
-        text = self.source.splitlines()[line - 1] if line <= len(self.source.splitlines()) else ""
+        text = self.split_lines[line - 1] if line <= len(self.split_lines) else ""
         return cls(what, file=self.filename, line=line + self.line_offset, source=text, hint=hint)
 
 

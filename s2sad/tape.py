@@ -615,7 +615,7 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
     reads = {n.id for n in walk_nodes(defs[0].value) if isinstance(n, ast.Name)}
-    return not reads & set(varying) and not any(
+    return not any(r in varying for r in reads) and not any(
         isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
         for n in walk_nodes(defs[0].value)
     )

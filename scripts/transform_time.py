@@ -1,10 +1,12 @@
 """How long the first call of `s2sad.grad` takes on long functions: prints the time of the
 transform (the first call of the gradient: parse, normalize, ..., compile) and of `s2sad.source`
-(black) for straight-line NumPy functions of 250, 1,000 and 2,000 lines with some branches and
-loops. Machines are noisy: each time is the least of a few runs (wall clock, and the process's
+(black) for NumPy functions of 250, 1,000 and 2,000 lines of a few shapes: `straight` (straight
+line with some branches and short loops), `loop` (the same statements and element reads `x[i]` in
+the body of one `for` loop), `nested` (in the bodies of two nested loops) and `sum` (one
+expression summing as many terms as lines). Machines are noisy: each time is the least of a few runs (wall clock, and the process's
 CPU time, which other processes on a shared machine disturb less); nothing is asserted.
 
-    python scripts/transform_time.py [LINES ...] [--repeat N]
+    python scripts/transform_time.py [LINES ...] [--repeat N] [--shape straight|loop|nested|sum]
 """
 
 from __future__ import annotations
@@ -39,6 +41,45 @@ def long_source(lines: int, name: str = "f") -> str:
     return f"import numpy as np\n\n\ndef {name}(h, W, b):\n    s = 0.0\n{body}    return s\n"
 
 
+# the blocks of a loop body: one branch at its top, then the blocks without branches, which leave
+# long chains of copies to the optimizer (a branch in between would cut them short)
+LOOP_BLOCKS = [
+    BLOCKS[0],
+    BLOCKS[1],
+    BLOCKS[2],
+    BLOCKS[4],
+    BLOCKS[6],
+    "    u = b[i] * h\n    s = s + np.sum(u)\n",
+]
+
+
+def loop_source(lines: int, name: str = "f", nested: bool = False) -> str:
+    """A module defining `name(h, W, b)` whose statements (a branch, the blocks above, element
+    reads `b[i]`) lie in the body of one `for` loop, or of a loop in a loop: about `lines` lines."""
+    indent = "        " if nested else "    "
+    head = "    for i in range(2):\n" + ("        for j in range(2):\n" if nested else "")
+    body, k = "", 0
+    while body.count("\n") < lines - 3 - nested:
+        block = BLOCKS[3] if k == 0 else LOOP_BLOCKS[k % len(LOOP_BLOCKS)]
+        body += "".join(indent + line + "\n" for line in block.splitlines())
+        k += 1
+    return f"import numpy as np\n\n\ndef {name}(h, W, b):\n    s = 0.0\n{head}{body}    return s\n"
+
+
+def sum_source(terms: int, name: str = "f") -> str:
+    """A module defining `name(h, W, b)` that returns one expression of `terms` terms."""
+    expr = " + ".join(f"h[{i % 4}] * {i + 1}.0" for i in range(terms))
+    return f"import numpy as np\n\n\ndef {name}(h, W, b):\n    return {expr}\n"
+
+
+SHAPES = {
+    "straight": long_source,
+    "loop": loop_source,
+    "nested": lambda lines, name="f": loop_source(lines, name, nested=True),
+    "sum": sum_source,
+}
+
+
 def load(source: str, directory: str, module: str):
     """Import `source` from a file (s2sad reads a function's source from its file)."""
     path = os.path.join(directory, f"{module}.py")
@@ -62,11 +103,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lines", nargs="*", type=int, default=[250, 1000, 2000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="straight")
     options = parser.parse_args()
     s2sad.grad(load(long_source(20), tempfile.mkdtemp(), "warm").f)(*arguments())  # imports
     with tempfile.TemporaryDirectory() as directory:
         for lines in options.lines:
-            f = load(long_source(lines), directory, f"long{lines}").f
+            source = SHAPES[options.shape](lines)
+            f = load(source, directory, f"{options.shape}{lines}").f
             wall, cpu = [], []
             for _ in range(options.repeat):
                 compile_._CACHE.clear()
@@ -79,7 +122,7 @@ def main() -> None:
             s2sad.source(g)
             black = time.perf_counter() - start, time.process_time() - start_cpu
             print(
-                f"{lines:5d} lines: grad first call {min(wall):6.2f} s (cpu {min(cpu):5.2f} s)"
+                f"{options.shape} {lines:5d} lines: grad first call {min(wall):6.2f} s (cpu {min(cpu):5.2f} s)"
                 f"   source (black) {black[0]:6.2f} s (cpu {black[1]:5.2f} s)",
                 flush=True,
             )
