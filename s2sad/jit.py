@@ -652,12 +652,14 @@ def _is_numba_error(exc) -> bool:
     while compiling when SciPy is missing ("scipy 0.16+ is required for linear algebra"), and
     any exception raised inside Numba while it compiles (UnsupportedBytecodeError, which is no
     NumbaError, NotImplementedError from its lowering, OSError from its cache). An exception the
-    compiled code raises as it runs has no frame in Numba, and is the user's."""
+    compiled code raises as it runs has no frame in Numba, and is the user's, except
+    NotImplementedError: that is Numba's run-time library declining what NumPy does (`reshape`
+    of a non-contiguous array), and Python mode runs it."""
     try:
         from numba.core.errors import NumbaError
     except ImportError:  # pragma: no cover
         return False
-    if isinstance(exc, NumbaError) or (
+    if isinstance(exc, (NumbaError, NotImplementedError)) or (
         isinstance(exc, ImportError) and "scipy" in str(exc).lower()
     ):
         return True

@@ -295,6 +295,20 @@ def test_failures_inside_numba_are_compile_failures_and_the_codes_own_errors_are
     assert not jit._is_numba_error(own.value)
 
 
+def reshaped_transpose(x):
+    return np.sum(np.tanh(x.T.reshape(2, 3)))
+
+
+def test_numbas_run_time_refusal_falls_back_to_python():
+    """Numba's compiled reshape of a non-contiguous array raises NotImplementedError as it runs
+    (fuzz seed 251911): jit=True warns and gives Python mode's numbers instead of the error."""
+    x = np.arange(6.0).reshape(2, 3) / 10
+    expected = s2sad.grad(reshaped_transpose)(x)
+    with pytest.warns(JitFallbackWarning, match="incompatible shape"):
+        got = s2sad.grad(reshaped_transpose, jit=True)(x)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("length", [80, 240])
 def test_long_function_names_keep_cache_file_names_short(tmp_path, cache, length):
     name = "loss_" + "x" * (length - 5)
