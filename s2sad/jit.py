@@ -490,8 +490,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 )
             if text == "np.add.at":
                 node.func = ast.Name("add_at", ast.Load())
-            if text == "np.array" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
-                node.func = ast.parse("np.copy", mode="eval").body  # Numba copies no arrays so
+            if (
+                text == "np.array"
+                and len(node.args) == 1
+                and not node.keywords
+                and not isinstance(node.args[0], (ast.List, ast.Tuple, ast.Constant))
+                and rank_of(node.args[0]) != 0
+            ):  # of an array (a name, or a tangent `x_dot * s` to own): Numba copies none so
+                node.func = ast.parse("np.copy", mode="eval").body
             if (
                 text == "np.stack"
                 and len(node.args) == 1

@@ -400,3 +400,18 @@ def test_element_saves_and_array_records_of_one_name():
         s2sad.grad(written_then_carried)(w),
         rtol=1e-12,
     )
+
+
+def scaled_then_written(x, s):
+    y = x * s
+    y[0] = 5.0
+    return np.sum(y**2)
+
+
+def test_jitted_tangent_of_an_array_written_in_place_compiles():
+    """The tangent of an array written in place owns its buffer (`np.array(x_dot * s)`), which
+    Numba lacks: jvp(jit=True) fell back though Numba compiles the function."""
+    x, t = np.array([1.0, 2.0, 3.0]), np.array([0.5, -1.0, 2.0])
+    expected = s2sad.jvp(scaled_then_written)(x, 2.0, tangent=t)
+    got = s2sad.jvp(scaled_then_written, jit="strict")(x, 2.0, tangent=t)
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
