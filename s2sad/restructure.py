@@ -7,18 +7,29 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections import deque
 
 from .astcopy import clone
 from .errors import UnsupportedSyntaxError
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
-def _contains(node_or_list, kinds, stop_at_loops: bool = False) -> bool:
-    nodes = node_or_list if isinstance(node_or_list, list) else [node_or_list]
-    for node in nodes:
-        for child in ast.walk(node):
-            if isinstance(child, kinds):
-                return True
-    return False
+
+def _find(node_or_list, kinds):
+    """A node of `kinds` in these statements' own code, or None: a nested `def` or lambda is a
+    scope of its own (its `return` leaves it, not the function)."""
+    todo = deque(node_or_list if isinstance(node_or_list, list) else [node_or_list])
+    while todo:
+        node = todo.popleft()  # in the order of the source
+        if isinstance(node, kinds):
+            return node
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+    return None
+
+
+def _contains(node_or_list, kinds) -> bool:
+    return _find(node_or_list, kinds) is not None
 
 
 def _contains_outside_loops(stmts: list[ast.stmt], kinds) -> bool:
@@ -41,7 +52,7 @@ def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed) -> list[ast.st
             out.append(ast.copy_location(assign, stmt))
             return out
         if isinstance(stmt, (ast.For, ast.While)) and _contains(stmt, ast.Return):
-            node = next(n for n in ast.walk(stmt) if isinstance(n, ast.Return))
+            node = _find(stmt, ast.Return)
             raise parsed.error(
                 UnsupportedSyntaxError,
                 "s2sad cannot differentiate a `return` inside a loop yet",

@@ -715,3 +715,22 @@ def test_an_element_read_before_its_array_is_written_is_no_view():
     np.testing.assert_array_equal(s2sad.grad(swap_elements)(x), [2.0, 1.0, 0.0])
     check_grad(swap_elements, (x,))
     check_jvp(swap_elements, (x,))
+
+
+def nested_def_in_a_loop(x):
+    s = 0.0
+    for i in range(3):
+
+        def scaled(v, i=i):
+            return v * i
+
+        s = s + np.sum(scaled(x))
+    return s
+
+
+def test_a_nested_defs_return_inside_a_loop_is_its_own():
+    """The `return` of a `def` inside a loop leaves that def, not the function: it was refused
+    as "a `return` inside a loop"."""
+    x = np.array([0.3, -0.7, 1.2])
+    np.testing.assert_allclose(s2sad.grad(nested_def_in_a_loop)(x), np.full(3, 3.0))
+    check_grad(nested_def_in_a_loop, (x,))
