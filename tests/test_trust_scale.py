@@ -166,9 +166,11 @@ def _python_calls(func, args) -> int:
     return calls[0]
 
 
-def test_transform_work_grows_linearly(tmp_path):
-    small, args = _long_function(tmp_path, 100)
-    large, _ = _long_function(tmp_path, 400)
+@pytest.mark.parametrize("shape", ["straight", "loop body"])
+def test_transform_work_grows_linearly(tmp_path, shape):
+    make = _long_function if shape == "straight" else _loop_function
+    small, args = make(tmp_path, 100)
+    large, _ = make(tmp_path, 400)
     _python_calls(small, args)  # imports and first-use caches out of the way
     ratio = _python_calls(large, args) / _python_calls(small, args)
     assert ratio < 4.6, ratio  # 4 times the lines: 4 times the calls, not 16
@@ -249,14 +251,6 @@ def test_copy_optimizer_work_in_a_loop_body_grows_linearly(tmp_path, monkeypatch
         s2sad.grad(f)(*args)
         counts.append(calls[0])
     assert counts[1] / counts[0] < 4.6, counts
-
-
-def test_transform_work_in_a_loop_body_grows_linearly(tmp_path):
-    small, args = _loop_function(tmp_path, 100)
-    large, _ = _loop_function(tmp_path, 400)
-    _python_calls(small, args)  # imports and first-use caches out of the way
-    ratio = _python_calls(large, args) / _python_calls(small, args)
-    assert ratio < 4.6, ratio  # 4 times the lines: 4 times the calls, not 16
 
 
 def test_long_loop_body_gradient_matches_finite_differences(tmp_path):
