@@ -495,7 +495,6 @@ class Normalizer:
             self.resolver.hygiene(reserved, self.names, self.locals)
             self.varied = set(wrt)
             self.inlining: list[object] = []
-            self.inlined_functions: list[object] = []  # for cache validation
             self.loop_varied: set[str] = set()
         else:
             self.resolver = Resolver(parsed, self.locals, parent=parent.resolver, index=index)
@@ -503,7 +502,6 @@ class Normalizer:
             self.names.taken |= {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
             self.varied = parent.varied
             self.inlining = parent.inlining
-            self.inlined_functions = parent.inlined_functions
             self.loop_varied = set()
         self.env = dict(env) if env is not None else {p: p for p in parsed.params}
         self.inlined = parent is not None  # inlined code takes fresh names for its locals
@@ -1740,7 +1738,6 @@ class Normalizer:
         return (texts[0], bases) if texts else None
 
     def inline_global(self, func, args, keywords, node) -> ast.expr:
-        self.inlined_functions.append(func)
         _, spec = self.resolver.resolve_spec(node.func)
         if spec is None:  # not reached by a name of the user's: nothing could check it later
             raise self.unsupported(node, "a call of this function")
@@ -1984,5 +1981,4 @@ def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]
     norm = Normalizer(parsed, wrt)
     norm.ranks = ranks
     result = norm.run()
-    norm.resolver.inlined = norm.inlined_functions  # functions whose code the result read
     return result, norm.resolver
