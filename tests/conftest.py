@@ -21,7 +21,9 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 os.environ.setdefault("NUMBA_OPT", "0")
 
 import copy
+import importlib.util
 import inspect
+import textwrap
 
 import numpy as np
 import pytest
@@ -34,6 +36,17 @@ ATOL = 1e-7
 
 
 # ----------------------------------------------------------------------------- argument handling
+
+
+def load_module(directory, name: str, text: str, file_name: str | None = None):
+    """Import `text` (dedented) as module `name` from a file in `directory`: s2sad reads the
+    functions' source, so a test's function must live in a file of its own."""
+    path = directory / (file_name or f"{name}.py")
+    path.write_text(textwrap.dedent(text))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _wrt_indices(f, wrt) -> tuple[list[int], bool]:

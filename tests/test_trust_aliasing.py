@@ -13,14 +13,13 @@ Every derivative is compared with central differences in float64 (conftest), in 
 jitted mode.
 """
 
-import importlib.util
 import warnings
 
 import numpy as np
 import pytest
 
 import s2sad
-from conftest import check_grad, check_jvp, check_vjp
+from conftest import check_grad, check_jvp, check_vjp, load_module
 from s2sad.jit import JitFallbackWarning
 from s2sad.runtime import last_written
 
@@ -872,8 +871,7 @@ ALWAYS_NEW = [
 def _module_with(tmp_path, rhs: str, name: str):
     """A function `f` (in a file of its own: s2sad reads the source) that binds `z` from `rhs`
     and adds to it in place, then reads `y`."""
-    path = tmp_path / f"{name}.py"
-    path.write_text(
+    text = (
         "import numpy as np\n\n\n"
         "def f(x):\n"
         "    y = x * 1.0\n"
@@ -881,10 +879,7 @@ def _module_with(tmp_path, rhs: str, name: str):
         "    z += 1.0\n"
         "    return np.sum(y**2) + np.sum(z)\n"
     )
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.f
+    return load_module(tmp_path, name, text).f
 
 
 @pytest.mark.parametrize("rhs", MAY_SHARE)

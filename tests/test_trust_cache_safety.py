@@ -8,7 +8,6 @@ import pickle
 import stat
 import subprocess
 import sys
-import textwrap
 import warnings
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 import s2sad
 from s2sad import jit
 from s2sad.jit import CacheWarning, JitError, JitFallbackWarning
+from conftest import load_module
 
 numba = pytest.importorskip("numba")
 pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
@@ -35,14 +35,7 @@ def cache(tmp_path, monkeypatch):
     return path
 
 
-def _module(directory: Path, name: str, text: str, file_name: str | None = None):
-    """Import `text` as a module from a file in `directory` (s2sad reads functions' source)."""
-    path = directory / (file_name or f"{name}.py")
-    path.write_text(textwrap.dedent(text))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+_module = load_module
 
 
 class _Planted:

@@ -13,10 +13,8 @@ the same numbers (and is itself checked against finite differences).
 from __future__ import annotations
 
 import ast
-import importlib.util
 import itertools
 import re
-import textwrap
 import warnings
 
 import numpy as np
@@ -28,6 +26,7 @@ from s2sad.compile import _CACHE
 from s2sad.jit import JitFallbackWarning
 from s2sad.normalize import reserved_names
 from s2sad.rules.registry import Rule
+from conftest import load_module
 
 X = np.array([0.3, -1.2, 0.7])
 Y = np.array([[1.5, -0.4, 2.0], [0.2, 0.9, -1.1]])
@@ -36,13 +35,7 @@ _COUNT = itertools.count()
 
 def _module(tmp_path, text: str):
     """Import `text` as a module from a file of its own (s2sad reads the source)."""
-    name = f"names_case_{next(_COUNT)}"
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(text))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(tmp_path, f"names_case_{next(_COUNT)}", text)
 
 
 def _fd_grad(f, args, i, eps=1e-6):
