@@ -12,8 +12,8 @@ import re
 
 import numpy as np
 
-from .compile import transform, transform_and_read
-from .ranks import rank_of_argument
+from .pipeline.driver import transform, transform_and_read
+from .pipeline.ranks import rank_of_argument
 from .cuda import CudaTransformed, cuda_transform
 from .jit import Jitted
 from .errors import (

@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from .compile import transform_and_read
-from .normalize import NameAllocator, reserved_names
+from .pipeline.driver import transform_and_read
+from .pipeline.normalize import NameAllocator, reserved_names
 from .errors import S2SADError, UnsupportedSyntaxError
 
 _MATH = {

@@ -48,7 +48,7 @@ def _argnames(func, argnames) -> list[str]:
 
 def register_vjp(func, rule, argnames=None) -> None:
     """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
-    from .normalize import RESERVED  # (normalize imports the rule table)
+    from .pipeline.normalize import RESERVED  # (normalize imports the rule table)
 
     names = _argnames(func, argnames)
     for name in names:

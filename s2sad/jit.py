@@ -65,7 +65,7 @@ def module_text(
     a process then compiles once for all generated functions. `constants` (source) stand between
     the helpers and the functions, whose defaults may read them. (`name` is accepted for older
     callers; every top-level function is compiled.)"""
-    from .compile import defined_functions
+    from .pipeline.driver import defined_functions
 
     text = source
     tail = []
@@ -367,9 +367,9 @@ def trusted_njit(cache: bool = False, **options):
 
 def _user_stacklevel() -> int:
     """The stack level of the first caller outside s2sad, for warnings to point at."""
-    here = os.path.dirname(__file__)
+    here = os.path.dirname(__file__) + os.sep  # the s2sad package and its subpackages
     frame, level = sys._getframe(1), 1
-    while frame is not None and os.path.dirname(frame.f_code.co_filename) == here:
+    while frame is not None and frame.f_code.co_filename.startswith(here):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -448,7 +448,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
     the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
     expression. `rank_of` gives the rank of an expression where known."""
-    from .ops import _index_expr
+    from .pipeline.classify import _index_expr
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:

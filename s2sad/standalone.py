@@ -15,7 +15,7 @@ import types
 import numpy as np
 
 from . import runtime
-from .emit import docstring, format_source
+from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad import compile as stage
+from s2sad.pipeline import driver as stage
 
 
 def _module(tmp_path, name, text):
@@ -178,7 +178,7 @@ def test_the_disk_cache_is_keyed_on_s2sads_version(tmp_path, monkeypatch):
 
 def test_transforming_does_not_format_only_reading_does(monkeypatch):
     """black costs more than the whole transform, so it runs only when the code is read."""
-    from s2sad import emit
+    from s2sad.pipeline import emit
 
     mod_f = __import__("test_jit").euler
     stage._CACHE.clear()

@@ -7,7 +7,7 @@ import copy
 import random
 from collections import Counter
 
-from s2sad import optimize as opt
+from s2sad.pipeline import optimize as opt
 
 # ----------------------------------------------------------------------------- the reference
 

@@ -22,9 +22,9 @@ import pytest
 
 import s2sad
 from s2sad import cli
-from s2sad.compile import _CACHE
+from s2sad.pipeline.driver import _CACHE
 from s2sad.jit import JitFallbackWarning
-from s2sad.normalize import reserved_names
+from s2sad.pipeline.normalize import reserved_names
 from s2sad.rules.registry import Rule
 from conftest import load_module
 

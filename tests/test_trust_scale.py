@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad import compile as compile_
-from s2sad import deep, optimize
+from s2sad.pipeline import driver as compile_
+from s2sad import deep
+from s2sad.pipeline import optimize
 from s2sad.errors import NestingTooDeepError, S2SADError
-from s2sad.normalize import NameAllocator, Normalizer
+from s2sad.pipeline.normalize import NameAllocator, Normalizer
 
 ROOT = Path(__file__).resolve().parent.parent
 

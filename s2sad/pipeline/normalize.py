@@ -31,12 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .astcopy import clone, walk_nodes
-from . import batched, runtime
-from . import rules
-from .rules.indexing import is_add_at
-from .rules.registry import NAMESPACE
-from .errors import NameResolutionError, UnsupportedSyntaxError
+from ..astcopy import clone, walk_nodes
+from .. import batched, rules, runtime
+from ..rules.indexing import is_add_at
+from ..rules.registry import NAMESPACE
+from ..errors import NameResolutionError, UnsupportedSyntaxError
 from .parse import parse_function
 from .resolve import Resolver, is_data
 from .restructure import always_assigns, lift_returns, restructure_jumps
@@ -128,7 +127,7 @@ RESERVED = (
         for n, v in vars(module).items()
         if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
     }
-    | _module_names(Path(__file__).with_name("numba_helpers.py"))
+    | _module_names(Path(__file__).parent.parent / "numba_helpers.py")
 )
 _MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched")
 

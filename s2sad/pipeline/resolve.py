@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import NameResolutionError
+from ..errors import NameResolutionError
 
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
 
@@ -36,7 +36,7 @@ def _canonical_table() -> dict[int, str]:
                 obj = getattr(module, name)
                 if callable(obj) or isinstance(obj, float):
                     table[id(obj)] = f"{prefix}.{name}"
-    from . import runtime
+    from .. import runtime
 
     table[id(runtime.stop_gradient)] = "stop_gradient"
     table[id(runtime.scatter_added)] = "scatter_added"  # what np.add.at statements become

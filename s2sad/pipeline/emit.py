@@ -10,7 +10,7 @@ import functools
 
 import black
 
-from .astcopy import clone, walk_nodes
+from ..astcopy import clone, walk_nodes
 
 
 def docstring(text: str) -> str:

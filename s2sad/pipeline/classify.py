@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import rules
+from .. import rules
 from .normalize import STATIC_ATTRS
-from .rules.indexing import getitem
-from .runtime import snapshot
-from .rules.registry import Bound
+from ..rules.indexing import getitem
+from ..runtime import snapshot
+from ..rules.registry import Bound
 
 BINOPS = {
     ast.Add: np.add,

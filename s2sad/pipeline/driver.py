@@ -21,24 +21,24 @@ import linecache
 import os
 from dataclasses import dataclass, field
 
-from .astcopy import clone, walk_nodes
-from .deep import DEEP, TooDeep, deepest_line, depth, with_room
-from .errors import NestingTooDeepError
-from . import batched, runtime
+from ..astcopy import clone, walk_nodes
+from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
+from ..errors import NestingTooDeepError
+from .. import batched, runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
-from .errors import NonScalarOutputError
-from .forward import Forward, prune
-from .jit import drop_constant_branches, jit_copy, lower_for_numba
+from ..errors import NonScalarOutputError
+from .tangent import Forward, prune
+from ..jit import drop_constant_branches, jit_copy, lower_for_numba
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import optimize
-from .ops import classify
+from .classify import classify
 from .parse import parse_function
 from .reverse import Marker, assigned, reverse, simple_statements
 from .ranks import infer_ranks
-from .errors import S2SADError
+from ..errors import S2SADError
 from .tape import FinalReads, record
-from .rules.registry import NAMESPACE, VERSION
+from ..rules.registry import NAMESPACE, VERSION
 
 
 @dataclass

@@ -13,9 +13,10 @@ import math
 
 import numpy as np
 
-from . import rules, runtime
-from .astcopy import walk_nodes
-from .ops import BINOPS, METHODS, UNARYOPS
+from .. import rules, runtime
+
+from ..astcopy import walk_nodes
+from .classify import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}

@@ -10,15 +10,15 @@ import copy
 
 import numpy as np
 
-from .astcopy import clone
-from . import rules, runtime
+from ..astcopy import clone
+from .. import rules, runtime
 from .activity import refuse_hidden_writes
-from .errors import NoRuleError, UnsupportedSyntaxError
+from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .reverse import batched_slice, simple_statements
-from .rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
-from .rules.forward import kind_of, signature_of
-from .rules.indexing import getitem, is_add_at
+from ..rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
+from ..rules.forward import kind_of, signature_of
+from ..rules.indexing import getitem, is_add_at
 
 
 def _name(name: str) -> ast.Name:

@@ -16,7 +16,7 @@ import ast
 
 import numpy as np
 
-from .astcopy import clone, walk_nodes
+from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .reverse import Marker, names_read
 
@@ -548,7 +548,7 @@ def _cheap(value: ast.expr) -> bool:
     product of matrices, a reduction or a solve is recorded instead)."""
     import numpy as np
 
-    from . import runtime
+    from .. import runtime
 
     for node in walk_nodes(value):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):

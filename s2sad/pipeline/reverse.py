@@ -19,11 +19,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .astcopy import clone, walk_nodes
-from .jit import jit_copy
+from ..astcopy import clone, walk_nodes
+from ..jit import jit_copy
 from .normalize import NameAllocator
-from .ops import _index_expr
-from .rules.batched import batch_adjoint, rename_helpers
+from .classify import _index_expr
+from ..rules.batched import batch_adjoint, rename_helpers
 
 
 @dataclass

@@ -9,8 +9,8 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from .astcopy import walk_nodes
-from .errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
+from ..astcopy import walk_nodes
+from ..errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
 
 
 @dataclass

@@ -9,8 +9,8 @@ import ast
 import copy
 from collections import deque
 
-from .astcopy import clone
-from .errors import UnsupportedSyntaxError
+from ..astcopy import clone
+from ..errors import UnsupportedSyntaxError
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from .errors import NoRuleError, S2SADError, UnsupportedSyntaxError
+from ..errors import NoRuleError, S2SADError, UnsupportedSyntaxError
 
 
 def _mutating_call(stmt) -> bool:
