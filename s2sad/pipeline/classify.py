@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import rules
-from .normalize import STATIC_ATTRS
+from .reserved import STATIC_ATTRS
 from ..rules.indexing import getitem
 from ..runtime import snapshot
 from ..rules.registry import Bound

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import NameResolutionError
+from .reserved import s2sad_object
 
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
 
@@ -253,8 +254,6 @@ class Resolver:
         return self.aliases[key]
 
     def _clashes(self, name: str, value) -> bool:
-        from .normalize import s2sad_object
-
         if name in self.namespace:
             return self.namespace[name] is not value
         if name in self.reserved:
