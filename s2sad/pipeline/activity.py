@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 
 from ..errors import NoRuleError, S2SADError, UnsupportedSyntaxError
+from .dependence import dependents
 
 
 def _mutating_call(stmt) -> bool:
@@ -67,35 +68,27 @@ def _sources(op) -> set[str]:
     return set()
 
 
+def _fixed(op) -> set[str]:
+    """The names a rule's operation reads through parameters with no derivative."""
+    return set().union(*op.fixed.values()) if op.kind == "rule" else set()
+
+
 def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
-    # a fixpoint over all statements: loops and in-place writes assign a name more than once.
-    # Worklists over the statements reading (or assigning) each name: sweeping the statements
-    # until nothing changes takes a sweep per step of a chain, the square of its length.
+    # loops and in-place writes assign a name more than once: see dependence.dependents
     sources = [_sources(op) for op in ops]
-    readers: dict[str, list[int]] = {}
-    writers: dict[str, list[int]] = {}
-    for k, op in enumerate(ops):
-        for name in sources[k]:
-            readers.setdefault(name, []).append(k)
-        writers.setdefault(op.target, []).append(k)
-    varied = set(wrt)
-    todo = list(varied)
-    while todo:
-        for k in readers.get(todo.pop(), ()):
-            target = ops[k].target
-            if target is not None and target not in varied:
-                varied.add(target)
-                todo.append(target)
-    useful = set(outputs)
-    todo = list(useful)
-    while todo:
-        for k in writers.get(todo.pop(), ()):
-            # a value read by a parameter with no derivative is refused if differentiated, and
-            # an unknown function making it is named then
-            fixed = set().union(*ops[k].fixed.values()) if ops[k].kind == "rule" else set()
-            new = (sources[k] | fixed) - useful
-            useful |= new
-            todo.extend(new)
+    varied = set(wrt) | dependents(
+        wrt, [(sources[k], (op.target,)) for k, op in enumerate(ops) if op.target is not None]
+    )
+    # a value read by a parameter with no derivative is refused if differentiated, and an
+    # unknown function making it is named then
+    useful = set(outputs) | dependents(
+        outputs,
+        [
+            ((op.target,), sources[k] | _fixed(op))
+            for k, op in enumerate(ops)
+            if op.target is not None
+        ],
+    )
     refuse_hidden_writes(parsed, ops, varied)
     for op in ops:
         if op.kind == "rule" and op.target in useful and op.nested & varied:

@@ -36,6 +36,7 @@ from .. import batched, rules, runtime
 from ..rules.indexing import is_add_at
 from ..rules.registry import NAMESPACE
 from ..errors import NameResolutionError, UnsupportedSyntaxError
+from .dependence import assignment_flows, dependents
 from .parse import parse_function
 from .ranks import infer_ranks
 from .reserved import RESERVED, STATIC_ATTRS, reserved_names, s2sad_object  # noqa: F401
@@ -1114,39 +1115,12 @@ class Normalizer:
 
     def mark_loop_varied(self, body: list[ast.stmt]) -> None:
         """Variables that become varied in some iteration are varied from the first."""
-        changed = True
-        while changed:
-            changed = False
-            for stmt in walk_nodes(ast.Module(body=body, type_ignores=[])):
-                if isinstance(stmt, ast.For) and self.mentions_varied(stmt.iter):
-                    # the items of `for row in x`, `enumerate(x)`, `zip(x, y)` vary with x
-                    target = stmt.target
-                    it = stmt.iter
-                    if (
-                        isinstance(it, ast.Call)
-                        and self.resolver.resolve(it.func) is enumerate
-                        and isinstance(target, ast.Tuple)
-                        and len(target.elts) == 2
-                    ):
-                        target = target.elts[1]  # the index does not vary
-                    for n in walk_nodes(target):
-                        if isinstance(n, ast.Name) and n.id not in self.loop_varied:
-                            self.loop_varied.add(n.id)
-                            changed = True
-                elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                    value = stmt.value
-                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                    if value is not None and (
-                        self.mentions_varied(value)
-                        or (isinstance(stmt, ast.AugAssign) and self.mentions_varied(stmt.target))
-                    ):
-                        for t in targets:
-                            while isinstance(t, ast.Subscript):  # y[i] = v varies y only
-                                t = t.value
-                            for n in walk_nodes(t):
-                                if isinstance(n, ast.Name) and n.id not in self.loop_varied:
-                                    self.loop_varied.add(n.id)
-                                    changed = True
+        flows = assignment_flows(body, self.locals, self.calls_enumerate)
+        sources = {n for reads, _ in flows for n in reads if self.env.get(n, n) in self.varied}
+        self.loop_varied |= dependents(sources | self.loop_varied, flows)
+
+    def calls_enumerate(self, call: ast.Call) -> bool:
+        return self.resolver.resolve(call.func) is enumerate
 
     def loop_writes(self, body: list[ast.stmt]) -> None:
         """Views of arrays a loop writes hold other values from its second trip on."""

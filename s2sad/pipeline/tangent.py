@@ -13,6 +13,7 @@ import numpy as np
 from ..astcopy import clone
 from .. import rules, runtime
 from .activity import refuse_hidden_writes
+from .dependence import dependents
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .reverse import batched_slice, simple_statements
@@ -134,37 +135,29 @@ class Forward:
 
     # ------------------------------------------------------------------ activity
     def varied(self, stmts, varied: set[str]) -> set[str]:
-        changed = True
-        while changed:
-            changed = False
-            for stmt in simple_statements(stmts):
-                for name in self.targets_varied(stmt, varied):
-                    if name not in varied:
-                        varied.add(name)
-                        changed = True
+        varied |= dependents(varied, [self.flow(stmt) for stmt in simple_statements(stmts)])
         return varied
 
-    def targets_varied(self, stmt, varied) -> list[str]:
+    def flow(self, stmt) -> tuple[set[str], list[str]]:
+        """What a statement's targets depend on, as (reads, targets): see dependence.py."""
         op = getattr(stmt, "op", None)
         if isinstance(stmt, ast.Expr):
             call = _list_call(stmt, "append")
-            if call is not None and _reads(call.args) & varied:
-                return [call.func.value.id]
+            if call is not None:
+                return _reads(call.args), [call.func.value.id]
             call = _add_at(stmt)
-            if call is not None and _reads(call.args[2:]) & varied:
-                return [call.args[0].id] if isinstance(call.args[0], ast.Name) else []
-            return []
+            if call is not None:
+                targets = [call.args[0].id] if isinstance(call.args[0], ast.Name) else []
+                return _reads(call.args[2:]), targets
+            return set(), []
         if not isinstance(stmt, ast.Assign) or op is None:
-            return []
+            return set(), []
         if op.kind == "setitem":
-            return [op.target] if op.operands and op.operands[0][2] in varied else []
-        if _list_call(stmt, "pop") is not None and stmt.value.func.value.id in varied:
-            return [op.target]
-        if op.target is None or op.kind == "nondiff":
-            return []
-        if op.reads & varied:
-            return [op.target]
-        return []
+            return ({op.operands[0][2]} if op.operands else set()), [op.target]
+        reads = op.reads if op.target is not None and op.kind != "nondiff" else set()
+        if _list_call(stmt, "pop") is not None:
+            return reads | {stmt.value.func.value.id}, [op.target]
+        return reads, [op.target] if reads else []
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts) -> list[ast.stmt]:
