@@ -21,6 +21,8 @@ class ParsedFunction:
     source: str  # dedented source of the function
     line_offset: int  # add to an AST line number to get the line in `filename`
     params: list[str] = field(default_factory=list)
+    # a name `normalize.naming.hygienic` gave a local -> the user's name of it
+    original: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -1,0 +1,415 @@
+"""Control flow, kept structured: `if`, `for i in range(...)` and `while`; `return`s lifted into
+assignments of the result at the end of each path (`lift`).
+
+- Branches that assign the same variable merge into one name, assigned at the end of each branch
+  (`merge`; the `If` lists the names in `merged`).
+- A variable a loop changes keeps its pre-loop name as the loop-carried value: the body computes
+  `s_new` and copies it back (`s = s_new`, an `end_copy`) at the end of the body and before each
+  `break`; the loop lists the carried names in `header` and those first assigned in the body in
+  `liveout` (pruned later by liveness.py).
+- `for row in x`, `enumerate` and `zip` become loops over an index.
+- A user name that varies with `wrt` in some iteration varies from the first
+  (`mark_loop_varied`, by dependence.py).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ... import ir
+from ...astcopy import clone, walk_nodes
+from ...errors import UnsupportedSyntaxError
+from ..dependence import assignment_flows, dependents
+from ..restructure import always_assigns, lift_returns, restructure_jumps
+from .flatten import rename_in
+from .liveness import assigned_in
+from .statements import Statements
+
+
+def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
+    """A copy of a generated assignment that still points at the same user statement."""
+    new = ast.Assign([clone(t) for t in stmt.targets], clone(stmt.value))
+    ir.copy_origin(new, stmt)
+    ir.mark_end_copy(new, ir.is_end_copy(stmt))
+    return new
+
+
+def _breaks(stmt: ast.stmt) -> bool:
+    """Whether a `break` inside `stmt` (outside nested loops) leaves the enclosing loop."""
+    if isinstance(stmt, ast.Break):
+        return True
+    if isinstance(stmt, ast.If):
+        return any(_breaks(s) for s in stmt.body + stmt.orelse)
+    return False
+
+
+class ControlFlow(Statements):
+    """Flattening of `if`, `for` and `while` (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
+        self.exit_copies: list[dict] = []  # per enclosing loop: its header map
+
+    # ------------------------------------------------------------------ returns
+    def function_body(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        if (
+            body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body = body[1:]  # docstring
+        return body
+
+    def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
+        """Lift returns into assignments of `result` (or result0, result1, ... for tuples)."""
+        returns = [
+            n
+            for s in body
+            for n in walk_nodes(s)
+            if isinstance(n, ast.Return) and not self._in_nested_def(body, n)
+        ]
+        if not returns or any(r.value is None for r in returns):
+            node = next((r for r in returns if r.value is None), body[-1] if body else None)
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"{self.parsed.name} must return a value",
+                node,
+                hint="s2sad differentiates the returned value",
+            )
+        arities = {len(r.value.elts) if isinstance(r.value, ast.Tuple) else 0 for r in returns}
+        if len(arities) > 1:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                "all returns must give the same number of values",
+                returns[-1],
+            )
+        arity = arities.pop()
+        target = (
+            ast.Tuple([ast.Name(f"{result}{i}", ast.Store()) for i in range(arity)], ast.Store())
+            if arity
+            else ast.Name(result, ast.Store())
+        )
+        lifted = lift_returns(body, target, self.parsed)
+        check = f"{result}0" if arity else result
+        if not always_assigns(lifted, check):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"{self.parsed.name} does not return a value on every path",
+                body[-1] if body else None,
+                hint="end every branch with a `return`",
+            )
+        return lifted, arity
+
+    @staticmethod
+    def _in_nested_def(body, node) -> bool:
+        for stmt in body:
+            for inner in walk_nodes(stmt):
+                if isinstance(inner, (ast.FunctionDef, ast.Lambda)) and any(
+                    n is node for n in walk_nodes(inner)
+                ):
+                    return True
+        return False
+
+    # ------------------------------------------------------------------ branches
+    def condition(self, test: ast.expr) -> ast.expr:
+        if isinstance(test, (ast.Name, ast.Constant)):
+            return self.rename(test)
+        name = self.names.fresh("cond")
+        self.append(name, self.rename(test), varied=False)
+        return ast.Name(name, ast.Load())
+
+    def if_(self, node: ast.If) -> None:
+        test = self.condition(node.test)
+        before = dict(self.env)
+        memory_before = self.memory.before_branches()
+        body: list[ast.stmt] = []
+        breaks = bool(node.body) and isinstance(node.body[-1], ast.Break)
+        if breaks:  # the statements before the break, then the loop's exit copies
+            self.block_into(body, node.body[:-1])
+            body += self.exit_copies_for_break()
+            env_body, self.env = None, dict(before)
+        else:
+            self.block_into(body, node.body)
+            env_body, self.env = self.env, dict(before)
+        memory_body = self.memory.between_branches(memory_before)
+        orelse: list[ast.stmt] = []
+        self.block_into(orelse, node.orelse)
+        self.memory.after_branches(memory_body)  # either path's sharing may hold
+        env_else = self.env
+        stmt = ast.If(test, body, orelse)
+        ir.set_merged(stmt, [])
+        if env_body is not None:
+            self.env = self.merge(before, (env_body, body), (env_else, orelse), stmt=stmt)
+        self.put(stmt)
+
+    def merge(self, before, *branches, stmt) -> dict:
+        """One name per variable after the `if`, assigned at the end of each branch: the
+        branch's own last assignment is renamed to it, or a copy is appended."""
+        env = dict(before)
+        variables = [v for e, _ in branches for v in e]
+        for var in dict.fromkeys(variables):
+            names = [e.get(var) for e, _ in branches]
+            if len(set(names)) == 1:
+                env[var] = names[0]
+                continue
+            if any(n is None for n in names):  # assigned on one path only, as Python allows
+                env[var] = next(n for n in names if n is not None)
+                if env[var] not in before.values():  # (not a value from before the `if`)
+                    self.maybe_undefined.add(env[var])
+                continue
+            # Every value keeps a name of its own, even where the old value may not exist (a
+            # loop's last value, a name one branch assigns): the adjoint reads old values and
+            # starts each adjoint from zero where its value is made, so no name may be assigned
+            # twice. A copy that nothing reads is dropped (Python reads nothing there either,
+            # so it must not fail where the old value may not exist).
+            merged = self.names.fresh(f"{var}_1")
+            varied = any(n in self.varied for n in names)
+            for (_, stmts), name in zip(branches, names):
+                if (
+                    name != before.get(var)
+                    and name not in self.parsed.params
+                    and (name in self.varied or not varied)
+                ):
+                    rename_in(stmts, name, merged)
+                else:
+                    # (a constant branch value stays constant in the statements that made and
+                    # read it, which were split into single operations only where they vary)
+                    copy_stmt = ast.Assign(
+                        [ast.Name(merged, ast.Store())], ast.Name(name, ast.Load())
+                    )
+                    ir.set_origin(copy_stmt, self.src, self.parsed)
+                    ir.mark_merge_copy(copy_stmt)
+                    stmts.append(copy_stmt)
+            if varied:
+                self.varied.add(merged)
+            aliases = self.memory.aliases
+            shared = [aliases[n] for n in names if n in aliases]
+            if shared:  # a path on which the value may be another array's memory
+                aliases[merged] = shared[0]
+            if any(n in self.maybe_undefined for n in names):
+                self.maybe_undefined.add(merged)
+            ir.merged(stmt).append(merged)
+            env[var] = merged
+        return env
+
+    def loop_body(self, node, body: list[ast.stmt], setup) -> tuple[list[ast.stmt], dict, list]:
+        """Normalize a loop body; returns (statements, header map, live-out user names)."""
+        before = dict(self.env)
+        modified = [v for v in assigned_in(body)]
+        header = {v: before[v] for v in modified if v in before}
+        self.headers.append(set(header))
+        self.exit_copies.append(header)
+        out: list[ast.stmt] = []
+        saved, self.out = self.out, out
+        setup()  # the loop's items first: whether they vary decides what varies in the body
+        self.out = saved
+        self.mark_loop_varied(body)
+        self.block_into(out, body)
+        self.sink(out, self.copies_back(header))
+        self.headers.pop()
+        self.exit_copies.pop()
+        after = dict(before)
+        for var in modified:
+            if var not in header and var in self.env:
+                after[var] = self.env[var]
+        liveout = [after[v] for v in modified if v not in header and v in after]
+        self.maybe_undefined |= set(liveout)  # the loop may run no iteration
+        self.env = after
+        return out, header, liveout
+
+    def sink(self, block: list[ast.stmt], copies: list[ast.stmt]) -> None:
+        """Put the end-of-iteration copies at the end of every path that does not `break`."""
+        last = block[-1] if block else None
+        if isinstance(last, ast.If) and _breaks(last):
+            for branch in (last.body, last.orelse):
+                if not (branch and isinstance(branch[-1], ast.Break)):
+                    self.sink(branch, [_copy_stmt(c) for c in copies])
+            return
+        block.extend(copies)
+
+    def copies_back(self, header: dict) -> list[ast.stmt]:
+        copies = []
+        for var, name in header.items():
+            current = self.env.get(var, name)
+            if current != name:
+                stmt = ast.Assign([ast.Name(name, ast.Store())], ast.Name(current, ast.Load()))
+                ir.set_origin(stmt, self.src, self.parsed)
+                ir.mark_end_copy(stmt)  # the loop-carried value for the next iteration
+                copies.append(stmt)
+                if current in self.varied:
+                    self.varied.add(name)
+        return copies
+
+    def exit_copies_for_break(self) -> list[ast.stmt]:
+        if not self.exit_copies:
+            raise self.unsupported(self.src, "`break` outside a loop")
+        exit_ = ast.Break()
+        ir.set_origin(exit_, self.src, self.parsed)
+        return self.copies_back(self.exit_copies[-1]) + [exit_]
+
+    def mark_loop_varied(self, body: list[ast.stmt]) -> None:
+        """Variables that become varied in some iteration are varied from the first."""
+        flows = assignment_flows(body, self.locals, self.calls_enumerate)
+        sources = {n for reads, _ in flows for n in reads if self.env.get(n, n) in self.varied}
+        self.loop_varied |= dependents(sources | self.loop_varied, flows)
+
+    def calls_enumerate(self, call: ast.Call) -> bool:
+        return self.resolver.resolve(call.func) is enumerate
+
+    def for_(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "`for ... else`")
+        self.memory.loop_writes(node.body, self.env)
+        body, breaks = restructure_jumps(node.body, self.parsed)
+        index, range_call, bind_items = self.iteration(node)
+        trips = None
+        if breaks:
+            trips = self.names.fresh("trips")
+            self.append(trips, ast.Constant(0), varied=False)
+
+        def setup():
+            if trips is not None:
+                counter = self.append(
+                    trips,
+                    ast.BinOp(ast.Name(trips, ast.Load()), ast.Add(), ast.Constant(1)),
+                    varied=False,
+                )
+                ir.mark_counter(counter)
+            bind_items()
+
+        stmts, header, liveout = self.loop_body(node, body, setup)
+        loop = ast.For(ast.Name(index, ast.Store()), range_call, stmts, [])
+        carried = list(header.values()) + ([trips] if trips is not None else [])
+        ir.set_for_loop(loop, carried, liveout, index, trips)
+        self.put(loop)
+
+    def iteration(self, node: ast.For):
+        """The index name, the `range(...)` call, and a callback binding the loop's items."""
+        it, target = node.iter, node.target
+        func = it.func if isinstance(it, ast.Call) else None
+        callee = (
+            self.resolver.resolve(func)
+            if func is not None and not (isinstance(func, ast.Name) and func.id in self.locals)
+            else None
+        )
+        inner = it.args[0] if callee is reversed and len(it.args) == 1 else None
+        trimmed = inner.slice if isinstance(inner, ast.Subscript) else None  # range(...)[:n]
+        inner = inner.value if trimmed is not None else inner
+        backwards = isinstance(inner, ast.Call) and self.resolver.resolve(inner.func) is range
+        if callee is range or backwards:
+            if not isinstance(target, ast.Name):
+                raise self.unsupported(target, "this loop target")
+            index = self.rebind(target.id)
+            bounds = inner.args if backwards else it.args
+            span = ast.Call(
+                ast.Name("range", ast.Load()), [self.atom(a, "range") for a in bounds], []
+            )
+            if trimmed is not None:
+                span = ast.Subscript(span, self.index(trimmed, "range"), ast.Load())
+            if backwards:  # as in s2sad's own adjoint loops
+                span = ast.Call(ast.Name("reversed", ast.Load()), [span], [])
+            return index, span, lambda: None
+        if (
+            callee is enumerate
+            and isinstance(target, ast.Tuple)
+            and len(target.elts) == 2
+            and len(it.args) == 1
+            and not it.keywords
+        ):
+            seq = self.sequence_of(it.args[0], node.body)
+            index = self.rebind(target.elts[0].id)
+            item = target.elts[1]
+            stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
+            return (
+                index,
+                ast.Call(ast.Name("range", ast.Load()), [stop], []),
+                lambda: self.assign_target(
+                    item, ast.Subscript(seq, ast.Name(target.elts[0].id, ast.Load()), ast.Load())
+                ),
+            )
+        if (
+            callee is zip
+            and isinstance(target, ast.Tuple)
+            and not it.keywords
+            and len(target.elts) == len(it.args)
+        ):
+            seqs = [self.sequence_of(a, node.body) for a in it.args]
+            index = self.synthesize(f"{target.elts[0].id}_index")
+            stop = (
+                ast.Call(
+                    ast.Name("min", ast.Load()),
+                    [ast.Call(ast.Name("len", ast.Load()), [s], []) for s in seqs],
+                    [],
+                )
+                if len(seqs) > 1
+                else ast.Call(ast.Name("len", ast.Load()), seqs, [])
+            )
+
+            def bind_zip():
+                for t, s in zip(target.elts, seqs):
+                    self.assign_target(t, ast.Subscript(s, ast.Name(index, ast.Load()), ast.Load()))
+
+            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
+        if isinstance(target, ast.Name):
+            seq = self.sequence_of(it, node.body)
+            index = self.synthesize(f"{target.id}_index")
+            stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
+            return (
+                index,
+                ast.Call(ast.Name("range", ast.Load()), [stop], []),
+                lambda: self.assign_target(
+                    target, ast.Subscript(seq, ast.Name(index, ast.Load()), ast.Load())
+                ),
+            )
+        raise self.unsupported(
+            node, "this kind of `for` loop (use range, enumerate, zip or " "an array)"
+        )
+
+    def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
+        """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a
+        body that rebinds the name must not change the rows the loop reads. The rows it binds
+        are views of what `node` may share memory with (`for row in y: y += 1.0`)."""
+        shared = self.memory.shared_bases(node)
+        seq = self.atom(node, "items")
+        seq = self._sequence_name(node, seq, body)
+        memory = self.memory
+        memory.share(seq.id, memory.sharing.get(seq.id, set()) | shared - {seq.id})
+        return seq
+
+    def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
+        rebound = isinstance(node, ast.Name) and node.id in assigned_in(body)
+        if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
+            name = (
+                self.names.fresh(f"{getattr(node, 'id', 'items')}_items")
+                if rebound
+                else (seq.id if isinstance(seq, ast.Name) else self.names.fresh("items"))
+            )
+            if rebound or not isinstance(seq, ast.Name):
+                self.append(name, seq, varied=self.atom_varied(seq))
+            self.locals.add(name)
+            self.env.setdefault(name, name)
+            return ast.Name(name, ast.Load())
+        self.locals.add(seq.id)  # already an SSA name: it reads as itself from here on
+        self.env.setdefault(seq.id, seq.id)
+        return seq
+
+    def while_(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.unsupported(node, "`while ... else`")
+        self.memory.loop_writes(node.body, self.env)
+        body, _ = restructure_jumps(node.body, self.parsed)
+        iters = self.names.fresh("iters")
+        self.append(iters, ast.Constant(0), varied=False)
+        self.mark_loop_varied(body)
+        test = self.rename(node.test)  # reads the loop-carried names, as the body's end sets them
+        count = ast.BinOp(ast.Name(iters, ast.Load()), ast.Add(), ast.Constant(1))
+
+        def setup():
+            ir.mark_counter(self.append(iters, count, varied=False))
+
+        stmts, header, liveout = self.loop_body(node, body, setup)
+        loop = ast.While(test, stmts, [])
+        ir.set_while_loop(loop, list(header.values()) + [iters], liveout, iters)
+        self.put(loop)

@@ -1,0 +1,256 @@
+"""Expressions flattened to one operation each: the operands of an operation that depends on the
+`wrt` inputs become atoms (a name, a constant, a cheap expression of constants), each other
+operand a temporary named after the assignment and the operation (`loss_sub`, `loss_pow`); an
+expression that does not depend on them stays as written (`rename`d to the current names).
+
+Consumes user expressions; produces, through `append`, the statements computing them, and the
+expression left. A call of a user's function is inlined (inline.py), `a if c else b` becomes an
+`if` statement (control.py).
+"""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from ... import ir
+from ...astcopy import walk_nodes
+from ..reserved import STATIC_ATTRS
+from .flatten import Flattener
+from .memory import snapshot_of
+
+_OPNAMES = {
+    ast.Add: "add",
+    ast.Sub: "sub",
+    ast.Mult: "mul",
+    ast.Div: "div",
+    ast.Pow: "pow",
+    ast.MatMult: "matmul",
+    ast.Mod: "mod",
+    ast.FloorDiv: "floordiv",
+    ast.USub: "neg",
+    ast.UAdd: "pos",
+    ast.Not: "not",
+}
+
+
+class Expressions(Flattener):
+    """Flattening of expressions (see the module docstring)."""
+
+    def inline(self, node: ast.Call, base: str) -> ast.expr:
+        raise NotImplementedError  # inline.py
+
+    def if_(self, node: ast.If) -> None:
+        raise NotImplementedError  # control.py
+
+    # ------------------------------------------------------------------ dependence
+    def mentions_varied(self, node: ast.AST) -> bool:
+        """Whether `node` reads a value that may depend on the wrt inputs. Within one expression
+        the answer for each node is kept (`expr` asks it at every level: a 1,000-term sum, a
+        1,000-deep tree, would otherwise be walked 1,000 times)."""
+        memo = self._varied_memo
+        if memo is None:
+            return self._mentions_varied(node)
+        known = memo.get(id(node))
+        if known is not None and known[0] is node:
+            return known[1]
+        answer = self._mentions_varied(node)
+        memo[id(node)] = (node, answer)
+        return answer
+
+    def _mentions_varied(self, node: ast.AST) -> bool:
+        if isinstance(node, ast.Attribute) and node.attr in STATIC_ATTRS:
+            return False
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in self.locals
+            and node.func.id in ("len", "isinstance")
+        ):
+            return False
+        if isinstance(node, ast.Name):
+            return self.env.get(node.id, node.id) in self.varied or node.id in self.loop_varied
+        return any(self.mentions_varied(c) for c in ast.iter_child_nodes(node))
+
+    def atom_varied(self, node: ast.expr) -> bool:
+        return any(isinstance(n, ast.Name) and n.id in self.varied for n in walk_nodes(node))
+
+    def is_atom(self, node: ast.expr) -> bool:
+        if isinstance(node, (ast.Name, ast.Constant)):
+            return True
+        if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+            return True
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return all(self.is_atom(e) for e in node.elts)
+        if isinstance(node, ast.Attribute):
+            return node.attr in STATIC_ATTRS or self.resolver.resolve(node) is not None
+        if isinstance(node, ast.Subscript):  # x.shape[0]
+            return (
+                isinstance(node.value, ast.Attribute)
+                and node.value.attr in STATIC_ATTRS
+                and self.is_atom(node.slice)
+            )
+        return False
+
+    def is_cheap(self, node: ast.expr) -> bool:
+        return not any(
+            isinstance(n, (ast.Call, ast.IfExp))
+            or (isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+            for n in walk_nodes(node)
+        )
+
+    def atom(self, node: ast.expr, base: str) -> ast.expr:
+        """An operand: a name, a constant or a cheap expression of constants; else a temp."""
+        if self.is_atom(node) or (not self.mentions_varied(node) and self.is_cheap(node)):
+            return self.rename(node)
+        rhs = self.expr(node, base)
+        if isinstance(rhs, (ast.Name, ast.Tuple)) and ir.inlined(rhs):
+            return rhs
+        if self.memory.views_written(node):
+            # the array is written in place later: keep this value, not a view of it
+            rhs = snapshot_of(rhs)
+        name = self.names.fresh(f"{base}_{self.opname(node)}")
+        self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
+        return ast.Name(name, ast.Load())
+
+    def opname(self, node: ast.expr) -> str:
+        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            return _OPNAMES.get(type(node.op), "op")
+        if isinstance(node, ast.Call):
+            func = node.func
+            return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, ast.Subscript):
+            return "item"
+        if isinstance(node, ast.Compare):
+            return "cmp"
+        return "tmp"
+
+    def expr(self, node: ast.expr, base: str) -> ast.expr:
+        """`node` with its operands reduced to atoms; the operation itself is kept."""
+        if self._varied_memo is not None:
+            return self._expr(node, base)
+        # no name of the expression is rebound while it is reduced: what it reads is fixed
+        self._varied_memo = {}
+        try:
+            return self._expr(node, base)
+        finally:
+            self._varied_memo = None
+
+    def _expr(self, node: ast.expr, base: str) -> ast.expr:
+        if isinstance(node, ast.Call) and self.inlinable(node.func) is not None:
+            result = self.inline(node, base)
+            self._varied_memo.clear()  # an inlined body may write into the caller's arrays
+            return result
+        if not self.mentions_varied(node):
+            return self.rename(node)
+        loc = node
+        if isinstance(node, ast.BinOp):
+            node = ast.BinOp(self.atom(node.left, base), node.op, self.atom(node.right, base))
+        elif isinstance(node, ast.UnaryOp):
+            node = ast.UnaryOp(node.op, self.atom(node.operand, base))
+        elif isinstance(node, ast.Call):
+            node = self.call(node, base)
+        elif isinstance(node, ast.Attribute):
+            node = ast.Attribute(self.atom(node.value, base), node.attr, ast.Load())
+        elif isinstance(node, ast.Subscript):
+            node = ast.Subscript(
+                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
+            )
+        elif isinstance(node, ast.Compare):
+            node = ast.Compare(
+                self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
+            )
+        elif isinstance(node, (ast.Tuple, ast.List)):
+            node = type(node)([self.atom(e, base) for e in node.elts], ast.Load())
+        elif isinstance(node, ast.Name):
+            node = self.rename(node)
+        elif isinstance(node, ast.IfExp):
+            return self.if_expression(node, base)
+        else:
+            what = {
+                ast.Lambda: "lambdas",
+                ast.BoolOp: "`and`/`or` on differentiated values",
+                ast.ListComp: "list comprehensions",
+                ast.GeneratorExp: "generators",
+                ast.Starred: "starred arguments",
+            }.get(type(node), type(node).__name__)
+            raise self.unsupported(node, what)
+        return ast.copy_location(node, loc)
+
+    def if_expression(self, node: ast.IfExp, base: str) -> ast.expr:
+        """`a if c else b` becomes an `if` statement assigning one name."""
+        name = self.names.fresh(f"{base}_pick")
+        self.locals.add(name)
+        stmt = ast.If(
+            node.test,
+            [ast.Assign([ast.Name(name, ast.Store())], node.body)],
+            [ast.Assign([ast.Name(name, ast.Store())], node.orelse)],
+        )
+        for child in (stmt, stmt.body[0], stmt.orelse[0]):
+            ir.mark_synthetic(child)
+        self.if_(stmt)
+        return ast.Name(self.env[name], ast.Load())
+
+    def call(self, node: ast.Call, base: str) -> ast.Call:
+        func = node.func
+        if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+            new_func = ast.Attribute(self.atom(func.value, base), func.attr, ast.Load())
+        elif self.array_of_literal(node):
+            return self.stacked(node.args[0], node.keywords, base)
+        else:
+            new_func = self.rename(func)
+            ir.set_callee(new_func, self.resolver.resolve(func))
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.unsupported(node, "starred arguments (*args) in a call")
+        if any(k.arg is None for k in node.keywords):
+            raise self.unsupported(node, "**kwargs in a call")
+        args = [self.sequence(a, base) for a in node.args]
+        keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
+        return ast.Call(new_func, args, keywords)
+
+    def array_of_literal(self, node: ast.Call) -> bool:
+        """`np.array([[a, b], [c, d]])` (or np.asarray) of differentiated values."""
+        callee = self.resolver.resolve(node.func)
+        return (
+            any(callee is f for f in (np.array, np.asarray))
+            and len(node.args) == 1
+            and isinstance(node.args[0], (ast.List, ast.Tuple))
+            and all(k.arg == "dtype" for k in node.keywords)
+        )
+
+    def stacked(self, literal, keywords, base: str) -> ast.Call:
+        """A (nested) list literal made an array by np.stack, level by level: the same array
+        as np.array makes of it, by a call with a rule."""
+        elts = []
+        for e in literal.elts:
+            if isinstance(e, (ast.List, ast.Tuple)):
+                row = self.stacked(e, [], base)
+                name = self.names.fresh(f"{base}_row")
+                self.append(name, row, self.atom_varied(row))
+                elts.append(ast.Name(name, ast.Load()))
+            else:
+                elts.append(self.atom(e, base))
+        func = ast.Attribute(ast.Name("np", ast.Load()), "stack", ast.Load())
+        ir.set_callee(func, np.stack)
+        keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
+        return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
+
+    def sequence(self, node: ast.expr, base: str) -> ast.expr:
+        """A call argument; a list or tuple literal keeps its shape with atom elements."""
+        if isinstance(node, (ast.List, ast.Tuple)) and self.mentions_varied(node):
+            return type(node)([self.atom(e, base) for e in node.elts], ast.Load())
+        return self.atom(node, base)
+
+    def index(self, node: ast.expr, base: str) -> ast.expr:
+        if isinstance(node, ast.Slice):
+            parts = [
+                None if p is None else self.atom(p, base)
+                for p in (node.lower, node.upper, node.step)
+            ]
+            return ast.Slice(*parts)
+        if isinstance(node, ast.Tuple):
+            return ast.Tuple([self.index(e, base) for e in node.elts], ast.Load())
+        return self.atom(node, base)

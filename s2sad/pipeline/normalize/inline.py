@@ -1,0 +1,249 @@
+"""Inlining: a call of the user's own function (module-level, a nested `def`, a lambda) is
+replaced by its body, flattened into the caller's statements by a flattener of its own (its
+`parent` is the caller's: one allocator of names, one set of varied names, one list of memory
+hazards). Its parameters are bound to the call's atoms, its defaults read as Python reads them
+(at the call for a global function, checked by the transform cache; where the `def` stands for a
+nested one). The result is a name (or a tuple of names) annotated with what it may share with the
+caller's arrays (`ir.Inlined`).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+
+from ... import ir
+from ...errors import UnsupportedSyntaxError
+from ..parse import parse_function
+from ..resolve import is_data
+from .control import ControlFlow
+from .liveness import assigned_names, loads
+
+
+class Inlining(ControlFlow):
+    """Flattening of calls of the user's functions (see the module docstring)."""
+
+    def __init__(self, parsed, wrt, parent: Inlining | None = None, **kwargs):
+        super().__init__(parsed, wrt, parent, **kwargs)
+        self.inlining: list[object] = parent.inlining if parent is not None else []  # the calls
+        # per nested def or lambda (by id): its defaults, as evaluated where it stands
+        self.local_defaults: dict[int, dict[str, ast.expr]] = (
+            parent.local_defaults if parent is not None else {}
+        )
+        self.call_varied: list[bool] = []  # per argument of the call being inlined
+
+    def inline(self, node: ast.Call, base: str) -> ast.expr:
+        target = self.inlinable(node.func)
+        if not self.mentions_varied(node):
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
+                pass  # local functions have no global name: inline them anyway
+            else:
+                return self.rename(node)
+        if any(t is target for t in self.inlining):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                "s2sad cannot differentiate recursive functions",
+                node,
+                hint="write the recursion as a loop",
+            )
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords
+        ):
+            raise self.unsupported(node, "*args or **kwargs in a call to an inlined function")
+        self.call_varied = [self.mentions_varied(a) for a in node.args] + [
+            self.mentions_varied(k.value) for k in node.keywords
+        ]
+        args = [self.atom(a, base) for a in node.args]
+        keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        self.inlining.append(target)
+        try:
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
+                return self.inline_local(target, args, keywords, node)
+            return self.inline_global(target, args, keywords, node)
+        finally:
+            self.inlining.pop()
+
+    def _bind_params(
+        self, sub: Inlining, signature: inspect.Signature, args, keywords, node, defaults_spelled
+    ) -> None:
+        rebound = assigned_names(sub.parsed.tree)
+        try:
+            bound = signature.bind(*args, **keywords)
+        except TypeError as exc:
+            raise self.parsed.error(UnsupportedSyntaxError, f"bad call: {exc}", node) from None
+        given_args = signature.bind(*node.args, **{k.arg: k.value for k in node.keywords}).arguments
+        # the parameters that are the caller's arrays (or views of them), with those arrays
+        memory = self.memory
+        sub.memory.param_sources = {
+            name: (ast.unparse(arg), memory.shared_bases(arg))
+            for name, arg in given_args.items()
+            if memory.may_alias(arg, self.env)
+        }
+        for name, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise self.unsupported(node, "calls to functions with *args or **kwargs")
+            if name in bound.arguments:
+                value = bound.arguments[name]
+            else:
+                value = defaults_spelled(name, param.default)
+            if (
+                isinstance(value, ast.Name)
+                and value.id not in self.resolver.namespace
+                and name not in rebound
+            ):  # a parameter the callee rebinds gets its own copy
+                sub.env[name] = value.id
+            else:
+                local = self.names.fresh(name)
+                self.append(local, value, varied=self.atom_varied(value))
+                sub.env[name] = local
+                if name in given_args and memory.may_alias(given_args[name], self.env):
+                    # the callee's parameter is the caller's array (or a view of it)
+                    sub.memory.aliases[local] = ast.unparse(given_args[name])
+        # a parameter whose argument varies (now or in a later iteration) varies in the body
+        given = list(bound.arguments)
+        for param, varies in zip(given, self.call_varied):
+            if varies:
+                sub.loop_varied.add(param)
+
+    def _run_inlined(self, sub: Inlining, body: list[ast.stmt], label: str) -> ast.expr:
+        result = self.names.fresh(f"{label}_result")
+        body, arity = sub.lift(sub.function_body(body), result)
+        sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
+        sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
+        sub.block_into(self.out, body)
+        if arity:
+            results = [f"{result}{i}" for i in range(arity)]
+            out = ast.Tuple([ast.Name(sub.env[r], ast.Load()) for r in results], ast.Load())
+            # per element: the caller's arrays it may be (a view of), or an earlier element
+            # whose memory it may share (`return h, h`, `return v[:2], v[2:]` share `v`)
+            elements = []
+            sharing = sub.memory.sharing
+            for i, r in enumerate(results):
+                mine = sharing.get(r, set())
+                same = [j for j in range(i) if mine & sharing.get(results[j], set())]
+                elements.append((same[0] if same else None, self.caller_memory(sub, r)))
+            ir.set_inlined(out, ir.Inlined(elements=elements))
+        else:
+            out = ast.Name(sub.env[result], ast.Load())
+            ir.set_inlined(out, ir.Inlined(alias=self.caller_memory(sub, result) or None))
+        return out
+
+    def caller_memory(self, sub: Inlining, result: str):
+        """What the inlined `result` may share with this caller (see Memory.shared_with_caller)."""
+        return self.memory.shared_with_caller(sub.memory, sub.env, result, self.env)
+
+    def inline_global(self, func, args, keywords, node) -> ast.expr:
+        _, spec = self.resolver.resolve_spec(node.func)
+        if spec is None:  # not reached by a name of the user's: nothing could check it later
+            raise self.unsupported(node, "a call of this function")
+        reads = self.resolver.reads
+        index = reads.helper(spec, func)
+        parsed = parse_function(func)
+        sub = type(self)(parsed, [], parent=self, env={}, index=index)
+        sub.src = self.src
+        positional = [
+            p.name
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is not p.empty
+        ]
+
+        def default(name, value):
+            # read again at each call: a number or array as a parameter, anything else checked
+            if name in positional:
+                where = (index, "default", positional.index(name), ())
+            else:
+                where = (index, "kwdefault", name, ())
+            if is_data(value) and not _is_literal(value):
+                spelled = reads.parameter(where, f"{parsed.name}_{name}", self.resolver.namespace)
+                return ast.Name(spelled, ast.Load())
+            reads.checks[where] = value
+            if _is_literal(value):
+                return ast.Constant(value)
+            spelled = self.names.fresh(f"{parsed.name}_{name}")  # not __name__: any text
+            self.resolver.namespace[spelled] = value
+            return ast.Name(spelled, ast.Load())
+
+        self._bind_params(sub, inspect.signature(func), args, keywords, node, default)
+        return self._run_inlined(sub, parsed.tree.body, parsed.name)
+
+    def inline_local(self, fn, args, keywords, node) -> ast.expr:
+        """A `def` or lambda inside the function: its closure is the current environment."""
+        if isinstance(fn, ast.Lambda):
+            body = [ast.copy_location(ast.Return(fn.body), fn.body)]
+        else:
+            body = fn.body
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+        if fn.args.vararg or fn.args.kwarg:
+            raise self.unsupported(node, "calls to functions with *args or **kwargs")
+        tree = ast.FunctionDef(getattr(fn, "name", "lambda"), fn.args, body, [], None)
+        sub = type(self)(
+            self.parsed,
+            [],
+            parent=self,
+            env=dict(self.env),
+            extra_locals=self.locals | set(params) | assigned_names(tree),
+            local_funcs=dict(self.local_funcs),
+            loop_varied=self.loop_varied,
+        )
+        sub.resolver.locals = sub.locals
+        sub.src = self.src
+        held = self.local_defaults.get(id(fn), {})
+        empty = inspect.Parameter.empty
+        sig_params = [
+            inspect.Parameter(
+                a.arg, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=held.get(a.arg, empty)
+            )
+            for a in fn.args.posonlyargs + fn.args.args
+        ] + [
+            inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, default=held.get(a.arg, empty))
+            for a in fn.args.kwonlyargs
+        ]
+        signature = inspect.Signature(sig_params)
+        renamed = {old: new for new, old in self.parsed.original.items()}
+        keywords = {renamed.get(k, k): v for k, v in keywords.items()}  # `h(np=...)`: see hygienic
+        self._bind_params(
+            sub, signature, args, keywords, node, lambda name, _: self.default_of(fn, name, node)
+        )
+        label = getattr(node.func, "id", tree.name)
+        return self._run_inlined(sub, body, label)
+
+    def evaluate_defaults(self, fn) -> None:
+        """Python evaluates a nested def's (or lambda's) defaults where the def stands, not at
+        the call: a default that reads a local is bound to a name of its own here (`h_k = k`),
+        which a later `k = ...` does not change; constants and globals stay as written."""
+        args = fn.args
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
+        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        held = {}
+        for arg, default in pairs:
+            if not (loads(default) & self.locals):
+                held[arg.arg] = default
+                continue
+            local = self.names.fresh(f"{getattr(fn, 'name', 'lambda')}_{arg.arg}")
+            self.locals.add(local)
+            self.assign_target(ast.Name(local, ast.Store()), default)
+            held[arg.arg] = ast.copy_location(ast.Name(local, ast.Load()), default)
+        self.local_defaults[id(fn)] = held
+
+    def default_of(self, fn, name: str, node) -> ast.expr:
+        """The default of parameter `name` of a nested def, as evaluated at the def."""
+        value = self.local_defaults[id(fn)][name]
+        if isinstance(value, ast.Name) and value.id not in self.env and value.id in self.locals:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{getattr(node.func, 'id', 'lambda')}` is called after the loop that defines it, "
+                f"and its default for `{name}` was evaluated inside that loop",
+                node,
+                hint="define the function before the loop, or pass the argument explicitly",
+            )
+        return self.rename(value)
+
+
+def _is_literal(value) -> bool:
+    """A default s2sad writes into the code as a constant (and checks at each call)."""
+    try:
+        ast.literal_eval(repr(value))
+        return True
+    except (ValueError, SyntaxError):
+        return False

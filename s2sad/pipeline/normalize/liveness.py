@@ -1,0 +1,202 @@
+"""The cleanup passes after flattening, on the normalized statements: drop the copies nothing
+reads (`drop_unread_copies`), and keep in each loop's `liveout` only the names read after it
+(`prune_liveout`). Both read and rewrite the annotations of `s2sad.ir` (`end_copy`, `merge_copy`,
+`header`, `merged`, `liveout`).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+
+from ... import ir
+from ...astcopy import walk_nodes
+
+
+def assigned_names(tree) -> set[str]:
+    names = set()
+    for node in walk_nodes(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+    return names
+
+
+def assigned_in(stmts: list[ast.stmt]) -> list[str]:
+    """User names a block rebinds, in order of first appearance."""
+    names: dict[str, None] = {}
+    for stmt in stmts:
+        for node in walk_nodes(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.setdefault(node.id)
+    return list(names)
+
+
+def loads(node) -> set[str]:
+    return {
+        n.id for n in walk_nodes(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
+    """Adds to `out` the names `stmts` may read before assigning them (given the names in
+    `bound` are assigned); returns the names surely assigned after the block (None when every
+    path leaves it by `break`)."""
+    bound = set(bound)
+    for stmt in stmts:
+        if isinstance(stmt, ast.Break):
+            return None
+        if isinstance(stmt, ast.If):
+            out |= loads(stmt.test) - bound
+            after = [_exposed(branch, bound, out) for branch in (stmt.body, stmt.orelse)]
+            after = [a for a in after if a is not None]
+            if not after:
+                return None
+            bound = set.intersection(*after)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
+            out |= loads(head) - bound
+            inner = set(bound) | ({stmt.target.id} if isinstance(stmt, ast.For) else set())
+            _exposed(stmt.body, inner, out)  # may run no iteration: assigns nothing for sure
+        else:
+            out |= loads(stmt) - bound
+            for t in getattr(stmt, "targets", []):
+                if not isinstance(t, ast.Subscript):  # y[i] = v reads y, binds nothing
+                    bound |= {n.id for n in walk_nodes(t) if isinstance(n, ast.Name)}
+    return bound
+
+
+def drop_unread_copies(stmts: list[ast.stmt], outputs: set[str]) -> None:
+    """Remove the copies (`merged = old` ending a branch, `carried = last` ending an iteration)
+    whose value nothing reads afterwards: dead code, which would also fail where the old value
+    may not exist (the last value of a loop that ran no iteration, a name only one branch
+    assigned) though Python reads nothing there. A copy counts as read only where a statement
+    other than a dead copy reads it, so copies that only feed each other around a loop (a name
+    each iteration assigns before reading it) go too."""
+    needed: set[int] = set()
+    _live_before(stmts, set(outputs), set(outputs), needed)
+    _drop_copies_in(stmts, needed)
+
+
+def _live_before(block: list[ast.stmt], live: set[str], at_exit: set[str], needed: set) -> set:
+    """The names `block` may read before assigning them, given those in `live` are read after it
+    and those in `at_exit` after the innermost loop (a `break`). Adds to `needed` the ids of the
+    copies whose target is read later; a copy nothing reads reads nothing itself."""
+    live = set(live)
+    for stmt in reversed(block):
+        if isinstance(stmt, ast.Break):
+            live = set(at_exit)
+        elif isinstance(stmt, ast.If):
+            live = (
+                _live_before(stmt.body, live, at_exit, needed)
+                | _live_before(stmt.orelse, live, at_exit, needed)
+                | loads(stmt.test)
+            )
+        elif isinstance(stmt, (ast.For, ast.While)):
+            live = _live_around_loop(stmt, live, needed)
+        elif ir.is_copy(stmt):
+            target = stmt.targets[0].id
+            if target in live:
+                needed.add(id(stmt))
+                live = (live - {target}) | loads(stmt.value)
+        elif isinstance(stmt, ast.Assign):
+            bound = {
+                n.id
+                for t in stmt.targets
+                if not isinstance(t, ast.Subscript)  # y[i] = v reads y, binds nothing
+                for n in walk_nodes(t)
+                if isinstance(n, ast.Name)
+            }
+            live = (live - bound) | loads(stmt)
+        else:
+            live |= loads(stmt)
+    return live
+
+
+def _live_around_loop(loop, after: set[str], needed: set) -> set[str]:
+    """Names live before a loop: those read after it, by its header, or by an iteration before
+    the iteration assigns them (grown from those read after it until nothing is added, so
+    copies that only feed each other stay unread)."""
+    head = set(after) | (loads(loop.test) if isinstance(loop, ast.While) else set())
+    while True:
+        body = _live_before(loop.body, head, after, needed)
+        if isinstance(loop, ast.For):
+            body -= {loop.target.id}
+        grown = head | body
+        if grown == head:
+            break
+        head = grown
+    return head | (loads(loop.iter) if isinstance(loop, ast.For) else set())
+
+
+def _drop_copies_in(block: list[ast.stmt], needed: set[int]) -> None:
+    """Drop the unneeded copies, and the names they alone assigned from the loops' carried
+    names and the `if`s' merged ones."""
+    block[:] = [s for s in block if not ir.is_copy(s) or id(s) in needed]
+    for stmt in block:
+        for field_ in ("body", "orelse"):
+            inner = getattr(stmt, field_, None)
+            if isinstance(inner, list):
+                _drop_copies_in(inner, needed)
+        if isinstance(stmt, (ast.For, ast.While)) and ir.header(stmt):
+            assigned = assigned_names(ast.Module(stmt.body, []))
+            ir.set_header(stmt, [n for n in ir.header(stmt) if n in assigned])
+        elif isinstance(stmt, ast.If) and ir.merged(stmt):
+            # a name one path no longer assigns is no merge: nothing reads it after the `if`
+            # (the tape records it where it is assigned)
+            ir.set_merged(
+                stmt,
+                [
+                    n
+                    for n in ir.merged(stmt)
+                    if _surely_assigns(stmt.body, n) and _surely_assigns(stmt.orelse, n)
+                ],
+            )
+
+
+def _surely_assigns(block: list[ast.stmt], name: str) -> bool:
+    """Whether every path through `block` that reaches its end (or a `break`) assigns `name`."""
+    for stmt in block:
+        if isinstance(stmt, ast.Break):
+            return True
+        if isinstance(stmt, ast.Assign) and any(
+            isinstance(n, ast.Name) and n.id == name
+            for t in stmt.targets
+            if not isinstance(t, ast.Subscript)
+            for n in walk_nodes(t)
+        ):
+            return True
+        if (
+            isinstance(stmt, ast.If)
+            and _surely_assigns(stmt.body, name)
+            and _surely_assigns(stmt.orelse, name)
+        ):
+            return True
+    return False
+
+
+def prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
+    """Keep in each loop's `liveout` only the names whose last value the rest of the function
+    may read: read outside the loop, or read in the body before it assigns them (a value from an
+    earlier iteration). The others are local to each iteration, which matters where no
+    iteration assigns them (a path skipped by `continue`): nothing may read them then."""
+    loops = [n for n in walk_nodes(ast.Module(stmts, [])) if isinstance(n, (ast.For, ast.While))]
+    every = Counter()
+    for node in walk_nodes(ast.Module(stmts, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            every[node.id] += 1
+    for loop in loops:
+        if not ir.liveout(loop):
+            continue
+        inside = Counter()
+        for node in loop.body:
+            for n in walk_nodes(node):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                    inside[n.id] += 1
+        exposed: set[str] = set()
+        if isinstance(loop, ast.While):
+            exposed |= loads(loop.test)
+        _exposed(loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed)
+        ir.set_liveout(
+            loop,
+            [n for n in ir.liveout(loop) if n in outputs or n in exposed or every[n] > inside[n]],
+        )

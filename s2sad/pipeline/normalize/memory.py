@@ -1,0 +1,413 @@
+"""Memory sharing: which of the function's arrays may be the same memory, so that a write into
+one (`y[i] = v`, `z += v`, `np.add.at`) shows through another. s2sad computes new values where
+NumPy writes in place; that is right only where nothing else sees the memory, so the `Memory`
+tracker keeps, while the flattener walks the function in order:
+
+- `aliases`: SSA names that may be another array's memory (a write into one is refused);
+- `views`/`stale`: user names bound as views of arrays written in place later (read as
+  snapshots; a read after the write is refused);
+- `sharing`/`aug_stale`: names sharing memory with an array `z op= v` writes (a hazard, refused
+  unless `z` is a scalar, which the ranks tell after flattening: `check_hazards`).
+
+The flattener calls it with the current environment (user name -> SSA name) where it needs one;
+it never calls the flattener. It also holds the rewrite of `np.add.at(y, i, v)` into an
+assignment (`arrays_written`).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+import numpy as np
+
+from ... import ir, runtime
+from ...astcopy import walk_nodes
+from ...errors import NameResolutionError, UnsupportedSyntaxError
+from ...rules.indexing import is_add_at
+from ..ranks import infer_ranks
+from ..reserved import STATIC_ATTRS
+from .calls import inlinable
+
+# What a value may share memory with is decided by an allowlist: a call is known to return a new
+# array (or a scalar) only if it is below; any other call on arrays (np.flip, np.asarray, np.split,
+# `y.view()`, `y.conj()`, a user's rule, ...) may return a view of its arguments or one of them
+# itself, and is taken to do so.
+_FRESH_FUNCS = {
+    getattr(module, name)
+    for module, names in (
+        (
+            np,
+            "sum mean prod std var amax amin max min cumsum cumprod diff dot outer inner vdot "
+            "trace tril triu roll sort argsort argmax argmin where clip concatenate stack hstack "
+            "vstack dstack column_stack tile repeat kron cross copy zeros ones empty full "
+            "zeros_like ones_like empty_like full_like eye identity arange linspace logspace "
+            "allclose isclose array_equal count_nonzero nonzero round around tensordot "
+            "median cov corrcoef histogram interp polyval convolve correlate take "
+            "nansum nanmean nanmax nanmin ptp average",
+        ),
+        (np.linalg, "norm det inv solve slogdet pinv cholesky eigh svd qr lstsq"),
+        (builtins, "float int bool abs len sum complex"),
+    )
+    for name in names.split()
+    if hasattr(module, name)
+}
+_FRESH_METHODS = set(
+    "copy sum mean prod std var max min cumsum cumprod dot round clip all any argmax argmin "
+    "argsort tolist item flatten trace nonzero".split()
+)  # `astype` too, unless given copy=False
+_INERT_ATTRS = STATIC_ATTRS | {"itemsize", "nbytes", "strides", "size"}
+
+
+def snapshot_of(rhs: ast.expr) -> ast.Call:
+    """`snapshot(rhs)`: the values of a view as they are now."""
+    func = ast.Name("snapshot", ast.Load())
+    ir.set_callee(func, runtime.snapshot)
+    return ast.Call(func, [rhs], [])
+
+
+def _rebinding(node: ast.AugAssign) -> str:
+    """`z += v` spelled as the assignment of a new value, `z = z + v`."""
+    value = ast.BinOp(ast.Name(node.target.id, ast.Load()), node.op, node.value)
+    return f"{node.target.id} = {ast.unparse(value)}"
+
+
+def _subscript_stores(stmts) -> set[str]:
+    """The names a subscript assignment writes into (`y[i] = v`)."""
+    return {
+        n.value.id
+        for stmt in stmts
+        for n in walk_nodes(stmt)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.ctx, ast.Store)
+        and isinstance(n.value, ast.Name)
+    }
+
+
+def arrays_written(parsed, resolver, local_names) -> set[str]:
+    """The arrays the function writes in place (`y[i] = v`, `np.add.at(y, ...)`, rewritten as an
+    assignment here)."""
+    written = _subscript_stores([parsed.tree])
+    return written | _scatter_adds_as_assignments(parsed.tree, resolver, local_names)
+
+
+class Memory:
+    """What the arrays of one function (or inlined body) may share; see the module docstring."""
+
+    def __init__(self, parsed, resolver, local_names, local_funcs, written, hazards):
+        self.parsed = parsed
+        self.resolver = resolver
+        self.locals = local_names  # (the flattener's set: it grows as names are made)
+        self.local_funcs = local_funcs
+        self.written = written  # arrays written in place
+        self.aliases: dict[str, str] = {}  # SSA name -> the expression it may alias
+        self.pending_alias: str | None = None  # for the next name bound
+        self.views: dict[str, str] = {}  # user name -> the written array it was bound as a view of
+        self.stale: set[str] = set()  # ... of which the array has been written since
+        # In-place arithmetic on a name (`z += v`) writes into an ndarray, which every name
+        # sharing its memory sees; s2sad makes it a new value (`z_1 = z + v`), which is right
+        # only where no other live name shares the memory, or where `z` is a scalar. So:
+        self.sharing: dict[str, set[str]] = {}  # user name -> locals whose memory it may share
+        self.shared_by: dict[str, set[str]] = {}  # the reverse (may hold names since rebound)
+        # user name -> (SSA name of the array written, the write, its user name) for names
+        # sharing memory with an array written by `op=` since they were bound: reading one is a
+        # hazard
+        self.aug_stale: dict[str, tuple[str, ast.stmt, str]] = {}
+        # (SSA name, node, message, hint): refused unless that value is known to be a scalar,
+        # which only the ranks after normalization tell (shared with the inlined bodies)
+        self.hazards: list[tuple[str, ast.AST, str, str]] = hazards
+        # an inlined function's parameters that are the caller's arrays (or views of them):
+        # the caller's expression and the names it shares memory with
+        self.param_sources: dict[str, tuple[str, set[str]]] = {}
+
+    # ------------------------------------------------------------------ what a value shares
+    def shared_bases(self, value: ast.expr) -> set[str]:
+        """The local user names whose memory `value` may share (see `memory_roots`), and,
+        through them, what those names share."""
+        return {b for n in self.memory_roots(value) for b in {n} | self.sharing.get(n, set())}
+
+    def memory_roots(self, node: ast.expr, whole: bool = True) -> set[str]:
+        """The local names `node` may be, or be a view of. Conservative: arithmetic and the calls
+        known to make new arrays (`_FRESH_FUNCS`, `_FRESH_METHODS`) share nothing; a name, a
+        subscript, an attribute such as `.T` or `.real`, either value of `a if c else b`, an
+        element of a tuple or list, and what any other call returns may be (a view of) every
+        array it reads. A call of the user's own function as the `whole` right-hand side is
+        followed by inlining (see `inline.py`)."""
+        if isinstance(node, ast.Name):
+            return {node.id} if node.id in self.locals else set()
+        if isinstance(node, ast.Attribute):
+            return set() if node.attr in _INERT_ATTRS else self.memory_roots(node.value, False)
+        if isinstance(node, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+            return self.memory_roots(node.value, False)
+        if isinstance(node, ast.IfExp):
+            parts = [node.body, node.orelse]
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            parts = node.elts
+        elif isinstance(node, ast.BoolOp):  # `a or b` is one of them
+            parts = node.values
+        elif isinstance(node, ast.Call):
+            func = node.func
+            try:
+                inlined = (
+                    whole
+                    and inlinable(func, self.resolver, self.locals, self.local_funcs) is not None
+                )
+                if inlined or self.fresh_call(node):
+                    return set()
+                method = isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
+            except NameResolutionError:  # (reported where the call is normalized)
+                method = False
+            parts = ([func.value] if method else []) + node.args + [k.value for k in node.keywords]
+        else:
+            return set()  # arithmetic, comparisons, constants: new values
+        return {n for part in parts for n in self.memory_roots(part, False)}
+
+    def fresh_call(self, node: ast.Call) -> bool:
+        """Whether the call is known to return a new array (or a scalar), never an argument or
+        a view of one."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        if "out" in keywords:
+            return False
+        copy = keywords.get("copy")
+        copies = copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.local_funcs:
+            return False  # (inlined, or a local function value: its result may be anything)
+        if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+            return func.attr in _FRESH_METHODS or (func.attr == "astype" and copies)
+        callee = self.resolver.resolve(func)
+        if callee is np.array:
+            return copies
+        if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
+            n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
+            return isinstance(n, ast.Constant) and n.value != 0
+        if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
+            operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
+            return operands > 1
+        module = getattr(callee, "__module__", None) or ""
+        if module.split(".")[0] == "s2sad":
+            return True  # runtime helpers in the code s2sad writes (normalized again)
+        if isinstance(callee, np.ufunc) or module == "math":
+            return True
+        try:
+            return callee in _FRESH_FUNCS
+        except TypeError:  # unhashable
+            return False
+
+    def may_alias(self, value: ast.expr, env: dict) -> bool:
+        """Whether a value may be a view of (or the same object as) a local array; or an element
+        or view of any named array (a global's included)."""
+        if isinstance(value, ast.Name):
+            return value.id in self.locals and value.id in env
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            return True
+        return bool(self.memory_roots(value))
+
+    def written_view(self, node: ast.expr) -> str | None:
+        """The array the function writes in place that `node` may be a view of (or the very
+        object of): the array itself, a subscript, `.T`, or any call not known to make a new
+        array (see `memory_roots`); else None."""
+        written = sorted(
+            n for n in self.shared_bases(node) if n in self.written and n in self.locals
+        )
+        return written[0] if written else None
+
+    def views_written(self, node: ast.expr) -> bool:
+        """Whether `node` may give a view of an array the function writes in place: a subscript,
+        `.T`, or a view-making call such as reshape or transpose."""
+        return not isinstance(node, ast.Name) and self.written_view(node) is not None
+
+    # ------------------------------------------------------------------ bindings
+    def rebound(self, name: str) -> None:
+        """The user name `name` is bound to a new value: nothing written since made it stale."""
+        self.stale.discard(name)
+        self.aug_stale.pop(name, None)
+        self.unshare(name)
+
+    def unpacked_sharing(self, names: list[str], elements, text: str, env: dict) -> None:
+        """`names = text` (`a, b = ...`) has bound `names`; `elements` gives, per name, a pair:
+        the index of an earlier name whose memory it may share (`h, out = cell(x)` returning
+        one array twice) or None, and what else it may share, (the expression, the locals), or
+        None."""
+        for name, (same, memory) in zip(names, elements or ()):
+            if same is not None:  # either may be written and the other read
+                other = names[same]
+                self.aliases[env[name]] = text
+                self.aliases.setdefault(env[other], text)
+                self.share(other, self.sharing.get(other, set()) | {name})
+                self.share(name, self.sharing.get(name, set()) | {other})
+            if memory is not None:
+                self.aliases[env[name]] = memory[0]
+                self.share(name, self.sharing.get(name, set()) | memory[1])
+
+    def unshare(self, name: str) -> None:
+        """`name` is bound to a new value: it shares nothing yet, and a later write into it is
+        not one into the memory other names were bound from. (Their sets are replaced, not
+        changed, and `shared_by` is kept: an `if` restores `sharing` for its other branch.)"""
+        self.sharing.pop(name, None)
+        for other in self.shared_by.get(name, ()):
+            if name in self.sharing.get(other, ()):
+                self.sharing[other] = self.sharing[other] - {name}
+
+    def share(self, name: str, bases: set[str]) -> None:
+        """`name` now holds a value that may share memory with the locals `bases`."""
+        if bases:
+            self.sharing[name] = bases
+            for base in bases:
+                self.shared_by.setdefault(base, set()).add(name)
+
+    def shared_with_caller(self, inner: Memory, inner_env: dict, result: str, env: dict):
+        """What an inlined function's `result` (its memory `inner`, its environment `inner_env`)
+        may share with this caller: a parameter that is the caller's array (or a view of it),
+        or, for a nested def, a name of its closure (the caller's own value); as (the caller's
+        expression, the caller's locals), or None."""
+        texts, bases = [], set()
+        for p in sorted(inner.sharing.get(result, ())):
+            if p in inner.param_sources:
+                text, shared = inner.param_sources[p]
+                texts.append(text)
+                bases |= shared
+            elif p in env and inner_env.get(p) == env[p] and p in self.locals:
+                texts.append(p)
+                bases |= {p} | self.sharing.get(p, set())
+        return (texts[0], bases) if texts else None
+
+    # ------------------------------------------------------------------ branches
+    def before_branches(self):
+        """The state an `if` restores for its `else` branch."""
+        return set(self.stale), dict(self.sharing), dict(self.aug_stale)
+
+    def between_branches(self, before):
+        """After the `if` branch: back to `before`; returns the branch's own state."""
+        body = self.stale, self.sharing, self.aug_stale
+        self.stale = before[0]
+        self.sharing, self.aug_stale = dict(before[1]), dict(before[2])
+        return body
+
+    def after_branches(self, body) -> None:
+        """After the `else` branch: either path's staleness and sharing may hold."""
+        self.stale |= body[0]
+        for name, bases in body[1].items():
+            self.share(name, self.sharing.get(name, set()) | bases)
+        for name, write in body[2].items():
+            self.aug_stale.setdefault(name, write)
+
+    # ------------------------------------------------------------------ writes
+    def in_place(self, node: ast.AugAssign, env: dict) -> None:
+        """`z op= v` on a name: where `z` is an array, NumPy writes into it. That is what s2sad
+        computes (a new value of `z`) unless the memory is shared: `z` was bound from another
+        array (`z = y`, `z = y[1:]`, a parameter of an inlined function), or another name bound
+        from `z` is read after the write. Those cases are refused unless `z` is a scalar."""
+        target = node.target.id
+        current = env.get(target)
+        if current is None:
+            return  # (load reports the name used before assignment)
+        if current in self.aliases:
+            self.hazards.append(
+                (
+                    current,
+                    node,
+                    f"`{ast.unparse(node)}` writes in place into `{target}`, which may share "
+                    f"memory with `{self.aliases[current]}` (it was assigned from it); s2sad "
+                    "does not follow writes through such aliases",
+                    f"write `{_rebinding(node)}` to make a new array, or assign `{target}` "
+                    f"from a copy (`{target} = {self.aliases[current]}.copy()`)",
+                )
+            )
+        self.aug_written({target}, node, env)
+
+    def aug_written(self, targets: set[str], node: ast.stmt, env: dict) -> None:
+        """The arrays `targets` are changed in place by `node`: the names that share their
+        memory no longer hold the values they were bound with."""
+        for written in sorted(targets):
+            for name in self.shared_by.get(written, ()):
+                if name not in targets and written in self.sharing.get(name, ()):
+                    self.aug_stale[name] = (env.get(written, written), node, written)
+
+    def written_now(self, arrays: set[str]) -> None:
+        """`arrays` are written in place here: the views bound from them no longer hold the
+        values they were bound with."""
+        self.stale |= {v for v, a in self.views.items() if a in arrays}
+
+    def loop_writes(self, body: list[ast.stmt], env: dict) -> None:
+        """Views of arrays a loop writes hold other values from its second trip on."""
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                    self.aug_written({n.target.id}, n, env)
+        self.written_now(_subscript_stores(body))
+
+    # ------------------------------------------------------------------ hazards
+    def read(self, node: ast.Name, env: dict) -> None:
+        """The user name `node` is read: a name sharing memory with an array written since, or
+        a view of one, is a hazard."""
+        if node.id in self.aug_stale:
+            written_ssa, write, written = self.aug_stale[node.id]
+            self.hazards.append(
+                (
+                    written_ssa,
+                    node,
+                    f"`{node.id}` may share memory with `{written}`, which "
+                    f"`{ast.unparse(write)}` (line {write.lineno + self.parsed.line_offset}) "
+                    f"changes in place after `{node.id}` was assigned; s2sad does not follow "
+                    "writes through such aliases",
+                    f"write `{_rebinding(write)}` to make a new array, or assign `{node.id}` "
+                    "from a copy (`.copy()`)",
+                )
+            )
+        if node.id in self.stale:  # refused unless it is a scalar (an element is no view)
+            self.hazards.append(
+                (
+                    env[node.id],
+                    node,
+                    f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in "
+                    f"place after `{node.id}` was assigned; s2sad does not follow writes through "
+                    "views",
+                    f"assign `{node.id}` from a copy (`....copy()`), or read "
+                    f"`{self.views[node.id]}` itself after the write",
+                )
+            )
+
+    def check_hazards(self, stmts: list[ast.stmt], ranks) -> None:
+        """Refuse the first in-place write through shared memory (see `in_place`) whose array
+        is not known to be a scalar for the arguments' ranks."""
+        if not self.hazards:
+            return
+        shapes = infer_ranks(stmts, dict(ranks or {}))
+        for name, node, message, hint in self.hazards:
+            if shapes.get(name) != 0:
+                raise self.parsed.error(UnsupportedSyntaxError, message, node, hint=hint)
+
+
+def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
+    """Rewrite each statement `np.add.at(y, index, v)` (y a local array) as
+    `y = scatter_added(y, index, v)`: the values np.add.at leaves in y, by a call with a rule,
+    and an assignment every pass follows (loops carry y, branches merge it). Returns the arrays
+    so updated: like arrays written in place, their earlier views go stale."""
+    updated = set()
+    for node in walk_nodes(tree):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for k, stmt in enumerate(block):
+                if isinstance(stmt, ast.Assign) and ir.is_scatter(stmt.value):
+                    updated.add(stmt.targets[0].id)  # rewritten before (a cached tree)
+                if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+                    continue
+                call = stmt.value
+                if len(call.args) != 3 or call.keywords or not isinstance(call.args[0], ast.Name):
+                    continue
+                if call.args[0].id not in local_names:
+                    continue
+                if not is_add_at(resolver.resolve(call.func)):
+                    continue
+                func = ast.copy_location(ast.Name("scatter_added", ast.Load()), call.func)
+                ir.set_runtime_helper(func, runtime.scatter_added)
+                value = ast.copy_location(ast.Call(func, call.args, []), call)
+                ir.mark_scatter(value)
+                target = ast.Name(call.args[0].id, ast.Store())
+                block[k] = ast.copy_location(ast.Assign([target], value), stmt)
+                ast.fix_missing_locations(block[k])
+                updated.add(call.args[0].id)
+    return updated

@@ -1,0 +1,237 @@
+"""Statements flattened: an assignment binds a fresh SSA name to each user name it assigns (`h`,
+`h_1`), tuple assignments are unpacked, `z op= v` becomes `z_1 = z op v`, and a write into an
+array (`y[i] = v`) stays one statement. Each binding tells the memory tracker what the new value
+may share (memory.py). Control flow goes to control.py, nested `def`s to inline.py.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ... import ir
+from ...astcopy import clone, walk_nodes
+from ...errors import UnsupportedSyntaxError
+from .expressions import Expressions
+from .flatten import rename_in
+from .memory import snapshot_of
+
+_UNSUPPORTED_STMTS = {
+    ast.Try: "`try` blocks",
+    ast.With: "`with` blocks",
+    ast.Raise: "`raise`",
+    ast.ClassDef: "class definitions",
+    ast.Global: "`global`",
+    ast.Nonlocal: "`nonlocal`",
+    ast.Import: "imports",
+    ast.ImportFrom: "imports",
+    ast.Delete: "`del`",
+    ast.AsyncFunctionDef: "async functions",
+    ast.Match: "`match` statements",
+    ast.Break: "`break`",
+    ast.Continue: "`continue`",
+    ast.AsyncFor: "`async for`",
+}
+
+
+class Statements(Expressions):
+    """Flattening of statements other than control flow (see the module docstring)."""
+
+    def for_(self, node: ast.For) -> None:
+        raise NotImplementedError  # control.py
+
+    def while_(self, node: ast.While) -> None:
+        raise NotImplementedError  # control.py
+
+    def evaluate_defaults(self, fn) -> None:
+        raise NotImplementedError  # inline.py
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Assign):
+            first = self.assign_target(node.targets[0], node.value)
+            for target in node.targets[1:]:
+                self.assign_target(target, first)
+        elif isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign_target(node.target, node.value)
+        elif isinstance(node, ast.AugAssign):
+            if isinstance(node.target, ast.Name):
+                self.memory.in_place(node, self.env)
+            load = clone(node.target)
+            for n in walk_nodes(load):
+                if hasattr(n, "ctx"):
+                    n.ctx = ast.Load()
+            self.assign_target(
+                node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+            )
+        elif isinstance(node, (ast.Expr, ast.Assert)):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                self.emit_expr(node)
+        elif isinstance(node, ast.Pass):
+            pass
+        elif isinstance(node, ast.If):
+            self.if_(node)
+        elif isinstance(node, ast.For):
+            self.for_(node)
+        elif isinstance(node, ast.While):
+            self.while_(node)
+        elif isinstance(node, ast.FunctionDef):
+            if node.decorator_list:
+                raise self.unsupported(node, "decorated nested functions")
+            self.local_funcs[node.name] = node
+            self.evaluate_defaults(node)
+        elif isinstance(node, ast.Return):
+            raise self.unsupported(node, "this `return`")
+        else:
+            what = _UNSUPPORTED_STMTS.get(type(node), type(node).__name__)
+            raise self.unsupported(node, what)
+
+    def emit_expr(self, node: ast.stmt) -> None:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr == "append"
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id in self.locals
+            and not call.keywords
+            and any(not self.is_atom(a) and self.mentions_varied(a) for a in call.args)
+        ):
+            # a value pushed on a list (a tape of s2sad's own gradient code) gets a name, so
+            # that forward mode carries its tangent onto the list of tangents
+            base = call.func.value.id
+            args = [
+                self.atom(a, base) if self.mentions_varied(a) else self.rename(a) for a in call.args
+            ]
+            node = ast.Expr(ast.Call(self.rename(call.func), args, []))
+            self.put(node)
+            return
+        self.put(self.rename(node))
+
+    # ------------------------------------------------------------------ assignments
+    def assign_target(self, target: ast.expr, value: ast.expr) -> ast.expr:
+        """Assign `value` to `target`; returns an atom holding the value."""
+        if isinstance(target, ast.Name):
+            return self.assign_name(target, value)
+        if isinstance(target, (ast.Tuple, ast.List)) and all(
+            isinstance(t, ast.Name) for t in target.elts
+        ):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                return self.assign_elements(target, value)
+            return self.assign_unpacked(target, value)
+        if (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in self.locals
+        ):
+            return self.assign_item(target, value)
+        raise self.unsupported(self.src, "assignment to this kind of target")
+
+    def assign_name(self, target: ast.Name, value: ast.expr) -> ast.expr:
+        memory = self.memory
+        alias = ast.unparse(value) if memory.may_alias(value, self.env) else None
+        if isinstance(value, ast.Lambda):
+            self.local_funcs[target.id] = value
+            self.evaluate_defaults(value)
+            return ast.Constant(None)
+        if ir.is_scatter(value):
+            memory.written_now({target.id})  # in Python, np.add.at wrote into the array
+        viewed = memory.written_view(value)
+        shared = memory.shared_bases(value)
+        start = len(self.out)
+        rhs = self.expr(value, target.id)  # may read the target: as the view it was
+        memory.views.pop(target.id, None)
+        memory.rebound(target.id)
+        memory.share(target.id, shared)
+        inlined = ir.inlined(rhs)
+        if isinstance(rhs, ast.Name) and inlined:
+            name = self.rebind(target.id)  # the inlined result takes the user's name
+            rename_in(self.out[start:], rhs.id, name)
+            if rhs.id in self.varied:
+                self.varied.add(name)
+            if inlined.alias:
+                memory.aliases[name], shared = inlined.alias
+                memory.share(target.id, shared)
+            return ast.Name(name, ast.Load())
+        if isinstance(rhs, ast.Tuple) and inlined:
+            rhs = ast.Tuple(rhs.elts, ast.Load())
+        if viewed is not None:
+            # a view of an array written in place later: the values as they are now (a read
+            # after the write is refused, see `Memory.read`)
+            memory.views[target.id] = viewed
+            rhs = snapshot_of(rhs)
+        memory.pending_alias = alias  # (after the right-hand side, which may bind names)
+        return self.bind(
+            target.id, rhs, varied=self.atom_varied(rhs) or self.mentions_varied(value)
+        )
+
+    def assign_elements(self, target: ast.Tuple, value: ast.Tuple) -> ast.expr:
+        """`a, b = y, v`: one assignment per element."""
+        memory = self.memory
+        shared = [memory.shared_bases(v) for v in value.elts]
+        atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
+        for t, v, a, bases in zip(target.elts, value.elts, atoms, shared):
+            if memory.may_alias(v, self.env):  # `a, b = y, z`: `a` is `y`
+                memory.pending_alias = ast.unparse(v)
+            self.bind(t.id, a, varied=self.atom_varied(a))
+            memory.pending_alias = None
+            memory.rebound(t.id)
+            memory.share(t.id, bases)
+        return ast.Tuple(atoms, ast.Load())
+
+    def assign_unpacked(self, target: ast.Tuple, value: ast.expr) -> ast.expr:
+        """`a, b = np.split(y, 2)`, `a, b = y`: the value, then its elements."""
+        memory = self.memory
+        shared = memory.shared_bases(value)
+        whole = self.atom(value, "_".join(t.id for t in target.elts))
+        names = [t.id for t in target.elts]
+        for name in names:
+            memory.rebound(name)
+        if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
+            for t, a in zip(target.elts, whole.elts):
+                self.bind(t.id, a, varied=self.atom_varied(a))
+            inlined = ir.inlined(whole)
+            elements = inlined.elements if inlined else None
+            memory.unpacked_sharing(names, elements, ast.unparse(value), self.env)
+            return whole
+        if not self.atom_varied(whole):
+            stmt = ast.Assign(
+                [
+                    ast.Tuple(
+                        [ast.Name(self.rebind(t.id), ast.Store()) for t in target.elts],
+                        ast.Store(),
+                    )
+                ],
+                whole,
+            )
+            self.put(stmt)
+        else:
+            for i, t in enumerate(target.elts):
+                item = ast.Subscript(whole, ast.Constant(i), ast.Load())
+                self.bind(t.id, item, varied=True)
+        if shared:
+            text = ast.unparse(value)
+            memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
+        return whole
+
+    def assign_item(self, target: ast.Subscript, value: ast.expr) -> ast.expr:
+        """`y[i] = v`: a write into a local array."""
+        base = self.load(target.value)
+        aliases = self.memory.aliases
+        if base.id in aliases:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{target.value.id}` may share memory with another array (it was assigned "
+                f"from `{aliases[base.id]}`); s2sad does not follow writes through "
+                "such aliases",
+                self.src,
+                hint=f"write into a copy (`{target.value.id} = ....copy()`) or into the "
+                "original array",
+            )
+        index = self.index(target.slice, target.value.id)
+        atom = self.atom(value, target.value.id)
+        stmt = ast.Assign([ast.Subscript(base, index, ast.Store())], atom)
+        self.put(stmt)
+        if self.atom_varied(atom):
+            self.varied.add(base.id)
+        self.memory.written_now({target.value.id})
+        return atom
