@@ -3,38 +3,41 @@ them. This module is the one place that names them; read and write them through 
 never by `getattr(node, "...")`. Each accessor is one attribute look-up (they sit in the hot loops
 of the transform) and gives the annotation's default where a node has none.
 
-Annotation     On                     Set by                       Read by                     Meaning
--------------  ---------------------  ---------------------------  --------------------------  ---------------------------------------------
-src            normalized statement   normalize (and every stage   activity, tangent, reverse,  the user's statement it comes from (errors,
-                                      copying a statement)         tape, emit, jit             comments, line numbers)
-src_parsed     normalized statement   same as `src`                same as `src`               the ParsedFunction `src` belongs to (an
-                                                                                               inlined helper's own file)
-end_copy       Assign `h = h_new`     normalize.control            normalize.liveness,         copies the loop-carried value back at the end
-                                                                   reverse, tape               of an iteration (or before a `break`)
-merge_copy     Assign `h_1 = h`       normalize.control            normalize.liveness          copies a branch's value to the name merged
-                                                                                               after the `if`
-counter        Assign `trips += 1`    normalize.control            tape                        counts a loop's trips (`trips`, `iters`)
-header         For / While            normalize.control (pruned    reverse, tape               names carried from one iteration to the next
-                                      by normalize.liveness)                                   (pre-loop SSA names), and the counter
-liveout        For / While            normalize.control (pruned    reverse, tape               names first assigned in the body whose last
-                                      by normalize.liveness)                                   value is read after the loop
-index          For                    normalize.control            reverse                     the loop's index name (`for <index> in range`)
-trips          For                    normalize.control            reverse                     the trip counter of a loop that may `break`,
-                                                                                               or None
-iters          While                  normalize.control            reverse                     the iteration counter
-merged         If                     normalize.control (pruned    tape                        names assigned on both paths, merged into one
-                                      by normalize.liveness)                                   name after the `if`
-op             simple statement       driver (classify)            activity, tangent,          what the statement computes (classify.Op)
-                                                                   reverse, tape
-s2sad_callee   Call.func              normalize (rename, calls)    classify, ranks, activity,  the object the call calls, resolved once
-                                                                   tangent, tape
-s2sad_runtime  Name                   normalize.memory             resolve                     the runtime helper the name denotes (a name
-                                                                                               s2sad wrote, `scatter_added`)
-s2sad_scatter  Call                   normalize.memory             normalize                   the rewrite of `np.add.at(y, i, v)` as
-                                                                                               `y = scatter_added(y, i, v)`
-s2sad_synthetic statement             normalize (if-expression)    normalize                   written by s2sad: keeps the enclosing `src`
-inlined        Name / Tuple           normalize.inline             normalize                   the result of an inlined call, with what it
-                                                                                               may share memory with (`Inlined`)
+annotation       on           set by -> read by             meaning
+---------------  -----------  ----------------------------  ----------------------------------------
+src              statement    normalize (and every stage    the user's statement it comes from
+                              copying one) -> activity,     (errors, comments, line numbers)
+                              tangent, reverse, tape, emit
+src_parsed       statement    as `src`                      the ParsedFunction of `src` (an inlined
+                                                            helper's own file)
+end_copy         Assign       normalize.control ->          `h = h_new`: the loop-carried value for
+                              liveness, reverse, tape       the next iteration (or before `break`)
+merge_copy       Assign       normalize.control ->          `h_1 = h` ending a branch: the name
+                              liveness                      merged after the `if`
+counter          Assign       normalize.control -> tape     `trips = trips + 1`: counts the trips
+header           For, While   normalize.control (pruned by  names carried from one iteration to the
+                              liveness) -> reverse, tape    next (pre-loop SSA names), counter last
+liveout          For, While   as `header`                   names first assigned in the body whose
+                                                            last value is read after the loop
+index            For          normalize.control -> reverse  the index (`for <index> in range(...)`)
+trips            For          normalize.control -> reverse  the trip counter of a loop that may
+                                                            `break`, or None
+iters            While        normalize.control -> reverse  the iteration counter
+merged           If           normalize.control (pruned by  names assigned on both paths, one name
+                              liveness) -> tape             each after the `if`
+op               statement    driver (classify) ->          what the statement computes
+                              activity, tangent, reverse,   (classify.Op)
+                              tape
+s2sad_callee     Call.func    normalize -> classify, ranks, the object called, resolved once
+                              activity, tangent, tape
+s2sad_runtime    Name         normalize.memory -> resolve   the runtime helper a name s2sad wrote
+                                                            denotes (`scatter_added`)
+s2sad_scatter    Call         normalize.memory ->           `scatter_added(y, i, v)`, the rewrite of
+                              normalize                     `np.add.at(y, i, v)`
+s2sad_synthetic  statement    normalize.expressions ->      written by s2sad (`a if c else b` made
+                              normalize.flatten             an `if`): keeps the enclosing `src`
+s2sad_inlined    Name, Tuple  normalize.inline ->           the result of an inlined call and what
+                              normalize.statements          it may share with the caller (`Inlined`)
 
 `ParsedFunction.original` (set by `normalize.naming.hygienic`: a renamed name -> the user's) is a
 field of the parsed function, not of a node.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import ir
 from ..errors import NoRuleError, S2SADError, UnsupportedSyntaxError
 from .dependence import dependents
 
@@ -18,7 +19,7 @@ def _mutating_call(stmt) -> bool:
     return (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
-        and getattr(value.func, "s2sad_callee", None) is None
+        and ir.callee(value.func) is None
         and isinstance(value.func.value, ast.Name)
     )
 
@@ -35,16 +36,16 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             continue
         if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
             continue
-        if getattr(stmt.value.func, "s2sad_callee", None) is print:
+        if ir.callee(stmt.value.func) is print:
             continue
-        where = getattr(stmt, "src_parsed", None) or parsed
+        where = ir.src_parsed(stmt) or parsed
         call = ast.unparse(stmt.value.func)
         if _mutating_call(stmt):
             raise where.error(
                 UnsupportedSyntaxError,
                 f"s2sad cannot follow differentiated values through a mutable container "
                 f"(`{call}(...)`)",
-                stmt.src,
+                ir.src(stmt),
                 hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
                 "the values to np.stack/np.concatenate directly",
             )
@@ -52,7 +53,7 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             UnsupportedSyntaxError,
             f"s2sad cannot see what `{call}(...)` writes: its result is discarded, so it is "
             "called for what it does to its arguments, and some of them are differentiated",
-            stmt.src,
+            ir.src(stmt),
             hint="write the update as an assignment s2sad follows (`y[i] = v`, `y = y + v`; "
             "for repeated indices a loop `for k in range(n): y[idx[k]] += v[k]`), or wrap "
             "values that need no derivative in s2sad.stop_gradient",
@@ -96,7 +97,7 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 f"internal error: {op.what or 'an operation'} has a differentiated operand "
                 "nested in an expression; please report this with the function",
                 file=parsed.filename,
-                line=parsed.file_line(op.stmt.src),
+                line=parsed.file_line(ir.src(op.stmt)),
             )
         what = None
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
@@ -104,11 +105,11 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
         elif op.kind == "rule" and op.target in useful:
             what = op.without_rule(varied)
         if what is not None:
-            where = getattr(op.stmt, "src_parsed", None) or parsed  # inlined code: its own file
+            where = ir.src_parsed(op.stmt) or parsed  # inlined code: its own file
             raise where.error(
                 NoRuleError,
                 f"no derivative rule for {what}",
-                op.stmt.src,
+                ir.src(op.stmt),
                 hint="use an operation s2sad knows (see s2sad.rules), wrap the value in "
                 "s2sad.stop_gradient if no gradient should flow, or give the function a "
                 "rule with s2sad.register_vjp",

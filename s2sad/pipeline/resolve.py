@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import ir, runtime
 from ..errors import NameResolutionError
 from .reserved import s2sad_object
 
@@ -37,8 +38,6 @@ def _canonical_table() -> dict[int, str]:
                 obj = getattr(module, name)
                 if callable(obj) or isinstance(obj, float):
                     table[id(obj)] = f"{prefix}.{name}"
-    from .. import runtime
-
     table[id(runtime.stop_gradient)] = "stop_gradient"
     table[id(runtime.scatter_added)] = "scatter_added"  # what np.add.at statements become
     table[id(np)] = "np"
@@ -152,7 +151,7 @@ class Resolver:
 
     def locate(self, name: str, node: ast.AST):
         """The object `name` denotes and the spec that reads it again at a call."""
-        name = getattr(self.parsed, "original", {}).get(name, name)  # renamed by `hygienic`
+        name = self.parsed.original.get(name, name)  # renamed by `hygienic`
         if name in self.closure:
             spec = (self.index, "closure", self.parsed.func.__code__.co_freevars.index(name), ())
             return self.closure[name], spec
@@ -175,8 +174,9 @@ class Resolver:
         reading: a runtime helper, NumPy's own attributes). Each object read is recorded for the
         cache's checks, except attributes of data (the code reads them when it runs; a function
         inlined from one is checked by its code)."""
-        if getattr(node, "s2sad_runtime", None) is not None:  # put there by normalization
-            return node.s2sad_runtime, None
+        helper = ir.runtime_helper(node)
+        if helper is not None:  # put there by normalization
+            return helper, None
         if isinstance(node, ast.Name):
             if node.id in self.locals:
                 return None, None
@@ -211,7 +211,7 @@ class Resolver:
         if (
             isinstance(root, ast.Name)
             and root.id not in self.locals
-            and getattr(root, "s2sad_runtime", None) is None
+            and ir.runtime_helper(root) is None
         ):
             base, spec = self.locate(root.id, root)
             if is_data(base):
@@ -242,7 +242,7 @@ class Resolver:
     def global_name(self, name: str, value) -> str:
         """The name generated code gives the user's global `name`: its own, unless the generated
         code uses that name for something else (`unbroadcast` -> `unbroadcast2`)."""
-        user_name = getattr(self.parsed, "original", {}).get(name, name)
+        user_name = self.parsed.original.get(name, name)
         key = (name, id(value))
         if key not in self.aliases and not self._clashes(name, value):
             if name != user_name:
