@@ -702,7 +702,7 @@ def test_rules_never_see_a_scalar_zero_for_an_array(f):
 # reverse transform treated `v` as carried from trip to trip and set up its adjoint before the
 # reversed loop with `zeros_like(v)`, reading `v` even when no trip bound it.
 # Fixed: a loop's live-out names are only those read after the loop or read in the body before
-# the body assigns them (normalize._prune_liveout); `v` is local to each trip.
+# the body assigns them (normalize.liveness.prune_liveout); `v` is local to each trip.
 
 
 def skipped_alias(w, x):
@@ -734,7 +734,7 @@ def test_name_bound_only_on_skipped_path():
 # read the view, so it saw the values after the write.
 # Fixed: as for subscripts, a view-making read (reshape, ravel, .T, transpose, swapaxes,
 # squeeze, expand_dims, moveaxis, np.asarray, ...) of an array the function writes in place is
-# taken as a copy when it is read (normalize.Normalizer.views_written).
+# taken as a copy when it is read (normalize.memory.Memory.views_written).
 
 
 def write_reads_whole_view(x):
