@@ -251,12 +251,10 @@ class ControlFlow(Statements):
 
     def mark_loop_varied(self, body: list[ast.stmt]) -> None:
         """Variables that become varied in some iteration are varied from the first."""
-        flows = assignment_flows(body, self.locals, self.calls_enumerate)
+        resolve = self.resolver.resolve
+        flows = assignment_flows(body, self.locals, lambda call: resolve(call.func) is enumerate)
         sources = {n for reads, _ in flows for n in reads if self.env.get(n, n) in self.varied}
         self.loop_varied |= dependents(sources | self.loop_varied, flows)
-
-    def calls_enumerate(self, call: ast.Call) -> bool:
-        return self.resolver.resolve(call.func) is enumerate
 
     def for_(self, node: ast.For) -> None:
         if node.orelse:
