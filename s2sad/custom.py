@@ -15,7 +15,7 @@ import re
 
 from .errors import S2SADError
 from .rules.registry import NAMESPACE, nondiff, register
-from .runtime import stop_gradient
+from .rules.common import stop_gradient
 
 nondiff(stop_gradient)
 

@@ -23,7 +23,7 @@ from ..astcopy import clone, walk_nodes
 from ..jit import jit_copy
 from .normalize import NameAllocator
 from .classify import _index_expr
-from ..rules.batched import batch_adjoint, rename_helpers
+from ..rules.batching import batch_adjoint, rename_helpers
 
 
 @dataclass

@@ -16,8 +16,8 @@ from .activity import refuse_hidden_writes
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .reverse import batched_slice, simple_statements
-from ..rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
-from ..rules.forward import kind_of, signature_of
+from ..rules.batching import batch_adjoint
+from ..rules.registry import EXPLICIT, LINEAR, MULTILINEAR, kind_of, signature_of
 from ..rules.indexing import getitem, is_add_at
 
 
