@@ -8,14 +8,19 @@ Tables (keyed by `id(function)`; the registry keeps the functions alive):
   batched tangent `t`;
 - NONDIFF: functions whose outputs carry no derivative.
 
-Adding an op is one entry in the family file under s2sad/rules/ it belongs to, plus its tests:
+Adding an op is one entry in the family file under s2sad/rules/ it belongs to, plus its tests.
+Without a helper of its own (templates of NumPy calls and shared helpers, rules/common.py):
+
+    @batched_helper
+    def batched_sum(a, axis=None, dtype=None, out=None, keepdims=False): ...  # np.sum per row
 
     defvjp(np.sum, "a, axis=None, dtype=None, out=None, keepdims=False",
            a="expand_reduced(g, a, axis=axis, keepdims=keepdims)",
            jvp=linear("a", batched=batched_sum))
 
 - the signature is NumPy's; a keyword per differentiable parameter holds its adjoint template
-  (rule.py says what a template may name); `unary`/`binary` are the elementwise short forms;
+  (rule.py says what a template may name); `unary`/`binary` are the elementwise short forms,
+  `nondiff(f)` marks a function whose result carries no derivative;
 - `jvp=` says how its tangent follows: ELEMENTWISE (the VJP templates with the tangent for `g`),
   `linear(params)` (the same call on the tangent), `multilinear(params)`, `reduction(param)`
   (the VJP weights for a cotangent of ones) or `explicit(param=template)` over the parameters,
@@ -25,12 +30,20 @@ Adding an op is one entry in the family file under s2sad/rules/ it belongs to, p
   and `multilinear`'s `batched=` name the function forward mode applies to a batched tangent,
   `explicit`'s holds templates for a batched `t`.
 
-Where the templates call a helper of s2sad's own, that helper is defined right above the entry
-with its batched and Numba forms beside it (`@helper`, `@batched_of`, `@numba_of`: see
-rules/helpers.py, which also says how the Numba forms are registered without importing Numba).
-A helper's own tangent rule (generated gradients are differentiated again for Hessians) is
-declared in its decorator: `@helper(jvp=linear("g"))`. Everything is linked by Python objects,
-never by strings: a linter sees every link.
+With helpers: each is defined right above the entry, its forms side by side (rules/helpers.py
+says how the Numba forms are registered without importing Numba):
+
+    @helper(batch_safe=True, jvp=linear("g"))  # its own tangent rule: Hessians differentiate
+    def cumsum_vjp(g, a, axis=None): ...       # generated gradients again
+
+    @numba_of(cumsum_vjp)                      # Numba's form (an `overload` typer), if jitted
+    def _cumsum_vjp(g, a, axis=None): ...      # code may call it
+
+    defvjp(np.cumsum, "a, axis=None, dtype=None, out=None", a="cumsum_vjp(g, a, axis=axis)",
+           jvp=linear("a", batched=batched_cumsum))
+
+A helper not right for a batched cotangent as it is gets `@batched_of(helper)` beside it.
+Everything is linked by Python objects, never by names in strings: a linter sees every link.
 """
 
 from __future__ import annotations
