@@ -16,7 +16,7 @@ import re
 from .errors import S2SADError
 from .pipeline.reserved import RESERVED
 from .rules.registry import NAMESPACE, nondiff, register
-from .runtime import stop_gradient
+from .rules.common import stop_gradient
 
 nondiff(stop_gradient)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import S2SADError
+from .rules.helpers import numba_source
 
 
 class JitError(S2SADError):
@@ -47,8 +48,6 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-# the Numba versions of the runtime helpers (s2sad/numba_helpers.py)
-_HELPERS = (Path(__file__).parent / "numba_helpers.py").read_text()
 # a cached module's `njit` keeps Numba's files in s2sad's checked directory (trusted_njit)
 _IMPORT = (
     "import math\n\nimport numpy as np\n\n"
@@ -73,7 +72,7 @@ def module_text(
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
         tail.append(f'{fn} = njit(cache=True, error_model="numpy")(_{fn}_py)')
-    head = _HELPERS if embed else _IMPORT
+    head = numba_source() if embed else _IMPORT
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
@@ -244,7 +243,7 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
     from . import __version__
 
     text = module_text(source, name, embed=False)
-    key = f"{__version__}\n{_HELPERS}\n{callees}\n{text}"
+    key = f"{__version__}\n{numba_source()}\n{callees}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{_short(name)}_{digest}"
     with _LOAD_LOCK:

@@ -14,7 +14,7 @@ import types
 
 import numpy as np
 
-from . import runtime
+from .rules.helpers import RUNTIME, function_source
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 
@@ -25,18 +25,14 @@ def names_in(source: str) -> set[str]:
 
 
 def runtime_helpers(source: str) -> list[str]:
-    """Runtime functions `source` calls, directly or through each other, in file order."""
-    funcs = {
-        n: f
-        for n, f in vars(runtime).items()
-        if inspect.isfunction(f) and f.__module__ == runtime.__name__
-    }
+    """Helpers `source` calls, directly or through each other, in registration order."""
     needed, todo = set(), [source]
     while todo:
-        for name in names_in(todo.pop()) & set(funcs) - needed:
+        for name in names_in(todo.pop()) & set(RUNTIME) - needed:
             needed.add(name)
-            todo.append(inspect.getsource(funcs[name]))
-    return sorted(needed, key=lambda n: funcs[n].__code__.co_firstlineno)
+            todo.append(inspect.getsource(RUNTIME[name]))
+    order = list(RUNTIME)
+    return sorted(needed, key=order.index)
 
 
 def _literal(value) -> str | None:
@@ -237,9 +233,8 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     helpers = runtime_helpers(source)
     if "grad_seed" in helpers:
         lines.append("NonScalarOutputError = ValueError")
-    funcs = {n: f for n, f in vars(runtime).items() if inspect.isfunction(f)}
     for name in helpers:
-        lines += ["", "", inspect.getsource(funcs[name])]
+        lines += ["", "", function_source(RUNTIME[name])]
     lines += ["", "", source]
     return check_module(format_source("\n".join(lines)), func.__qualname__)
 

@@ -34,6 +34,7 @@ import pytest
 import s2sad
 from conftest import rand
 from s2sad.jit import JitFallbackWarning
+from s2sad.rules.helpers import numba_source
 
 numba = pytest.importorskip("numba")
 
@@ -285,7 +286,7 @@ def test_jitted_derivative_of_a_numba_compilable_function(case):
 def test_the_corpus_covers_every_numba_helper():
     """Each runtime helper with a Numba version is called by some corpus function's jitted
     code, so the corpus exercises them all."""
-    source = (Path(s2sad.__file__).parent / "numba_helpers.py").read_text()
+    source = numba_source()  # the Numba forms, as `s2sad emit --jit` embeds them
     helpers = {
         line.split("(")[0][4:]
         for line in source.splitlines()

@@ -13,7 +13,7 @@ import numpy as np
 from .. import rules
 from .reserved import STATIC_ATTRS
 from ..rules.indexing import getitem
-from ..runtime import snapshot
+from ..rules.common import snapshot
 from ..rules.registry import Bound
 
 BINOPS = {

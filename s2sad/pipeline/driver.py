@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ..astcopy import clone, walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError
-from .. import batched, runtime
+from .. import runtime
 from .activity import active_names
 from .emit import emit, emit_jvp, format_source
 from ..errors import NonScalarOutputError
@@ -86,10 +86,7 @@ class Compiled:
 # an array that nothing writes afterwards is a view rather than a copy. S2SAD_JIT_FORMS=1 makes
 # the Python code take them too, for testing them against the whole test suite.
 _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
-_RUNTIME = {n: getattr(runtime, n) for n in dir(runtime) if not n.startswith("_")}
-_RUNTIME.update(
-    {n: getattr(batched, n) for n in dir(batched) if n.startswith(("batched_", "stack_"))}
-)
+_RUNTIME = {n: f for n, f in vars(runtime).items() if callable(f) and not n.startswith("_")}
 # code object, wrt, mode, ranks, jit -> the transforms made for functions with that code (most
 # recent first): a few variants for functions whose scopes name different helpers
 _CACHE: dict[tuple, tuple[Compiled, ...]] = {}

@@ -7,32 +7,17 @@ read it, and it reads only the runtime helpers and the rule table.
 
 from __future__ import annotations
 
-import ast
 import builtins
 import inspect
 import math
-from pathlib import Path
 
 import numpy as np
 
-from .. import batched, runtime
+from .. import runtime
+from ..rules.helpers import numba_names
 from ..rules.registry import NAMESPACE
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
-
-
-def _module_names(path: Path) -> set[str]:
-    """The names a module's text binds at its top level (read, not imported: Numba is slow to
-    import)."""
-    names = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.Assign):
-            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
 
 
 # Every name generated code may use that is not the user's: NumPy and math, the runtime helpers
@@ -44,11 +29,10 @@ RESERVED = (
     {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda", "np_sign"}
     | {
         n
-        for module in (runtime, batched)
-        for n, v in vars(module).items()
+        for n, v in vars(runtime).items()
         if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
     }
-    | _module_names(Path(__file__).parent.parent / "numba_helpers.py")
+    | numba_names()
 )
 _MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched")
 
@@ -66,7 +50,7 @@ _OWN_LOCAL = object()
 def s2sad_object(name: str):
     """What generated code means by the reserved `name` (a marker where it is a local of its
     own, or Numba's)."""
-    for scope in (NAMESPACE, vars(runtime), vars(batched), {"np": np, "math": math}):
+    for scope in (NAMESPACE, vars(runtime), {"np": np, "math": math}):
         if name in scope:
             return scope[name]
     return getattr(builtins, name, _OWN_LOCAL)

@@ -23,7 +23,7 @@ from ..astcopy import clone, walk_nodes
 from ..jit import jit_copy
 from .normalize import NameAllocator
 from .classify import _index_expr
-from ..rules.batched import batch_adjoint, rename_helpers
+from ..rules.batching import batch_adjoint, rename_helpers
 
 
 @dataclass
@@ -153,7 +153,7 @@ class Reverser:
         self.jit = False  # Numba-compilable loop headers
         self.names = NameAllocator(taken)
         self.taken = set(taken)
-        # batched: every adjoint has a leading axis of `self.batch` rows (rules/batched.py)
+        # batched: every adjoint has a leading axis of `self.batch` rows (rules/batching.py)
         self.batched = batched
         self.batch = self.names.fresh("batch") if batched else None
         self.adjoint: dict[str, str] = {}

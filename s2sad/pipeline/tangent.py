@@ -1,6 +1,6 @@
 """Stage 4, forward mode: after each active primal statement, one statement computing its
 tangent (`x` -> `x_dot`). Control flow keeps its shape and nothing is recorded: tangents flow
-along with the values. Tangent rules are in `rules/forward.py`.
+along with the values. Tangent rules are the `jvp=` of each op's entry in `rules/`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from .dependence import dependents
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .reverse import batched_slice, simple_statements
-from ..rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
-from ..rules.forward import kind_of, signature_of
+from ..rules.batching import batch_adjoint
+from ..rules.registry import EXPLICIT, LINEAR, MULTILINEAR, kind_of, signature_of
 from ..rules.indexing import getitem, is_add_at
 
 
@@ -97,7 +97,7 @@ class Forward:
         self.parsed = parsed
         self.ranks = ranks
         self.names = NameAllocator(taken)
-        # batched: every tangent has a leading axis of `self.batch` rows (rules/batched.py)
+        # batched: every tangent has a leading axis of `self.batch` rows (rules/batching.py)
         self.batched = batched
         self.batch = self.names.fresh("batch") if batched else None
         self.ranks = ranks
@@ -446,7 +446,7 @@ class Forward:
             f"no forward-mode (jvp) rule for {what or op.what or 'this'}",
             stmt.src,
             hint="use an operation with a tangent rule (see "
-            "s2sad/rules/forward.py); custom_vjp rules have no tangent rule",
+            "the `jvp=` of the op's entry in s2sad/rules/); custom_vjp rules have no tangent rule",
         )
 
 

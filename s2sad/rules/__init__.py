@@ -1,8 +1,14 @@
-"""Derivative rules, one table per family. Importing this package fills the registry."""
+"""Derivative rules, one file per family of ops; importing this package fills the tables.
 
-from . import elementwise, indexing, linalg, reductions, shape  # noqa: F401
-from . import forward  # noqa: F401  (tangent rules; after the others, which it reads)
-from . import batched  # noqa: F401  (batched templates for the one-sweep Jacobian)
+Each family file holds, per op, its entry (VJP templates, tangent rule, batched templates:
+registry.py) right below the helpers it calls (NumPy, batched and Numba forms: helpers.py).
+common.py holds the helpers every family shares. The families load in this order, which is
+also the order `s2sad emit` copies helpers into a standalone module.
+"""
+
+# the families, in the order standalone modules list their helpers
+from . import common, reductions, elementwise, products, solvers  # noqa: F401
+from . import scans, shape, indexing  # noqa: F401
 from .registry import NONDIFF, VJP, Bound, Rule, defvjp, is_nondiff, lookup, nondiff
 
 __all__ = ["VJP", "NONDIFF", "Bound", "Rule", "defvjp", "nondiff", "lookup", "is_nondiff"]

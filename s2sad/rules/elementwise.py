@@ -1,11 +1,14 @@
-"""Elementwise rules: arithmetic, ufuncs and the math module. Binary rules unbroadcast."""
+"""Elementwise rules: arithmetic, ufuncs and the math module. Binary rules unbroadcast. Their
+tangent rule is their VJP template (ELEMENTWISE); the helpers they call sit above the entries."""
 
 import ast
 import math
 
 import numpy as np
 
-from .registry import binary, defvjp, nondiff, unary
+from .common import _absent, _array
+from .helpers import helper, numba_of
+from .registry import ELEMENTWISE, binary, defvjp, explicit, nondiff, unary
 
 
 def _pow_base(args: dict) -> str:
@@ -41,6 +44,20 @@ def _clip_bounds(args: dict) -> tuple[str, str]:
         return not (isinstance(args[name], ast.Constant) and args[name].value is None)
 
     return ("min" if given("min") else "a_min"), ("max" if given("max") else "a_max")
+
+
+@helper(batch_safe=True)
+def pow_vjp_exponent(g, ans, x):
+    """d(x**y)/dy = x**y log x, taken as 0 where x <= 0 (the limit used by TensorFlow)."""
+    safe = np.where(np.asarray(x) > 0, x, 1)
+    return g * ans * np.log(safe)
+
+
+@numba_of(pow_vjp_exponent)
+def _pow_vjp_exponent(g, ans, x):
+    if _array(x):
+        return lambda g, ans, x: g * ans * np.log(np.where(x > 0, x, 1.0))
+    return lambda g, ans, x: g * ans * (math.log(x) if x > 0 else 0.0)
 
 
 # arithmetic: ast operators map to these ufuncs
@@ -89,6 +106,20 @@ binary(
 )
 binary(np.hypot, "unbroadcast(g * x1 / ans, x1)", "unbroadcast(g * x2 / ans, x2)")
 
+
+@helper(nondiff=True)
+def even_split(x1, x2):
+    """The weight of `x1` in maximum/minimum: 1 where it wins, 1/2 on a tie."""
+    return np.where(x1 == x2, 0.5, 1.0)
+
+
+@numba_of(even_split)
+def _even_split(x1, x2):
+    if _array(x1) or _array(x2):
+        return lambda x1, x2: np.where(x1 == x2, 0.5, 1.0)
+    return lambda x1, x2: 0.5 if x1 == x2 else 1.0
+
+
 # selection: ties in maximum/minimum share the cotangent evenly
 binary(
     np.maximum,
@@ -106,7 +137,35 @@ defvjp(
     inert=("condition",),  # piecewise constant: only its truth counts
     x="unbroadcast(np.where(condition, g, 0.0), x)",
     y="unbroadcast(np.where(condition, 0.0, g), y)",
+    jvp=ELEMENTWISE,
 )
+
+
+@helper(nondiff=True)
+def clip_passes(a, a_min, a_max):
+    """Where np.clip lets `a` through (bounds inclusive, so the gradient is 1 at the bounds)."""
+    inside = np.ones(np.shape(a), dtype=bool)
+    if a_min is not None:
+        inside = inside & (a >= a_min)
+    if a_max is not None:
+        inside = inside & (a <= a_max)
+    return inside
+
+
+@numba_of(clip_passes)
+def _clip_passes(a, a_min, a_max):
+    low, high = not _absent(a_min), not _absent(a_max)
+    if low and high:
+        return lambda a, a_min, a_max: (a >= a_min) & (a <= a_max)
+    if low:
+        return lambda a, a_min, a_max: a >= a_min
+    if high:
+        return lambda a, a_min, a_max: a <= a_max
+    if _array(a):
+        return lambda a, a_min, a_max: np.ones(a.shape, dtype=np.bool_)
+    return lambda a, a_min, a_max: True
+
+
 defvjp(
     np.clip,
     "a, a_min=None, a_max=None, out=None, *, min=None, max=None",
@@ -115,13 +174,14 @@ defvjp(
     a_max="unbroadcast(g * (a > a_max), a_max)",
     min="unbroadcast(g * (a < min), min)",
     max="unbroadcast(g * (a > max), max)",
+    jvp=ELEMENTWISE,
 )
 
 # identities and conversions
-defvjp(np.copy, "a", a="g")
-defvjp(np.asarray, "a", a="g")
-defvjp(np.array, "object", object="g")
-defvjp(float, "x=0.0, /", x="g")
+defvjp(np.copy, "a", a="g", jvp=ELEMENTWISE)
+defvjp(np.asarray, "a", a="g", jvp=ELEMENTWISE)
+defvjp(np.array, "object", object="g", jvp=ELEMENTWISE)
+defvjp(float, "x=0.0, /", x="g", jvp=ELEMENTWISE)
 unary(abs, "g * np.sign(x)")
 
 # the math module on Python floats
@@ -144,10 +204,23 @@ defvjp(
     "x, base=math.e, /",
     x="g / (x * math.log(base))",
     base="-g * ans / (base * math.log(base))",
+    jvp=ELEMENTWISE,  # the math module's functions of two floats: partial derivatives
 )
-defvjp(math.atan2, "y, x, /", y="g * x / (x**2 + y**2)", x="-g * y / (x**2 + y**2)")
-defvjp(math.hypot, "x, y, /", x="g * x / ans", y="g * y / ans")
-defvjp(math.pow, "x, y, /", x=_math_pow_base, y="g * ans * math.log(x) if x > 0 else 0.0")
+defvjp(
+    math.atan2,
+    "y, x, /",
+    y="g * x / (x**2 + y**2)",
+    x="-g * y / (x**2 + y**2)",
+    jvp=ELEMENTWISE,
+)
+defvjp(math.hypot, "x, y, /", x="g * x / ans", y="g * y / ans", jvp=ELEMENTWISE)
+defvjp(
+    math.pow,
+    "x, y, /",
+    x=_math_pow_base,
+    y="g * ans * math.log(x) if x > 0 else 0.0",
+    jvp=ELEMENTWISE,
+)
 
 nondiff(
     np.sign,
@@ -179,17 +252,24 @@ nondiff(
 )
 
 # a filled array: the cotangent of the fill value sums what each element received, unless the
-# array is of integers (dtype=, or full_like's `a`, read for its shape and dtype only)
+# array is of integers (dtype=, or full_like's `a`, read for its shape and dtype only); its tangent
+# is the fill value's everywhere, 0 in integers
+_FILL_TANGENT = explicit(
+    fill_value="np.broadcast_to(t, np.shape(ans)) * inexact(ans)",
+    batched={"fill_value": "batched_broadcast_to(t, np.shape(ans)) * inexact(ans)"},
+)
 defvjp(
     np.full,
     "shape, fill_value, dtype=None, order='C', *, device=None, like=None",
     fill_value="unbroadcast(g, fill_value) * inexact(ans)",
+    jvp=_FILL_TANGENT,
 )
 defvjp(
     np.full_like,
     "a, fill_value, dtype=None, order='K', subok=True, shape=None, *, device=None",
     inert=("a",),
     fill_value="unbroadcast(g, fill_value) * inexact(ans)",
+    jvp=_FILL_TANGENT,
 )
 
 # array constructors and shape queries: their values never carry a derivative (np.arange and

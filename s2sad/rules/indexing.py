@@ -1,10 +1,19 @@
 """Indexing: a read x[index] scatters its cotangent back (repeated indices add up); a scatter-add
-(`np.add.at`, normalized to a write of `scatter_added`) gathers it."""
+(`np.add.at`, normalized to a write of `scatter_added`) gathers it; a write `y[index] = v` passes
+`v` the cotangent of the elements it last wrote. Each op's entry sits below the helpers its
+templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py says).
+"""
+
+import typing
 
 import numpy as np
 
-from .. import runtime
-from .registry import defvjp
+from .common import _array, _element, _has_array, _lift, _add_by_position, add_at
+from .helpers import batched_helper, batched_of, helper, numba_of
+from .registry import defvjp, explicit, linear
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
 
 
 def is_add_at(callee) -> bool:
@@ -12,16 +21,220 @@ def is_add_at(callee) -> bool:
     return getattr(callee, "__self__", None) is np.add and getattr(callee, "__name__", "") == "at"
 
 
+# ----------------------------------------------------------------------------- batched indices
+
+
+@batched_helper
+def batched_index(g, index):
+    """The index that applies `index` to every row of `g`.
+
+    `(slice(None),) + index` does, except where NumPy moves the axes of advanced indices to the
+    front (integer arrays separated by a slice): the batch then becomes an advanced index too."""
+    items = index if isinstance(index, tuple) else (index,)
+
+    def advanced(i):
+        return not (i is None or i is Ellipsis or isinstance(i, slice))
+
+    where = [p for p, i in enumerate(items) if advanced(i)]
+    arrays = any(not isinstance(items[p], (int, np.integer)) for p in where)
+    if not arrays or where == list(range(where[0], where[-1] + 1)):
+        return (slice(None),) + items
+    expanded = []
+    for i in items:
+        if advanced(i) and np.asarray(i).dtype == bool:
+            expanded.extend(np.nonzero(i))
+        else:
+            expanded.append(i)
+    shape = np.broadcast_shapes(*(np.shape(i) for i in expanded if advanced(i)))
+    rows = np.arange(np.shape(g)[0]).reshape((-1,) + (1,) * len(shape))
+    return (rows,) + tuple(expanded)
+
+
+@batched_helper
+def batched_add_at(dx, index, g):
+    """np.add.at on every row: repeated indices add up."""
+    np.add.at(dx, batched_index(dx, index), g)
+
+
+# ----------------------------------------------------------------------------- reads
+
+
+@helper
+def _is_basic(index):
+    items = index if isinstance(index, tuple) else (index,)
+    return all(i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)) for i in items)
+
+
+@helper(batch_safe=True, jvp=linear("g"))
+def last_written(g, y, index):
+    """The part of the cotangent `dy[index]` that reaches `v` in `y[index] = v`. An integer-array
+    index may name an element more than once; NumPy keeps the last write, so only the last one
+    gets that element's cotangent and the earlier ones get zero. `g` may carry leading batch
+    axes in front of `y[index]`'s shape."""
+    if _is_basic(index) or (isinstance(index, np.ndarray) and index.dtype == bool):
+        return g  # (no element named twice)
+    picked = np.arange(np.size(y)).reshape(np.shape(y))[index]
+    flat = picked.reshape(-1)[::-1]
+    _, first = np.unique(flat, return_index=True)  # the last write of each element
+    if first.size == flat.size:
+        return g
+    keep = np.zeros(flat.size, dtype=bool)
+    keep[flat.size - 1 - first] = True
+    return np.where(keep.reshape(picked.shape), g, np.zeros((), np.result_type(g)))
+
+
+@numba_of(last_written)
+def _last_written(g, y, index):
+    """runtime.last_written: walking the writes from the last, an element already written
+    later gives zero (the positions picked come from Numba's own indexing, as the store's)."""
+    if not _array(g) or not _has_array(index):
+        return lambda g, y, index: g
+
+    def impl(g, y, index):
+        picked = np.ascontiguousarray(np.arange(y.size).reshape(y.shape)[index]).reshape(-1)
+        out = g.copy()
+        flat = out.reshape(-1)
+        seen = np.zeros(y.size, dtype=np.bool_)
+        for j in range(picked.size - 1, -1, -1):
+            if seen[picked[j]]:
+                flat[j] = 0.0
+            seen[picked[j]] = True
+        return out
+
+    return impl
+
+
+@helper
+def scatter_added(a, index, values):
+    """A copy of `a` with `values` added at `index`, repeated indices adding up: what
+    `np.add.at(a, index, values)` leaves in `a`, as a value (a rule can take it)."""
+    out = np.array(a, copy=True)
+    np.add.at(out, index, values)
+    return out
+
+
+@numba_of(scatter_added)
+def _scatter_added(a, index, values):
+    def added(a, index, values):
+        out = a.copy()
+        add_at(out, index, values)
+        return out
+
+    return added
+
+
+@batched_helper
+def batched_scattered(t, index, like):
+    """The tangent of scatter_added(like, index, values) along a batched tangent `t` of values:
+    each row of `t` added at `index` into zeros shaped like `like`."""
+    out = np.zeros(np.shape(t)[:1] + np.shape(like), dtype=np.result_type(t, like))
+    batched_add_at(out, index, _lift(t, np.ndim(np.asarray(like)[index])))
+    return out
+
+
+defvjp(
+    scatter_added,
+    "a, index, values",
+    inert=("index",),
+    a="g",
+    values="unbroadcast(g[index], values)",
+    batched={"values": "batched_unbroadcast(g[batched_index(g, index)], values)"},
+    jvp=explicit(
+        a="t",
+        values="scatter_added(np.zeros_like(ans), index, t)",
+        batched={"a": "t", "values": "batched_scattered(t, index, a)"},
+    ),
+)
+
+
+@helper(jvp=linear("g"))
+def getitem_vjp(g, x, index):
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
+    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
+    if _is_basic(index):
+        dx[index] += g
+    else:
+        np.add.at(dx, index, g)
+    return dx
+
+
+@batched_of(getitem_vjp)
+def batched_getitem_vjp(g, x, index):
+    """Scatter each row of the cotangent of `x[index]` back; repeated integer indices add up."""
+    dx = np.zeros(np.shape(g)[:1] + np.shape(x), dtype=np.result_type(g, np.float32))
+    if _is_basic(index):
+        dx[(slice(None),) + (index if isinstance(index, tuple) else (index,))] += g
+    else:
+        np.add.at(dx, batched_index(dx, index), g)
+    return dx
+
+
+@numba_of(getitem_vjp)
+def _getitem_vjp(g, x, index):
+    if _array(index) and isinstance(index.dtype, types.Boolean):
+        if index.ndim == x.ndim:  # a mask over the elements
+
+            def elements(g, x, index):
+                dx = np.zeros(x.shape)
+                flat = dx.reshape(-1)
+                mask = np.ascontiguousarray(index).reshape(-1)
+                j = 0
+                for i in range(flat.size):
+                    if mask[i]:
+                        flat[i] += g[j]
+                        j += 1
+                return dx
+
+            return elements
+
+        def rows(g, x, index):  # a mask over the first axis
+            dx = np.zeros(x.shape)
+            j = 0
+            for i in range(index.size):
+                if index[i]:
+                    dx[i] += g[j]
+                    j += 1
+            return dx
+
+        return rows
+    if _array(index):  # integer indices: repeated ones add up
+
+        def gather(g, x, index):
+            dx = np.zeros(x.shape)
+            add_at(dx, index, g)
+            return dx
+
+        return gather
+
+    if _has_array(index):  # an array inside a tuple index: by flat positions
+
+        def positions(g, x, index):
+            dx = np.zeros(x.shape)
+            _add_by_position(dx, index, g)
+            return dx
+
+        return positions
+    if _element(x, index):
+
+        def element(g, x, index):
+            dx = np.zeros(x.shape)
+            dx[index] = g
+            return dx
+
+        return element
+
+    def basic(g, x, index):  # a view: added into in place
+        dx = np.zeros(x.shape)
+        view = dx[index]
+        view += g
+        return dx
+
+    return basic
+
+
 def getitem(x, index):
     """Stands for the subscript `x[index]` in the rule table."""
     return x[index]
 
 
-defvjp(getitem, "x, index", inert=("index",), x="getitem_vjp(g, x, index)")
-defvjp(
-    runtime.scatter_added,
-    "a, index, values",
-    inert=("index",),
-    a="g",
-    values="unbroadcast(g[index], values)",
-)
+defvjp(getitem, "x, index", inert=("index",), x="getitem_vjp(g, x, index)", jvp=linear("x"))

@@ -1,185 +1,129 @@
-"""The rule table: for each differentiable function, the adjoint of each argument as a template.
+"""The rule tables, and how an op declares its rules: one entry per op, in its family's file.
 
-A template is a Python expression over the argument names of the function's signature, plus `g`
-(the cotangent of the result), `ans` (the result) and `k` (an operand's position in a list
-argument). It is substituted with the call's own expressions, all names at once (a substituted
-expression is never substituted again), and emitted as one statement of the adjoint. A rule whose
-parameters take those names (a user's function with a parameter `g`) spells the placeholders
-otherwise (`placeholders`): a placeholder is never a parameter. A keyword argument `k=p` in a
-template is dropped when the user's call did not give `p`, so emitted code shows only what the
-user wrote.
+Tables (keyed by `id(function)`; the registry keeps the functions alive):
+- VJP: the op's `Rule` (adjoint templates, rule.py), and its templates for a batched cotangent;
+- FORWARD: its tangent rule when its VJP templates are not it (kind, parameters, templates);
+- LINEAR, MULTILINEAR: the batched counterpart of a linear or multilinear op, by name (forward
+  mode applies it to a tangent with a batch axis); EXPLICIT: explicit tangent templates for a
+  batched tangent `t`;
+- NONDIFF: functions whose outputs carry no derivative.
+
+Adding an op is one entry in the family file under s2sad/rules/ it belongs to, plus its tests.
+Without a helper of its own (templates of NumPy calls and shared helpers, rules/common.py):
+
+    @batched_helper
+    def batched_sum(a, axis=None, dtype=None, out=None, keepdims=False): ...  # np.sum per row
+
+    defvjp(np.sum, "a, axis=None, dtype=None, out=None, keepdims=False",
+           a="expand_reduced(g, a, axis=axis, keepdims=keepdims)",
+           jvp=linear("a", batched=batched_sum))
+
+- the signature is NumPy's; a keyword per differentiable parameter holds its adjoint template
+  (rule.py says what a template may name); `unary`/`binary` are the elementwise short forms,
+  `nondiff(f)` marks a function whose result carries no derivative;
+- `jvp=` says how its tangent follows: ELEMENTWISE (the VJP templates with the tangent for `g`),
+  `linear(params)` (the same call on the tangent), `multilinear(params)`, `reduction(param)`
+  (the VJP weights for a cotangent of ones) or `explicit(param=template)` over the parameters,
+  `ans`, `t` (the tangent) and `elt`; with no `jvp=` forward mode refuses the op;
+- `batched=` gives adjoint templates for a batched cotangent where the plain one calls NumPy on
+  `g` itself (elementwise templates and helper calls need none: rules/batching.py); `linear`'s
+  and `multilinear`'s `batched=` name the function forward mode applies to a batched tangent,
+  `explicit`'s holds templates for a batched `t`.
+
+With helpers: each is defined right above the entry, its forms side by side (rules/helpers.py
+says how the Numba forms are registered without importing Numba):
+
+    @helper(batch_safe=True, jvp=linear("g"))  # its own tangent rule: Hessians differentiate
+    def cumsum_vjp(g, a, axis=None): ...       # generated gradients again
+
+    @numba_of(cumsum_vjp)                      # Numba's form (an `overload` typer), if jitted
+    def _cumsum_vjp(g, a, axis=None): ...      # code may call it
+
+    defvjp(np.cumsum, "a, axis=None, dtype=None, out=None", a="cumsum_vjp(g, a, axis=axis)",
+           jvp=linear("a", batched=batched_cumsum))
+
+A helper not right for a batched cotangent as it is gets `@batched_of(helper)` beside it.
+Everything is linked by Python objects, never by names in strings: a linter sees every link.
 """
 
 from __future__ import annotations
 
 import ast
 import inspect
-from dataclasses import dataclass
-from typing import Callable, Union
+from dataclasses import dataclass, field
 
-from ..astcopy import clone
+from .rule import Bound, Rule, Template  # noqa: F401  (Bound: for those importing it here)
 
-Template = Union[str, Callable[[dict], str]]
-
-VJP: dict[int, "Rule"] = {}  # id(function) -> rule
+VJP: dict[int, Rule] = {}  # id(function) -> rule
 NONDIFF: dict[int, object] = {}  # id(function) -> function, outputs carry no derivative
-NAMESPACE: dict[str, object] = {}
-VERSION = [0]  # counts rule registrations  # user-registered rule functions, by the name code calls
+FORWARD: dict[int, tuple] = {}  # id(function) -> (kind, parameters, extra)
+LINEAR: dict[int, str] = {}  # id(linear function) -> its batched counterpart's name
+MULTILINEAR: dict[int, str] = {}  # id(multilinear function) -> its batched counterpart's name
+EXPLICIT: dict[int, dict] = {}  # id(function) -> parameter -> tangent template for a batched t
+NAMESPACE: dict[str, object] = {}  # user-registered rule functions, by the name code calls
+VERSION = [0]  # counts rule registrations
 _KEEP_ALIVE: list[object] = []
 
-
-@dataclass
-class Bound:
-    """A call matched against a rule's signature."""
-
-    rule: "Rule"
-    args: dict[str, ast.expr]  # every parameter, defaults filled in
-    given: set[str]  # parameters the user's call spelled out
+__all__ = ["Bound", "Rule", "Template", "VJP", "NONDIFF", "defvjp", "lookup", "kind_of"]
 
 
-_PLACEHOLDERS = {"g": "g", "ans": "ans", "k": "k"}  # role -> its spelling in templates
+@dataclass(frozen=True)
+class Tangent:
+    """How an op's tangent follows (see the module docstring): `kind` over `params`, with
+    `templates` (explicit) and the forms for a batched tangent (`batched`)."""
+
+    kind: str
+    params: tuple[str, ...] = ()
+    templates: dict[str, str] = field(default_factory=dict)
+    batched: object = None
 
 
-class Rule:
-    def __init__(
-        self,
-        name: str,
-        signature: str,
-        templates: dict[str, Template],
-        seq: tuple[str, ...] = (),
-        placeholders: dict[str, str] | None = None,
-    ):
-        self.name = name
-        fn = ast.parse(f"def _({signature}): pass").body[0]
-        self.signature = _signature_of(fn.args)
-        self.placeholders = {**_PLACEHOLDERS, **(placeholders or {})}
-        roles = ("g", "ans", "k") if seq else ("g", "ans")  # `k` only marks a list's element
-        clash = {self.placeholders[r] for r in roles} & set(self.signature.parameters)
-        if clash:  # a template could not tell the parameter from the placeholder
-            raise ValueError(f"rule {name}: parameter {', '.join(sorted(clash))} is a placeholder")
-        self.templates = {
-            k: (ast.parse(v, mode="eval").body if isinstance(v, str) else v)
-            for k, v in templates.items()
-        }
-        self.seq = set(seq)  # parameters that take a list of arrays
-        self.joint: ast.expr | None = None  # one call giving every parameter's cotangent
-        self.elementwise = False  # templates are also the tangent rule (see rules/forward.py)
-        self.batched_templates: dict = {}  # for a batched cotangent, where the plain ones differ
-        self.literal: dict[str, tuple] = {}  # parameter -> the literal values the rule covers
-        # parameters with no template whose derivative is truly zero (a condition, an index, an
-        # array read only for its shape); any other parameter without one refuses a
-        # differentiated argument
-        self.inert: set[str] = set()
-
-    def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
-        ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
-        given = set(ba.arguments)
-        ba.apply_defaults()
-        bound = {
-            k: ast.Tuple(list(v), ast.Load()) if isinstance(v, tuple) else v
-            for k, v in ba.arguments.items()
-        }  # *operands arrive as a tuple of nodes
-        return Bound(self, bound, given)
-
-    def outside_literal(self, args: dict) -> str | None:
-        """Why the call is outside what the templates cover (a parameter not spelled as one of its
-        literal values), or None."""
-        for param, allowed in self.literal.items():
-            arg = args.get(param)
-            value = arg.value if isinstance(arg, ast.Constant) else arg
-            if (
-                isinstance(arg, ast.AST)
-                and not isinstance(arg, ast.Constant)
-                or value not in allowed
-            ):
-                spelled = " or ".join(f"{param}={v!r}" for v in allowed)
-                shown = ast.unparse(arg) if isinstance(arg, ast.AST) else repr(arg)
-                return f"with {param}={shown} (s2sad differentiates {spelled})"
-        return None
-
-    def differentiable(self, bound: Bound) -> list[str]:
-        return [p for p in self.templates if p in bound.args]
-
-    def joint_adjoint(self, bound: Bound, g: str, ans: str) -> ast.expr:
-        return self._instantiate(self.joint, bound, g, ans, None)
-
-    def adjoint(
-        self,
-        bound: Bound,
-        param: str,
-        g: str | ast.expr,
-        ans: str,
-        index: int | None = None,
-        batched: bool = False,
-    ) -> ast.expr:
-        """The contribution to `param` (element `index` of a list parameter); `batched`: for a
-        cotangent with a leading batch axis (see rules/batched.py). `g` is the cotangent's name,
-        or an expression to put in its place."""
-        template = self.templates[param]
-        if batched and param in self.batched_templates:
-            template = self.batched_templates[param]
-        if callable(template):
-            template = ast.parse(template(bound.args), mode="eval").body
-        return self._instantiate(template, bound, g, ans, index)
-
-    def _instantiate(self, template, bound: Bound, g, ans: str, index) -> ast.expr:
-        """`template` with every placeholder and parameter replaced at once."""
-        spell = self.placeholders
-        mapping = {spell["g"]: g if isinstance(g, ast.expr) else ast.Name(g, ast.Load())}
-        mapping[spell["ans"]] = ast.Name(ans, ast.Load())
-        if index is not None:
-            mapping[spell["k"]] = ast.Constant(index)
-        mapping.update(bound.args)  # (a parameter `k` of a rule without lists is the parameter)
-        return _Substitute(bound, mapping).visit(clone(template))
+ELEMENTWISE = Tangent("elementwise")
 
 
-def _signature_of(args: ast.arguments) -> inspect.Signature:
-    params = []
-    kinds = [(a, inspect.Parameter.POSITIONAL_ONLY) for a in args.posonlyargs]
-    kinds += [(a, inspect.Parameter.POSITIONAL_OR_KEYWORD) for a in args.args]
-    defaults = [None] * (len(kinds) - len(args.defaults)) + list(args.defaults)
-    for (a, kind), default in zip(kinds, defaults):
-        params.append(
-            inspect.Parameter(
-                a.arg, kind, default=default if default is not None else inspect.Parameter.empty
-            )
-        )
-    if args.vararg is not None:
-        params.append(inspect.Parameter(args.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
-    for a, default in zip(args.kwonlyargs, args.kw_defaults):
-        params.append(
-            inspect.Parameter(
-                a.arg,
-                inspect.Parameter.KEYWORD_ONLY,
-                default=default if default is not None else inspect.Parameter.empty,
-            )
-        )
-    return inspect.Signature(params)
+def linear(*params: str, batched=None) -> Tangent:
+    return Tangent("linear", params, batched=batched)
 
 
-class _Substitute(ast.NodeTransformer):
-    """Simultaneous substitution of names: what replaces a name is a copy, never visited."""
+def multilinear(*params: str, batched=None) -> Tangent:
+    return Tangent("multilinear", params, batched=batched)
 
-    def __init__(self, bound: Bound, mapping: dict[str, ast.expr]):
-        self.bound, self.mapping = bound, mapping
 
-    def visit_Call(self, node: ast.Call) -> ast.Call:
-        node.keywords = [
-            k
-            for k in node.keywords
-            if not (
-                isinstance(k.value, ast.Name)
-                and k.value.id in self.bound.args
-                and k.value.id not in self.bound.given
-            )
-        ]
-        self.generic_visit(node)
-        return node
+def reduction(param: str) -> Tangent:
+    return Tangent("reduction", (param,))
 
-    def visit_Name(self, node: ast.Name) -> ast.expr:
-        if node.id in self.mapping:
-            return clone(self.mapping[node.id])
-        return node
+
+def explicit(batched: dict[str, str] | None = None, **templates: str) -> Tangent:
+    """Tangent templates over the parameters, `ans`, `t` (the argument's tangent) and `elt` (its
+    position in a list argument); `batched`: those that change for a batched `t`."""
+    return Tangent("explicit", tuple(templates), templates, batched or {})
+
+
+def _parsed(templates: dict) -> dict:
+    return {
+        k: ast.parse(v, mode="eval").body if isinstance(v, str) else v for k, v in templates.items()
+    }
+
+
+def declare_tangent(func, tangent: Tangent) -> None:
+    """Record `func`'s tangent rule (from `defvjp(jvp=...)` or `@helper(jvp=...)`)."""
+    _KEEP_ALIVE.append(func)
+    if tangent.kind == "elementwise":
+        VJP[id(func)].elementwise = True
+        return
+    if tangent.kind != "explicit":
+        FORWARD[id(func)] = (tangent.kind, tangent.params, None)
+        if tangent.batched is not None:
+            table = LINEAR if tangent.kind == "linear" else MULTILINEAR
+            table[id(func)] = tangent.batched.__name__
+        return
+    signature = signature_of(func)
+    clash = {"t", "elt"} & set(signature.parameters if signature is not None else ())
+    if clash:
+        raise ValueError(f"tangent rule of {func!r}: parameter {clash.pop()} is a placeholder")
+    FORWARD[id(func)] = ("explicit", tangent.params, _parsed(tangent.templates))
+    if tangent.batched:
+        EXPLICIT[id(func)] = _parsed(tangent.batched)
 
 
 def defvjp(
@@ -189,6 +133,8 @@ def defvjp(
     joint: str | None = None,
     literal: dict[str, tuple] | None = None,
     inert: tuple[str, ...] = (),
+    jvp: Tangent | None = None,
+    batched: dict[str, Template] | None = None,
     **templates: Template,
 ) -> None:
     """Register the adjoint templates of `func`; one entry per differentiable argument.
@@ -198,9 +144,9 @@ def defvjp(
     parameters to literal values the templates are right for; other calls have no rule.
     `inert` names the parameters without a template whose derivative is zero (an index, a
     condition, an array read for its shape only); a differentiated value in any other parameter
-    without a template is refused.
+    without a template is refused. `jvp` and `batched`: see the module docstring.
     """
-    register(func, signature, templates, seq, joint, literal, inert=inert)
+    register(func, signature, templates, seq, joint, literal, inert=inert, jvp=jvp, batched=batched)
 
 
 def register(
@@ -212,6 +158,8 @@ def register(
     literal=None,
     placeholders=None,
     inert=(),
+    jvp: Tangent | None = None,
+    batched: dict | None = None,
 ) -> None:
     """defvjp with the templates as a dict: parameter names never meet defvjp's own.
     `placeholders` respells `g`, `ans` or `k` in the templates (see Rule); `inert` names the
@@ -220,11 +168,14 @@ def register(
     rule = Rule(name, signature, templates, seq, placeholders)
     rule.literal = literal or {}
     rule.inert = set(inert)
+    rule.batched_templates = _parsed(batched or {})
     if joint is not None:
         rule.joint = ast.parse(joint, mode="eval").body
     VJP[id(func)] = rule
     VERSION[0] += 1  # transforms made before a rule changed are stale
     _KEEP_ALIVE.append(func)
+    if jvp is not None:
+        declare_tangent(func, jvp)
 
 
 def nondiff(*funcs) -> None:
@@ -234,13 +185,11 @@ def nondiff(*funcs) -> None:
 
 
 def unary(func, template: str) -> None:
-    defvjp(func, "x, /", x=template)
-    VJP[id(func)].elementwise = True
+    defvjp(func, "x, /", x=template, jvp=ELEMENTWISE)
 
 
-def binary(func, template1: Template, template2: Template) -> None:
-    defvjp(func, "x1, x2, /", x1=template1, x2=template2)
-    VJP[id(func)].elementwise = True
+def binary(func, template1: Template, template2: Template, **options) -> None:
+    defvjp(func, "x1, x2, /", x1=template1, x2=template2, **{"jvp": ELEMENTWISE, **options})
 
 
 def lookup(func) -> Rule | None:
@@ -249,3 +198,24 @@ def lookup(func) -> Rule | None:
 
 def is_nondiff(func) -> bool:
     return id(func) in NONDIFF
+
+
+def kind_of(func):
+    """The forward rule of `func`: its FORWARD entry, or ("elementwise", ...) from its VJP rule."""
+    entry = FORWARD.get(id(func))
+    if entry is not None:
+        return entry
+    rule = VJP.get(id(func))
+    if rule is not None and rule.elementwise:
+        return ("elementwise", tuple(rule.templates), None)
+    return None
+
+
+def signature_of(func) -> inspect.Signature | None:
+    rule = VJP.get(id(func))
+    if rule is not None:
+        return rule.signature
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,151 @@
+"""The helpers generated code calls by name, registered where their op's rules are.
+
+A family file defines, right above the op entry whose templates call it, each helper in up to
+three forms side by side, linked by the Python objects (never by names in strings):
+
+    @helper(jvp=linear("g"))               # the NumPy form, what generated Python code calls
+    def mean_vjp(g, x, axis=None, keepdims=False): ...
+
+    @batched_of(mean_vjp)                  # the same for a cotangent with a leading batch axis
+    def batched_mean_vjp(g, x, axis=None, keepdims=False): ...
+
+    @numba_of(mean_vjp)                    # Numba's form: a numba.extending.overload typer
+    def _mean_vjp(g, x, axis=None, keepdims=False): ...
+
+- `@helper` takes `jvp=` (the helper's own tangent rule, registry.py), `batch_safe=True` (right
+  for a batched cotangent as it is: elementwise in it, or linear algebra broadcasting over
+  leading axes) and `nondiff=True` (its result carries no derivative);
+- `@batched_helper` registers a batched function that is no helper's counterpart (the batched
+  form of a NumPy function, named by an entry's `linear(..., batched=...)`);
+- `@numba_of(f)` gives `f` (a helper, or a Numba-only stub defined beside it) a Numba form:
+  called with Numba types, it returns the implementation for them (or None);
+  `@numba_jitable` marks a plain function Numba compiles inline where a form calls it.
+
+Numba forms are only recorded here: `import s2sad` never imports Numba. s2sad.numba_helpers,
+which jitted code imports, applies `overload` to each (stub, form) pair once per process. The
+forms name Numba's objects (`types`, `literal_unroll`, `tuple_setitem`, `as_dtype`) as
+globals of their own module, imported there under `typing.TYPE_CHECKING` only (so readers and
+linters see where they come from); numba_helpers binds them in that module (`NUMBA_NAMES`)
+before any form runs. `numba_source()` is the same forms as one module's text, for
+`s2sad emit --jit`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from . import registry
+from .registry import Tangent
+
+RUNTIME: dict[str, object] = {}  # name -> NumPy form, in registration order
+BATCHED: dict[str, object] = {}  # name -> batched helper
+BATCHED_NAME: dict[str, str] = {}  # helper name -> its batched counterpart's name
+BATCH_SAFE: set[str] = set()  # helpers right for a batched cotangent as they are
+NUMBA: list[tuple[object, object]] = []  # (stub, Numba form), in registration order
+JITABLE: list[object] = []  # plain functions Numba compiles where a form calls them
+_TYPE_TESTS: dict[str, object] = {}  # name -> function of Numba types that forms share
+
+# the Numba objects forms may name, and the module each comes from
+NUMBA_NAMES = {
+    "types": ("numba", "types"),
+    "literal_unroll": ("numba", "literal_unroll"),
+    "tuple_setitem": ("numba.cpython.unsafe.tuple", "tuple_setitem"),
+    "as_dtype": ("numba.np.numpy_support", "as_dtype"),
+}
+
+
+def helper(func=None, *, jvp: Tangent | None = None, batch_safe=False, nondiff=False):
+    """Register a NumPy helper (bare `@helper`, or `@helper(jvp=..., batch_safe=True)`)."""
+    if func is None:
+        return functools.partial(helper, jvp=jvp, batch_safe=batch_safe, nondiff=nondiff)
+    RUNTIME[func.__name__] = func
+    if batch_safe:
+        BATCH_SAFE.add(func.__name__)
+    if jvp is not None:
+        registry.declare_tangent(func, jvp)
+    if nondiff:
+        registry.nondiff(func)
+    return func
+
+
+def batched_of(func):
+    """Register the decorated function as the batched counterpart of helper `func`."""
+
+    def register(batched):
+        BATCHED_NAME[func.__name__] = batched.__name__
+        return batched_helper(batched)
+
+    return register
+
+
+def batched_helper(func):
+    """Register a batched function generated code calls by name (a NumPy function's batched form,
+    named by an op entry's `linear(..., batched=...)`)."""
+    BATCHED[func.__name__] = func
+    return func
+
+
+def numba_of(stub):
+    """Record the decorated function as `stub`'s Numba form (applied by numba_helpers)."""
+
+    def record(form):
+        NUMBA.append((stub, form))
+        return form
+
+    return record
+
+
+def numba_jitable(func):
+    """Record a plain function Numba compiles where a form's implementation calls it."""
+    JITABLE.append(func)
+    return func
+
+
+def type_test(func):
+    """Register a function of Numba types that Numba forms call (copied into numba_source)."""
+    _TYPE_TESTS[func.__name__] = func
+    return func
+
+
+def numba_modules() -> set[str]:
+    """The modules whose functions are Numba forms or type tests (where NUMBA_NAMES are bound)."""
+    forms = [f for _, f in NUMBA] + JITABLE + list(_TYPE_TESTS.values())
+    return {f.__module__ for f in forms}
+
+
+def function_source(func) -> str:
+    """`func`'s source from its `def` line (its decorators dropped)."""
+    lines = inspect.getsource(func).splitlines(keepends=True)
+    while not lines[0].startswith("def "):
+        lines.pop(0)
+    return "".join(lines)
+
+
+def numba_names() -> set[str]:
+    """Every name `numba_source()` binds at its top level, without building it."""
+    names = {"math", "np", "njit", "overload"} | set(NUMBA_NAMES)
+    names |= {s.__name__ for s, _ in NUMBA} | {f.__name__ for _, f in NUMBA}
+    return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS)
+
+
+_HEADER = (
+    "import math\n\nimport numpy as np\n"
+    "from numba import literal_unroll, njit, types\n"
+    "from numba.cpython.unsafe.tuple import tuple_setitem\n"
+    "from numba.extending import overload\n"
+    "from numba.np.numpy_support import as_dtype\n"
+)
+
+
+@functools.cache
+def numba_source() -> str:
+    """The Numba forms as the text of one module (`s2sad emit --jit` embeds it)."""
+    parts = [_HEADER]
+    parts += [function_source(f) for f in _TYPE_TESTS.values()]
+    parts += ["@njit\n" + function_source(f) for f in JITABLE]
+    for stub, form in NUMBA:
+        signature = inspect.signature(form)
+        parts.append(f"def {stub.__name__}{signature}:\n    pass\n")
+        parts.append(f"@overload({stub.__name__})\n" + function_source(form))
+    return "\n\n".join(parts)

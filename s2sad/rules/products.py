@@ -1,0 +1,492 @@
+"""Products: matmul, dot, outer, einsum and trace, each op's entry below the helpers its
+templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py says). Batched
+matmul transposes only the last two axes and sums broadcast batches. Numba's matmul and dot take
+vectors and matrices (no stacks), so their Numba forms cover those four cases.
+"""
+
+import string
+import typing
+
+import numpy as np
+
+from .common import _array, _flat, _lift, _shift, batched_unbroadcast, reshape_like, unbroadcast
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of
+from .registry import defvjp, explicit, linear, multilinear
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba.np.numpy_support import as_dtype
+
+# ----------------------------------------------------------------------------- matmul
+
+
+@helper
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _mm(a, b):
+    return a @ b
+
+
+@numba_of(_mm)
+def _mm_impl(a, b):
+    """a @ b where the dtypes differ (a float32 primal meets a float64 cotangent): Numba's
+    matmul takes one dtype, so both go to the common one."""
+    if a.dtype == b.dtype:
+        return lambda a, b: a @ b
+    common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
+    return lambda a, b: a.astype(common) @ b.astype(common)
+
+
+@numba_jitable
+def _outer(a, b):
+    """The outer product of two vectors (np.outer compiles slowly in Numba)."""
+    return np.expand_dims(a, 1) * b
+
+
+@helper(jvp=multilinear("g", "b"))
+def matmul_vjp_lhs(g, a, b):
+    """Cotangent of `a` in `a @ b`: batched, 1-D operands as in np.matmul."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return g * b
+    if a_nd <= 2 and b_nd <= 2:  # no batch axes: plain products, nothing to unbroadcast
+        return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ b.T)
+    if b_nd == 1:
+        return unbroadcast(np.expand_dims(g, -1) * b, a)
+    if a_nd == 1:
+        return unbroadcast(np.squeeze(b @ np.expand_dims(g, -1), -1), a)
+    return unbroadcast(g @ _mT(b), a)
+
+
+@batched_of(matmul_vjp_lhs)
+def batched_matmul_vjp_lhs(g, a, b):
+    """Cotangent of `a` in `a @ b`, for each row of `g`."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return np.expand_dims(g, -1) * b
+    if b_nd == 1:
+        return batched_unbroadcast(np.expand_dims(g, -1) * b, a)
+    if a_nd == 1:
+        return batched_unbroadcast(np.squeeze(b @ np.expand_dims(g, -1), -1), a)
+    return batched_unbroadcast(g @ _mT(b), a)
+
+
+@numba_of(matmul_vjp_lhs)
+def _matmul_vjp_lhs(g, a, b):
+    if not (_array(a) and _array(b)) or a.ndim > 2 or b.ndim > 2:
+        return None
+    if a.ndim == 1 and b.ndim == 1:
+        return lambda g, a, b: g * b
+    if b.ndim == 1:
+        return lambda g, a, b: _outer(g, b)
+    if a.ndim == 1:
+        return lambda g, a, b: _mm(b, g)
+    return lambda g, a, b: _mm(g, b.T)
+
+
+@helper(jvp=multilinear("g", "a"))
+def matmul_vjp_rhs(g, a, b):
+    """Cotangent of `b` in `a @ b`: batched, 1-D operands as in np.matmul."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return g * a
+    if a_nd <= 2 and b_nd <= 2:
+        return np.outer(a, g) if a_nd == 1 else a.T @ g
+    if a_nd == 1:
+        return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
+    if b_nd == 1:
+        return unbroadcast(np.squeeze(_mT(a) @ np.expand_dims(g, -1), -1), b)
+    return unbroadcast(_mT(a) @ g, b)
+
+
+@batched_of(matmul_vjp_rhs)
+def batched_matmul_vjp_rhs(g, a, b):
+    """Cotangent of `b` in `a @ b`, for each row of `g`."""
+    a_nd, b_nd = np.ndim(a), np.ndim(b)
+    if a_nd == 1 and b_nd == 1:
+        return np.expand_dims(g, -1) * a
+    if a_nd == 1:
+        return batched_unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
+    if b_nd == 1:
+        return batched_unbroadcast(np.squeeze(_mT(a) @ np.expand_dims(g, -1), -1), b)
+    return batched_unbroadcast(_mT(a) @ g, b)
+
+
+@numba_of(matmul_vjp_rhs)
+def _matmul_vjp_rhs(g, a, b):
+    if not (_array(a) and _array(b)) or a.ndim > 2 or b.ndim > 2:
+        return None
+    if a.ndim == 1 and b.ndim == 1:
+        return lambda g, a, b: g * a
+    if a.ndim == 1:
+        return lambda g, a, b: _outer(a, g)
+    return lambda g, a, b: _mm(a.T, g)
+
+
+@batched_helper
+def batched_matmul(a, b, which):
+    """`a @ b` with the batch on argument `which` (0 or 1)."""
+    if which == 0:
+        t, rank = a, np.ndim(a) - 1
+        if np.ndim(b) == 1:
+            return t @ b
+        if rank == 1:  # a vector times a matrix: the batch rows form a matrix
+            return np.moveaxis(t @ b, -2, 0)
+        return _lift(t, np.ndim(b)) @ b
+    t, rank = b, np.ndim(b) - 1
+    if rank == 1:
+        return np.moveaxis(a @ np.moveaxis(t, 0, -1), -1, 0)
+    if np.ndim(a) == 1:
+        return a @ t
+    return a @ _lift(t, np.ndim(a))
+
+
+defvjp(
+    np.matmul,
+    "x1, x2, /",
+    x1="matmul_vjp_lhs(g, x1, x2)",
+    x2="matmul_vjp_rhs(g, x1, x2)",
+    jvp=multilinear("x1", "x2", batched=batched_matmul),
+)
+
+# ----------------------------------------------------------------------------- dot and outer
+
+
+@helper(jvp=multilinear("g", "b"))
+def dot_vjp_lhs(g, a, b):
+    """Cotangent of `a` in np.dot(a, b) (sum over a's last and b's second-to-last axis)."""
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(g * b, a)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:  # np.dot is np.matmul here
+        return matmul_vjp_lhs(g, a, b)
+    b_axis = 0 if np.ndim(b) == 1 else np.ndim(b) - 2
+    b_rest = [i for i in range(np.ndim(b)) if i != b_axis]
+    g_rest = list(range(np.ndim(a) - 1, np.ndim(g)))
+    return np.tensordot(g, b, axes=(g_rest, b_rest))
+
+
+@batched_of(dot_vjp_lhs)
+def batched_dot_vjp_lhs(g, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return batched_unbroadcast(g * b, a)
+    b_axis = 0 if np.ndim(b) == 1 else np.ndim(b) - 2
+    b_rest = [i for i in range(np.ndim(b)) if i != b_axis]
+    g_rest = list(range(np.ndim(a), np.ndim(g)))  # after the batch and a's leading axes
+    return np.tensordot(g, b, axes=(g_rest, b_rest))
+
+
+@numba_of(dot_vjp_lhs)
+def _dot_vjp_lhs(g, a, b):
+    if not _array(a) or not _array(b):
+        return lambda g, a, b: unbroadcast(g * b, a)
+    return lambda g, a, b: matmul_vjp_lhs(g, a, b)
+
+
+@helper(jvp=multilinear("g", "a"))
+def dot_vjp_rhs(g, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return unbroadcast(g * a, b)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
+        return matmul_vjp_rhs(g, a, b)
+    a_lead = list(range(np.ndim(a) - 1))
+    out = np.tensordot(a, g, axes=(a_lead, a_lead))  # (k,) + b.shape without b_axis
+    if np.ndim(b) == 1:
+        return out
+    return np.moveaxis(out, 0, np.ndim(b) - 2)
+
+
+@batched_of(dot_vjp_rhs)
+def batched_dot_vjp_rhs(g, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return batched_unbroadcast(g * a, b)
+    a_lead = list(range(np.ndim(a) - 1))
+    out = np.tensordot(a, g, axes=(a_lead, [i + 1 for i in a_lead]))  # (k, B) + b's other axes
+    out = np.moveaxis(out, 1, 0)
+    if np.ndim(b) == 1:
+        return out
+    return np.moveaxis(out, 1, np.ndim(b) - 1)
+
+
+@numba_of(dot_vjp_rhs)
+def _dot_vjp_rhs(g, a, b):
+    if not _array(a) or not _array(b):
+        return lambda g, a, b: unbroadcast(g * a, b)
+    return lambda g, a, b: matmul_vjp_rhs(g, a, b)
+
+
+@batched_helper
+def batched_dot(a, b, which):
+    """np.dot(a, b) with the batch on argument `which`."""
+    if which == 0:
+        t, other, rank = a, b, np.ndim(a) - 1
+        if rank == 0 or np.ndim(other) == 0:
+            return _lift(t, np.ndim(other)) * other
+        return np.dot(t, other)
+    t, other, rank = b, a, np.ndim(b) - 1
+    if rank == 0 or np.ndim(other) == 0:
+        return other * _lift(t, np.ndim(other))
+    b_axis = 0 if rank == 1 else rank - 2
+    out = np.tensordot(other, t, axes=([np.ndim(other) - 1], [b_axis + 1]))
+    return np.moveaxis(out, np.ndim(other) - 1, 0)
+
+
+defvjp(
+    np.dot,
+    "a, b, out=None",
+    a="dot_vjp_lhs(g, a, b)",
+    b="dot_vjp_rhs(g, a, b)",
+    jvp=multilinear("a", "b", batched=batched_dot),
+)
+
+
+@helper(jvp=multilinear("g", "b"))
+def outer_vjp_lhs(g, a, b):
+    return np.reshape(g @ np.ravel(b), np.shape(a))
+
+
+@batched_of(outer_vjp_lhs)
+def batched_outer_vjp_lhs(g, a, b):
+    return np.reshape(g @ np.ravel(b), np.shape(g)[:1] + np.shape(a))
+
+
+@numba_of(outer_vjp_lhs)
+def _outer_vjp_lhs(g, a, b):
+    if _array(a):
+        return lambda g, a, b: reshape_like(_mm(g, _flat(b)), a)
+    return lambda g, a, b: np.sum(_mm(g, _flat(b)))
+
+
+@helper(jvp=multilinear("g", "a"))
+def outer_vjp_rhs(g, a, b):
+    return np.reshape(np.ravel(a) @ g, np.shape(b))
+
+
+@batched_of(outer_vjp_rhs)
+def batched_outer_vjp_rhs(g, a, b):
+    return np.reshape(np.ravel(a) @ g, np.shape(g)[:1] + np.shape(b))
+
+
+@numba_of(outer_vjp_rhs)
+def _outer_vjp_rhs(g, a, b):
+    if _array(b):
+        return lambda g, a, b: reshape_like(_mm(_flat(a), g), b)
+    return lambda g, a, b: np.sum(_mm(_flat(a), g))
+
+
+@batched_helper
+def batched_outer(a, b, which):
+    """np.outer(a, b) with the batch on argument `which`."""
+    if which == 0:
+        rows = np.reshape(a, np.shape(a)[:1] + (-1,))
+        return rows[:, :, None] * np.ravel(b)
+    rows = np.reshape(b, np.shape(b)[:1] + (-1,))
+    return np.ravel(a)[:, None] * rows[:, None, :]
+
+
+defvjp(
+    np.outer,
+    "a, b, out=None",
+    a="outer_vjp_lhs(g, a, b)",
+    b="outer_vjp_rhs(g, a, b)",
+    jvp=multilinear("a", "b", batched=batched_outer),
+)
+
+# ----------------------------------------------------------------------------- einsum
+
+
+@helper
+def einsum_parts(subscripts):
+    """The letters of each input and of the output of np.einsum(subscripts, ...), the implicit
+    output (the letters that occur once, sorted) spelled out."""
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        ins, out = subscripts.split("->")
+        return ins.split(","), out
+    ins = subscripts.split(",")
+    letters = "".join(ins).replace(".", "")
+    singles = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    return ins, ("..." if any("..." in s for s in ins) else "") + singles
+
+
+@helper(
+    jvp=explicit(
+        g="einsum_vjp(t, subscripts, operands, k)",
+        operands="einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+        batched={
+            "g": "batched_einsum_vjp(t, subscripts, operands, k)",
+            "operands": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+        },
+    )
+)
+def einsum_vjp(g, subscripts, operands, k):
+    """Cotangent of operand `k` of np.einsum(subscripts, *operands)."""
+    if "..." in subscripts:
+        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
+    ins, out = einsum_parts(subscripts)
+    target = ins[k]
+    others = [s for i, s in enumerate(ins) if i != k]
+    other_ops = [op for i, op in enumerate(operands) if i != k]
+    available = set(out).union(*others) if others else set(out)
+    unique = "".join(dict.fromkeys(c for c in target if c in available))
+    res = np.einsum(",".join([out] + others) + "->" + unique, g, *other_ops)
+    sizes = dict(zip(target, np.shape(operands[k])))
+    # letters summed only inside operand k: broadcast the cotangent over them
+    full = "".join(dict.fromkeys(target))
+    for c in full:
+        if c not in unique:
+            res = np.expand_dims(res, -1)
+            unique += c
+    res = np.broadcast_to(res, [sizes[c] for c in unique])
+    res = np.transpose(res, [unique.index(c) for c in full])
+    if len(full) == len(target):
+        return np.array(res)
+    # repeated letters (a diagonal such as 'ii'): place the values on that diagonal
+    grid = np.indices(np.shape(operands[k]))
+    on_diag = np.ones(np.shape(operands[k]), dtype=bool)
+    first = {}
+    for pos, c in enumerate(target):
+        if c in first:
+            on_diag &= grid[pos] == grid[first[c]]
+        else:
+            first[c] = pos
+    index = tuple(grid[first[c]] for c in full)
+    return np.where(on_diag, res[index], 0.0)
+
+
+def _batch_letter(subscripts):
+    return next(c for c in string.ascii_letters if c not in subscripts)
+
+
+@batched_of(einsum_vjp)
+def batched_einsum_vjp(g, subscripts, operands, k):
+    """Cotangent of operand `k` of np.einsum(subscripts, *operands), for each row of `g`."""
+    if "..." in subscripts:
+        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
+    ins, out = einsum_parts(subscripts)
+    z = _batch_letter(subscripts)
+    target = ins[k]
+    others = [s for i, s in enumerate(ins) if i != k]
+    other_ops = [op for i, op in enumerate(operands) if i != k]
+    available = set(out).union(*others) if others else set(out)
+    unique = "".join(dict.fromkeys(c for c in target if c in available))
+    res = np.einsum(",".join([z + out] + others) + "->" + z + unique, g, *other_ops)
+    sizes = dict(zip(target, np.shape(operands[k])))
+    full = "".join(dict.fromkeys(target))
+    for c in full:  # letters summed only inside operand k: broadcast over them
+        if c not in unique:
+            res = np.expand_dims(res, -1)
+            unique += c
+    res = np.broadcast_to(res, res.shape[:1] + tuple(sizes[c] for c in unique))
+    res = np.transpose(res, [0] + [unique.index(c) + 1 for c in full])
+    if len(full) == len(target):
+        return np.array(res)
+    grid = np.indices(np.shape(operands[k]))  # a repeated letter: place values on the diagonal
+    on_diag = np.ones(np.shape(operands[k]), dtype=bool)
+    first = {}
+    for pos, c in enumerate(target):
+        if c in first:
+            on_diag &= grid[pos] == grid[first[c]]
+        else:
+            first[c] = pos
+    index = (slice(None),) + tuple(grid[first[c]] for c in full)
+    return np.where(on_diag, res[index], 0.0)
+
+
+@helper
+def einsum_vjp_jvp(t, g, subscripts, operands, k, which):
+    """The tangent of einsum_vjp(g, subscripts, operands, k) along `t` for operand `which`: the
+    cotangent of operand k is linear in every other operand and does not read operand k."""
+    if which == k:
+        return np.zeros(np.shape(operands[k]), dtype=np.result_type(t, np.float32))
+    operands = list(operands)
+    operands[which] = t
+    return einsum_vjp(g, subscripts, operands, k)
+
+
+@batched_helper
+def batched_einsum_vjp_jvp(t, g, subscripts, operands, k, which):
+    return np.stack([einsum_vjp_jvp(row, g, subscripts, operands, k, which) for row in t])
+
+
+@batched_helper
+def batched_einsum(subscripts, *operands, which=0):
+    """np.einsum with the batch on operand `which`: one more letter for the batch axis."""
+    ins, out = einsum_parts(subscripts)
+    z = _batch_letter(subscripts)
+    ins[which] = z + ins[which]
+    return np.einsum(",".join(ins) + "->" + z + out, *operands)
+
+
+defvjp(
+    np.einsum,
+    "subscripts, /, *operands",
+    seq=("operands",),
+    operands="einsum_vjp(g, subscripts, operands, k)",
+    jvp=multilinear("operands", batched=batched_einsum),
+)
+
+# ----------------------------------------------------------------------------- trace
+
+
+@helper(jvp=linear("g"))
+def trace_vjp(g, a, offset=0, axis1=0, axis2=1):
+    shape = np.shape(a)
+    eye = np.eye(shape[axis1], shape[axis2], k=offset)
+    rest = [n for i, n in enumerate(shape) if i not in (axis1 % len(shape), axis2 % len(shape))]
+    full = np.reshape(g, tuple(rest) + (1, 1)) * eye
+    return np.moveaxis(full, (-2, -1), (axis1, axis2))
+
+
+@batched_of(trace_vjp)
+def batched_trace_vjp(g, a, offset=0, axis1=0, axis2=1):
+    shape = np.shape(a)
+    axis1, axis2 = axis1 % len(shape), axis2 % len(shape)
+    eye = np.eye(shape[axis1], shape[axis2], k=offset)
+    rest = tuple(n for i, n in enumerate(shape) if i not in (axis1, axis2))
+    full = np.reshape(g, np.shape(g)[:1] + rest + (1, 1)) * eye
+    return np.moveaxis(full, (-2, -1), (axis1 + 1, axis2 + 1))
+
+
+@numba_of(trace_vjp)
+def _trace_vjp(g, a, offset=0, axis1=0, axis2=1):
+    if not _array(a) or a.ndim != 2:
+        return None
+
+    def impl(g, a, offset=0, axis1=0, axis2=1):
+        out = np.zeros(a.shape)
+        for i in range(a.shape[0]):
+            j = i + offset
+            if 0 <= j < a.shape[1]:
+                out[i, j] = g
+        if axis1 % 2 == 1 and axis2 % 2 == 0:  # the trace of the transpose
+            return out.T.copy()
+        return out
+
+    return impl
+
+
+@helper
+def trace_last(a):
+    """The trace over the last two axes (of each matrix in a stack)."""
+    return np.trace(a, axis1=-2, axis2=-1)
+
+
+@numba_of(trace_last)
+def _trace_last(a):
+    if _array(a) and a.ndim == 2:  # Numba's np.trace takes no axes: matrices only
+        return lambda a: np.trace(a)
+    return None
+
+
+@batched_helper
+def batched_trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    return np.trace(a, offset, _shift(axis1), _shift(axis2), dtype)
+
+
+defvjp(
+    np.trace,
+    "a, offset=0, axis1=0, axis2=1, dtype=None, out=None",
+    a="trace_vjp(g, a, offset=offset, axis1=axis1, axis2=axis2)",
+    jvp=linear("a", batched=batched_trace),
+)
