@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-from .pipeline.driver import transform, transform_and_read
+from .transform_cache import transform, transform_and_read
 from .pipeline.ranks import rank_of_argument
 from .cuda import CudaTransformed, cuda_transform
 from .jit import Jitted

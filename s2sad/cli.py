@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import __version__
 from .api import JVPTransformed, Transformed
-from .pipeline.driver import transform
+from .transform_cache import transform
 from .errors import S2SADError
 from .jit import atomic_write
 from .standalone import jit_module, standalone_module

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .pipeline.driver import transform_and_read
+from .transform_cache import transform_and_read
 from .pipeline.normalize import NameAllocator, reserved_names
 from .errors import S2SADError, UnsupportedSyntaxError
 

@@ -17,11 +17,7 @@ import numpy as np
 from . import runtime
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
-
-
-def names_in(source: str) -> set[str]:
-    """Every name a piece of source mentions."""
-    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+from .pipeline.names import names_in
 
 
 def runtime_helpers(source: str) -> list[str]:

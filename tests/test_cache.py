@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.pipeline import driver as stage
+from s2sad import transform_cache as stage
 
 
 def _module(tmp_path, name, text):

@@ -11,6 +11,7 @@ import functools
 import black
 
 from ..astcopy import clone, walk_nodes
+from .tape import without_markers
 
 
 def docstring(text: str) -> str:
@@ -320,3 +321,42 @@ def emit_jvp(
 @functools.lru_cache(maxsize=512)
 def format_source(source: str) -> str:
     return black.format_str(source, mode=black.Mode(line_length=100))
+
+
+def changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
+    """Whether the adjoint sweep assigns or writes into primal values (pops, restores), or
+    rebinds as an adjoint loop's counter a primal name it also reads outside that loop (`x * i`
+    after `for i in ...`): in a pullback closure such a name is the pullback's own local, unbound
+    where it is read, so the pullback must run in the sweep's scope."""
+    module = ast.Module(without_markers(adjoint_stmts), [])
+    counters: set[str] = set()
+    for node in walk_nodes(module):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Name) and base.id in primal_names:
+                    return True
+        elif isinstance(node, ast.For):
+            counters |= {n.id for n in walk_nodes(node.target) if isinstance(n, ast.Name)}
+    counters &= primal_names
+    return bool(counters) and bool(_reads_outside_loops_over(module.body, counters))
+
+
+def _reads_outside_loops_over(stmts, names: set[str]) -> set[str]:
+    """Which of `names` the statements read outside the loops whose counter each one is."""
+    found: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, ast.For):
+            bound = {n.id for n in walk_nodes(stmt.target) if isinstance(n, ast.Name)}
+            found |= _reads_outside_loops_over(stmt.body, names - bound)
+            found |= {n.id for n in walk_nodes(stmt.iter) if isinstance(n, ast.Name)} & names
+        elif isinstance(stmt, (ast.If, ast.While)):
+            found |= {n.id for n in walk_nodes(stmt.test) if isinstance(n, ast.Name)} & names
+            found |= _reads_outside_loops_over(stmt.body + stmt.orelse, names)
+        else:
+            found |= {
+                n.id
+                for n in walk_nodes(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            } & names
+    return found

@@ -19,10 +19,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ..astcopy import clone, walk_nodes
-from ..jit import jit_copy
+from ..astcopy import clone
+from .lower import jit_copy
 from .normalize import NameAllocator
-from .classify import _index_expr
+from .names import assign_counts, assigned, simple_statements
+from .nodes import batched_slice, index_expr, is_basic_index
+from .tape import Marker
 from ..rules.batched import batch_adjoint, rename_helpers
 
 
@@ -36,82 +38,11 @@ class Adjoint:
 
 
 @dataclass
-class Marker:
-    """A place the tape pass fills: pops at a block's start, a header or array restore."""
-
-    kind: str  # "block" | "header" | "restore" | "kill"
-    node: object  # the primal block (list id), the end-copy or the subscript write
-    src: ast.stmt | None = None
-
-
-@dataclass
 class _Ctx:
     loop: object = None  # innermost primal loop
     local: set[str] = field(default_factory=set)  # names assigned in its body
     carried: set[str] = field(default_factory=set)  # its loop-carried and live-out names
     indices: set[str] = field(default_factory=set)  # integer loop indices in scope
-
-
-def assigned(stmts: list[ast.stmt]) -> set[str]:
-    """Names a block assigns (at any depth), loop indices included."""
-    names = set()
-    for stmt in stmts:
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        names.add(t.id)
-                    elif isinstance(t, ast.Tuple):
-                        names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
-            elif isinstance(node, ast.For):
-                names.add(node.target.id)
-    return names
-
-
-def _assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
-    """How many statements assign each name (loop targets included)."""
-    counts: dict[str, int] = {}
-    for stmt in stmts:
-        for node in walk_nodes(stmt):
-            names = []
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    names += (
-                        [t.id]
-                        if isinstance(t, ast.Name)
-                        else [e.id for e in getattr(t, "elts", []) if isinstance(e, ast.Name)]
-                    )
-            elif isinstance(node, ast.For):
-                names.append(node.target.id)
-            for n in names:
-                counts[n] = counts.get(n, 0) + 1
-    return counts
-
-
-def simple_statements(stmts: list[ast.stmt]):
-    for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            yield from simple_statements(stmt.body)
-            yield from simple_statements(stmt.orelse)
-        elif isinstance(stmt, (ast.Assign, ast.Expr, ast.Assert)):
-            yield stmt
-
-
-def _is_basic_index(node: ast.expr, indices: set[str]) -> bool:
-    """An index NumPy treats as a view (no repeated elements), known without running it."""
-    if isinstance(node, ast.Constant):
-        return node.value is None or node.value is Ellipsis or isinstance(node.value, int)
-    if isinstance(node, ast.Name):
-        return node.id in indices
-    if isinstance(node, ast.Slice):
-        return True
-    if isinstance(node, ast.Tuple):
-        return all(_is_basic_index(e, indices) for e in node.elts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        return _is_basic_index(node.left, indices) and _is_basic_index(node.right, indices)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _is_basic_index(node.operand, indices)
-    return False
 
 
 def _assign(name: str, value: ast.expr) -> ast.Assign:
@@ -394,7 +325,7 @@ class Reverser:
         index = read.slice
         d = self.make_owned(out, stmt, base)
         ints = self.int_names()
-        if _is_basic_index(index, ctx.indices | ints):
+        if is_basic_index(index, ctx.indices | ints):
             target = self.subscript(d, index, ast.Store(), ctx.indices | ints)
             out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
         else:
@@ -420,10 +351,10 @@ class Reverser:
                         elif self.batched or rank != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
-                        if not _is_basic_index(index, ctx.indices | self.int_names()):
+                        if not is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
                             part = _call(
-                                "last_written", part, _name(base), _index_expr(clone(index))
+                                "last_written", part, _name(base), index_expr(clone(index))
                             )
                         contribution = self.scalars(
                             _call("unbroadcast", part, _name(operand)),
@@ -478,7 +409,7 @@ class Reverser:
     # ------------------------------------------------------------------ control flow
     def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
         before = self.state()
-        inside = _assign_counts(stmt.body + stmt.orelse)
+        inside = assign_counts(stmt.body + stmt.orelse)
         only_here = {n for n, c in inside.items() if c == self.assign_counts.get(n, 0)}
         local_b = (assigned(stmt.body) & only_here) - self.params
         local_e = (assigned(stmt.orelse) & only_here) - self.params
@@ -641,32 +572,6 @@ def _no_arguments() -> ast.arguments:
     return ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
 
 
-def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:
-    """The index selecting `index` in every row of the batched `d`: `:, index` where that is
-    plain (ints, slices, loop indices, a single array or mask), else computed at run time (NumPy
-    moves separated advanced indices to the front; see batched_index)."""
-    items = index.elts if isinstance(index, ast.Tuple) else [index]
-    simple = all(_is_basic_index(e, indices) for e in items) or (
-        not isinstance(index, ast.Tuple) and isinstance(index, (ast.List, ast.Compare))
-    )
-    if simple:
-        return ast.Tuple([ast.Slice(None, None, None)] + items, ast.Load())
-    value = ast.Tuple(items, ast.Load()) if isinstance(index, ast.Tuple) else index
-    return _call("batched_index", _name(d), _as_expression(value))
-
-
-def _as_expression(node: ast.expr) -> ast.expr:
-    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
-    if isinstance(node, ast.Slice):
-        parts = [
-            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
-        ]
-        return _call("slice", *parts)
-    if isinstance(node, ast.Tuple):
-        return ast.Tuple([_as_expression(e) for e in node.elts], ast.Load())
-    return node
-
-
 def _backward_range(span: ast.Call, trips: str | None) -> ast.expr:
     """range(a, b, s) run backwards (its first `trips` values only, if given), as a plain range."""
     args = [ast.unparse(a) for a in span.args]
@@ -700,7 +605,7 @@ def reverse(
 ) -> Adjoint:
     rev = Reverser(active, taken, ranks, batched)
     rev.jit = jit
-    rev.assign_counts = _assign_counts(stmts)
+    rev.assign_counts = assign_counts(stmts)
     rev.params = set(params) | set(wrt)
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
@@ -714,14 +619,3 @@ def reverse(
             grads.append(rev.zeros(p))
     return Adjoint(adjoint_stmts, seeds, grads, rev.batch, dict(rev.primal_of))
 
-
-def names_read(stmts) -> set[str]:
-    """Every name the adjoint statements read (markers excluded)."""
-    names = set()
-    for stmt in stmts:
-        if isinstance(stmt, Marker):
-            continue
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                names.add(node.id)
-    return names

@@ -15,7 +15,8 @@ from .. import rules, runtime
 from .activity import refuse_hidden_writes
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
-from .reverse import batched_slice, simple_statements
+from .names import names_mentioned, simple_statements
+from .nodes import batched_slice
 from ..rules.batched import EXPLICIT, LINEAR, MULTILINEAR, batch_adjoint
 from ..rules.forward import kind_of, signature_of
 from ..rules.indexing import getitem, is_add_at
@@ -148,10 +149,10 @@ class Forward:
         op = getattr(stmt, "op", None)
         if isinstance(stmt, ast.Expr):
             call = _list_call(stmt, "append")
-            if call is not None and _reads(call.args) & varied:
+            if call is not None and names_mentioned(call.args) & varied:
                 return [call.func.value.id]
             call = _add_at(stmt)
-            if call is not None and _reads(call.args[2:]) & varied:
+            if call is not None and names_mentioned(call.args[2:]) & varied:
                 return [call.args[0].id] if isinstance(call.args[0], ast.Name) else []
             return []
         if not isinstance(stmt, ast.Assign) or op is None:
@@ -271,7 +272,7 @@ class Forward:
     def named_operand(self, stmt, arg: ast.expr) -> None:
         """A differentiated value a statement stores needs a name to carry its tangent: one
         left as an expression would get a zero tangent, a wrong derivative, so it is refused."""
-        if not isinstance(arg, ast.Name) and _reads([arg]) & self.active:
+        if not isinstance(arg, ast.Name) and names_mentioned([arg]) & self.active:
             where = getattr(stmt, "src_parsed", None) or self.parsed
             raise where.error(
                 UnsupportedSyntaxError,
@@ -501,10 +502,6 @@ def _is_fresh(expr) -> bool:
         and isinstance(expr.func, ast.Name)
         and expr.func.id in ("zeros_like", "batched_zeros")
     )
-
-
-def _reads(nodes) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:
