@@ -14,6 +14,7 @@ import keyword
 import re
 
 from .errors import S2SADError
+from .pipeline.normalize import RESERVED
 from .rules.registry import NAMESPACE, nondiff, register
 from .runtime import stop_gradient
 
@@ -48,8 +49,6 @@ def _argnames(func, argnames) -> list[str]:
 
 def register_vjp(func, rule, argnames=None) -> None:
     """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
-    from .pipeline.normalize import RESERVED  # (normalize imports the rule table)
-
     names = _argnames(func, argnames)
     for name in names:
         if not name.isidentifier() or keyword.iskeyword(name):
