@@ -17,6 +17,7 @@ import numpy as np
 from . import runtime
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
+from .jit import module_text
 from .pipeline.names import names_in
 
 
@@ -242,8 +243,6 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
     """A standalone module whose function Numba compiles (`s2sad emit --jit`)."""
-    from .jit import module_text
-
     header = [
         docstring(
             f"Adjoint of {func.__qualname__} from {origin}, compiled with Numba.\n\n"
