@@ -49,6 +49,7 @@ class UntrustedPath(OSError):
 
 _PRIVATE: dict[str, Path] = {}  # configured directory refused -> this process's own one
 
+
 def _me() -> int | None:
     """This process's user id (None where the system has none: Windows, whose access control
     lists s2sad does not read)."""
@@ -240,6 +241,7 @@ def _numba_files_private(directory: Path, base: str) -> bool:
 
 
 _CACHE_CLASS = []
+
 
 def trusted_njit(cache: bool = False, **options):
     """`numba.njit` for s2sad's cached modules: with `cache`, Numba's files are kept by

@@ -46,7 +46,9 @@ def differentiate(func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool =
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
-            return _pipeline(unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit)
+            return _pipeline(
+                unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit
+            )
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)

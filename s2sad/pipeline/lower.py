@@ -84,6 +84,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
     the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
     expression. `rank_of` gives the rank of an expression where known."""
+
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
             # d[index] += g: add_at picks an element store or an in-place add into the view

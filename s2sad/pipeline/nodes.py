@@ -1,10 +1,23 @@
-"""Index expressions the stages build: a subscript's index as an ordinary expression, whether an
-index is basic (a view, known without running it), and the index selecting it in every row of a
-batched value. They consume and produce `ast` expressions."""
+"""Nodes the stages build: a name read, a call, an assignment, a subscript's index as an ordinary
+expression, whether an index is basic (a view, known without running it), and the index
+selecting it in every row of a batched value. They consume and produce `ast` nodes."""
 
 from __future__ import annotations
 
 import ast
+
+
+def load_name(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def call_of(func: str, *args: ast.expr) -> ast.Call:
+    """A call of `func` (a name or a dotted path, `np.zeros_like`)."""
+    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
+
+
+def assign_to(name: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign([ast.Name(name, ast.Store())], value)
 
 
 def index_expr(node: ast.expr) -> ast.expr:

@@ -107,7 +107,9 @@ def _allocates_fresh(value) -> bool:
         return False
     func = value.func
     short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if short not in FRESH_ALLOCATORS or any(k.arg not in ("dtype", "order") for k in value.keywords):
+    if short not in FRESH_ALLOCATORS or any(
+        k.arg not in ("dtype", "order") for k in value.keywords
+    ):
         return False
     if short == "copy" and isinstance(func, ast.Attribute) and not value.args:
         return True  # x.copy()

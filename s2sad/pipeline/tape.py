@@ -21,6 +21,7 @@ import numpy as np
 from .. import runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
+from .nodes import load_name
 from .names import names_read, statements_in_order
 from .snapshots import FRESH_ALLOCATORS, FinalReads
 
@@ -32,10 +33,6 @@ class Marker:
     kind: str  # "block" | "header" | "restore" | "kill"
     node: object  # the primal block (list id), the end-copy or the subscript write
     src: ast.stmt | None = None
-
-
-def _name(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
 
 
 def _owned(block: list[ast.stmt]) -> list[str]:
@@ -116,15 +113,17 @@ class Tape:
 
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
         if value is None:
-            value = _name(name)
+            value = load_name(name)
             if self.mutates and not self.scalar(name) and name not in self.allocated:
                 # a view of an array written later would change on the tape
-                value = ast.Call(_name("snapshot"), [value], [])
-        call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
+                value = ast.Call(load_name("snapshot"), [value], [])
+        call = ast.Call(
+            ast.Attribute(load_name(self.tape(name)), "append", ast.Load()), [value], []
+        )
         return ast.Expr(call)
 
     def pop(self, name: str) -> ast.expr:
-        return ast.Call(ast.Attribute(_name(self.tape(name)), "pop", ast.Load()), [], [])
+        return ast.Call(ast.Attribute(load_name(self.tape(name)), "pop", ast.Load()), [], [])
 
     # ------------------------------------------------------------------ primal side
     def primal(
@@ -200,7 +199,7 @@ class Tape:
         base = target.value.id
         if id(stmt) not in self.restored:
             return
-        old = self.saved(ast.Subscript(_name(base), target.slice, ast.Load()))
+        old = self.saved(ast.Subscript(load_name(base), target.slice, ast.Load()))
         if in_loop:
             # compiled code types a list by its elements: each write gets its own tape there,
             # apart from the array's own values and other writes' rows or elements
@@ -252,8 +251,8 @@ class Tape:
             return []
         name, on_tape = saved
         target = stmt.targets[0]
-        value = self.pop(name) if on_tape else _name(name)
-        store = ast.Subscript(_name(target.value.id), target.slice, ast.Store())
+        value = self.pop(name) if on_tape else load_name(name)
+        store = ast.Subscript(load_name(target.value.id), target.slice, ast.Store())
         return [self.at(ast.Assign([store], value), stmt)]
 
     def inits(self) -> list[ast.stmt]:
