@@ -38,7 +38,7 @@ class Adjoint:
     primal_of: dict = field(default_factory=dict)  # adjoint name -> its primal's name
 
 
-class _Simplify(ast.NodeTransformer):
+class _ScalarUnbroadcasts(ast.NodeTransformer):
     """Reverser.scalars' rewrite of `unbroadcast` calls (one class, not one per call)."""
 
     def __init__(self, rank, result_rank, total: str, same: str | None):
@@ -182,7 +182,7 @@ class Reverser(BranchesAndLoops):
         is the identity."""
         total = "batched_sum" if batched else "np.sum"
         same = None if shaped_like is None else ast.dump(shaped_like)
-        return _Simplify(self.rank, result_rank, total, same).visit(expr)
+        return _ScalarUnbroadcasts(self.rank, result_rank, total, same).visit(expr)
 
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:

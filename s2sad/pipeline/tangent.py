@@ -42,6 +42,8 @@ def _substitute(node, mapping: dict[int, ast.expr]):
 
 
 class _Unlift(ast.NodeTransformer):
+    """`batched_lift(x)` becomes `x`."""
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "batched_lift":
@@ -50,6 +52,8 @@ class _Unlift(ast.NodeTransformer):
 
 
 class _StripUnbroadcast(ast.NodeTransformer):
+    """`unbroadcast(g, x)` becomes `g`."""
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "unbroadcast":
@@ -431,7 +435,7 @@ class Forward:
             rank = self.rank(node)
             if rank is None or rank != self.rank(load_name(op.target)):
                 lifted = call_of("batched_lift", t, load_name(op.target))
-                safe = _ReplaceName(d, lifted).visit(safe)
+                safe = _ReplaceNames({d: lifted}).visit(safe)
             return safe
         if kind == "reduction":
             return self.reduction_term("batched_sum", rule, op, param, args, given, t)
@@ -467,15 +471,9 @@ def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> as
     return _ReplaceNames(mapping).visit(clone(template))
 
 
-class _ReplaceName(ast.NodeTransformer):
-    def __init__(self, name, value):
-        self.name, self.value = name, value
-
-    def visit_Name(self, node):
-        return clone(self.value) if node.id == self.name else node
-
-
 class _ReplaceNames(ast.NodeTransformer):
+    """Each name in `mapping` becomes a copy of the expression it maps to."""
+
     def __init__(self, mapping):
         self.mapping = mapping
 
