@@ -3,8 +3,10 @@
 The generated source is written to a file in s2sad's cache directory, keyed by its text and
 s2sad's version, and compiled from its text, so Numba's on-disk cache serves a second process
 without compiling again; the directory is checked before anything in it is loaded (see
-s2sad/diskcache.py). Runtime helpers are replaced by versions Numba can compile; a helper Numba cannot type makes compilation fail, and then `jit="strict"` raises
-`JitError` naming it while `jit=True` warns and runs the Python version.
+s2sad/diskcache.py). Runtime helpers are replaced by versions Numba can compile; a helper Numba
+cannot type makes compilation fail, and then `jit="strict"` raises `JitError` naming it while
+`jit=True` warns and runs the Python version. (Lowering the code to forms Numba compiles is a
+pipeline stage: pipeline/lower.py.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Stage 5: emit. Assemble the primal and adjoint sweeps into one function, a comment above each
 block naming the user's line. The text is compiled as it is; black formats it only when someone
-reads it (`Compiled.source`), which keeps the transform fast.
+reads it (`Compiled.source`), which keeps the transform fast. `changes_primal` decides the
+pullback's form: a closure over the primal's scope, or a sweep that runs the primal again.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 The transform is specialized on the ranks of the arguments (a Python float and a 0-d array are
 rank 0, an array its `ndim`). Knowing that a value is a scalar lets the adjoint skip
 `unbroadcast` for it, so a scalar loop records only what its rules read, not shapes. A value
-whose rank the analysis cannot tell is `None`, and the generic code stays.
+whose rank the analysis cannot tell is `None`, and the generic code stays. `adjoint_rank` reads
+an adjoint expression's rank off its primal's (for lowering to Numba).
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ Adjoint names are the primal names with a `d` in front (`h` -> `dh`).
 
 Control flow reverses structurally: an `if` becomes the same `if` over the adjoints of its
 branches, and a loop becomes a loop running backwards (`for i in reversed(range(...))`; a `while`
-loop runs `for _ in range(iters)`). What the adjoint needs from overwritten primal values is put
-back by the tape pass (`tape.py`), which fills in the markers this pass leaves.
+loop runs `for _ in range(iters)`): reverse_control.py. What the adjoint needs from overwritten
+primal values is put back by the tape pass (`tape.py`), which fills in the markers this pass
+leaves.
 
 Inside loops an adjoint may be known to be zero without holding zero (a "lazy" zero, after the
 value it belongs to was overwritten); such a name is assigned, not accumulated, on its next

@@ -8,6 +8,9 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
   copy's adjoint;
 - the elements a subscript write overwrites are saved before it and written back after its
   adjoint.
+
+The reverse pass leaves a `Marker` where pops and restores go; `record` consumes the primal and
+the adjoint sweep with its markers and produces both with the pushes and pops in place.
 """
 
 from __future__ import annotations
