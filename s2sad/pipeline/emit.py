@@ -12,6 +12,7 @@ import functools
 import black
 
 from ..astcopy import clone, walk_nodes
+from .names import names_mentioned, names_read
 from .tape import without_markers
 
 
@@ -265,13 +266,9 @@ def _batch_line(adjoint, seed: str | None) -> list[str]:
     """Batched code: the line naming the number of rows, where the code uses it."""
     if adjoint.batch is None or seed is None:
         return []
-    used = {
-        n.id
-        for s in list(adjoint.stmts) + list(adjoint.grads)
-        if isinstance(s, ast.AST)
-        for n in walk_nodes(s)
-        if isinstance(n, ast.Name)
-    }
+    used = names_mentioned(
+        [s for s in list(adjoint.stmts) + list(adjoint.grads) if isinstance(s, ast.AST)]
+    )
     if adjoint.batch not in used:
         return []
     return [f"{adjoint.batch} = len({seed})  # adjoints have one row per seed"]
@@ -306,7 +303,7 @@ def emit_jvp(
         ),
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
-    used = {n.id for s in body + outputs for n in walk_nodes(s) if isinstance(n, ast.Name)}
+    used = names_mentioned(body + outputs)
     if batch is not None and batch in used:
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
@@ -338,7 +335,7 @@ def changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
                 if isinstance(base, ast.Name) and base.id in primal_names:
                     return True
         elif isinstance(node, ast.For):
-            counters |= {n.id for n in walk_nodes(node.target) if isinstance(n, ast.Name)}
+            counters |= names_mentioned([node.target])
     counters &= primal_names
     return bool(counters) and bool(_reads_outside_loops_over(module.body, counters))
 
@@ -348,16 +345,12 @@ def _reads_outside_loops_over(stmts, names: set[str]) -> set[str]:
     found: set[str] = set()
     for stmt in stmts:
         if isinstance(stmt, ast.For):
-            bound = {n.id for n in walk_nodes(stmt.target) if isinstance(n, ast.Name)}
+            bound = names_mentioned([stmt.target])
             found |= _reads_outside_loops_over(stmt.body, names - bound)
-            found |= {n.id for n in walk_nodes(stmt.iter) if isinstance(n, ast.Name)} & names
+            found |= names_mentioned([stmt.iter]) & names
         elif isinstance(stmt, (ast.If, ast.While)):
-            found |= {n.id for n in walk_nodes(stmt.test) if isinstance(n, ast.Name)} & names
+            found |= names_mentioned([stmt.test]) & names
             found |= _reads_outside_loops_over(stmt.body + stmt.orelse, names)
         else:
-            found |= {
-                n.id
-                for n in walk_nodes(stmt)
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            } & names
+            found |= names_read([stmt]) & names
     return found

@@ -22,11 +22,11 @@ import types
 from dataclasses import dataclass, field
 
 from .. import batched, runtime
-from ..astcopy import walk_nodes
 from ..deep import TooDeep, with_room
 from ..errors import NestingTooDeepError
 from ..rules.registry import NAMESPACE, VERSION
 from .emit import format_source
+from .names import names_mentioned
 
 
 @dataclass
@@ -155,7 +155,7 @@ def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
     if NAMESPACE:
-        used = {n.id for n in walk_nodes(tree) if isinstance(n, ast.Name)}
+        used = names_mentioned([tree])
         user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
     reads = resolver.reads
     compiled = Compiled(

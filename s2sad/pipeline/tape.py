@@ -25,7 +25,7 @@ from .. import runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import load_name
-from .names import names_read, statements_in_order
+from .names import names_mentioned, names_read, statements_in_order
 from .snapshots import FRESH_ALLOCATORS, FinalReads
 
 
@@ -101,11 +101,7 @@ class Tape:
             base = marker.node.targets[0].value.id
             if base not in self.fresh or base in self.future[id(marker)]:
                 self.restored.add(id(marker.node))
-                self.reads |= {
-                    n.id
-                    for n in walk_nodes(marker.node.targets[0].slice)
-                    if isinstance(n, ast.Name)
-                }
+                self.reads |= names_mentioned([marker.node.targets[0].slice])
 
     def tape(self, name) -> str:
         """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
@@ -309,11 +305,7 @@ def _recomputable(
         i, s = top[name]
         if i >= before or not _cheap(s.value):
             return False
-        reads = {
-            n.id
-            for n in walk_nodes(s.value)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-        }
+        reads = names_read([s.value])
         finals = _final_bases(s.value, final_read)
         if all(available(m, i, seen | {name}, m in finals) for m in reads):
             needed[i] = s
@@ -411,7 +403,7 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     loop changes. Then its last value serves every reversed iteration, and no tape is needed."""
     if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
-    reads = {n.id for n in walk_nodes(defs[0].value) if isinstance(n, ast.Name)}
+    reads = names_mentioned([defs[0].value])
     return not any(r in varying for r in reads) and not any(
         isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
         for n in walk_nodes(defs[0].value)
