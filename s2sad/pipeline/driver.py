@@ -64,6 +64,7 @@ def differentiate(func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool =
 
 
 def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
+    """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     norm, resolver = normalize(parsed, list(wrt), ranks)
