@@ -168,7 +168,7 @@ def _numba_cache_class():
     their directory and they themselves are this user's alone. (Numba's own cache would follow
     NUMBA_CACHE_DIR or a shared __pycache__.) None where Numba's cache internals differ."""
     try:
-        from numba.core import caching
+        from numba.core import caching  # (Numba loads on first use: s2sad imports fast)
 
         base_locator = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator)
         base_impl, base_file = caching.CompileResultCacheImpl, caching.IndexDataCacheFile
@@ -246,7 +246,7 @@ _CACHE_CLASS = []
 def trusted_njit(cache: bool = False, **options):
     """`numba.njit` for s2sad's cached modules: with `cache`, Numba's files are kept by
     `_numba_cache_class`'s rules (or not kept, where Numba's internals differ)."""
-    from numba import njit
+    from numba import njit  # (Numba loads on first use: s2sad imports fast)
 
     def build(py_func):
         dispatcher = njit(**options)(py_func)

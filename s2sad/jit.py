@@ -260,7 +260,7 @@ def _is_numba_error(exc) -> bool:
     NotImplementedError: that is Numba's run-time library declining what NumPy does (`reshape`
     of a non-contiguous array), and Python mode runs it."""
     try:
-        from numba.core.errors import NumbaError
+        from numba.core.errors import NumbaError  # (Numba loads on first use)
     except ImportError:  # pragma: no cover
         return False
     if isinstance(exc, (NumbaError, NotImplementedError)) or (
@@ -276,7 +276,7 @@ def _is_numba_error(exc) -> bool:
 
 
 def _in_numba(filename: str) -> bool:
-    import numba
+    import numba  # (Numba loads on first use: s2sad imports fast)
 
     return filename.startswith(os.path.dirname(numba.__file__) + os.sep)
 
