@@ -19,7 +19,7 @@ from .errors import (
     WrtError,
 )
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 __all__ = [
     "grad",

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import stat
 import sys
 from pathlib import Path
 
-from . import __version__
-from .api import JVPTransformed, Transformed
-from .pipeline.driver import transform
+from .version import __version__
+from .transformed import JVPTransformed, Transformed
+from .transform_cache import transform
 from .errors import S2SADError
-from .jit import atomic_write
+from .diskcache import atomic_write
 from .standalone import jit_module, standalone_module
 
 _HELP = """\
@@ -161,8 +162,6 @@ def show_text(spec: str, wrt_names, mode: str) -> str:
             current.append(stripped)
         if stripped.startswith(("def pullback", "return")) or not stripped:
             current = None
-    import inspect
-
     lines, first = inspect.getsourcelines(func.__code__)  # the code it runs, decorated or not
     out = [f"# {transformed.compiled.name}: each source line, then its primal and adjoint code"]
     for offset, text in enumerate(lines):

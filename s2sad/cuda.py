@@ -15,9 +15,10 @@ import math
 
 import numpy as np
 
-from .pipeline.driver import transform_and_read
+from .transform_cache import transform_and_read
 from .pipeline.normalize import NameAllocator, reserved_names
 from .errors import S2SADError, UnsupportedSyntaxError
+from .transformed import Transformed
 
 _MATH = {
     "exp": "exp",
@@ -105,8 +106,6 @@ class CudaTransformed:
     """Call with arrays (broadcast together); returns the gradients (or value and tangent)."""
 
     def __init__(self, func, wrt, mode: str):
-        from .api import Transformed
-
         self.plain = Transformed(func, wrt, mode)
         self.func, self.mode, self.wrt = func, mode, self.plain.wrt
         self.params = list(self.plain.signature.parameters)

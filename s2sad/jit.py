@@ -2,34 +2,40 @@
 
 The generated source is written to a file in s2sad's cache directory, keyed by its text and
 s2sad's version, and compiled from its text, so Numba's on-disk cache serves a second process
-without compiling again; the directory is checked before anything in it is loaded (see "the
-disk cache" below). Runtime helpers are replaced by versions Numba can
-compile; a helper Numba cannot type makes compilation fail, and then `jit="strict"` raises
-`JitError` naming it while `jit=True` warns and runs the Python version.
+without compiling again; the directory is checked before anything in it is loaded (see
+s2sad/diskcache.py). Runtime helpers are replaced by versions Numba can compile; a helper Numba
+cannot type makes compilation fail, and then `jit="strict"` raises `JitError` naming it while
+`jit=True` warns and runs the Python version. (Lowering the code to forms Numba compiles is a
+pipeline stage: pipeline/lower.py.)
 """
 
 from __future__ import annotations
 
-import ast
-import atexit
-import contextlib
 import hashlib
 import marshal
 import os
 import re
-import shutil
-import stat
 import sys
-import tempfile
 import threading
 import types
 import warnings
-from pathlib import Path
 
 import numpy as np
 
+from . import version
+from .diskcache import (  # noqa: F401  (generated modules import trusted_njit from here)
+    CacheWarning,
+    atomic_write,
+    cache_dir,
+    read_private,
+    short_name,
+    trusted_cache_root,
+    trusted_njit,
+    user_stacklevel,
+)
 from .errors import S2SADError
 from .rules.helpers import numba_source
+from .pipeline.names import defined_functions
 
 
 class JitError(S2SADError):
@@ -38,14 +44,6 @@ class JitError(S2SADError):
 
 class JitFallbackWarning(UserWarning):
     """`jit=True` runs the plain Python version because Numba could not compile it."""
-
-
-def cache_dir() -> Path:
-    """The cache directory as configured (`S2SAD_CACHE_DIR`, else the user's cache home)."""
-    root = os.environ.get("S2SAD_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "s2sad"
-    )
-    return Path(root)
 
 
 # a cached module's `njit` keeps Numba's files in s2sad's checked directory (trusted_njit)
@@ -64,8 +62,6 @@ def module_text(
     a process then compiles once for all generated functions. `constants` (source) stand between
     the helpers and the functions, whose defaults may read them. (`name` is accepted for older
     callers; every top-level function is compiled.)"""
-    from .pipeline.driver import defined_functions
-
     text = source
     tail = []
     for fn in defined_functions(source):
@@ -76,141 +72,7 @@ def module_text(
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
-# ----------------------------------------------------------------------------- the disk cache
-#
-# What s2sad loads from its cache directory is code: the generated modules, and Numba's index
-# and data files, which are pickles. So the directory must be one that only this user can have
-# written: owned by them, writable by no one else, and each parent owned by them or root and
-# writable by no one else but for sticky ones like /tmp (or the group of a user private group).
-# Where it is not, a CacheWarning says so and a private directory serves the process.
-# s2sad creates the directory 0700 and its files 0600, each written under a random
-# name and renamed into place. A generated module is never imported through Python's import
-# system (which would run a planted `.pyc`): s2sad compiles the text it generated itself, and
-# the file only gives Numba a source to stamp its cache with.
-
-
-class CacheWarning(UserWarning):
-    """The cache directory is not safe to load code from: a private one is used instead."""
-
-
-class UntrustedPath(OSError):
-    """A file or directory in the cache that someone else could have written."""
-
-
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
-_PRIVATE: dict[str, Path] = {}  # configured directory refused -> this process's own one
-
-
-def _me() -> int | None:
-    """This process's user id (None where the system has none: Windows, whose access control
-    lists s2sad does not read)."""
-    return os.geteuid() if hasattr(os, "geteuid") else None
-
-
-def _unsafe(st, is_kind) -> str | None:
-    """Why a file or directory with status `st` may hold what someone else wrote (None: it
-    cannot)."""
-    if not is_kind(st.st_mode):
-        return "is a symbolic link" if stat.S_ISLNK(st.st_mode) else "is not of the expected kind"
-    if _me() is None:
-        return None
-    if st.st_uid != _me():
-        return f"is owned by uid {st.st_uid}, not by this user (uid {_me()})"
-    if st.st_mode & 0o022:
-        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-def private_dir(path: Path) -> Path:
-    """`path`, created 0700 if missing, after checking that only this user can write in it."""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    why = _unsafe(os.lstat(path), stat.S_ISDIR)
-    if why:
-        raise UntrustedPath(f"{path} {why}")
-    return path
-
-
-def _checked_root(configured: Path) -> Path:
-    """The configured cache directory, resolved and checked with its parents."""
-    root = Path(os.path.realpath(configured))
-    root.parent.mkdir(parents=True, exist_ok=True)
-    private_dir(root)
-    for parent in root.parents if _me() is not None else ():
-        st = os.stat(parent)
-        # writable by others only with the sticky bit (/tmp); by the group only if it is the
-        # user's own (a user private group)
-        others = st.st_mode & 0o002 and not st.st_mode & stat.S_ISVTX
-        group = st.st_mode & 0o020 and st.st_gid != os.getegid()
-        if st.st_uid not in (0, _me()) or others or group:
-            raise UntrustedPath(f"{parent}, a parent of {root}, can be changed by other users")
-    private_dir(root / "numba")
-    return root
-
-
-def trusted_cache_root() -> Path:
-    """The directory s2sad keeps compiled code in: the configured one where it is safe, else a
-    private one for this process (with a CacheWarning saying why)."""
-    configured = cache_dir()
-    try:
-        return _checked_root(configured)
-    except OSError as exc:
-        key = str(configured)
-        if key not in _PRIVATE:
-            warnings.warn(
-                f"s2sad does not load code from the cache directory {configured}: {exc}. "
-                "Compiled code is kept for this process only; make the directory the user's "
-                "own (chmod 700), or set S2SAD_CACHE_DIR to a directory of the user's own",
-                CacheWarning,
-                stacklevel=_user_stacklevel(),
-            )
-            temp = Path(tempfile.mkdtemp(prefix="s2sad-cache-"))
-            os.mkdir(temp / "numba", 0o700)
-            atexit.register(shutil.rmtree, temp, True)
-            _PRIVATE[key] = temp
-        return _PRIVATE[key]
-
-
-@contextlib.contextmanager
-def atomic_write(path: Path, mode: int = 0o600):
-    """A file object whose contents replace `path` whole when the block ends: written under a
-    random name in the same directory (mkstemp: created new, never through a link), given
-    `mode`, then renamed over `path` (which replaces a link at `path`, not its target)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".s2sad-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            yield f
-            if hasattr(os, "fchmod"):  # the file itself, not whatever the name leads to now
-                os.fchmod(f.fileno(), mode)
-        if not hasattr(os, "fchmod"):  # pragma: no cover  (Windows: read-only or not)
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _read_private(path: Path) -> bytes | None:
-    """The contents of `path` if it is a regular file only this user can have written."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as f:
-        if _unsafe(os.fstat(fd), stat.S_ISREG):
-            return None
-        return f.read()
-
-
-def _short(name: str, keep: int = 40) -> str:
-    """`name` cut to `keep` characters, with a hash of the whole where cut: file names stay
-    within the file system's limit (255 bytes) for functions with long names."""
-    if len(name) <= keep:
-        return name
-    return f"{name[:keep]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def code_fingerprint(objects: dict) -> str:
@@ -240,12 +102,10 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
     looks it up when it loads cached code) only once it has run, and one thread at a time loads.
     `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
     `callees` (`code_fingerprint`) names the code of the functions it calls."""
-    from . import __version__
-
     text = module_text(source, name, embed=False)
-    key = f"{__version__}\n{numba_source()}\n{callees}\n{text}"
+    key = f"{version.__version__}\n{numba_source()}\n{callees}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    module_name = f"s2sad_{_short(name)}_{digest}"
+    module_name = f"s2sad_{short_name(name)}_{digest}"
     with _LOAD_LOCK:
         if fresh:
             sys.modules.pop(module_name, None)
@@ -253,7 +113,7 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
             return sys.modules[module_name]
         root = trusted_cache_root()
         path = root / f"{module_name}.py"
-        if _read_private(path) != text.encode():
+        if read_private(path) != text.encode():
             with atomic_write(path) as f:
                 f.write(text.encode())
         if fresh:
@@ -264,268 +124,6 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
         exec(compile(text, str(path), "exec"), vars(module))
         sys.modules[module_name] = module
         return module
-
-
-def _numba_cache_class():
-    """Numba's function cache, kept in s2sad's checked directory: its index and data files are
-    written 0600 under random names, named within the file system's limits, and loaded only when
-    their directory and they themselves are this user's alone. (Numba's own cache would follow
-    NUMBA_CACHE_DIR or a shared __pycache__.) None where Numba's cache internals differ."""
-    try:
-        from numba.core import caching
-
-        base_locator = (caching._SourceFileBackedLocatorMixin, caching._CacheLocator)
-        base_impl, base_file = caching.CompileResultCacheImpl, caching.IndexDataCacheFile
-        base_cache = caching.FunctionCache
-    except (ImportError, AttributeError):  # pragma: no cover
-        return None
-
-    class Locator(*base_locator):
-        def __init__(self, py_func, py_file):
-            self._py_file = py_file
-            self._lineno = py_func.__code__.co_firstlineno
-            self._cache_path = os.path.join(os.path.dirname(py_file), "numba")
-
-        def ensure_cache_path(self):
-            private_dir(Path(self._cache_path))
-
-        def get_cache_path(self):
-            return self._cache_path
-
-    class Impl(base_impl):
-        def __init__(self, py_func):  # Numba's looks for a locator; this one has its own
-            self._lineno = py_func.__code__.co_firstlineno
-            py_file = py_func.__code__.co_filename
-            self._locator = Locator(py_func, py_file)
-            qualname = _short(py_func.__qualname__.replace("<", "").replace(">", ""))
-            version = f"{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
-            self._filename_base = f"{Path(py_file).stem}.{qualname}-{self._lineno}.py{version}"
-
-    class DataFile(base_file):
-        def _open_for_write(self, filepath):
-            return atomic_write(Path(filepath))
-
-    class Cache(base_cache):
-        _impl_class = Impl
-
-        def __init__(self, py_func):
-            super().__init__(py_func)
-            self._cache_file = DataFile(
-                self._cache_path, self._impl.filename_base, self._impl.locator.get_source_stamp()
-            )
-
-        def load_overload(self, sig, target_context):
-            if not _numba_files_private(Path(self._cache_path), self._impl.filename_base):
-                return None
-            return super().load_overload(sig, target_context)
-
-        def save_overload(self, sig, data):
-            try:
-                super().save_overload(sig, data)
-            except OSError:  # not kept on disk (unsafe directory, disk full): it still runs
-                pass
-
-    return Cache
-
-
-def _numba_files_private(directory: Path, base: str) -> bool:
-    """Whether Numba may read its files for `base` in `directory`: the directory is this user's
-    alone, and so is each file (one that is not is deleted, so it is compiled again)."""
-    try:
-        if _unsafe(os.lstat(directory), stat.S_ISDIR):
-            return False
-        for entry in os.scandir(directory):
-            if entry.name.startswith(base + ".") and _unsafe(
-                entry.stat(follow_symlinks=False), stat.S_ISREG
-            ):
-                os.unlink(entry.path)
-    except OSError:
-        return False
-    return True
-
-
-_CACHE_CLASS = []
-
-
-def trusted_njit(cache: bool = False, **options):
-    """`numba.njit` for s2sad's cached modules: with `cache`, Numba's files are kept by
-    `_numba_cache_class`'s rules (or not kept, where Numba's internals differ)."""
-    from numba import njit
-
-    def build(py_func):
-        dispatcher = njit(**options)(py_func)
-        if cache:
-            if not _CACHE_CLASS:
-                _CACHE_CLASS.append(_numba_cache_class())
-            if _CACHE_CLASS[0] is not None:
-                dispatcher._cache = _CACHE_CLASS[0](py_func)
-        return dispatcher
-
-    return build
-
-
-def _user_stacklevel() -> int:
-    """The stack level of the first caller outside s2sad, for warnings to point at."""
-    here = os.path.dirname(__file__) + os.sep  # the s2sad package and its subpackages
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(here):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def jit_copy(node: ast.expr, rank) -> ast.expr:
-    """A copy of what `node` reads, for Numba, whose floats have no `.copy()`: an element needs
-    none, an array is copied, and where the rank is unknown `snapshot` decides when compiled."""
-    if rank == 0:
-        return node
-    if rank is None:
-        return ast.Call(ast.Name("snapshot", ast.Load()), [node], [])
-    return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
-
-
-def _constant(node: ast.expr) -> bool:
-    """An expression of constants and operators only (`-1.65 * 0.74 < 0.6`)."""
-    return all(
-        isinstance(n, (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop))
-        or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.boolop))
-        for n in ast.walk(node)
-    )
-
-
-def drop_constant_branches(stmts: list) -> list:
-    """Statements with each branch on a condition of constants replaced by the branch taken.
-
-    Numba drops the branch a constant condition never takes before it types the code: the
-    primal compiles even when that branch does not. The gradient's tapes are typed by their
-    pushes, and a tape pushed only in a dropped branch would have no type; so the jitted
-    transform decides these branches itself, before it differentiates."""
-    counts: dict[str, int] = {}
-    values: dict[str, ast.expr] = {}
-    for node in ast.walk(ast.Module(list(stmts), [])):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                for n in ast.walk(t):
-                    if isinstance(n, ast.Name):
-                        counts[n.id] = counts.get(n.id, 0) + 1
-                        values[n.id] = node.value
-        elif isinstance(node, ast.For):
-            for n in ast.walk(node.target):
-                if isinstance(n, ast.Name):
-                    counts[n.id] = counts.get(n.id, 0) + 2
-
-    def decided(test: ast.expr):
-        if isinstance(test, ast.Name) and counts.get(test.id) == 1:
-            test = values[test.id]
-        if not _constant(test):
-            return None
-        try:
-            return bool(eval(compile(ast.Expression(test), "<condition>", "eval"), {}))
-        except Exception:  # left to Numba
-            return None
-
-    def block(body: list) -> list:
-        out = []
-        for stmt in body:
-            if isinstance(stmt, ast.If):
-                taken = decided(stmt.test)
-                if taken is not None:
-                    out += block(stmt.body if taken else stmt.orelse)
-                    continue
-                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
-            elif isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = block(stmt.body)
-            out.append(stmt)
-        return out
-
-    return block(list(stmts))
-
-
-def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
-    """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
-    input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
-    into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
-    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
-    the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
-    expression. `rank_of` gives the rank of an expression where known."""
-    from .pipeline.classify import _index_expr
-
-    class Lower(ast.NodeTransformer):
-        def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
-            # d[index] += g: add_at picks an element store or an in-place add into the view
-            # by the index's type (Numba's own slice assignment compiles slowly)
-            self.generic_visit(node)
-            if (
-                isinstance(node.target, ast.Subscript)
-                and isinstance(node.op, ast.Add)
-                and rank_of(node.target) != 0
-            ):
-                index = node.target.slice
-                if isinstance(index, ast.Slice) or (
-                    isinstance(index, ast.Tuple)
-                    and any(isinstance(e, ast.Slice) for e in index.elts)
-                ):
-                    index = _index_expr(index)
-                call = ast.Call(
-                    ast.Name("add_at", ast.Load()), [node.target.value, index, node.value], []
-                )
-                new = ast.Expr(call)
-                new.src = getattr(node, "src", None)
-                new.src_parsed = getattr(node, "src_parsed", None)
-                return new
-            return node
-
-        def visit_Call(self, node: ast.Call) -> ast.expr:
-            self.generic_visit(node)
-            text = ast.unparse(node.func)
-            if (
-                text == "np.reshape"
-                and len(node.args) == 2
-                and isinstance(node.args[1], ast.Call)
-                and ast.unparse(node.args[1].func) == "np.shape"
-                and not node.keywords
-            ):
-                return ast.Call(
-                    ast.Name("reshape_like", ast.Load()), [node.args[0], node.args[1].args[0]], []
-                )
-            if text == "np.add.at":
-                node.func = ast.Name("add_at", ast.Load())
-            if (
-                text == "np.array"
-                and len(node.args) == 1
-                and not node.keywords
-                and not isinstance(node.args[0], (ast.List, ast.Tuple, ast.Constant))
-                and rank_of(node.args[0]) != 0
-            ):  # of an array (a name, or a tangent `x_dot * s` to own): Numba copies none so
-                node.func = ast.parse("np.copy", mode="eval").body
-            if (
-                text == "np.stack"
-                and len(node.args) == 1
-                and isinstance(node.args[0], ast.List)
-                and not node.keywords
-                and all(rank_of(e) == 0 for e in node.args[0].elts)
-            ):  # of numbers (np.array([a, b]) of the user's code): Numba stacks only arrays
-                node.func = ast.parse("np.array", mode="eval").body
-            elif (
-                text == "np.stack"
-                and node.args
-                and isinstance(node.args[0], ast.List)
-                and all((rank_of(e) or 0) > 0 for e in node.args[0].elts)
-            ):  # of arrays: Numba takes them as a tuple
-                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
-            if (
-                text == "np.where"
-                and len(node.args) == 3
-                and not node.keywords
-                and all(rank_of(a) == 0 for a in node.args)
-            ):  # of numbers: Numba's np.where would give a 0-d array
-                return ast.IfExp(node.args[0], node.args[1], node.args[2])
-            keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
-            if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
-                return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
-            return node
-
-    lower = Lower()
-    return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
 
 
 class Jitted:
@@ -603,7 +201,7 @@ class Jitted:
         warnings.warn(
             message + "; running the Python version",
             JitFallbackWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         return self.compiled.functions.get(name, self.compiled.function)(*args)
 
@@ -661,7 +259,7 @@ def _is_numba_error(exc) -> bool:
     NotImplementedError: that is Numba's run-time library declining what NumPy does (`reshape`
     of a non-contiguous array), and Python mode runs it."""
     try:
-        from numba.core.errors import NumbaError
+        from numba.core.errors import NumbaError  # (Numba loads on first use)
     except ImportError:  # pragma: no cover
         return False
     if isinstance(exc, (NumbaError, NotImplementedError)) or (
@@ -677,7 +275,7 @@ def _is_numba_error(exc) -> bool:
 
 
 def _in_numba(filename: str) -> bool:
-    import numba
+    import numba  # (Numba loads on first use: s2sad imports fast)
 
     return filename.startswith(os.path.dirname(numba.__file__) + os.sep)
 

@@ -17,11 +17,8 @@ import numpy as np
 from .rules.helpers import RUNTIME, function_source
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
-
-
-def names_in(source: str) -> set[str]:
-    """Every name a piece of source mentions."""
-    return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+from .jit import module_text
+from .pipeline.names import names_in
 
 
 def runtime_helpers(source: str) -> list[str]:
@@ -241,8 +238,6 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
     """A standalone module whose function Numba compiles (`s2sad emit --jit`)."""
-    from .jit import module_text
-
     header = [
         docstring(
             f"Adjoint of {func.__qualname__} from {origin}, compiled with Numba.\n\n"

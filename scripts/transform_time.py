@@ -98,7 +98,7 @@ def arguments():
 def main() -> None:
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
     import s2sad
-    from s2sad.pipeline import driver as compile_
+    from s2sad import transform_cache as compile_
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("lines", nargs="*", type=int, default=[250, 1000, 2000])

@@ -178,7 +178,7 @@ def test_value_and_grad_runs_once_and_matches():
 
 
 def test_transform_is_cached():
-    from s2sad.pipeline import driver as stage
+    from s2sad import transform_cache as stage
 
     g1 = s2sad.grad(loss, wrt=1)
     first = g1.compiled

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.pipeline import driver as stage
+from s2sad import transform_cache as stage
 
 
 def _module(tmp_path, name, text):
@@ -171,7 +171,7 @@ def test_the_disk_cache_is_keyed_on_s2sads_version(tmp_path, monkeypatch):
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
     source = "def f(x):\n    return x\n"
     first = jit._module_for(source, "f")
-    monkeypatch.setattr(s2sad, "__version__", s2sad.__version__ + ".post1")
+    monkeypatch.setattr(s2sad.version, "__version__", s2sad.__version__ + ".post1")
     second = jit._module_for(source, "f")
     assert first.__file__ != second.__file__ and len(list(tmp_path.glob("*.py"))) == 2
 

@@ -71,7 +71,7 @@ def _try(block, i, copy_, counts, reads, protected):
     if b in _assigned(rest[last]) and not isinstance(rest[last], ast.Assign):
         return False
     for j in range(last + 1):
-        block[i + 1 + j] = opt._Rename(a, b).visit(block[i + 1 + j])
+        block[i + 1 + j] = opt._RenameReads(a, b).visit(block[i + 1 + j])
     del block[i]
     return True
 

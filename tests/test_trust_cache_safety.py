@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad import jit
+from s2sad import diskcache, jit
 from s2sad.jit import CacheWarning, JitError, JitFallbackWarning
 from conftest import load_module
 
@@ -138,7 +138,7 @@ def test_a_planted_numba_index_is_never_unpickled(cache, tmp_path, how, monkeypa
     elif os.geteuid() == 0:
         os.chown(index, 12345, 12345)
     else:
-        monkeypatch.setattr(jit, "_me", lambda: os.geteuid() + 1)
+        monkeypatch.setattr(diskcache, "_me", lambda: os.geteuid() + 1)
     assert module.f(1.5) == 3.0
     assert not marker.exists()
 
@@ -159,10 +159,10 @@ def test_a_cache_directory_others_can_write_is_not_used(cache, tmp_path, how, mo
         os.chown(cache, 12345, 12345)
         expected = "owned by uid 12345"
     else:
-        monkeypatch.setattr(jit, "_me", lambda: os.geteuid() + 1)
+        monkeypatch.setattr(diskcache, "_me", lambda: os.geteuid() + 1)
         expected = "owned by uid"
     before = sorted(p.name for p in cache.rglob("*"))
-    jit._PRIVATE.clear()
+    diskcache._PRIVATE.clear()
     with pytest.warns(CacheWarning, match=expected):
         again = jit._module_for(SOURCE, "f")
     assert again.f(1.5) == 3.0

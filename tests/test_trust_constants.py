@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.pipeline import driver as stage
+from s2sad import transform_cache as stage
 from s2sad import SourceChangedError
 
 numba = pytest.importorskip("numba")

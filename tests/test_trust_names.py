@@ -22,7 +22,7 @@ import pytest
 
 import s2sad
 from s2sad import cli
-from s2sad.pipeline.driver import _CACHE
+from s2sad.transform_cache import _CACHE
 from s2sad.jit import JitFallbackWarning
 from s2sad.pipeline.normalize import reserved_names
 from s2sad.rules.registry import Rule

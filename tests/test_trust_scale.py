@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad.pipeline import driver as compile_
+from s2sad import transform_cache as compile_
 from s2sad import deep
 from s2sad.pipeline import optimize
 from s2sad.errors import NestingTooDeepError, S2SADError

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import rules
 from .reserved import STATIC_ATTRS
+from .nodes import index_expr
 from ..rules.indexing import getitem
 from ..rules.common import snapshot
 from ..rules.registry import Bound
@@ -121,18 +122,6 @@ def _integer_dtype(node) -> bool:
         return False
 
 
-def _index_expr(node: ast.expr) -> ast.expr:
-    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
-    if isinstance(node, ast.Slice):
-        parts = [
-            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
-        ]
-        return ast.Call(ast.Name("slice", ast.Load()), parts, [])
-    if isinstance(node, ast.Tuple):
-        return ast.Tuple([_index_expr(e) for e in node.elts], ast.Load())
-    return node
-
-
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
     if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
         base = stmt.targets[0].value.id  # y[index] = v: an update of y
@@ -200,7 +189,7 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             # np.r_[x, y], np.c_[...], np.s_[...]: not a read of an array s2sad follows
             op.kind, op.what = "unknown", f"{ast.unparse(value.value)}[...]"
             return op
-        func, args = getitem, [value.value, _index_expr(value.slice)]
+        func, args = getitem, [value.value, index_expr(value.slice)]
     elif isinstance(value, (ast.Compare, ast.BoolOp, ast.Constant)):
         return op
     else:

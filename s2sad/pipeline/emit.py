@@ -1,6 +1,7 @@
 """Stage 5: emit. Assemble the primal and adjoint sweeps into one function, a comment above each
 block naming the user's line. The text is compiled as it is; black formats it only when someone
-reads it (`Compiled.source`), which keeps the transform fast.
+reads it (`Compiled.source`), which keeps the transform fast. `changes_primal` decides the
+pullback's form: a closure over the primal's scope, or a sweep that runs the primal again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import functools
 import black
 
 from ..astcopy import clone, walk_nodes
+from .names import names_mentioned, names_read
+from .tape import without_markers
 
 
 def docstring(text: str) -> str:
@@ -263,13 +266,9 @@ def _batch_line(adjoint, seed: str | None) -> list[str]:
     """Batched code: the line naming the number of rows, where the code uses it."""
     if adjoint.batch is None or seed is None:
         return []
-    used = {
-        n.id
-        for s in list(adjoint.stmts) + list(adjoint.grads)
-        if isinstance(s, ast.AST)
-        for n in walk_nodes(s)
-        if isinstance(n, ast.Name)
-    }
+    used = names_mentioned(
+        [s for s in list(adjoint.stmts) + list(adjoint.grads) if isinstance(s, ast.AST)]
+    )
     if adjoint.batch not in used:
         return []
     return [f"{adjoint.batch} = len({seed})  # adjoints have one row per seed"]
@@ -304,7 +303,7 @@ def emit_jvp(
         ),
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
-    used = {n.id for s in body + outputs for n in walk_nodes(s) if isinstance(n, ast.Name)}
+    used = names_mentioned(body + outputs)
     if batch is not None and batch in used:
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
@@ -320,3 +319,38 @@ def emit_jvp(
 @functools.lru_cache(maxsize=512)
 def format_source(source: str) -> str:
     return black.format_str(source, mode=black.Mode(line_length=100))
+
+
+def changes_primal(adjoint_stmts, primal_names: set[str]) -> bool:
+    """Whether the adjoint sweep assigns or writes into primal values (pops, restores), or
+    rebinds as an adjoint loop's counter a primal name it also reads outside that loop (`x * i`
+    after `for i in ...`): in a pullback closure such a name is the pullback's own local, unbound
+    where it is read, so the pullback must run in the sweep's scope."""
+    module = ast.Module(without_markers(adjoint_stmts), [])
+    counters: set[str] = set()
+    for node in walk_nodes(module):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                base = t.value if isinstance(t, ast.Subscript) else t
+                if isinstance(base, ast.Name) and base.id in primal_names:
+                    return True
+        elif isinstance(node, ast.For):
+            counters |= names_mentioned([node.target])
+    counters &= primal_names
+    return bool(counters) and bool(_reads_outside_loops_over(module.body, counters))
+
+
+def _reads_outside_loops_over(stmts, names: set[str]) -> set[str]:
+    """Which of `names` the statements read outside the loops whose counter each one is."""
+    found: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, ast.For):
+            bound = names_mentioned([stmt.target])
+            found |= _reads_outside_loops_over(stmt.body, names - bound)
+            found |= names_mentioned([stmt.iter]) & names
+        elif isinstance(stmt, (ast.If, ast.While)):
+            found |= names_mentioned([stmt.test]) & names
+            found |= _reads_outside_loops_over(stmt.body + stmt.orelse, names)
+        else:
+            found |= names_read([stmt]) & names
+    return found

@@ -42,7 +42,9 @@ def _is_copy(stmt) -> tuple[str, str] | None:
     return None
 
 
-class _Rename(ast.NodeTransformer):
+class _RenameReads(ast.NodeTransformer):
+    """Reads of `old` become reads of `new` (a copy `old = new` forwarded)."""
+
     def __init__(self, old: str, new: str):
         self.old, self.new = old, new
 
@@ -171,7 +173,7 @@ class _Optimizer:
 
     def _rename(self, stmt, old: str, new: str):
         moved = self.reads[id(stmt)][old]
-        renamed = _Rename(old, new).visit(stmt)
+        renamed = _RenameReads(old, new).visit(stmt)
         assert renamed is stmt
         todo = [stmt]
         while todo:  # the statement and every statement inside it

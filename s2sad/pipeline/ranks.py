@@ -3,7 +3,8 @@
 The transform is specialized on the ranks of the arguments (a Python float and a 0-d array are
 rank 0, an array its `ndim`). Knowing that a value is a scalar lets the adjoint skip
 `unbroadcast` for it, so a scalar loop records only what its rules read, not shapes. A value
-whose rank the analysis cannot tell is `None`, and the generic code stays.
+whose rank the analysis cannot tell is `None`, and the generic code stays. `adjoint_rank` reads
+an adjoint expression's rank off its primal's (for lowering to Numba).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from .. import rules, runtime
 
-from ..astcopy import walk_nodes
+from ..astcopy import clone, walk_nodes
 from .classify import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
@@ -314,3 +315,14 @@ def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
     ranks = Ranks(params, indices)
     ranks.infer(stmts)
     return ranks
+
+
+def adjoint_rank(shapes, primal_of: dict):
+    """The rank of an expression over adjoint names (`dx[i]`): that of the same expression over
+    their primals (`x[i]`)."""
+
+    class Primal(ast.NodeTransformer):
+        def visit_Name(self, node):
+            return ast.Name(primal_of.get(node.id, node.id), ast.Load())
+
+    return lambda node: shapes.of(Primal().visit(clone(node)))

@@ -4,8 +4,9 @@ Adjoint names are the primal names with a `d` in front (`h` -> `dh`).
 
 Control flow reverses structurally: an `if` becomes the same `if` over the adjoints of its
 branches, and a loop becomes a loop running backwards (`for i in reversed(range(...))`; a `while`
-loop runs `for _ in range(iters)`). What the adjoint needs from overwritten primal values is put
-back by the tape pass (`tape.py`), which fills in the markers this pass leaves.
+loop runs `for _ in range(iters)`): reverse_control.py. What the adjoint needs from overwritten
+primal values is put back by the tape pass (`tape.py`), which fills in the markers this pass
+leaves.
 
 Inside loops an adjoint may be known to be zero without holding zero (a "lazy" zero, after the
 value it belongs to was overwritten); such a name is assigned, not accumulated, on its next
@@ -19,10 +20,13 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from ..astcopy import clone, walk_nodes
-from ..jit import jit_copy
+from ..astcopy import clone
+from .lower import jit_copy
 from .normalize import NameAllocator
-from .classify import _index_expr
+from .names import assign_counts
+from .nodes import assign_to, batched_slice, call_of, index_expr, is_basic_index, load_name
+from .reverse_control import BranchesAndLoops, Context
+from .tape import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
 
 
@@ -35,98 +39,7 @@ class Adjoint:
     primal_of: dict = field(default_factory=dict)  # adjoint name -> its primal's name
 
 
-@dataclass
-class Marker:
-    """A place the tape pass fills: pops at a block's start, a header or array restore."""
-
-    kind: str  # "block" | "header" | "restore" | "kill"
-    node: object  # the primal block (list id), the end-copy or the subscript write
-    src: ast.stmt | None = None
-
-
-@dataclass
-class _Ctx:
-    loop: object = None  # innermost primal loop
-    local: set[str] = field(default_factory=set)  # names assigned in its body
-    carried: set[str] = field(default_factory=set)  # its loop-carried and live-out names
-    indices: set[str] = field(default_factory=set)  # integer loop indices in scope
-
-
-def assigned(stmts: list[ast.stmt]) -> set[str]:
-    """Names a block assigns (at any depth), loop indices included."""
-    names = set()
-    for stmt in stmts:
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        names.add(t.id)
-                    elif isinstance(t, ast.Tuple):
-                        names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
-            elif isinstance(node, ast.For):
-                names.add(node.target.id)
-    return names
-
-
-def _assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
-    """How many statements assign each name (loop targets included)."""
-    counts: dict[str, int] = {}
-    for stmt in stmts:
-        for node in walk_nodes(stmt):
-            names = []
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    names += (
-                        [t.id]
-                        if isinstance(t, ast.Name)
-                        else [e.id for e in getattr(t, "elts", []) if isinstance(e, ast.Name)]
-                    )
-            elif isinstance(node, ast.For):
-                names.append(node.target.id)
-            for n in names:
-                counts[n] = counts.get(n, 0) + 1
-    return counts
-
-
-def simple_statements(stmts: list[ast.stmt]):
-    for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            yield from simple_statements(stmt.body)
-            yield from simple_statements(stmt.orelse)
-        elif isinstance(stmt, (ast.Assign, ast.Expr, ast.Assert)):
-            yield stmt
-
-
-def _is_basic_index(node: ast.expr, indices: set[str]) -> bool:
-    """An index NumPy treats as a view (no repeated elements), known without running it."""
-    if isinstance(node, ast.Constant):
-        return node.value is None or node.value is Ellipsis or isinstance(node.value, int)
-    if isinstance(node, ast.Name):
-        return node.id in indices
-    if isinstance(node, ast.Slice):
-        return True
-    if isinstance(node, ast.Tuple):
-        return all(_is_basic_index(e, indices) for e in node.elts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        return _is_basic_index(node.left, indices) and _is_basic_index(node.right, indices)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return _is_basic_index(node.operand, indices)
-    return False
-
-
-def _assign(name: str, value: ast.expr) -> ast.Assign:
-    return ast.Assign([ast.Name(name, ast.Store())], value)
-
-
-def _call(func: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
-
-
-def _name(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
-class _Simplify(ast.NodeTransformer):
+class _ScalarUnbroadcasts(ast.NodeTransformer):
     """Reverser.scalars' rewrite of `unbroadcast` calls (one class, not one per call)."""
 
     def __init__(self, rank, result_rank, total: str, same: str | None):
@@ -140,13 +53,16 @@ class _Simplify(ast.NodeTransformer):
             and len(node.args) == 2
         ):
             if self.rank(node.args[1]) == 0:
-                return node.args[0] if self.result_rank == 0 else _call(self.total, node.args[0])
+                return node.args[0] if self.result_rank == 0 else call_of(self.total, node.args[0])
             if self.same is not None and ast.dump(node.args[1]) == self.same:
                 return node.args[0]
         return node
 
 
-class Reverser:
+class Reverser(BranchesAndLoops):
+    """The adjoint sweep of straight-line statements: each active statement's rule
+    contributions, accumulated into its operands' adjoints (branches and loops: the base)."""
+
     def __init__(self, active: set[str], taken: set[str], ranks=None, batched: bool = False):
         self.active = active
         self.ranks = ranks
@@ -211,42 +127,44 @@ class Reverser:
             g, x, index = expr.args
             d = self.make_owned(out, src, primal)
             if self.rank(ast.Subscript(x, index, ast.Load())) == 0:
-                target = ast.Subscript(_name(d), clone(index), ast.Store())
+                target = ast.Subscript(load_name(d), clone(index), ast.Store())
                 out.append(self.at(ast.AugAssign(target, ast.Add(), g), src))
             else:
-                out.append(self.at(ast.Expr(_call("add_at", _name(d), index, g)), src))
+                out.append(self.at(ast.Expr(call_of("add_at", load_name(d), index, g)), src))
             return
         if self.live(d):
-            value = ast.BinOp(_name(d), ast.Add(), expr)
+            value = ast.BinOp(load_name(d), ast.Add(), expr)
             self.owned.add(d)
         else:
             value = expr
             self.owned.discard(d)
         self.defined.add(d)
         self.zero.discard(d)
-        out.append(self.at(_assign(d, value), src))
+        out.append(self.at(assign_to(d, value), src))
 
     def zeros(self, primal: str) -> ast.expr:
         """A zero adjoint for `primal` (with the batch rows in batched mode)."""
         if self.batched:
-            return _call("batched_zeros", _name(self.batch), _name(primal))
-        return _call("zeros_like", _name(primal))
+            return call_of("batched_zeros", load_name(self.batch), load_name(primal))
+        return call_of("zeros_like", load_name(primal))
 
     def subscript(self, d: str, index: ast.expr, ctx, indices: set[str]) -> ast.Subscript:
         """`d[index]`; in batched mode the same elements of every row."""
         index = clone(index)
         if not self.batched:
-            return ast.Subscript(_name(d), index, ctx)
-        return ast.Subscript(_name(d), batched_slice(d, index, indices), ctx)
+            return ast.Subscript(load_name(d), index, ctx)
+        return ast.Subscript(load_name(d), batched_slice(d, index, indices), ctx)
 
     def make_owned(self, out: list, src, primal: str) -> str:
         """Before an in-place update: the adjoint of `primal` as an array it owns."""
         d = self.dname(primal)
         accumulator = "batched_accumulator" if self.batched else "as_accumulator"
         if not self.live(d):
-            out.append(self.at(_assign(d, self.zeros(primal)), src))
+            out.append(self.at(assign_to(d, self.zeros(primal)), src))
         elif d not in self.owned:
-            out.append(self.at(_assign(d, _call(accumulator, _name(d), _name(primal))), src))
+            out.append(
+                self.at(assign_to(d, call_of(accumulator, load_name(d), load_name(primal))), src)
+            )
         self.defined.add(d)
         self.zero.discard(d)
         self.owned.add(d)
@@ -265,7 +183,7 @@ class Reverser:
         is the identity."""
         total = "batched_sum" if batched else "np.sum"
         same = None if shaped_like is None else ast.dump(shaped_like)
-        return _Simplify(self.rank, result_rank, total, same).visit(expr)
+        return _ScalarUnbroadcasts(self.rank, result_rank, total, same).visit(expr)
 
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:
@@ -274,7 +192,7 @@ class Reverser:
         return stmt
 
     # ------------------------------------------------------------------ statements
-    def block(self, stmts: list[ast.stmt], ctx: _Ctx) -> list:
+    def block(self, stmts: list[ast.stmt], ctx: Context) -> list:
         out: list = []
         for stmt in reversed(stmts):
             if isinstance(stmt, ast.If):
@@ -285,7 +203,7 @@ class Reverser:
                 out += self.simple(stmt, ctx)
         return out
 
-    def simple(self, stmt: ast.Assign, ctx: _Ctx) -> list:
+    def simple(self, stmt: ast.Assign, ctx: Context) -> list:
         op = stmt.op
         out: list = []
         if op.kind == "setitem":
@@ -303,7 +221,7 @@ class Reverser:
             out.append(Marker("header", stmt, stmt))
         return out
 
-    def contributions(self, stmt, op, g: str, ctx: _Ctx, out: list) -> None:
+    def contributions(self, stmt, op, g: str, ctx: Context, out: list) -> None:
         rule, bound = op.bound.rule, op.bound
         live = [(p, i, o) for p, i, o in op.operands if o in self.active]
         if rule.joint is not None and len({o for _, _, o in live}) > 1:
@@ -339,7 +257,7 @@ class Reverser:
     def rule_adjoint(self, rule, bound, param, g: str, target: str, index) -> ast.expr:
         """The contribution of one rule to `param`. In batched mode the template for a batched
         cotangent, or, where there is none (a user's rule), the plain one applied row by row."""
-        rank = self.rank(_name(target))
+        rank = self.rank(load_name(target))
         same = self.shaped_like_result(rule, bound, param)
         if not self.batched:
             return self.scalars(rule.adjoint(bound, param, g, target, index), rank, False, same)
@@ -354,8 +272,8 @@ class Reverser:
     @staticmethod
     def by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
         """`stack_rows([expr for row in g])`: `expr` for each row of the batched `g`."""
-        loop = ast.comprehension(ast.Name(row, ast.Store()), _name(g), [], 0)
-        return _call("stack_rows", ast.ListComp(expr, [loop]))
+        loop = ast.comprehension(ast.Name(row, ast.Store()), load_name(g), [], 0)
+        return call_of("stack_rows", ast.ListComp(expr, [loop]))
 
     def joint(self, stmt, op, g: str, live, out: list) -> None:
         """A user rule giving every cotangent at once: called once, its results unpacked."""
@@ -382,28 +300,28 @@ class Reverser:
         lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
         out.append(self.at(ast.Assign([lhs], call), stmt))
         for operand, part in later:
-            self.accumulate(out, stmt, operand, _name(part))
+            self.accumulate(out, stmt, operand, load_name(part))
 
     def int_names(self) -> set[str]:
         """Names known to hold integers (from the ranks of the arguments)."""
         return {n for n, v in self.ranks.ints.items() if v} if self.ranks is not None else set()
 
-    def scatter(self, stmt, op, g: str, base: str, ctx: _Ctx, out: list) -> None:
+    def scatter(self, stmt, op, g: str, base: str, ctx: Context, out: list) -> None:
         """x[index] read inside a loop: add the cotangent into dx in place."""
         read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value  # snapshot
         index = read.slice
         d = self.make_owned(out, stmt, base)
         ints = self.int_names()
-        if _is_basic_index(index, ctx.indices | ints):
+        if is_basic_index(index, ctx.indices | ints):
             target = self.subscript(d, index, ast.Store(), ctx.indices | ints)
-            out.append(self.at(ast.AugAssign(target, ast.Add(), _name(g)), stmt))
+            out.append(self.at(ast.AugAssign(target, ast.Add(), load_name(g)), stmt))
         else:
             index_expr = op.bound.args["index"]
             add_at = "batched_add_at" if self.batched else "np.add.at"
-            call = _call(add_at, _name(d), clone(index_expr), _name(g))
+            call = call_of(add_at, load_name(d), clone(index_expr), load_name(g))
             out.append(self.at(ast.Expr(call), stmt))
 
-    def setitem(self, stmt: ast.Assign, op, ctx: _Ctx, out: list) -> None:
+    def setitem(self, stmt: ast.Assign, op, ctx: Context, out: list) -> None:
         """y[index] = v: v gets dy[index]; the overwritten elements of y get no cotangent."""
         base = op.target
         if base in self.active:
@@ -414,28 +332,28 @@ class Reverser:
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
-                        rank = self.rank(ast.Subscript(_name(base), index, ast.Load()))
+                        rank = self.rank(ast.Subscript(load_name(base), index, ast.Load()))
                         if self.jit and not self.batched:
                             part = jit_copy(part, rank)
                         elif self.batched or rank != 0:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
-                        if not _is_basic_index(index, ctx.indices | self.int_names()):
+                        if not is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
-                            part = _call(
-                                "last_written", part, _name(base), _index_expr(clone(index))
+                            part = call_of(
+                                "last_written", part, load_name(base), index_expr(clone(index))
                             )
                         contribution = self.scalars(
-                            _call("unbroadcast", part, _name(operand)),
-                            self.rank(ast.Subscript(_name(base), index, ast.Load())),
+                            call_of("unbroadcast", part, load_name(operand)),
+                            self.rank(ast.Subscript(load_name(base), index, ast.Load())),
                             self.batched,
                         )
                         if self.batched:
                             contribution = rename_helpers(contribution)
                         if operand == base:  # y[index] = y: take dy[index] before zeroing it
                             held = self.names.fresh(f"{d}_written")
-                            out.append(self.at(_assign(held, contribution), stmt))
-                            deferred.append(_name(held))
+                            out.append(self.at(assign_to(held, contribution), stmt))
+                            deferred.append(load_name(held))
                         else:
                             self.accumulate(out, stmt, operand, contribution)
                 d = self.make_owned(out, stmt, base)
@@ -445,246 +363,6 @@ class Reverser:
                 for held in deferred:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
-
-    def zero_of(self, primal: str) -> ast.expr:
-        """A zero cotangent held in a variable: `0.0` for a scalar, else an array shaped like
-        the value, so that no rule ever receives a scalar zero in place of an array (in batched
-        mode, where every adjoint keeps its shape, the batched zeros)."""
-        if self.batched:
-            return self.zeros(primal)
-        if self.rank(_name(primal)) == 0:
-            return ast.Constant(0.0)
-        return _call("zeros_like", _name(primal))
-
-    def nonzero_in(self, loop, touched: set[str]) -> set[str]:
-        """The primal names whose adjoints may be nonzero somewhere in the reversed `loop`: those
-        live before it (after the loop in the primal) and, transitively, the active operands of
-        the statements assigning or writing such names."""
-        nonzero = {p for p in touched if self.live(self.dname(p))}
-        writers: dict[str, list] = {}  # a worklist: sweeps until nothing changes are quadratic
-        for s in simple_statements(loop.body):
-            op = getattr(s, "op", None)
-            if op is not None and op.kind in ("rule", "setitem"):
-                writers.setdefault(op.target, []).append(op)
-        todo = list(nonzero)
-        while todo:
-            for op in writers.get(todo.pop(), ()):
-                for _, _, operand in op.operands:
-                    if operand in self.active and operand not in nonzero:
-                        nonzero.add(operand)
-                        todo.append(operand)
-        return nonzero
-
-    # ------------------------------------------------------------------ control flow
-    def if_(self, stmt: ast.If, ctx: _Ctx) -> list:
-        before = self.state()
-        inside = _assign_counts(stmt.body + stmt.orelse)
-        only_here = {n for n, c in inside.items() if c == self.assign_counts.get(n, 0)}
-        local_b = (assigned(stmt.body) & only_here) - self.params
-        local_e = (assigned(stmt.orelse) & only_here) - self.params
-        body, after_b, orelse, after_e = self.branches(stmt, ctx)
-        # adjoints first assigned in only one branch but read after the `if`: start them at zero
-        # before it, and transform the branches again (starting an adjoint can make a loop in a
-        # branch contribute to others, so until no new one is needed)
-        inits: list = []
-        started: list[str] = []
-        while True:
-            need = {
-                d
-                for d in after_b[0] ^ after_e[0]
-                if d not in before[0]
-                and d not in started
-                and not self._local_adjoint(d, local_b | local_e)
-            }
-            if not need:
-                break
-            for d in sorted(need):
-                inits.append(self.at(_assign(d, self.zero_of(self.primal_of[d])), stmt))
-                started.append(d)
-            self.restore(before)
-            for d in started:
-                self.adjoint[self.primal_of[d]] = d  # the name the branches gave it
-                self.names.taken.add(d)
-                self.defined.add(d)
-            body, after_b, orelse, after_e = self.branches(stmt, ctx)
-        # a lazy zero on one side only must hold zero on that side
-        for branch, mine, other in ((body, after_b, after_e), (orelse, after_e, after_b)):
-            for d in sorted((mine[1] - other[1]) & other[0] & mine[0]):
-                primal = self.primal_of[d]
-                branch.append(self.at(_assign(d, self.zero_of(primal)), stmt))
-        self.defined = after_b[0] | after_e[0]
-        self.zero = after_b[1] & after_e[1]
-        self.owned = after_b[2] & after_e[2]
-        self.adjoint.update(after_b[3])
-        self.adjoint.update(after_e[3])
-        self.names.taken |= after_b[4] | after_e[4]
-        body = [Marker("block", id(stmt.body))] + body
-        orelse = [Marker("block", id(stmt.orelse))] + orelse
-        node = ast.If(clone(stmt.test), body, orelse)
-        node.src, node.src_parsed = stmt.src, stmt.src_parsed
-        node.adjoint = True
-        return inits + [node]
-
-    def branches(self, stmt: ast.If, ctx: _Ctx):
-        start = self.state()
-        body = self.block(stmt.body, ctx)
-        after_b = self.state()
-        self.restore(start)
-        orelse = self.block(stmt.orelse, ctx)
-        after_e = self.state()
-        return body, after_b, orelse, after_e
-
-    def _local_adjoint(self, d: str, local: set[str]) -> bool:
-        return self.primal_of.get(d) in local
-
-    def loop(self, stmt, ctx: _Ctx) -> list:
-        body_names = assigned(stmt.body)
-        carried = set(stmt.header) | set(stmt.liveout)
-        index = stmt.index if isinstance(stmt, ast.For) else None
-        inner = _Ctx(
-            stmt, body_names - carried, carried, ctx.indices | ({index} if index else set())
-        )
-        inits: list = []
-        # adjoints the reversed body accumulates into across iterations start here
-        touched = set()
-        for s in simple_statements(stmt.body):
-            op = getattr(s, "op", None)
-            if op is None:
-                continue
-            names = {o for _, _, o in op.operands} | ({op.target} if op.target else set())
-            touched |= {n for n in names if n in self.active and n not in inner.local}
-        inplace = {
-            s.op.target if s.op.kind == "setitem" else s.op.operands[0][2]
-            for s in simple_statements(stmt.body)
-            if getattr(s, "op", None) is not None
-            and (
-                s.op.kind == "setitem"
-                or (s.op.kind == "rule" and s.op.operands and s.op.bound.rule.name == "getitem")
-            )
-        }
-        # only adjoints that can become nonzero in the loop take part: the others stay zero in
-        # every iteration, so their contributions are skipped, not computed from zeros
-        nonzero = self.nonzero_in(stmt, touched)
-        touched &= nonzero
-        for primal in sorted(touched):
-            if primal in inplace:
-                self.make_owned(inits, stmt, primal)
-            elif not self.live(self.dname(primal)):
-                d = self.dname(primal)
-                zero = self.zero_of(primal)
-                if self.batched and primal in stmt.liveout:  # unassigned if the loop never ran
-                    zero.args[1] = ast.Lambda(_no_arguments(), _name(primal))
-                inits.append(self.at(_assign(d, zero), stmt))
-                self.defined.add(d)
-                self.zero.discard(d)
-                self.owned.discard(d)
-        for primal in body_names - carried:
-            d = self.adjoint.get(primal)
-            if d is not None:
-                self.defined.discard(d)
-                self.zero.discard(d)
-        body = [Marker("block", id(stmt.body))] + self.block(stmt.body, inner)
-        for primal in sorted(carried & self.active & nonzero):
-            d = self.dname(primal)
-            if d in self.zero:
-                if primal in inplace:  # updated in place next iteration: an owned array
-                    body.append(self.at(_assign(d, self.zeros(primal)), stmt))
-                    self.owned.add(d)
-                else:
-                    # Numba types a name once: an array's zero is an array (shaped like the
-                    # stale adjoint, so the primal need not be recorded for its shape)
-                    zero = (
-                        _call("zeros_like", _name(d))
-                        if self.jit and not self.batched and self.rank(_name(primal)) != 0
-                        else self.zero_of(primal)
-                    )
-                    body.append(self.at(_assign(d, zero), stmt))
-                    self.owned.discard(d)
-                self.zero.discard(d)
-        for primal in (touched | carried) & nonzero:
-            d = self.adjoint.get(primal)
-            if d is not None and primal in self.active:
-                self.defined.add(d)
-        for primal in body_names - carried:
-            d = self.adjoint.get(primal)
-            if d is not None:
-                self.defined.discard(d)
-        if isinstance(stmt, ast.For):
-            span = clone(stmt.iter)
-            backwards = isinstance(span, ast.Call) and getattr(span.func, "id", "") == "reversed"
-            if backwards:  # the adjoint of a backward loop runs forward
-                span = span.args[0]
-            if self.jit and not backwards:  # Numba has no reversed(range(...))
-                node = ast.For(
-                    ast.Name(stmt.index, ast.Store()), _backward_range(span, stmt.trips), body, []
-                )
-                node.src, node.src_parsed = stmt.src, stmt.src_parsed
-                node.adjoint = True
-                return inits + [node]
-            if stmt.trips is not None:
-                span = ast.Subscript(span, ast.Slice(None, _name(stmt.trips), None), ast.Load())
-            node = ast.For(
-                ast.Name(stmt.index, ast.Store()),
-                span if backwards else _call("reversed", span),
-                body,
-                [],
-            )
-        else:
-            counter = ast.Name(self.unused(), ast.Store())
-            node = ast.For(counter, _call("range", _name(stmt.iters)), body, [])
-        node.src, node.src_parsed = stmt.src, stmt.src_parsed
-        node.adjoint = True
-        return inits + [node]
-
-
-def _no_arguments() -> ast.arguments:
-    return ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[])
-
-
-def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:
-    """The index selecting `index` in every row of the batched `d`: `:, index` where that is
-    plain (ints, slices, loop indices, a single array or mask), else computed at run time (NumPy
-    moves separated advanced indices to the front; see batched_index)."""
-    items = index.elts if isinstance(index, ast.Tuple) else [index]
-    simple = all(_is_basic_index(e, indices) for e in items) or (
-        not isinstance(index, ast.Tuple) and isinstance(index, (ast.List, ast.Compare))
-    )
-    if simple:
-        return ast.Tuple([ast.Slice(None, None, None)] + items, ast.Load())
-    value = ast.Tuple(items, ast.Load()) if isinstance(index, ast.Tuple) else index
-    return _call("batched_index", _name(d), _as_expression(value))
-
-
-def _as_expression(node: ast.expr) -> ast.expr:
-    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
-    if isinstance(node, ast.Slice):
-        parts = [
-            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
-        ]
-        return _call("slice", *parts)
-    if isinstance(node, ast.Tuple):
-        return ast.Tuple([_as_expression(e) for e in node.elts], ast.Load())
-    return node
-
-
-def _backward_range(span: ast.Call, trips: str | None) -> ast.expr:
-    """range(a, b, s) run backwards (its first `trips` values only, if given), as a plain range."""
-    args = [ast.unparse(a) for a in span.args]
-    a, b, step = (
-        ("0", args[0], "1")
-        if len(args) == 1
-        else ((args[0], args[1], "1") if len(args) == 2 else tuple(args))
-    )
-    count = trips or (f"({b}) - ({a})" if step == "1" else f"len(range({a}, {b}, {step}))")
-    if step == "1":
-        text = (
-            f"range(({a}) + ({count}) - 1, ({a}) - 1, -1)"
-            if a != "0"
-            else f"range({count} - 1, -1, -1)" if trips else f"range({b} - 1, -1, -1)"
-        )
-    else:
-        text = f"range(({a}) + (({count}) - 1) * ({step}), ({a}) - ({step}), -({step}))"
-    return ast.parse(text, mode="eval").body
 
 
 def reverse(
@@ -700,28 +378,16 @@ def reverse(
 ) -> Adjoint:
     rev = Reverser(active, taken, ranks, batched)
     rev.jit = jit
-    rev.assign_counts = _assign_counts(stmts)
+    rev.assign_counts = assign_counts(stmts)
     rev.params = set(params) | set(wrt)
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
-    adjoint_stmts = rev.block(stmts, _Ctx())
+    adjoint_stmts = rev.block(stmts, Context())
     grads = []
     for p in wrt:
         d = rev.adjoint.get(p)
         if d is not None and rev.live(d):
-            grads.append(_name(d))
+            grads.append(load_name(d))
         else:
             grads.append(rev.zeros(p))
     return Adjoint(adjoint_stmts, seeds, grads, rev.batch, dict(rev.primal_of))
-
-
-def names_read(stmts) -> set[str]:
-    """Every name the adjoint statements read (markers excluded)."""
-    names = set()
-    for stmt in stmts:
-        if isinstance(stmt, Marker):
-            continue
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                names.add(node.id)
-    return names

@@ -16,21 +16,13 @@ from .activity import refuse_hidden_writes
 from .dependence import dependents
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
-from .reverse import batched_slice, simple_statements
+from .names import names_mentioned, simple_statements
+from .nodes import batched_slice, call_of, load_name
 from ..rules.batching import batch_adjoint
 from ..rules.registry import EXPLICIT, LINEAR, MULTILINEAR, kind_of, signature_of
 from ..rules.indexing import getitem, is_add_at
 
-
-def _name(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
 _GETITEM = (getitem,)
-
-
-def _call(func: str, *args: ast.expr) -> ast.Call:
-    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
 
 
 def _substitute(node, mapping: dict[int, ast.expr]):
@@ -51,6 +43,8 @@ def _substitute(node, mapping: dict[int, ast.expr]):
 
 
 class _Unlift(ast.NodeTransformer):
+    """`batched_lift(x)` becomes `x`."""
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "batched_lift":
@@ -59,6 +53,8 @@ class _Unlift(ast.NodeTransformer):
 
 
 class _StripUnbroadcast(ast.NodeTransformer):
+    """`unbroadcast(g, x)` becomes `g`."""
+
     def visit_Call(self, node):
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id == "unbroadcast":
@@ -125,10 +121,10 @@ class Forward:
 
     def zeros(self, value) -> ast.expr:
         """A zero tangent for `value` (a name or an expression)."""
-        node = _name(value) if isinstance(value, str) else clone(value)
+        node = load_name(value) if isinstance(value, str) else clone(value)
         if self.batched:
-            return _call("batched_zeros", _name(self.batch), node)
-        return _call("zeros_like", node)
+            return call_of("batched_zeros", load_name(self.batch), node)
+        return call_of("zeros_like", node)
 
     def rank(self, node):
         return None if self.ranks is None else self.ranks.of(node)
@@ -144,11 +140,11 @@ class Forward:
         if isinstance(stmt, ast.Expr):
             call = _list_call(stmt, "append")
             if call is not None:
-                return _reads(call.args), [call.func.value.id]
+                return names_mentioned(call.args), [call.func.value.id]
             call = _add_at(stmt)
             if call is not None:
                 targets = [call.args[0].id] if isinstance(call.args[0], ast.Name) else []
-                return _reads(call.args[2:]), targets
+                return names_mentioned(call.args[2:]), targets
             return set(), []
         if not isinstance(stmt, ast.Assign) or op is None:
             return set(), []
@@ -189,7 +185,7 @@ class Forward:
                 arg = call.args[0]
                 self.named_operand(stmt, arg)
                 value = (
-                    _name(self.dot(arg.id))
+                    load_name(self.dot(arg.id))
                     if isinstance(arg, ast.Name) and arg.id in self.active
                     else self.zeros(arg)
                 )
@@ -197,7 +193,7 @@ class Forward:
                     ast.Expr(
                         ast.Call(
                             ast.Attribute(
-                                _name(self.dot(call.func.value.id)), "append", ast.Load()
+                                load_name(self.dot(call.func.value.id)), "append", ast.Load()
                             ),
                             [value],
                             [],
@@ -214,11 +210,11 @@ class Forward:
             ):
                 return [
                     ast.Expr(
-                        _call(
+                        call_of(
                             "batched_add_at" if self.batched else "np.add.at",
-                            _name(self.dot(call.args[0].id)),
+                            load_name(self.dot(call.args[0].id)),
                             clone(call.args[1]),
-                            _name(self.dot(call.args[2].id)),
+                            load_name(self.dot(call.args[2].id)),
                         )
                     )
                 ]
@@ -233,38 +229,38 @@ class Forward:
             d = self.dot(op.target)
             if self.batched:
                 index = batched_slice(d, index, self.indices)
-            target = ast.Subscript(_name(d), index, ast.Store())
+            target = ast.Subscript(load_name(d), index, ast.Store())
             value = stmt.value
             tangent = (
-                _name(self.dot(value.id))
+                load_name(self.dot(value.id))
                 if isinstance(value, ast.Name) and value.id in self.active
                 else ast.Constant(0.0)
             )
-            slot = ast.Subscript(_name(op.target), stmt.targets[0].slice, ast.Load())
+            slot = ast.Subscript(load_name(op.target), stmt.targets[0].slice, ast.Load())
             if (
                 self.batched
                 and isinstance(tangent, ast.Name)
                 and (self.rank(value) is None or self.rank(value) != self.rank(slot))
             ):  # rows of a lower rank would broadcast against the wrong axes
-                tangent = _call("batched_lift", tangent, clone(slot))
+                tangent = call_of("batched_lift", tangent, clone(slot))
             return [ast.Assign([target], tangent)]
         if op.target is None or op.target not in self.active:
             return []
         target = self.dot(op.target)
         if _list_call(stmt, "pop") is not None:
             lst = stmt.value.func.value.id
-            return [ast.Assign([ast.Name(target, ast.Store())], _call(f"{self.dot(lst)}.pop"))]
+            return [ast.Assign([ast.Name(target, ast.Store())], call_of(f"{self.dot(lst)}.pop"))]
         if isinstance(stmt.value, ast.List) and not stmt.value.elts:
             return [ast.Assign([ast.Name(target, ast.Store())], ast.List([], ast.Load()))]
         expr = self.expression(stmt, op)
         if op.target in self.written and not _is_fresh(expr):
-            expr = _call("np.array", expr)  # written in place below: must own its buffer
+            expr = call_of("np.array", expr)  # written in place below: must own its buffer
         return [ast.Assign([ast.Name(target, ast.Store())], expr)]
 
     def named_operand(self, stmt, arg: ast.expr) -> None:
         """A differentiated value a statement stores needs a name to carry its tangent: one
         left as an expression would get a zero tangent, a wrong derivative, so it is refused."""
-        if not isinstance(arg, ast.Name) and _reads([arg]) & self.active:
+        if not isinstance(arg, ast.Name) and names_mentioned([arg]) & self.active:
             where = getattr(stmt, "src_parsed", None) or self.parsed
             raise where.error(
                 UnsupportedSyntaxError,
@@ -321,7 +317,7 @@ class Forward:
             broadcast = "batched_broadcast_to" if self.batched else "np.broadcast_to"
             if isinstance(total, ast.Call) and getattr(total.func, "id", "") == "batched_lift":
                 total = total.args[0]  # batched_broadcast_to lifts it
-            total = _call(broadcast, total, _call("np.shape", _name(op.target)))
+            total = call_of(broadcast, total, call_of("np.shape", load_name(op.target)))
         return total
 
     def full_shape(self, total: ast.expr, op) -> bool:
@@ -357,7 +353,7 @@ class Forward:
     def term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         if self.batched:
             return self.batched_term(stmt, op, kind, param, node, nodes, k, args, given, extra)
-        t = _name(self.dot(node.id))
+        t = load_name(self.dot(node.id))
         if kind in ("linear", "multilinear"):
             mapping = {id(node): t}
             if kind == "linear" and not self.list_tangents(mapping, nodes, k):
@@ -381,12 +377,12 @@ class Forward:
         for j, other in enumerate(nodes):
             if j != k and id(other) not in mapping:
                 active = _is_active(other, self.active)
-                mapping[id(other)] = _name(self.dot(other.id)) if active else self.zeros(other)
+                mapping[id(other)] = load_name(self.dot(other.id)) if active else self.zeros(other)
         return True
 
     def reduction_term(self, total: str, rule, op, param, args, given, t) -> ast.expr:
         """A nonlinear reduction's tangent: the VJP weights times the tangent, reduced."""
-        ones = _call("np.ones_like", _name(op.target))
+        ones = call_of("np.ones_like", load_name(op.target))
         weights = rule.adjoint(op.bound, param, ones, op.target, None)
         keywords = [ast.keyword(kw, clone(args[kw])) for kw in ("axis", "keepdims") if kw in given]
         product = ast.BinOp(weights, ast.Mult(), t)
@@ -395,7 +391,7 @@ class Forward:
     def batched_term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         """`term` for a tangent with a leading batch axis."""
         d = self.dot(node.id)
-        t = _name(d)
+        t = load_name(d)
         rule = op.bound.rule if op.bound is not None else None
         if kind == "linear" and op.func in _GETITEM:
             read = stmt.value.args[0] if isinstance(stmt.value, ast.Call) else stmt.value
@@ -408,9 +404,9 @@ class Forward:
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")
-                call = _substitute(stmt.value, {id(node): _name(row)})
+                call = _substitute(stmt.value, {id(node): load_name(row)})
                 loop = ast.comprehension(ast.Name(row, ast.Store()), t, [], 0)
-                return _call("stack_rows", ast.ListComp(call, [loop]))
+                return call_of("stack_rows", ast.ListComp(call, [loop]))
             positional = [_substitute(a, mapping) for a in op.args]
             keywords = [ast.keyword(n, _substitute(v, mapping)) for n, v in op.keywords.items()]
             if kind == "multilinear":
@@ -419,7 +415,7 @@ class Forward:
                     keywords = [ast.keyword("which", ast.Constant(which))]
                 else:
                     positional, keywords = positional[:2] + [ast.Constant(which)], []
-            return ast.Call(_name(batched), positional, keywords)
+            return ast.Call(load_name(batched), positional, keywords)
         if kind == "elementwise":
             index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
             expr = _StripUnbroadcast().visit(rule.adjoint(op.bound, param, d, op.target, index))
@@ -428,11 +424,11 @@ class Forward:
                 row = self.names.fresh(f"{d}_row")
                 plain = rule.adjoint(op.bound, param, row, op.target, index)
                 loop = ast.comprehension(ast.Name(row, ast.Store()), t, [], 0)
-                return _call("stack_rows", ast.ListComp(_StripUnbroadcast().visit(plain), [loop]))
+                return call_of("stack_rows", ast.ListComp(_StripUnbroadcast().visit(plain), [loop]))
             rank = self.rank(node)
-            if rank is None or rank != self.rank(_name(op.target)):
-                lifted = _call("batched_lift", t, _name(op.target))
-                safe = _ReplaceName(d, lifted).visit(safe)
+            if rank is None or rank != self.rank(load_name(op.target)):
+                lifted = call_of("batched_lift", t, load_name(op.target))
+                safe = _ReplaceNames({d: lifted}).visit(safe)
             return safe
         if kind == "reduction":
             return self.reduction_term("batched_sum", rule, op, param, args, given, t)
@@ -462,21 +458,15 @@ def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> as
         elif v is None or isinstance(v, (bool, int, float, str)):
             mapping[n] = ast.Constant(v)
     if "ans" not in args:
-        mapping["ans"] = _name(target)
+        mapping["ans"] = load_name(target)
     mapping["t"] = t
     mapping["elt"] = ast.Constant(k)
     return _ReplaceNames(mapping).visit(clone(template))
 
 
-class _ReplaceName(ast.NodeTransformer):
-    def __init__(self, name, value):
-        self.name, self.value = name, value
-
-    def visit_Name(self, node):
-        return clone(self.value) if node.id == self.name else node
-
-
 class _ReplaceNames(ast.NodeTransformer):
+    """Each name in `mapping` becomes a copy of the expression it maps to."""
+
     def __init__(self, mapping):
         self.mapping = mapping
 
@@ -494,10 +484,6 @@ def _is_fresh(expr) -> bool:
         and isinstance(expr.func, ast.Name)
         and expr.func.id in ("zeros_like", "batched_zeros")
     )
-
-
-def _reads(nodes) -> set[str]:
-    return {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def prune(stmts, keep: set[str], tangents: set[str]) -> list[ast.stmt]:

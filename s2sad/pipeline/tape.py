@@ -8,21 +8,34 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
   copy's adjoint;
 - the elements a subscript write overwrites are saved before it and written back after its
   adjoint.
+
+The reverse pass leaves a `Marker` where pops and restores go; `record` consumes the primal and
+the adjoint sweep with its markers and produces both with the pushes and pops in place.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+from dataclasses import dataclass
 
 import numpy as np
 
+from .. import runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
-from .reverse import Marker, names_read
+from .nodes import load_name
+from .names import names_mentioned, names_read, statements_in_order
+from .snapshots import FRESH_ALLOCATORS, FinalReads
 
 
-def _name(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
+@dataclass
+class Marker:
+    """A place the tape pass fills: pops at a block's start, a header or array restore."""
+
+    kind: str  # "block" | "header" | "restore" | "kill"
+    node: object  # the primal block (list id), the end-copy or the subscript write
+    src: ast.stmt | None = None
 
 
 def _owned(block: list[ast.stmt]) -> list[str]:
@@ -67,7 +80,7 @@ class Tape:
         # statements in program order, and where each array is last written in place
         self.order: dict[int, int] = {}
         self.last_write: dict[str, int] = {}
-        for i, stmt in enumerate(_in_order(primal)):
+        for i, stmt in enumerate(statements_in_order(primal)):
             self.order[id(stmt)] = i
             for t in getattr(stmt, "targets", []):
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
@@ -88,11 +101,7 @@ class Tape:
             base = marker.node.targets[0].value.id
             if base not in self.fresh or base in self.future[id(marker)]:
                 self.restored.add(id(marker.node))
-                self.reads |= {
-                    n.id
-                    for n in walk_nodes(marker.node.targets[0].slice)
-                    if isinstance(n, ast.Name)
-                }
+                self.reads |= names_mentioned([marker.node.targets[0].slice])
 
     def tape(self, name) -> str:
         """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
@@ -103,15 +112,17 @@ class Tape:
 
     def push(self, name: str, value: ast.expr | None = None) -> ast.stmt:
         if value is None:
-            value = _name(name)
+            value = load_name(name)
             if self.mutates and not self.scalar(name) and name not in self.allocated:
                 # a view of an array written later would change on the tape
-                value = ast.Call(_name("snapshot"), [value], [])
-        call = ast.Call(ast.Attribute(_name(self.tape(name)), "append", ast.Load()), [value], [])
+                value = ast.Call(load_name("snapshot"), [value], [])
+        call = ast.Call(
+            ast.Attribute(load_name(self.tape(name)), "append", ast.Load()), [value], []
+        )
         return ast.Expr(call)
 
     def pop(self, name: str) -> ast.expr:
-        return ast.Call(ast.Attribute(_name(self.tape(name)), "pop", ast.Load()), [], [])
+        return ast.Call(ast.Attribute(load_name(self.tape(name)), "pop", ast.Load()), [], [])
 
     # ------------------------------------------------------------------ primal side
     def primal(
@@ -136,7 +147,7 @@ class Tape:
         else:
             mine = []
         if self.recompute and in_loop and mine:
-            start = min((self.order.get(id(x), 0) for x in _in_order(block)), default=0)
+            start = min((self.order.get(id(x), 0) for x in statements_in_order(block)), default=0)
             later = {n for n, i in self.last_write.items() if i >= start}
             again = _recomputable(
                 block,
@@ -187,7 +198,7 @@ class Tape:
         base = target.value.id
         if id(stmt) not in self.restored:
             return
-        old = self.saved(ast.Subscript(_name(base), target.slice, ast.Load()))
+        old = self.saved(ast.Subscript(load_name(base), target.slice, ast.Load()))
         if in_loop:
             # compiled code types a list by its elements: each write gets its own tape there,
             # apart from the array's own values and other writes' rows or elements
@@ -239,8 +250,8 @@ class Tape:
             return []
         name, on_tape = saved
         target = stmt.targets[0]
-        value = self.pop(name) if on_tape else _name(name)
-        store = ast.Subscript(_name(target.value.id), target.slice, ast.Store())
+        value = self.pop(name) if on_tape else load_name(name)
+        store = ast.Subscript(load_name(target.value.id), target.slice, ast.Store())
         return [self.at(ast.Assign([store], value), stmt)]
 
     def inits(self) -> list[ast.stmt]:
@@ -294,11 +305,7 @@ def _recomputable(
         i, s = top[name]
         if i >= before or not _cheap(s.value):
             return False
-        reads = {
-            n.id
-            for n in walk_nodes(s.value)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-        }
+        reads = names_read([s.value])
         finals = _final_bases(s.value, final_read)
         if all(available(m, i, seen | {name}, m in finals) for m in reads):
             needed[i] = s
@@ -339,217 +346,9 @@ def _final_bases(value: ast.expr, final_read) -> set[str]:
     return {n for n, v in ok.items() if v}
 
 
-class FinalReads:
-    """Which element reads in a loop see the element's final value, so that the adjoint can read
-    it again from the array instead of recording it: in
-
-        y = np.zeros(n)
-        for i in range(1, n):
-            y[i] = a * y[i - 1] + x[i]
-
-    iteration i reads y[i - 1], which no later iteration writes (they write y[j], j > i), and
-    nothing after the loop writes y. Only the simplest, provable case is taken:
-
-    - `y` is the function's own array, bound once (np.zeros(...), x.copy(), or a parameter the
-      code copies and never rebinds), and every array the function writes into is such an array
-      (no write can reach `y` through a view); `y` is not passed whole to a call that could
-      write into it (`out=`, a method);
-    - the read lies in a `for i in range(start, stop[, step])` loop L that no other loop encloses,
-      with `i` not reassigned, a positive constant step, and `start` a constant (or absent);
-    - every write into `y` comes before L, or lies in L with an index whose position p is
-      `i + c_w` (c_w a constant), with only integers or slices before it; the read has
-      `i + c_r` at the same position, with c_r < c_w, and start + c_r >= 0, start + c_w >= 0
-      (no index wraps around to the end of the array).
-
-    Then in every later iteration (and later in the same one) each write's index at p is at
-    least i + c_w > i + c_r: it names another element. Restores of overwritten elements in the
-    adjoint write those same other elements back, so the element still holds, in the reversed
-    iteration, the value the read saw."""
-
-    def __init__(self, primal: list[ast.stmt], owned=(), is_int=lambda node: False):
-        self.is_int = is_int  # whether an index expression is an integer (ranks.Ranks)
-        module = ast.Module(list(primal), [])
-        self.order = {id(s): k for k, s in enumerate(_in_order(primal))}
-        binds: dict[str, list] = {}
-        for node in walk_nodes(module):
-            for t in _bound_targets(node):
-                binds.setdefault(t, []).append(getattr(node, "value", None))
-        self.own: set[str] = set()
-        for name, values in binds.items():
-            if len(values) == 1 and _allocates_fresh(values[0]):
-                self.own.add(name)
-        self.own |= {p for p in owned if p not in binds}
-        # every write into an array: base name -> [(subscript, statement)]
-        self.writes: dict[str, list] = {}
-        self.broken = False  # a write this analysis cannot follow: then nothing is final
-        for stmt in _in_order(primal):
-            for node in walk_nodes(stmt):
-                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-                    if not isinstance(node.value, ast.Name) or node.value.id not in self.own:
-                        self.broken = True
-                    else:
-                        self.writes.setdefault(node.value.id, []).append((node, stmt))
-                if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
-                    self.broken = True
-        self.escaped = set()  # arrays used whole where something might write into them
-        for node in walk_nodes(module):
-            if isinstance(node, ast.Call):
-                func = node.func
-                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
-                    if func.attr != "copy":
-                        self.escaped.add(func.value.id)
-                callee = getattr(func, "s2sad_callee", None)
-                if callee is None or getattr(callee, "__name__", "") in _MUTATING:
-                    for a in node.args:
-                        if isinstance(a, ast.Name):
-                            self.escaped.add(a.id)
-        self.top = {id(s) for s in primal}  # statements no block encloses
-
-    def final(self, read: ast.Subscript, loops: tuple) -> bool:
-        base = read.value.id if isinstance(read.value, ast.Name) else None
-        if self.broken or base not in self.own or base in self.escaped or not loops:
-            return False
-        outer = loops[0]
-        if not isinstance(outer, ast.For) or id(outer) not in self.top:
-            return False
-        loop = _counting(outer)
-        if loop is None:
-            return False
-        index, start = loop
-        inside = {id(s) for s in _in_order(outer.body)}
-        first = min((self.order.get(i, 0) for i in inside), default=0)
-        read_items = _index_items(read.slice)
-        if read_items is None:
-            return False
-        for sub, stmt in self.writes.get(base, []):
-            if id(stmt) in inside:
-                items = _index_items(sub.slice)
-                if items is None or not _leading_ok(read_items, items, index, start, self.is_int):
-                    return False
-            elif self.order.get(id(stmt), first) >= first:
-                return False  # written after the loop
-        return True
-
-
-_MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
-
-
-def _bound_targets(node) -> list[str]:
-    """Names a statement binds (assignment targets, loop targets)."""
-    targets = []
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
-        targets = [node.target]
-    out = []
-    for t in targets:
-        for n in walk_nodes(t):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                out.append(n.id)
-    return out
-
-
-def _allocates_fresh(value) -> bool:
-    """np.zeros(...)-like calls and `x.copy()`: a new array no other name shares."""
-    if not isinstance(value, ast.Call):
-        return False
-    func = value.func
-    short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if short not in _FRESH or any(k.arg not in ("dtype", "order") for k in value.keywords):
-        return False
-    if short == "copy" and isinstance(func, ast.Attribute) and not value.args:
-        return True  # x.copy()
-    callee = getattr(func, "s2sad_callee", None)
-    return callee is not None and getattr(callee, "__module__", "").startswith("numpy")
-
-
-def _counting(loop: ast.For):
-    """(index, start) of `for index in range(start, stop[, step])` with a constant integer
-    start (0 when absent) and a positive constant step; else None."""
-    it = loop.iter
-    if not (
-        isinstance(loop.target, ast.Name)
-        and isinstance(it, ast.Call)
-        and isinstance(it.func, ast.Name)
-        and it.func.id == "range"  # the normalized loops' own (normalize.py)
-        and 1 <= len(it.args) <= 3
-        and not it.keywords
-    ):
-        return None
-    start = 0
-    if len(it.args) >= 2:
-        start = _int_constant(it.args[0])
-    step = _int_constant(it.args[2]) if len(it.args) == 3 else 1
-    if start is None or step is None or step <= 0:
-        return None
-    index = loop.target.id
-    assigned = sum(
-        1
-        for n in walk_nodes(ast.Module(loop.body, []))
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == index
-    )
-    return (index, start) if assigned == 0 else None
-
-
-def _int_constant(node):
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int_constant(node.operand)
-        return None if inner is None else -inner
-    return None
-
-
-def _index_items(index) -> list | None:
-    """The items of a basic index (integers and slices), or None for anything else (an array,
-    None, an Ellipsis, a name holding a tuple)."""
-    items = index.elts if isinstance(index, ast.Tuple) else [index]
-    for item in items:
-        if isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis):
-            return None
-    return list(items)
-
-
-def _offset(item, index: str):
-    """c where `item` is `index + c`, `index - c`, `c + index` or `index` (c a constant)."""
-    if isinstance(item, ast.Name) and item.id == index:
-        return 0
-    if isinstance(item, ast.BinOp) and isinstance(item.op, (ast.Add, ast.Sub)):
-        left, right = item.left, item.right
-        if isinstance(left, ast.Name) and left.id == index:
-            c = _int_constant(right)
-            if c is not None:
-                return c if isinstance(item.op, ast.Add) else -c
-        if isinstance(item.op, ast.Add) and isinstance(right, ast.Name) and right.id == index:
-            return _int_constant(left)
-    return None
-
-
-def _apart(read_item, write_item, index: str, start: int) -> bool:
-    """The write, in this or any later iteration, names another element along this axis."""
-    c_r, c_w = _offset(read_item, index), _offset(write_item, index)
-    return c_r is not None and c_w is not None and c_r < c_w and start + c_r >= 0
-
-
-def _leading_ok(read_items, write_items, index: str, start: int, is_int) -> bool:
-    """The items before the first axis where read and write are apart are integers or slices
-    in both (so that positions name the same axes), and no write index wraps around."""
-    for r, w in zip(read_items, write_items):
-        if _apart(r, w, index, start):
-            c_w = _offset(w, index)
-            return start + c_w >= 0
-        if not all(isinstance(e, ast.Slice) or is_int(e) for e in (r, w)):
-            return False
-    return False
-
-
 def _cheap(value: ast.expr) -> bool:
     """Arithmetic, reads and elementwise functions: cheaper to run again than to record (a
     product of matrices, a reduction or a solve is recorded instead)."""
-    import numpy as np
-
-    from .. import runtime
-
     for node in walk_nodes(value):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return False
@@ -559,16 +358,6 @@ def _cheap(value: ast.expr) -> bool:
             if not elementwise and getattr(callee, "__module__", None) != "math":
                 return False
     return True
-
-
-def _in_order(stmts):
-    """The simple statements of `stmts`, at any depth, in program order."""
-    for stmt in stmts:
-        if isinstance(stmt, (ast.If, ast.For, ast.While)):
-            yield from _in_order(stmt.body)
-            yield from _in_order(stmt.orelse)
-        else:
-            yield stmt
 
 
 def _again(stmt: ast.stmt) -> ast.stmt:
@@ -614,25 +403,11 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     loop changes. Then its last value serves every reversed iteration, and no tape is needed."""
     if len(defs) != 1 or not varying or varying.get(name, 0) != 1:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
-    reads = {n.id for n in walk_nodes(defs[0].value) if isinstance(n, ast.Name)}
+    reads = names_mentioned([defs[0].value])
     return not any(r in varying for r in reads) and not any(
         isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
         for n in walk_nodes(defs[0].value)
     )
-
-
-_FRESH = {
-    "zeros",
-    "zeros_like",
-    "ones",
-    "ones_like",
-    "empty",
-    "empty_like",
-    "full",
-    "full_like",
-    "copy",
-    "array",
-}
 
 
 def _fresh_arrays(stmts) -> set[str]:
@@ -647,7 +422,7 @@ def _fresh_arrays(stmts) -> set[str]:
         if len(values) == 1 and isinstance(values[0], ast.Call):
             func = values[0].func
             short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if short in _FRESH:
+            if short in FRESH_ALLOCATORS:
                 fresh.add(name)
     return fresh
 
@@ -745,3 +520,29 @@ def record(
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()
+
+
+def without_markers(stmts) -> list[ast.stmt]:
+    """Adjoint statements without tape markers, for collecting the names they use."""
+    out = []
+    for s in stmts:
+        if isinstance(s, Marker):
+            continue
+        if isinstance(s, ast.If):
+            s = ast.If(s.test, without_markers(s.body), without_markers(s.orelse))
+        elif isinstance(s, ast.For):
+            s = ast.For(s.target, s.iter, without_markers(s.body), [])
+        out.append(s)
+    return out
+
+
+def copy_blocks(stmts):
+    """A copy of the block structure (compound statements and their lists); simple statements
+    are shared."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            stmt = copy.copy(stmt)
+            stmt.body, stmt.orelse = copy_blocks(stmt.body), copy_blocks(stmt.orelse)
+        out.append(stmt)
+    return out

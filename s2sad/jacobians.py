@@ -1,0 +1,345 @@
+"""Jacobians and Hessians, built from the transforms: `Jacobian` picks forward or reverse mode
+by the sizes of input and output (one batched sweep, or one sweep per basis vector), and
+`Hessian` is forward mode over the generated gradient's source. Consumes the user's function;
+produces arrays shaped `out.shape + arg.shape`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+import re
+
+import numpy as np
+
+from .errors import S2SADError
+from .pipeline.ranks import rank_of_argument
+from .transform_cache import transform, transform_and_read
+from .transformed import JVPTransformed, Transformed
+
+
+def _zero_tangents(forward, inputs):
+    zeros = tuple(np.zeros(np.shape(x)) for x in inputs)
+    return zeros if forward.wrt_tuple else zeros[0]
+
+
+def _basis(x):
+    x = np.asarray(x, dtype=float)
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = 1.0
+        yield e.reshape(x.shape)
+
+
+class Jacobian:
+    """`jacobian(f, wrt, mode)`: call it like `f`; `s2sad.source` shows the batched code."""
+
+    def __init__(self, f, wrt=0, mode=None, batched=True, jit=False):
+        if mode not in (None, "forward", "reverse"):
+            raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
+        self.forward = JVPTransformed(f, wrt, "jvp", jit)
+        self.backward = Transformed(f, wrt, "vjp", jit)
+        # the batched helpers have no Numba versions: compiled, it is one sweep per direction
+        self.func, self.mode, self.batched = f, mode, batched and not jit
+        self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
+        self.forward.label = self.backward.label = f"s2sad.jacobian({f.__qualname__}, jit={jit!r})"
+        self.last = None  # (mode, ranks) of the last call
+        self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
+        functools.update_wrapper(self, f)
+
+    def __call__(self, *args, **kwargs):
+        bound = self.backward._bind(args, kwargs)
+        if not self.batched:
+            return self._per_basis(bound, args, kwargs)
+        inputs = [bound.arguments[n] for n in self.wrt]
+        ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
+        n_in = sum(np.size(x) for x in inputs)
+        mode, ran = self.mode, None
+        if mode is None:
+            key = _shapes_key(bound)
+            if key not in self._out_shapes:
+                ran = self._reverse_primal(bound, ranks)  # the output's size decides
+                self._out_shapes[key] = np.shape(ran[0])
+            mode = "forward" if n_in <= _size(self._out_shapes[key]) else "reverse"
+        self.last = (mode, ranks)
+        if mode == "reverse":
+            out, pullback = ran or self._reverse_primal(bound, ranks)
+            size = np.size(out)
+            if size == 0 or n_in == 0:
+                return self._zeros(out, inputs)
+            seed = np.eye(size).reshape((size,) + np.shape(out))
+            rows = pullback(seed)
+            rows = rows if len(self.wrt) > 1 else (rows,)
+            blocks = [
+                np.reshape(_rows(r, size, x), np.shape(out) + np.shape(x))
+                for r, x in zip(rows, inputs)
+            ]  # row k: the derivative of output element k
+        else:
+            if n_in == 0:
+                out = self.func(*args, **kwargs)
+                return self._zeros(out, inputs)
+            tangents, offsets = [], np.cumsum([0] + [np.size(x) for x in inputs])
+            for k, x in enumerate(inputs):
+                t = np.zeros((n_in, np.size(x)))
+                t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
+                tangents.append(t.reshape((n_in,) + np.shape(x)))
+            compiled, values = transform_and_read(self.func, self.wrt, "jvp_batched", ranks)
+            self._check_single(compiled.tuple_output)
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
+            rows = _rows(out_dot, n_in, out)
+            blocks = []
+            for k, x in enumerate(inputs):
+                part = rows[offsets[k] : offsets[k + 1]].reshape((np.size(x), np.size(out)))
+                blocks.append(np.reshape(part.T, np.shape(out) + np.shape(x)))
+        return self._conformed(blocks, inputs)
+
+    def _reverse_primal(self, bound, ranks):
+        compiled, values = transform_and_read(self.func, self.wrt, "vjp_batched", ranks)
+        self._check_single(compiled.tuple_output)
+        out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
+        return out, pullback
+
+    def _check_single(self, tuple_output):
+        if tuple_output:
+            raise S2SADError(
+                "jacobian needs a function with one output; take the jacobian of "
+                "each output separately"
+            )
+
+    def _zeros(self, out, inputs):
+        return self._conformed([np.zeros(np.shape(out) + np.shape(x)) for x in inputs], inputs)
+
+    def _per_basis(self, bound, args, kwargs):
+        """One vjp pullback per output element, or one jvp per input element (batched=False)."""
+        forward, backward = self.forward, self.backward
+        inputs = [bound.arguments[n] for n in backward.wrt]
+        if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
+            out = forward(*args, tangent=_zero_tangents(forward, inputs), **kwargs)[0]
+        else:
+            out, pullback = backward(*args, **kwargs)
+        if isinstance(out, tuple):
+            self._check_single(True)
+        n_in = sum(np.size(x) for x in inputs)
+        chosen = self.mode or ("forward" if n_in <= np.size(out) else "reverse")
+        blocks = []
+        if chosen == "reverse":
+            rows = [pullback(seed) for seed in _basis(out)]
+            for k, x in enumerate(inputs):
+                parts = [r[k] for r in rows] if backward.wrt_tuple else rows
+                blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
+        else:
+            for k, x in enumerate(inputs):
+                columns = []
+                for e in _basis(x):
+                    tangents = tuple(
+                        e if j == k else np.zeros(np.shape(inputs[j])) for j in range(len(inputs))
+                    )
+                    _, dot = forward(
+                        *args, tangent=tangents if forward.wrt_tuple else tangents[0], **kwargs
+                    )
+                    columns.append(np.asarray(dot, dtype=float))
+                stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
+                blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
+        return self._conformed(blocks, inputs)
+
+    def _conformed(self, blocks, inputs):
+        """Like a gradient, each block takes its input's float dtype (float32 stays float32)."""
+        blocks = [
+            b.astype(np.result_type(np.asarray(x).dtype, np.float32))
+            for b, x in zip(blocks, inputs)
+        ]
+        return tuple(blocks) if self.wrt_tuple else blocks[0]
+
+    def source(self, *args, **kwargs) -> str:
+        """The batched code a call with these arguments runs (of the last call without any)."""
+        if args or kwargs:
+            bound = self.backward._bind(args, kwargs)
+            ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
+            mode = self.mode
+            if mode is None:
+                out = self._reverse_primal(bound, ranks)[0]
+                n_in = sum(np.size(bound.arguments[n]) for n in self.wrt)
+                mode = "forward" if n_in <= np.size(out) else "reverse"
+        elif self.last is not None:
+            mode, ranks = self.last
+        else:
+            mode, ranks = self.mode or "reverse", None
+        batched = "jvp_batched" if mode == "forward" else "vjp_batched"
+        return transform(self.func, self.wrt, batched, ranks).source
+
+    def __repr__(self):
+        return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape, dtype=int))
+
+
+def _shapes_key(bound) -> tuple:
+    return tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+
+
+def _rows(g, size, x):
+    """A batched derivative as float64 rows shaped `(size,) + x.shape`."""
+    g = np.asarray(g, dtype=float)
+    shape = (size,) + np.shape(x)
+    if g.ndim == 0 and not g:  # an all-zero derivative may come back as one number
+        return np.zeros(shape)
+    if g.shape != shape:
+        raise S2SADError(
+            f"internal error: a batched derivative of shape {g.shape} where {shape} was "
+            "expected; please report this with the function"
+        )
+    return g
+
+
+def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
+    """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
+
+    One batched sweep: `mode="reverse"` runs the primal once and pulls the identity over the
+    output's elements back, every adjoint carrying one leading axis with a row per output
+    element; `mode="forward"` pushes the identity over the inputs' elements forward the same
+    way. The default picks the mode with fewer rows. `batched=False` takes one sweep per basis
+    direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
+    and tangent code with Numba, one sweep per basis direction (the batched helpers have no
+    Numba versions yet)."""
+    return Jacobian(f, wrt, mode, batched, jit)
+
+
+class Hessian:
+    """`hessian(f, wrt)`: call it like `f`; `s2sad.source` shows the batched forward sweep."""
+
+    def __init__(self, f, wrt=0, batched=True):
+        self.gradient = Transformed(f, wrt, "grad")
+        if self.gradient.wrt_tuple or len(self.gradient.wrt) != 1:
+            raise S2SADError("hessian takes one wrt argument")
+        self.name, self.batched = self.gradient.wrt[0], batched
+        functools.update_wrapper(self, f)
+
+    def _generated(self, bound, ranked=True):
+        """The gradient code for these arguments, its name for each of f's parameters (it
+        renames those spelled like s2sad's own names), and the user's data values it takes
+        after them. `ranked=False`: the generic code, not specialized on the arguments' ranks,
+        which keeps every copy it takes of an array's element or row (`snapshot(y[i])`,
+        `dy[i].copy()`), so forward mode can read it where the ranks it has lost would leave a
+        value that may be a view."""
+        if ranked:
+            compiled, data = self.gradient.prepared(bound)
+        else:
+            gradient = self.gradient
+            compiled, data = transform_and_read(
+                gradient.func, gradient.wrt, gradient._generated_mode(), None, False
+            )
+        generated = compiled.functions[compiled.name]
+        names = dict(
+            zip(self.gradient.signature.parameters, inspect.signature(generated).parameters)
+        )
+        return generated, names, data
+
+    def _forward(self, bound, second):
+        """`second(generated, names, data)` for the gradient code specialized on the ranks,
+        else for the generic code; a refusal of both is restated at the user's line."""
+        try:
+            return second(*self._generated(bound))
+        except S2SADError:
+            pass
+        generated = None
+        try:
+            generic = self._generated(bound, ranked=False)
+            generated = generic[0]
+            return second(*generic)
+        except S2SADError as exc:
+            raise _in_users_terms(exc, generated, self.__wrapped__) from None
+
+    def _second(self, args, kwargs):
+        """The bound arguments, the user's data values the gradient code takes after them, and
+        the batched forward transform of the gradient code with its own data values."""
+        bound = self.gradient._bind(args, kwargs)
+        ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+
+        def second(generated, names, data):
+            arg_ranks = tuple((names[p], r) for p, r in ranks)
+            forward = transform_and_read(generated, (names[self.name],), "jvp_batched", arg_ranks)
+            return bound, data, names, forward
+
+        return self._forward(bound, second)
+
+    def __call__(self, *args, **kwargs):
+        x = self.gradient._bind(args, kwargs).arguments[self.name]
+        n = np.size(x)
+        if self.batched and n:
+            bound, data, names, (compiled, values) = self._second(args, kwargs)
+            tangent = np.eye(n).reshape((n,) + np.shape(x))
+            keywords = _keywords(bound, names)
+            rows = compiled.function(*bound.args, *data, tangent, *values, **keywords)[1]
+            stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
+        else:
+            bound = self.gradient._bind(args, kwargs)
+
+            def columns(generated, names, data):
+                second = JVPTransformed(generated, names[self.name], "jvp")
+                keywords = _keywords(bound, names)
+                return [  # (the forward transform runs at the first call)
+                    np.asarray(second(*bound.args, *data, tangent=e, **keywords)[1], dtype=float)
+                    for e in _basis(x)
+                ]
+
+            stacked = np.moveaxis(np.array(self._forward(bound, columns)), 0, -1)
+        result = np.reshape(stacked, np.shape(x) + np.shape(x))
+        return (
+            float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
+        )
+
+    def source(self, *args, **kwargs) -> str:
+        """The batched forward sweep over the gradient code, for these arguments."""
+        if not (args or kwargs):
+            raise S2SADError("pass the arguments: the gradient code depends on their ranks")
+        return self._second(args, kwargs)[3][0].source
+
+
+def _in_users_terms(exc: S2SADError, generated, f) -> S2SADError:
+    """A refusal met in s2sad's own gradient code, restated at the user's line it came from:
+    the generated names in it are nothing the user can change."""
+    if not str(exc.file or "").startswith("<s2sad ") or exc.line is None:
+        return exc
+    try:
+        lines = inspect.getsource(generated).splitlines()[: exc.line]
+        code = f.__code__
+    except (OSError, TypeError, AttributeError):
+        return exc
+    line, source = code.co_firstlineno, None
+    for text in reversed(lines):  # the `# line N: <source>` comment heading the block
+        found = _LINE_COMMENT.match(text)
+        if found:
+            source = found.group(2)
+            user = "".join(linecache.getline(code.co_filename, int(found.group(1))).split())
+            if user.startswith("".join(source.split())[:16]):  # (not a helper's other file)
+                line = int(found.group(1))
+            break
+    what = exc.what.splitlines()[0] if exc.what else type(exc).__name__
+    return type(exc)(
+        f"s2sad.hessian({f.__qualname__}) cannot apply forward mode to the gradient code s2sad "
+        f"writes for this line: {what}",
+        file=code.co_filename,
+        line=line,
+        source=source,
+        hint="forward mode does not read all of s2sad's own gradient code yet (loops writing "
+        "array elements are where it stops most often); take central differences of "
+        "s2sad.grad(f) instead: (grad(x + h*e) - grad(x - h*e)) / (2*h) for each basis "
+        "direction e",
+    )
+
+
+_LINE_COMMENT = re.compile(r"\s*# line (\d+): (.*)$")
+
+
+def _keywords(bound, names: dict) -> dict:
+    """The keyword arguments of `bound` by the generated code's names for them."""
+    return {names.get(k, k): v for k, v in bound.kwargs.items()}
+
+
+def hessian(f, wrt=0, batched=True):
+    """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
+    gradient code s2sad generates (forward over reverse), in one sweep whose tangents carry the
+    identity over the argument's elements (`batched=False`: one sweep per element)."""
+    return Hessian(f, wrt, batched)

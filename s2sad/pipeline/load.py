@@ -1,0 +1,187 @@
+"""The last stage: load. The generated source is executed in a namespace holding exactly the
+names it uses (NumPy as `np`, `math`, the runtime helpers and the functions, classes and modules
+the user's code calls), and registered with linecache so tracebacks show the generated lines.
+The user's data (numbers, arrays: anything not callable and not a module) is not in that
+namespace: every generated function takes it as trailing parameters, which `Compiled.read` fills
+at each call from the function's globals, closure cells and its helpers' scopes as they are then.
+So a `Compiled` holds no user data, and a closure made per data batch reuses one transform.
+
+Consumes the emitted source with the parse, normalization and resolution it came from; produces
+a `Compiled`.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import functools
+import gc
+import linecache
+import types
+from dataclasses import dataclass, field
+
+from .. import runtime
+from ..deep import TooDeep, with_room
+from ..errors import NestingTooDeepError
+from ..rules.registry import NAMESPACE, VERSION
+from .emit import format_source
+from .names import names_mentioned
+
+
+@dataclass
+class Compiled:
+    function: object  # the generated Python function
+    code: str  # the text it was compiled from, as emitted (tracebacks show these lines)
+    name: str
+    tuple_output: bool
+    globals: dict  # the functions, classes and modules the source calls, by the name it uses
+    rules_version: int = 0
+    jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
+    functions: dict = field(default_factory=dict)  # every function the source defines, by name
+    user_names: dict = field(default_factory=dict)  # a global's name in `globals` -> the user's
+    # the trailing parameters of every function the source defines: the user's data the code
+    # reads (globals, closure cells, helpers' defaults), filled by `read` at each call
+    data: tuple = ()
+    data_specs: tuple = ()  # how to read each (resolve.Reads)
+    helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
+    checks: tuple = ()  # (spec, the object it must still read)
+    _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
+
+    def read(self, func):
+        """The data values to pass after the arguments, read from `func` and its helpers now;
+        None if anything the transform relied on has changed (then transform again)."""
+        if self._reader is None:
+            self._reader = _reader(self.helpers, self.checks, self.data_specs)
+        return self._reader(func)
+
+    @property
+    def source(self) -> str:
+        """The code formatted by black: only made when someone reads it (`s2sad.source`, the
+        CLI, jit), since formatting costs more than the whole transform."""
+        try:
+            with without_gc_pauses():  # black, as the transform, makes many small objects
+                return with_room(format_source, self.code)
+        except TooDeep:
+            raise NestingTooDeepError(
+                f"the code generated for {self.name} nests too deeply for black to format",
+                hint="split the longest expression into several statements",
+            ) from None
+
+
+# the runtime helpers every generated source may call, by the names it calls them
+_RUNTIME = {n: f for n, f in vars(runtime).items() if callable(f) and not n.startswith("_")}
+_BUILTINS = vars(builtins)
+
+
+def _spec_expr(spec) -> str:
+    """A Python expression reading `spec` (resolve.Reads) from function `f<index>` now."""
+    index, kind, key, attrs = spec
+    f = f"f{index}"
+    if kind == "global":
+        text = f"({f}.__globals__[{key!r}] if {key!r} in {f}.__globals__ else B[{key!r}])"
+    elif kind == "closure":
+        text = f"{f}.__closure__[{key!r}].cell_contents"
+    elif kind == "default":
+        text = f"{f}.__defaults__[{key!r}]"
+    else:
+        text = f"{f}.__kwdefaults__[{key!r}]"
+    return text + "".join(f".{attr}" for attr in attrs)
+
+
+def _reader(helpers, checks, data_specs):
+    """A function of the differentiated function returning the data values its transform takes,
+    or None where a helper's code or a checked object differs. It is generated once per
+    transform (straight-line code: a call reads a few names, cells or defaults and compares a
+    few objects, about a microsecond)."""
+    env = {"B": _BUILTINS, "M": types.ModuleType}
+    lines = ["def read(f0):", "    try:", "        pass"]
+    for k, (spec, code) in enumerate(helpers):
+        env[f"C{k + 1}"] = code
+        lines.append(f"        f{k + 1} = {_spec_expr(spec)}")
+        lines.append(f"        if f{k + 1}.__code__ is not C{k + 1}: return None")
+    for k, (spec, expected) in enumerate(checks):
+        env[f"E{k}"] = expected
+        lines.append(f"        if {_spec_expr(spec)} is not E{k}: return None")
+    values = [f"v{k}" for k in range(len(data_specs))]
+    lines += [f"        v{k} = {_spec_expr(spec)}" for k, spec in enumerate(data_specs)]
+    lines.append("    except (LookupError, AttributeError, ValueError, TypeError):")
+    lines.append("        return None  # a name, cell or default is gone: transform again")
+    for v in values:  # data stays data (a name now naming a function is transformed again)
+        lines.append(f"    if callable({v}) or isinstance({v}, M): return None")
+    lines.append(f"    return ({''.join(v + ', ' for v in values)})")
+    exec("\n".join(lines), env)
+    return env["read"]
+
+
+def _keywords_renamed(function, parsed):
+    """`function`, called with the user's names for keyword-only parameters that `hygienic`
+    renamed (s2sad's wrappers pass keyword-only arguments by name)."""
+    args = parsed.tree.args.kwonlyargs
+    new = {parsed.original[a.arg]: a.arg for a in args if a.arg in parsed.original}
+    if not new:
+        return function
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        return function(*args, **{new.get(k, k): v for k, v in kwargs.items()})
+
+    return call
+
+
+def _source_name(base: str, source: str) -> str:
+    """A linecache name for `source`: `base`, or `base` numbered where another source has it (a
+    gradient for another wrt or other ranks). Hessians read the gradient code back by this name:
+    a shared one would differentiate the other code."""
+    filename, k = f"<{base}>", 2
+    while filename in linecache.cache and "".join(linecache.cache[filename][2]) != source:
+        filename, k = f"<{base} #{k}>", k + 1
+    return filename
+
+
+def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
+    """Execute `source` in a namespace of exactly the names it uses and register it with
+    linecache; the function named `name` is the transform."""
+    where = f"{parsed.filename}:{parsed.line_offset + parsed.tree.lineno}"
+    filename = _source_name(f"s2sad {name} of {where}", source)
+    namespace = dict(_RUNTIME)
+    namespace.update(NAMESPACE)
+    namespace.update(resolver.namespace)
+    tree = ast.parse(source, filename)  # parsed once, for the code and the names it defines
+    exec(compile(tree, filename, "exec"), namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
+    if NAMESPACE:
+        used = names_mentioned([tree])
+        user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
+    reads = resolver.reads
+    compiled = Compiled(
+        _keywords_renamed(namespace[name], parsed),
+        source,
+        name,
+        norm.tuple_output,
+        globals=user_globals,
+        rules_version=VERSION[0],
+        functions={n.name: namespace[n.name] for n in tree.body if isinstance(n, ast.FunctionDef)},
+        user_names=dict(resolver.original),
+        data=tuple(reads.data.values()),
+        data_specs=tuple(reads.data),
+        helpers=tuple(reads.helpers),
+        checks=reads.final_checks(),
+    )
+    return compiled
+
+
+@contextlib.contextmanager
+def without_gc_pauses():
+    """The transform makes hundreds of thousands of small tree nodes, and each of the cyclic
+    collector's passes over the older ones costs more the longer the function: they took a third
+    of a 2,000-line transform. Collection waits until the transform is done (nothing it makes
+    lives on but the result)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -1,0 +1,164 @@
+"""Lowering for Numba, the stage between optimization and emission in a jitted transform: it
+decides branches on constant conditions before differentiation (Numba types a tape by its
+pushes), copies what a tape saves in the forms Numba has, and rewrites the generated statements
+into calls Numba compiles (and compiles fast). It consumes and produces statement lists."""
+
+from __future__ import annotations
+
+import ast
+
+from .nodes import index_expr
+
+
+def jit_copy(node: ast.expr, rank) -> ast.expr:
+    """A copy of what `node` reads, for Numba, whose floats have no `.copy()`: an element needs
+    none, an array is copied, and where the rank is unknown `snapshot` decides when compiled."""
+    if rank == 0:
+        return node
+    if rank is None:
+        return ast.Call(ast.Name("snapshot", ast.Load()), [node], [])
+    return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
+
+
+def _constant(node: ast.expr) -> bool:
+    """An expression of constants and operators only (`-1.65 * 0.74 < 0.6`)."""
+    return all(
+        isinstance(n, (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop))
+        or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.boolop))
+        for n in ast.walk(node)
+    )
+
+
+def drop_constant_branches(stmts: list) -> list:
+    """Statements with each branch on a condition of constants replaced by the branch taken.
+
+    Numba drops the branch a constant condition never takes before it types the code: the
+    primal compiles even when that branch does not. The gradient's tapes are typed by their
+    pushes, and a tape pushed only in a dropped branch would have no type; so the jitted
+    transform decides these branches itself, before it differentiates."""
+    counts: dict[str, int] = {}
+    values: dict[str, ast.expr] = {}
+    for node in ast.walk(ast.Module(list(stmts), [])):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        counts[n.id] = counts.get(n.id, 0) + 1
+                        values[n.id] = node.value
+        elif isinstance(node, ast.For):
+            for n in ast.walk(node.target):
+                if isinstance(n, ast.Name):
+                    counts[n.id] = counts.get(n.id, 0) + 2
+
+    def decided(test: ast.expr):
+        if isinstance(test, ast.Name) and counts.get(test.id) == 1:
+            test = values[test.id]
+        if not _constant(test):
+            return None
+        try:
+            return bool(eval(compile(ast.Expression(test), "<condition>", "eval"), {}))
+        except Exception:  # left to Numba
+            return None
+
+    def block(body: list) -> list:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                taken = decided(stmt.test)
+                if taken is not None:
+                    out += block(stmt.body if taken else stmt.orelse)
+                    continue
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            elif isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body)
+            out.append(stmt)
+        return out
+
+    return block(list(stmts))
+
+
+def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
+    """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
+    input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
+    into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
+    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
+    the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
+    expression. `rank_of` gives the rank of an expression where known."""
+
+    class Lower(ast.NodeTransformer):
+        def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
+            # d[index] += g: add_at picks an element store or an in-place add into the view
+            # by the index's type (Numba's own slice assignment compiles slowly)
+            self.generic_visit(node)
+            if (
+                isinstance(node.target, ast.Subscript)
+                and isinstance(node.op, ast.Add)
+                and rank_of(node.target) != 0
+            ):
+                index = node.target.slice
+                if isinstance(index, ast.Slice) or (
+                    isinstance(index, ast.Tuple)
+                    and any(isinstance(e, ast.Slice) for e in index.elts)
+                ):
+                    index = index_expr(index)
+                call = ast.Call(
+                    ast.Name("add_at", ast.Load()), [node.target.value, index, node.value], []
+                )
+                new = ast.Expr(call)
+                new.src = getattr(node, "src", None)
+                new.src_parsed = getattr(node, "src_parsed", None)
+                return new
+            return node
+
+        def visit_Call(self, node: ast.Call) -> ast.expr:
+            self.generic_visit(node)
+            text = ast.unparse(node.func)
+            if (
+                text == "np.reshape"
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Call)
+                and ast.unparse(node.args[1].func) == "np.shape"
+                and not node.keywords
+            ):
+                return ast.Call(
+                    ast.Name("reshape_like", ast.Load()), [node.args[0], node.args[1].args[0]], []
+                )
+            if text == "np.add.at":
+                node.func = ast.Name("add_at", ast.Load())
+            if (
+                text == "np.array"
+                and len(node.args) == 1
+                and not node.keywords
+                and not isinstance(node.args[0], (ast.List, ast.Tuple, ast.Constant))
+                and rank_of(node.args[0]) != 0
+            ):  # of an array (a name, or a tangent `x_dot * s` to own): Numba copies none so
+                node.func = ast.parse("np.copy", mode="eval").body
+            if (
+                text == "np.stack"
+                and len(node.args) == 1
+                and isinstance(node.args[0], ast.List)
+                and not node.keywords
+                and all(rank_of(e) == 0 for e in node.args[0].elts)
+            ):  # of numbers (np.array([a, b]) of the user's code): Numba stacks only arrays
+                node.func = ast.parse("np.array", mode="eval").body
+            elif (
+                text == "np.stack"
+                and node.args
+                and isinstance(node.args[0], ast.List)
+                and all((rank_of(e) or 0) > 0 for e in node.args[0].elts)
+            ):  # of arrays: Numba takes them as a tuple
+                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
+            if (
+                text == "np.where"
+                and len(node.args) == 3
+                and not node.keywords
+                and all(rank_of(a) == 0 for a in node.args)
+            ):  # of numbers: Numba's np.where would give a 0-d array
+                return ast.IfExp(node.args[0], node.args[1], node.args[2])
+            keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
+                return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
+            return node
+
+    lower = Lower()
+    return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]

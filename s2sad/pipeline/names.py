@@ -1,0 +1,95 @@
+"""Name-set walkers the stages share: the names a block assigns, reads or mentions, how often each
+is assigned, its simple statements in order, and the functions a piece of source defines.
+
+They consume syntax trees (statement lists, in which the reverse pass's tape markers, not being
+`ast` nodes, are skipped) or source text, and produce sets, counts and lists of names.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..astcopy import walk_nodes
+
+
+def assigned(stmts: list[ast.stmt]) -> set[str]:
+    """Names a block assigns (at any depth), loop indices included."""
+    names = set()
+    for stmt in stmts:
+        for node in walk_nodes(stmt):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+                    elif isinstance(t, ast.Tuple):
+                        names |= {e.id for e in t.elts if isinstance(e, ast.Name)}
+            elif isinstance(node, ast.For):
+                names.add(node.target.id)
+    return names
+
+
+def assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
+    """How many statements assign each name (loop targets included)."""
+    counts: dict[str, int] = {}
+    for stmt in stmts:
+        for node in walk_nodes(stmt):
+            names = []
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    names += (
+                        [t.id]
+                        if isinstance(t, ast.Name)
+                        else [e.id for e in getattr(t, "elts", []) if isinstance(e, ast.Name)]
+                    )
+            elif isinstance(node, ast.For):
+                names.append(node.target.id)
+            for n in names:
+                counts[n] = counts.get(n, 0) + 1
+    return counts
+
+
+def simple_statements(stmts: list[ast.stmt]):
+    """The assignments, expression statements and asserts of a block, at any depth, in order."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from simple_statements(stmt.body)
+            yield from simple_statements(stmt.orelse)
+        elif isinstance(stmt, (ast.Assign, ast.Expr, ast.Assert)):
+            yield stmt
+
+
+def statements_in_order(stmts):
+    """The simple statements of `stmts`, at any depth, in program order."""
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from statements_in_order(stmt.body)
+            yield from statements_in_order(stmt.orelse)
+        else:
+            yield stmt
+
+
+def names_read(stmts) -> set[str]:
+    """Every name the statements read (tape markers excluded)."""
+    names = set()
+    for stmt in stmts:
+        if not isinstance(stmt, ast.AST):
+            continue
+        for node in walk_nodes(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                names.add(node.id)
+    return names
+
+
+def names_mentioned(nodes) -> set[str]:
+    """Every name the nodes mention, read or written."""
+    return {n.id for node in nodes for n in walk_nodes(node) if isinstance(n, ast.Name)}
+
+
+def names_in(source: str) -> set[str]:
+    """Every name a piece of source mentions."""
+    return names_mentioned([ast.parse(source)])
+
+
+def defined_functions(source: str) -> list[str]:
+    """The names of the top-level functions `source` defines, in order."""
+    return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]

@@ -1,0 +1,65 @@
+"""Nodes the stages build: a name read, a call, an assignment, a subscript's index as an ordinary
+expression, whether an index is basic (a view, known without running it), and the index
+selecting it in every row of a batched value. They consume and produce `ast` nodes."""
+
+from __future__ import annotations
+
+import ast
+
+
+def load_name(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def call_of(func: str, *args: ast.expr) -> ast.Call:
+    """A call of `func` (a name or a dotted path, `np.zeros_like`)."""
+    return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
+
+
+def assign_to(name: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign([ast.Name(name, ast.Store())], value)
+
+
+def index_expr(node: ast.expr) -> ast.expr:
+    """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
+    if isinstance(node, ast.Slice):
+        parts = [
+            p if p is not None else ast.Constant(None) for p in (node.lower, node.upper, node.step)
+        ]
+        return ast.Call(ast.Name("slice", ast.Load()), parts, [])
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([index_expr(e) for e in node.elts], ast.Load())
+    return node
+
+
+def is_basic_index(node: ast.expr, indices: set[str]) -> bool:
+    """An index NumPy treats as a view (no repeated elements), known without running it."""
+    if isinstance(node, ast.Constant):
+        return node.value is None or node.value is Ellipsis or isinstance(node.value, int)
+    if isinstance(node, ast.Name):
+        return node.id in indices
+    if isinstance(node, ast.Slice):
+        return True
+    if isinstance(node, ast.Tuple):
+        return all(is_basic_index(e, indices) for e in node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+        return is_basic_index(node.left, indices) and is_basic_index(node.right, indices)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return is_basic_index(node.operand, indices)
+    return False
+
+
+def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:
+    """The index selecting `index` in every row of the batched `d`: `:, index` where that is
+    plain (ints, slices, loop indices, a single array or mask), else computed at run time (NumPy
+    moves separated advanced indices to the front; see batched_index)."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    simple = all(is_basic_index(e, indices) for e in items) or (
+        not isinstance(index, ast.Tuple) and isinstance(index, (ast.List, ast.Compare))
+    )
+    if simple:
+        return ast.Tuple([ast.Slice(None, None, None)] + items, ast.Load())
+    value = ast.Tuple(items, ast.Load()) if isinstance(index, ast.Tuple) else index
+    return ast.Call(
+        ast.Name("batched_index", ast.Load()), [ast.Name(d, ast.Load()), index_expr(value)], []
+    )

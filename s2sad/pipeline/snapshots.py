@@ -1,0 +1,289 @@
+"""Which snapshot copies the generated code can drop. The adjoint reads `snapshot(x[...])`
+where `x` may be written in place after the read; the copy is needed only where a later write
+reaches the elements read. These passes run on the normalized primal after the reverse pass
+(they consume its statements and rank inference's shapes, and drop copies in place);
+`FinalReads` proves, for the jitted forms, that no later write in a counting loop reaches a read.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..astcopy import walk_nodes
+from .names import simple_statements, statements_in_order
+
+
+def scalar_reads_need_no_snapshot(stmts, shapes) -> None:
+    """snapshot(x[i]) of a scalar element is x[i]: only a view can change after the read."""
+    for stmt in simple_statements(stmts):
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", "") == "snapshot"
+            and shapes.of(value.args[0]) == 0
+        ):
+            stmt.value = value.args[0]
+
+
+def final_reads_need_no_snapshot(stmts, final=lambda read, loops: False) -> None:
+    """snapshot(x[...]) keeps what a read saw when `x` is written in place afterwards. Where no
+    write to `x` follows the read (later in the code, or anywhere in a loop around the read), or
+    `final` proves that no later write reaches the elements read (tape.FinalReads), the view keeps
+    it as well, and the copy is dropped."""
+    order: list[tuple[ast.stmt, list]] = []  # simple statements in order, with their loops
+
+    def walk(block, loops):
+        for stmt in block:
+            if isinstance(stmt, (ast.For, ast.While)):
+                walk(stmt.body, loops + [stmt])
+            elif isinstance(stmt, ast.If):
+                walk(stmt.body, loops)
+                walk(stmt.orelse, loops)
+            else:
+                order.append((stmt, loops))
+
+    def writes(node) -> set[str]:
+        return {
+            n.value.id
+            for n in walk_nodes(node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.ctx, ast.Store)
+            and isinstance(n.value, ast.Name)
+        }
+
+    walk(stmts, [])
+    later: set[str] = set()
+    for stmt, loops in reversed(order):
+        value = getattr(stmt, "value", None)
+        if (
+            isinstance(value, ast.Call)
+            and getattr(value.func, "id", "") == "snapshot"
+            and isinstance(value.args[0], ast.Subscript)
+            and isinstance(value.args[0].value, ast.Name)
+        ):
+            base = value.args[0].value.id
+            if (base not in later and not any(base in writes(loop) for loop in loops)) or final(
+                value.args[0], tuple(loops)
+            ):
+                stmt.value = value.args[0]
+        later |= writes(stmt)
+
+
+FRESH_ALLOCATORS = {
+    "zeros",
+    "zeros_like",
+    "ones",
+    "ones_like",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "copy",
+    "array",
+}
+
+
+_MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
+
+
+def _bound_targets(node) -> list[str]:
+    """Names a statement binds (assignment targets, loop targets)."""
+    targets = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For)):
+        targets = [node.target]
+    out = []
+    for t in targets:
+        for n in walk_nodes(t):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                out.append(n.id)
+    return out
+
+
+def _allocates_fresh(value) -> bool:
+    """np.zeros(...)-like calls and `x.copy()`: a new array no other name shares."""
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if short not in FRESH_ALLOCATORS or any(
+        k.arg not in ("dtype", "order") for k in value.keywords
+    ):
+        return False
+    if short == "copy" and isinstance(func, ast.Attribute) and not value.args:
+        return True  # x.copy()
+    callee = getattr(func, "s2sad_callee", None)
+    return callee is not None and getattr(callee, "__module__", "").startswith("numpy")
+
+
+class FinalReads:
+    """Which element reads in a loop see the element's final value, so that the adjoint can read
+    it again from the array instead of recording it: in
+
+        y = np.zeros(n)
+        for i in range(1, n):
+            y[i] = a * y[i - 1] + x[i]
+
+    iteration i reads y[i - 1], which no later iteration writes (they write y[j], j > i), and
+    nothing after the loop writes y. Only the simplest, provable case is taken:
+
+    - `y` is the function's own array, bound once (np.zeros(...), x.copy(), or a parameter the
+      code copies and never rebinds), and every array the function writes into is such an array
+      (no write can reach `y` through a view); `y` is not passed whole to a call that could
+      write into it (`out=`, a method);
+    - the read lies in a `for i in range(start, stop[, step])` loop L that no other loop encloses,
+      with `i` not reassigned, a positive constant step, and `start` a constant (or absent);
+    - every write into `y` comes before L, or lies in L with an index whose position p is
+      `i + c_w` (c_w a constant), with only integers or slices before it; the read has
+      `i + c_r` at the same position, with c_r < c_w, and start + c_r >= 0, start + c_w >= 0
+      (no index wraps around to the end of the array).
+
+    Then in every later iteration (and later in the same one) each write's index at p is at
+    least i + c_w > i + c_r: it names another element. Restores of overwritten elements in the
+    adjoint write those same other elements back, so the element still holds, in the reversed
+    iteration, the value the read saw."""
+
+    def __init__(self, primal: list[ast.stmt], owned=(), is_int=lambda node: False):
+        self.is_int = is_int  # whether an index expression is an integer (ranks.Ranks)
+        module = ast.Module(list(primal), [])
+        self.order = {id(s): k for k, s in enumerate(statements_in_order(primal))}
+        binds: dict[str, list] = {}
+        for node in walk_nodes(module):
+            for t in _bound_targets(node):
+                binds.setdefault(t, []).append(getattr(node, "value", None))
+        self.own: set[str] = set()
+        for name, values in binds.items():
+            if len(values) == 1 and _allocates_fresh(values[0]):
+                self.own.add(name)
+        self.own |= {p for p in owned if p not in binds}
+        # every write into an array: base name -> [(subscript, statement)]
+        self.writes: dict[str, list] = {}
+        self.broken = False  # a write this analysis cannot follow: then nothing is final
+        for stmt in statements_in_order(primal):
+            for node in walk_nodes(stmt):
+                if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+                    if not isinstance(node.value, ast.Name) or node.value.id not in self.own:
+                        self.broken = True
+                    else:
+                        self.writes.setdefault(node.value.id, []).append((node, stmt))
+                if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
+                    self.broken = True
+        self.escaped = set()  # arrays used whole where something might write into them
+        for node in walk_nodes(module):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    if func.attr != "copy":
+                        self.escaped.add(func.value.id)
+                callee = getattr(func, "s2sad_callee", None)
+                if callee is None or getattr(callee, "__name__", "") in _MUTATING:
+                    for a in node.args:
+                        if isinstance(a, ast.Name):
+                            self.escaped.add(a.id)
+        self.top = {id(s) for s in primal}  # statements no block encloses
+
+    def final(self, read: ast.Subscript, loops: tuple) -> bool:
+        base = read.value.id if isinstance(read.value, ast.Name) else None
+        if self.broken or base not in self.own or base in self.escaped or not loops:
+            return False
+        outer = loops[0]
+        if not isinstance(outer, ast.For) or id(outer) not in self.top:
+            return False
+        loop = _counting(outer)
+        if loop is None:
+            return False
+        index, start = loop
+        inside = {id(s) for s in statements_in_order(outer.body)}
+        first = min((self.order.get(i, 0) for i in inside), default=0)
+        read_items = _index_items(read.slice)
+        if read_items is None:
+            return False
+        for sub, stmt in self.writes.get(base, []):
+            if id(stmt) in inside:
+                items = _index_items(sub.slice)
+                if items is None or not _leading_ok(read_items, items, index, start, self.is_int):
+                    return False
+            elif self.order.get(id(stmt), first) >= first:
+                return False  # written after the loop
+        return True
+
+
+def _counting(loop: ast.For):
+    """(index, start) of `for index in range(start, stop[, step])` with a constant integer
+    start (0 when absent) and a positive constant step; else None."""
+    it = loop.iter
+    if not (
+        isinstance(loop.target, ast.Name)
+        and isinstance(it, ast.Call)
+        and isinstance(it.func, ast.Name)
+        and it.func.id == "range"  # the normalized loops' own (normalize.py)
+        and 1 <= len(it.args) <= 3
+        and not it.keywords
+    ):
+        return None
+    start = 0
+    if len(it.args) >= 2:
+        start = _int_constant(it.args[0])
+    step = _int_constant(it.args[2]) if len(it.args) == 3 else 1
+    if start is None or step is None or step <= 0:
+        return None
+    index = loop.target.id
+    assigned = sum(
+        1
+        for n in walk_nodes(ast.Module(loop.body, []))
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id == index
+    )
+    return (index, start) if assigned == 0 else None
+
+
+def _int_constant(node):
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _int_constant(node.operand)
+        return None if inner is None else -inner
+    return None
+
+
+def _index_items(index) -> list | None:
+    """The items of a basic index (integers and slices), or None for anything else (an array,
+    None, an Ellipsis, a name holding a tuple)."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    for item in items:
+        if isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis):
+            return None
+    return list(items)
+
+
+def _offset(item, index: str):
+    """c where `item` is `index + c`, `index - c`, `c + index` or `index` (c a constant)."""
+    if isinstance(item, ast.Name) and item.id == index:
+        return 0
+    if isinstance(item, ast.BinOp) and isinstance(item.op, (ast.Add, ast.Sub)):
+        left, right = item.left, item.right
+        if isinstance(left, ast.Name) and left.id == index:
+            c = _int_constant(right)
+            if c is not None:
+                return c if isinstance(item.op, ast.Add) else -c
+        if isinstance(item.op, ast.Add) and isinstance(right, ast.Name) and right.id == index:
+            return _int_constant(left)
+    return None
+
+
+def _apart(read_item, write_item, index: str, start: int) -> bool:
+    """The write, in this or any later iteration, names another element along this axis."""
+    c_r, c_w = _offset(read_item, index), _offset(write_item, index)
+    return c_r is not None and c_w is not None and c_r < c_w and start + c_r >= 0
+
+
+def _leading_ok(read_items, write_items, index: str, start: int, is_int) -> bool:
+    """The items before the first axis where read and write are apart are integers or slices
+    in both (so that positions name the same axes), and no write index wraps around."""
+    for r, w in zip(read_items, write_items):
+        if _apart(r, w, index, start):
+            c_w = _offset(w, index)
+            return start + c_w >= 0
+        if not all(isinstance(e, ast.Slice) or is_int(e) for e in (r, w)):
+            return False
+    return False

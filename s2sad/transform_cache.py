@@ -1,0 +1,56 @@
+"""The transform cache: the entry point the wrappers call. A transform is made once per code
+object, `wrt`, mode, ranks and jit, and serves every later call whose function still reads the
+same helpers, classes and modules (`Compiled.read` checks them, and reads the data at each call).
+
+Consumes a Python function; produces a `Compiled` (pipeline/load.py) and the data values its
+function takes after the arguments.
+"""
+
+from __future__ import annotations
+
+from .errors import S2SADError
+from .pipeline.driver import differentiate
+from .pipeline.load import Compiled
+from .rules.registry import VERSION
+
+# code object, wrt, mode, ranks, jit -> the transforms made for functions with that code (most
+# recent first): a few variants for functions whose scopes name different helpers
+_CACHE: dict[tuple, tuple[Compiled, ...]] = {}
+_VARIANTS = 8
+
+
+def transform(
+    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+) -> Compiled:
+    """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
+    or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
+    the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
+    (`transform_and_read` gives both)."""
+    return transform_and_read(func, wrt, mode, ranks, jit)[0]
+
+
+def transform_and_read(
+    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+) -> tuple[Compiled, tuple]:
+    """The transform and the data values its function takes after the arguments, read now.
+
+    The cache keys on the code object, wrt, mode, ranks and jit; a cached transform serves a
+    call if no rule was registered since and `read` finds every function, class and module it
+    used unchanged (helpers by their code); data is never part of the key or of the cache."""
+    key = (func.__code__, wrt, mode, ranks, jit)
+    for hit in _CACHE.get(key, ()):
+        if hit.rules_version != VERSION[0]:
+            continue
+        values = hit.read(func)
+        if values is not None:
+            return hit, values
+    compiled = differentiate(func, wrt, mode, ranks, jit)
+    # one assignment replaces the tuple: threads reading the cache see the old or the new one
+    _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
+    values = compiled.read(func)
+    if values is None:
+        raise S2SADError(
+            f"the names {func.__qualname__} reads changed while it was being transformed",
+            hint="define its globals before the first call",
+        )
+    return compiled, values

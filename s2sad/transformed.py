@@ -1,0 +1,355 @@
+"""`Transformed`: a differentiated function with the user function's signature, which binds
+the arguments, checks them, runs the transform for their ranks (made on the first call and
+cached, see transform_cache.py) and hands back gradients the caller owns; and its forward-mode
+forms, `JVPTransformed` and `BatchedJVPTransformed`."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+
+import numpy as np
+
+from .errors import (
+    NonDifferentiableInputError,
+    NonScalarOutputError,
+    S2SADError,
+    SeedShapeError,
+    SourceUnavailableError,
+    WrtError,
+)
+from .jit import Jitted
+from .pipeline.ranks import rank_of_argument
+from .pullback import Pullback, arrays_in, detach, own_copy
+from .transform_cache import transform, transform_and_read
+
+
+def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
+    """Parameter names for `wrt` (an index, a name, or a tuple of them) and whether it was a tuple."""
+    if not inspect.isfunction(func):
+        raise SourceUnavailableError(
+            f"{func!r} is not a Python function with source code",
+            hint="differentiate a plain `def` function that calls it; NumPy functions already "
+            "have rules, and others can get one with s2sad.register_vjp",
+        )
+    params = list(inspect.signature(func, follow_wrapped=False).parameters)
+    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
+    names = []
+    for item in items:
+        if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+            if not -len(params) <= item < len(params):
+                raise WrtError(
+                    f"wrt={item!r} is out of range: {func.__name__} has parameters "
+                    f"{', '.join(params) or '(none)'}",
+                    hint="pass an index below the number of parameters or a name",
+                )
+            names.append(params[item])
+        elif isinstance(item, str) and item in params:
+            names.append(item)
+        else:
+            raise WrtError(
+                f"wrt={item!r} is not a parameter of {func.__name__}; its parameters "
+                f"are {', '.join(params) or '(none)'}",
+                hint="pass a parameter name or its position",
+            )
+    if len(set(names)) != len(names):
+        raise WrtError(f"wrt={wrt!r} names a parameter twice")
+    return tuple(names), isinstance(wrt, (tuple, list))
+
+
+def _check_input(name: str, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
+    ):
+        raise NonDifferentiableInputError(
+            f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
+            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt",
+        )
+    dtype = (
+        np.result_type(value)
+        if isinstance(value, (np.ndarray, np.generic, float))
+        else np.asarray(value).dtype
+    )
+    if not np.issubdtype(dtype, np.floating):
+        raise NonDifferentiableInputError(
+            f"argument '{name}' has dtype {dtype}; gradients exist only for real floats",
+            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt",
+        )
+
+
+def _refuse_complex(value, what: str) -> None:
+    """A complex value the transform did not see (written into a complex array): an error,
+    never a derivative with its imaginary half dropped."""
+    if np.iscomplexobj(value):
+        raise S2SADError(
+            f"a complex value reached the {what}; s2sad does not differentiate complex values yet",
+            hint="keep the differentiated path real, or give the function a rule with "
+            "s2sad.register_vjp",
+        )
+
+
+def _conform(g, x, others):
+    """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
+    _refuse_complex(g, "gradient")
+    if isinstance(x, float) and not isinstance(x, np.generic):
+        return float(np.asarray(g).reshape(()))
+    x_arr = np.asarray(x)
+    g_arr = np.asarray(g, dtype=x_arr.dtype)
+    if g_arr.shape != x_arr.shape:
+        raise S2SADError(
+            f"internal error: a gradient of shape {g_arr.shape} for an input of "
+            f"shape {x_arr.shape}; please report this with the function"
+        )
+    if isinstance(x, np.generic):
+        return g_arr[()]
+    if not isinstance(x, np.ndarray):
+        return g_arr.copy() if any(np.may_share_memory(g_arr, o) for o in others) else g_arr
+    if not g_arr.flags.writeable or any(np.may_share_memory(g_arr, o) for o in others):
+        g_arr = g_arr.copy()
+    return g_arr
+
+
+class Transformed:
+    """A differentiated function: call it like the original, read it with `s2sad.source`."""
+
+    def __init__(self, func, wrt, mode: str, jit=False):
+        if jit not in (False, True, "strict"):
+            raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
+        self.jit = jit
+        if isinstance(func, Transformed):
+            raise S2SADError(
+                "s2sad cannot yet differentiate a function it has already "
+                "transformed (higher-order derivatives come with s2sad.hessian)"
+            )
+        self.func = func
+        self.mode = mode
+        self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
+        self.signature = inspect.signature(func, follow_wrapped=False)  # a wrapper's own
+        self._defaults = (func.__defaults__, func.__kwdefaults__)
+        # the parameters, where every one may be passed by position: a call passing each by
+        # position binds without inspect (whose bind costs more than a small jitted gradient)
+        kinds = {p.kind for p in self.signature.parameters.values()}
+        plain = kinds <= {
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        }
+        self._positional = tuple(self.signature.parameters) if plain else None
+        self.last_ranks = None
+        functools.update_wrapper(self, func)
+
+    @property
+    def compiled(self):
+        """The generated function for the arguments of the last call (generic before any)."""
+        return transform(
+            self.func, self.wrt, self._generated_mode(), self.last_ranks, bool(self.jit)
+        )
+
+    def specialized(self, bound):
+        """The generated function for these arguments' ranks (scalars need no unbroadcast)."""
+        return self.prepared(bound)[0]
+
+    def prepared(self, bound):
+        """`specialized(bound)` and the values of the user's data it takes after the arguments
+        (globals, closure cells, helpers' defaults), read now."""
+        ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+        self.last_ranks = ranks
+        return transform_and_read(
+            self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit)
+        )
+
+    def _generated_mode(self):
+        # jitted gradients also return the value, so the scalar check happens here
+        return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
+
+    def _run(self, compiled, values, bound, extra=(), name=None):
+        if not self.jit:
+            return compiled.function(*bound.args, *values, **bound.kwargs)
+        args = (*bound.arguments.values(), *extra, *values)
+        what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
+        return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
+
+    label = None  # what the user called, where this is part of it (s2sad.jacobian)
+
+    def jit_label(self) -> str:
+        """The user's transform as they wrote it, for messages about compiling it."""
+        return self.label or f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r})"
+
+    def _jitted_vjp(self, compiled, values, bound):
+        """The value from the compiled primal; each pullback runs the compiled sweep (the
+        recording forward pass, then the adjoint) from copies of the array arguments and of the
+        user's data taken now, so that it belongs to this point even if the caller changes its
+        arrays (or a global array) in between."""
+        out = self._run(compiled, values, bound)
+        bound = inspect.BoundArguments(
+            bound.signature, {n: own_copy(v) for n, v in bound.arguments.items()}
+        )
+        values = tuple(own_copy(v) for v in values)
+        sweep = compiled.name + "_sweep"
+
+        def pullback(*seeds):
+            seeds = tuple(unboxed(s) for s in seeds)
+            return self._run(compiled, values, bound, seeds, name=sweep)
+
+        return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+
+    def _bind(self, args, kwargs):
+        names = self._positional
+        if not kwargs and names is not None and len(args) == len(names):
+            bound = inspect.BoundArguments(self.signature, dict(zip(names, args)))
+            for name in self.wrt:
+                _check_input(name, bound.arguments[name])
+            return bound
+        func = self.func
+        held = self._defaults
+        if func.__defaults__ is not held[0] or func.__kwdefaults__ is not held[1]:  # replaced
+            self.signature = inspect.signature(func, follow_wrapped=False)
+            self._defaults = (func.__defaults__, func.__kwdefaults__)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.func.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        for name in self.wrt:
+            _check_input(name, bound.arguments[name])
+        return bound
+
+    def _finish(self, grads, bound, extra=()):
+        grads = grads if len(self.wrt) > 1 else (grads,)
+        # each gradient is the caller's own: sharing memory with no argument, seed or other
+        # gradient (dx and dy of sin(x + y) are one array in the generated code)
+        others = list(bound.arguments.values()) + list(extra)
+        out = []
+        for g, n in zip(grads, self.wrt):
+            out.append(_conform(g, bound.arguments[n], others))
+            others.append(out[-1])
+        return tuple(out) if self.wrt_tuple else out[0]
+
+    def __call__(self, *args, **kwargs):
+        bound = self._bind(args, kwargs)
+        compiled, values = self.prepared(bound)
+        if self.mode == "vjp" and self.jit:
+            return self._jitted_vjp(compiled, values, bound)
+        if self.mode == "vjp":
+            out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
+            detach(pullback, arrays_in((*bound.arguments.values(), *values, out)))
+            return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+        result = self._run(compiled, values, bound)
+        if self.jit and self.mode == "grad":
+            if np.ndim(result[0]) != 0:
+                raise NonScalarOutputError(
+                    f"grad of {self.func.__name__} needs a scalar output, got shape "
+                    f"{np.shape(result[0])}; use s2sad.vjp or s2sad.jacobian"
+                )
+            return self._finish(result[1], bound)
+        if self.mode == "value_and_grad":
+            return result[0], self._finish(result[1], bound)
+        return self._finish(result, bound)
+
+    def __repr__(self):
+        return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+class JVPTransformed(Transformed):
+    """`jvp(f, wrt)(*args, tangent=t)` returns `(f(*args), J t)`."""
+
+    def __call__(self, *args, tangent=None, **kwargs):
+        if tangent is None:
+            raise TypeError(
+                f"jvp of {self.func.__name__} needs tangent= (shaped like "
+                f"{', '.join(self.wrt)})"
+            )
+        bound = self._bind(args, kwargs)
+        tangents = tangent if self.wrt_tuple else (tangent,)
+        if len(tangents) != len(self.wrt):
+            raise SeedShapeError(f"pass one tangent per wrt input ({len(self.wrt)})")
+        for name, t in zip(self.wrt, tangents):
+            if np.shape(t) != np.shape(bound.arguments[name]):
+                raise SeedShapeError(
+                    f"the tangent of '{name}' has shape {np.shape(t)} but "
+                    f"'{name}' has shape {np.shape(bound.arguments[name])}"
+                )
+        compiled, values = self.prepared(bound)
+        if self.jit:
+            out, out_dot = Jitted.of(compiled)(
+                (*bound.arguments.values(), *(unboxed(t) for t in tangents), *values),
+                strict=self.jit == "strict",
+                what=self.jit_label(),
+            )
+        else:
+            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
+        if compiled.tuple_output:
+            return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+        return out, _conform_output(out_dot, out)
+
+
+class BatchedJVPTransformed(Transformed):
+    """`jvp(f, wrt, batched=True)(*args, tangent=T)`: T holds a batch of tangents along its
+    first axis; returns `(f(*args), rows)`, row k the derivative along tangent k, in one sweep
+    (the primal runs once)."""
+
+    def __call__(self, *args, tangent=None, **kwargs):
+        if tangent is None:
+            raise TypeError(
+                f"jvp of {self.func.__name__} needs tangent= (a batch of tangents of "
+                f"{', '.join(self.wrt)} along a first axis)"
+            )
+        bound = self._bind(args, kwargs)
+        tangents = tangent if self.wrt_tuple else (tangent,)
+        if len(tangents) != len(self.wrt):
+            raise SeedShapeError(f"pass one batch of tangents per wrt input ({len(self.wrt)})")
+        rows = {np.shape(t)[0] if np.ndim(t) else None for t in tangents}
+        for name, t in zip(self.wrt, tangents):
+            shape = np.shape(bound.arguments[name])
+            if np.ndim(t) == 0 or np.shape(t)[1:] != shape:
+                raise SeedShapeError(
+                    f"the tangents of '{name}' have shape {np.shape(t)}; a batch of them has "
+                    f"shape (rows,) + {shape}"
+                )
+        if len(rows) != 1:
+            raise SeedShapeError(f"every wrt input needs the same number of tangents, not {rows}")
+        (size,) = rows
+        tangents = [np.asarray(t, dtype=np.result_type(t, np.float32)) for t in tangents]
+        compiled, values = self.prepared(bound)
+        out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
+        others = list(bound.arguments.values()) + list(tangents)
+        if compiled.tuple_output:
+            rows = []
+            for d, o in zip(out_dot, out):
+                rows.append(_batch_rows(d, size, o, others))
+                others.append(rows[-1])
+            return out, tuple(rows)
+        return out, _batch_rows(out_dot, size, out, others)
+
+
+def _batch_rows(t, size, out, others=()):
+    """Batched tangent rows shaped `(size,) + out.shape`, in out's float dtype, sharing memory
+    with none of `others` (the arguments, the tangents given, the rows returned before)."""
+    dtype = np.result_type(np.asarray(out).dtype, np.float32)
+    t = np.asarray(t, dtype=dtype)
+    if t.ndim == 0:
+        return np.broadcast_to(t, (size,) + np.shape(out)).copy()
+    if not t.flags.writeable or any(np.may_share_memory(t, o) for o in others):
+        return t.copy()
+    return t
+
+
+def unboxed(value):
+    """A 0-d array as the number it holds: compiled code types the two differently."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _conform_output(t, out):
+    """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
+    of at least float32 precision (float64 for integer outputs)."""
+    _refuse_complex(t, "tangent")
+    if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
+        return float(np.asarray(t).reshape(()))
+    if not np.issubdtype(np.result_type(out), np.inexact):
+        out = np.asarray(out, dtype=np.float64)
+    shaped = np.broadcast_to(np.asarray(t), np.shape(out))
+    return (
+        np.array(shaped, dtype=np.result_type(out, np.float32))
+        if np.ndim(out)
+        else np.result_type(out, np.float32).type(shaped[()])
+    )
