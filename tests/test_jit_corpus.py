@@ -50,6 +50,7 @@ import test_rules_nondiff as nd  # noqa: E402
 import test_rules_reductions as red  # noqa: E402
 import test_rules_scans_layout as sl  # noqa: E402
 import test_rules_shape_indexing as sh  # noqa: E402
+import test_rules_sort as so  # noqa: E402
 import test_trust_refusals as tr  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -188,6 +189,9 @@ CORPUS = [
     (sl.tril_fn, (r(3, 4), -1), 0, "vjp"),
     (sl.flip_all, (r(3, 4),), 0, "vjp"),
     (sl.roll_flat, (r(5), 2), 0, "vjp"),
+    # sorting (test_rules_sort.py): Numba's np.sort takes no axis
+    (so.weighted_sorted_cube, (distinct(6),), 0, "grad"),
+    (so.sort_last, (distinct(5),), 0, "jvp"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

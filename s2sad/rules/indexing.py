@@ -238,3 +238,65 @@ def getitem(x, index):
 
 
 defvjp(getitem, "x, index", inert=("index",), x="getitem_vjp(g, x, index)", jvp=linear("x"))
+
+# ----------------------------------------------------------------------------- sort
+# np.sort is a gather in the order that sorts its argument: its cotangent goes back to where each
+# sorted value came from, its tangent is taken in that order. Where values tie, the stable order
+# decides which of them gets which (one of the subgradients, as np.maximum's ties do). Axes of
+# `g` or `t` before the argument's own are a batch, so the helpers serve batched sweeps as they
+# are. Numba's np.argsort sorts vectors only: its forms cover a 1-d argument.
+
+
+@helper(batch_safe=True, jvp=linear("g"))
+def sort_vjp(g, a, axis=-1):
+    """The cotangent of np.sort(a, axis): each element of `g` put where its value was in `a`."""
+    shape = np.shape(a)
+    if axis is None:
+        a, axis = np.reshape(a, -1), 0
+    lead = np.ndim(g) - np.ndim(a)
+    order = np.broadcast_to(np.argsort(a, axis=axis, kind="stable"), np.shape(g))
+    out = np.zeros_like(g)
+    np.put_along_axis(out, order, g, axis=axis + lead if axis >= 0 else axis)
+    return np.reshape(out, np.shape(g)[:lead] + shape)
+
+
+@numba_of(sort_vjp)
+def _sort_vjp(g, a, axis=-1):
+    if not (_array(g) and _array(a) and g.ndim == 1 and a.ndim == 1):
+        return None
+
+    def impl(g, a, axis=-1):
+        order = np.argsort(a, kind="mergesort")  # stable, as NumPy's above
+        out = np.zeros_like(g)
+        for i in range(order.size):
+            out[order[i]] = g[i]
+        return out
+
+    return impl
+
+
+@helper(batch_safe=True, jvp=linear("t"))
+def sorted_like(t, a, axis=-1):
+    """`t` in the order that sorts `a` along `axis`: the tangent of np.sort(a, axis)."""
+    lead = np.ndim(t) - np.ndim(a)
+    if axis is None:
+        t = np.reshape(t, np.shape(t)[:lead] + (-1,))
+        a, axis = np.reshape(a, -1), 0
+    order = np.broadcast_to(np.argsort(a, axis=axis, kind="stable"), np.shape(t))
+    return np.take_along_axis(t, order, axis=axis + lead if axis >= 0 else axis)
+
+
+@numba_of(sorted_like)
+def _sorted_like(t, a, axis=-1):
+    if not (_array(t) and _array(a) and t.ndim == 1 and a.ndim == 1):
+        return None
+    return lambda t, a, axis=-1: t[np.argsort(a, kind="mergesort")]
+
+
+defvjp(
+    np.sort,
+    "a, axis=-1, kind=None, order=None, *, stable=None",
+    a="sort_vjp(g, a, axis=axis)",
+    inert=("kind", "order", "stable"),
+    jvp=explicit(a="sorted_like(t, a, axis=axis)"),
+)
