@@ -28,6 +28,8 @@ merged           If           normalize.control (pruned by  names assigned on bo
 op               statement    driver (classify) ->          what the statement computes
                               activity, tangent, reverse,   (classify.Op)
                               tape
+s2sad_adjoint    If, For      reverse_control -> emit       a branch or loop of the adjoint sweep
+                                                            (emit drops such a loop left empty)
 s2sad_callee     Call.func    normalize -> classify, ranks, the object called, resolved once
                               activity, tangent, tape
 s2sad_runtime    Name         normalize.memory -> resolve   the runtime helper a name s2sad wrote
@@ -69,6 +71,14 @@ def copy_origin(new: ast.AST, old: ast.AST) -> ast.AST:
     """`new` comes from the same user statement as `old`."""
     new.src = getattr(old, "src", None)
     new.src_parsed = getattr(old, "src_parsed", None)
+    return new
+
+
+def take_origin(new: ast.AST, src) -> ast.AST:
+    """`new` stands for `src`: the user statement `src` comes from, or `src` itself where it has
+    no `src` (a user's statement, an `If` of the user's being differentiated)."""
+    new.src = getattr(src, "src", src)
+    new.src_parsed = getattr(src, "src_parsed", None)
     return new
 
 
@@ -163,8 +173,21 @@ def op(stmt: ast.AST):
     return getattr(stmt, "op", None)
 
 
+def is_classified(stmt: ast.AST) -> bool:
+    """The driver classified it (its `op` may still be None); statements written later were not."""
+    return hasattr(stmt, "op")
+
+
 def set_op(stmt: ast.AST, value) -> None:
     stmt.op = value
+
+
+def is_adjoint(stmt: ast.AST) -> bool:
+    return getattr(stmt, "s2sad_adjoint", False)
+
+
+def mark_adjoint(stmt: ast.AST) -> None:
+    stmt.s2sad_adjoint = True
 
 
 def is_synthetic(stmt: ast.AST) -> bool:

@@ -179,7 +179,7 @@ class ControlFlow(Statements):
                     copy_stmt = ast.Assign(
                         [ast.Name(merged, ast.Store())], ast.Name(name, ast.Load())
                     )
-                    ir.set_origin(copy_stmt, self.src, self.parsed)
+                    ir.set_origin(copy_stmt, self.user_stmt, self.parsed)
                     ir.mark_merge_copy(copy_stmt)
                     stmts.append(copy_stmt)
             if varied:
@@ -235,7 +235,7 @@ class ControlFlow(Statements):
             current = self.env.get(var, name)
             if current != name:
                 stmt = ast.Assign([ast.Name(name, ast.Store())], ast.Name(current, ast.Load()))
-                ir.set_origin(stmt, self.src, self.parsed)
+                ir.set_origin(stmt, self.user_stmt, self.parsed)
                 ir.mark_end_copy(stmt)  # the loop-carried value for the next iteration
                 copies.append(stmt)
                 if current in self.varied:
@@ -244,9 +244,9 @@ class ControlFlow(Statements):
 
     def exit_copies_for_break(self) -> list[ast.stmt]:
         if not self.exit_copies:
-            raise self.unsupported(self.src, "`break` outside a loop")
+            raise self.unsupported(self.user_stmt, "`break` outside a loop")
         exit_ = ast.Break()
-        ir.set_origin(exit_, self.src, self.parsed)
+        ir.set_origin(exit_, self.user_stmt, self.parsed)
         return self.copies_back(self.exit_copies[-1]) + [exit_]
 
     def mark_loop_varied(self, body: list[ast.stmt]) -> None:

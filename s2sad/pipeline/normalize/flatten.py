@@ -94,7 +94,7 @@ class Flattener:
         )
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
-        self.src: ast.stmt | None = None  # the user's statement being flattened
+        self.user_stmt: ast.stmt | None = None  # the user's statement being flattened
         self._varied_memo: dict[int, tuple] | None = None  # see mentions_varied
 
     # ------------------------------------------------------------------ the walk's entries
@@ -102,13 +102,13 @@ class Flattener:
         raise NotImplementedError  # statements.py
 
     def block_into(self, out: list[ast.stmt], stmts: list[ast.stmt]) -> None:
-        saved, saved_src = self.out, self.src
+        saved, saved_src = self.out, self.user_stmt
         self.out = out
         for node in stmts:
             if not ir.is_synthetic(node):
-                self.src = node
+                self.user_stmt = node
             self.statement(node)
-        self.out, self.src = saved, saved_src
+        self.out, self.user_stmt = saved, saved_src
 
     def unsupported(self, node: ast.AST, what: str):
         return self.parsed.error(
@@ -125,7 +125,7 @@ class Flattener:
 
     # ------------------------------------------------------------------ writing statements
     def put(self, stmt: ast.stmt) -> ast.stmt:
-        ir.set_origin(stmt, self.src, self.parsed)
+        ir.set_origin(stmt, self.user_stmt, self.parsed)
         self.out.append(stmt)
         return stmt
 
@@ -162,7 +162,7 @@ class Flattener:
                 UnsupportedSyntaxError,
                 "s2sad does not differentiate complex values yet: "
                 f"`{ast.unparse(rhs)}` makes one from a differentiated value",
-                self.src,
+                self.user_stmt,
                 hint="keep the differentiated path real (write the real and imaginary parts as "
                 "two real arrays), or give the function a rule with s2sad.register_vjp",
             )

@@ -140,7 +140,7 @@ class Inlining(ControlFlow):
         index = reads.helper(spec, func)
         parsed = parse_function(func)
         sub = type(self)(parsed, [], parent=self, env={}, index=index)
-        sub.src = self.src
+        sub.user_stmt = self.user_stmt
         positional = [
             p.name
             for p in inspect.signature(func).parameters.values()
@@ -186,7 +186,7 @@ class Inlining(ControlFlow):
             loop_varied=self.loop_varied,
         )
         sub.resolver.locals = sub.locals
-        sub.src = self.src
+        sub.user_stmt = self.user_stmt
         held = self.local_defaults.get(id(fn), {})
         empty = inspect.Parameter.empty
         sig_params = [
