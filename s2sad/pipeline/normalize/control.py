@@ -20,9 +20,9 @@ from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
 from ..dependence import assignment_flows, dependents
+from ..names import names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
-from .liveness import assigned_in
 from .statements import Statements
 
 
@@ -197,7 +197,7 @@ class ControlFlow(Statements):
     def loop_body(self, node, body: list[ast.stmt], setup) -> tuple[list[ast.stmt], dict, list]:
         """Normalize a loop body; returns (statements, header map, live-out user names)."""
         before = dict(self.env)
-        modified = [v for v in assigned_in(body)]
+        modified = names_stored(body)
         header = {v: before[v] for v in modified if v in before}
         self.headers.append(set(header))
         self.exit_copies.append(header)
@@ -377,7 +377,7 @@ class ControlFlow(Statements):
         return seq
 
     def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
-        rebound = isinstance(node, ast.Name) and node.id in assigned_in(body)
+        rebound = isinstance(node, ast.Name) and node.id in names_stored(body)
         if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
             name = (
                 self.names.fresh(f"{getattr(node, 'id', 'items')}_items")

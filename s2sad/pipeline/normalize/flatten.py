@@ -17,9 +17,9 @@ import ast
 from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
+from ..names import names_mentioned, names_stored
 from ..reserved import reserved_names
 from ..resolve import Resolver
-from .liveness import assigned_names
 from .memory import Memory, arrays_written
 from .calls import inlinable
 from .naming import NameAllocator
@@ -66,10 +66,10 @@ class Flattener:
         loop_varied: set[str] | None = None,
     ):
         self.parsed = parsed
-        self.locals = set(parsed.params) | assigned_names(parsed.tree) | set(extra_locals)
+        self.locals = set(parsed.params) | set(names_stored([parsed.tree])) | set(extra_locals)
         if parent is None:
             self.resolver = Resolver(parsed, self.locals)
-            all_names = {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
+            all_names = names_mentioned([parsed.tree])
             reserved = reserved_names(parsed.name)
             self.names = NameAllocator(all_names | set(parsed.params) | reserved)
             self.resolver.hygiene(reserved, self.names, self.locals)
@@ -77,7 +77,7 @@ class Flattener:
         else:
             self.resolver = Resolver(parsed, self.locals, parent=parent.resolver, index=index)
             self.names = parent.names
-            self.names.taken |= {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
+            self.names.taken |= names_mentioned([parsed.tree])
             self.varied = parent.varied
         # user names that vary in some iteration of a loop around (see mark_loop_varied)
         self.loop_varied: set[str] = loop_varied if loop_varied is not None else set()
@@ -224,9 +224,7 @@ class _Rename(ast.NodeTransformer):
         """A comprehension of values that carry no derivative (differentiated ones are refused
         before this): its own variables stay as they are."""
         saved = self.bound
-        self.bound = saved | {
-            n.id for g in node.generators for n in walk_nodes(g.target) if isinstance(n, ast.Name)
-        }
+        self.bound = saved | names_mentioned([g.target for g in node.generators])
         self.generic_visit(node)
         self.bound = saved
         return node

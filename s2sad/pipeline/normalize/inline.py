@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 from ... import ir
 from ...errors import UnsupportedSyntaxError
+from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
 from .control import ControlFlow
-from .liveness import assigned_names, loads
 
 
 class VariedArguments(NamedTuple):
@@ -83,7 +83,7 @@ class Inlining(ControlFlow):
         defaults_spelled,
         varied: VariedArguments,
     ) -> None:
-        rebound = assigned_names(sub.parsed.tree)
+        rebound = set(names_stored([sub.parsed.tree]))
         try:
             bound = signature.bind(*args, **keywords)
         except TypeError as exc:
@@ -196,7 +196,7 @@ class Inlining(ControlFlow):
             [],
             parent=self,
             env=dict(self.env),
-            extra_locals=self.locals | set(params) | assigned_names(tree),
+            extra_locals=self.locals | set(params) | set(names_stored([tree])),
             local_funcs=dict(self.local_funcs),
             loop_varied=self.loop_varied,
         )
@@ -241,7 +241,7 @@ class Inlining(ControlFlow):
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
         held = {}
         for arg, default in pairs:
-            if not (loads(default) & self.locals):
+            if not (names_read([default]) & self.locals):
                 held[arg.arg] = default
                 continue
             local = self.names.fresh(f"{getattr(fn, 'name', 'lambda')}_{arg.arg}")
