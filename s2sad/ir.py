@@ -2,6 +2,8 @@
 them. This module is the one place that names them; read and write them through its functions,
 never by `getattr(node, "...")`. Each accessor is one attribute look-up (they sit in the hot loops
 of the transform) and gives the annotation's default where a node has none.
+`test_node_annotations_only_through_ir` (tests/test_architecture.py) fails where another module
+reads or writes one of these names directly.
 
 annotation       on           set by -> read by             meaning
 ---------------  -----------  ----------------------------  ----------------------------------------
