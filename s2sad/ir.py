@@ -2,6 +2,8 @@
 them. This module is the one place that names them; read and write them through its functions,
 never by `getattr(node, "...")`. Each accessor is one attribute look-up (they sit in the hot loops
 of the transform) and gives the annotation's default where a node has none.
+`test_node_annotations_only_through_ir` (tests/test_architecture.py) fails where another module
+reads or writes one of these names directly.
 
 annotation       on           set by -> read by             meaning
 ---------------  -----------  ----------------------------  ----------------------------------------
@@ -28,6 +30,8 @@ merged           If           normalize.control (pruned by  names assigned on bo
 op               statement    driver (classify) ->          what the statement computes
                               activity, tangent, reverse,   (classify.Op)
                               tape
+s2sad_adjoint    If, For      reverse_control -> emit       a branch or loop of the adjoint sweep
+                                                            (emit drops such a loop left empty)
 s2sad_callee     Call.func    normalize -> classify, ranks, the object called, resolved once
                               activity, tangent, tape
 s2sad_runtime    Name         normalize.memory -> resolve   the runtime helper a name s2sad wrote
@@ -69,6 +73,14 @@ def copy_origin(new: ast.AST, old: ast.AST) -> ast.AST:
     """`new` comes from the same user statement as `old`."""
     new.src = getattr(old, "src", None)
     new.src_parsed = getattr(old, "src_parsed", None)
+    return new
+
+
+def take_origin(new: ast.AST, src) -> ast.AST:
+    """`new` stands for `src`: the user statement `src` comes from, or `src` itself where it has
+    no `src` (a user's statement, an `If` of the user's being differentiated)."""
+    new.src = getattr(src, "src", src)
+    new.src_parsed = getattr(src, "src_parsed", None)
     return new
 
 
@@ -163,8 +175,21 @@ def op(stmt: ast.AST):
     return getattr(stmt, "op", None)
 
 
+def is_classified(stmt: ast.AST) -> bool:
+    """The driver classified it (its `op` may still be None); statements written later were not."""
+    return hasattr(stmt, "op")
+
+
 def set_op(stmt: ast.AST, value) -> None:
     stmt.op = value
+
+
+def is_adjoint(stmt: ast.AST) -> bool:
+    return getattr(stmt, "s2sad_adjoint", False)
+
+
+def mark_adjoint(stmt: ast.AST) -> None:
+    stmt.s2sad_adjoint = True
 
 
 def is_synthetic(stmt: ast.AST) -> bool:

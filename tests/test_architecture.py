@@ -1,6 +1,7 @@
 """The package's shape (scripts/import_graph.py): no import circles among s2sad's modules, no
 import of one inside a function, no module over 600 lines and no class over 400."""
 
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -60,3 +61,75 @@ def test_imports_inside_functions_are_seen(tmp_path):
     (tmp_path / "s2sad/b.py").write_text("def f():\n    from .a import x\n")
     edges = graph.graph(graph.modules(tmp_path))
     assert graph.cycles(edges) == [["s2sad.a", "s2sad.b"]]
+
+
+# ---------------------------------------------------------------- node annotations: s2sad/ir.py only
+ANNOTATIONS = {"src", "src_parsed", "end_copy", "merge_copy", "counter", "header", "liveout"}
+ANNOTATIONS |= {"index", "trips", "iters", "merged", "op"}
+OPERATOR_NODES = {"BinOp", "UnaryOp", "BoolOp", "AugAssign"}  # their `op` is the ast's own field
+NOT_ANNOTATIONS = {  # attributes of the same names on objects that are not ast nodes
+    ("s2sad/pipeline/resolve.py", "parent.index"),  # a Resolver's scope number
+    ("s2sad/standalone.py", "order.index"),  # list.index, passed as a sort key
+}
+
+
+def _is_annotation(name):
+    return name in ANNOTATIONS or name.startswith("s2sad_")
+
+
+def _operator_field(node, parent):
+    """`x.op` read as the ast operator: `isinstance(x.op, ...)`, `type(x.op)`, `ast.BinOp(.., x.op, ..)`."""
+    if not isinstance(parent, ast.Call) or node not in parent.args:
+        return False
+    func = parent.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    return called in {"isinstance", "type"} | OPERATOR_NODES
+
+
+def annotation_uses(source, module=""):
+    """Places that read or write a node annotation directly (`getattr(x, "src")`, `x.merged`)."""
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for node in ast.walk(tree):
+        parent = parents.get(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in {"getattr", "setattr", "hasattr", "delattr"} and len(node.args) > 1:
+                name = node.args[1]
+                if isinstance(name, ast.Constant) and _is_annotation(str(name.value)):
+                    found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+        if not isinstance(node, ast.Attribute) or not _is_annotation(node.attr):
+            continue
+        if isinstance(node.value, ast.Name) and node.value.id in {"self", "ir"}:
+            continue  # a class's own field, or ir's accessor
+        if node.attr == "index" and isinstance(parent, ast.Call) and parent.func is node:
+            continue  # list.index(...)
+        if node.attr == "op" and _operator_field(node, parent):
+            continue
+        if (module, ast.unparse(node)) not in NOT_ANNOTATIONS:
+            found.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_node_annotations_only_through_ir():
+    found = []
+    for path in sorted((ROOT / "s2sad").rglob("*.py")):
+        module = path.relative_to(ROOT).as_posix()
+        if module != "s2sad/ir.py":
+            found += annotation_uses(path.read_text(), module)
+    assert found == []
+
+
+def test_the_annotation_check_sees_direct_uses():
+    source = (
+        'a = getattr(stmt, "src", None)\nstmt.merged = []\nn = loop.index\n'
+        'setattr(x, "s2sad_callee", f)\nk = s.op.kind\n'
+        "ok = isinstance(b.op, ast.Add), self.src, xs.index(1), ast.BinOp(l, b.op, r), parsed.text\n"
+    )
+    assert [use.split(" ", 1)[1] for use in annotation_uses(source)] == [
+        "getattr(stmt, 'src', None)",
+        "stmt.merged",
+        "loop.index",
+        "setattr(x, 's2sad_callee', f)",
+        "s.op",
+    ]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import rules
+from .. import ir, rules
 from .reserved import STATIC_ATTRS
 from .nodes import index_expr
 from ..rules.indexing import getitem
@@ -97,7 +97,7 @@ def _names(node: ast.AST) -> set[str]:
         isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id in ("len", "isinstance")
-        and getattr(node.func, "s2sad_callee", None) in (None, len, isinstance)
+        and ir.callee(node.func) in (None, len, isinstance)
     ):
         return set()
     if isinstance(node, ast.Name):
@@ -133,11 +133,7 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         return Op(stmt, None, "effect", reads=_names(stmt) & local_names)
     target = stmt.targets[0].id
     value = stmt.value
-    if (
-        isinstance(value, ast.Call)
-        and getattr(value.func, "s2sad_callee", None) is snapshot
-        and len(value.args) == 1
-    ):
+    if isinstance(value, ast.Call) and ir.callee(value.func) is snapshot and len(value.args) == 1:
         # snapshot(x[index]), snapshot(x.reshape(...)): differentiates as the read it copies
         inner = ast.Assign(stmt.targets, value.args[0])
         op = classify(inner, local_names)
@@ -156,7 +152,7 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         if func is None:
             return op
     elif isinstance(value, ast.Call):
-        callee = getattr(value.func, "s2sad_callee", None)
+        callee = ir.callee(value.func)
         args = list(value.args)
         keywords = {k.arg: k.value for k in value.keywords}
         if callee is None and not isinstance(value.func, ast.Attribute):

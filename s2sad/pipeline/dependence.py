@@ -48,9 +48,10 @@ def dependents(sources: Iterable[str], flows: Iterable[tuple[Collection[str], Ta
     return reached
 
 
-def names_read(node: ast.AST, local_names: Collection[str]) -> set[str]:
+def derivative_reads(node: ast.AST, local_names: Collection[str]) -> set[str]:
     """The names whose value `node` reads in a way a derivative may flow through: not under a
-    static attribute (`x.shape`) nor in a call of `len` or `isinstance` (unless the user's own)."""
+    static attribute (`x.shape`) nor in a call of `len` or `isinstance` (unless the user's own).
+    `names.names_read` is every name read, these included."""
     names: set[str] = set()
     todo = [node]
     while todo:
@@ -79,13 +80,13 @@ def assignment_flows(body: list[ast.stmt], local_names, is_enumerate) -> list[tu
     flows = []
     for stmt in walk_nodes(ast.Module(body=body, type_ignores=[])):
         if isinstance(stmt, ast.For):
-            flows.append((names_read(stmt.iter, local_names), _items_of(stmt, is_enumerate)))
+            flows.append((derivative_reads(stmt.iter, local_names), _items_of(stmt, is_enumerate)))
         elif isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             if stmt.value is None:
                 continue
-            reads = names_read(stmt.value, local_names)
+            reads = derivative_reads(stmt.value, local_names)
             if isinstance(stmt, ast.AugAssign):
-                reads |= names_read(stmt.target, local_names)
+                reads |= derivative_reads(stmt.target, local_names)
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             flows.append((reads, _changed(targets)))
     return flows

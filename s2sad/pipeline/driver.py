@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 
+from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError
@@ -75,12 +76,12 @@ def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
     simple = list(simple_statements(norm.stmts))
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
-        stmt.op = classify(stmt, local_names)
+        ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit)
     else:
-        active = active_names(parsed, [s.op for s in simple], list(wrt), norm.outputs)
+        active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
         source, name = _reverse_mode(
             parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
         )

@@ -11,6 +11,7 @@ import functools
 
 import black
 
+from .. import ir
 from ..astcopy import clone, walk_nodes
 from .names import names_mentioned, names_read
 from .tape import without_markers
@@ -73,12 +74,12 @@ class _Lines:
         lines: list[str] = []
         previous = parent_src
         for stmt in stmts:
-            src = getattr(stmt, "src", None)
+            src = ir.src(stmt)
             code = self.statement(stmt, indent, src)
             if not code:
                 continue
             if src is not None and src is not previous:
-                lines.append(indent + self.label(src, getattr(stmt, "src_parsed", None)))
+                lines.append(indent + self.label(src, ir.src_parsed(stmt)))
                 previous = src
             lines += code
         return lines
@@ -99,7 +100,7 @@ class _Lines:
             return out
         if isinstance(stmt, (ast.For, ast.While)):
             body = self.block(stmt.body, inner, src)
-            if not body and getattr(stmt, "adjoint", False):
+            if not body and ir.is_adjoint(stmt):
                 return []  # an adjoint loop with nothing to do
             if isinstance(stmt, ast.For):
                 head = f"{indent}for {ast.unparse(stmt.target)} in {ast.unparse(stmt.iter)}:"

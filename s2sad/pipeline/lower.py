@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import ir
 from .nodes import index_expr
 
 
@@ -105,8 +106,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                     ast.Name("add_at", ast.Load()), [node.target.value, index, node.value], []
                 )
                 new = ast.Expr(call)
-                new.src = getattr(node, "src", None)
-                new.src_parsed = getattr(node, "src_parsed", None)
+                ir.copy_origin(new, node)
                 return new
             return node
 

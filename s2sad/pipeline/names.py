@@ -13,7 +13,8 @@ from ..astcopy import walk_nodes
 
 
 def assigned(stmts: list[ast.stmt]) -> set[str]:
-    """Names a block assigns (at any depth), loop indices included."""
+    """Names a block of normalized code assigns (at any depth): `=` targets and loop indices,
+    the only bindings left after normalization (`names_stored` reads the user's code)."""
     names = set()
     for stmt in stmts:
         for node in walk_nodes(stmt):
@@ -66,6 +67,18 @@ def statements_in_order(stmts):
             yield from statements_in_order(stmt.orelse)
         else:
             yield stmt
+
+
+def names_stored(nodes) -> list[str]:
+    """Every name the nodes bind (a `Store`: `=`, `+=`, loop and comprehension targets), at any
+    depth, in order of first appearance: for the user's code, which binds names in more ways than
+    `assigned` sees."""
+    names: dict[str, None] = {}
+    for node in nodes:
+        for n in walk_nodes(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.setdefault(n.id)
+    return list(names)
 
 
 def names_read(stmts) -> set[str]:

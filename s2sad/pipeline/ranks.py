@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .. import rules, runtime
+from .. import ir, rules, runtime
 
 from ..astcopy import clone, walk_nodes
 from .classify import BINOPS, METHODS, UNARYOPS
@@ -157,12 +157,12 @@ class Ranks:
             shape = node.value
             return isinstance(shape, ast.Attribute) and shape.attr == "shape"
         if isinstance(node, ast.Call):
-            callee = getattr(node.func, "s2sad_callee", None)
+            callee = ir.callee(node.func)
             return callee in (len, int)
         return False
 
     def call(self, node: ast.Call):
-        callee = getattr(node.func, "s2sad_callee", None)
+        callee = ir.callee(node.func)
         args = list(node.args)
         if callee is None and isinstance(node.func, ast.Attribute):
             callee = METHODS.get(node.func.attr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from .. import ir
 from ..astcopy import clone
 from .lower import jit_copy
 from .normalize import NameAllocator
@@ -187,9 +188,7 @@ class Reverser(BranchesAndLoops):
 
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:
-        stmt.src = getattr(src, "src", src)
-        stmt.src_parsed = getattr(src, "src_parsed", None)
-        return stmt
+        return ir.take_origin(stmt, src)
 
     # ------------------------------------------------------------------ statements
     def block(self, stmts: list[ast.stmt], ctx: Context) -> list:
@@ -204,7 +203,7 @@ class Reverser(BranchesAndLoops):
         return out
 
     def simple(self, stmt: ast.Assign, ctx: Context) -> list:
-        op = stmt.op
+        op = ir.op(stmt)
         out: list = []
         if op.kind == "setitem":
             self.setitem(stmt, op, ctx, out)
@@ -217,7 +216,7 @@ class Reverser(BranchesAndLoops):
             g = self.adjoint[op.target]  # the value before this assignment is another value:
             self.zero.add(g)  # its adjoint starts from zero
             self.owned.discard(g)
-        if getattr(stmt, "end_copy", False):
+        if ir.is_end_copy(stmt):
             out.append(Marker("header", stmt, stmt))
         return out
 

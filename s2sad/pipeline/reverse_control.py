@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from .. import ir
 from ..astcopy import clone
 from .names import assign_counts, assigned, simple_statements
 from .nodes import assign_to, call_of, load_name
@@ -47,7 +48,7 @@ class BranchesAndLoops:
         nonzero = {p for p in touched if self.live(self.dname(p))}
         writers: dict[str, list] = {}  # a worklist: sweeps until nothing changes are quadratic
         for s in simple_statements(loop.body):
-            op = getattr(s, "op", None)
+            op = ir.op(s)
             if op is not None and op.kind in ("rule", "setitem"):
                 writers.setdefault(op.target, []).append(op)
         todo = list(nonzero)
@@ -105,8 +106,8 @@ class BranchesAndLoops:
         body = [Marker("block", id(stmt.body))] + body
         orelse = [Marker("block", id(stmt.orelse))] + orelse
         node = ast.If(clone(stmt.test), body, orelse)
-        node.src, node.src_parsed = stmt.src, stmt.src_parsed
-        node.adjoint = True
+        ir.copy_origin(node, stmt)
+        ir.mark_adjoint(node)
         return inits + [node]
 
     def branches(self, stmt: ast.If, ctx: Context):
@@ -123,8 +124,8 @@ class BranchesAndLoops:
 
     def loop(self, stmt, ctx: Context) -> list:
         body_names = assigned(stmt.body)
-        carried = set(stmt.header) | set(stmt.liveout)
-        index = stmt.index if isinstance(stmt, ast.For) else None
+        carried = set(ir.header(stmt)) | set(ir.liveout(stmt))
+        index = ir.loop_index(stmt) if isinstance(stmt, ast.For) else None
         inner = Context(
             stmt, body_names - carried, carried, ctx.indices | ({index} if index else set())
         )
@@ -132,18 +133,18 @@ class BranchesAndLoops:
         # adjoints the reversed body accumulates into across iterations start here
         touched = set()
         for s in simple_statements(stmt.body):
-            op = getattr(s, "op", None)
+            op = ir.op(s)
             if op is None:
                 continue
             names = {o for _, _, o in op.operands} | ({op.target} if op.target else set())
             touched |= {n for n in names if n in self.active and n not in inner.local}
         inplace = {
-            s.op.target if s.op.kind == "setitem" else s.op.operands[0][2]
-            for s in simple_statements(stmt.body)
-            if getattr(s, "op", None) is not None
+            op.target if op.kind == "setitem" else op.operands[0][2]
+            for op in map(ir.op, simple_statements(stmt.body))
+            if op is not None
             and (
-                s.op.kind == "setitem"
-                or (s.op.kind == "rule" and s.op.operands and s.op.bound.rule.name == "getitem")
+                op.kind == "setitem"
+                or (op.kind == "rule" and op.operands and op.bound.rule.name == "getitem")
             )
         }
         # only adjoints that can become nonzero in the loop take part: the others stay zero in
@@ -156,7 +157,7 @@ class BranchesAndLoops:
             elif not self.live(self.dname(primal)):
                 d = self.dname(primal)
                 zero = self.zero_of(primal)
-                if self.batched and primal in stmt.liveout:  # unassigned if the loop never ran
+                if self.batched and primal in ir.liveout(stmt):  # unassigned if the loop never ran
                     zero.args[1] = ast.Lambda(_no_arguments(), load_name(primal))
                 inits.append(self.at(assign_to(d, zero), stmt))
                 self.defined.add(d)
@@ -200,24 +201,28 @@ class BranchesAndLoops:
                 span = span.args[0]
             if self.jit and not backwards:  # Numba has no reversed(range(...))
                 node = ast.For(
-                    ast.Name(stmt.index, ast.Store()), _backward_range(span, stmt.trips), body, []
+                    ast.Name(ir.loop_index(stmt), ast.Store()),
+                    _backward_range(span, ir.trips(stmt)),
+                    body,
+                    [],
                 )
-                node.src, node.src_parsed = stmt.src, stmt.src_parsed
-                node.adjoint = True
+                ir.copy_origin(node, stmt)
+                ir.mark_adjoint(node)
                 return inits + [node]
-            if stmt.trips is not None:
-                span = ast.Subscript(span, ast.Slice(None, load_name(stmt.trips), None), ast.Load())
+            trips = ir.trips(stmt)
+            if trips is not None:
+                span = ast.Subscript(span, ast.Slice(None, load_name(trips), None), ast.Load())
             node = ast.For(
-                ast.Name(stmt.index, ast.Store()),
+                ast.Name(ir.loop_index(stmt), ast.Store()),
                 span if backwards else call_of("reversed", span),
                 body,
                 [],
             )
         else:
             counter = ast.Name(self.unused(), ast.Store())
-            node = ast.For(counter, call_of("range", load_name(stmt.iters)), body, [])
-        node.src, node.src_parsed = stmt.src, stmt.src_parsed
-        node.adjoint = True
+            node = ast.For(counter, call_of("range", load_name(ir.iters(stmt))), body, [])
+        ir.copy_origin(node, stmt)
+        ir.mark_adjoint(node)
         return inits + [node]
 
 

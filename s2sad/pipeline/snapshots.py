@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import ir
 from ..astcopy import walk_nodes
 from .names import simple_statements, statements_in_order
 
@@ -113,7 +114,7 @@ def _allocates_fresh(value) -> bool:
         return False
     if short == "copy" and isinstance(func, ast.Attribute) and not value.args:
         return True  # x.copy()
-    callee = getattr(func, "s2sad_callee", None)
+    callee = ir.callee(func)
     return callee is not None and getattr(callee, "__module__", "").startswith("numpy")
 
 
@@ -176,7 +177,7 @@ class FinalReads:
                 if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
                     if func.attr != "copy":
                         self.escaped.add(func.value.id)
-                callee = getattr(func, "s2sad_callee", None)
+                callee = ir.callee(func)
                 if callee is None or getattr(callee, "__name__", "") in _MUTATING:
                     for a in node.args:
                         if isinstance(a, ast.Name):

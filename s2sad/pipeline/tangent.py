@@ -11,7 +11,7 @@ import copy
 import numpy as np
 
 from ..astcopy import clone
-from .. import rules, runtime
+from .. import ir, rules, runtime
 from .activity import refuse_hidden_writes
 from .dependence import dependents
 from ..errors import NoRuleError, UnsupportedSyntaxError
@@ -80,7 +80,7 @@ def _add_at(stmt):
     value = stmt.value if isinstance(stmt, ast.Expr) else None
     if not isinstance(value, ast.Call) or len(value.args) != 3 or value.keywords:
         return None
-    callee = getattr(value.func, "s2sad_callee", None)
+    callee = ir.callee(value.func)
     if callee is runtime.add_at or is_add_at(callee):
         return value
     return None
@@ -104,7 +104,7 @@ class Forward:
         self.active = self.varied(stmts, set(wrt))
         refuse_hidden_writes(
             parsed,
-            [s.op for s in simple_statements(stmts) if hasattr(s, "op")],
+            [ir.op(s) for s in simple_statements(stmts) if ir.is_classified(s)],
             self.active,
             lambda s: _list_call(s, "append") is not None or _add_at(s) is not None,
         )
@@ -136,7 +136,7 @@ class Forward:
 
     def flow(self, stmt) -> tuple[set[str], list[str]]:
         """What a statement's targets depend on, as (reads, targets): see dependence.py."""
-        op = getattr(stmt, "op", None)
+        op = ir.op(stmt)
         if isinstance(stmt, ast.Expr):
             call = _list_call(stmt, "append")
             if call is not None:
@@ -169,14 +169,13 @@ class Forward:
                 out.append(stmt)
                 out += [self.at(t, stmt) for t in self.tangents(stmt)]
                 continue
-            new.src, new.src_parsed = stmt.src, getattr(stmt, "src_parsed", None)
+            ir.copy_origin(new, stmt)
             out.append(new)
         return out
 
     @staticmethod
     def at(stmt, src):
-        stmt.src, stmt.src_parsed = src.src, getattr(src, "src_parsed", None)
-        return stmt
+        return ir.copy_origin(stmt, src)
 
     def tangents(self, stmt) -> list[ast.stmt]:
         if isinstance(stmt, ast.Expr):
@@ -219,9 +218,9 @@ class Forward:
                     )
                 ]
             return []
-        if not isinstance(stmt, ast.Assign) or not hasattr(stmt, "op"):
+        if not isinstance(stmt, ast.Assign) or not ir.is_classified(stmt):
             return []
-        op = stmt.op
+        op = ir.op(stmt)
         if op.kind == "setitem":
             if op.target not in self.active:
                 return []
@@ -261,12 +260,12 @@ class Forward:
         """A differentiated value a statement stores needs a name to carry its tangent: one
         left as an expression would get a zero tangent, a wrong derivative, so it is refused."""
         if not isinstance(arg, ast.Name) and names_mentioned([arg]) & self.active:
-            where = getattr(stmt, "src_parsed", None) or self.parsed
+            where = ir.src_parsed(stmt) or self.parsed
             raise where.error(
                 UnsupportedSyntaxError,
                 f"s2sad cannot carry the tangent of `{ast.unparse(arg)}` into "
                 f"`{ast.unparse(stmt.value.func)}(...)` in forward mode",
-                getattr(stmt, "src", None),
+                ir.src(stmt),
                 hint="assign the value to a name first",
             )
 
@@ -436,11 +435,11 @@ class Forward:
         return _explicit_term(template, args, op.target, t, k)
 
     def no_rule(self, stmt, op, what=None):
-        where = getattr(stmt, "src_parsed", None) or self.parsed
+        where = ir.src_parsed(stmt) or self.parsed
         return where.error(
             NoRuleError,
             f"no forward-mode (jvp) rule for {what or op.what or 'this'}",
-            stmt.src,
+            ir.src(stmt),
             hint="use an operation with a tangent rule (see "
             "the `jvp=` of the op's entry in s2sad/rules/); custom_vjp rules have no tangent rule",
         )

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import runtime
+from .. import ir, runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import load_name
@@ -42,11 +42,7 @@ def _owned(block: list[ast.stmt]) -> list[str]:
     """Names a block assigns at its own level, in order (not loop-carried copies or counters)."""
     names: dict[str, None] = {}
     for stmt in block:
-        if (
-            isinstance(stmt, ast.Assign)
-            and not getattr(stmt, "end_copy", False)
-            and not getattr(stmt, "counter", False)
-        ):
+        if isinstance(stmt, ast.Assign) and not ir.is_end_copy(stmt) and not ir.is_counter(stmt):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
                     names.setdefault(t.id)
@@ -54,10 +50,10 @@ def _owned(block: list[ast.stmt]) -> list[str]:
                     for e in t.elts:
                         names.setdefault(e.id)
         elif isinstance(stmt, ast.If):
-            for n in stmt.merged:
+            for n in ir.merged(stmt):
                 names.setdefault(n)
         elif isinstance(stmt, (ast.For, ast.While)):
-            for n in stmt.liveout:
+            for n in ir.liveout(stmt):
                 names.setdefault(n)
     return list(names)
 
@@ -182,7 +178,7 @@ class Tape:
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
-            elif isinstance(stmt, ast.Assign) and getattr(stmt, "end_copy", False):
+            elif isinstance(stmt, ast.Assign) and ir.is_end_copy(stmt):
                 target = stmt.targets[0].id
                 if target in self.reads:
                     out.append(self.at(self.push(target), stmt))
@@ -212,9 +208,7 @@ class Tape:
 
     @staticmethod
     def at(stmt: ast.stmt, src) -> ast.stmt:
-        stmt.src = getattr(src, "src", src)
-        stmt.src_parsed = getattr(src, "src_parsed", None)
-        return stmt
+        return ir.take_origin(stmt, src)
 
     # ------------------------------------------------------------------ adjoint side
     def adjoint(self, stmts: list) -> list[ast.stmt]:
@@ -286,8 +280,8 @@ def _recomputable(
             isinstance(s, ast.Assign)
             and len(s.targets) == 1
             and isinstance(s.targets[0], ast.Name)
-            and not getattr(s, "end_copy", False)
-            and not getattr(s, "counter", False)
+            and not ir.is_end_copy(s)
+            and not ir.is_counter(s)
             and counts.get(s.targets[0].id) == 1
         ):
             top[s.targets[0].id] = (i, s)
@@ -353,7 +347,7 @@ def _cheap(value: ast.expr) -> bool:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
             return False
         if isinstance(node, ast.Call):
-            callee = getattr(node.func, "s2sad_callee", None)
+            callee = ir.callee(node.func)
             elementwise = isinstance(callee, np.ufunc) or callee is runtime.snapshot
             if not elementwise and getattr(callee, "__module__", None) != "math":
                 return False
@@ -363,8 +357,7 @@ def _cheap(value: ast.expr) -> bool:
 def _again(stmt: ast.stmt) -> ast.stmt:
     """A copy of a statement run again in the adjoint, labelled with the same user line."""
     new = clone(stmt)
-    new.src = getattr(stmt, "src", None)
-    new.src_parsed = getattr(stmt, "src_parsed", None)
+    ir.copy_origin(new, stmt)
     return new
 
 
@@ -405,8 +398,7 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
         return False  # reassigned elsewhere in the loops (a counter, say): it changes
     reads = names_mentioned([defs[0].value])
     return not any(r in varying for r in reads) and not any(
-        isinstance(n, ast.Call) and not getattr(n.func, "s2sad_callee", None)
-        for n in walk_nodes(defs[0].value)
+        isinstance(n, ast.Call) and not ir.callee(n.func) for n in walk_nodes(defs[0].value)
     )
 
 
@@ -449,7 +441,7 @@ def _allocated_values(stmts) -> set[str]:
         if isinstance(value, (ast.BinOp, ast.UnaryOp)):
             return True
         if isinstance(value, ast.Call) and not value.keywords:
-            callee = getattr(value.func, "s2sad_callee", None)
+            callee = ir.callee(value.func)
             return isinstance(callee, np.ufunc) or callee in _ALLOCATING
         return False
 

@@ -20,9 +20,9 @@ from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
 from ..dependence import assignment_flows, dependents
+from ..names import names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
-from .liveness import assigned_in
 from .statements import Statements
 
 
@@ -179,7 +179,7 @@ class ControlFlow(Statements):
                     copy_stmt = ast.Assign(
                         [ast.Name(merged, ast.Store())], ast.Name(name, ast.Load())
                     )
-                    ir.set_origin(copy_stmt, self.src, self.parsed)
+                    ir.set_origin(copy_stmt, self.user_stmt, self.parsed)
                     ir.mark_merge_copy(copy_stmt)
                     stmts.append(copy_stmt)
             if varied:
@@ -197,7 +197,7 @@ class ControlFlow(Statements):
     def loop_body(self, node, body: list[ast.stmt], setup) -> tuple[list[ast.stmt], dict, list]:
         """Normalize a loop body; returns (statements, header map, live-out user names)."""
         before = dict(self.env)
-        modified = [v for v in assigned_in(body)]
+        modified = names_stored(body)
         header = {v: before[v] for v in modified if v in before}
         self.headers.append(set(header))
         self.exit_copies.append(header)
@@ -235,7 +235,7 @@ class ControlFlow(Statements):
             current = self.env.get(var, name)
             if current != name:
                 stmt = ast.Assign([ast.Name(name, ast.Store())], ast.Name(current, ast.Load()))
-                ir.set_origin(stmt, self.src, self.parsed)
+                ir.set_origin(stmt, self.user_stmt, self.parsed)
                 ir.mark_end_copy(stmt)  # the loop-carried value for the next iteration
                 copies.append(stmt)
                 if current in self.varied:
@@ -244,9 +244,9 @@ class ControlFlow(Statements):
 
     def exit_copies_for_break(self) -> list[ast.stmt]:
         if not self.exit_copies:
-            raise self.unsupported(self.src, "`break` outside a loop")
+            raise self.unsupported(self.user_stmt, "`break` outside a loop")
         exit_ = ast.Break()
-        ir.set_origin(exit_, self.src, self.parsed)
+        ir.set_origin(exit_, self.user_stmt, self.parsed)
         return self.copies_back(self.exit_copies[-1]) + [exit_]
 
     def mark_loop_varied(self, body: list[ast.stmt]) -> None:
@@ -377,7 +377,7 @@ class ControlFlow(Statements):
         return seq
 
     def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
-        rebound = isinstance(node, ast.Name) and node.id in assigned_in(body)
+        rebound = isinstance(node, ast.Name) and node.id in names_stored(body)
         if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
             name = (
                 self.names.fresh(f"{getattr(node, 'id', 'items')}_items")

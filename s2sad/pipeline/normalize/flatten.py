@@ -17,9 +17,9 @@ import ast
 from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
+from ..names import names_mentioned, names_stored
 from ..reserved import reserved_names
 from ..resolve import Resolver
-from .liveness import assigned_names
 from .memory import Memory, arrays_written
 from .calls import inlinable
 from .naming import NameAllocator
@@ -66,10 +66,10 @@ class Flattener:
         loop_varied: set[str] | None = None,
     ):
         self.parsed = parsed
-        self.locals = set(parsed.params) | assigned_names(parsed.tree) | set(extra_locals)
+        self.locals = set(parsed.params) | set(names_stored([parsed.tree])) | set(extra_locals)
         if parent is None:
             self.resolver = Resolver(parsed, self.locals)
-            all_names = {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
+            all_names = names_mentioned([parsed.tree])
             reserved = reserved_names(parsed.name)
             self.names = NameAllocator(all_names | set(parsed.params) | reserved)
             self.resolver.hygiene(reserved, self.names, self.locals)
@@ -77,7 +77,7 @@ class Flattener:
         else:
             self.resolver = Resolver(parsed, self.locals, parent=parent.resolver, index=index)
             self.names = parent.names
-            self.names.taken |= {n.id for n in walk_nodes(parsed.tree) if isinstance(n, ast.Name)}
+            self.names.taken |= names_mentioned([parsed.tree])
             self.varied = parent.varied
         # user names that vary in some iteration of a loop around (see mark_loop_varied)
         self.loop_varied: set[str] = loop_varied if loop_varied is not None else set()
@@ -94,7 +94,7 @@ class Flattener:
         )
         self.headers: list[set[str]] = []  # user names carried by each enclosing loop
         self.out: list[ast.stmt] = []
-        self.src: ast.stmt | None = None  # the user's statement being flattened
+        self.user_stmt: ast.stmt | None = None  # the user's statement being flattened
         self._varied_memo: dict[int, tuple] | None = None  # see mentions_varied
 
     # ------------------------------------------------------------------ the walk's entries
@@ -102,13 +102,13 @@ class Flattener:
         raise NotImplementedError  # statements.py
 
     def block_into(self, out: list[ast.stmt], stmts: list[ast.stmt]) -> None:
-        saved, saved_src = self.out, self.src
+        saved, saved_src = self.out, self.user_stmt
         self.out = out
         for node in stmts:
             if not ir.is_synthetic(node):
-                self.src = node
+                self.user_stmt = node
             self.statement(node)
-        self.out, self.src = saved, saved_src
+        self.out, self.user_stmt = saved, saved_src
 
     def unsupported(self, node: ast.AST, what: str):
         return self.parsed.error(
@@ -125,7 +125,7 @@ class Flattener:
 
     # ------------------------------------------------------------------ writing statements
     def put(self, stmt: ast.stmt) -> ast.stmt:
-        ir.set_origin(stmt, self.src, self.parsed)
+        ir.set_origin(stmt, self.user_stmt, self.parsed)
         self.out.append(stmt)
         return stmt
 
@@ -162,7 +162,7 @@ class Flattener:
                 UnsupportedSyntaxError,
                 "s2sad does not differentiate complex values yet: "
                 f"`{ast.unparse(rhs)}` makes one from a differentiated value",
-                self.src,
+                self.user_stmt,
                 hint="keep the differentiated path real (write the real and imaginary parts as "
                 "two real arrays), or give the function a rule with s2sad.register_vjp",
             )
@@ -224,9 +224,7 @@ class _Rename(ast.NodeTransformer):
         """A comprehension of values that carry no derivative (differentiated ones are refused
         before this): its own variables stay as they are."""
         saved = self.bound
-        self.bound = saved | {
-            n.id for g in node.generators for n in walk_nodes(g.target) if isinstance(n, ast.Name)
-        }
+        self.bound = saved | names_mentioned([g.target for g in node.generators])
         self.generic_visit(node)
         self.bound = saved
         return node

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import ast
 import inspect
+from typing import NamedTuple
 
 from ... import ir
 from ...errors import UnsupportedSyntaxError
+from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
 from .control import ControlFlow
-from .liveness import assigned_names, loads
+
+
+class VariedArguments(NamedTuple):
+    """Per argument of a call being inlined, whether it may vary (now or in a later iteration of
+    a loop around): the callee's parameters bound to those vary in its body."""
+
+    positional: list[bool]
+    keywords: dict[str, bool]
 
 
 class Inlining(ControlFlow):
@@ -30,7 +39,6 @@ class Inlining(ControlFlow):
         self.local_defaults: dict[int, dict[str, ast.expr]] = (
             parent.local_defaults if parent is not None else {}
         )
-        self.call_varied: list[bool] = []  # per argument of the call being inlined
 
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
@@ -50,23 +58,32 @@ class Inlining(ControlFlow):
             k.arg is None for k in node.keywords
         ):
             raise self.unsupported(node, "*args or **kwargs in a call to an inlined function")
-        self.call_varied = [self.mentions_varied(a) for a in node.args] + [
-            self.mentions_varied(k.value) for k in node.keywords
-        ]
+        # per argument, asked before flattening them: an argument may be an inlined call itself
+        varied = VariedArguments(
+            [self.mentions_varied(a) for a in node.args],
+            {k.arg: self.mentions_varied(k.value) for k in node.keywords},
+        )
         args = [self.atom(a, base) for a in node.args]
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
-                return self.inline_local(target, args, keywords, node)
-            return self.inline_global(target, args, keywords, node)
+                return self.inline_local(target, args, keywords, node, varied)
+            return self.inline_global(target, args, keywords, node, varied)
         finally:
             self.inlining.pop()
 
     def _bind_params(
-        self, sub: Inlining, signature: inspect.Signature, args, keywords, node, defaults_spelled
+        self,
+        sub: Inlining,
+        signature: inspect.Signature,
+        args,
+        keywords,
+        node,
+        defaults_spelled,
+        varied: VariedArguments,
     ) -> None:
-        rebound = assigned_names(sub.parsed.tree)
+        rebound = set(names_stored([sub.parsed.tree]))
         try:
             bound = signature.bind(*args, **keywords)
         except TypeError as exc:
@@ -100,10 +117,8 @@ class Inlining(ControlFlow):
                     # the callee's parameter is the caller's array (or a view of it)
                     sub.memory.aliases[local] = ast.unparse(given_args[name])
         # a parameter whose argument varies (now or in a later iteration) varies in the body
-        given = list(bound.arguments)
-        for param, varies in zip(given, self.call_varied):
-            if varies:
-                sub.loop_varied.add(param)
+        per_param = signature.bind(*varied.positional, **varied.keywords).arguments
+        sub.loop_varied |= {param for param, varies in per_param.items() if varies}
 
     def _run_inlined(self, sub: Inlining, body: list[ast.stmt], label: str) -> ast.expr:
         result = self.names.fresh(f"{label}_result")
@@ -132,7 +147,7 @@ class Inlining(ControlFlow):
         """What the inlined `result` may share with this caller (see Memory.shared_with_caller)."""
         return self.memory.shared_with_caller(sub.memory, sub.env, result, self.env)
 
-    def inline_global(self, func, args, keywords, node) -> ast.expr:
+    def inline_global(self, func, args, keywords, node, varied) -> ast.expr:
         _, spec = self.resolver.resolve_spec(node.func)
         if spec is None:  # not reached by a name of the user's: nothing could check it later
             raise self.unsupported(node, "a call of this function")
@@ -140,7 +155,7 @@ class Inlining(ControlFlow):
         index = reads.helper(spec, func)
         parsed = parse_function(func)
         sub = type(self)(parsed, [], parent=self, env={}, index=index)
-        sub.src = self.src
+        sub.user_stmt = self.user_stmt
         positional = [
             p.name
             for p in inspect.signature(func).parameters.values()
@@ -163,10 +178,10 @@ class Inlining(ControlFlow):
             self.resolver.namespace[spelled] = value
             return ast.Name(spelled, ast.Load())
 
-        self._bind_params(sub, inspect.signature(func), args, keywords, node, default)
+        self._bind_params(sub, inspect.signature(func), args, keywords, node, default, varied)
         return self._run_inlined(sub, parsed.tree.body, parsed.name)
 
-    def inline_local(self, fn, args, keywords, node) -> ast.expr:
+    def inline_local(self, fn, args, keywords, node, varied) -> ast.expr:
         """A `def` or lambda inside the function: its closure is the current environment."""
         if isinstance(fn, ast.Lambda):
             body = [ast.copy_location(ast.Return(fn.body), fn.body)]
@@ -181,12 +196,12 @@ class Inlining(ControlFlow):
             [],
             parent=self,
             env=dict(self.env),
-            extra_locals=self.locals | set(params) | assigned_names(tree),
+            extra_locals=self.locals | set(params) | set(names_stored([tree])),
             local_funcs=dict(self.local_funcs),
             loop_varied=self.loop_varied,
         )
         sub.resolver.locals = sub.locals
-        sub.src = self.src
+        sub.user_stmt = self.user_stmt
         held = self.local_defaults.get(id(fn), {})
         empty = inspect.Parameter.empty
         sig_params = [
@@ -201,8 +216,17 @@ class Inlining(ControlFlow):
         signature = inspect.Signature(sig_params)
         renamed = {old: new for new, old in self.parsed.original.items()}
         keywords = {renamed.get(k, k): v for k, v in keywords.items()}  # `h(np=...)`: see hygienic
+        varied = varied._replace(
+            keywords={renamed.get(k, k): v for k, v in varied.keywords.items()}
+        )
         self._bind_params(
-            sub, signature, args, keywords, node, lambda name, _: self.default_of(fn, name, node)
+            sub,
+            signature,
+            args,
+            keywords,
+            node,
+            lambda name, _: self.default_of(fn, name, node),
+            varied,
         )
         label = getattr(node.func, "id", tree.name)
         return self._run_inlined(sub, body, label)
@@ -217,7 +241,7 @@ class Inlining(ControlFlow):
         pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
         held = {}
         for arg, default in pairs:
-            if not (loads(default) & self.locals):
+            if not (names_read([default]) & self.locals):
                 held[arg.arg] = default
                 continue
             local = self.names.fresh(f"{getattr(fn, 'name', 'lambda')}_{arg.arg}")

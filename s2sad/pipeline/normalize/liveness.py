@@ -11,30 +11,7 @@ from collections import Counter
 
 from ... import ir
 from ...astcopy import walk_nodes
-
-
-def assigned_names(tree) -> set[str]:
-    names = set()
-    for node in walk_nodes(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            names.add(node.id)
-    return names
-
-
-def assigned_in(stmts: list[ast.stmt]) -> list[str]:
-    """User names a block rebinds, in order of first appearance."""
-    names: dict[str, None] = {}
-    for stmt in stmts:
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.setdefault(node.id)
-    return list(names)
-
-
-def loads(node) -> set[str]:
-    return {
-        n.id for n in walk_nodes(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
+from ..names import names_mentioned, names_read, names_stored
 
 
 def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
@@ -46,7 +23,7 @@ def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] 
         if isinstance(stmt, ast.Break):
             return None
         if isinstance(stmt, ast.If):
-            out |= loads(stmt.test) - bound
+            out |= names_read([stmt.test]) - bound
             after = [_exposed(branch, bound, out) for branch in (stmt.body, stmt.orelse)]
             after = [a for a in after if a is not None]
             if not after:
@@ -54,15 +31,19 @@ def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] 
             bound = set.intersection(*after)
         elif isinstance(stmt, (ast.For, ast.While)):
             head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
-            out |= loads(head) - bound
+            out |= names_read([head]) - bound
             inner = set(bound) | ({stmt.target.id} if isinstance(stmt, ast.For) else set())
             _exposed(stmt.body, inner, out)  # may run no iteration: assigns nothing for sure
         else:
-            out |= loads(stmt) - bound
-            for t in getattr(stmt, "targets", []):
-                if not isinstance(t, ast.Subscript):  # y[i] = v reads y, binds nothing
-                    bound |= {n.id for n in walk_nodes(t) if isinstance(n, ast.Name)}
+            out |= names_read([stmt]) - bound
+            bound |= _bound_by(stmt)
     return bound
+
+
+def _bound_by(stmt: ast.stmt) -> set[str]:
+    """The names an assignment binds: `y[i] = v` reads `y`, binds nothing."""
+    targets = getattr(stmt, "targets", ())
+    return names_mentioned([t for t in targets if not isinstance(t, ast.Subscript)])
 
 
 def drop_unread_copies(stmts: list[ast.stmt], outputs: set[str]) -> None:
@@ -89,7 +70,7 @@ def _live_before(block: list[ast.stmt], live: set[str], at_exit: set[str], neede
             live = (
                 _live_before(stmt.body, live, at_exit, needed)
                 | _live_before(stmt.orelse, live, at_exit, needed)
-                | loads(stmt.test)
+                | names_read([stmt.test])
             )
         elif isinstance(stmt, (ast.For, ast.While)):
             live = _live_around_loop(stmt, live, needed)
@@ -97,18 +78,11 @@ def _live_before(block: list[ast.stmt], live: set[str], at_exit: set[str], neede
             target = stmt.targets[0].id
             if target in live:
                 needed.add(id(stmt))
-                live = (live - {target}) | loads(stmt.value)
+                live = (live - {target}) | names_read([stmt.value])
         elif isinstance(stmt, ast.Assign):
-            bound = {
-                n.id
-                for t in stmt.targets
-                if not isinstance(t, ast.Subscript)  # y[i] = v reads y, binds nothing
-                for n in walk_nodes(t)
-                if isinstance(n, ast.Name)
-            }
-            live = (live - bound) | loads(stmt)
+            live = (live - _bound_by(stmt)) | names_read([stmt])
         else:
-            live |= loads(stmt)
+            live |= names_read([stmt])
     return live
 
 
@@ -116,7 +90,7 @@ def _live_around_loop(loop, after: set[str], needed: set) -> set[str]:
     """Names live before a loop: those read after it, by its header, or by an iteration before
     the iteration assigns them (grown from those read after it until nothing is added, so
     copies that only feed each other stay unread)."""
-    head = set(after) | (loads(loop.test) if isinstance(loop, ast.While) else set())
+    head = set(after) | (names_read([loop.test]) if isinstance(loop, ast.While) else set())
     while True:
         body = _live_before(loop.body, head, after, needed)
         if isinstance(loop, ast.For):
@@ -125,7 +99,7 @@ def _live_around_loop(loop, after: set[str], needed: set) -> set[str]:
         if grown == head:
             break
         head = grown
-    return head | (loads(loop.iter) if isinstance(loop, ast.For) else set())
+    return head | (names_read([loop.iter]) if isinstance(loop, ast.For) else set())
 
 
 def _drop_copies_in(block: list[ast.stmt], needed: set[int]) -> None:
@@ -138,7 +112,7 @@ def _drop_copies_in(block: list[ast.stmt], needed: set[int]) -> None:
             if isinstance(inner, list):
                 _drop_copies_in(inner, needed)
         if isinstance(stmt, (ast.For, ast.While)) and ir.header(stmt):
-            assigned = assigned_names(ast.Module(stmt.body, []))
+            assigned = set(names_stored(stmt.body))
             ir.set_header(stmt, [n for n in ir.header(stmt) if n in assigned])
         elif isinstance(stmt, ast.If) and ir.merged(stmt):
             # a name one path no longer assigns is no merge: nothing reads it after the `if`
@@ -158,12 +132,7 @@ def _surely_assigns(block: list[ast.stmt], name: str) -> bool:
     for stmt in block:
         if isinstance(stmt, ast.Break):
             return True
-        if isinstance(stmt, ast.Assign) and any(
-            isinstance(n, ast.Name) and n.id == name
-            for t in stmt.targets
-            if not isinstance(t, ast.Subscript)
-            for n in walk_nodes(t)
-        ):
+        if isinstance(stmt, ast.Assign) and name in _bound_by(stmt):
             return True
         if (
             isinstance(stmt, ast.If)
@@ -194,7 +163,7 @@ def prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
                     inside[n.id] += 1
         exposed: set[str] = set()
         if isinstance(loop, ast.While):
-            exposed |= loads(loop.test)
+            exposed |= names_read([loop.test])
         _exposed(loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed)
         ir.set_liveout(
             loop,

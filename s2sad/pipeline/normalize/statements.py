@@ -124,7 +124,7 @@ class Statements(Expressions):
             and target.value.id in self.locals
         ):
             return self.assign_item(target, value)
-        raise self.unsupported(self.src, "assignment to this kind of target")
+        raise self.unsupported(self.user_stmt, "assignment to this kind of target")
 
     def assign_name(self, target: ast.Name, value: ast.expr) -> ast.expr:
         memory = self.memory
@@ -223,7 +223,7 @@ class Statements(Expressions):
                 f"`{target.value.id}` may share memory with another array (it was assigned "
                 f"from `{aliases[base.id]}`); s2sad does not follow writes through "
                 "such aliases",
-                self.src,
+                self.user_stmt,
                 hint=f"write into a copy (`{target.value.id} = ....copy()`) or into the "
                 "original array",
             )
