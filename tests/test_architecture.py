@@ -133,3 +133,62 @@ def test_the_annotation_check_sees_direct_uses():
         "setattr(x, 's2sad_callee', f)",
         "s.op",
     ]
+
+
+# ----------------------------------------------------------------------------- rule templates
+
+
+def _names_a_template_calls(template) -> set[str]:
+    return {
+        node.func.id
+        for node in ast.walk(template)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    } | {node.id for node in ast.walk(template) if isinstance(node, ast.Name)}
+
+
+def _templates():
+    """(what, parameters, template) for every template the rule tables hold as code: adjoints
+    (plain, batched, joint) and explicit tangents (plain and batched), of ops and helpers."""
+    from s2sad.rules import registry
+
+    funcs = {id(f): f for f in registry._KEEP_ALIVE}
+    for key, rule in registry.VJP.items():
+        params = set(rule.signature.parameters)
+        for param, template in {**rule.templates, **rule.batched_templates}.items():
+            if isinstance(template, ast.AST):
+                yield f"{rule.name}.{param}", params, template
+        if rule.joint is not None:
+            yield f"{rule.name} (joint)", params, rule.joint
+    for table in (registry.FORWARD, registry.EXPLICIT):
+        for key, entry in table.items():
+            templates = entry[2] if table is registry.FORWARD else entry
+            if not templates:
+                continue
+            signature = registry.signature_of(funcs[key])
+            params = set(signature.parameters) if signature is not None else set()
+            name = getattr(funcs[key], "__name__", repr(funcs[key]))
+            for param, template in templates.items():
+                yield f"{name} tangent of {param}", params, template
+
+
+def test_every_name_a_template_uses_is_defined():
+    """Templates are code that names helpers; a misspelt one would only fail when a user's
+    gradient runs. Every name they use is a parameter, a placeholder, `np`, `math`, a builtin or
+    a registered helper."""
+    import builtins
+
+    from s2sad import runtime
+
+    known = set(vars(runtime)) | set(vars(builtins)) | {"np", "math", "g", "ans", "k", "t", "elt"}
+    unknown = [
+        f"{what}: {sorted(names)}"
+        for what, params, template in _templates()
+        if (names := _names_a_template_calls(template) - known - params)
+    ]
+    assert unknown == []
+    assert len(list(_templates())) > 150  # the check reads the tables it means to
+
+
+def test_the_template_check_sees_a_misspelt_helper():
+    template = ast.parse("unbroadcst(g * x, x)", mode="eval").body
+    assert _names_a_template_calls(template) - {"g", "x"} == {"unbroadcst"}

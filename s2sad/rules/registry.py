@@ -43,7 +43,9 @@ says how the Numba forms are registered without importing Numba):
            jvp=linear("a", batched=batched_cumsum))
 
 A helper not right for a batched cotangent as it is gets `@batched_of(helper)` beside it.
-Everything is linked by Python objects, never by names in strings: a linter sees every link.
+Helpers, their forms and an entry's tangent and batched functions are linked by Python objects,
+never by names in strings; templates are code that names helpers, and tests/test_architecture.py
+checks that every name a template uses is defined.
 """
 
 from __future__ import annotations
