@@ -52,6 +52,8 @@ def _sum_over(p, like, axis):
     """np.sum of `p` over `axis` of `like`, dimensions kept; axes of `p` before `like`'s (a
     batch) are kept whole."""
     lead = np.ndim(p) - np.ndim(like)
+    if lead < 0:  # a cotangent or tangent broadcast from fewer axes
+        p, lead = np.broadcast_to(p, np.shape(like)), 0
     return np.sum(p, axis=tuple(a + lead for a in _axes(axis, np.ndim(like))), keepdims=True)
 
 
