@@ -72,8 +72,8 @@ _WEIGHTS = "lse_weights(a, ans, axis, keepdims, b, weighted)"
     )
 )
 def lse_weights(a, ans, axis=None, keepdims=False, b=None, weighted=True):
-    """d logsumexp / d a: b * exp(a - logsumexp(a, b=b)), each at most 1 / b (numerically safe);
-    0 where every term is 0 (logsumexp -inf). `weighted=False` leaves out the factor b (the
+    """d logsumexp / d a: b * exp(a - logsumexp(a, b=b)), a softmax (for b >= 0 each weight is at
+    most 1: exp never overflows); 0 where every term is 0 (logsumexp -inf). `weighted=False` leaves out the factor b (the
     derivative in b). `b` must broadcast to the shape of `a`."""
     if b is not None and np.broadcast_shapes(np.shape(a), np.shape(b)) != np.shape(a):
         raise ValueError(
