@@ -9,6 +9,7 @@ import builtins
 import inspect
 import math
 import symtable
+import sys
 import textwrap
 import types
 
@@ -19,6 +20,7 @@ from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from .jit import module_text
 from .pipeline.names import names_in
+from .pipeline.normalize.calls import is_library_code
 
 
 def runtime_helpers(source: str) -> list[str]:
@@ -69,6 +71,9 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
     if literal is not None:
         return f"{name} = {literal}"
     func = getattr(value, "func", value)  # a custom_vjp wraps the user's function
+    library = not inspect.isfunction(func) or is_library_code(func)
+    if library and _import_of(name, value):
+        return _import_of(name, value)
     if inspect.isfunction(func) and func.__name__ in (name, user_name):
         return _function_source(func, name)
     raise S2SADError(
@@ -76,6 +81,25 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
         "cannot be written into a standalone module",
         hint="make it a literal constant or a parameter of the function",
     )
+
+
+def _import_of(name: str, value) -> str | None:
+    """`from module import attr as name` for a library's function (or ufunc: SciPy's): the
+    module, among those imported, is the public one of the fewest parts that holds it."""
+    attr = getattr(value, "__name__", None)
+    if not callable(value) or not isinstance(attr, str) or not attr.isidentifier():
+        return None
+    owners = [
+        m
+        for m, module in list(sys.modules.items())
+        if module is not None
+        and not any(part.startswith("_") for part in m.split("."))
+        and getattr(module, attr, None) is value
+    ]
+    if not owners:
+        return None
+    module = min(owners, key=lambda m: (m.count("."), m))
+    return f"from {module} import {attr}" + (f" as {name}" if name != attr else "")
 
 
 def _function_source(func, name: str | None = None) -> str:
@@ -108,8 +132,8 @@ def _with_dependencies(items: dict) -> dict:
     while todo:
         name, value = todo.pop()
         func = getattr(value, "func", value)
-        if not (inspect.isfunction(func) and func.__name__ == name):
-            continue
+        if not (inspect.isfunction(func) and func.__name__ == name) or is_library_code(func):
+            continue  # a library's function is imported (`_constant`)
         for dep in sorted(free_globals(_function_source(func))):
             if dep in func.__globals__:
                 dep_value = func.__globals__[dep]

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import ast
 import inspect
+import sys
+import threading
 from dataclasses import dataclass, field
 
 from .rule import Bound, Rule, Template  # noqa: F401  (Bound: for those importing it here)
@@ -194,16 +196,56 @@ def binary(func, template1: Template, template2: Template, **options) -> None:
     defvjp(func, "x1, x2, /", x1=template1, x2=template2, **{"jvp": ELEMENTWISE, **options})
 
 
+# an optional library's module -> the function registering the rules of its functions, run at the
+# first look-up after the user's code imported that module (`on_import`)
+_ON_IMPORT: dict[str, object] = {}
+_ON_IMPORT_LOCK = threading.Lock()
+
+
+def on_import(module: str):
+    """Decorator: the decorated function registers the rules of `module`'s functions (a library
+    s2sad does not depend on, such as scipy.special); it runs at the first look-up after the
+    user's code imported `module`, so s2sad never imports it nor pays for it at `import s2sad`."""
+
+    def record(register):
+        _ON_IMPORT[module] = register
+        return register
+
+    return record
+
+
+def _imported_late() -> bool:
+    """Register the rules of the `on_import` modules imported by now; whether any were."""
+    if not any(m in sys.modules for m in list(_ON_IMPORT)):
+        return False
+    with _ON_IMPORT_LOCK:
+        ready = [m for m in _ON_IMPORT if m in sys.modules]
+        for module in ready:
+            version = VERSION[0]
+            _ON_IMPORT.pop(module)()
+            # no transform made so far met one of the module's functions (a look-up of one
+            # would have come here first), so each stays right
+            VERSION[0] = version
+    return bool(ready)
+
+
 def lookup(func) -> Rule | None:
-    return VJP.get(id(func))
+    rule = VJP.get(id(func))
+    if rule is None and _ON_IMPORT and _imported_late():
+        rule = VJP.get(id(func))
+    return rule
 
 
 def is_nondiff(func) -> bool:
+    if id(func) not in NONDIFF and _ON_IMPORT:
+        _imported_late()
     return id(func) in NONDIFF
 
 
 def kind_of(func):
     """The forward rule of `func`: its FORWARD entry, or ("elementwise", ...) from its VJP rule."""
+    if id(func) not in VJP and _ON_IMPORT:
+        _imported_late()
     entry = FORWARD.get(id(func))
     if entry is not None:
         return entry
@@ -214,7 +256,7 @@ def kind_of(func):
 
 
 def signature_of(func) -> inspect.Signature | None:
-    rule = VJP.get(id(func))
+    rule = lookup(func)
     if rule is not None:
         return rule.signature
     try:

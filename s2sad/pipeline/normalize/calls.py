@@ -1,14 +1,42 @@
 """Which calls normalization inlines: the user's own functions (module-level, nested `def`s,
-lambdas), not NumPy's, s2sad's, nor any function with a rule. Read by the flattener (to inline)
-and by the memory tracker (an inlined call's result is followed through the inlined body).
+lambdas), not NumPy's, s2sad's, an installed library's, nor any function with a rule. Read by the
+flattener (to inline) and by the memory tracker (an inlined call's result is followed through the
+inlined body).
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
+import os
+import site
+import sysconfig
 
 from ... import rules
+
+
+def _library_directories() -> tuple[str, ...]:
+    """Where installed code lives: the standard library and the site-packages directories."""
+    paths = sysconfig.get_paths()
+    found = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    found += list(getattr(site, "getsitepackages", list)()) + [site.getusersitepackages()]
+    return tuple(dict.fromkeys(os.path.join(os.path.realpath(p), "") for p in found if p))
+
+
+_LIBRARIES = _library_directories()
+
+
+def is_library_code(func) -> bool:
+    """Whether `func` is an installed library's (SciPy's, the standard library's), not the
+    user's: s2sad never inlines it, so a call of one without a rule is refused by its name at
+    the user's line, not deep inside the library."""
+    return _in_libraries(func.__code__.co_filename)
+
+
+@functools.lru_cache(maxsize=None)
+def _in_libraries(filename: str) -> bool:
+    return not filename.startswith("<") and os.path.realpath(filename).startswith(_LIBRARIES)
 
 
 def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
@@ -24,6 +52,6 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
     if not inspect.isfunction(obj) or rules.lookup(obj) is not None or rules.is_nondiff(obj):
         return None
     module = getattr(obj, "__module__", "") or ""
-    if module.split(".")[0] in ("numpy", "s2sad", "math"):
+    if module.split(".")[0] in ("numpy", "s2sad", "math") or is_library_code(obj):
         return None
     return obj
