@@ -92,6 +92,16 @@ def special(x):
     return math.erf(x) * math.erfc(0.5 * x) + math.gamma(x) + math.lgamma(x)
 
 
+def more_math(x, y):
+    a = math.asinh(x) + math.acosh(x + 1.5) + math.atanh(0.5 * x) + math.log2(x) * math.log10(x)
+    return a * math.radians(y) + math.degrees(x) + math.fmod(3.0 * x, y)
+
+
+def more_math_jit(x, y):  # Numba has no math.fmod
+    a = math.asinh(x) + math.acosh(x + 1.5) + math.atanh(0.5 * x) + math.log2(x) * math.log10(x)
+    return a * math.radians(y) + math.degrees(x)
+
+
 def lgamma_of(x):
     return math.lgamma(x)
 
@@ -144,6 +154,7 @@ CASES = [
     (special, (1.7,)),
     (special, (0.3,)),
     (lgamma_of, (-2.4,)),
+    (more_math, (0.7, 0.45)),
     (gamma_of, (-0.6,)),
     (conversions, (rand(3, 2),)),
     (nan_to_num_of, (rand(4),)),
@@ -326,6 +337,10 @@ def max_of_a_nested_list(x):
     return max([x[0]], [x[1]])[0]
 
 
+def max_of_an_array(x):
+    return max(x)
+
+
 def astype_complex(x):
     return np.real(x.astype(np.complex128))
 
@@ -353,6 +368,18 @@ def conj_of_complex_constant_times(x):
 
 
 _C = np.array([1 + 2j, 3j, 1.0])
+
+
+def test_max_of_one_array_is_refused_when_it_runs():
+    with pytest.raises(TypeError, match="two or more numbers"):
+        s2sad.grad(max_of_an_array)(rand(3))
+
+
+def test_float32_inputs_get_float32_gradients():
+    x = rand(4).astype(np.float32)
+    for f in (sinc_sum, angles, lambda_arccosh):
+        g = s2sad.grad(f)(x + (2.1 if f is lambda_arccosh else 0.0))
+        assert g.dtype == np.float32 and g.shape == (4,)
 
 
 def test_complex_values_are_refused():
@@ -413,6 +440,7 @@ JIT_CASES = [
     (max_of, (np.array([0.5, 0.5, 2.0]),)),
     (special, (1.7,)),
     (gamma_of, (-0.6,)),
+    (more_math_jit, (0.7, 0.45)),
     (conversions_jit, (rand(3),)),  # Numba's np.asarray takes no dtype=float
     (astype_float32, (rand(3),)),
     (nan_to_num_of, (np.array([0.5, np.inf, 2.0, np.nan]),)),

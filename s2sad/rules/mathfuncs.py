@@ -166,6 +166,14 @@ unary(math.erf, "g * (2 / math.sqrt(math.pi)) * math.exp(-x * x)")
 unary(math.erfc, "-g * (2 / math.sqrt(math.pi)) * math.exp(-x * x)")
 unary(math.gamma, "g * ans * polygamma_real(0, x)")
 unary(math.lgamma, "g * polygamma_real(0, x)")  # of log|gamma(x)|, below 0 too
+unary(math.asinh, "g / math.sqrt(x * x + 1)")
+unary(math.acosh, "g / math.sqrt((x - 1) * (x + 1))")  # infinite at 1, as np.arccosh
+unary(math.atanh, "g / (1 - x * x)")
+unary(math.log2, "g / (x * math.log(2.0))")
+unary(math.log10, "g / (x * math.log(10.0))")
+unary(math.radians, "g * (math.pi / 180)")
+unary(math.degrees, "g * (180 / math.pi)")
+defvjp(math.fmod, "x, y, /", x="g", y="-g * round((x - ans) / y)", jvp=ELEMENTWISE)  # as np.fmod
 
 # ----------------------------------------------------------------------------- builtins
 # sum([a, b, c]) of a list literal is additions (normalization spells it so); sum(x) of an array
