@@ -141,6 +141,8 @@ CASES = [
     (fmax_of, (rand(3, 4), rand(4, seed=1))),
     (fmin_of, (rand(3, 4), rand(3, 1, seed=1))),
     (fmax_of, (np.array([1.0, np.nan, -2.0, np.nan]), np.array([np.nan, 0.5, -3.0, 2.0]))),
+    (fmin_of, (0.3, 0.7)),
+    (fmax_of, (np.float64(0.3), 0.7)),
     (logaddexp2_of, (rand(3, 4), rand(4, seed=1))),
     (float_power_of, (rand(3, 2, low=0.5, high=2.0), rand(2, seed=1))),
     (float_power_const, (rand(4),)),
@@ -430,6 +432,7 @@ JIT_CASES = [
     (sinc_sum, (rand(5, low=-2, high=2),)),
     (fmax_of, (rand(3, 4), rand(4, seed=1))),
     (fmin_of, (np.array([1.0, np.nan, 0.3]), np.array([np.nan, 2.0, 0.3]))),
+    (fmax_of, (0.3, 0.7)),
     (logaddexp2_of, (rand(3), rand(3, seed=1))),
     (float_power_of, (rand(3, low=0.5, high=2.0), rand(3, seed=1))),
     (fmod_of, (rand(4, low=-3, high=3), rand(4, seed=1, low=0.4, high=1.0))),
@@ -500,6 +503,23 @@ def test_binary_on_random_broadcast_shapes(pair, which, seed):
     args = (x, y)
     check_vjp(which, args, wrt=(0, 1), seed=seed)
     check_jvp(which, args, wrt=(0, 1), seed=seed)
+
+
+def heaviside_in_x2(x, h):
+    return np.heaviside(x, h) * h
+
+
+@HYP
+@given(pair=broadcast_pair(), seed=st.integers(0, 1000))
+def test_heaviside_and_nan_to_num_on_random_shapes(pair, seed):
+    """heaviside in x2 (x1 with zeros: there x2 is the value), nan_to_num of finite values."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-1, 2, size=pair[0]).astype(float)
+    h = rng.uniform(0.1, 0.9, size=pair[1])
+    check_vjp(heaviside_in_x2, (x, h), wrt=1, seed=seed)
+    check_jvp(heaviside_in_x2, (x, h), wrt=1, seed=seed)
+    check_vjp(nan_to_num_of, (h,), seed=seed)
+    check_jvp(nan_to_num_of, (h,), seed=seed)
 
 
 @HYP
