@@ -72,6 +72,10 @@ def sum_list(x, y):
     return sum([x, 2.0 * y, x * y], 1.5)
 
 
+def sum_list_start(x):
+    return sum([x[0], x[1] ** 2], start=x[2]) + sum((x[0], 2.0 * x[2]))
+
+
 def sum_array(x):
     return sum(x) * 2.0
 
@@ -149,6 +153,7 @@ CASES = [
     (fmod_of, (rand(3, 4, low=-3, high=3), rand(4, seed=1, low=0.4, high=1.0))),
     (heaviside_of, (np.array([0.0, 1.0, -2.0, 0.0]), np.array([0.3, 0.7, 0.1, 0.2]))),
     (sum_list, (rand(3), rand(2, 3, seed=1))),
+    (sum_list_start, (rand(3),)),
     (sum_array, (rand(4, 3),)),
     (sum_squares, (rand(5),)),
     (max_of, (np.array([0.3, -1.2, 0.9]),)),

@@ -214,14 +214,19 @@ class Expressions(Flattener):
         return ast.Call(new_func, args, keywords)
 
     def builtin_of_literal(self, node: ast.Call) -> bool:
-        """The builtin `sum([a, b, c])` (or `sum((a, b), start)`), `max([a, b])`, `min((a, b))`."""
+        """The builtin `sum([a, b, c])` (or `sum((a, b), start)`, `start=`), `max([a, b])`,
+        `min((a, b))`."""
         callee = self.resolver.resolve(node.func)
-        if not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)) or node.keywords:
+        if not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)):
             return False
         if callee is sum:
-            return len(node.args) in (1, 2)
+            starts = len(node.args) - 1 + len(node.keywords)
+            return starts <= 1 and all(k.arg == "start" for k in node.keywords)
         return (
-            (callee is max or callee is min) and len(node.args) == 1 and len(node.args[0].elts) > 1
+            (callee is max or callee is min)
+            and len(node.args) == 1
+            and not node.keywords
+            and len(node.args[0].elts) > 1
         )
 
     def unpacked(self, node: ast.Call) -> ast.expr:
@@ -229,7 +234,8 @@ class Expressions(Flattener):
         them; max([a, b]) as max(a, b)."""
         if self.resolver.resolve(node.func) is not sum:
             return ast.copy_location(ast.Call(node.func, list(node.args[0].elts), []), node)
-        total = node.args[1] if len(node.args) == 2 else ast.Constant(0)
+        starts = node.args[1:] + [k.value for k in node.keywords]
+        total = starts[0] if starts else ast.Constant(0)
         for e in node.args[0].elts:
             total = ast.copy_location(ast.BinOp(total, ast.Add(), e), node)
         return total
