@@ -43,6 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
+import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -192,6 +193,14 @@ CORPUS = [
     # sorting (test_rules_sort.py): Numba's np.sort takes no axis
     (so.weighted_sorted_cube, (distinct(6),), 0, "grad"),
     (so.sort_last, (distinct(5),), 0, "jvp"),
+    # elementwise breadth (test_rules_breadth_elementwise.py)
+    (eb.fmax_of, (r(3, 4), r(4, seed=1)), 0, "vjp"),
+    (eb.sinc_sum, (r(5, low=-2, high=2),), 0, "grad"),
+    (eb.special, (1.7,), 0, "grad"),
+    (eb.gamma_of, (-0.6,), 0, "jvp"),
+    (eb.max_of, (np.array([0.5, 0.5, 2.0]),), 0, "grad"),
+    (eb.conversions_jit, (r(3),), 0, "vjp"),
+    (eb.sum_squares, (r(4),), 0, "jvp"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -15,6 +15,7 @@ from .reserved import STATIC_ATTRS
 from .nodes import index_expr
 from ..rules.indexing import getitem
 from ..rules.common import snapshot
+from ..rules.elementwise import astype
 from ..rules.registry import Bound
 
 BINOPS = {
@@ -52,6 +53,9 @@ METHODS = {
     "argmax": np.argmax,
     "argmin": np.argmin,
     "any": np.any,
+    "astype": astype,  # np.astype (NumPy >= 2.1), or a stand-in
+    "conj": np.conjugate,
+    "conjugate": np.conjugate,
     "all": np.all,
 }
 _VARARG_METHODS = {"reshape", "transpose"}  # x.reshape(2, 3) means np.reshape(x, (2, 3))
@@ -229,6 +233,8 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
             for i, elt in enumerate(elts):
                 if isinstance(elt, ast.Name) and elt.id in local_names:
                     op.operands.append((param, i, elt.id))
+                elif _names(elt) & local_names:  # max([a], b): refused if differentiated
+                    op.fixed[param] = op.fixed.get(param, set()) | (_names(elt) & local_names)
         elif isinstance(arg, ast.Name) and arg.id in local_names:
             op.operands.append((param, None, arg.id))
         elif _names(arg) & local_names:  # a nested expression: fine only if it is constant

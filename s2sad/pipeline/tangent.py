@@ -360,7 +360,8 @@ class Forward:
             return _substitute(stmt.value, mapping)
         rule = op.bound.rule if op.bound is not None else None
         if kind == "elementwise":
-            index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
+            # an element of a list argument, or of *args (bound as a tuple of nodes)
+            index = k if isinstance(args.get(param), (ast.List, ast.Tuple, tuple)) else None
             expr = rule.adjoint(op.bound, param, self.dot(node.id), op.target, index)
             return _StripUnbroadcast().visit(expr)
         if kind == "reduction":
@@ -416,7 +417,7 @@ class Forward:
                     positional, keywords = positional[:2] + [ast.Constant(which)], []
             return ast.Call(load_name(batched), positional, keywords)
         if kind == "elementwise":
-            index = k if isinstance(args.get(param), (ast.List, ast.Tuple)) else None
+            index = k if isinstance(args.get(param), (ast.List, ast.Tuple, tuple)) else None
             expr = _StripUnbroadcast().visit(rule.adjoint(op.bound, param, d, op.target, index))
             safe = batch_adjoint(clone(expr), d)
             if safe is None:  # the template for each row

@@ -3,12 +3,16 @@ tangent rule is their VJP template (ELEMENTWISE); the helpers they call sit abov
 
 import ast
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .common import _absent, _array
 from .helpers import helper, numba_of
-from .registry import ELEMENTWISE, binary, defvjp, explicit, nondiff, unary
+from .registry import ELEMENTWISE, binary, defvjp, explicit, linear, nondiff, unary
+
+if TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
 
 
 def _pow_base(args: dict) -> str:
@@ -83,8 +87,28 @@ unary(np.cbrt, "g / (3 * ans**2)")
 unary(np.square, "g * 2 * x")
 unary(np.reciprocal, "-g * ans**2")
 unary(np.abs, "g * np.sign(x)")
+unary(np.fabs, "g * np.sign(x)")  # as np.abs: 0 at 0
 binary(
     np.logaddexp, "unbroadcast(g * np.exp(x1 - ans), x1)", "unbroadcast(g * np.exp(x2 - ans), x2)"
+)
+
+binary(
+    np.logaddexp2,
+    "unbroadcast(g * np.exp2(x1 - ans), x1)",
+    "unbroadcast(g * np.exp2(x2 - ans), x2)",
+)
+# float_power is power in float64: the same templates (x ** 0 has derivative 0 at 0)
+binary(np.float_power, _pow_base, "unbroadcast(pow_vjp_exponent(g, ans, x1), x2)")
+# fmod(x1, x2) = x1 - q * x2 with q = trunc(x1 / x2) an integer: q is taken from the result,
+# (x1 - ans) / x2 rounded, as fmod(1.0, 0.1) has q = 9 where trunc(1.0 / 0.1) is 10
+binary(np.fmod, "unbroadcast(g, x1)", "unbroadcast(-g * np.rint((x1 - ans) / x2), x2)")
+# heaviside(x1, x2) is piecewise constant in x1, and x2 where x1 == 0
+defvjp(
+    np.heaviside,
+    "x1, x2, /",
+    inert=("x1",),
+    x2="unbroadcast(g * (x1 == 0), x2)",
+    jvp=ELEMENTWISE,
 )
 
 # trigonometric and hyperbolic
@@ -105,6 +129,12 @@ binary(
     "unbroadcast(-g * x1 / (x1**2 + x2**2), x2)",
 )
 binary(np.hypot, "unbroadcast(g * x1 / ans, x1)", "unbroadcast(g * x2 / ans, x2)")
+# infinite at 1, as np.arcsin is at 1; (x - 1) * (x + 1) keeps its digits near 1
+unary(np.arccosh, "g / np.sqrt((x - 1) * (x + 1))")
+unary(np.deg2rad, "g * (math.pi / 180)")
+unary(np.radians, "g * (math.pi / 180)")
+unary(np.rad2deg, "g * (180 / math.pi)")
+unary(np.degrees, "g * (180 / math.pi)")
 
 
 @helper(nondiff=True)
@@ -130,6 +160,41 @@ binary(
     np.minimum,
     "unbroadcast(g * (x1 <= x2) * even_split(x1, x2), x1)",
     "unbroadcast(g * (x2 <= x1) * even_split(x2, x1), x2)",
+)
+
+
+@helper(nondiff=True)
+def nan_skip_split(x1, x2, wins):
+    """The weight of `x1` in fmax/fmin (`wins`: x1 >= x2, or x1 <= x2): where `x2` is NaN, 1 if
+    `x1` is not (the result is x1); else as in maximum/minimum, 1/2 on a tie."""
+    return np.where(np.isnan(x2), ~np.isnan(x1), wins * np.where(x1 == x2, 0.5, 1.0))
+
+
+@numba_of(nan_skip_split)
+def _nan_skip_split(x1, x2, wins):
+    if _array(x1) or _array(x2):
+        return lambda x1, x2, wins: np.where(
+            np.isnan(x2), ~np.isnan(x1), wins * np.where(x1 == x2, 0.5, 1.0)
+        )
+
+    def scalar(x1, x2, wins):
+        if np.isnan(x2):
+            return 0.0 if np.isnan(x1) else 1.0
+        return (0.5 if x1 == x2 else 1.0) if wins else 0.0
+
+    return scalar
+
+
+# fmax/fmin skip NaN: the operand that is not NaN gets the cotangent
+binary(
+    np.fmax,
+    "unbroadcast(g * nan_skip_split(x1, x2, x1 >= x2), x1)",
+    "unbroadcast(g * nan_skip_split(x2, x1, x2 >= x1), x2)",
+)
+binary(
+    np.fmin,
+    "unbroadcast(g * nan_skip_split(x1, x2, x1 <= x2), x1)",
+    "unbroadcast(g * nan_skip_split(x2, x1, x2 <= x1), x2)",
 )
 defvjp(
     np.where,
@@ -177,12 +242,67 @@ defvjp(
     jvp=ELEMENTWISE,
 )
 
-# identities and conversions
+# identities and conversions (to an integer or bool dtype: no derivative, pipeline/classify.py)
 defvjp(np.copy, "a", a="g", jvp=ELEMENTWISE)
-defvjp(np.asarray, "a", a="g", jvp=ELEMENTWISE)
-defvjp(np.array, "object", object="g", jvp=ELEMENTWISE)
+defvjp(
+    np.asarray,
+    "a, dtype=None, order=None, *, device=None, copy=None, like=None",
+    a="g",
+    jvp=ELEMENTWISE,
+)
+defvjp(
+    np.array,
+    "object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, like=None",
+    literal={"ndmin": (0,)},  # more dimensions: a reshape this rule does not make
+    object="g",
+    jvp=ELEMENTWISE,
+)
+
+
+def _astype(x, dtype, /, *, copy=True, device=None):
+    """x.astype(dtype): np.astype before NumPy 2.1 (the method's key in the rule table)."""
+    return x.astype(dtype, copy=copy)
+
+
+# x.astype(dtype) (pipeline/classify.py maps the method here): the derivative passes through, in
+# the new dtype (to a complex dtype: refused by normalization, as a complex value of a real one)
+astype = getattr(np, "astype", _astype)
+defvjp(astype, "x, dtype, /, *, copy=True, device=None", x="g", jvp=ELEMENTWISE)
 defvjp(float, "x=0.0, /", x="g", jvp=ELEMENTWISE)
 unary(abs, "g * np.sign(x)")
+
+
+@helper(batch_safe=True, jvp=linear("g"))
+def real_only(g, x):
+    """`g`, where `x` is real: np.real, np.imag and np.conj are the identity, zero and the
+    identity on real values; of a complex one (a complex constant times x) they would drop a
+    part of the derivative, so that raises (s2sad does not differentiate complex values yet)."""
+    if np.iscomplexobj(x):
+        raise TypeError(
+            "s2sad does not differentiate complex values yet: np.real, np.imag and np.conj "
+            "are differentiated on real values only"
+        )
+    return g
+
+
+@numba_of(real_only)
+def _real_only(g, x):
+    if isinstance(x, types.Complex) or isinstance(getattr(x, "dtype", None), types.Complex):
+        return None
+    return lambda g, x: g
+
+
+defvjp(np.real, "val", val="real_only(g, val)", jvp=ELEMENTWISE)
+defvjp(np.imag, "val", val="0.0 * real_only(g, val)", jvp=ELEMENTWISE)
+unary(np.conjugate, "real_only(g, x)")  # np.conj is np.conjugate
+# nan_to_num: 1 where x is finite, 0 where a value replaced it; copy=False writes into x
+defvjp(
+    np.nan_to_num,
+    "x, copy=True, nan=0.0, posinf=None, neginf=None",
+    literal={"copy": (True,)},
+    x="g * np.isfinite(x)",
+    jvp=ELEMENTWISE,
+)
 
 # the math module on Python floats
 unary(math.sin, "g * math.cos(x)")

@@ -151,6 +151,8 @@ class Expressions(Flattener):
             node = ast.BinOp(self.atom(node.left, base), node.op, self.atom(node.right, base))
         elif isinstance(node, ast.UnaryOp):
             node = ast.UnaryOp(node.op, self.atom(node.operand, base))
+        elif isinstance(node, ast.Call) and self.builtin_of_literal(node):
+            return self._expr(self.unpacked(node), base)
         elif isinstance(node, ast.Call):
             node = self.call(node, base)
         elif isinstance(node, ast.Attribute):
@@ -210,6 +212,33 @@ class Expressions(Flattener):
         args = [self.sequence(a, base) for a in node.args]
         keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
         return ast.Call(new_func, args, keywords)
+
+    def builtin_of_literal(self, node: ast.Call) -> bool:
+        """The builtin `sum([a, b, c])` (or `sum((a, b), start)`, `start=`), `max([a, b])`,
+        `min((a, b))`."""
+        callee = self.resolver.resolve(node.func)
+        if not node.args or not isinstance(node.args[0], (ast.List, ast.Tuple)):
+            return False
+        if callee is sum:
+            starts = len(node.args) - 1 + len(node.keywords)
+            return starts <= 1 and all(k.arg == "start" for k in node.keywords)
+        return (
+            (callee is max or callee is min)
+            and len(node.args) == 1
+            and not node.keywords
+            and len(node.args[0].elts) > 1
+        )
+
+    def unpacked(self, node: ast.Call) -> ast.expr:
+        """sum([a, b, c], start) as ((start + a) + b) + c (start: 0 unless given), as Python adds
+        them; max([a, b]) as max(a, b)."""
+        if self.resolver.resolve(node.func) is not sum:
+            return ast.copy_location(ast.Call(node.func, list(node.args[0].elts), []), node)
+        starts = node.args[1:] + [k.value for k in node.keywords]
+        total = starts[0] if starts else ast.Constant(0)
+        for e in node.args[0].elts:
+            total = ast.copy_location(ast.BinOp(total, ast.Add(), e), node)
+        return total
 
     def array_of_literal(self, node: ast.Call) -> bool:
         """`np.array([[a, b], [c, d]])` (or np.asarray) of differentiated values."""
