@@ -5,6 +5,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -194,3 +196,15 @@ def test_every_name_a_template_uses_is_defined():
 def test_the_template_check_sees_a_misspelt_helper():
     template = ast.parse("unbroadcst(g * x, x)", mode="eval").body
     assert _names_a_template_calls(template) - {"g", "x"} == {"unbroadcst"}
+
+
+def test_two_helpers_of_one_name_are_refused():
+    """Generated code calls helpers by name, so a family defining a helper another already has
+    would silently replace it."""
+    from s2sad.rules.helpers import helper
+
+    def unbroadcast(g, x):  # the name of common.py's helper
+        return g
+
+    with pytest.raises(ValueError, match="helper unbroadcast .* already defined"):
+        helper(unbroadcast)

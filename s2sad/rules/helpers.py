@@ -59,6 +59,7 @@ def helper(func=None, *, jvp: Tangent | None = None, batch_safe=False, nondiff=F
     """Register a NumPy helper (bare `@helper`, or `@helper(jvp=..., batch_safe=True)`)."""
     if func is None:
         return functools.partial(helper, jvp=jvp, batch_safe=batch_safe, nondiff=nondiff)
+    _claim(func)
     RUNTIME[func.__name__] = func
     if batch_safe:
         BATCH_SAFE.add(func.__name__)
@@ -82,8 +83,20 @@ def batched_of(func):
 def batched_helper(func):
     """Register a batched function generated code calls by name (a NumPy function's batched form,
     named by an op entry's `linear(..., batched=...)`)."""
+    _claim(func)
     BATCHED[func.__name__] = func
     return func
+
+
+def _claim(func) -> None:
+    """Generated code calls helpers by name: two helpers of one name would silently be one."""
+    name = func.__name__
+    for table in (RUNTIME, BATCHED):
+        other = table.get(name)
+        if other is not None and other.__code__ is not func.__code__:
+            raise ValueError(
+                f"helper {name} of {func.__module__} is already defined in {other.__module__}"
+            )
 
 
 def numba_of(stub):
