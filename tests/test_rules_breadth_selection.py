@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.numpy import array_shapes
+from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
 
 import s2sad
 from conftest import check_jvp, check_vjp, rand
@@ -618,3 +618,17 @@ def test_random_average(case, keepdims, seed, data):
     along_axes = () if full else (axis if isinstance(axis, tuple) else (axis,))
     w = positive(*(shape if full else [shape[a] for a in along_axes]), seed=seed + 1)
     both_modes(average_w_axis_keep, (x, w, axis, keepdims), (0, 1), seed)
+
+
+@HYP
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3),
+    seed=st.integers(0, 999),
+)
+def test_random_select_and_choose_broadcasting(shapes, seed):
+    """Conditions, choices and the index array broadcast against each other."""
+    sx, sy, sc = shapes.input_shapes
+    x, y = rand(*sx, seed=seed), rand(*sy, seed=seed + 1)
+    both_modes(select_fn, (x, y), (0, 1), seed)
+    i = np.random.default_rng(seed).integers(0, 3, size=sc)
+    both_modes(choose_fn, (x, y, i), (0, 1), seed)
