@@ -44,6 +44,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
 import test_rules_breadth_elementwise as eb  # noqa: E402
+import test_rules_breadth_selection as sel  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -201,6 +202,8 @@ CORPUS = [
     (eb.max_of, (np.array([0.5, 0.5, 2.0]),), 0, "grad"),
     (eb.conversions_jit, (r(3),), 0, "vjp"),
     (eb.sum_squares, (r(4),), 0, "jvp"),
+    # selection and statistics (test_rules_breadth_selection.py): Numba's forms take no axis
+    *sel.JITTED,
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),
