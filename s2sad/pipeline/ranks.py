@@ -75,6 +75,7 @@ class Ranks:
         # list name -> the rank of every value appended to it: the values a gradient's tapes
         # give back (`v = v_tape.pop()`), which the code `hessian` reads has in loops
         self.elements: dict[str, object] = {}
+        self.lists: set[str] = set()  # names of lists of arrays (np.split's pieces)
 
     def get(self, name: str):
         if name in self.indices:
@@ -281,6 +282,11 @@ class Ranks:
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     self._next_ints[target.id] = False
                 elif isinstance(target, ast.Name):
+                    callee = (
+                        ir.callee(stmt.value.func) if isinstance(stmt.value, ast.Call) else None
+                    )
+                    if id(callee) in rules.registry.LIST_VALUED:
+                        self.lists.add(target.id)
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     is_int = self._is_int(stmt.value)

@@ -121,6 +121,7 @@ class Reverser(BranchesAndLoops):
             and getattr(expr.func, "id", "") == "getitem_vjp"
             and len(expr.args) == 3
             and (d in self.owned or self.rank(ast.Subscript(expr.args[1], expr.args[2])) == 0)
+            and not self.is_list(expr.args[1])  # (a list's flat cotangent: rules/splitting.py)
         ):
             # dx = dx + getitem_vjp(g, x, index) adds into dx in place (no array of zeros for
             # each read): `dx[i] += g` where x[i] is one element, else add_at (repeated indices
@@ -173,6 +174,10 @@ class Reverser(BranchesAndLoops):
 
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
+
+    def is_list(self, node: ast.expr) -> bool:
+        """Whether `node` names a list of arrays (np.split's pieces)."""
+        return isinstance(node, ast.Name) and node.id in getattr(self.ranks, "lists", ())
 
     def scalars(
         self, expr: ast.expr, result_rank, batched: bool = False, shaped_like=None
