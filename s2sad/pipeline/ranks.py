@@ -282,10 +282,7 @@ class Ranks:
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     self._next_ints[target.id] = False
                 elif isinstance(target, ast.Name):
-                    callee = (
-                        ir.callee(stmt.value.func) if isinstance(stmt.value, ast.Call) else None
-                    )
-                    if id(callee) in rules.registry.LIST_VALUED:
+                    if self._is_list(stmt.value):
                         self.lists.add(target.id)
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
@@ -297,6 +294,14 @@ class Ranks:
                     for e in target.elts:
                         self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), 0) if sizes else None
                         self._next_ints[e.id] = self._next_ints.get(e.id, True) and sizes
+
+    def _is_list(self, value: ast.expr) -> bool:
+        """A list of arrays (np.split's pieces), a slice of one, or another name for one."""
+        if isinstance(value, ast.Call):
+            return id(ir.callee(value.func)) in rules.registry.LIST_VALUED
+        if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
+            value = value.value
+        return isinstance(value, ast.Name) and value.id in self.lists
 
 
 def _list_method(value: ast.expr, method: str, arity: int):

@@ -11,7 +11,6 @@ import numpy as np
 from .common import _array, _element, _has_array, _lift, _add_by_position, add_at
 from .helpers import batched_helper, batched_of, helper, numba_of
 from .registry import defvjp, explicit, linear
-from .splitting import batched_item_vjp, item_vjp
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
@@ -151,8 +150,6 @@ defvjp(
 @helper(jvp=linear("g"))
 def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    if isinstance(x, list):  # an item of a list of arrays (np.split's): splitting.py
-        return item_vjp(g, x, index)
     dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
     if _is_basic(index):
         dx[index] += g
@@ -164,8 +161,6 @@ def getitem_vjp(g, x, index):
 @batched_of(getitem_vjp)
 def batched_getitem_vjp(g, x, index):
     """Scatter each row of the cotangent of `x[index]` back; repeated integer indices add up."""
-    if isinstance(x, list):
-        return batched_item_vjp(g, x, index)
     dx = np.zeros(np.shape(g)[:1] + np.shape(x), dtype=np.result_type(g, np.float32))
     if _is_basic(index):
         dx[(slice(None),) + (index if isinstance(index, tuple) else (index,))] += g
@@ -176,8 +171,6 @@ def batched_getitem_vjp(g, x, index):
 
 @numba_of(getitem_vjp)
 def _getitem_vjp(g, x, index):
-    if isinstance(x, types.List):  # an item of a list of arrays (np.split's): splitting.py
-        return lambda g, x, index: item_vjp(g, x, index)
     if _array(index) and isinstance(index.dtype, types.Boolean):
         if index.ndim == x.ndim:  # a mask over the elements
 

@@ -74,6 +74,17 @@ def _item_vjp(g, x, index):
     return impl
 
 
+@helper(nondiff=True)
+def list_cotangent_zeros(x):
+    """A zero cotangent for a list of arrays, which a loop over its items (or a branch reading
+    one) would start from: refused, since a loop adds into it item by item, not flat."""
+    raise NotImplementedError(
+        "s2sad does not follow the cotangent of a list of arrays (np.split's pieces) through a "
+        "loop over it, or a branch reading it, yet: read the pieces by index outside "
+        "(a, b = np.split(x, 2))"
+    )
+
+
 @helper
 def _split_positions(ary, indices_or_sections, axis, split):
     """Where each element of the pieces comes from in `ary`, in the flat cotangent's order."""
