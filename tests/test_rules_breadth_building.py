@@ -531,3 +531,58 @@ def test_random_splits_and_turns(shape, data):
     start = data.draw(st.integers(-len(shape), len(shape)))
     check_vjp(rollaxis_fn, (x, axis, start))
     check_jvp(rollaxis_fn, (x, axis, start))
+
+
+# ----------------------------------------------------------------------------- list literals
+# A list literal that a NumPy function reads as one array is made one (np.stack, as np.array does)
+
+
+def mean_of_list(a, b):
+    return np.mean([a, b])
+
+
+def sum_of_list(a, b):
+    return np.sum([a, b * b], axis=0)
+
+
+def max_of_numbers(x):
+    return np.max([x[0] * 2.0, x[1], 0.5])
+
+
+def dot_of_list(a, b):
+    return np.dot([a, b * 2.0], b)
+
+
+def concatenate_of_a_list_variable(x, y):
+    parts = [x, y]
+    return np.concatenate(parts)
+
+
+def concatenate_of_appended(x):
+    parts = []
+    for i in range(3):
+        parts.append(x * i)
+    return np.concatenate(parts)
+
+
+LISTS = [
+    (mean_of_list, (r(3), r(3, seed=1)), (0, 1)),
+    (sum_of_list, (r(2, 3), r(2, 3, seed=1)), (0, 1)),
+    (max_of_numbers, (np.array([0.1, 0.7, -0.2]),), 0),
+    (dot_of_list, (r(3), r(3, seed=1)), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("f,args,wrt", LISTS, ids=[f.__name__ for f, _, _ in LISTS])
+def test_list_literals_read_as_arrays(f, args, wrt):
+    check_vjp(f, args, wrt=wrt)
+    check_jvp(f, args, wrt=wrt)
+    check(f, *args, wrt=wrt)
+
+
+@pytest.mark.parametrize("f", [concatenate_of_a_list_variable, concatenate_of_appended])
+def test_lists_held_in_variables_are_refused_at_the_users_line(f):
+    """Not yet: a list's cotangent would need a list value in the adjoint (pass it literally)."""
+    args = (r(3), r(2, seed=1))[: f.__code__.co_argcount]
+    with pytest.raises(s2sad.S2SADError, match=r"test_rules_breadth_building\.py:\d+"):
+        s2sad.vjp(f)(*args)

@@ -9,7 +9,7 @@ import typing
 
 import numpy as np
 
-from .common import _absent, _array, _integer, _shift
+from .common import _array, _integer, _shift
 from .helpers import batched_helper, batched_of, helper, numba_of
 from .registry import LIST_VALUED, defvjp, linear
 from .stacking import _promoted
@@ -86,30 +86,31 @@ def list_cotangent_zeros(x):
 
 
 @helper
-def _split_positions(ary, indices_or_sections, axis, split):
+def _split_positions(ary, indices_or_sections, axis, even):
     """Where each element of the pieces comes from in `ary`, in the flat cotangent's order."""
     positions = np.arange(np.size(ary)).reshape(np.shape(ary))
     if axis is None:  # np.hsplit's axis
         axis = 1 if np.ndim(ary) > 1 else 0
-    return np.concatenate([np.reshape(p, -1) for p in split(positions, indices_or_sections, axis)])
+    pieces = (np.split if even else np.array_split)(positions, indices_or_sections, axis)
+    return np.concatenate([np.reshape(p, -1) for p in pieces])
 
 
 @helper(jvp=linear("g"))
-def split_vjp(g, ary, indices_or_sections, axis=0, split=np.split):
-    """The flat cotangent of the pieces of `ary` (split by `split` along `axis`; None: np.hsplit's
-    axis, 1, or 0 for a vector) put back where each piece came from."""
+def split_vjp(g, ary, indices_or_sections, axis=0, even=True):
+    """The flat cotangent of the pieces of `ary` (split by np.split, or np.array_split where
+    `even` is False, along `axis`; None: np.hsplit's axis, 1, or 0 for a vector) put back where
+    each piece came from."""
     d = np.zeros(np.size(ary), dtype=np.result_type(g, np.float32))
-    d[_split_positions(ary, indices_or_sections, axis, split)] = g
+    d[_split_positions(ary, indices_or_sections, axis, even)] = g
     return np.reshape(d, np.shape(ary))
 
 
 @numba_of(split_vjp)
-def _split_vjp(g, ary, indices_or_sections, axis=0, split=np.split):
+def _split_vjp(g, ary, indices_or_sections, axis=0, even=True):
     if not (_array(g) and _array(ary)):
         return None
-    even = _absent(split, np.split)
 
-    def impl(g, ary, indices_or_sections, axis=0, split=np.split):
+    def impl(g, ary, indices_or_sections, axis=0, even=True):
         positions = np.arange(ary.size).reshape(ary.shape)
         ax = (1 if ary.ndim > 1 else 0) if axis is None else axis
         if even:
@@ -128,9 +129,9 @@ def _split_vjp(g, ary, indices_or_sections, axis=0, split=np.split):
 
 
 @batched_of(split_vjp)
-def batched_split_vjp(g, ary, indices_or_sections, axis=0, split=np.split):
+def batched_split_vjp(g, ary, indices_or_sections, axis=0, even=True):
     d = np.zeros(np.shape(g)[:1] + (np.size(ary),), dtype=np.result_type(g, np.float32))
-    d[:, _split_positions(ary, indices_or_sections, axis, split)] = g
+    d[:, _split_positions(ary, indices_or_sections, axis, even)] = g
     return np.reshape(d, np.shape(g)[:1] + np.shape(ary))
 
 
@@ -179,7 +180,7 @@ for _func, _signature, _call, _batched in [
     (
         np.array_split,
         "ary, indices_or_sections, axis=0",
-        "axis, np.array_split",
+        "axis, False",
         batched_array_split,
     ),
     (np.hsplit, "ary, indices_or_sections", "None", batched_hsplit),

@@ -17,6 +17,7 @@ import numpy as np
 from ... import ir
 from ...astcopy import walk_nodes
 from ..reserved import STATIC_ATTRS
+from .calls import array_literals
 from .flatten import Flattener
 from .memory import snapshot_of
 
@@ -207,8 +208,13 @@ class Expressions(Flattener):
             raise self.unsupported(node, "starred arguments (*args) in a call")
         if any(k.arg is None for k in node.keywords):
             raise self.unsupported(node, "**kwargs in a call")
-        args = [self.sequence(a, base) for a in node.args]
-        keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
+        # a list literal a rule reads as one array (np.mean([a, b])): made one, as np.array would
+        literals = array_literals(ir.callee(new_func), node.args, node.keywords)
+        args = [self.sequence(a, base, id(a) in literals) for a in node.args]
+        keywords = [
+            ast.keyword(k.arg, self.sequence(k.value, base, id(k.value) in literals))
+            for k in node.keywords
+        ]
         return ast.Call(new_func, args, keywords)
 
     def array_of_literal(self, node: ast.Call) -> bool:
@@ -238,9 +244,15 @@ class Expressions(Flattener):
         keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
         return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
 
-    def sequence(self, node: ast.expr, base: str) -> ast.expr:
-        """A call argument; a list or tuple literal keeps its shape with atom elements."""
+    def sequence(self, node: ast.expr, base: str, array: bool = False) -> ast.expr:
+        """A call argument; a list or tuple literal keeps its shape with atom elements, or is
+        stacked into one array (`array`, see `stacked`)."""
         if isinstance(node, (ast.List, ast.Tuple)) and self.mentions_varied(node):
+            if array:
+                stacked = self.stacked(node, [], base)
+                name = self.names.fresh(f"{base}_array")
+                self.append(name, stacked, self.atom_varied(stacked))
+                return ast.Name(name, ast.Load())
             return type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
 
