@@ -182,6 +182,18 @@ def atleast_3d_fn(x):
     return np.atleast_3d(x) ** 2
 
 
+def r_fn(x, y):
+    return np.r_[x, y, 2.0] * x[0]
+
+
+def r_rows(x, y):
+    return np.r_[x, y]
+
+
+def c_fn(x, y):
+    return np.c_[x, y * 2.0, x]
+
+
 def flipud_fn(x):
     return np.flipud(x) * x
 
@@ -245,6 +257,11 @@ CASES = [
     (atleast_2d_fn, (r(3),), 0),
     (atleast_3d_fn, (r(3),), 0),
     (atleast_3d_fn, (r(2, 3),), 0),
+    (r_fn, (r(3), r(2, seed=1)), (0, 1)),
+    (r_rows, (r(2, 3), r(1, 3, seed=1)), (0, 1)),
+    (c_fn, (r(3), r(3, seed=1)), (0, 1)),
+    (c_fn, (r(3, 2), r(3, 1, seed=1)), (0, 1)),
+    (c_fn, (r(2, 2, 3), r(2, 2, 3, seed=1)), (0, 1)),
     (flipud_fn, (r(4, 3),), 0),
     (fliplr_fn, (r(4, 3, 2),), 0),
     (rot90_fn, (r(4, 3),), 0),
@@ -418,11 +435,11 @@ def atleast_two(x, y):
     return a * b
 
 
-def r_join(x, y):
-    return np.r_[x, y]
+def r_with_a_range(x, y):
+    return np.r_[x, 0:3] * np.sum(y)
 
 
-@pytest.mark.parametrize("f", [pad_ramp, pad_odd, atleast_two, r_join])
+@pytest.mark.parametrize("f", [pad_ramp, pad_odd, atleast_two, r_with_a_range])
 def test_calls_outside_the_rules_are_refused_at_the_users_line(f):
     args = (r(3), r(3, seed=1))[: f.__code__.co_argcount]
     with pytest.raises(s2sad.NoRuleError, match=r"test_rules_breadth_building\.py:\d+"):

@@ -135,6 +135,26 @@ for _func, _signature, _axis, _batched in _JOINS:
     )
 
 
+@helper
+def c_join(tup):
+    """np.c_[a, b, ...] of values alone: normalization writes that subscript as this call."""
+    return np.c_[tuple(tup)]
+
+
+@batched_helper
+def batched_c_join(tup):
+    return np.concatenate([_promoted(t, "column") for t in tup], axis=-1)
+
+
+defvjp(  # (np.r_[a, b] is np.concatenate of each at least 1-d, rules of their own)
+    c_join,
+    "tup",
+    seq=("tup",),
+    tup="joined_vjp(g, tup, k, -1)",
+    jvp=linear("tup", batched=batched_c_join),
+)
+
+
 @batched_helper
 def batched_append(arr, values, axis=None):
     if axis is None:
