@@ -45,6 +45,7 @@ import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
 import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
+import test_rules_breadth_building as bb  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -204,6 +205,13 @@ CORPUS = [
     (eb.sum_squares, (r(4),), 0, "jvp"),
     # selection and statistics (test_rules_breadth_selection.py): Numba's forms take no axis
     *sel.JITTED,
+    # building and splitting arrays (test_rules_breadth_building.py): stacks of tuples, a
+    # repeat without an axis, a split's pieces read by index
+    (bb.vstack_tuple, (r(2, 3), r(1, 3, seed=1)), (0, 1), "vjp"),
+    (bb.append_flat, (r(2, 3), r(2, seed=1)), (0, 1), "jvp"),
+    (bb.repeat_counts, (r(3),), 0, "vjp"),
+    (bb.split_three_reads, (r(4, 6),), 0, "vjp"),
+    (bb.array_split_ragged, (r(7),), 0, "grad"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -1,7 +1,7 @@
 """Issue 13, classes 2, 7, 12 and 13: never a silently wrong number.
 
 - Unknown means refuse: a differentiated value reaching something s2sad has no rule for (an
-  array built from it by np.linspace or np.r_, np.einsum's sublist form, an object of a user
+  array built from it by np.linspace or np.r_ with a range, np.einsum's sublist form, an object of a user
   class, a method) is refused by name, at the user's line; np.full/np.full_like have rules.
 - Numerical corners: np.std of one element, x ** 0 at 0, grad of `return loss, aux`.
 - Every returned array is the caller's own (no two gradients share memory).
@@ -45,12 +45,12 @@ def arange_start(x):
     return np.sum(np.arange(x, x + 3.0) ** 2)
 
 
-def r_concat(x):
-    return np.sum(np.r_[x, 2.0 * x] ** 2)
+def r_concat(x):  # (np.r_ of values alone is np.concatenate: test_rules_breadth_building.py)
+    return np.sum(np.r_[x, 0:2] ** 2)
 
 
-def c_columns(x):
-    return np.sum(np.c_[x, x] ** 2)
+def c_columns(x):  # (a directive string)
+    return np.sum(np.c_["0", x, x] ** 2)
 
 
 def einsum_sublists(x):

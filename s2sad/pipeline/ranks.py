@@ -75,6 +75,7 @@ class Ranks:
         # list name -> the rank of every value appended to it: the values a gradient's tapes
         # give back (`v = v_tape.pop()`), which the code `hessian` reads has in loops
         self.elements: dict[str, object] = {}
+        self.lists: set[str] = set()  # names of lists of arrays (np.split's pieces)
 
     def get(self, name: str):
         if name in self.indices:
@@ -281,6 +282,8 @@ class Ranks:
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     self._next_ints[target.id] = False
                 elif isinstance(target, ast.Name):
+                    if self._is_list(stmt.value):
+                        self.lists.add(target.id)
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
                     is_int = self._is_int(stmt.value)
@@ -291,6 +294,14 @@ class Ranks:
                     for e in target.elts:
                         self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), 0) if sizes else None
                         self._next_ints[e.id] = self._next_ints.get(e.id, True) and sizes
+
+    def _is_list(self, value: ast.expr) -> bool:
+        """A list of arrays (np.split's pieces), a slice of one, or another name for one."""
+        if isinstance(value, ast.Call):
+            return id(ir.callee(value.func)) in rules.registry.LIST_VALUED
+        if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
+            value = value.value
+        return isinstance(value, ast.Name) and value.id in self.lists
 
 
 def _list_method(value: ast.expr, method: str, arity: int):

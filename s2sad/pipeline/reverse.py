@@ -30,6 +30,9 @@ from .reverse_control import BranchesAndLoops, Context
 from .tape import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
 
+# the cotangent of an item of a list of arrays, by the name a read's cotangent has otherwise
+_ITEM_OF_LIST = {"getitem_vjp": "item_vjp", "batched_getitem_vjp": "batched_item_vjp"}
+
 
 @dataclass
 class Adjoint:
@@ -114,11 +117,15 @@ class Reverser(BranchesAndLoops):
     # ------------------------------------------------------------------ contributions
     def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
         d = self.dname(primal)
+        name = getattr(expr.func, "id", "") if isinstance(expr, ast.Call) else ""
+        if name in _ITEM_OF_LIST and len(expr.args) == 3 and self.is_list(expr.args[1]):
+            # an item of np.split's list: its cotangent is flat (rules/splitting.py)
+            expr.func = ast.Name(_ITEM_OF_LIST[name], ast.Load())
+            name = ""
         if (
             self.jit
             and not self.batched
-            and isinstance(expr, ast.Call)
-            and getattr(expr.func, "id", "") == "getitem_vjp"
+            and name == "getitem_vjp"
             and len(expr.args) == 3
             and (d in self.owned or self.rank(ast.Subscript(expr.args[1], expr.args[2])) == 0)
         ):
@@ -145,6 +152,8 @@ class Reverser(BranchesAndLoops):
 
     def zeros(self, primal: str) -> ast.expr:
         """A zero adjoint for `primal` (with the batch rows in batched mode)."""
+        if self.is_list(primal):  # np.split's pieces: refused (rules/splitting.py)
+            return call_of("list_cotangent_zeros", load_name(primal))
         if self.batched:
             return call_of("batched_zeros", load_name(self.batch), load_name(primal))
         return call_of("zeros_like", load_name(primal))
@@ -173,6 +182,11 @@ class Reverser(BranchesAndLoops):
 
     def rank(self, node: ast.expr):
         return None if self.ranks is None else self.ranks.of(node)
+
+    def is_list(self, node: ast.expr | str) -> bool:
+        """Whether `node` names a list of arrays (np.split's pieces)."""
+        name = node.id if isinstance(node, ast.Name) else node
+        return isinstance(name, str) and name in getattr(self.ranks, "lists", ())
 
     def scalars(
         self, expr: ast.expr, result_rank, batched: bool = False, shaped_like=None

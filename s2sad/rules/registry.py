@@ -65,6 +65,9 @@ LINEAR: dict[int, str] = {}  # id(linear function) -> its batched counterpart's 
 MULTILINEAR: dict[int, str] = {}  # id(multilinear function) -> its batched counterpart's name
 EXPLICIT: dict[int, dict] = {}  # id(function) -> parameter -> tangent template for a batched t
 NAMESPACE: dict[str, object] = {}  # user-registered rule functions, by the name code calls
+# id(function) -> function returning a list of arrays (np.split): its cotangent is one flat
+# array (rules/splitting.py), into which reading an item never adds in place (pipeline/reverse.py)
+LIST_VALUED: dict[int, object] = {}
 VERSION = [0]  # counts rule registrations
 _KEEP_ALIVE: list[object] = []
 

@@ -13,6 +13,8 @@ import os
 import site
 import sysconfig
 
+import numpy as np
+
 from ... import rules
 
 
@@ -55,3 +57,24 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
     if module.split(".")[0] in ("numpy", "s2sad", "math") or is_library_code(obj):
         return None
     return obj
+
+
+def array_literals(callee, args: list[ast.expr], keywords: list[ast.keyword]) -> set[int]:
+    """The list or tuple literals among a call's arguments that the callee's rule reads as one
+    array (`np.mean([a, b])`: a NumPy function's parameter that does not take a list of arrays,
+    as np.asarray reads it), by id. A user's rule gets the literal as it is."""
+    rule = rules.lookup(callee) if callee is not None else None
+    numpy = isinstance(callee, np.ufunc) or (getattr(callee, "__module__", "") or "").startswith(
+        "numpy"
+    )
+    if rule is None or not numpy:
+        return set()
+    try:
+        bound = rule.signature.bind(*args, **{k.arg: k.value for k in keywords if k.arg})
+    except TypeError:
+        return set()
+    return {
+        id(v)
+        for p, v in bound.arguments.items()
+        if p not in rule.seq and isinstance(v, (ast.List, ast.Tuple))
+    }

@@ -15,8 +15,10 @@ import ast
 import numpy as np
 
 from ... import ir
+from ...rules.helpers import RUNTIME
 from ...astcopy import walk_nodes
 from ..reserved import STATIC_ATTRS
+from .calls import array_literals
 from .flatten import Flattener
 from .memory import snapshot_of
 
@@ -157,6 +159,8 @@ class Expressions(Flattener):
             node = self.call(node, base)
         elif isinstance(node, ast.Attribute):
             node = ast.Attribute(self.atom(node.value, base), node.attr, ast.Load())
+        elif isinstance(node, ast.Subscript) and self.index_join(node) is not None:
+            node = self.joined(node, self.index_join(node), base)
         elif isinstance(node, ast.Subscript):
             node = ast.Subscript(
                 self.atom(node.value, base), self.index(node.slice, base), ast.Load()
@@ -209,8 +213,13 @@ class Expressions(Flattener):
             raise self.unsupported(node, "starred arguments (*args) in a call")
         if any(k.arg is None for k in node.keywords):
             raise self.unsupported(node, "**kwargs in a call")
-        args = [self.sequence(a, base) for a in node.args]
-        keywords = [ast.keyword(k.arg, self.sequence(k.value, base)) for k in node.keywords]
+        # a list literal a rule reads as one array (np.mean([a, b])): made one, as np.array would
+        literals = array_literals(ir.callee(new_func), node.args, node.keywords)
+        args = [self.sequence(a, base, id(a) in literals) for a in node.args]
+        keywords = [
+            ast.keyword(k.arg, self.sequence(k.value, base, id(k.value) in literals))
+            for k in node.keywords
+        ]
         return ast.Call(new_func, args, keywords)
 
     def builtin_of_literal(self, node: ast.Call) -> bool:
@@ -240,6 +249,41 @@ class Expressions(Flattener):
             total = ast.copy_location(ast.BinOp(total, ast.Add(), e), node)
         return total
 
+    def index_join(self, node: ast.Subscript):
+        """np.r_ or np.c_ where `node` is `np.r_[a, b]` (or np.c_) of values alone (no slices, no
+        directive strings), else None."""
+        if not isinstance(node.value, (ast.Name, ast.Attribute)):
+            return None
+        obj = self.resolver.resolve(node.value)
+        if not any(obj is j for j in (np.r_, np.c_)):
+            return None
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(
+            isinstance(e, ast.Slice) or isinstance(getattr(e, "value", None), str) for e in items
+        ):
+            return None
+        return obj
+
+    def joined(self, node: ast.Subscript, join, base: str) -> ast.Call:
+        """`np.r_[a, b]` as np.concatenate of each at least 1-d; `np.c_[a, b]` as c_join."""
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        atoms = [self.atom(e, base) for e in items]
+        if join is np.c_:
+            func = ast.Name("c_join", ast.Load())
+            ir.set_callee(func, RUNTIME["c_join"])
+            return ast.Call(func, [ast.List(atoms, ast.Load())], [])
+        names = []
+        for a in atoms:
+            func = ast.Attribute(ast.Name("np", ast.Load()), "atleast_1d", ast.Load())
+            ir.set_callee(func, np.atleast_1d)
+            call = ast.Call(func, [a], [])
+            name = self.names.fresh(f"{base}_row")
+            self.append(name, call, self.atom_varied(a))
+            names.append(ast.Name(name, ast.Load()))
+        func = ast.Attribute(ast.Name("np", ast.Load()), "concatenate", ast.Load())
+        ir.set_callee(func, np.concatenate)
+        return ast.Call(func, [ast.List(names, ast.Load())], [])
+
     def array_of_literal(self, node: ast.Call) -> bool:
         """`np.array([[a, b], [c, d]])` (or np.asarray) of differentiated values."""
         callee = self.resolver.resolve(node.func)
@@ -267,9 +311,15 @@ class Expressions(Flattener):
         keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
         return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
 
-    def sequence(self, node: ast.expr, base: str) -> ast.expr:
-        """A call argument; a list or tuple literal keeps its shape with atom elements."""
+    def sequence(self, node: ast.expr, base: str, array: bool = False) -> ast.expr:
+        """A call argument; a list or tuple literal keeps its shape with atom elements, or is
+        stacked into one array (`array`, see `stacked`)."""
         if isinstance(node, (ast.List, ast.Tuple)) and self.mentions_varied(node):
+            if array:
+                stacked = self.stacked(node, [], base)
+                name = self.names.fresh(f"{base}_array")
+                self.append(name, stacked, self.atom_varied(stacked))
+                return ast.Name(name, ast.Load())
             return type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
 
