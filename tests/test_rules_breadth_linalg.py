@@ -1,0 +1,275 @@
+"""Linear algebra breadth (#14): tensordot, inner, vdot, kron, cross, multi_dot, matrix_power
+(rules/contractions.py) and the decompositions (rules/decompositions.py): pullbacks and tangents
+against central differences on random shapes (hypothesis), exact values, both Jacobian modes
+batched against per-basis, Hessians, refusals and the jitted forms."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import s2sad
+from conftest import check_jvp, check_vjp, rand
+from test_jacobian_batched import check
+
+HYP = settings(
+    max_examples=15, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+def fd_hessian(f, x, eps=1e-5):
+    """Central differences of s2sad's gradient, shaped x.shape + x.shape."""
+    grad = s2sad.grad(f)
+    H = np.zeros((x.size, x.size))
+    for k in range(x.size):
+        e = np.zeros(x.size)
+        e[k] = eps
+        e = e.reshape(x.shape)
+        H[:, k] = np.ravel(grad(x + e) - grad(x - e)) / (2 * eps)
+    return H.reshape(x.shape + x.shape)
+
+
+def r(*shape, seed=0):
+    return rand(*shape, seed=seed)
+
+
+def spd(n, seed=0, batch=()):
+    """A symmetric positive definite matrix (or stack), well conditioned."""
+    a = rand(*batch, n, n, seed=seed)
+    return a @ np.swapaxes(a, -1, -2) + n * np.eye(n)
+
+
+def well_conditioned(n, seed=0, batch=()):
+    return rand(*batch, n, n, seed=seed, low=-0.5, high=0.5) + n * np.eye(n)
+
+
+# ----------------------------------------------------------------------------- the functions
+
+
+def tensordot_default(a, b):
+    return np.tensordot(a, b)
+
+
+def tensordot_axes(a, b, axes):
+    return np.tensordot(a, b, axes=axes)
+
+
+def tensordot_square(a):
+    return np.sum(np.tensordot(a, a * a, axes=1) ** 2)
+
+
+def inner(a, b):
+    return np.inner(a, b)
+
+
+def vdot(a, b):
+    return np.vdot(a, b)
+
+
+def vdot_self(a):
+    return np.vdot(a, np.sin(a))
+
+
+def kron(a, b):
+    return np.kron(a, b)
+
+
+def kron_self(a):
+    return np.sum(np.kron(a, a) ** 2)
+
+
+def cross(a, b):
+    return np.cross(a, b)
+
+
+def cross_axis(a, b, axis):
+    return np.cross(a, b, axis=axis)
+
+
+def cross_axes(a, b):
+    return np.cross(a, b, axisa=0, axisb=-1, axisc=0)
+
+
+def cross_self(a):
+    return np.sum(np.cross(a, a**2) ** 2)
+
+
+def multi_dot3(a, b, c):
+    return np.linalg.multi_dot([a, b, c])
+
+
+def multi_dot4(a, b, c, d):
+    return np.linalg.multi_dot([a, b, c, d])
+
+
+def multi_dot_self(a):
+    return np.sum(np.linalg.multi_dot([a, a, np.cos(a)]) ** 2)
+
+
+def matrix_power(a, n):
+    return np.linalg.matrix_power(a, n)
+
+
+def matrix_power_cube(a):
+    return np.sum(np.linalg.matrix_power(a, 3) ** 2)
+
+
+def matrix_power_inv(a):
+    return np.sum(np.sin(np.linalg.matrix_power(a, -2)))
+
+
+# ----------------------------------------------------------------------------- products
+
+PRODUCTS = [
+    (tensordot_default, (r(3, 4, 5, seed=1), r(4, 5, 2, seed=2)), (0, 1)),
+    (tensordot_axes, (r(3, 4, seed=1), r(4, 2, seed=2), 1), (0, 1)),
+    (tensordot_axes, (r(3, 4, 2, seed=1), r(2, 5, 3, seed=2), ([0, 2], [2, 0])), (0, 1)),
+    (tensordot_axes, (r(3, seed=1), r(2, seed=2), 0), (0, 1)),
+    (tensordot_axes, (r(2, 3, seed=1), r(3, 2, seed=2), ([1, 0], [0, 1])), (0, 1)),
+    (tensordot_square, (r(3, 3, seed=3),), 0),
+    (inner, (r(4, seed=1), r(4, seed=2)), (0, 1)),
+    (inner, (r(2, 4, seed=1), r(3, 4, seed=2)), (0, 1)),
+    (inner, (r(2, 3, 4, seed=1), r(4, seed=2)), (0, 1)),
+    (inner, (r(2, 3, seed=1), np.float64(1.5)), (0, 1)),
+    (vdot, (r(2, 3, seed=1), r(3, 2, seed=2)), (0, 1)),
+    (vdot, (r(4, seed=1), r(4, seed=2)), (0, 1)),
+    (vdot_self, (r(2, 2, seed=3),), 0),
+    (kron, (r(2, 3, seed=1), r(3, 2, seed=2)), (0, 1)),
+    (kron, (r(3, seed=1), r(2, 2, seed=2)), (0, 1)),
+    (kron, (r(2, 1, 2, seed=1), r(3, 2, seed=2)), (0, 1)),
+    (kron_self, (r(2, 2, seed=3),), 0),
+    (cross, (r(3, seed=1), r(3, seed=2)), (0, 1)),
+    (cross, (r(4, 3, seed=1), r(3, seed=2)), (0, 1)),
+    (cross, (r(2, 1, 3, seed=1), r(4, 3, seed=2)), (0, 1)),
+    (cross_axis, (r(3, 4, seed=1), r(3, 4, seed=2), 0), (0, 1)),
+    (cross_axes, (r(3, 4, seed=1), r(4, 3, seed=2)), (0, 1)),
+    (cross_self, (r(2, 3, seed=3),), 0),
+    (multi_dot3, (r(2, 3, seed=1), r(3, 4, seed=2), r(4, 2, seed=3)), (0, 1, 2)),
+    (multi_dot3, (r(3, seed=1), r(3, 4, seed=2), r(4, 2, seed=3)), (0, 1, 2)),
+    (multi_dot3, (r(2, 3, seed=1), r(3, 4, seed=2), r(4, seed=3)), (0, 1, 2)),
+    (multi_dot3, (r(3, seed=1), r(3, 4, seed=2), r(4, seed=3)), (0, 1, 2)),
+    (multi_dot4, (r(2, 3, seed=1), r(3, 4, seed=2), r(4, 2, seed=3), r(2, 3, seed=4)), (0, 3)),
+    (multi_dot_self, (r(3, 3, seed=3) * 0.5,), 0),
+    (matrix_power, (r(3, 3, seed=1), 3), 0),
+    (matrix_power, (r(2, 3, 3, seed=1), 2), 0),
+    (matrix_power, (well_conditioned(3, seed=1), -2), 0),
+    (matrix_power, (r(3, 3, seed=1), 0), 0),
+    (matrix_power, (r(3, 3, seed=1), 1), 0),
+    (matrix_power_cube, (r(3, 3, seed=3),), 0),
+    (matrix_power_inv, (well_conditioned(2, seed=3),), 0),
+]
+PRODUCT_IDS = [f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(PRODUCTS)]
+
+
+@pytest.mark.parametrize("f,args,wrt", PRODUCTS, ids=PRODUCT_IDS)
+def test_products_vjp_and_jvp(f, args, wrt):
+    check_vjp(f, args, wrt=wrt)
+    check_jvp(f, args, wrt=wrt)
+
+
+@pytest.mark.parametrize("f,args,wrt", PRODUCTS, ids=PRODUCT_IDS)
+def test_products_jacobian_batched_matches_per_basis(f, args, wrt):
+    check(f, *args, wrt=wrt)
+
+
+@pytest.mark.parametrize(
+    "f,x",
+    [
+        (tensordot_square, r(3, 3, seed=3)),
+        (vdot_self, r(2, 2, seed=3)),
+        (kron_self, r(2, 2, seed=3)),
+        (cross_self, r(2, 3, seed=3)),
+        (multi_dot_self, r(3, 3, seed=3) * 0.5),
+        (matrix_power_cube, r(3, 3, seed=3)),
+        (matrix_power_inv, well_conditioned(2, seed=3)),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_products_hessian(f, x):
+    H = s2sad.hessian(f)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-5, atol=1e-5)
+
+
+def test_exact_values():
+    a, b = r(3, seed=1), r(3, seed=2)
+    g = r(3, seed=3)
+    _, pullback = s2sad.vjp(cross, wrt=(0, 1))(a, b)
+    ga, gb = pullback(g)
+    np.testing.assert_allclose(ga, np.cross(b, g), rtol=1e-14)
+    np.testing.assert_allclose(gb, np.cross(g, a), rtol=1e-14)
+    m = r(3, 3, seed=4)
+    G = r(3, 3, seed=5)
+    _, pullback = s2sad.vjp(matrix_power, wrt=0)(m, 2)
+    np.testing.assert_allclose(pullback(G), G @ m.T + m.T @ G, rtol=1e-13)
+    _, pullback = s2sad.vjp(vdot, wrt=(0, 1))(a, b)
+    np.testing.assert_allclose(pullback(2.0), (2 * b, 2 * a), rtol=1e-14)
+
+
+def lambda_free_cross2(a):
+    return np.sum(np.cross(a, np.array([[1.0, 2.0, 3.0]])[:, :2][0]))
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_cross_of_2_vectors_is_refused_at_call_time():
+    with pytest.raises(ValueError, match="3-vectors only"):
+        s2sad.grad(lambda_free_cross2)(r(2, seed=1))
+
+
+@HYP
+@given(
+    lead=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    inner_=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    trail=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    seed=st.integers(0, 1000),
+)
+def test_tensordot_random_shapes(lead, inner_, trail, seed):
+    a = r(*lead, *inner_, seed=seed)
+    b = r(*inner_, *trail, seed=seed + 1)
+    args = (a, b, len(inner_))
+    check_vjp(tensordot_axes, args, wrt=(0, 1), seed=seed)
+    check_jvp(tensordot_axes, args, wrt=(0, 1), seed=seed)
+
+
+@HYP
+@given(
+    shape_a=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    shape_b=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    seed=st.integers(0, 1000),
+)
+def test_kron_random_shapes(shape_a, shape_b, seed):
+    args = (r(*shape_a, seed=seed), r(*shape_b, seed=seed + 1))
+    check_vjp(kron, args, wrt=(0, 1), seed=seed)
+    check_jvp(kron, args, wrt=(0, 1), seed=seed)
+
+
+@HYP
+@given(
+    batch=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    n=st.integers(1, 4),
+    power=st.integers(-3, 4),
+    seed=st.integers(0, 1000),
+)
+def test_matrix_power_random(batch, n, power, seed):
+    a = well_conditioned(n, seed=seed, batch=tuple(batch)) / n
+    check_vjp(matrix_power, (a, power), seed=seed)
+    check_jvp(matrix_power, (a, power), seed=seed)
+
+
+@HYP
+@given(
+    dims=st.lists(st.integers(1, 4), min_size=4, max_size=5),
+    first_vector=st.booleans(),
+    last_vector=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_multi_dot_random(dims, first_vector, last_vector, seed):
+    shapes = [(dims[i], dims[i + 1]) for i in range(len(dims) - 1)]
+    if first_vector:
+        shapes[0] = shapes[0][1:]
+    if last_vector:
+        shapes[-1] = shapes[-1][:1]
+    arrays = [r(*s, seed=seed + i) for i, s in enumerate(shapes)]
+    f = {3: multi_dot3, 4: multi_dot4}[len(arrays)]
+    wrt = tuple(range(len(arrays)))
+    check_vjp(f, arrays, wrt=wrt, seed=seed)
+    check_jvp(f, arrays, wrt=wrt, seed=seed)
