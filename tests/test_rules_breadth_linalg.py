@@ -273,3 +273,213 @@ def test_multi_dot_random(dims, first_vector, last_vector, seed):
     wrt = tuple(range(len(arrays)))
     check_vjp(f, arrays, wrt=wrt, seed=seed)
     check_jvp(f, arrays, wrt=wrt, seed=seed)
+
+
+# ----------------------------------------------------------------------------- decompositions
+
+
+def cholesky(a):
+    return np.linalg.cholesky(a)
+
+
+def cholesky_upper(a):
+    return np.linalg.cholesky(a, upper=True)
+
+
+def cholesky_logdet(a):
+    """log det of an SPD matrix through its Cholesky factor."""
+    low = np.linalg.cholesky(a)
+    return 2.0 * np.sum(np.log(np.diagonal(low, axis1=-2, axis2=-1)))
+
+
+def cholesky_sym(x):
+    return np.sum(np.linalg.cholesky(x @ x.T + 3.0 * np.eye(3)) ** 3)
+
+
+def eigvalsh(a):
+    return np.linalg.eigvalsh(a)
+
+
+def eigvalsh_upper(a):
+    return np.linalg.eigvalsh(a, UPLO="U")
+
+
+def eigvalsh_cubes(x):
+    return np.sum(np.linalg.eigvalsh(x + x.T) ** 3)
+
+
+def singular_values(a):
+    return np.linalg.svd(a, compute_uv=False)
+
+
+def singular_values_reduced(a):
+    return np.linalg.svd(a, full_matrices=False, compute_uv=False)
+
+
+def nuclear(a):
+    return np.sum(np.linalg.svd(a, compute_uv=False) ** 2)
+
+
+def pinv(a):
+    return np.linalg.pinv(a)
+
+
+def pinv_rcond(a):
+    return np.linalg.pinv(a, rcond=1e-10)
+
+
+def pinv_square(a):
+    return np.sum(np.linalg.pinv(a) ** 2)
+
+
+def svd_full(a):
+    u, s, vt = np.linalg.svd(a)
+    return s
+
+
+def spread(n, batch=(), seed=0):
+    """A symmetric matrix (or stack) with well separated eigenvalues."""
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=batch + (n, n)))
+    w = np.arange(1, n + 1) * 1.5 - n + rng.uniform(-0.2, 0.2, size=batch + (n,))
+    return (q * w[..., None, :]) @ np.swapaxes(q, -1, -2)
+
+
+def rect(m, n, batch=(), seed=0):
+    """A rectangular matrix (or stack) with well separated nonzero singular values."""
+    rng = np.random.default_rng(seed)
+    k = min(m, n)
+    u, _ = np.linalg.qr(rng.normal(size=batch + (m, k)))
+    v, _ = np.linalg.qr(rng.normal(size=batch + (n, k)))
+    s = np.arange(k, 0, -1) + 0.5 + rng.uniform(-0.2, 0.2, size=batch + (k,))
+    return (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
+
+
+DECOMPOSITIONS = [
+    (cholesky, (spd(3, seed=1),)),
+    (cholesky, (spd(2, seed=2, batch=(2,)),)),
+    (cholesky_upper, (spd(3, seed=1),)),
+    (cholesky_logdet, (spd(3, seed=4),)),
+    (cholesky_sym, (r(3, 3, seed=5),)),
+    (eigvalsh, (spread(3, seed=1),)),
+    (eigvalsh, (spread(3, batch=(2,), seed=2),)),
+    (eigvalsh_upper, (spread(4, seed=3),)),
+    (eigvalsh_cubes, (r(3, 3, seed=6),)),
+    (singular_values, (rect(3, 2, seed=1),)),
+    (singular_values, (rect(2, 4, seed=2),)),
+    (singular_values_reduced, (rect(3, 3, batch=(2,), seed=3),)),
+    (nuclear, (rect(2, 3, seed=4),)),
+    (pinv, (rect(3, 2, seed=1),)),
+    (pinv, (rect(2, 4, seed=2),)),
+    (pinv, (rect(3, 3, batch=(2,), seed=3),)),
+    (pinv_rcond, (rect(2, 3, seed=4),)),
+    (pinv_square, (rect(3, 2, seed=5),)),
+]
+DECOMPOSITION_IDS = [f"{f.__name__}-{i}" for i, (f, _) in enumerate(DECOMPOSITIONS)]
+
+
+@pytest.mark.parametrize("f,args", DECOMPOSITIONS, ids=DECOMPOSITION_IDS)
+def test_decompositions_vjp_and_jvp(f, args):
+    check_vjp(f, args)
+    check_jvp(f, args)
+
+
+@pytest.mark.parametrize("f,args", DECOMPOSITIONS, ids=DECOMPOSITION_IDS)
+def test_decompositions_jacobian_batched_matches_per_basis(f, args):
+    check(f, *args)
+
+
+@pytest.mark.parametrize(
+    "f,x",
+    [
+        (cholesky_logdet, spd(3, seed=4)),
+        (cholesky_sym, r(3, 3, seed=5)),
+        (eigvalsh_cubes, r(3, 3, seed=6)),
+        (pinv_square, rect(3, 2, seed=5)),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_decompositions_hessian(f, x):
+    H = s2sad.hessian(f)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-5, atol=1e-5)
+
+
+def test_decompositions_exact_values():
+    """log det through cholesky: the gradient is inv(a) on the lower triangle NumPy reads
+    (off-diagonal entries doubled: each stands for both of its symmetric pair)."""
+    a = spd(3, seed=7)
+    g = s2sad.grad(cholesky_logdet)(a)
+    inv = np.linalg.inv(a)
+    np.testing.assert_allclose(g, np.tril(2 * inv, -1) + np.diag(np.diag(inv)), rtol=1e-12)
+    w = np.array([1.0, 2.0, 5.0])
+    q, _ = np.linalg.qr(rand(3, 3, seed=8))
+    _, pullback = s2sad.vjp(eigvalsh)((q * w) @ q.T)
+    gw = pullback(np.ones(3))  # the trace's gradient: the identity
+    np.testing.assert_allclose(gw, np.eye(3), atol=1e-12)
+    x = rect(3, 2, seed=9)
+    np.testing.assert_allclose(s2sad.grad(nuclear)(x), 2 * x, rtol=1e-12)
+
+
+def test_repeated_eigenvalues_refuse_the_second_derivative():
+    x = np.diag([1.0, 1.0, 2.0]) / 2  # x + x.T has the eigenvalue 1 twice
+    with pytest.raises(ValueError, match="eigenvalues repeat"):
+        s2sad.hessian(eigvalsh_cubes)(x)
+    # the first derivative of a symmetric function of the eigenvalues is exact there
+    np.testing.assert_allclose(s2sad.grad(eigvalsh_cubes)(x), 6 * np.diag([1.0, 1.0, 4.0]))
+
+
+def test_rank_deficient_pinv_is_refused():
+    a = np.outer([1.0, 2.0, 3.0], [1.0, -1.0])
+    with pytest.raises(ValueError, match="rank-deficient"):
+        s2sad.grad(pinv_square)(a)
+    with pytest.raises(ValueError, match="rank-deficient"):
+        s2sad.jvp(pinv)(a, tangent=np.ones((3, 2)))
+
+
+def test_svd_with_vectors_and_hermitian_are_refused():
+    with pytest.raises(s2sad.NoRuleError, match="compute_uv"):
+        s2sad.grad(lambda_free_svd_sum)(rect(3, 2))
+
+
+def lambda_free_svd_sum(a):
+    return np.sum(np.linalg.svd(a)[1])
+
+
+@HYP
+@given(
+    batch=st.lists(st.integers(1, 2), min_size=0, max_size=1),
+    n=st.integers(1, 4),
+    upper=st.booleans(),
+    seed=st.integers(0, 1000),
+)
+def test_cholesky_random(batch, n, upper, seed):
+    a = spd(n, seed=seed, batch=tuple(batch))
+    f = cholesky_upper if upper else cholesky
+    check_vjp(f, (a,), seed=seed)
+    check_jvp(f, (a,), seed=seed)
+
+
+@HYP
+@given(
+    batch=st.lists(st.integers(1, 2), min_size=0, max_size=1),
+    n=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+)
+def test_eigvalsh_random(batch, n, seed):
+    a = spread(n, batch=tuple(batch), seed=seed)
+    check_vjp(eigvalsh, (a,), seed=seed)
+    check_jvp(eigvalsh, (a,), seed=seed)
+
+
+@HYP
+@given(
+    batch=st.lists(st.integers(1, 2), min_size=0, max_size=1),
+    m=st.integers(1, 4),
+    n=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+)
+def test_singular_values_and_pinv_random(batch, m, n, seed):
+    a = rect(m, n, batch=tuple(batch), seed=seed)
+    for f in (singular_values, pinv):
+        check_vjp(f, (a,), seed=seed)
+        check_jvp(f, (a,), seed=seed)

@@ -1,0 +1,308 @@
+"""Decompositions: cholesky, eigvalsh, the singular values (svd with compute_uv=False) and pinv,
+each op's entry below the helpers its templates call (NumPy and Numba forms side by side, as
+rules/helpers.py says). Every helper works on stacks of matrices (leading axes) and is right for
+a cotangent or tangent with a leading batch axis as it is (`batch_safe`).
+
+NumPy's cholesky, eigh and eigvalsh read one triangle of their argument (cholesky: the lower one,
+or the upper with upper=True; eigh: UPLO's), so their derivative is with respect to the elements
+of that triangle (the other triangle's derivative is zero), as central differences see it. The
+adjoints follow Murray 2016 (cholesky) and Giles 2008 (eigenvalues, pinv); the singular values'
+is u_i v_i^T (Townsend 2016). Where the derivative is undefined (a rank-deficient pinv, the
+second derivative of eigenvalues that repeat) the helper raises a clear error at call time.
+"""
+
+import typing
+
+import numpy as np
+
+from .common import _array, _absent
+from .helpers import helper, numba_jitable, numba_of
+from .products import _mT
+from .registry import defvjp, explicit
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types  # noqa: F401
+
+
+@helper(batch_safe=True)
+def triangle_cotangent(m, lower=True):
+    """The cotangent of a matrix a function reads one triangle of (as a symmetric matrix), from
+    `m`, its cotangent as that symmetric matrix: the read triangle gets m + m^T off the diagonal
+    and m's own diagonal; the other triangle nothing. Stacks and a batch lead."""
+    s = m + _mT(m)
+    off = np.tril(s, -1) if lower else np.triu(s, 1)
+    return off + m * np.eye(np.shape(m)[-1])
+
+
+@numba_jitable
+def _triangle_cotangent(m, lower):
+    s = m + m.T
+    off = np.tril(s, -1) if lower else np.triu(s, 1)
+    return off + m * np.eye(m.shape[-1])
+
+
+@helper(batch_safe=True)
+def symmetric_read(t, lower=True):
+    """The symmetric matrix a function that reads one triangle of `t` sees."""
+    if lower:
+        return np.tril(t) + _mT(np.tril(t, -1))
+    return np.triu(t) + _mT(np.triu(t, 1))
+
+
+# ----------------------------------------------------------------------------- cholesky
+
+
+@helper
+def _phi(x):
+    """The lower triangle of x with its diagonal halved (Murray 2016's Phi)."""
+    return np.tril(x) - 0.5 * x * np.eye(np.shape(x)[-1])
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="cholesky_vjp(t, ans, upper)", ans="cholesky_vjp_jvp(t, g, ans, upper)"),
+)
+def cholesky_vjp(g, ans, upper=False):
+    """Cotangent of `a` in np.linalg.cholesky(a, upper=upper): with L the factor,
+    M = L^-T Phi(L^T g) L^-1 on the triangle NumPy reads (Murray 2016)."""
+    low, gl = (_mT(ans), _mT(g)) if upper else (ans, g)
+    inv = np.linalg.inv(low)
+    m = _mT(inv) @ _phi(_mT(low) @ gl) @ inv
+    return triangle_cotangent(m, not upper)
+
+
+@numba_of(cholesky_vjp)
+def _cholesky_vjp(g, ans, upper=False):
+    if not (_array(g) and _array(ans)) or g.ndim != 2 or not _absent(upper, False):
+        return None
+
+    def impl(g, ans, upper=False):
+        inv = np.linalg.inv(np.ascontiguousarray(ans))
+        x = ans.T @ g
+        phi = np.tril(x) - 0.5 * x * np.eye(x.shape[0])
+        return _triangle_cotangent(inv.T @ phi @ inv, True)
+
+    return impl
+
+
+@helper
+def cholesky_vjp_jvp(t, g, ans, upper=False):
+    """The tangent of cholesky_vjp(g, ans, upper) along `t` for ans (a batch may lead t)."""
+    low, gl, dl = (_mT(ans), _mT(g), _mT(t)) if upper else (ans, g, t)
+    inv = np.linalg.inv(low)
+    dinv = -inv @ dl @ inv
+    x = _phi(_mT(low) @ gl)
+    dm = _mT(dinv) @ x @ inv + _mT(inv) @ _phi(_mT(dl) @ gl) @ inv + _mT(inv) @ x @ dinv
+    return triangle_cotangent(dm, not upper)
+
+
+@helper(batch_safe=True)
+def cholesky_jvp(t, ans, upper=False):
+    """The tangent of np.linalg.cholesky(a, upper=upper) along `t`: L Phi(L^-1 T L^-T), with T
+    the symmetric matrix the read triangle of t makes."""
+    low = _mT(ans) if upper else ans
+    inv = np.linalg.inv(low)
+    dl = low @ _phi(inv @ symmetric_read(t, not upper) @ _mT(inv))
+    return _mT(dl) if upper else dl
+
+
+defvjp(
+    np.linalg.cholesky,
+    "a, /, *, upper=False",
+    a="cholesky_vjp(g, ans, upper=upper)",
+    jvp=explicit(a="cholesky_jvp(t, ans, upper=upper)"),
+)
+
+# ----------------------------------------------------------------------------- eigvalsh
+
+
+@helper(nondiff=True)
+def distinct_eigenvalues(w, what):
+    """Refuse eigenvalues that repeat (to rounding): `what`'s derivative is undefined there."""
+    w = np.asarray(w)
+    gaps = np.abs(np.diff(np.sort(w, axis=-1), axis=-1))
+    scale = np.max(np.abs(w), axis=-1, keepdims=True) if w.size else 1.0
+    if np.any(gaps <= 64 * np.finfo(np.float64).eps * np.maximum(scale, 1e-300)):
+        raise ValueError(
+            f"{what} is undefined where eigenvalues repeat (the eigenvectors of a repeated "
+            "eigenvalue are not unique); s2sad refuses such a matrix rather than return inf"
+        )
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="eigvalsh_vjp(t, a, UPLO)", a="eigvalsh_vjp_jvp(t, g, a, UPLO)"),
+)
+def eigvalsh_vjp(g, a, UPLO="L"):
+    """Cotangent of `a` in np.linalg.eigvalsh(a, UPLO): V diag(g) V^T on the triangle NumPy
+    reads. Where eigenvalues repeat this is the value for the eigenvectors LAPACK returned (the
+    derivative is exact where g is equal across each repeated eigenvalue)."""
+    _, v = np.linalg.eigh(a, UPLO)
+    return triangle_cotangent((v * np.expand_dims(g, -2)) @ _mT(v), UPLO in ("L", "l"))
+
+
+@numba_of(eigvalsh_vjp)
+def _eigvalsh_vjp(g, a, UPLO="L"):
+    if not (_array(g) and _array(a)) or a.ndim != 2 or not _absent(UPLO, "L"):
+        return None
+
+    def impl(g, a, UPLO="L"):
+        sym = np.tril(a) + np.tril(a, -1).T
+        _, v = np.linalg.eigh(np.ascontiguousarray(sym))
+        return _triangle_cotangent((v * g.reshape((1, g.size))) @ v.T, True)
+
+    return impl
+
+
+@helper
+def eigvalsh_vjp_jvp(t, g, a, UPLO="L"):
+    """The tangent of eigvalsh_vjp(g, a, UPLO) along `t` for a: through the eigenvectors'
+    tangent V (F o V^T T V), F_ij = 1 / (w_j - w_i); refused where eigenvalues repeat."""
+    lower = UPLO in ("L", "l")
+    w, v = np.linalg.eigh(a, UPLO)
+    distinct_eigenvalues(w, "the second derivative of np.linalg.eigvalsh")
+    diff = np.expand_dims(w, -2) - np.expand_dims(w, -1)  # w_j - w_i
+    n = np.shape(w)[-1]
+    f = np.where(np.eye(n, dtype=bool), 0.0, 1.0 / np.where(np.eye(n, dtype=bool), 1.0, diff))
+    dv = v @ (f * (_mT(v) @ symmetric_read(t, lower) @ v))
+    gd = np.expand_dims(g, -2)
+    return triangle_cotangent((dv * gd) @ _mT(v) + (v * gd) @ _mT(dv), lower)
+
+
+@helper(batch_safe=True)
+def eigvalsh_jvp(t, a, UPLO="L"):
+    """The tangent of np.linalg.eigvalsh(a, UPLO) along `t`: v_i^T T v_i."""
+    _, v = np.linalg.eigh(a, UPLO)
+    return np.einsum("...ji,...jk,...ki->...i", v, symmetric_read(t, UPLO in ("L", "l")), v)
+
+
+defvjp(
+    np.linalg.eigvalsh,
+    "a, UPLO='L'",
+    inert=("UPLO",),
+    a="eigvalsh_vjp(g, a, UPLO=UPLO)",
+    jvp=explicit(a="eigvalsh_jvp(t, a, UPLO=UPLO)"),
+)
+
+# ----------------------------------------------------------------------------- singular values
+
+
+@helper(batch_safe=True)
+def singular_values_vjp(g, a):
+    """Cotangent of `a` in np.linalg.svd(a, compute_uv=False): U diag(g) V^T over the min(m, n)
+    singular vectors (Townsend 2016). Where singular values repeat or vanish the derivative is
+    undefined; this is the value for the vectors LAPACK returned (a subgradient at zero)."""
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    return (u * np.expand_dims(g, -2)) @ vt
+
+
+@helper(batch_safe=True)
+def singular_values_jvp(t, a):
+    """The tangent of the singular values of `a` along `t`: u_i^T T v_i."""
+    u, _, vt = np.linalg.svd(a, full_matrices=False)
+    return np.einsum("...ji,...jk,...ik->...i", u, t, vt)
+
+
+defvjp(
+    np.linalg.svd,
+    "a, full_matrices=True, compute_uv=True, hermitian=False",
+    literal={"compute_uv": (False,), "hermitian": (False,)},
+    inert=("full_matrices",),
+    a="singular_values_vjp(g, a)",
+    jvp=explicit(a="singular_values_jvp(t, a)"),
+)
+
+# ----------------------------------------------------------------------------- pinv
+
+
+@helper(nondiff=True)
+def full_rank(a, rcond=None, rtol=None):
+    """Refuse a matrix pinv treats as rank-deficient: its derivative is undefined there."""
+    s = np.linalg.svd(a, compute_uv=False)
+    cut = rcond if rcond is not None else rtol
+    if cut is None:
+        cut = max(np.shape(a)[-2:]) * np.finfo(np.float64).eps
+    if np.any(s[..., -1:] <= cut * s[..., :1]):
+        raise ValueError(
+            "np.linalg.pinv's derivative is undefined where the matrix is rank-deficient (a "
+            "singular value at or below the cutoff): the pseudo-inverse jumps there"
+        )
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(
+        g="pinv_vjp(t, a, ans, rcond, rtol)",
+        a="pinv_vjp_jvp_a(t, g, a, ans)",
+        ans="pinv_vjp_jvp_ans(t, g, a, ans)",
+    ),
+)
+def pinv_vjp(g, a, ans, rcond=None, rtol=None):
+    """Cotangent of `a` in X = np.linalg.pinv(a) (Golub and Pereyra 1973, full rank):
+    -X^T G X^T + (I - A X) G^T X X^T + X^T X G^T (I - X A)."""
+    full_rank(a, rcond, rtol)
+    x, xt, gt = ans, _mT(ans), _mT(g)
+    left = np.eye(np.shape(a)[-2]) - a @ x
+    right = np.eye(np.shape(a)[-1]) - x @ a
+    return -xt @ g @ xt + left @ gt @ x @ xt + xt @ x @ gt @ right
+
+
+@numba_of(pinv_vjp)
+def _pinv_vjp(g, a, ans, rcond=None, rtol=None):
+    if not (_array(g) and _array(a)) or a.ndim != 2 or not (_absent(rcond) and _absent(rtol)):
+        return None
+
+    def impl(g, a, ans, rcond=None, rtol=None):
+        s = np.linalg.svd(np.ascontiguousarray(a), compute_uv=False)
+        if s[-1] <= max(a.shape) * np.finfo(np.float64).eps * s[0]:
+            raise ValueError("pinv's derivative is undefined at a rank-deficient matrix")
+        x = ans
+        left = np.eye(a.shape[0]) - a @ x
+        right = np.eye(a.shape[1]) - x @ a
+        return -x.T @ g @ x.T + left @ g.T @ x @ x.T + x.T @ x @ g.T @ right
+
+    return impl
+
+
+@helper
+def pinv_vjp_jvp_a(t, g, a, ans):
+    """The tangent of pinv_vjp(g, a, ans) along `t` for a (ans held)."""
+    x, xt, gt = ans, _mT(ans), _mT(g)
+    return -(t @ x) @ gt @ x @ xt - xt @ x @ gt @ (x @ t)
+
+
+@helper
+def pinv_vjp_jvp_ans(t, g, a, ans):
+    """The tangent of pinv_vjp(g, a, ans) along `t` for ans (a held)."""
+    x, xt, gt, st = ans, _mT(ans), _mT(g), _mT(t)
+    left = np.eye(np.shape(a)[-2]) - a @ x
+    right = np.eye(np.shape(a)[-1]) - x @ a
+    return (
+        -st @ g @ xt
+        - xt @ g @ st
+        - (a @ t) @ gt @ x @ xt
+        + left @ gt @ (t @ xt + x @ st)
+        + (st @ x + xt @ t) @ gt @ right
+        - xt @ x @ gt @ (t @ a)
+    )
+
+
+@helper(batch_safe=True)
+def pinv_jvp(t, a, ans, rcond=None, rtol=None):
+    """The tangent of X = np.linalg.pinv(a) along `t`:
+    -X T X + X X^T T^T (I - A X) + (I - X A) T^T X^T X."""
+    full_rank(a, rcond, rtol)
+    x, xt, tt = ans, _mT(ans), _mT(t)
+    left = np.eye(np.shape(a)[-2]) - a @ x
+    right = np.eye(np.shape(a)[-1]) - x @ a
+    return -x @ t @ x + x @ xt @ tt @ left + right @ tt @ xt @ x
+
+
+defvjp(
+    np.linalg.pinv,
+    "a, rcond=None, hermitian=False, *, rtol=None",
+    literal={"hermitian": (False,)},
+    inert=("rcond", "rtol"),
+    a="pinv_vjp(g, a, ans, rcond, rtol)",
+    jvp=explicit(a="pinv_jvp(t, a, ans, rcond, rtol)"),
+)
