@@ -43,6 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
+import test_rules_breadth_linalg as bl  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -192,6 +193,8 @@ CORPUS = [
     # sorting (test_rules_sort.py): Numba's np.sort takes no axis
     (so.weighted_sorted_cube, (distinct(6),), 0, "grad"),
     (so.sort_last, (distinct(5),), 0, "jvp"),
+    # contractions and decompositions (test_rules_breadth_linalg.py): vectors and matrices
+    *[(f, args, wrt, mode) for f, args, wrt in bl.JIT for mode in ("grad", "jvp")],
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -483,3 +483,69 @@ def test_singular_values_and_pinv_random(batch, m, n, seed):
     for f in (singular_values, pinv):
         check_vjp(f, (a,), seed=seed)
         check_jvp(f, (a,), seed=seed)
+
+
+# ----------------------------------------------------------------------------- jit
+
+
+def cross_sum(a, b):
+    return np.sum(np.cross(a, b) ** 2)
+
+
+def kron_sum(a, b):
+    return np.sum(np.kron(a, b) ** 2)
+
+
+def kron_plain(a, b):
+    return np.sum(np.kron(a, b))
+
+
+def matrix_power_plain(a):
+    return np.sum(np.linalg.matrix_power(a, 3))
+
+
+def cholesky_square(a):
+    return np.sum(np.linalg.cholesky(a) ** 2)
+
+
+def cholesky_plain(a):
+    return np.sum(np.linalg.cholesky(a))
+
+
+def eigvalsh_plain(a):
+    return np.sum(np.linalg.eigvalsh(a) * np.arange(3.0))
+
+
+def pinv_plain(a):
+    return np.sum(np.linalg.pinv(a))
+
+
+JIT = [
+    (vdot, (r(4, seed=1), r(4, seed=2)), (0, 1)),
+    (cross_sum, (r(3, seed=1), r(3, seed=2)), (0, 1)),
+    (kron_sum, (r(2, 3, seed=1), r(3, 2, seed=2)), (0, 1)),
+    (kron_plain, (r(3, seed=1), r(2, 2, seed=2)), (0, 1)),
+    (matrix_power_plain, (well_conditioned(3, seed=3),), 0),
+    (matrix_power_inv, (well_conditioned(2, seed=3),), 0),
+    (cholesky_plain, (spd(3, seed=2),), 0),
+    (eigvalsh_plain, (spread(3, seed=1),), 0),
+    (pinv_plain, (rect(2, 3, seed=5),), 0),
+]
+JIT_IDS = [f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(JIT)]
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+@pytest.mark.parametrize("mode", ["grad", "jvp"])
+@pytest.mark.parametrize("f,args,wrt", JIT, ids=JIT_IDS)
+def test_jitted_forms_compile_and_agree(f, args, wrt, mode):
+    if mode == "grad":
+        jitted = s2sad.grad(f, wrt=wrt, jit="strict")(*args)
+        plain = s2sad.grad(f, wrt=wrt)(*args)
+    else:
+        tangent = tuple(r(*np.shape(args[i]), seed=9 + i) for i in np.atleast_1d(wrt))
+        tangent = tangent if isinstance(wrt, tuple) else tangent[0]
+        jitted = s2sad.jvp(f, wrt=wrt, jit="strict")(*args, tangent=tangent)
+        plain = s2sad.jvp(f, wrt=wrt)(*args, tangent=tangent)
+    pairs = zip(jitted, plain) if isinstance(wrt, tuple) and mode == "grad" else [(jitted, plain)]
+    for got, want in pairs:
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -10,11 +10,43 @@ import typing
 import numpy as np
 
 from .common import _absent, _array, _lift, batched_unbroadcast, unbroadcast
-from .helpers import batched_helper, batched_of, helper, numba_of
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types  # noqa: F401
+
+
+@type_test
+def _given_as(t, value):
+    """Whether a Numba argument type is `value`: left out with that default, or that literal."""
+    if isinstance(t, types.Omitted):
+        return t.value == value
+    if isinstance(t, types.Literal):
+        return t.literal_value == value
+    if value is None and isinstance(t, types.NoneType):
+        return True
+    return t is value or (not isinstance(t, types.Type) and t == value)
+
+
+def _filled(g, like):
+    """`g` as an array shaped like `like`: the jitted expand_reduced leaves a cotangent that is
+    the same everywhere as one number."""
+    return np.broadcast_to(g, np.shape(like))
+
+
+@numba_of(_filled)
+def _filled_impl(g, like):
+    if _array(g):
+        return lambda g, like: g
+    return lambda g, like: np.full(like.shape, g)
+
+
+@type_test
+def _cotangent(g):
+    """An array, or one number standing for an array of it (jitted expand_reduced)."""
+    return _array(g) or isinstance(g, types.Number)
+
 
 # ----------------------------------------------------------------------------- tensordot
 
@@ -213,6 +245,64 @@ def kron_vjp_rhs(g, a, b, lead=None):
     return np.reshape(out, np.shape(out)[: np.ndim(out) - nd] + np.shape(b))
 
 
+@numba_jitable
+def _kron_back(g, a, b, lhs):
+    """The cotangent of a (lhs) or b in np.kron(a, b) of matrices, by loops."""
+    p, q = a.shape
+    r, s = b.shape
+    out = np.zeros((p, q) if lhs else (r, s))
+    for i in range(p):
+        for j in range(q):
+            for k in range(r):
+                for m in range(s):
+                    if lhs:
+                        out[i, j] += g[i * r + k, j * s + m] * b[k, m]
+                    else:
+                        out[k, m] += g[i * r + k, j * s + m] * a[i, j]
+    return out
+
+
+@numba_jitable
+def _as_matrix(x):
+    return np.ascontiguousarray(x).reshape((1, x.size)) if x.ndim == 1 else x
+
+
+@type_test
+def _kron_matrices(g, a, b, lead):
+    """Whether np.kron's cotangent is of vectors or matrices (what Numba's np.kron takes)."""
+    if not (_cotangent(g) and _array(a) and _array(b)) or not _absent(lead):
+        return False
+    return 1 <= a.ndim <= 2 and 1 <= b.ndim <= 2
+
+
+@numba_of(kron_vjp_lhs)
+def _kron_vjp_lhs(g, a, b, lead=None):
+    if not _kron_matrices(g, a, b, lead):
+        return None
+
+    def impl(g, a, b, lead=None):
+        am, bm = _as_matrix(a), _as_matrix(b)
+        like = np.empty((am.shape[0] * bm.shape[0], am.shape[1] * bm.shape[1]))
+        gm = np.ascontiguousarray(_filled(g, like)).reshape(like.shape)
+        return _kron_back(gm, am, bm, True).reshape(a.shape)
+
+    return impl
+
+
+@numba_of(kron_vjp_rhs)
+def _kron_vjp_rhs(g, a, b, lead=None):
+    if not _kron_matrices(g, a, b, lead):
+        return None
+
+    def impl(g, a, b, lead=None):
+        am, bm = _as_matrix(a), _as_matrix(b)
+        like = np.empty((am.shape[0] * bm.shape[0], am.shape[1] * bm.shape[1]))
+        gm = np.ascontiguousarray(_filled(g, like)).reshape(like.shape)
+        return _kron_back(gm, am, bm, False).reshape(b.shape)
+
+    return impl
+
+
 @batched_helper
 def batched_kron(a, b, which):
     """np.kron(a, b) with one leading batch axis on argument `which`."""
@@ -305,18 +395,42 @@ def cross_vjp_rhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
     return cross_cotangent(g, a, b, 1, lead, axisa, axisb, axisc, axis)
 
 
+@type_test
+def _plain_cross(g, a, b, lead):
+    """Whether a cross product's cotangent is of two vectors (every axis is their only one)."""
+    arrays = _array(a) and _array(b) and _cotangent(g)
+    return arrays and a.ndim == 1 and b.ndim == 1 and _given_as(lead, None)
+
+
 @numba_of(cross_vjp_lhs)
 def _cross_vjp_lhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if not (_array(a) and _array(b) and _array(g)) or a.ndim != 1 or b.ndim != 1:
+    if not _plain_cross(g, a, b, lead):
         return None
-    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(b, g)
+    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(
+        b, _filled(g, b)
+    )
 
 
 @numba_of(cross_vjp_rhs)
 def _cross_vjp_rhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if not (_array(a) and _array(b) and _array(g)) or a.ndim != 1 or b.ndim != 1:
+    if not _plain_cross(g, a, b, lead):
         return None
-    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(g, a)
+    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(
+        _filled(g, a), a
+    )
+
+
+@helper
+def crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """np.cross(a, b, ...) (tangent templates call it: Numba's np.cross takes no axes)."""
+    return np.cross(a, b, axisa=axisa, axisb=axisb, axisc=axisc, axis=axis)
+
+
+@numba_of(crossed)
+def _crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if not (_array(a) and _array(b)) or a.ndim != 1 or b.ndim != 1:
+        return None
+    return lambda a, b, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(a, b)
 
 
 @batched_helper
@@ -337,8 +451,8 @@ defvjp(
     a=f"cross_vjp_lhs(g, a, b, {_CROSS})",
     b=f"cross_vjp_rhs(g, a, b, {_CROSS})",
     jvp=explicit(
-        a=f"np.cross(t, b, {_CROSS})",
-        b=f"np.cross(a, t, {_CROSS})",
+        a=f"crossed(t, b, {_CROSS})",
+        b=f"crossed(a, t, {_CROSS})",
         batched={
             "a": f"batched_cross(t, b, 0, {_CROSS})",
             "b": f"batched_cross(a, t, 1, {_CROSS})",
@@ -473,6 +587,42 @@ def matrix_power_vjp(g, a, n):
     return -bt @ gb @ bt
 
 
+@numba_jitable
+def _power_tangent(b, m, h):
+    """The tangent of b^m along h, for matrices (power_tangents' first form)."""
+    x = np.eye(b.shape[0])
+    dh = np.zeros(b.shape)
+    for _ in range(m):
+        dh = dh @ b + x @ h
+        x = x @ b
+    return dh
+
+
+@type_test
+def _square_matrices(*ts):
+    return all(_array(t) and t.ndim == 2 for t in ts)
+
+
+@numba_of(matrix_power_vjp)
+def _matrix_power_vjp(g, a, n):
+    if not (_square_matrices(a) and _cotangent(g)):
+        return None
+
+    def impl(g, a, n):
+        g = _filled(g, a)
+        m = abs(n)
+        if m == 0:
+            return np.zeros(a.shape)
+        b = np.linalg.inv(np.ascontiguousarray(a)) if n < 0 else np.ascontiguousarray(a)
+        gb = np.ascontiguousarray(_power_tangent(b, m, np.ascontiguousarray(g.T)).T)
+        if n > 0:
+            return gb
+        bt = np.ascontiguousarray(b.T)
+        return -(bt @ gb @ bt)
+
+    return impl
+
+
 @helper
 def matrix_power_vjp_jvp(t, g, a, n):
     """The tangent of matrix_power_vjp(g, a, n) along `t` for a (a batch ahead of t's axes)."""
@@ -498,6 +648,23 @@ def matrix_power_jvp(t, a, n):
     if n > 0:
         return power_tangents(b, m, t)
     return power_tangents(b, m, -b @ t @ b)
+
+
+@numba_of(matrix_power_jvp)
+def _matrix_power_jvp(t, a, n):
+    if not _square_matrices(t, a):
+        return None
+
+    def impl(t, a, n):
+        m = abs(n)
+        if m == 0:
+            return np.zeros(a.shape)
+        if n > 0:
+            return _power_tangent(np.ascontiguousarray(a), m, np.ascontiguousarray(t))
+        b = np.linalg.inv(np.ascontiguousarray(a))
+        return _power_tangent(b, m, -(b @ np.ascontiguousarray(t) @ b))
+
+    return impl
 
 
 defvjp(

@@ -17,6 +17,7 @@ import numpy as np
 
 from .common import _array, _absent
 from .helpers import helper, numba_jitable, numba_of
+from .contractions import _cotangent, _filled, _given_as
 from .products import _mT
 from .registry import defvjp, explicit
 
@@ -73,10 +74,11 @@ def cholesky_vjp(g, ans, upper=False):
 
 @numba_of(cholesky_vjp)
 def _cholesky_vjp(g, ans, upper=False):
-    if not (_array(g) and _array(ans)) or g.ndim != 2 or not _absent(upper, False):
+    if not (_cotangent(g) and _array(ans)) or ans.ndim != 2 or not _given_as(upper, False):
         return None
 
     def impl(g, ans, upper=False):
+        g = _filled(g, ans)
         inv = np.linalg.inv(np.ascontiguousarray(ans))
         x = ans.T @ g
         phi = np.tril(x) - 0.5 * x * np.eye(x.shape[0])
@@ -104,6 +106,24 @@ def cholesky_jvp(t, ans, upper=False):
     inv = np.linalg.inv(low)
     dl = low @ _phi(inv @ symmetric_read(t, not upper) @ _mT(inv))
     return _mT(dl) if upper else dl
+
+
+@numba_jitable
+def _lower_read(t):
+    return np.tril(t) + np.tril(t, -1).T
+
+
+@numba_of(cholesky_jvp)
+def _cholesky_jvp(t, ans, upper=False):
+    if not (_array(t) and _array(ans)) or t.ndim != 2 or not _given_as(upper, False):
+        return None
+
+    def impl(t, ans, upper=False):
+        inv = np.linalg.inv(np.ascontiguousarray(ans))
+        x = inv @ _lower_read(t) @ np.ascontiguousarray(inv.T)
+        return ans @ (np.tril(x) - 0.5 * x * np.eye(x.shape[0]))
+
+    return impl
 
 
 defvjp(
@@ -143,12 +163,12 @@ def eigvalsh_vjp(g, a, UPLO="L"):
 
 @numba_of(eigvalsh_vjp)
 def _eigvalsh_vjp(g, a, UPLO="L"):
-    if not (_array(g) and _array(a)) or a.ndim != 2 or not _absent(UPLO, "L"):
+    if not (_cotangent(g) and _array(a)) or a.ndim != 2 or not _given_as(UPLO, "L"):
         return None
 
     def impl(g, a, UPLO="L"):
-        sym = np.tril(a) + np.tril(a, -1).T
-        _, v = np.linalg.eigh(np.ascontiguousarray(sym))
+        g = _filled(g, a[0])
+        _, v = np.linalg.eigh(np.ascontiguousarray(_lower_read(a)))
         return _triangle_cotangent((v * g.reshape((1, g.size))) @ v.T, True)
 
     return impl
@@ -174,6 +194,18 @@ def eigvalsh_jvp(t, a, UPLO="L"):
     """The tangent of np.linalg.eigvalsh(a, UPLO) along `t`: v_i^T T v_i."""
     _, v = np.linalg.eigh(a, UPLO)
     return np.einsum("...ji,...jk,...ki->...i", v, symmetric_read(t, UPLO in ("L", "l")), v)
+
+
+@numba_of(eigvalsh_jvp)
+def _eigvalsh_jvp(t, a, UPLO="L"):
+    if not (_array(t) and _array(a)) or a.ndim != 2 or not _given_as(UPLO, "L"):
+        return None
+
+    def impl(t, a, UPLO="L"):
+        _, v = np.linalg.eigh(np.ascontiguousarray(_lower_read(a)))
+        return np.diag(np.ascontiguousarray(v.T) @ _lower_read(t) @ v)
+
+    return impl
 
 
 defvjp(
@@ -247,15 +279,21 @@ def pinv_vjp(g, a, ans, rcond=None, rtol=None):
     return -xt @ g @ xt + left @ gt @ x @ xt + xt @ x @ gt @ right
 
 
+@numba_jitable
+def _full_rank(a):
+    s = np.linalg.svd(np.ascontiguousarray(a))[1]
+    if s[-1] <= max(a.shape) * np.finfo(np.float64).eps * s[0]:
+        raise ValueError("pinv's derivative is undefined at a rank-deficient matrix")
+
+
 @numba_of(pinv_vjp)
 def _pinv_vjp(g, a, ans, rcond=None, rtol=None):
-    if not (_array(g) and _array(a)) or a.ndim != 2 or not (_absent(rcond) and _absent(rtol)):
+    if not (_cotangent(g) and _array(a)) or a.ndim != 2 or not (_absent(rcond) and _absent(rtol)):
         return None
 
     def impl(g, a, ans, rcond=None, rtol=None):
-        s = np.linalg.svd(np.ascontiguousarray(a), compute_uv=False)
-        if s[-1] <= max(a.shape) * np.finfo(np.float64).eps * s[0]:
-            raise ValueError("pinv's derivative is undefined at a rank-deficient matrix")
+        g = _filled(g, ans)
+        _full_rank(a)
         x = ans
         left = np.eye(a.shape[0]) - a @ x
         right = np.eye(a.shape[1]) - x @ a
@@ -296,6 +334,21 @@ def pinv_jvp(t, a, ans, rcond=None, rtol=None):
     left = np.eye(np.shape(a)[-2]) - a @ x
     right = np.eye(np.shape(a)[-1]) - x @ a
     return -x @ t @ x + x @ xt @ tt @ left + right @ tt @ xt @ x
+
+
+@numba_of(pinv_jvp)
+def _pinv_jvp(t, a, ans, rcond=None, rtol=None):
+    if not (_array(t) and _array(a)) or a.ndim != 2 or not (_absent(rcond) and _absent(rtol)):
+        return None
+
+    def impl(t, a, ans, rcond=None, rtol=None):
+        _full_rank(a)
+        x, xt, tt = ans, np.ascontiguousarray(ans.T), np.ascontiguousarray(t.T)
+        left = np.eye(a.shape[0]) - a @ x
+        right = np.eye(a.shape[1]) - x @ a
+        return -x @ t @ x + x @ xt @ tt @ left + right @ tt @ xt @ x
+
+    return impl
 
 
 defvjp(
