@@ -1,7 +1,7 @@
-"""Contractions: tensordot, inner, vdot, kron, cross and matrix_power (multi_dot is in
-rules/products.py), each op's entry below the helpers its templates call (NumPy, batched and
-Numba forms side by side, as rules/helpers.py says). Most helpers are right for a cotangent or tangent with leading batch axes
-as they are (an einsum with `...` in front, or matmul's broadcasting), so they are `batch_safe`.
+"""Contractions: tensordot, inner, vdot, kron, cross and multi_dot, each op's entry below the
+helpers its templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py
+says). Most helpers are right for a cotangent or tangent with leading batch axes as they are (an
+einsum with `...` in front, or matmul's broadcasting), so they are `batch_safe`.
 """
 
 import string
@@ -10,7 +10,7 @@ import typing
 import numpy as np
 
 from .common import _absent, _array, _lift, batched_unbroadcast, unbroadcast
-from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
+from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
@@ -460,130 +460,90 @@ defvjp(
     ),
 )
 
-# ----------------------------------------------------------------------------- matrix_power
 
-
-@helper(nondiff=True)
-def power_base(a, n):
-    """The matrix raised to |n| in np.linalg.matrix_power(a, n): a, or inv(a) for n < 0."""
-    return np.linalg.inv(a) if n < 0 else a
+# ----------------------------------------------------------------------------- multi_dot
 
 
 @helper
-def power_tangents(b, m, h, s=None):
-    """Forward mode through b^m: the tangent of b^m along h, and (with `s`) the second-order
-    term along h then s. Leading axes of h and s beyond b's are a batch."""
-    x = np.broadcast_to(np.eye(np.shape(b)[-1]), np.shape(b))
-    dh = ds = dd = 0.0 * x
-    for _ in range(m):
-        if s is not None:
-            dd = dd @ b + dh @ s + ds @ h
-            ds = ds @ b + x @ s
-        dh, x = dh @ b + x @ h, x @ b
-    return dh if s is None else dd
+def chain_cotangent(g, arrays, k, lead=None):
+    """Cotangent of arrays[k] in np.linalg.multi_dot(arrays): L^T G R^T, with L and R the
+    products left and right of it (a 1-D first or last array is a row or a column). Leading
+    axes of `g` are a batch, and so is the first axis of arrays[lead] (a batched tangent)."""
+    nds = [np.ndim(x) - (i == lead) for i, x in enumerate(arrays)]
+    mats = list(arrays)
+    if nds[0] == 1:
+        mats[0] = np.expand_dims(mats[0], -2)
+    if nds[-1] == 1:
+        mats[-1] = np.expand_dims(mats[-1], -1)
+    if nds[0] == 1:
+        g = np.expand_dims(g, -2 if nds[-1] == 2 else -1)
+    if nds[-1] == 1:
+        g = np.expand_dims(g, -1)
+    res = g
+    if k > 0:
+        left = mats[0]
+        for m in mats[1:k]:
+            left = left @ m
+        res = np.swapaxes(left, -1, -2) @ res
+    if k < len(mats) - 1:
+        right = mats[k + 1]
+        for m in mats[k + 2 :]:
+            right = right @ m
+        res = res @ np.swapaxes(right, -1, -2)
+    if nds[k] == 1:
+        res = res[..., 0, :] if k == 0 else res[..., :, 0]
+    return res
 
 
 @helper(
     batch_safe=True,
-    jvp=explicit(g="matrix_power_vjp(t, a, n)", a="matrix_power_vjp_jvp(t, g, a, n)"),
+    jvp=explicit(
+        g="multi_dot_vjp(t, arrays, k)",
+        arrays="multi_dot_vjp_jvp(t, g, arrays, k, elt)",
+        batched={"arrays": "multi_dot_vjp_jvp(t, g, arrays, k, elt, 1)"},
+    ),
 )
-def matrix_power_vjp(g, a, n):
-    """Cotangent of `a` in np.linalg.matrix_power(a, n), stacked matrices too: with b = a (or
-    inv(a) for n < 0), d(b^m) = sum_k b^k db b^(m-1-k), whose transpose maps g back."""
-    b, m = power_base(a, n), abs(n)
-    if m == 0:
-        return np.zeros(np.shape(g)[: np.ndim(g) - np.ndim(a)] + np.shape(a))
-    gb = np.swapaxes(power_tangents(b, m, np.swapaxes(g, -1, -2)), -1, -2)
-    if n > 0:
-        return gb
-    bt = np.swapaxes(b, -1, -2)
-    return -bt @ gb @ bt
-
-
-@numba_jitable
-def _power_tangent(b, m, h):
-    """The tangent of b^m along h, for matrices (power_tangents' first form)."""
-    x = np.eye(b.shape[0])
-    dh = np.zeros(b.shape)
-    for _ in range(m):
-        dh = dh @ b + x @ h
-        x = x @ b
-    return dh
-
-
-@type_test
-def _square_matrices(*ts):
-    return all(_array(t) and t.ndim == 2 for t in ts)
-
-
-@numba_of(matrix_power_vjp)
-def _matrix_power_vjp(g, a, n):
-    if not (_square_matrices(a) and _cotangent(g)):
-        return None
-
-    def impl(g, a, n):
-        g = _filled(g, a)
-        m = abs(n)
-        if m == 0:
-            return np.zeros(a.shape)
-        b = np.linalg.inv(np.ascontiguousarray(a)) if n < 0 else np.ascontiguousarray(a)
-        gb = np.ascontiguousarray(_power_tangent(b, m, np.ascontiguousarray(g.T)).T)
-        if n > 0:
-            return gb
-        bt = np.ascontiguousarray(b.T)
-        return -(bt @ gb @ bt)
-
-    return impl
+def multi_dot_vjp(g, arrays, k):
+    """Cotangent of arrays[k] in np.linalg.multi_dot(arrays); leading axes of `g` are a batch."""
+    return chain_cotangent(g, arrays, k)
 
 
 @helper
-def matrix_power_vjp_jvp(t, g, a, n):
-    """The tangent of matrix_power_vjp(g, a, n) along `t` for a (a batch ahead of t's axes)."""
-    b, m = power_base(a, n), abs(n)
-    if m == 0:
-        return np.zeros(np.shape(t)[: np.ndim(t) - np.ndim(a)] + np.shape(g)[-np.ndim(a) :])
-    gt = np.swapaxes(g, -1, -2)
-    if n > 0:
-        return np.swapaxes(power_tangents(b, m, gt, t), -1, -2)
-    db = -b @ t @ b  # the tangent of inv(a)
-    bt, dbt = np.swapaxes(b, -1, -2), np.swapaxes(db, -1, -2)
-    gb = np.swapaxes(power_tangents(b, m, gt), -1, -2)
-    dgb = np.swapaxes(power_tangents(b, m, gt, db), -1, -2)
-    return -(dbt @ gb @ bt + bt @ dgb @ bt + bt @ gb @ dbt)
+def multi_dot_vjp_jvp(t, g, arrays, k, which, batch=0):
+    """The tangent of multi_dot_vjp(g, arrays, k) along `t` for arrays[which] (with `batch`
+    leading axes): linear in every array but arrays[k], which it does not read."""
+    if which == k:
+        return np.zeros(np.shape(t)[:batch] + np.shape(arrays[k]), dtype=np.result_type(t, 1.0))
+    arrays = list(arrays)
+    arrays[which] = t
+    return chain_cotangent(g, arrays, k, which if batch else None)
 
 
 @helper(batch_safe=True)
-def matrix_power_jvp(t, a, n):
-    """The tangent of np.linalg.matrix_power(a, n) along `t` (leading batch axes allowed)."""
-    b, m = power_base(a, n), abs(n)
-    if m == 0:
-        return np.zeros(np.shape(t))
-    if n > 0:
-        return power_tangents(b, m, t)
-    return power_tangents(b, m, -b @ t @ b)
-
-
-@numba_of(matrix_power_jvp)
-def _matrix_power_jvp(t, a, n):
-    if not _square_matrices(t, a):
-        return None
-
-    def impl(t, a, n):
-        m = abs(n)
-        if m == 0:
-            return np.zeros(a.shape)
-        if n > 0:
-            return _power_tangent(np.ascontiguousarray(a), m, np.ascontiguousarray(t))
-        b = np.linalg.inv(np.ascontiguousarray(a))
-        return _power_tangent(b, m, -(b @ np.ascontiguousarray(t) @ b))
-
-    return impl
+def multi_dot_jvp(t, arrays, k):
+    """The tangent of np.linalg.multi_dot(arrays) along `t` for arrays[k]; leading axes of `t`
+    beyond arrays[k]'s are a batch."""
+    nds = [np.ndim(x) for x in arrays]
+    mats = list(arrays)
+    mats[k] = t
+    if nds[0] == 1:
+        mats[0] = np.expand_dims(mats[0], -2)
+    if nds[-1] == 1:
+        mats[-1] = np.expand_dims(mats[-1], -1)
+    out = mats[0]
+    for m in mats[1:]:
+        out = out @ m
+    if nds[-1] == 1:
+        out = out[..., 0]
+    if nds[0] == 1:
+        out = out[..., 0, :] if nds[-1] == 2 else out[..., 0]
+    return out
 
 
 defvjp(
-    np.linalg.matrix_power,
-    "a, n",
-    inert=("n",),
-    a="matrix_power_vjp(g, a, n)",
-    jvp=explicit(a="matrix_power_jvp(t, a, n)"),
+    np.linalg.multi_dot,
+    "arrays, *, out=None",
+    seq=("arrays",),
+    arrays="multi_dot_vjp(g, arrays, k)",
+    jvp=explicit(arrays="multi_dot_jvp(t, arrays, elt)"),
 )

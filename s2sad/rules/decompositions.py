@@ -1,7 +1,8 @@
-"""Decompositions: cholesky, eigvalsh, the singular values (svd with compute_uv=False) and pinv,
-each op's entry below the helpers its templates call (NumPy and Numba forms side by side, as
-rules/helpers.py says). Every helper works on stacks of matrices (leading axes) and is right for
-a cotangent or tangent with a leading batch axis as it is (`batch_safe`).
+"""Decompositions and matrix functions: cholesky, eigvalsh, the singular values (svd with
+compute_uv=False), pinv and matrix_power, each op's entry below the helpers its templates call
+(NumPy and Numba forms side by side, as rules/helpers.py says). Every helper works on stacks of
+matrices (leading axes) and is right for a cotangent or tangent with a leading batch axis as it
+is (`batch_safe`).
 
 NumPy's cholesky, eigh and eigvalsh read one triangle of their argument (cholesky: the lower one,
 or the upper with upper=True; eigh: UPLO's), so their derivative is with respect to the elements
@@ -11,18 +12,13 @@ is u_i v_i^T (Townsend 2016). Where the derivative is undefined (a rank-deficien
 second derivative of eigenvalues that repeat) the helper raises a clear error at call time.
 """
 
-import typing
-
 import numpy as np
 
 from .common import _array, _absent
-from .helpers import helper, numba_jitable, numba_of
+from .helpers import helper, numba_jitable, numba_of, type_test
 from .contractions import _cotangent, _filled, _given_as
 from .products import _mT
 from .registry import defvjp, explicit
-
-if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
-    from numba import types  # noqa: F401
 
 
 @helper(batch_safe=True)
@@ -358,4 +354,133 @@ defvjp(
     inert=("rcond", "rtol"),
     a="pinv_vjp(g, a, ans, rcond, rtol)",
     jvp=explicit(a="pinv_jvp(t, a, ans, rcond, rtol)"),
+)
+
+
+# ----------------------------------------------------------------------------- matrix_power
+
+
+@helper(nondiff=True)
+def power_base(a, n):
+    """The matrix raised to |n| in np.linalg.matrix_power(a, n): a, or inv(a) for n < 0."""
+    return np.linalg.inv(a) if n < 0 else a
+
+
+@helper
+def power_tangents(b, m, h, s=None):
+    """Forward mode through b^m: the tangent of b^m along h, and (with `s`) the second-order
+    term along h then s. Leading axes of h and s beyond b's are a batch."""
+    x = np.broadcast_to(np.eye(np.shape(b)[-1]), np.shape(b))
+    dh = ds = dd = 0.0 * x
+    for _ in range(m):
+        if s is not None:
+            dd = dd @ b + dh @ s + ds @ h
+            ds = ds @ b + x @ s
+        dh, x = dh @ b + x @ h, x @ b
+    return dh if s is None else dd
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="matrix_power_vjp(t, a, n)", a="matrix_power_vjp_jvp(t, g, a, n)"),
+)
+def matrix_power_vjp(g, a, n):
+    """Cotangent of `a` in np.linalg.matrix_power(a, n), stacked matrices too: with b = a (or
+    inv(a) for n < 0), d(b^m) = sum_k b^k db b^(m-1-k), whose transpose maps g back."""
+    b, m = power_base(a, n), abs(n)
+    if m == 0:
+        return np.zeros(np.shape(g)[: np.ndim(g) - np.ndim(a)] + np.shape(a))
+    gb = np.swapaxes(power_tangents(b, m, np.swapaxes(g, -1, -2)), -1, -2)
+    if n > 0:
+        return gb
+    bt = np.swapaxes(b, -1, -2)
+    return -bt @ gb @ bt
+
+
+@numba_jitable
+def _power_tangent(b, m, h):
+    """The tangent of b^m along h, for matrices (power_tangents' first form)."""
+    x = np.eye(b.shape[0])
+    dh = np.zeros(b.shape)
+    for _ in range(m):
+        dh = dh @ b + x @ h
+        x = x @ b
+    return dh
+
+
+@type_test
+def _square_matrices(*ts):
+    return all(_array(t) and t.ndim == 2 for t in ts)
+
+
+@numba_of(matrix_power_vjp)
+def _matrix_power_vjp(g, a, n):
+    if not (_square_matrices(a) and _cotangent(g)):
+        return None
+
+    def impl(g, a, n):
+        g = _filled(g, a)
+        m = abs(n)
+        if m == 0:
+            return np.zeros(a.shape)
+        b = np.linalg.inv(np.ascontiguousarray(a)) if n < 0 else np.ascontiguousarray(a)
+        gb = np.ascontiguousarray(_power_tangent(b, m, np.ascontiguousarray(g.T)).T)
+        if n > 0:
+            return gb
+        bt = np.ascontiguousarray(b.T)
+        return -(bt @ gb @ bt)
+
+    return impl
+
+
+@helper
+def matrix_power_vjp_jvp(t, g, a, n):
+    """The tangent of matrix_power_vjp(g, a, n) along `t` for a (a batch ahead of t's axes)."""
+    b, m = power_base(a, n), abs(n)
+    if m == 0:
+        return np.zeros(np.shape(t)[: np.ndim(t) - np.ndim(a)] + np.shape(g)[-np.ndim(a) :])
+    gt = np.swapaxes(g, -1, -2)
+    if n > 0:
+        return np.swapaxes(power_tangents(b, m, gt, t), -1, -2)
+    db = -b @ t @ b  # the tangent of inv(a)
+    bt, dbt = np.swapaxes(b, -1, -2), np.swapaxes(db, -1, -2)
+    gb = np.swapaxes(power_tangents(b, m, gt), -1, -2)
+    dgb = np.swapaxes(power_tangents(b, m, gt, db), -1, -2)
+    return -(dbt @ gb @ bt + bt @ dgb @ bt + bt @ gb @ dbt)
+
+
+@helper(batch_safe=True)
+def matrix_power_jvp(t, a, n):
+    """The tangent of np.linalg.matrix_power(a, n) along `t` (leading batch axes allowed)."""
+    b, m = power_base(a, n), abs(n)
+    if m == 0:
+        return np.zeros(np.shape(t))
+    if n > 0:
+        return power_tangents(b, m, t)
+    return power_tangents(b, m, -b @ t @ b)
+
+
+@numba_of(matrix_power_jvp)
+def _matrix_power_jvp(t, a, n):
+    if not _square_matrices(t, a):
+        return None
+
+    def impl(t, a, n):
+        m = abs(n)
+        if m == 0:
+            return np.zeros(a.shape)
+        if n > 0:
+            return _power_tangent(np.ascontiguousarray(a), m, np.ascontiguousarray(t))
+        b = np.linalg.inv(np.ascontiguousarray(a))
+        return _power_tangent(b, m, -(b @ np.ascontiguousarray(t) @ b))
+
+    return impl
+
+
+defvjp(
+    np.linalg.matrix_power,
+    "a, n",
+    inert=("n",),
+    a="matrix_power_vjp(g, a, n)",
+    jvp=explicit(a="matrix_power_jvp(t, a, n)"),
 )

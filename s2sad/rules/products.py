@@ -1,5 +1,5 @@
-"""Products: matmul, dot, outer, einsum, trace and multi_dot, each op's entry below the helpers
-its templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py says). Batched
+"""Products: matmul, dot, outer, einsum and trace, each op's entry below the helpers its
+templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py says). Batched
 matmul transposes only the last two axes and sums broadcast batches. Numba's matmul and dot take
 vectors and matrices (no stacks), so their Numba forms cover those four cases.
 """
@@ -489,91 +489,4 @@ defvjp(
     "a, offset=0, axis1=0, axis2=1, dtype=None, out=None",
     a="trace_vjp(g, a, offset=offset, axis1=axis1, axis2=axis2)",
     jvp=linear("a", batched=batched_trace),
-)
-
-# ----------------------------------------------------------------------------- multi_dot
-
-
-@helper
-def chain_cotangent(g, arrays, k, lead=None):
-    """Cotangent of arrays[k] in np.linalg.multi_dot(arrays): L^T G R^T, with L and R the
-    products left and right of it (a 1-D first or last array is a row or a column). Leading
-    axes of `g` are a batch, and so is the first axis of arrays[lead] (a batched tangent)."""
-    nds = [np.ndim(x) - (i == lead) for i, x in enumerate(arrays)]
-    mats = list(arrays)
-    if nds[0] == 1:
-        mats[0] = np.expand_dims(mats[0], -2)
-    if nds[-1] == 1:
-        mats[-1] = np.expand_dims(mats[-1], -1)
-    if nds[0] == 1:
-        g = np.expand_dims(g, -2 if nds[-1] == 2 else -1)
-    if nds[-1] == 1:
-        g = np.expand_dims(g, -1)
-    res = g
-    if k > 0:
-        left = mats[0]
-        for m in mats[1:k]:
-            left = left @ m
-        res = np.swapaxes(left, -1, -2) @ res
-    if k < len(mats) - 1:
-        right = mats[k + 1]
-        for m in mats[k + 2 :]:
-            right = right @ m
-        res = res @ np.swapaxes(right, -1, -2)
-    if nds[k] == 1:
-        res = res[..., 0, :] if k == 0 else res[..., :, 0]
-    return res
-
-
-@helper(
-    batch_safe=True,
-    jvp=explicit(
-        g="multi_dot_vjp(t, arrays, k)",
-        arrays="multi_dot_vjp_jvp(t, g, arrays, k, elt)",
-        batched={"arrays": "multi_dot_vjp_jvp(t, g, arrays, k, elt, 1)"},
-    ),
-)
-def multi_dot_vjp(g, arrays, k):
-    """Cotangent of arrays[k] in np.linalg.multi_dot(arrays); leading axes of `g` are a batch."""
-    return chain_cotangent(g, arrays, k)
-
-
-@helper
-def multi_dot_vjp_jvp(t, g, arrays, k, which, batch=0):
-    """The tangent of multi_dot_vjp(g, arrays, k) along `t` for arrays[which] (with `batch`
-    leading axes): linear in every array but arrays[k], which it does not read."""
-    if which == k:
-        return np.zeros(np.shape(t)[:batch] + np.shape(arrays[k]), dtype=np.result_type(t, 1.0))
-    arrays = list(arrays)
-    arrays[which] = t
-    return chain_cotangent(g, arrays, k, which if batch else None)
-
-
-@helper(batch_safe=True)
-def multi_dot_jvp(t, arrays, k):
-    """The tangent of np.linalg.multi_dot(arrays) along `t` for arrays[k]; leading axes of `t`
-    beyond arrays[k]'s are a batch."""
-    nds = [np.ndim(x) for x in arrays]
-    mats = list(arrays)
-    mats[k] = t
-    if nds[0] == 1:
-        mats[0] = np.expand_dims(mats[0], -2)
-    if nds[-1] == 1:
-        mats[-1] = np.expand_dims(mats[-1], -1)
-    out = mats[0]
-    for m in mats[1:]:
-        out = out @ m
-    if nds[-1] == 1:
-        out = out[..., 0]
-    if nds[0] == 1:
-        out = out[..., 0, :] if nds[-1] == 2 else out[..., 0]
-    return out
-
-
-defvjp(
-    np.linalg.multi_dot,
-    "arrays, *, out=None",
-    seq=("arrays",),
-    arrays="multi_dot_vjp(g, arrays, k)",
-    jvp=explicit(arrays="multi_dot_jvp(t, arrays, elt)"),
 )
