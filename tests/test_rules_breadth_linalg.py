@@ -549,3 +549,91 @@ def test_jitted_forms_compile_and_agree(f, args, wrt, mode):
     pairs = zip(jitted, plain) if isinstance(wrt, tuple) and mode == "grad" else [(jitted, plain)]
     for got, want in pairs:
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- einsum
+
+
+def einsum2(spec, a, b):
+    return np.einsum(spec, a, b)
+
+
+def einsum1(spec, a):
+    return np.einsum(spec, a)
+
+
+def einsum_sublist(a, b):
+    return np.einsum(a, [0, 1, 2], b, [0, 2, 3], [0, 1, 3])
+
+
+def einsum_sublist_implicit(a, b):
+    return np.einsum(a, [Ellipsis, 1], b, [1])
+
+
+def einsum_sublist_transpose(x):
+    """Once refused (tests/test_trust_refusals.py): a differentiated first array of the sublist
+    form."""
+    return np.sum(np.einsum(x, [0, 1], [1, 0]) * np.arange(4.0).reshape(2, 2))
+
+
+def einsum_sublist_self(a):
+    return np.sum(np.einsum(a, [0, 1], a, [1, 2]) ** 2)
+
+
+def einsum_ellipsis_self(a):
+    return np.sum(np.einsum("...ij,...jk->...ik", a, np.sin(a)) ** 2)
+
+
+EINSUM = [
+    (einsum2, ("...ij,...jk->...ik", r(2, 3, 4, seed=1), r(2, 4, 2, seed=2)), (1, 2)),
+    (einsum2, ("...ij,...jk->...ik", r(1, 3, 4, seed=1), r(5, 4, 2, seed=2)), (1, 2)),
+    (einsum2, ("...ij,jk", r(2, 3, 4, seed=1), r(4, 2, seed=2)), (1, 2)),
+    (einsum2, ("i...,i...->...", r(3, 2, seed=1), r(3, 1, seed=2)), (1, 2)),
+    (einsum2, ("...i,...i", r(2, 3, seed=1), r(3, seed=2)), (1, 2)),
+    (einsum1, ("...ii->...i", r(2, 3, 3, seed=1)), 1),
+    (einsum1, ("i...->...", r(3, 2, 2, seed=1)), 1),
+    (einsum1, ("...", r(2, 3, seed=1)), 1),
+    (einsum2, ("zij,zjk->zik", r(1, 3, 4, seed=1), r(5, 4, 2, seed=2)), (1, 2)),
+    (einsum_sublist, (r(2, 3, 4, seed=1), r(2, 4, 2, seed=2)), (0, 1)),
+    (einsum_sublist_implicit, (r(2, 3, seed=1), r(3, seed=2)), (0, 1)),
+    (einsum_sublist_self, (r(3, 3, seed=3),), 0),
+    (einsum_sublist_transpose, (r(2, 2, seed=3),), 0),
+    (einsum_ellipsis_self, (r(2, 2, 2, seed=3),), 0),
+]
+EINSUM_IDS = [f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(EINSUM)]
+
+
+@pytest.mark.parametrize("f,args,wrt", EINSUM, ids=EINSUM_IDS)
+def test_einsum_vjp_and_jvp(f, args, wrt):
+    assert np.shape(f(*args)) == np.shape(f(*args))
+    check_vjp(f, args, wrt=wrt)
+    check_jvp(f, args, wrt=wrt)
+
+
+@pytest.mark.parametrize("f,args,wrt", EINSUM, ids=EINSUM_IDS)
+def test_einsum_jacobian_batched_matches_per_basis(f, args, wrt):
+    check(f, *args, wrt=wrt)
+
+
+@pytest.mark.parametrize("f", [einsum_sublist_self, einsum_ellipsis_self])
+def test_einsum_hessian(f):
+    x = r(3, 3, seed=3) if f is einsum_sublist_self else r(2, 2, 2, seed=3)
+    np.testing.assert_allclose(s2sad.hessian(f)(x), fd_hessian(f, x), rtol=1e-5, atol=1e-5)
+
+
+@HYP
+@given(
+    batch_a=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    batch_b=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    n=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
+def test_einsum_ellipsis_random_broadcasting(batch_a, batch_b, n, seed):
+    batch_b = [1 if i < len(batch_a) and seed % 2 else s for i, s in enumerate(batch_b)]
+    try:
+        np.broadcast_shapes(tuple(batch_a), tuple(batch_b))
+    except ValueError:
+        return
+    args = ("...ij,...j->...i", r(*batch_a, 2, n, seed=seed), r(*batch_b, n, seed=seed + 1))
+    check_vjp(einsum2, args, wrt=(1, 2), seed=seed)
+    check_jvp(einsum2, args, wrt=(1, 2), seed=seed)
