@@ -637,3 +637,43 @@ def test_einsum_ellipsis_random_broadcasting(batch_a, batch_b, n, seed):
     args = ("...ij,...j->...i", r(*batch_a, 2, n, seed=seed), r(*batch_b, n, seed=seed + 1))
     check_vjp(einsum2, args, wrt=(1, 2), seed=seed)
     check_jvp(einsum2, args, wrt=(1, 2), seed=seed)
+
+
+@HYP
+@given(
+    lead_a=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    lead_b=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    axis=st.integers(-1, 0),
+    seed=st.integers(0, 1000),
+)
+def test_cross_random_broadcasting_and_axes(lead_a, lead_b, axis, seed):
+    lead_b = [1 if seed % 2 else s for s in lead_b]
+    try:
+        np.broadcast_shapes(tuple(lead_a), tuple(lead_b))
+    except ValueError:
+        return
+    a, b = r(*lead_a, 3, seed=seed), r(*lead_b, 3, seed=seed + 1)
+    if axis == 0:
+        a, b = np.moveaxis(a, -1, 0), np.moveaxis(b, -1, 0)
+    args = (a, b, axis)
+    check_vjp(cross_axis, args, wrt=(0, 1), seed=seed)
+    check_jvp(cross_axis, args, wrt=(0, 1), seed=seed)
+
+
+@HYP
+@given(
+    shape_a=st.lists(st.integers(1, 3), min_size=0, max_size=3),
+    shape_b=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    seed=st.integers(0, 1000),
+)
+def test_inner_and_vdot_random(shape_a, shape_b, seed):
+    if shape_a and shape_b:
+        shape_b[-1] = shape_a[-1]
+    a, b = r(*shape_a, seed=seed), r(*shape_b, seed=seed + 1)
+    check_vjp(inner, (a, b), wrt=(0, 1), seed=seed)
+    check_jvp(inner, (a, b), wrt=(0, 1), seed=seed)
+    c = r(*reversed(shape_a), seed=seed + 2)
+    if np.ndim(a) == 0:
+        return  # np.vdot of 0-d arrays is a product: covered by the fixed cases
+    check_vjp(vdot, (a, c), wrt=(0, 1), seed=seed)
+    check_jvp(vdot, (a, c), wrt=(0, 1), seed=seed)
