@@ -332,6 +332,14 @@ def pinv_square(a):
     return np.sum(np.linalg.pinv(a) ** 2)
 
 
+def qr_r(a):
+    return np.linalg.qr(a, mode="r")
+
+
+def qr_r_square(a):
+    return np.sum(np.linalg.qr(a, mode="r") ** 2)
+
+
 def svd_full(a):
     u, s, vt = np.linalg.svd(a)
     return s
@@ -374,6 +382,10 @@ DECOMPOSITIONS = [
     (pinv, (rect(3, 3, batch=(2,), seed=3),)),
     (pinv_rcond, (rect(2, 3, seed=4),)),
     (pinv_square, (rect(3, 2, seed=5),)),
+    (qr_r, (rect(3, 2, seed=1),)),
+    (qr_r, (rect(3, 3, seed=2),)),
+    (qr_r, (rect(4, 2, batch=(2,), seed=3),)),
+    (qr_r_square, (rect(3, 2, seed=4),)),
 ]
 DECOMPOSITION_IDS = [f"{f.__name__}-{i}" for i, (f, _) in enumerate(DECOMPOSITIONS)]
 
@@ -436,6 +448,23 @@ def test_rank_deficient_pinv_is_refused():
         s2sad.jvp(pinv)(a, tangent=np.ones((3, 2)))
 
 
+def test_wide_or_rank_deficient_qr_is_refused():
+    with pytest.raises(ValueError, match="at least as many rows"):
+        s2sad.grad(qr_r_square)(rect(2, 3))
+    with pytest.raises(ValueError, match="rank-deficient"):
+        s2sad.grad(qr_r_square)(np.outer([1.0, 2.0, 3.0], [1.0, -1.0]))
+
+
+def qr_reduced(a):
+    q, r = np.linalg.qr(a)
+    return np.sum(r)
+
+
+def test_qr_with_q_is_refused():
+    with pytest.raises(s2sad.NoRuleError, match="mode"):
+        s2sad.grad(qr_reduced)(rect(3, 2))
+
+
 def test_svd_with_vectors_and_hermitian_are_refused():
     with pytest.raises(s2sad.NoRuleError, match="compute_uv"):
         s2sad.grad(lambda_free_svd_sum)(rect(3, 2))
@@ -480,7 +509,7 @@ def test_eigvalsh_random(batch, n, seed):
 )
 def test_singular_values_and_pinv_random(batch, m, n, seed):
     a = rect(m, n, batch=tuple(batch), seed=seed)
-    for f in (singular_values, pinv):
+    for f in (singular_values, pinv) + ((qr_r,) if m >= n else ()):
         check_vjp(f, (a,), seed=seed)
         check_jvp(f, (a,), seed=seed)
 

@@ -240,6 +240,55 @@ defvjp(
     jvp=explicit(a="singular_values_jvp(t, a)"),
 )
 
+# ----------------------------------------------------------------------------- qr (mode='r')
+
+
+@helper(nondiff=True)
+def tall_full_rank_qr(a):
+    """Q and R of np.linalg.qr(a) for a tall (or square) matrix of full rank, else refused."""
+    m, n = np.shape(a)[-2:]
+    if m < n:
+        raise ValueError(
+            "s2sad differentiates np.linalg.qr(a, mode='r') for matrices with at least as many "
+            "rows as columns only"
+        )
+    q, r = np.linalg.qr(a)
+    diag = np.abs(np.diagonal(r, axis1=-2, axis2=-1))
+    if np.any(diag <= max(m, n) * np.finfo(np.float64).eps * np.max(diag, initial=0.0)):
+        raise ValueError(
+            "np.linalg.qr's derivative is undefined where the matrix is rank-deficient"
+        )
+    return q, r
+
+
+@helper(batch_safe=True)
+def qr_r_vjp(g, a):
+    """Cotangent of `a` in R = np.linalg.qr(a, mode='r'): Q H R^-T with G = g R^T and
+    H = G - tril(G - G^T, -1) (the QR adjoint with no cotangent for Q)."""
+    q, r = tall_full_rank_qr(a)
+    gr = g @ _mT(r)
+    h = gr - np.tril(gr - _mT(gr), -1)
+    return q @ h @ _mT(np.linalg.inv(r))
+
+
+@helper(batch_safe=True)
+def qr_r_jvp(t, a):
+    """The tangent of R = np.linalg.qr(a, mode='r') along `t`: (C - W) R, with C = Q^T t R^-1
+    and W the antisymmetric matrix whose strict lower triangle is C's."""
+    q, r = tall_full_rank_qr(a)
+    c = _mT(q) @ t @ np.linalg.inv(r)
+    low = np.tril(c, -1)
+    return (c - low + _mT(low)) @ r
+
+
+defvjp(
+    np.linalg.qr,
+    "a, mode='reduced'",
+    literal={"mode": ("r",)},
+    a="qr_r_vjp(g, a)",
+    jvp=explicit(a="qr_r_jvp(t, a)"),
+)
+
 # ----------------------------------------------------------------------------- pinv
 
 
