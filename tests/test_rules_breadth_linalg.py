@@ -320,6 +320,10 @@ def nuclear(a):
     return np.sum(np.linalg.svd(a, compute_uv=False) ** 2)
 
 
+def singular_cubes(a):
+    return np.sum(np.linalg.svd(a, compute_uv=False) ** 3 * np.arange(1.0, 1.0 + min(a.shape)))
+
+
 def pinv(a):
     return np.linalg.pinv(a)
 
@@ -338,6 +342,10 @@ def qr_r(a):
 
 def qr_r_square(a):
     return np.sum(np.linalg.qr(a, mode="r") ** 2)
+
+
+def qr_r_weighted(a):
+    return np.sum(np.sin(np.linalg.qr(a, mode="r")))
 
 
 def svd_full(a):
@@ -408,6 +416,12 @@ def test_decompositions_jacobian_batched_matches_per_basis(f, args):
         (cholesky_sym, r(3, 3, seed=5)),
         (eigvalsh_cubes, r(3, 3, seed=6)),
         (pinv_square, rect(3, 2, seed=5)),
+        (nuclear, rect(2, 3, seed=4)),
+        (nuclear, rect(3, 2, seed=5)),
+        (singular_cubes, rect(3, 3, seed=6)),
+        (singular_cubes, rect(4, 2, seed=7)),
+        (qr_r_square, rect(3, 2, seed=4)),
+        (qr_r_weighted, rect(3, 3, seed=8)),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
 )
@@ -438,6 +452,13 @@ def test_repeated_eigenvalues_refuse_the_second_derivative():
         s2sad.hessian(eigvalsh_cubes)(x)
     # the first derivative of a symmetric function of the eigenvalues is exact there
     np.testing.assert_allclose(s2sad.grad(eigvalsh_cubes)(x), 6 * np.diag([1.0, 1.0, 4.0]))
+
+
+def test_repeated_or_vanishing_singular_values_refuse_the_second_derivative():
+    with pytest.raises(ValueError, match="repeat"):
+        s2sad.hessian(singular_cubes)(np.diag([2.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="vanishes"):
+        s2sad.hessian(singular_cubes)(np.diag([3.0, 2.0, 0.0]))
 
 
 def test_rank_deficient_pinv_is_refused():

@@ -133,15 +133,16 @@ defvjp(
 
 
 @helper(nondiff=True)
-def distinct_eigenvalues(w, what):
-    """Refuse eigenvalues that repeat (to rounding): `what`'s derivative is undefined there."""
+def distinct_eigenvalues(w, what, kind="eigenvalues"):
+    """Refuse eigenvalues (or singular values: `kind`) that repeat, to rounding: `what` is
+    undefined there."""
     w = np.asarray(w)
     gaps = np.abs(np.diff(np.sort(w, axis=-1), axis=-1))
     scale = np.max(np.abs(w), axis=-1, keepdims=True) if w.size else 1.0
     if np.any(gaps <= 64 * np.finfo(np.float64).eps * np.maximum(scale, 1e-300)):
         raise ValueError(
-            f"{what} is undefined where eigenvalues repeat (the eigenvectors of a repeated "
-            "eigenvalue are not unique); s2sad refuses such a matrix rather than return inf"
+            f"{what} is undefined where {kind} repeat (their vectors are not unique there); "
+            "s2sad refuses such a matrix rather than return inf"
         )
 
 
@@ -215,13 +216,38 @@ defvjp(
 # ----------------------------------------------------------------------------- singular values
 
 
-@helper(batch_safe=True)
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="singular_values_vjp(t, a)", a="singular_values_vjp_jvp(t, g, a)"),
+)
 def singular_values_vjp(g, a):
     """Cotangent of `a` in np.linalg.svd(a, compute_uv=False): U diag(g) V^T over the min(m, n)
     singular vectors (Townsend 2016). Where singular values repeat or vanish the derivative is
     undefined; this is the value for the vectors LAPACK returned (a subgradient at zero)."""
     u, _, vt = np.linalg.svd(a, full_matrices=False)
     return (u * np.expand_dims(g, -2)) @ vt
+
+
+@helper
+def singular_values_vjp_jvp(t, g, a):
+    """The tangent of singular_values_vjp(g, a) = U diag(g) V^T along `t` for a, through the
+    singular vectors' tangents (Townsend 2016); refused where singular values repeat or vanish."""
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    distinct_eigenvalues(s**2, "the second derivative of np.linalg.svd", "singular values")
+    if np.any(s <= np.finfo(np.float64).eps * np.max(s, initial=0.0) * max(np.shape(a)[-2:])):
+        raise ValueError(
+            "the second derivative of np.linalg.svd's singular values is undefined where one "
+            "vanishes"
+        )
+    v, row, col = _mT(vt), np.expand_dims(s, -2), np.expand_dims(s, -1)
+    diff = row**2 - col**2  # s_j^2 - s_i^2
+    eye = np.eye(np.shape(s)[-1], dtype=bool)
+    f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+    dp = _mT(u) @ t @ v
+    du = u @ (f * (dp * row + col * _mT(dp))) + (t @ v - u @ dp) / row
+    dv = v @ (f * (col * dp + _mT(dp) * row)) + (_mT(t) @ u - v @ _mT(dp)) / row
+    gd = np.expand_dims(g, -2)
+    return (du * gd) @ vt + (u * gd) @ _mT(dv)
 
 
 @helper(batch_safe=True)
@@ -261,7 +287,7 @@ def tall_full_rank_qr(a):
     return q, r
 
 
-@helper(batch_safe=True)
+@helper(batch_safe=True, jvp=explicit(g="qr_r_vjp(t, a)", a="qr_r_vjp_jvp(t, g, a)"))
 def qr_r_vjp(g, a):
     """Cotangent of `a` in R = np.linalg.qr(a, mode='r'): Q H R^-T with G = g R^T and
     H = G - tril(G - G^T, -1) (the QR adjoint with no cotangent for Q)."""
@@ -269,6 +295,21 @@ def qr_r_vjp(g, a):
     gr = g @ _mT(r)
     h = gr - np.tril(gr - _mT(gr), -1)
     return q @ h @ _mT(np.linalg.inv(r))
+
+
+@helper
+def qr_r_vjp_jvp(t, g, a):
+    """The tangent of qr_r_vjp(g, a) = Q H R^-T along `t` for a, with dR = qr_r_jvp(t, a) and
+    dQ = (t - Q dR) R^-1."""
+    q, r = tall_full_rank_qr(a)
+    rinv = np.linalg.inv(r)
+    dr = qr_r_jvp(t, a)
+    dq = (t - q @ dr) @ rinv
+    gr, dgr = g @ _mT(r), g @ _mT(dr)
+    h = gr - np.tril(gr - _mT(gr), -1)
+    dh = dgr - np.tril(dgr - _mT(dgr), -1)
+    rinv_t = _mT(rinv)
+    return dq @ h @ rinv_t + q @ dh @ rinv_t - q @ h @ rinv_t @ _mT(dr) @ rinv_t
 
 
 @helper(batch_safe=True)
