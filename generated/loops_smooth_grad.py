@@ -77,8 +77,10 @@ def _is_basic(index):
 
 
 def getitem_vjp(g, x, index):
-    """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. (A tuple of
+    arrays of one shape, np.linalg.slogdet's pair, is read as one array.)"""
+    dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+    dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
     else:

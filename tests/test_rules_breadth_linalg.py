@@ -296,6 +296,25 @@ def cholesky_sym(x):
     return np.sum(np.linalg.cholesky(x @ x.T + 3.0 * np.eye(3)) ** 3)
 
 
+def slogdet_log(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return logdet
+
+
+def slogdet_both(a):
+    sign, logdet = np.linalg.slogdet(a)
+    return sign * logdet**2
+
+
+def slogdet_indexed(a):
+    return np.linalg.slogdet(a)[1] * 3.0
+
+
+def slogdet_sum(a):
+    sign, logdet = np.linalg.slogdet(a @ a.T + np.eye(3))
+    return np.sum(logdet**2) + np.sum(sign)
+
+
 def eigvalsh(a):
     return np.linalg.eigvalsh(a)
 
@@ -372,6 +391,11 @@ def rect(m, n, batch=(), seed=0):
 
 
 DECOMPOSITIONS = [
+    (slogdet_log, (well_conditioned(3, seed=1),)),
+    (slogdet_log, (well_conditioned(2, seed=2, batch=(2, 3)),)),
+    (slogdet_both, (-well_conditioned(3, seed=3),)),
+    (slogdet_indexed, (well_conditioned(3, seed=4, batch=(2,)),)),
+    (slogdet_sum, (r(3, 3, seed=5),)),
     (cholesky, (spd(3, seed=1),)),
     (cholesky, (spd(2, seed=2, batch=(2,)),)),
     (cholesky_upper, (spd(3, seed=1),)),
@@ -412,6 +436,8 @@ def test_decompositions_jacobian_batched_matches_per_basis(f, args):
 @pytest.mark.parametrize(
     "f,x",
     [
+        (slogdet_both, -well_conditioned(3, seed=3)),
+        (slogdet_sum, r(3, 3, seed=5)),
         (cholesky_logdet, spd(3, seed=4)),
         (cholesky_sym, r(3, 3, seed=5)),
         (eigvalsh_cubes, r(3, 3, seed=6)),
@@ -727,3 +753,36 @@ def test_inner_and_vdot_random(shape_a, shape_b, seed):
         return  # np.vdot of 0-d arrays is a product: covered by the fixed cases
     check_vjp(vdot, (a, c), wrt=(0, 1), seed=seed)
     check_jvp(vdot, (a, c), wrt=(0, 1), seed=seed)
+
+
+# ----------------------------------------------------------------------------- slogdet
+
+
+def test_slogdet_exact_values_and_signs():
+    a = -well_conditioned(3, seed=11)  # a negative determinant
+    np.testing.assert_allclose(s2sad.grad(slogdet_log)(a), np.linalg.inv(a).T, rtol=1e-12)
+    _, tangent = s2sad.jvp(slogdet_log)(a, tangent=np.eye(3))
+    np.testing.assert_allclose(tangent, np.trace(np.linalg.inv(a)), rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+def test_slogdet_under_jit_falls_back_to_python():
+    """Numba compiles np.linalg.slogdet, but not the cotangent of its (sign, logabsdet) pair:
+    jit=True runs the Python gradient (with a warning), jit="strict" refuses."""
+    a = well_conditioned(3, seed=12)
+    with pytest.warns(s2sad.jit.JitFallbackWarning):
+        g = s2sad.grad(slogdet_log, jit=True)(a)
+    np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-12)
+
+
+@HYP
+@given(
+    batch=st.lists(st.integers(1, 3), min_size=0, max_size=2),
+    n=st.integers(1, 4),
+    seed=st.integers(0, 1000),
+)
+def test_slogdet_random(batch, n, seed):
+    a = well_conditioned(n, seed=seed, batch=tuple(batch)) * (-1) ** seed
+    for f in (slogdet_log, slogdet_both):
+        check_vjp(f, (a,), seed=seed)
+        check_jvp(f, (a,), seed=seed)
