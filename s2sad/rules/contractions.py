@@ -4,12 +4,11 @@ says). Most helpers are right for a cotangent or tangent with leading batch axes
 einsum with `...` in front, or matmul's broadcasting), so they are `batch_safe`.
 """
 
-import string
 import typing
 
 import numpy as np
 
-from .common import _absent, _array, _lift, batched_unbroadcast, unbroadcast
+from .common import _absent, _array, _lift
 from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit
 
@@ -61,8 +60,8 @@ def tensordot_labels(a_nd, b_nd, axes):
         ax_a = [ax_a] if isinstance(ax_a, (int, np.integer)) else list(ax_a)
         ax_b = [ax_b] if isinstance(ax_b, (int, np.integer)) else list(ax_b)
     ax_a, ax_b = [i % a_nd for i in ax_a], [j % b_nd for j in ax_b]
-    la = string.ascii_letters[:a_nd]
-    lb = list(string.ascii_letters[a_nd : a_nd + b_nd])
+    la = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[:a_nd]
+    lb = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[a_nd : a_nd + b_nd])
     for i, j in zip(ax_a, ax_b):
         lb[j] = la[i]
     out = [la[i] for i in range(a_nd) if i not in ax_a]
@@ -203,7 +202,7 @@ def kron_shapes(a_nd, b_nd, a_shape, b_shape):
     nd = max(a_nd, b_nd)
     pa = (1,) * (nd - a_nd) + tuple(a_shape)
     pb = (1,) * (nd - b_nd) + tuple(b_shape)
-    la, lb = string.ascii_lowercase[:nd], string.ascii_uppercase[:nd]
+    la, lb = "abcdefghijklmnopqrstuvwxyz"[:nd], "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:nd]
     both = "".join(x + y for x, y in zip(la, lb))
     return nd, pa, pb, la, lb, both
 
@@ -348,10 +347,10 @@ def cross_cotangent(g, a, b, which, lead, axisa=-1, axisb=-1, axisc=-1, axis=Non
     a_nd, b_nd = np.ndim(a) - (lead == 0), np.ndim(b) - (lead == 1)
     ax_a, ax_b, ax_c = cross_axes(a_nd, b_nd, axisa, axisb, axisc, axis)
     c_nd = max(a_nd, b_nd)
-    if lead == 0:
-        a = _lift(a, c_nd)
+    if lead == 0:  # the batch axis first, then the value's axes padded to the result's
+        a = np.reshape(a, np.shape(a)[:1] + (1,) * (c_nd - a_nd) + np.shape(a)[1:])
     elif lead == 1:
-        b = _lift(b, c_nd)
+        b = np.reshape(b, np.shape(b)[:1] + (1,) * (c_nd - b_nd) + np.shape(b)[1:])
     if np.shape(a)[ax_a] != 3 or np.shape(b)[ax_b] != 3:
         raise ValueError(
             "s2sad differentiates np.cross of 3-vectors only (the 2-vector form is deprecated "
@@ -359,13 +358,15 @@ def cross_cotangent(g, a, b, which, lead, axisa=-1, axisb=-1, axisc=-1, axis=Non
         )
     av, bv, gv = np.moveaxis(a, ax_a, -1), np.moveaxis(b, ax_b, -1), np.moveaxis(g, ax_c, -1)
     out = np.cross(bv, gv) if which == 0 else np.cross(gv, av)
-    like = np.moveaxis(
-        np.empty(np.shape(a)[-a_nd:] if which == 0 else np.shape(b)[-b_nd:]),
-        ax_a if which == 0 else ax_b,
-        -1,
-    )
-    batch = lead is not None or np.ndim(g) > c_nd
-    out = batched_unbroadcast(out, like) if batch else unbroadcast(out, like)
+    own = np.shape(a)[-a_nd:] if which == 0 else np.shape(b)[-b_nd:]
+    shape = np.shape(np.moveaxis(np.empty(own), ax_a if which == 0 else ax_b, -1))
+    keep = 1 if lead is not None or np.ndim(g) > c_nd else 0  # a batch axis stays
+    extra = np.ndim(out) - keep - len(shape)  # sum what broadcasting added
+    if extra:
+        out = np.sum(out, axis=tuple(range(keep, keep + extra)))
+    ones = tuple(keep + i for i, n in enumerate(shape) if n == 1 and np.shape(out)[keep + i] != 1)
+    if ones:
+        out = np.sum(out, axis=ones, keepdims=True)
     return np.moveaxis(out, -1, ax_a if which == 0 else ax_b)
 
 

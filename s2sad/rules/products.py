@@ -4,7 +4,6 @@ matmul transposes only the last two axes and sums broadcast batches. Numba's mat
 vectors and matrices (no stacks), so their Numba forms cover those four cases.
 """
 
-import string
 import typing
 
 import numpy as np
@@ -329,13 +328,20 @@ def einsum_explicit(subscripts, operands, k=0, lead=0):
             out += sorted(i for i in set(flat) if flat.count(i) == 1)
 
         def spell(sub):
-            return "".join("..." if i is Ellipsis else string.ascii_letters[i] for i in sub)
+            return "".join(
+                (
+                    "..."
+                    if i is Ellipsis
+                    else "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]
+                )
+                for i in sub
+            )
 
         text = ",".join(spell(sub) for sub in subs) + "->" + spell(out)
         k = (k + 1) // 2
     ins, out = einsum_parts(text)
     if "..." in text:
-        free = [c for c in string.ascii_letters if c not in text]
+        free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in text]
         dims = [
             np.ndim(x) - (lead if i == k else 0) - len(s.replace("...", "")) if "..." in s else 0
             for i, (s, x) in enumerate(zip(ins, arrays))
@@ -357,7 +363,15 @@ def einsum_cotangent(g, ins, out, arrays, k, batch=False):
         for c, n in zip(s, np.shape(x)):
             sizes[c] = max(sizes.get(c, 1), n)
     target = ins[k]
-    z = next(c for c in string.ascii_letters if c not in "".join(ins) + out) if batch else ""
+    z = (
+        next(
+            c
+            for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+            if c not in "".join(ins) + out
+        )
+        if batch
+        else ""
+    )
     others = [s for i, s in enumerate(ins) if i != k]
     other_ops = [op for i, op in enumerate(arrays) if i != k]
     available = set(out).union(*others) if others else set(out)
@@ -441,7 +455,11 @@ def batched_einsum(subscripts, *operands, which=0):
     """np.einsum with the batch on operand `which` (in the sublist form: 0 is the first array,
     else a position in `operands`): one more letter for the batch axis."""
     ins, out, arrays, k = einsum_explicit(subscripts, operands, which, lead=1)
-    z = next(c for c in string.ascii_letters if c not in "".join(ins) + out)
+    z = next(
+        c
+        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        if c not in "".join(ins) + out
+    )
     ins[k] = z + ins[k]
     return np.einsum(",".join(ins) + "->" + z + out, *arrays)
 
