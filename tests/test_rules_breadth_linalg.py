@@ -607,12 +607,14 @@ JIT = [
     (eigvalsh_plain, (spread(3, seed=1),), 0),
     (pinv_plain, (rect(2, 3, seed=5),), 0),
 ]
-JIT_IDS = [f"{f.__name__}-{i}" for i, (f, _, _) in enumerate(JIT)]
+# tests/test_jit_corpus.py compiles every case of JIT; here a sample, to keep this file quick
+JIT_SAMPLE = [c for c in JIT if c[0] in (cross_sum, matrix_power_plain, cholesky_plain)]
+JIT_IDS = [f.__name__ for f, _, _ in JIT_SAMPLE]
 
 
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
 @pytest.mark.parametrize("mode", ["grad", "jvp"])
-@pytest.mark.parametrize("f,args,wrt", JIT, ids=JIT_IDS)
+@pytest.mark.parametrize("f,args,wrt", JIT_SAMPLE, ids=JIT_IDS)
 def test_jitted_forms_compile_and_agree(f, args, wrt, mode):
     if mode == "grad":
         jitted = s2sad.grad(f, wrt=wrt, jit="strict")(*args)
