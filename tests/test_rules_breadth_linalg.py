@@ -315,6 +315,28 @@ def slogdet_sum(a):
     return np.sum(logdet**2) + np.sum(sign)
 
 
+def eigh_values(a):
+    w, v = np.linalg.eigh(a)
+    return w
+
+
+def eigh_vectors(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(v**2 * np.arange(np.shape(a)[-1]), axis=-1) + w
+
+
+def eigh_quadratic(a):
+    """sum_i w_i^2 (v_i . c)^2: invariant to each eigenvector's sign."""
+    w, v = np.linalg.eigh(a, UPLO="U")
+    c = np.arange(1.0, np.shape(a)[-1] + 1.0)
+    return np.sum(w**2 * (c @ v) ** 2)
+
+
+def eigh_sym(x):
+    w, v = np.linalg.eigh(x + x.T)
+    return np.sum(w * (v[0] ** 2))
+
+
 def eigvalsh(a):
     return np.linalg.eigvalsh(a)
 
@@ -391,6 +413,12 @@ def rect(m, n, batch=(), seed=0):
 
 
 DECOMPOSITIONS = [
+    (eigh_values, (spread(3, seed=1),)),
+    (eigh_values, (spread(3, batch=(2,), seed=2),)),
+    (eigh_vectors, (spread(3, seed=3),)),
+    (eigh_vectors, (spread(2, batch=(2,), seed=4),)),
+    (eigh_quadratic, (spread(4, seed=5),)),
+    (eigh_sym, (r(3, 3, seed=6),)),
     (slogdet_log, (well_conditioned(3, seed=1),)),
     (slogdet_log, (well_conditioned(2, seed=2, batch=(2, 3)),)),
     (slogdet_both, (-well_conditioned(3, seed=3),)),
@@ -806,6 +834,7 @@ def test_slogdet_random(batch, n, seed):
         ("cholesky_logdet", (spd(3, seed=4),)),
         ("slogdet_sum", (r(3, 3, seed=5),)),
         ("eigvalsh_cubes", (r(3, 3, seed=6),)),
+        ("eigh_sym", (r(3, 3, seed=6),)),
         ("nuclear", (rect(2, 3, seed=4),)),
         ("pinv_square", (rect(3, 2, seed=5),)),
         ("qr_r_square", (rect(3, 2, seed=4),)),
@@ -822,3 +851,36 @@ def test_emitted_standalone_modules_run(name, args, tmp_path):
     exec(compile(text, str(path), "exec"), namespace)
     expected = s2sad.grad(globals()[name])(*args)
     np.testing.assert_allclose(namespace[f"grad_{name}"](*args), expected, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- eigh
+
+
+def test_eigh_repeated_eigenvalues():
+    """The eigenvalues alone differentiate at a repeated eigenvalue; the eigenvectors do not
+    (they are not unique there): a clear error, never inf."""
+    a = np.diag([1.0, 1.0, 2.0])
+    np.testing.assert_allclose(s2sad.grad(lambda_free_eigh_trace)(a), np.eye(3), atol=1e-12)
+    with pytest.raises(ValueError, match="eigenvalues repeat"):
+        s2sad.vjp(eigh_vectors)(a)[1](np.ones(3))
+    with pytest.raises(ValueError, match="eigenvalues repeat"):
+        s2sad.jvp(eigh_values)(a, tangent=np.eye(3))
+
+
+def lambda_free_eigh_trace(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(w)
+
+
+def test_eigh_exact_values():
+    a = spread(3, seed=13)
+    w, v = np.linalg.eigh(a)
+    _, pullback = s2sad.vjp(eigh_values)(a)
+    gw = np.array([1.0, -2.0, 0.5])
+    m = (v * gw) @ v.T
+    np.testing.assert_allclose(pullback(gw), np.tril(2 * m, -1) + np.diag(np.diag(m)), atol=1e-12)
+
+
+def test_eigh_hessian_is_refused_by_name():
+    with pytest.raises(s2sad.NoRuleError, match="eigh_vjp"):
+        s2sad.hessian(eigh_sym)(r(3, 3, seed=6))

@@ -8,7 +8,7 @@ also the order `s2sad emit` copies helpers into a standalone module.
 
 # the families, in the order standalone modules list their helpers
 from . import common, reductions, elementwise, products, solvers  # noqa: F401
-from . import scans, shape, indexing, contractions, decompositions  # noqa: F401
+from . import scans, shape, indexing, contractions, decompositions, matrix_functions  # noqa: F401
 from .registry import NONDIFF, VJP, Bound, Rule, defvjp, is_nondiff, lookup, nondiff
 
 __all__ = ["VJP", "NONDIFF", "Bound", "Rule", "defvjp", "nondiff", "lookup", "is_nondiff"]
