@@ -337,6 +337,15 @@ def eigh_sym(x):
     return np.sum(w * (v[0] ** 2))
 
 
+def lstsq_x(a, b):
+    return np.linalg.lstsq(a, b, rcond=None)[0]
+
+
+def lstsq_all(a, b):
+    x, residuals, rank, s = np.linalg.lstsq(a, b, rcond=None)
+    return np.sum(x**2) + np.sum(residuals) * 0.5 + np.sum(s**2) * rank
+
+
 def eigvalsh(a):
     return np.linalg.eigvalsh(a)
 
@@ -448,6 +457,31 @@ DECOMPOSITIONS = [
     (qr_r_square, (rect(3, 2, seed=4),)),
 ]
 DECOMPOSITION_IDS = [f"{f.__name__}-{i}" for i, (f, _) in enumerate(DECOMPOSITIONS)]
+
+
+LSTSQ = [
+    (lstsq_x, (rect(4, 2, seed=1), r(4, seed=2))),
+    (lstsq_x, (rect(4, 3, seed=3), r(4, 2, seed=4))),
+    (lstsq_x, (rect(3, 3, seed=5), r(3, seed=6))),
+    (lstsq_all, (rect(5, 2, seed=7), r(5, seed=8))),
+    (lstsq_all, (rect(4, 2, seed=9), r(4, 3, seed=10))),
+    (lstsq_all, (rect(3, 3, seed=11), r(3, seed=12))),
+]
+
+
+@pytest.mark.parametrize(
+    "f,args", LSTSQ, ids=[f"{f.__name__}-{i}" for i, (f, _) in enumerate(LSTSQ)]
+)
+def test_lstsq(f, args):
+    check_vjp(f, args, wrt=(0, 1))
+    check_jvp(f, args, wrt=(0, 1))
+    check(f, *args, wrt=(0, 1))
+
+
+def test_lstsq_rank_deficient_is_refused():
+    a = np.outer([1.0, 2.0, 3.0], [1.0, -1.0])
+    with pytest.raises(ValueError, match="full column rank"):
+        s2sad.vjp(lstsq_x)(a, np.ones(3))[1](np.ones(2))
 
 
 @pytest.mark.parametrize("f,args", DECOMPOSITIONS, ids=DECOMPOSITION_IDS)
@@ -806,6 +840,17 @@ def test_slogdet_under_jit_falls_back_to_python():
 
 
 @HYP
+@given(m=st.integers(1, 5), n=st.integers(1, 4), k=st.integers(0, 2), seed=st.integers(0, 1000))
+def test_lstsq_random(m, n, k, seed):
+    if m < n:
+        m, n = n, m
+    b = r(m, seed=seed) if k == 0 else r(m, k, seed=seed)
+    for f in (lstsq_x, lstsq_all):
+        check_vjp(f, (rect(m, n, seed=seed), b), wrt=(0, 1), seed=seed)
+        check_jvp(f, (rect(m, n, seed=seed), b), wrt=(0, 1), seed=seed)
+
+
+@HYP
 @given(
     batch=st.lists(st.integers(1, 3), min_size=0, max_size=2),
     n=st.integers(1, 4),
@@ -835,6 +880,7 @@ def test_slogdet_random(batch, n, seed):
         ("slogdet_sum", (r(3, 3, seed=5),)),
         ("eigvalsh_cubes", (r(3, 3, seed=6),)),
         ("eigh_sym", (r(3, 3, seed=6),)),
+        ("lstsq_all", (rect(5, 2, seed=7), r(5, seed=8))),
         ("nuclear", (rect(2, 3, seed=4),)),
         ("pinv_square", (rect(3, 2, seed=5),)),
         ("qr_r_square", (rect(3, 2, seed=4),)),
@@ -849,7 +895,7 @@ def test_emitted_standalone_modules_run(name, args, tmp_path):
     path.write_text(text)
     namespace = {"__name__": f"emitted_{name}"}
     exec(compile(text, str(path), "exec"), namespace)
-    expected = s2sad.grad(globals()[name])(*args)
+    expected = s2sad.grad(globals()[name])(*args)  # (with respect to the first argument)
     np.testing.assert_allclose(namespace[f"grad_{name}"](*args), expected, rtol=1e-12)
 
 

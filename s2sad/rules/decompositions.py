@@ -216,6 +216,16 @@ defvjp(
 # ----------------------------------------------------------------------------- eigh
 
 
+@helper
+def parts_of(*parts):
+    """A tuple result's tangent or cotangent: an array of objects, so that `+` adds the parts
+    one by one (a tuple's `+` would join them)."""
+    out = np.empty(len(parts), dtype=object)
+    for i, part in enumerate(parts):
+        out[i] = part
+    return out
+
+
 @helper(nondiff=True)
 def eigen_gaps(w, what):
     """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it; refused where eigenvalues repeat."""
@@ -249,17 +259,22 @@ def eigh_jvp(t, a, ans, UPLO="L"):
     w, v = ans
     p = _mT(v) @ symmetric_read(t, UPLO in ("L", "l")) @ v
     f = eigen_gaps(w, "the tangent of np.linalg.eigh's eigenvectors")
-    return np.einsum("...ii->...i", p), v @ (f * p)
+    return parts_of(np.einsum("...ii->...i", p), v @ (f * p))
 
 
 class _Rows(tuple):
     """A tuple result's batched tangent: the parts, each with the batch axis first; `t[:, i]`
-    (forward mode's row-wise read of element i) is part i."""
+    (forward mode's row-wise read of element i) is part i, and `+` adds part by part."""
 
     def __getitem__(self, index):
         if isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None):
             index = index[1]
         return tuple.__getitem__(self, index)
+
+    def __add__(self, other):
+        return _Rows(x + y for x, y in zip(self, other))
+
+    __radd__ = __add__
 
 
 @batched_helper

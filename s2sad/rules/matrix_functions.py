@@ -9,7 +9,8 @@ import numpy as np
 
 from .common import _absent, _array
 from .contractions import _cotangent, _filled
-from .helpers import helper, numba_jitable, numba_of, type_test
+from .decompositions import _Rows, parts_of, singular_values_jvp, singular_values_vjp
+from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .products import _mT
 from .registry import defvjp, explicit
 
@@ -256,4 +257,99 @@ defvjp(
     inert=("n",),
     a="matrix_power_vjp(g, a, n)",
     jvp=explicit(a="matrix_power_jvp(t, a, n)"),
+)
+
+# ----------------------------------------------------------------------------- lstsq
+
+
+@helper(nondiff=True)
+def lstsq_parts(a, b, ans):
+    """For (x, residuals, rank, s) = np.linalg.lstsq(a, b): b, x and the residual b - a x as
+    matrices (a 1-D b as one column), and inv(a^T a); refused unless a has full column rank."""
+    m, n = np.shape(a)
+    if m < n or ans[2] < n:
+        raise ValueError(
+            "s2sad differentiates np.linalg.lstsq where a has full column rank (the solution "
+            "is unique there); this a has rank below its number of columns"
+        )
+    vec = np.ndim(b) == 1
+    bm, xm = (np.expand_dims(b, -1), np.expand_dims(ans[0], -1)) if vec else (b, ans[0])
+    return bm, xm, bm - a @ xm, np.linalg.inv(_mT(a) @ a), vec
+
+
+@helper(nondiff=True)
+def tuple_part(g, i):
+    """Part i of a tuple result's cotangent, or None where no cotangent reached it."""
+    part = g[i]
+    return None if np.isscalar(part) and part == 0 else part
+
+
+@helper(batch_safe=True)
+def lstsq_vjp(g, a, b, ans, which):
+    """Cotangent of `a` (which=0) or `b` (1) in (x, residuals, rank, s) = np.linalg.lstsq(a, b)
+    from the cotangent of the tuple (an array of objects, 0 where none reached; leading batch
+    axes on each part): through x = inv(a^T a) a^T b, residuals = sum((b - a x)^2) and the
+    singular values s of a."""
+    bm, xm, rm, c, vec = lstsq_parts(a, b, ans)
+    gx, gres, gs = tuple_part(g, 0), tuple_part(g, 1), tuple_part(g, 3)
+    gb, ga = 0.0, 0.0
+    if gx is not None:
+        gxm = np.expand_dims(gx, -1) if vec else gx
+        z = c @ gxm
+        gb = a @ z
+        ga = -gb @ _mT(xm) + rm @ _mT(z)
+    if gres is not None and np.size(ans[1]):
+        weighted = 2.0 * rm * np.expand_dims(gres, -2)
+        gb = gb + weighted
+        ga = ga - weighted @ _mT(xm)
+    if which == 1:
+        gb = gb + np.zeros(np.shape(bm))
+        return gb[..., 0] if vec else gb
+    if gs is not None:
+        ga = ga + singular_values_vjp(gs, a)
+    return ga + np.zeros(np.shape(a))
+
+
+@helper
+def lstsq_jvp(t, a, b, ans, which):
+    """The tangent of np.linalg.lstsq(a, b)'s tuple along `t` for a (which=0) or b (1): x's,
+    the residuals', zero for the rank, and the singular values'."""
+    bm, xm, rm, c, vec = lstsq_parts(a, b, ans)
+    if which == 0:
+        dxm = c @ (-_mT(a) @ (t @ xm) + _mT(t) @ rm)
+        drm = -t @ xm - a @ dxm
+        ds = singular_values_jvp(t, a)
+        lead = np.shape(t)[: np.ndim(t) - 2]
+    else:
+        tm = np.expand_dims(t, -1) if vec else t
+        dxm = c @ _mT(a) @ tm
+        drm = tm - a @ dxm
+        lead = np.shape(t)[: np.ndim(t) - np.ndim(b)]
+        ds = np.zeros(lead + np.shape(ans[3]))
+    dres = 2.0 * np.sum(rm * drm, axis=-2)
+    if not np.size(ans[1]):
+        dres = np.zeros(lead + np.shape(ans[1]))
+    dx = dxm[..., 0] if vec else dxm
+    return parts_of(dx, dres, np.zeros(lead), ds)
+
+
+@batched_helper
+def batched_lstsq_jvp(t, a, b, ans, which):
+    return _Rows(lstsq_jvp(t, a, b, ans, which))
+
+
+defvjp(
+    np.linalg.lstsq,
+    "a, b, rcond=None",
+    inert=("rcond",),
+    a="lstsq_vjp(g, a, b, ans, 0)",
+    b="lstsq_vjp(g, a, b, ans, 1)",
+    jvp=explicit(
+        a="lstsq_jvp(t, a, b, ans, 0)",
+        b="lstsq_jvp(t, a, b, ans, 1)",
+        batched={
+            "a": "batched_lstsq_jvp(t, a, b, ans, 0)",
+            "b": "batched_lstsq_jvp(t, a, b, ans, 1)",
+        },
+    ),
 )
