@@ -403,6 +403,22 @@ def svd_full(a):
     return s
 
 
+def svd_vectors(a):
+    """Invariant to each singular vector pair's sign."""
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    return np.sum(u**4) + np.sum(vt**4 * s[..., :, None]) + np.sum(s**3)
+
+
+def svd_vectors_full(a):
+    u, s, vt = np.linalg.svd(a)
+    return np.sum(u**4) + np.sum(s * vt[:, 0] ** 2)
+
+
+def svd_u_only(a):
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    return u**2
+
+
 def spread(n, batch=(), seed=0):
     """A symmetric matrix (or stack) with well separated eigenvalues."""
     rng = np.random.default_rng(seed)
@@ -451,6 +467,12 @@ DECOMPOSITIONS = [
     (pinv, (rect(3, 3, batch=(2,), seed=3),)),
     (pinv_rcond, (rect(2, 3, seed=4),)),
     (pinv_square, (rect(3, 2, seed=5),)),
+    (svd_full, (rect(3, 3, seed=1),)),
+    (svd_vectors, (rect(3, 2, seed=2),)),
+    (svd_vectors, (rect(2, 4, seed=3),)),
+    (svd_vectors, (rect(3, 3, batch=(2,), seed=4),)),
+    (svd_vectors_full, (rect(3, 3, seed=5),)),
+    (svd_u_only, (rect(4, 2, seed=6),)),
     (qr_r, (rect(3, 2, seed=1),)),
     (qr_r, (rect(3, 3, seed=2),)),
     (qr_r, (rect(4, 2, batch=(2,), seed=3),)),
@@ -574,13 +596,34 @@ def test_qr_with_q_is_refused():
         s2sad.grad(qr_reduced)(rect(3, 2))
 
 
-def test_svd_with_vectors_and_hermitian_are_refused():
-    with pytest.raises(s2sad.NoRuleError, match="compute_uv"):
-        s2sad.grad(lambda_free_svd_sum)(rect(3, 2))
+def test_svd_refusals():
+    """The vectors of full_matrices=True beyond min(m, n) are any basis of the complement;
+    repeated singular values leave the vectors undefined; hermitian=True has no rule."""
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        s2sad.grad(svd_vectors_full)(rect(3, 2))
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        s2sad.jvp(svd_vectors_full)(rect(3, 2), tangent=np.ones((3, 2)))
+    with pytest.raises(ValueError, match="repeat"):
+        s2sad.grad(svd_vectors)(np.diag([2.0, 2.0, 1.0]))
+    _, pullback = s2sad.vjp(svd_full)(np.diag([2.0, 2.0, 1.0]))  # the values alone: defined
+    np.testing.assert_allclose(pullback(np.ones(3)), np.eye(3), atol=1e-12)
+    a = rect(3, 2, seed=1)  # full_matrices=True, not square: reverse mode only
+    _, pullback = s2sad.vjp(svd_full)(a)
+    np.testing.assert_allclose(pullback(np.ones(2)), s2sad.grad(nuclear_norm)(a), atol=1e-12)
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        s2sad.jvp(svd_full)(a, tangent=np.ones((3, 2)))
+    with pytest.raises(s2sad.NoRuleError, match="hermitian"):
+        s2sad.grad(svd_hermitian)(spd(3))
+    with pytest.raises(ValueError, match="second derivative"):
+        s2sad.hessian(svd_vectors)(rect(3, 2))
 
 
-def lambda_free_svd_sum(a):
-    return np.sum(np.linalg.svd(a)[1])
+def nuclear_norm(a):
+    return np.sum(np.linalg.svd(a, compute_uv=False))
+
+
+def svd_hermitian(a):
+    return np.sum(np.linalg.svd(a, compute_uv=False, hermitian=True))
 
 
 @HYP
@@ -618,7 +661,7 @@ def test_eigvalsh_random(batch, n, seed):
 )
 def test_singular_values_and_pinv_random(batch, m, n, seed):
     a = rect(m, n, batch=tuple(batch), seed=seed)
-    for f in (singular_values, pinv) + ((qr_r,) if m >= n else ()):
+    for f in (singular_values, pinv, svd_vectors) + ((qr_r,) if m >= n else ()):
         check_vjp(f, (a,), seed=seed)
         check_jvp(f, (a,), seed=seed)
 
@@ -881,6 +924,7 @@ def test_slogdet_random(batch, n, seed):
         ("eigvalsh_cubes", (r(3, 3, seed=6),)),
         ("eigh_sym", (r(3, 3, seed=6),)),
         ("lstsq_all", (rect(5, 2, seed=7), r(5, seed=8))),
+        ("svd_vectors", (rect(3, 2, seed=2),)),
         ("nuclear", (rect(2, 3, seed=4),)),
         ("pinv_square", (rect(3, 2, seed=5),)),
         ("qr_r_square", (rect(3, 2, seed=4),)),

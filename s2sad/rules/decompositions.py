@@ -227,6 +227,13 @@ def parts_of(*parts):
 
 
 @helper(nondiff=True)
+def tuple_part(g, i):
+    """Part i of a tuple result's cotangent, or None where no cotangent reached it."""
+    part = g[i]
+    return None if np.isscalar(part) and part == 0 else part
+
+
+@helper(nondiff=True)
 def eigen_gaps(w, what):
     """F_ij = 1 / (w_j - w_i) off the diagonal, 0 on it; refused where eigenvalues repeat."""
     distinct_eigenvalues(w, what)
@@ -307,24 +314,35 @@ def singular_values_vjp(g, a):
     return (u * np.expand_dims(g, -2)) @ vt
 
 
-@helper
-def singular_values_vjp_jvp(t, g, a):
-    """The tangent of singular_values_vjp(g, a) = U diag(g) V^T along `t` for a, through the
-    singular vectors' tangents (Townsend 2016); refused where singular values repeat or vanish."""
-    u, s, vt = np.linalg.svd(a, full_matrices=False)
-    distinct_eigenvalues(s**2, "the second derivative of np.linalg.svd", "singular values")
-    if np.any(s <= np.finfo(np.float64).eps * np.max(s, initial=0.0) * max(np.shape(a)[-2:])):
-        raise ValueError(
-            "the second derivative of np.linalg.svd's singular values is undefined where one "
-            "vanishes"
-        )
-    v, row, col = _mT(vt), np.expand_dims(s, -2), np.expand_dims(s, -1)
-    diff = row**2 - col**2  # s_j^2 - s_i^2
+@helper(nondiff=True)
+def singular_gaps(s, what):
+    """F_ij = 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it; refused where singular values
+    repeat or vanish (the singular vectors' derivative is undefined there)."""
+    distinct_eigenvalues(s**2, what, "singular values")
+    if np.any(s <= np.finfo(np.float64).eps * np.max(s, initial=0.0) * 8):
+        raise ValueError(f"{what} is undefined where a singular value vanishes")
+    diff = np.expand_dims(s, -2) ** 2 - np.expand_dims(s, -1) ** 2
     eye = np.eye(np.shape(s)[-1], dtype=bool)
-    f = np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+    return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
+
+
+@helper
+def svd_tangents(t, a, what):
+    """The thin SVD of `a` and its tangents along `t` (Townsend 2016): u, s, vt, du, ds, dv."""
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    f = singular_gaps(s, what)
+    v, row, col = _mT(vt), np.expand_dims(s, -2), np.expand_dims(s, -1)
     dp = _mT(u) @ t @ v
     du = u @ (f * (dp * row + col * _mT(dp))) + (t @ v - u @ dp) / row
     dv = v @ (f * (col * dp + _mT(dp) * row)) + (_mT(t) @ u - v @ _mT(dp)) / row
+    return u, s, vt, du, np.einsum("...ii->...i", dp), dv
+
+
+@helper
+def singular_values_vjp_jvp(t, g, a):
+    """The tangent of singular_values_vjp(g, a) = U diag(g) V^T along `t` for a, through the
+    singular vectors' tangents; refused where singular values repeat or vanish."""
+    u, _, vt, du, _, dv = svd_tangents(t, a, "the second derivative of np.linalg.svd")
     gd = np.expand_dims(g, -2)
     return (du * gd) @ vt + (u * gd) @ _mT(dv)
 
@@ -336,13 +354,114 @@ def singular_values_jvp(t, a):
     return np.einsum("...ji,...jk,...ik->...i", u, t, vt)
 
 
+@helper(nondiff=True)
+def thin_part(g, k, axis, what):
+    """The first k columns (axis -1) or rows (-2) of a full_matrices=True factor's cotangent;
+    refused where the others (a basis of the complement, not unique) have one."""
+    if g is None:
+        return None
+    rest = g[..., k:] if axis == -1 else g[..., k:, :]
+    if np.any(rest != 0):
+        raise ValueError(
+            f"{what} is undefined for the columns of full_matrices=True beyond min(m, n) (any "
+            "basis of the complement would do); use full_matrices=False"
+        )
+    return g[..., :k] if axis == -1 else g[..., :k, :]
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(
+        g="svd_vjp_jvp_g(t, a, full_matrices, compute_uv)",
+        a="svd_vjp_jvp(t, g, a, full_matrices, compute_uv)",
+    ),
+)
+def svd_vjp(g, a, full_matrices=True, compute_uv=True):
+    """Cotangent of `a` in np.linalg.svd(a, full_matrices, compute_uv) (Townsend 2016). With
+    compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt), an array of
+    objects, 0 where none reached, leading batch axes on each part. The vectors' part is refused
+    where singular values repeat or vanish."""
+    if not compute_uv:
+        return singular_values_vjp(g, a)
+    gu, gs, gvt = tuple_part(g, 0), tuple_part(g, 1), tuple_part(g, 2)
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    k = np.shape(s)[-1]
+    what = "the derivative of np.linalg.svd's singular vectors"
+    gu, gvt = thin_part(gu, k, -1, what), thin_part(gvt, k, -2, what)
+    out = 0.0 if gs is None else singular_values_vjp(gs, a)
+    if gu is None and gvt is None:
+        return out + np.zeros(np.shape(a))
+    f = singular_gaps(s, what)
+    v, row, col = _mT(vt), np.expand_dims(s, -2), np.expand_dims(s, -1)
+    inner, rest = 0.0, 0.0
+    if gu is not None:
+        ut_gu = _mT(u) @ gu
+        inner = inner + f * (ut_gu - _mT(ut_gu)) * row
+        rest = rest + (gu - u @ ut_gu) / row @ vt
+    if gvt is not None:
+        gv = _mT(gvt)
+        vt_gv = vt @ gv
+        inner = inner + col * (f * (vt_gv - _mT(vt_gv)))
+        rest = rest + u @ ((_mT(gv) - _mT(vt_gv) @ vt) / col)
+    return out + u @ inner @ vt + rest
+
+
+@helper(nondiff=True)
+def values_only(compute_uv):
+    """Second derivatives through np.linalg.svd: of its singular values only."""
+    if compute_uv:
+        raise ValueError(
+            "s2sad has no second derivative through np.linalg.svd's singular vectors; take "
+            "the Hessian of a function of the singular values (compute_uv=False)"
+        )
+
+
+@helper
+def svd_vjp_jvp(t, g, a, full_matrices=True, compute_uv=True):
+    """The tangent of svd_vjp along `t` for a: the singular values' only (compute_uv=False)."""
+    values_only(compute_uv)
+    return singular_values_vjp_jvp(t, g, a)
+
+
+@helper
+def svd_vjp_jvp_g(t, a, full_matrices=True, compute_uv=True):
+    """The tangent of svd_vjp along `t` for g: the singular values' only (compute_uv=False)."""
+    values_only(compute_uv)
+    return singular_values_vjp(t, a)
+
+
+@helper
+def svd_jvp(t, a, full_matrices=True, compute_uv=True):
+    """The tangent of np.linalg.svd(a, ...) along `t`: the singular values', or (u, s, vt)'s as
+    an array of objects (full_matrices=True only where it is the thin SVD: a square matrix)."""
+    if not compute_uv:
+        return singular_values_jvp(t, a)
+    m, n = np.shape(a)[-2:]
+    if full_matrices and m != n:
+        raise ValueError(
+            "the tangent of np.linalg.svd's vectors with full_matrices=True is undefined for a "
+            "non-square matrix (any basis of the complement would do); use full_matrices=False"
+        )
+    u, s, vt, du, ds, dv = svd_tangents(t, a, "the tangent of np.linalg.svd's singular vectors")
+    return parts_of(du, ds, _mT(dv))
+
+
+@batched_helper
+def batched_svd_jvp(t, a, full_matrices=True, compute_uv=True):
+    out = svd_jvp(t, a, full_matrices, compute_uv)
+    return _Rows(out) if compute_uv else out
+
+
 defvjp(
     np.linalg.svd,
     "a, full_matrices=True, compute_uv=True, hermitian=False",
-    literal={"compute_uv": (False,), "hermitian": (False,)},
-    inert=("full_matrices",),
-    a="singular_values_vjp(g, a)",
-    jvp=explicit(a="singular_values_jvp(t, a)"),
+    literal={"hermitian": (False,)},
+    inert=("full_matrices", "compute_uv"),
+    a="svd_vjp(g, a, full_matrices, compute_uv)",
+    jvp=explicit(
+        a="svd_jvp(t, a, full_matrices, compute_uv)",
+        batched={"a": "batched_svd_jvp(t, a, full_matrices, compute_uv)"},
+    ),
 )
 
 # ----------------------------------------------------------------------------- qr (mode='r')

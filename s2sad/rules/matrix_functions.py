@@ -9,7 +9,7 @@ import numpy as np
 
 from .common import _absent, _array
 from .contractions import _cotangent, _filled
-from .decompositions import _Rows, parts_of, singular_values_jvp, singular_values_vjp
+from .decompositions import _Rows, parts_of, singular_values_jvp, singular_values_vjp, tuple_part
 from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .products import _mT
 from .registry import defvjp, explicit
@@ -275,13 +275,6 @@ def lstsq_parts(a, b, ans):
     vec = np.ndim(b) == 1
     bm, xm = (np.expand_dims(b, -1), np.expand_dims(ans[0], -1)) if vec else (b, ans[0])
     return bm, xm, bm - a @ xm, np.linalg.inv(_mT(a) @ a), vec
-
-
-@helper(nondiff=True)
-def tuple_part(g, i):
-    """Part i of a tuple result's cotangent, or None where no cotangent reached it."""
-    part = g[i]
-    return None if np.isscalar(part) and part == 0 else part
 
 
 @helper(batch_safe=True)
