@@ -394,6 +394,26 @@ def qr_r_square(a):
     return np.sum(np.linalg.qr(a, mode="r") ** 2)
 
 
+def qr_both(a):
+    q, r = np.linalg.qr(a)
+    return np.sum(np.sin(q)) + np.sum(r**3)
+
+
+def qr_q(a):
+    q, r = np.linalg.qr(a)
+    return q
+
+
+def qr_complete(a):
+    q, r = np.linalg.qr(a, mode="complete")
+    return np.sum(r**2) + np.sum(q[..., :, :1] ** 3)
+
+
+def qr_complete_all(a):
+    q, r = np.linalg.qr(a, mode="complete")
+    return np.sum(q**3)
+
+
 def qr_r_weighted(a):
     return np.sum(np.sin(np.linalg.qr(a, mode="r")))
 
@@ -473,6 +493,12 @@ DECOMPOSITIONS = [
     (svd_vectors, (rect(3, 3, batch=(2,), seed=4),)),
     (svd_vectors_full, (rect(3, 3, seed=5),)),
     (svd_u_only, (rect(4, 2, seed=6),)),
+    (qr_both, (rect(4, 2, seed=1),)),
+    (qr_both, (rect(3, 3, seed=2),)),
+    (qr_both, (rect(4, 3, batch=(2,), seed=3),)),
+    (qr_both, (rect(3, 3, batch=(2,), seed=4),)),
+    (qr_q, (rect(3, 2, seed=5),)),
+    (qr_complete, (rect(3, 3, seed=6),)),
     (qr_r, (rect(3, 2, seed=1),)),
     (qr_r, (rect(3, 3, seed=2),)),
     (qr_r, (rect(4, 2, batch=(2,), seed=3),)),
@@ -586,14 +612,22 @@ def test_wide_or_rank_deficient_qr_is_refused():
         s2sad.grad(qr_r_square)(np.outer([1.0, 2.0, 3.0], [1.0, -1.0]))
 
 
-def qr_reduced(a):
-    q, r = np.linalg.qr(a)
-    return np.sum(r)
+def qr_raw(a):
+    h, tau = np.linalg.qr(a, mode="raw")
+    return np.sum(h)
 
 
-def test_qr_with_q_is_refused():
+def test_qr_refusals():
     with pytest.raises(s2sad.NoRuleError, match="mode"):
-        s2sad.grad(qr_reduced)(rect(3, 2))
+        s2sad.grad(qr_raw)(rect(3, 2))
+    a = rect(4, 2, seed=7)  # mode='complete': Q's columns beyond n are any basis
+    check_vjp(qr_complete, (a,))  # (its first column is fine in reverse mode)
+    with pytest.raises(ValueError, match="mode='reduced'"):
+        s2sad.jvp(qr_complete)(a, tangent=np.ones((4, 2)))
+    with pytest.raises(ValueError, match="beyond"):
+        s2sad.grad(qr_complete_all)(a)
+    with pytest.raises(ValueError, match="second derivative"):
+        s2sad.hessian(qr_both)(rect(3, 2))
 
 
 def test_svd_refusals():
@@ -925,6 +959,7 @@ def test_slogdet_random(batch, n, seed):
         ("eigh_sym", (r(3, 3, seed=6),)),
         ("lstsq_all", (rect(5, 2, seed=7), r(5, seed=8))),
         ("svd_vectors", (rect(3, 2, seed=2),)),
+        ("qr_both", (rect(4, 2, seed=1),)),
         ("nuclear", (rect(2, 3, seed=4),)),
         ("pinv_square", (rect(3, 2, seed=5),)),
         ("qr_r_square", (rect(3, 2, seed=4),)),

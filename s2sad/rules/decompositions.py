@@ -520,10 +520,77 @@ def qr_r_jvp(t, a):
     return (c - low + _mT(low)) @ r
 
 
+@helper(nondiff=True)
+def pair_parts(g, ans):
+    """The parts of a tuple result's cotangent: an array of objects (parts of several shapes,
+    0 where none reached: None), or one array with the parts on the axis after any batch axes
+    (parts of one shape, as getitem_vjp gives them)."""
+    if np.asarray(g).dtype == object:
+        return [tuple_part(g, i) for i in range(len(ans))]
+    lead = np.ndim(g) - np.ndim(ans[0]) - 1
+    return [g[(slice(None),) * lead + (i,)] for i in range(len(ans))]
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="qr_vjp_jvp(t, None, a, mode)", a="qr_vjp_jvp(t, g, a, mode)"),
+)
+def qr_vjp(g, a, ans, mode="reduced"):
+    """Cotangent of `a` in np.linalg.qr(a, mode) of a tall (or square) matrix: with Qb, Rb the
+    cotangents of Q and R (Qb zero for mode='r'), M = R Rb^T - Qb^T Q and
+    (Qb + Q copyltu(M)) R^-T, copyltu(M) = tril(M) + tril(M, -1)^T."""
+    if mode == "r":
+        return qr_r_vjp(g, a)
+    q, r = tall_full_rank_qr(a)
+    n = np.shape(a)[-1]
+    gq, gr = pair_parts(g, ans)
+    gq = thin_part(gq, n, -1, "the derivative of np.linalg.qr's Q")
+    terms = [] if gr is None else [gr[..., :n, :] @ _mT(r)]
+    terms += [] if gq is None else [-(_mT(q) @ gq)]
+    m = _mT(sum(terms[1:], terms[0]))  # R Rb^T - Qb^T Q
+    inner = q @ (np.tril(m) + _mT(np.tril(m, -1)))
+    return (inner if gq is None else gq + inner) @ _mT(np.linalg.inv(r))
+
+
+@helper
+def qr_vjp_jvp(t, g, a, mode="reduced"):
+    """The tangent of qr_vjp along `t` (for g if `g` is None, else for a): mode='r' only."""
+    if mode != "r":
+        raise ValueError("s2sad has no second derivative through np.linalg.qr's Q")
+    return qr_r_vjp(t, a) if g is None else qr_r_vjp_jvp(t, g, a)
+
+
+@helper
+def qr_jvp(t, a, mode="reduced", rows=False):
+    """The tangent of np.linalg.qr(a, mode) along `t`: dR = qr_r_jvp(t, a) and
+    dQ = (t - Q dR) R^-1, as one array or an array of objects like the cotangent (pair_parts);
+    `rows`: t has a leading batch axis."""
+    dr = qr_r_jvp(t, a)
+    if mode == "r":
+        return dr
+    m, n = np.shape(a)[-2:]
+    if mode == "complete" and m != n:
+        raise ValueError(
+            "the tangent of np.linalg.qr's Q with mode='complete' is undefined for a non-square "
+            "matrix (any basis of the complement would do); use mode='reduced'"
+        )
+    q, r = tall_full_rank_qr(a)
+    dq = (t - q @ dr) @ np.linalg.inv(r)
+    if m == n:  # Q and R of one shape: one array, the pair after the batch axis
+        return np.stack([dq, dr], axis=1 if rows else 0)
+    return parts_of(dq, dr)
+
+
+@batched_helper
+def batched_qr_jvp(t, a, mode="reduced"):
+    out = qr_jvp(t, a, mode, True)
+    return _Rows(out) if np.asarray(out).dtype == object else out
+
+
 defvjp(
     np.linalg.qr,
     "a, mode='reduced'",
-    literal={"mode": ("r",)},
-    a="qr_r_vjp(g, a)",
-    jvp=explicit(a="qr_r_jvp(t, a)"),
+    literal={"mode": ("reduced", "complete", "r")},
+    a="qr_vjp(g, a, ans, mode=mode)",
+    jvp=explicit(a="qr_jvp(t, a, mode=mode)", batched={"a": "batched_qr_jvp(t, a, mode=mode)"}),
 )
