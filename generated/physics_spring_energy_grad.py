@@ -58,8 +58,15 @@ def _is_basic(index):
 
 
 def getitem_vjp(g, x, index):
-    """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
+    arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
+    (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
+        dx = np.zeros(len(x), dtype=object)
+        dx[index] = g
+        return dx
+    dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+    dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
     else:

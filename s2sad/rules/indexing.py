@@ -149,8 +149,15 @@ defvjp(
 
 @helper(jvp=linear("g"))
 def getitem_vjp(g, x, index):
-    """Scatter the cotangent of `x[index]` back; repeated integer indices add up."""
-    dx = np.zeros(np.shape(x), dtype=np.result_type(g, x, np.float32))
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
+    arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
+    (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
+        dx = np.zeros(len(x), dtype=object)
+        dx[index] = g
+        return dx
+    dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+    dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
     else:
@@ -160,7 +167,10 @@ def getitem_vjp(g, x, index):
 
 @batched_of(getitem_vjp)
 def batched_getitem_vjp(g, x, index):
-    """Scatter each row of the cotangent of `x[index]` back; repeated integer indices add up."""
+    """Scatter each row of the cotangent of `x[index]` back; repeated integer indices add up.
+    (A tuple of several shapes: as getitem_vjp, each part with the batch axis first.)"""
+    if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
+        return getitem_vjp(g, x, index)
     dx = np.zeros(np.shape(g)[:1] + np.shape(x), dtype=np.result_type(g, np.float32))
     if _is_basic(index):
         dx[(slice(None),) + (index if isinstance(index, tuple) else (index,))] += g

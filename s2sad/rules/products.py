@@ -4,7 +4,6 @@ matmul transposes only the last two axes and sums broadcast batches. Numba's mat
 vectors and matrices (no stacks), so their Numba forms cover those four cases.
 """
 
-import string
 import typing
 
 import numpy as np
@@ -309,98 +308,140 @@ def einsum_parts(subscripts):
     return ins, ("..." if any("..." in s for s in ins) else "") + singles
 
 
-@helper(
-    jvp=explicit(
-        g="einsum_vjp(t, subscripts, operands, k)",
-        operands="einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
-        batched={
-            "g": "batched_einsum_vjp(t, subscripts, operands, k)",
-            "operands": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
-        },
-    )
-)
-def einsum_vjp(g, subscripts, operands, k):
-    """Cotangent of operand `k` of np.einsum(subscripts, *operands)."""
-    if "..." in subscripts:
-        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
-    ins, out = einsum_parts(subscripts)
+@helper(nondiff=True)
+def einsum_explicit(subscripts, operands, k=0, lead=0):
+    """np.einsum's call spelled out: the letters of each array and of the output, with '...'
+    replaced by letters (right-aligned, as NumPy broadcasts) and sublists by letters; its arrays;
+    and the position among them of operand `k` (the sublist form counts `k` in `operands`, -1
+    for the array first), whose `lead` leading axes (a batch) are not its own."""
+    if isinstance(subscripts, str):
+        arrays, text = list(operands), subscripts.replace(" ", "")
+    else:  # op0, sub0, op1, sub1, ..., [sub_out]
+        args = [subscripts] + list(operands)
+        pairs = args[: len(args) - len(args) % 2]
+        arrays, subs = pairs[0::2], pairs[1::2]
+        if len(args) % 2:
+            out = args[-1]
+        else:  # the implicit output: '...' first, then the labels used once, in order
+            flat = [i for sub in subs for i in sub if i is not Ellipsis]
+            out = [Ellipsis] * any(Ellipsis in sub for sub in subs)
+            out += sorted(i for i in set(flat) if flat.count(i) == 1)
+
+        def spell(sub):
+            return "".join(
+                (
+                    "..."
+                    if i is Ellipsis
+                    else "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]
+                )
+                for i in sub
+            )
+
+        text = ",".join(spell(sub) for sub in subs) + "->" + spell(out)
+        k = (k + 1) // 2
+    ins, out = einsum_parts(text)
+    if "..." in text:
+        free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in text]
+        dims = [
+            np.ndim(x) - (lead if i == k else 0) - len(s.replace("...", "")) if "..." in s else 0
+            for i, (s, x) in enumerate(zip(ins, arrays))
+        ]
+        n = max(dims)
+        ell = "".join(free[:n])
+        ins = [s.replace("...", ell[n - d :]) for s, d in zip(ins, dims)]
+        out = out.replace("...", ell)
+    return ins, out, arrays, k
+
+
+@helper
+def einsum_cotangent(g, ins, out, arrays, k, batch=False):
+    """The cotangent of arrays[k] in np.einsum of explicit letters (einsum_explicit), at the
+    sizes its letters broadcast to (the caller sums them back to its shape); `batch`: `g` has a
+    leading batch axis."""
+    sizes = {}
+    for s, x in zip(ins, arrays):
+        for c, n in zip(s, np.shape(x)):
+            sizes[c] = max(sizes.get(c, 1), n)
     target = ins[k]
+    z = (
+        next(
+            c
+            for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+            if c not in "".join(ins) + out
+        )
+        if batch
+        else ""
+    )
     others = [s for i, s in enumerate(ins) if i != k]
-    other_ops = [op for i, op in enumerate(operands) if i != k]
+    other_ops = [op for i, op in enumerate(arrays) if i != k]
     available = set(out).union(*others) if others else set(out)
     unique = "".join(dict.fromkeys(c for c in target if c in available))
-    res = np.einsum(",".join([out] + others) + "->" + unique, g, *other_ops)
-    sizes = dict(zip(target, np.shape(operands[k])))
+    res = np.einsum(",".join([z + out] + others) + "->" + z + unique, g, *other_ops)
     # letters summed only inside operand k: broadcast the cotangent over them
     full = "".join(dict.fromkeys(target))
     for c in full:
         if c not in unique:
             res = np.expand_dims(res, -1)
             unique += c
-    res = np.broadcast_to(res, [sizes[c] for c in unique])
-    res = np.transpose(res, [unique.index(c) for c in full])
+    rows = np.shape(res)[:1] if batch else ()
+    res = np.broadcast_to(res, rows + tuple(sizes[c] for c in unique))
+    res = np.transpose(res, list(range(len(rows))) + [unique.index(c) + len(rows) for c in full])
     if len(full) == len(target):
         return np.array(res)
     # repeated letters (a diagonal such as 'ii'): place the values on that diagonal
-    grid = np.indices(np.shape(operands[k]))
-    on_diag = np.ones(np.shape(operands[k]), dtype=bool)
+    shape = tuple(sizes[c] for c in target)
+    grid = np.indices(shape)
+    on_diag = np.ones(shape, dtype=bool)
     first = {}
     for pos, c in enumerate(target):
         if c in first:
             on_diag &= grid[pos] == grid[first[c]]
         else:
             first[c] = pos
-    index = tuple(grid[first[c]] for c in full)
+    index = (slice(None),) * len(rows) + tuple(grid[first[c]] for c in full)
     return np.where(on_diag, res[index], 0.0)
 
 
-def _batch_letter(subscripts):
-    return next(c for c in string.ascii_letters if c not in subscripts)
+_EINSUM_JVP = explicit(
+    g="einsum_vjp(t, subscripts, operands, k)",
+    subscripts="einsum_vjp_jvp(t, g, subscripts, operands, k, -1)",
+    operands="einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+    batched={
+        "g": "batched_einsum_vjp(t, subscripts, operands, k)",
+        "subscripts": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, -1)",
+        "operands": "batched_einsum_vjp_jvp(t, g, subscripts, operands, k, elt)",
+    },
+)
+
+
+@helper(jvp=_EINSUM_JVP)
+def einsum_vjp(g, subscripts, operands, k):
+    """Cotangent of operand `k` of np.einsum(subscripts, *operands): `...` and the sublist form
+    (`k` counts in `operands`; -1: the first array) too; broadcast axes are summed back."""
+    ins, out, arrays, k = einsum_explicit(subscripts, operands, k)
+    return unbroadcast(einsum_cotangent(g, ins, out, arrays, k), arrays[k])
 
 
 @batched_of(einsum_vjp)
 def batched_einsum_vjp(g, subscripts, operands, k):
     """Cotangent of operand `k` of np.einsum(subscripts, *operands), for each row of `g`."""
-    if "..." in subscripts:
-        raise ValueError("s2sad's einsum derivative does not support '...' in subscripts")
-    ins, out = einsum_parts(subscripts)
-    z = _batch_letter(subscripts)
-    target = ins[k]
-    others = [s for i, s in enumerate(ins) if i != k]
-    other_ops = [op for i, op in enumerate(operands) if i != k]
-    available = set(out).union(*others) if others else set(out)
-    unique = "".join(dict.fromkeys(c for c in target if c in available))
-    res = np.einsum(",".join([z + out] + others) + "->" + z + unique, g, *other_ops)
-    sizes = dict(zip(target, np.shape(operands[k])))
-    full = "".join(dict.fromkeys(target))
-    for c in full:  # letters summed only inside operand k: broadcast over them
-        if c not in unique:
-            res = np.expand_dims(res, -1)
-            unique += c
-    res = np.broadcast_to(res, res.shape[:1] + tuple(sizes[c] for c in unique))
-    res = np.transpose(res, [0] + [unique.index(c) + 1 for c in full])
-    if len(full) == len(target):
-        return np.array(res)
-    grid = np.indices(np.shape(operands[k]))  # a repeated letter: place values on the diagonal
-    on_diag = np.ones(np.shape(operands[k]), dtype=bool)
-    first = {}
-    for pos, c in enumerate(target):
-        if c in first:
-            on_diag &= grid[pos] == grid[first[c]]
-        else:
-            first[c] = pos
-    index = (slice(None),) + tuple(grid[first[c]] for c in full)
-    return np.where(on_diag, res[index], 0.0)
+    ins, out, arrays, k = einsum_explicit(subscripts, operands, k)
+    return batched_unbroadcast(einsum_cotangent(g, ins, out, arrays, k, True), arrays[k])
 
 
 @helper
 def einsum_vjp_jvp(t, g, subscripts, operands, k, which):
-    """The tangent of einsum_vjp(g, subscripts, operands, k) along `t` for operand `which`: the
-    cotangent of operand k is linear in every other operand and does not read operand k."""
+    """The tangent of einsum_vjp(g, subscripts, operands, k) along `t` for operand `which` (-1:
+    the first array of the sublist form): the cotangent of operand k is linear in every other
+    operand and does not read operand k."""
     if which == k:
-        return np.zeros(np.shape(operands[k]), dtype=np.result_type(t, np.float32))
+        own = subscripts if k == -1 else operands[k]
+        return np.zeros(np.shape(own), dtype=np.result_type(t, np.float32))
     operands = list(operands)
-    operands[which] = t
+    if which == -1:
+        subscripts = t
+    else:
+        operands[which] = t
     return einsum_vjp(g, subscripts, operands, k)
 
 
@@ -411,19 +452,25 @@ def batched_einsum_vjp_jvp(t, g, subscripts, operands, k, which):
 
 @batched_helper
 def batched_einsum(subscripts, *operands, which=0):
-    """np.einsum with the batch on operand `which`: one more letter for the batch axis."""
-    ins, out = einsum_parts(subscripts)
-    z = _batch_letter(subscripts)
-    ins[which] = z + ins[which]
-    return np.einsum(",".join(ins) + "->" + z + out, *operands)
+    """np.einsum with the batch on operand `which` (in the sublist form: 0 is the first array,
+    else a position in `operands`): one more letter for the batch axis."""
+    ins, out, arrays, k = einsum_explicit(subscripts, operands, which, lead=1)
+    z = next(
+        c
+        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+        if c not in "".join(ins) + out
+    )
+    ins[k] = z + ins[k]
+    return np.einsum(",".join(ins) + "->" + z + out, *arrays)
 
 
 defvjp(
     np.einsum,
     "subscripts, /, *operands",
     seq=("operands",),
+    subscripts="einsum_vjp(g, subscripts, operands, -1)",
     operands="einsum_vjp(g, subscripts, operands, k)",
-    jvp=multilinear("operands", batched=batched_einsum),
+    jvp=multilinear("subscripts", "operands", batched=batched_einsum),
 )
 
 # ----------------------------------------------------------------------------- trace

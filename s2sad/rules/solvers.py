@@ -1,6 +1,6 @@
-"""Matrix functions: inv, solve, det and norm, each op's entry below the helpers its templates
-call (NumPy, batched and Numba forms side by side, as rules/helpers.py says), with the tangents
-of those helpers for Hessians (`*_jvp`: the tangent `t` of one primal argument first).
+"""Matrix functions: inv, solve, det, slogdet and norm, each op's entry below the helpers its
+templates call (NumPy, batched and Numba forms side by side, as rules/helpers.py says), with the
+tangents of those helpers for Hessians (`*_jvp`: the tangent `t` of one primal argument first).
 """
 
 import typing
@@ -250,6 +250,44 @@ defvjp(
     a="det_vjp(g, a, ans)",
     jvp=explicit(a="ans * np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)"),
 )
+
+# ----------------------------------------------------------------------------- slogdet
+
+
+@helper(nondiff=True)
+def pair_leading(g, a):
+    """How many batch axes lead the cotangent or tangent `g` of np.linalg.slogdet(a)'s pair."""
+    return np.ndim(g) - (np.ndim(a) - 2) - 1
+
+
+@helper(batch_safe=True, jvp=explicit(g="slogdet_vjp(t, a)", a="slogdet_vjp_jvp(t, g, a)"))
+def slogdet_vjp(g, a):
+    """Cotangent of `a` in (sign, logabsdet) = np.linalg.slogdet(a). The pair's cotangent
+    arrives as one array, the two stacked on the axis after any batch axes (the two have one
+    shape, so s2sad's getitem_vjp reads the pair as one array); the sign has no derivative, so
+    only logabsdet's counts: it times inv(a)^T."""
+    logabsdet = g[(slice(None),) * pair_leading(g, a) + (1,)]
+    return np.asarray(logabsdet)[..., None, None] * _mT(np.linalg.inv(a))
+
+
+@helper
+def slogdet_vjp_jvp(t, g, a):
+    """The tangent of slogdet_vjp(g, a) along `t` for a: -g (inv(a) t inv(a))^T."""
+    logabsdet = g[(slice(None),) * pair_leading(g, a) + (1,)]
+    inv = np.linalg.inv(a)
+    return -np.asarray(logabsdet)[..., None, None] * _mT(inv @ t @ inv)
+
+
+@helper(batch_safe=True)
+def slogdet_jvp(t, a):
+    """The tangent of np.linalg.slogdet(a)'s pair along `t`, as one array (see slogdet_vjp):
+    zero for the sign, trace(solve(a, t)) for logabsdet."""
+    logabsdet = np.trace(np.linalg.solve(a, t), axis1=-2, axis2=-1)
+    axis = np.ndim(logabsdet) - (np.ndim(a) - 2)
+    return np.stack([np.zeros_like(logabsdet), logabsdet], axis=axis)
+
+
+defvjp(np.linalg.slogdet, "a", a="slogdet_vjp(g, a)", jvp=explicit(a="slogdet_jvp(t, a)"))
 
 # ----------------------------------------------------------------------------- norm
 
