@@ -15,7 +15,7 @@ import types
 
 import numpy as np
 
-from .rules.helpers import RUNTIME, function_source
+from .rules.helpers import RUNTIME, constants_read, function_source
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from .jit import module_text
@@ -254,6 +254,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     helpers = runtime_helpers(source)
     if "grad_seed" in helpers:
         lines.append("NonScalarOutputError = ValueError")
+    lines += constants_read([RUNTIME[name] for name in helpers]).values()
     for name in helpers:
         lines += ["", "", function_source(RUNTIME[name])]
     lines += ["", "", source]

@@ -208,3 +208,28 @@ def test_two_helpers_of_one_name_are_refused():
 
     with pytest.raises(ValueError, match="helper unbroadcast .* already defined"):
         helper(unbroadcast)
+
+
+def test_helpers_read_only_what_a_standalone_module_has():
+    """`s2sad emit` copies the helpers a gradient calls, each by its source, with the number
+    constants they read: every other global a helper reads must be a registered helper (so it is
+    copied too), a module or a builtin. (Batched helpers serve `s2sad.jacobian` only, which
+    `s2sad emit` does not write.)"""
+    import builtins
+    import types
+
+    from s2sad.rules.helpers import RUNTIME, _global_names
+
+    missing = {
+        name: sorted(
+            g
+            for g in _global_names(func.__code__)
+            if g not in RUNTIME
+            and not hasattr(builtins, g)
+            and not isinstance(func.__globals__.get(g), types.ModuleType)
+            and type(func.__globals__.get(g)) not in (int, float, tuple)
+            and g != "NonScalarOutputError"  # grad_seed's; standalone modules define it
+        )
+        for name, func in RUNTIME.items()
+    }
+    assert {name: g for name, g in missing.items() if g} == {}

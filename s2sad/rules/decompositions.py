@@ -14,8 +14,8 @@ second derivative of eigenvalues that repeat) the helper raises a clear error at
 
 import numpy as np
 
-from .common import _array, _absent
-from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
+from .common import _array
+from .helpers import batched_helper, helper, numba_jitable, numba_of
 from .contractions import _cotangent, _filled, _given_as
 from .products import _mT
 from .registry import defvjp, explicit

@@ -32,6 +32,7 @@ before any form runs. `numba_source()` is the same forms as one module's text, f
 
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 
@@ -135,11 +136,33 @@ def function_source(func) -> str:
     return "".join(lines)
 
 
+def _global_names(code) -> set[str]:
+    """The global names `code` (and the functions it defines) reads."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            names |= _global_names(const)
+    return names
+
+
+def constants_read(funcs) -> dict[str, str]:
+    """The module-level number and tuple constants the functions read (`_BERNOULLI`), as source
+    lines for a module that copies the functions (`s2sad emit`)."""
+    found = {}
+    for func in funcs:
+        for name in sorted(_global_names(func.__code__)):
+            value = func.__globals__.get(name)
+            if type(value) in (int, float, tuple) and name not in found:
+                found[name] = f"{name} = {value!r}"
+    return found
+
+
 def numba_names() -> set[str]:
     """Every name `numba_source()` binds at its top level, without building it."""
     names = {"math", "np", "njit", "overload"} | set(NUMBA_NAMES)
     names |= {s.__name__ for s, _ in NUMBA} | {f.__name__ for _, f in NUMBA}
-    return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS)
+    forms = list(_TYPE_TESTS.values()) + JITABLE + [f for _, f in NUMBA]
+    return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS) | set(constants_read(forms))
 
 
 _HEADER = (
@@ -155,6 +178,8 @@ _HEADER = (
 def numba_source() -> str:
     """The Numba forms as the text of one module (`s2sad emit --jit` embeds it)."""
     parts = [_HEADER]
+    forms = list(_TYPE_TESTS.values()) + JITABLE + [f for _, f in NUMBA]
+    parts += list(constants_read(forms).values())
     parts += [function_source(f) for f in _TYPE_TESTS.values()]
     parts += ["@njit\n" + function_source(f) for f in JITABLE]
     for stub, form in NUMBA:

@@ -26,6 +26,7 @@ _SINC_D2 = tuple(
 )
 
 
+@helper  # (also copied into `s2sad emit` modules)
 @numba_jitable
 def _sinc_series(y2, coefficients):
     total = 0.0 * y2
@@ -42,6 +43,7 @@ def _sinc_d1_scalar(x):
     return (math.cos(y) - math.sin(y) / y) / y * np.pi
 
 
+@helper
 def _like(out, x):
     """`out` (float64) as `x` is: a Python float for a Python float, else x's float dtype."""
     if isinstance(x, float) and not isinstance(x, np.generic):
@@ -49,6 +51,7 @@ def _like(out, x):
     return np.asarray(out).astype(np.result_type(x, np.float32))[()]  # 0-d: a NumPy scalar
 
 
+@helper
 def _sinc_d(x, order):
     y = np.pi * np.asarray(x, dtype=np.float64)
     near = np.abs(y) < 0.5
@@ -94,6 +97,7 @@ unary(np.sinc, "g * sinc_slope(x)")
 _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
 
 
+@helper  # (also copied into `s2sad emit` modules)
 @numba_jitable
 def _polygamma_scalar(n, x):
     if x <= 0 and x == math.floor(x):
@@ -106,6 +110,7 @@ def _polygamma_scalar(n, x):
     return _polygamma_up(n, x)
 
 
+@helper  # (also copied into `s2sad emit` modules)
 @numba_jitable
 def _polygamma_up(n, x):
     sign = 1.0 if n % 2 == 1 else -1.0  # (-1)^(n+1)

@@ -416,7 +416,7 @@ def _select_mask(condlist, k=None):
 defvjp(
     np.select,
     "condlist, choicelist, default=0",
-    seq=("choicelist",),
+    seq=("condlist", "choicelist"),  # lists of arrays, as np.select reads them
     inert=("condlist",),
     choicelist="unbroadcast(np.where(select_mask(condlist, k), g, 0.0), choicelist[k])",
     default="unbroadcast(np.where(select_mask(condlist), g, 0.0), default)",
