@@ -36,9 +36,6 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-# the Numba versions of the runtime helpers (s2sad/numba_helpers.py)
-
-
 class CacheWarning(UserWarning):
     """The cache directory is not safe to load code from: a private one is used instead."""
 

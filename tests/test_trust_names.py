@@ -538,3 +538,24 @@ def test_global_of_an_inlined_function_named_like_a_local(tmp_path):
     assert s2sad.grad(mod.f)(3.0) == 20.0 + 50.0  # was 4 + ...: the local stood for the global
     value, dot = s2sad.jvp(mod.f)(3.0, tangent=1.0)
     assert (value, dot) == (mod.f(3.0), 70.0)
+
+
+def test_standalone_module_with_user_globals_named_like_private_helpers(tmp_path):
+    """Helpers whose names start with `_` are copied into emitted modules too (`_lead_axis`,
+    cumsum's); a user's global of that name is renamed, not replaced by the helper."""
+    mod = _module(
+        tmp_path,
+        """
+        import numpy as np
+
+        _lead_axis = 2.0
+
+        def f(x):
+            return np.sum(np.cumsum(x, axis=0) * _lead_axis)
+        """,
+    )
+    text = cli.emit_text(f"{mod.__file__}:f", ["x"], "grad")
+    assert "_lead_axis2 = 2.0" in text and "def _lead_axis(" in text
+    namespace: dict = {}
+    exec(compile(text, "<emitted>", "exec"), namespace)
+    _same(namespace["grad_f"](X), s2sad.grad(mod.f)(X), "emit")

@@ -12,6 +12,7 @@ import functools
 import math
 import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -531,3 +532,67 @@ def test_jitted_singular_points_give_ieee_values_as_python_mode(f):
         expected = s2sad.grad(f)(0.0)
         assert np.isinf(expected)
         assert s2sad.grad(f, jit="strict")(0.0) == expected
+
+
+# ----------------------------------------------------------------------------- assigned writes
+# A call that writes into an argument is refused whether or not its result is assigned: the
+# assigned form used to pass, the write unseen (`z = y.sort()` gave the gradient of the unsorted
+# y). Each reads a differentiated y.
+
+W5 = np.arange(5.0)
+
+
+def sort_method_assigned(x):
+    y = x * 1.0
+    z = y.sort()  # noqa: F841
+    return np.sum(y * W5)
+
+
+def fill_assigned(x):
+    y = x * 1.0
+    z = y.fill(1.0)  # noqa: F841
+    return np.sum(y * W5)
+
+
+def copyto_assigned(x):
+    y = x * 1.0
+    z = np.copyto(y, x**2)  # noqa: F841
+    return np.sum(y * W5)
+
+
+def put_assigned(x):
+    y = x * 1.0
+    z = np.put(y, [0, 1], x[:2] ** 2)  # noqa: F841
+    return np.sum(y * W5)
+
+
+def out_assigned(x):
+    y = x * 1.0
+    _ = np.negative(y, out=y)
+    return np.sum(y * W5)
+
+
+def iadd_assigned(x):
+    y = x * 1.0
+    z = y.__iadd__(x)  # noqa: F841
+    return np.sum(y * W5)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        sort_method_assigned,
+        fill_assigned,
+        copyto_assigned,
+        put_assigned,
+        out_assigned,
+        iadd_assigned,
+    ],
+    ids=lambda f: f.__name__,
+)
+@pytest.mark.parametrize("transform", ["grad", "jacobian"])
+def test_a_write_into_an_argument_is_refused_even_when_assigned(f, transform):
+    x = np.array([0.3, -0.7, 1.1, 0.4, -0.2])
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="writes into its arguments") as info:
+        getattr(s2sad, transform)(f)(x)
+    assert f"{Path(__file__).name}:" in str(info.value)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .. import ir
 from ..errors import NoRuleError, S2SADError, UnsupportedSyntaxError
 from .dependence import dependents
@@ -24,6 +26,43 @@ def _mutating_call(stmt) -> bool:
     )
 
 
+# NumPy functions that write into an argument (and return None, or the array written)
+_IN_PLACE = {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
+# ndarray methods that change the array they are called on (and `__iadd__` and its kin)
+_IN_PLACE_METHODS = {
+    "sort",
+    "fill",
+    "put",
+    "partition",
+    "resize",
+    "itemset",
+    "setfield",
+    "byteswap",
+}
+
+
+def _writes_in_place(value, kind: str) -> bool:
+    """An assigned call that may also write into an argument: an `out=` array, a NumPy function
+    that writes (`z = np.copyto(y, v)`), or a method s2sad has no rule for on a local object
+    (`z = y.sort()`, `z = y.fill(0.0)`): its result may be unused, its write is not."""
+    if not isinstance(value, ast.Call):
+        return False
+    if any(k.arg == "out" and not _is_none(k.value) for k in value.keywords):
+        return True
+    if ir.callee(value.func) in _IN_PLACE or ir.callee(value.func) is np.random.shuffle:
+        return True
+    func = value.func
+    return (
+        kind == "unknown"
+        and _mutating_call(ast.Expr(value))
+        and (func.attr in _IN_PLACE_METHODS or func.attr.startswith("__i"))
+    )
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
 def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: False) -> None:
     """A call whose result is discarded is there for what it does to its arguments: given
     differentiated values, it may write them into an array (`np.copyto`, `np.put`, `np.add.at`,
@@ -32,15 +71,18 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
     itself; printing is harmless."""
     for op in ops:
         stmt = op.stmt
-        if op.kind != "effect" or not op.reads & varied or followed(stmt):
+        if not op.reads & varied or followed(stmt):
             continue
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        assigned = isinstance(stmt, ast.Assign) and _writes_in_place(stmt.value, op.kind)
+        if not assigned and op.kind != "effect":
+            continue
+        if not (isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call)):
             continue
         if ir.callee(stmt.value.func) is print:
             continue
         where = ir.src_parsed(stmt) or parsed
         call = ast.unparse(stmt.value.func)
-        if _mutating_call(stmt):
+        if _mutating_call(stmt) and not assigned:
             raise where.error(
                 UnsupportedSyntaxError,
                 f"s2sad cannot follow differentiated values through a mutable container "
@@ -51,8 +93,8 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             )
         raise where.error(
             UnsupportedSyntaxError,
-            f"s2sad cannot see what `{call}(...)` writes: its result is discarded, so it is "
-            "called for what it does to its arguments, and some of them are differentiated",
+            f"s2sad cannot see what `{call}(...)` writes into its arguments, and some of them "
+            "are differentiated",
             ir.src(stmt),
             hint="write the update as an assignment s2sad follows (`y[i] = v`, `y = y + v`; "
             "for repeated indices a loop `for k in range(n): y[idx[k]] += v[k]`), or wrap "

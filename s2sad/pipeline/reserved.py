@@ -8,13 +8,12 @@ read it, and it reads only the runtime helpers and the rule table.
 from __future__ import annotations
 
 import builtins
-import inspect
 import math
 
 import numpy as np
 
 from .. import runtime
-from ..rules.helpers import numba_names
+from ..rules.helpers import BATCHED, RUNTIME, numba_names
 from ..rules.registry import NAMESPACE
 
 STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
@@ -27,11 +26,9 @@ STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
 # user's.
 RESERVED = (
     {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda", "np_sign"}
-    | {
-        n
-        for n, v in vars(runtime).items()
-        if not n.startswith("_") and callable(v) and not inspect.ismodule(v)
-    }
+    | {"NonScalarOutputError"}
+    | set(RUNTIME)  # private ones too: `s2sad emit` copies them beside the user's constants
+    | set(BATCHED)
     | numba_names()
 )
 _MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched")
@@ -41,7 +38,8 @@ def reserved_names(func_name: str) -> set[str]:
     """RESERVED, the names of registered rules, and the functions a transform of `func_name`
     defines (`grad_f`, `vjp_f_sweep`, ...)."""
     defined = {f"{m}_{func_name}" for m in _MODES}
-    return RESERVED | set(NAMESPACE) | defined | {f"{d}_sweep" for d in defined}
+    late = set(RUNTIME) | set(BATCHED)  # helpers of rules registered on import (scipy.special)
+    return RESERVED | late | set(NAMESPACE) | defined | {f"{d}_sweep" for d in defined}
 
 
 _OWN_LOCAL = object()

@@ -218,7 +218,7 @@ def _counting(loop: ast.For):
         isinstance(loop.target, ast.Name)
         and isinstance(it, ast.Call)
         and isinstance(it.func, ast.Name)
-        and it.func.id == "range"  # the normalized loops' own (normalize.py)
+        and it.func.id == "range"  # the normalized loops' own (pipeline/normalize/)
         and 1 <= len(it.args) <= 3
         and not it.keywords
     ):
