@@ -441,31 +441,8 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
 ]
 
 
-def derivative(f, args, wrt, mode, jit):
-    if mode == "grad":
-        return s2sad.grad(f, wrt=wrt, jit=jit)(*args)
-    if mode == "vjp":
-        out, pullback = s2sad.vjp(f, wrt=wrt, jit=jit)(*args)
-        return out, pullback(np.linspace(-1.0, 1.0, np.size(out)).reshape(np.shape(out)))
-    tangents = tuple(rand(*np.shape(args[i]), seed=7 + i) for i in np.atleast_1d(wrt))
-    tangent = tangents if isinstance(wrt, tuple) else tangents[0]
-    return s2sad.jvp(f, wrt=wrt, jit=jit)(*args, tangent=tangent)
-
-
-def flat(value):
-    if isinstance(value, tuple):
-        return [x for v in value for x in flat(v)]
-    return [value]
-
-
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
-@pytest.mark.parametrize("f,args,wrt,mode", JITTED, ids=[f"{c[0].__name__}-{c[3]}" for c in JITTED])
-def test_jitted_forms_compile_and_agree(f, args, wrt, mode):
-    pytest.importorskip("numba")
-    jitted = flat(derivative(f, args, wrt, mode, "strict"))
-    plain = flat(derivative(f, args, wrt, mode, False))
-    for j, p in zip(jitted, plain, strict=True):
-        np.testing.assert_allclose(j, p, rtol=1e-12, atol=1e-14)
+# JITTED runs in tests/test_jit_corpus.py: each derivative with jit="strict" (no fallback) against
+# the Python version, as every corpus case does.
 
 
 # ----------------------------------------------------------------------------- refusals
