@@ -430,6 +430,12 @@ def _axes(axis, ndim):
     return (axis % ndim,)
 
 
+@batched_helper
+def _row_axes(axis, ndim):
+    """The axes `_axes` names in a value of `ndim` axes, in each row of its batched counterpart."""
+    return tuple(a + 1 for a in _axes(axis, ndim))
+
+
 @helper(jvp=linear("g"))
 def expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
@@ -443,7 +449,7 @@ def batched_expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast each row of a reduction's cotangent back over the reduced axes of `x`."""
     g = np.asarray(g)
     if not keepdims:
-        g = np.expand_dims(g, tuple(a + 1 for a in _axes(axis, np.ndim(x))))
+        g = np.expand_dims(g, _row_axes(axis, np.ndim(x)))
     return np.broadcast_to(g, g.shape[:1] + np.shape(x))
 
 

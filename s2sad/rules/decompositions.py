@@ -392,7 +392,7 @@ def svd_vjp(g, a, full_matrices=True, compute_uv=True):
     if gu is None and gvt is None:
         return out + np.zeros(np.shape(a))
     f = singular_gaps(s, what)
-    v, row, col = _mT(vt), np.expand_dims(s, -2), np.expand_dims(s, -1)
+    row, col = np.expand_dims(s, -2), np.expand_dims(s, -1)
     inner, rest = 0.0, 0.0
     if gu is not None:
         ut_gu = _mT(u) @ gu

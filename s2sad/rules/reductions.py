@@ -9,7 +9,15 @@ import typing
 
 import numpy as np
 
-from .common import _absent, _array, _axes, _integer, batched_expand_reduced, expand_reduced
+from .common import (
+    _absent,
+    _array,
+    _axes,
+    _integer,
+    _row_axes,
+    batched_expand_reduced,
+    expand_reduced,
+)
 from .helpers import batched_helper, batched_of, helper, numba_of
 from .registry import defvjp, explicit, linear, multilinear, nondiff, reduction
 
@@ -51,9 +59,7 @@ def _count_impl(x, axis):
 @batched_helper
 def batched_sum(a, axis=None, dtype=None, out=None, keepdims=False):
     """np.sum of every row; `axis=None` sums each row to a number."""
-    ndim = np.ndim(a) - 1
-    axes = tuple(n + 1 for n in _axes(axis, ndim))
-    return np.sum(a, axis=axes, dtype=dtype, keepdims=keepdims)
+    return np.sum(a, axis=_row_axes(axis, np.ndim(a) - 1), dtype=dtype, keepdims=keepdims)
 
 
 defvjp(
@@ -85,9 +91,7 @@ def _mean_vjp(g, x, axis=None, keepdims=False):
 @batched_helper
 def batched_mean(a, axis=None, dtype=None, out=None, keepdims=False):
     """np.mean of every row."""
-    ndim = np.ndim(a) - 1
-    axes = tuple(n + 1 for n in _axes(axis, ndim))
-    return np.mean(a, axis=axes, dtype=dtype, keepdims=keepdims)
+    return np.mean(a, axis=_row_axes(axis, np.ndim(a) - 1), dtype=dtype, keepdims=keepdims)
 
 
 defvjp(
@@ -322,8 +326,7 @@ def std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
 
 @batched_helper
 def batched_std_vjp_jvp_x(t, g, x, ans, axis=None, ddof=0, keepdims=False):
-    axes = tuple(n + 1 for n in _axes(axis, np.ndim(x)))
-    centered = t - np.mean(t, axis=axes, keepdims=True)
+    centered = t - np.mean(t, axis=_row_axes(axis, np.ndim(x)), keepdims=True)
     scale = expand_reduced(ans, x, axis, keepdims) * (_count(x, axis) - ddof)
     return expand_reduced(g, x, axis, keepdims) * centered / _nonzero(scale)
 
