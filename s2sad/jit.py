@@ -34,7 +34,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     user_stacklevel,
 )
 from .errors import S2SADError
-from .rules.helpers import numba_source
+from .rules.helpers import forms_used, numba_source
 from .pipeline.names import defined_functions
 
 
@@ -68,7 +68,7 @@ def module_text(
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
         tail.append(f'{fn} = njit(cache=True, error_model="numpy")(_{fn}_py)')
-    head = numba_source() if embed else _IMPORT
+    head = numba_source(forms_used(constants + "\n" + text)) if embed else _IMPORT
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
+import re
 
 from . import registry
 from .registry import Tangent
@@ -174,15 +175,47 @@ _HEADER = (
 )
 
 
-@functools.cache
-def numba_source() -> str:
-    """The Numba forms as the text of one module (`s2sad emit --jit` embeds it)."""
-    parts = [_HEADER]
-    forms = list(_TYPE_TESTS.values()) + JITABLE + [f for _, f in NUMBA]
-    parts += list(constants_read(forms).values())
-    parts += [function_source(f) for f in _TYPE_TESTS.values()]
-    parts += ["@njit\n" + function_source(f) for f in JITABLE]
+def _forms_by_name() -> dict[str, list]:
+    """Each name generated code or a form may call -> the functions that define it."""
+    found: dict[str, list] = {}
     for stub, form in NUMBA:
+        found.setdefault(stub.__name__, []).append(form)
+    for func in JITABLE + list(_TYPE_TESTS.values()):
+        found.setdefault(func.__name__, []).append(func)
+    return found
+
+
+def forms_used(text: str) -> frozenset[str]:
+    """The helpers, plain functions and type tests that code `text` calls, with those their
+    Numba forms call in turn: all a standalone jitted module has to carry."""
+    known = _forms_by_name()
+    todo = [name for name in set(re.findall(r"[A-Za-z_]\w*", text)) if name in known]
+    used: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in used:
+            used.add(name)
+            for func in known[name]:
+                todo += [n for n in _global_names(func.__code__) if n in known and n not in used]
+    return frozenset(used)
+
+
+@functools.cache
+def numba_source(used: frozenset[str] | None = None) -> str:
+    """The Numba forms as the text of one module (`s2sad emit --jit` embeds it): all of them,
+    or only those named in `used` (`forms_used`), so that a module compiles only what it calls."""
+
+    def wanted(func) -> bool:
+        return used is None or func.__name__ in used
+
+    parts = [_HEADER]
+    tests = [f for f in _TYPE_TESTS.values() if wanted(f)]
+    jitable = [f for f in JITABLE if wanted(f)]
+    pairs = [(stub, form) for stub, form in NUMBA if wanted(stub)]
+    parts += list(constants_read(tests + jitable + [f for _, f in pairs]).values())
+    parts += [function_source(f) for f in tests]
+    parts += ["@njit\n" + function_source(f) for f in jitable]
+    for stub, form in pairs:
         signature = inspect.signature(form)
         parts.append(f"def {stub.__name__}{signature}:\n    pass\n")
         parts.append(f"@overload({stub.__name__})\n" + function_source(form))
