@@ -213,7 +213,7 @@ CORPUS = [
     (eb.max_of, (np.array([0.5, 0.5, 2.0]),), 0, "grad"),
     (eb.conversions_jit, (r(3),), 0, "vjp"),
     (eb.sum_squares, (r(4),), 0, "jvp"),
-    # selection and statistics (test_rules_breadth_selection.py): Numba's forms take no axis
+    # selection and statistics (test_rules_breadth_selection.py)
     *sel.JITTED,
     # building and splitting arrays (test_rules_breadth_building.py): stacks of tuples, a
     # repeat without an axis, a split's pieces read by index

@@ -420,12 +420,25 @@ def average_1d(x, w):
     return np.average(x, weights=w) ** 2 + np.average(x) * np.average(w)
 
 
+def along_rows(x, i):
+    return np.take_along_axis(x, i, axis=-2) * 2.0
+
+
 V6 = distinct(6, seed=1)
+M34 = distinct(3, 4, seed=2)
 VN = np.array([0.5, np.nan, -1.0, 2.0, -1.0])
 JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (take_flat, (V6, IDX), 0, "vjp"),
     (take_flat, (V6, IDX), 0, "jvp"),
     (along_1d, (V6, np.array([5, 0, 5])), 0, "grad"),
+    # along an axis, repeats adding up, and a broadcast length-1 axis of the array
+    (take_sum_sq, (M34, np.array([3, 0, 3, -1])), 0, "grad"),
+    (along_rows, (M34, np.array([[2, 0, 0, 1], [1, 1, 2, 0]])), 0, "vjp"),
+    (along_rows, (distinct(2, 1, 3), np.array([[[0, 0, 0]], [[0, 0, 0]]])), 0, "vjp"),
+    (along_flat, (M34, np.array([0, 5, 5, 11])), 0, "grad"),
+    (along_argmax, (M34,), 0, "vjp"),
+    (quantile_cube, (V6,), 0, "grad"),  # several quantiles at once
+    (quantile_cube, (V6,), 0, "jvp"),
     (gather_argmax, (V6,), 0, "grad"),
     (median_cube, (V6,), 0, "grad"),
     (median_cube, (V6,), 0, "jvp"),

@@ -14,8 +14,8 @@ middle value, a quantile landing exactly on an element gives all of it to that o
 
 import numpy as np
 
-from .common import _absent, _array, _axes
-from .helpers import batched_helper, helper, numba_of
+from .common import _absent, _array, _axes, _integer
+from .helpers import batched_helper, helper, numba_jitable, numba_of
 from .registry import ELEMENTWISE, defvjp, explicit, linear
 
 # ----------------------------------------------------------------------------- take
@@ -50,10 +50,42 @@ def take_vjp(g, a, indices, axis=None, mode="raise"):
     return out
 
 
+@numba_jitable
+def _split_at_axis(shape, ax):
+    """(the product of the lengths before axis `ax`, the product of those after it)."""
+    before = 1
+    after = 1
+    for d in range(len(shape)):
+        if d < ax:
+            before *= shape[d]
+        elif d > ax:
+            after *= shape[d]
+    return before, after
+
+
 @numba_of(take_vjp)
 def _take_vjp(g, a, indices, axis=None, mode="raise"):
-    if not (_array(a) and _absent(axis) and (mode == "raise" or _absent(mode, "raise"))):
+    if not (_array(a) and (mode == "raise" or _absent(mode, "raise"))):
         return None
+    if not (_absent(axis) or _integer(axis)):
+        return None
+    if not _absent(axis):  # along one axis: rows before it, columns after it
+
+        def along(g, a, indices, axis=None, mode="raise"):
+            ax = axis % a.ndim
+            before, after = _split_at_axis(a.shape, ax)
+            n = a.shape[ax]
+            where = np.asarray(indices).reshape(-1)
+            rows = np.ascontiguousarray(np.asarray(g)).reshape((before, where.size, after))
+            out = np.zeros((before, n, after))
+            for i in range(before):
+                for j in range(where.size):
+                    k = where[j] % n
+                    for m in range(after):
+                        out[i, k, m] += rows[i, j, m]
+            return out.reshape(a.shape)
+
+        return along
     if not _array(indices):  # one element
 
         def element(g, a, indices, axis=None, mode="raise"):
@@ -122,14 +154,41 @@ def take_along_axis_vjp(g, arr, indices, axis=-1):
 
 @numba_of(take_along_axis_vjp)
 def _take_along_axis_vjp(g, arr, indices, axis=-1):
-    if not (_array(g) and _array(arr) and _array(indices) and arr.ndim == 1 and g.ndim == 1):
+    if not (_array(g) and _array(arr) and _array(indices)):
+        return None
+    if _absent(axis):  # the flattened array
+
+        def flat(g, arr, indices, axis=-1):
+            out = np.zeros(arr.size)
+            for j in range(indices.size):
+                out[indices[j]] += g[j]
+            return out.reshape(arr.shape)
+
+        return flat
+    if not _integer(axis):
         return None
 
     def impl(g, arr, indices, axis=-1):
+        ax = axis % arr.ndim
+        gc = np.ascontiguousarray(g)
+        where = np.ascontiguousarray(np.broadcast_to(indices, g.shape)).reshape(-1)
+        values = gc.reshape(-1)
         out = np.zeros(arr.size)
-        for j in range(indices.size):
-            out[indices[j]] += g[j]
-        return out
+        for j in range(values.size):
+            rest = j
+            position = 0
+            stride = 1
+            for d in range(g.ndim - 1, -1, -1):  # g's index of j, read into arr's
+                c = rest % g.shape[d]
+                rest //= g.shape[d]
+                if d == ax:
+                    c = where[j] % arr.shape[d]
+                elif arr.shape[d] == 1:  # broadcast: every position reads the one
+                    c = 0
+                position += c * stride
+                stride *= arr.shape[d]
+            out[position] += values[j]
+        return out.reshape(arr.shape)
 
     return impl
 
@@ -223,8 +282,23 @@ def quantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
 
 @numba_of(quantile_vjp)
 def _quantile_vjp(g, a, q, axis=None, keepdims=False, scale=1.0):
-    if not (_array(a) and not _array(q) and not _array(g) and _absent(axis)):
+    if not (_array(a) and _absent(axis) and _array(q) == _array(g)):
         return None
+    if _array(q):  # several quantiles: each output's cotangent to its two sorted values
+
+        def several(g, a, q, axis=None, keepdims=False, scale=1.0):
+            flat = np.ascontiguousarray(a).reshape(-1)
+            qs = np.ascontiguousarray(q).reshape(-1)
+            gs = np.ascontiguousarray(g).reshape(-1)
+            order = np.argsort(flat, kind="mergesort")  # stable, as NumPy's above
+            out = np.zeros(flat.size)
+            for k in range(qs.size):
+                lo, hi, gamma = _interpolated(flat.size, qs[k] / scale)
+                out[order[lo]] += gs[k] * (1.0 - gamma)
+                out[order[hi]] += gs[k] * gamma
+            return out.reshape(a.shape)
+
+        return several
 
     def impl(g, a, q, axis=None, keepdims=False, scale=1.0):
         flat = np.ascontiguousarray(a).reshape(-1)
@@ -240,8 +314,22 @@ def _quantile_vjp(g, a, q, axis=None, keepdims=False, scale=1.0):
 
 @numba_of(quantile_jvp)
 def _quantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
-    if not (_array(a) and _array(t) and not _array(q) and _absent(axis) and t.ndim == a.ndim):
+    if not (_array(a) and _array(t) and _absent(axis) and t.ndim == a.ndim):
         return None
+    if _array(q):
+
+        def several(t, a, q, axis=None, keepdims=False, scale=1.0):
+            flat = np.ascontiguousarray(a).reshape(-1)
+            tf = np.ascontiguousarray(t).reshape(-1)
+            qs = np.ascontiguousarray(q).reshape(-1)
+            order = np.argsort(flat, kind="mergesort")
+            out = np.empty(qs.size)
+            for k in range(qs.size):
+                lo, hi, gamma = _interpolated(flat.size, qs[k] / scale)
+                out[k] = tf[order[lo]] * (1.0 - gamma) + tf[order[hi]] * gamma
+            return out.reshape(q.shape)
+
+        return several
 
     def impl(t, a, q, axis=None, keepdims=False, scale=1.0):
         flat = np.ascontiguousarray(a).reshape(-1)
