@@ -10,7 +10,8 @@ Each module defines two functions, which the tool (benchmarks/gradbench/tool.py)
     def output(function: str, result: object) -> object:
         '''The callable's result in the eval's JSON output layout (untimed).'''
 
-`prepare` raises ValueError for a function the eval does not define; the tool answers the
+A module may also define `FUNCTIONS`, the tuple of the function names it has; the tool then
+answers an unknown function itself. `prepare` raises ValueError for a function the eval does not define; the tool answers the
 evaluate message with `success: false` and the error. `input` is the message's input as is,
 including `min_runs` and `min_seconds`, which the tool handles.
 """
