@@ -76,16 +76,25 @@ def sparse_layout(n: int, m: int, cam_of, point_of) -> tuple:
 
 def prepare(function: str, input: dict, jit: bool):
     data = parse(input)
+    if function == "objective":
+        cams, X, w, feats = data["cams"], data["X"], data["w"], data["feats"]
+        cam_of, point_of = data["cam_of"], data["point_of"]
+        return lambda: ba_residuals(cams[cam_of], X[point_of], w, feats)
+    if function == "jacobian":
+        return jacobian_of(data)
+    raise ValueError(f"the ba eval has no function {function!r}")
+
+
+def jacobian_of(data: dict):
+    """The timed work of `jacobian` on parsed data (any cameras, points, weights and features,
+    not only copies of one): gather each observation's camera and point, push the 15 slot
+    tangents through in chunks of observations, and lay the blocks out in CSR."""
     cams, X, w, feats = data["cams"], data["X"], data["w"], data["feats"]
     cam_of, point_of = data["cam_of"], data["point_of"]
     p = w.shape[0]
-    if function == "objective":
-        return lambda: ba_residuals(cams[cam_of], X[point_of], w, feats)
-    if function != "jacobian":
-        raise ValueError(f"the ba eval has no function {function!r}")
     columns = Columns(ba_residuals, ("cams", "X", "w"))  # NumPy mode under --jit too
     tangents = slot_tangents(min(p, CHUNK))
-    columns((cams[:1], X[:1], w[:1], feats[:1]), tuple(t[:, :1] for t in tangents))  # warm up
+    columns((cams[:1], X[:1], w[:1], feats[:1]), tuple(t[:, :1] for t in tangents))  # transform
     rows, cols = sparse_layout(data["n"], data["m"], cam_of, point_of)
 
     def jacobian():
