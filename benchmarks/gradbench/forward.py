@@ -13,9 +13,8 @@ class Columns:
     primal runs once).
 
     This is NumPy mode under `--jit` too: s2sad has no compiled batched jvp yet, and the jitted
-    `s2sad.jvp` run once per tangent is slower than the one batched sweep (for BA and HT Numba
-    cannot compile the jvp either: it falls back to Python, on np.concatenate of a list and
-    np.array of a nested list)."""
+    `s2sad.jvp` run once per tangent would run the primal once per tangent (for BA it would not
+    even compile: Numba has no np.concatenate of a list, and s2sad falls back to Python)."""
 
     def __init__(self, f, wrt: tuple):
         self.jvp = s2sad.jvp(f, wrt=wrt, batched=True)

@@ -12,6 +12,9 @@ Messages (each carries an integer `id`, which the reply repeats):
   "nanoseconds": ...}` per run, or `success: false` with the `error`;
 - `analysis` (the eval's verdict on an output): reply `{"id"}`;
 - `end`: no reply; the tool exits.
+
+`--jit` builds the derivatives with `jit=True`; `--multithreaded` leaves BLAS's and Numba's
+thread counts alone (by default they are set to one, before NumPy is imported).
 """
 
 from __future__ import annotations
@@ -19,12 +22,21 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 import traceback
 
 TOOL = "s2sad"
 EVALS_PACKAGE = "benchmarks.gradbench.evals"
+# one thread for BLAS and Numba unless --multithreaded (gradbench's tools run on one core; on a
+# shared machine, BLAS threads oversubscribe: GMM's gradient ran 8x slower with them on 2 cores)
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+)
 
 
 class Tool:
@@ -134,7 +146,16 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--jit", action="store_true", help="compile the derivatives with Numba (s2sad's jit=True)"
     )
+    parser.add_argument(
+        "--multithreaded",
+        action="store_true",
+        help="let BLAS and Numba use their own thread counts (default: one thread, set before "
+        "NumPy is imported, unless the environment sets it)",
+    )
     args = parser.parse_args(argv)
+    if not args.multithreaded:
+        for variable in THREAD_VARIABLES:
+            os.environ.setdefault(variable, "1")
 
     def write(text):
         sys.stdout.write(text)
