@@ -13,8 +13,9 @@ class Columns:
     primal runs once).
 
     This is NumPy mode under `--jit` too: s2sad has no compiled batched jvp yet, and the jitted
-    `s2sad.jvp` run once per tangent would run the primal once per tangent (for BA it would not
-    even compile: Numba has no np.concatenate of a list, and s2sad falls back to Python)."""
+    `s2sad.jvp` run once per tangent would run the primal once per tangent, and neither BA's nor
+    HT's compiles: Numba has no np.concatenate of a list (BA), nor the np.stack that the tangent
+    of HT's np.array([[...], ...]) of rotation entries becomes, and s2sad falls back to Python."""
 
     def __init__(self, f, wrt: tuple):
         self.jvp = s2sad.jvp(f, wrt=wrt, batched=True)

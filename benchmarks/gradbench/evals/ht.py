@@ -93,10 +93,10 @@ def skinned_vertices(
             absolutes[i] = relative
         else:
             absolutes[i] = absolutes[parents[i]] @ relative
-    transforms = absolutes @ inverse_base_absolutes
     positions = np.zeros((base_positions.shape[0], 3))
     for i in range(n_bones):
-        moved = base_positions @ transforms[i].T
+        transform = absolutes[i] @ inverse_base_absolutes[i]
+        moved = base_positions @ transform.T
         positions = positions + moved[:, :3] * weights[:, i : i + 1]
     if is_mirrored:
         positions = positions * np.array([-1.0, 1.0, 1.0])
