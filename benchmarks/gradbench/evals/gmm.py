@@ -4,7 +4,13 @@ Input: `d`, `k`, `n`, `alpha` (k), `means` (k, d), `icf` (k, d + d(d-1)/2), `x` 
 `gamma`, `m`. Row `icf[k]` holds component k's inverse-covariance factor Q_k: exp(icf[k, :d]) on
 the diagonal, and the strictly-lower entries icf[k, d:] column by column (Q[1, 0], Q[2, 0], ...,
 Q[d-1, 0], Q[2, 1], ...). `objective` is the log-posterior (a float); `jacobian` its gradient
-with respect to alpha, means and icf, flattened row by row and concatenated (a list).
+with respect to alpha, means and icf, flattened row by row and concatenated (a list). An input
+with `mu`, `q` (k, d) and `l` (k, d(d-1)/2, the same column order) in place of `means` and `icf`
+is read too.
+
+The objective is ADBench's, which gradbench validates against: the mixture's log-likelihood plus
+0.5 gamma^2 |Q_k|_F^2 - m sum(q_k) minus the Wishart normalizer for each component, which is
+the log-likelihood MINUS the log Wishart density of each precision Q_k^T Q_k (not plus).
 """
 
 from __future__ import annotations
