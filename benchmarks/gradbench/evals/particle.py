@@ -105,9 +105,8 @@ def prepare(function: str, input: dict, jit: bool):
     else:
         gradient = s2sad.value_and_grad(naive_euler, wrt="w", jit=jit)
         both = lambda w: gradient(w, inner)  # noqa: E731
-    run = lambda: argmin(lambda w: both(w)[0], lambda w: both(w)[1], w0)  # noqa: E731
-    run()  # warm up: the transforms, and Numba's compile under jit
-    return run
+    both(w0)  # warm up: the transforms, and Numba's compile under jit
+    return lambda: argmin(lambda w: both(w)[0], lambda w: both(w)[1], w0)
 
 
 def output(function: str, result):

@@ -148,7 +148,7 @@ def prepare(function: str, input: dict, jit: bool):
         b = argmin(lambda b: step2(b, a[0], a[1])[0], lambda b: step2(b, a[0], a[1])[1], start)
         return np.concatenate([a, b])
 
-    run()  # warm up: the transforms, and Numba's compile under jit
+    r1(start, s0, s1, inner), step2(start, s0, s1)  # warm up: transforms, Numba's compile
     return run
 
 
