@@ -6,6 +6,9 @@ Functions: `cost` (a float) and `dir`, the gradient J of the cost with respect t
 divided elementwise by the Hessian's diagonal H (the Hessian is diagonal, so J H^-1 is J / H),
 as a list of k rows of d numbers. H is the Hessian-vector product with a vector of ones: forward
 mode (s2sad.jvp) applied to the gradient code s2sad.grad writes (forward over reverse).
+
+jit=True changes nothing here (Numba cannot compile np.min over an axis), so the tool's jit mode
+runs the NumPy code.
 """
 
 from __future__ import annotations
@@ -38,9 +41,10 @@ def prepare(function: str, input: dict, jit: bool):
     if function == "cost":
         run = lambda: cost(points, centroids)  # noqa: E731
     elif function == "dir":
-        # (np.min(axis=) has no Numba version: under jit the transforms fall back to Python)
         generated, data = gradient_code(s2sad.grad(cost, wrt="centroids"), points, centroids)
-        hvp = s2sad.jvp(generated, wrt=1, jit=jit)  # forward over the gradient code
+        # forward over the gradient code; NumPy mode in both modes: Numba has no
+        # np.min(..., axis=), and jit=True would warn and run this same Python code
+        hvp = s2sad.jvp(generated, wrt=1)
         ones = np.ones_like(centroids)
 
         def run():
