@@ -13,6 +13,7 @@ inputs `A` (row-major, ell * ell numbers) and `ell`.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 import s2sad
@@ -39,7 +40,8 @@ def prepare(function: str, input: dict, jit: bool):
     A = np.asarray(input["A"], dtype=np.float64)
     ell = int(input["ell"])
     if function == "primal":
-        run = lambda: det(A, ell)  # noqa: E731
+        primal = numba.njit(det) if jit else det
+        run = lambda: primal(A, ell)  # noqa: E731
     elif function == "gradient":
         gradient = s2sad.grad(det, wrt="A", jit=jit)
         run = lambda: gradient(A, ell)  # noqa: E731
