@@ -105,8 +105,10 @@ def prepare(function: str, input: dict, jit: bool):
     else:
         gradient = s2sad.value_and_grad(naive_euler, wrt="w", jit=jit)
         both = lambda w: gradient(w, inner)  # noqa: E731
+    # the objective's value: the Python function, or the compiled transform's value under jit
+    value = (lambda w: both(w)[0]) if jit else (lambda w: naive_euler(w, inner))  # noqa: E731
     both(w0)  # warm up: the transforms, and Numba's compile under jit
-    return lambda: argmin(lambda w: both(w)[0], lambda w: both(w)[1], w0)
+    return lambda: argmin(value, lambda w: both(w)[1], w0)
 
 
 def output(function: str, result):

@@ -143,9 +143,15 @@ def prepare(function: str, input: dict, jit: bool):
     r1 = derivative(max_over_b, (0, 1), outer, jit)
     step2 = derivative(descent_loss, (0, 1), outer, jit)
 
+    def r1_value(a):  # the compiled transform's value under jit, else the Python function
+        return r1(a, s0, s1, inner)[0] if jit else max_over_b(a[0], a[1], s0, s1, inner)
+
+    def step2_value(b, a):
+        return step2(b, a[0], a[1])[0] if jit else descent_loss(b[0], b[1], a[0], a[1])
+
     def run():
-        a = argmin(lambda a: r1(a, s0, s1, inner)[0], lambda a: r1(a, s0, s1, inner)[1], start)
-        b = argmin(lambda b: step2(b, a[0], a[1])[0], lambda b: step2(b, a[0], a[1])[1], start)
+        a = argmin(r1_value, lambda a: r1(a, s0, s1, inner)[1], start)
+        b = argmin(lambda b: step2_value(b, a), lambda b: step2(b, a[0], a[1])[1], start)
         return np.concatenate([a, b])
 
     r1(start, s0, s1, inner), step2(start, s0, s1)  # warm up: transforms, Numba's compile
