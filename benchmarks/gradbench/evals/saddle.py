@@ -27,6 +27,7 @@ import s2sad
 
 
 def objective(a0, a1, b0, b1):
+    """f(a, b): a saddle at the origin, a minimum in a and a maximum in b."""
     return (a0**2 + a1**2) - (b0**2 + b1**2)
 
 
