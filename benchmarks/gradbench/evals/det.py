@@ -4,8 +4,10 @@ gradient.
 The recursion expands a minor along its first row: det M = sum_j (-1)^j M[0, j] det S_j, S_j the
 minor without row 0 and column j. s2sad refuses recursion, so `det` runs the recursion's tree
 level by level, every branch at once: after level k each term is the signed product of one
-entry from each of rows 0..k, and carries the columns its minor still has. It computes the same
-products as the recursion (ell! terms of ell factors, shared prefixes computed once).
+entry from each of rows 0..k, and carries the columns its minor still has; the last two rows
+are each term's 2 x 2 minor, written out (the recursion's two last levels: the arrays of the
+last level would hold all ell! products). It computes the same products as the recursion
+(ell! terms of ell factors, shared prefixes computed once).
 
 Functions: `primal` (a float) and `gradient` (d det / d A, row-major, as long as `A`), for
 inputs `A` (row-major, ell * ell numbers) and `ell`.
@@ -22,9 +24,11 @@ import s2sad
 def det(A, ell):
     """Determinant of the ell x ell matrix whose rows are stored one after another in A."""
     M = A.reshape(ell, ell)
+    if ell == 1:
+        return M[0, 0]
     free = np.arange(ell, dtype=np.int8).reshape(1, ell)  # each term's columns, in order
     terms = np.ones(1)
-    for k in range(ell):
+    for k in range(ell - 2):
         m = ell - k  # the size of the minors at this level
         signs = (-1.0) ** np.arange(m)
         # expand each term's minor along its first row (row k of M), by each of its columns
@@ -33,7 +37,10 @@ def det(A, ell):
         position = np.arange(m - 1)
         keep = position[None, :] + (position[None, :] >= np.arange(m)[:, None])
         free = free[:, keep].reshape(terms.shape[0], m - 1)
-    return np.sum(terms)
+    # the 2 x 2 minors left, expanded along their first row (their 1 x 1 minors written out)
+    first, second = M[ell - 2], M[ell - 1]
+    c0, c1 = free[:, 0], free[:, 1]
+    return np.sum(terms * (first[c0] * second[c1] - first[c1] * second[c0]))
 
 
 def prepare(function: str, input: dict, jit: bool):
