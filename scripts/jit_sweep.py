@@ -97,8 +97,10 @@ def _check(record) -> str | None:
     if len(plain) != len(jitted):
         return "different number of results"
     for p, j in zip(plain, jitted):
-        if p.shape != j.shape or not np.allclose(p, j, rtol=1e-10, atol=1e-12, equal_nan=True):
-            return "values differ"
+        if p.shape != j.shape:
+            return f"shapes differ: {p.shape} and {j.shape} (jit)"
+        if not np.allclose(p, j, rtol=1e-10, atol=1e-12, equal_nan=True):
+            return f"values differ: {p.ravel()[:3]} and {j.ravel()[:3]} (jit)"
     return None
 
 
@@ -125,7 +127,8 @@ def main(argv: list[str]) -> int:
             counts["bad"] += 1
             f, mode = record[0], record[1]
             where = f"{f.__code__.co_filename}:{f.__code__.co_firstlineno}"
-            print(f"{where} {f.__name__} {mode}: {outcome}")
+            kinds = ", ".join(str(_kind(a)) for a in record[4])
+            print(f"{where} {f.__name__} {mode} ({kinds}): {outcome}")
     print(
         f"{len(_SEEN)} distinct calls: {counts['agree']} compiled and agreed, "
         f"{counts['skip']} outside the promise (Numba refuses the primal, or s2sad the function), "

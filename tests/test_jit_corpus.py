@@ -191,6 +191,9 @@ CORPUS = [
     (sh.ix_neg_step_tuple, (r(5, 4),), 0, "vjp"),
     (sh.newaxis_middle, (r(3, 4),), 0, "vjp"),
     (sh.ix_param, (r(3, 4), -1), 0, "jvp"),
+    # np.array of numbers: in tangent code too, Numba builds it with np.array, not np.stack
+    (sh.rotation_applied, (r(3),), 0, "jvp"),
+    (sh.rotation_applied, (r(3),), 0, "vjp"),
     # scans, diagonals, triangles, flips and rolls (test_rules_scans_layout.py)
     (sl.cumsum_flat, (r(3, 4),), 0, "vjp"),
     (sl.cumsum_flat, (r(5),), 0, "jvp"),

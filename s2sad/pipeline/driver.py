@@ -108,8 +108,9 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
-    if jit:
-        body = lower_for_numba(body)
+    if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
+        primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
+        body = lower_for_numba(body, adjoint_rank(shapes, primal_of) if primal_of else shapes.of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
