@@ -228,6 +228,7 @@ CORPUS = [
     # contractions and decompositions (test_rules_breadth_linalg.py): vectors and matrices
     *[(f, args, wrt, mode) for f, args, wrt in bl.JIT for mode in ("grad", "jvp")],
     *[(f, args, 0, "grad") for f, args in bl.TUPLE_RESULTS],
+    (bl.cross, (r(4, 3, seed=1), r(3, seed=2)), (0, 1), "vjp"),  # a cotangent of 3-vectors
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -738,6 +738,7 @@ def pinv_plain(a):
 JIT = [
     (vdot, (r(4, seed=1), r(4, seed=2)), (0, 1)),
     (cross_sum, (r(3, seed=1), r(3, seed=2)), (0, 1)),
+    (cross_sum, (r(4, 3, seed=1), r(3, seed=2)), (0, 1)),  # rows of 3-vectors, broadcast
     (kron_sum, (r(2, 3, seed=1), r(3, 2, seed=2)), (0, 1)),
     (kron_plain, (r(3, seed=1), r(2, 2, seed=2)), (0, 1)),
     (matrix_power_plain, (well_conditioned(3, seed=3),), 0),

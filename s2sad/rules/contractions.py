@@ -8,7 +8,7 @@ import typing
 
 import numpy as np
 
-from .common import _absent, _array, _lift
+from .common import _absent, _array, _lift, _sum_to
 from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit
 
@@ -397,27 +397,52 @@ def cross_vjp_rhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 
 @type_test
-def _plain_cross(g, a, b, lead):
-    """Whether a cross product's cotangent is of two vectors (every axis is their only one)."""
+def _plain_cross(g, a, b, lead, axes):
+    """Whether a cross product's cotangent is of arrays of 3-vectors along their last axes,
+    broadcasting against each other as Numba's np.cross does."""
     arrays = _array(a) and _array(b) and _cotangent(g)
-    return arrays and a.ndim == 1 and b.ndim == 1 and _given_as(lead, None)
+    defaults = all(_given_as(t, v) for t, v in zip(axes, (-1, -1, -1, None)))
+    return arrays and defaults and _given_as(lead, None)
+
+
+@numba_jitable
+def _cross_lhs_cotangent(g, a, b):
+    """cross(b, g) summed to a's shape; `g` is an array shaped like the result."""
+    out = np.cross(b, g)
+    return _sum_to(out, a.shape, out.ndim - a.ndim)
+
+
+@numba_jitable
+def _cross_rhs_cotangent(g, a, b):
+    """cross(g, a) summed to b's shape."""
+    out = np.cross(g, a)
+    return _sum_to(out, b.shape, out.ndim - b.ndim)
 
 
 @numba_of(cross_vjp_lhs)
 def _cross_vjp_lhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if not _plain_cross(g, a, b, lead):
+    if not _plain_cross(g, a, b, lead, (axisa, axisb, axisc, axis)):
         return None
-    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(
-        b, _filled(g, b)
+    if _array(g):
+        return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: (
+            _cross_lhs_cotangent(g, a, b)
+        )
+    # one number for a cotangent the same everywhere (the jitted expand_reduced)
+    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: (
+        _cross_lhs_cotangent(np.full(np.cross(a, b).shape, g), a, b)
     )
 
 
 @numba_of(cross_vjp_rhs)
 def _cross_vjp_rhs(g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if not _plain_cross(g, a, b, lead):
+    if not _plain_cross(g, a, b, lead, (axisa, axisb, axisc, axis)):
         return None
-    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(
-        _filled(g, a), a
+    if _array(g):
+        return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: (
+            _cross_rhs_cotangent(g, a, b)
+        )
+    return lambda g, a, b, lead=None, axisa=-1, axisb=-1, axisc=-1, axis=None: (
+        _cross_rhs_cotangent(np.full(np.cross(a, b).shape, g), a, b)
     )
 
 
@@ -429,7 +454,8 @@ def crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 @numba_of(crossed)
 def _crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    if not (_array(a) and _array(b)) or a.ndim != 1 or b.ndim != 1:
+    defaults = all(_given_as(t, v) for t, v in zip((axisa, axisb, axisc, axis), (-1, -1, -1, None)))
+    if not (_array(a) and _array(b) and defaults):
         return None
     return lambda a, b, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(a, b)
 
