@@ -190,8 +190,8 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        where = f" (its generated function {name})" if what else ""
-        message = f"Numba cannot compile {what or name}{where}: {_reason(failed)}"
+        reason = _no_numba_form(failed, self.compiled.source) or _reason(failed)
+        message = f"Numba cannot compile {what or name}: {reason}"
         if strict:
             raise JitError(
                 message,
@@ -236,7 +236,33 @@ def _reason(exc) -> str:
         ),
         "",
     )
-    return reason[:240] + (f" (at `{where[:120]}`)" if where and not where.startswith("<") else "")
+    if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
+        given = next((line for line in lines if line.startswith(">>>")), "")
+        reason += f" {given[3:].strip()}" if given else ""
+    shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
+    return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
+
+
+def _no_numba_form(exc, source: str) -> str | None:
+    """For a runtime helper the generated code calls that has no Numba form (a NameError for
+    it): which, and the user's line whose derivative calls it (the generated code's comment)."""
+    found = re.search(r"name '(\w+)' is not defined", str(exc))
+    if not found:
+        return None
+    helper, line = found.group(1), None
+    for text in source.splitlines():
+        stripped = text.strip()
+        if stripped.startswith("# line "):
+            line = stripped[2:]
+        elif re.search(rf"\b{helper}\(", stripped) and not stripped.startswith("def "):
+            origin = re.search(r"\((\S+\.py):\d+\)", source)
+            number, _, code = (line or "").partition(": ")
+            where = f"{origin.group(1)} " if origin else ""
+            where += f"{number} (`{code}`)" if line else "the function"
+            return (
+                f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
+            )
+    return None
 
 
 def _from_numba_cache(exc) -> bool:

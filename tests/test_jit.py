@@ -116,8 +116,7 @@ def contracted(a, b):
 def test_strict_names_what_numba_could_not_compile():
     with pytest.raises(
         JitError,
-        match=r"Numba cannot compile s2sad\.grad\(contracted, jit='strict'\) "
-        r"\(its generated function value_and_grad_contracted\)",
+        match=r"Numba cannot compile s2sad\.grad\(contracted, jit='strict'\): ",
     ) as info:
         s2sad.grad(contracted, jit="strict")(np.ones((3, 2)), np.ones((2, 3)))
     assert "einsum" in str(info.value)
