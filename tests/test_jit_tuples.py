@@ -148,3 +148,49 @@ def test_strict_keeps_numbas_argument_types():
     assert "s2sad.grad(cumulative, jit='strict')" in text
     assert "value_and_grad_cumulative" not in text
     assert "No implementation of function" in text and "array(float64, 2d" in text
+
+
+# ----------------------------------------------------------------------------- .real and .imag
+
+
+def parts(x, y):
+    """On real arrays x.real is x and x.imag is zeros: d/dx = y + 0, d/dy = x + 3 y^2 (y.T)."""
+    return np.sum(x.real * y + x.imag * x + y.T.real**3)
+
+
+def parts_vector(x):
+    return x.real * 2.0 + x.imag + x.T
+
+
+def test_real_and_imag_attributes_in_every_mode():
+    x, y = rand(2, 2, seed=11), rand(2, 2, seed=12)
+    want = (y, x + 3 * y**2)
+    for jit in (False, "strict"):
+        got = s2sad.grad(parts, wrt=(0, 1), jit=jit)(x, y)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype == np.float64
+            np.testing.assert_allclose(g, w, rtol=1e-12)
+        t = (rand(2, 2, seed=13), rand(2, 2, seed=14))
+        _, tangent = s2sad.jvp(parts, wrt=(0, 1), jit=jit)(x, y, tangent=t)
+        np.testing.assert_allclose(tangent, np.sum(want[0] * t[0] + want[1] * t[1]), rtol=1e-12)
+    np.testing.assert_allclose(s2sad.grad(parts)(x, y), central(lambda a: parts(a, y), x))
+    hess = s2sad.hessian(parts, wrt=1)(x, y)  # 6 y on the diagonal
+    np.testing.assert_allclose(hess.reshape(4, 4), np.diag(6 * y.ravel()), atol=1e-12)
+    v = rand(3, seed=15)
+    np.testing.assert_allclose(s2sad.jacobian(parts_vector)(v), 3 * np.eye(3), rtol=1e-12)
+    np.testing.assert_allclose(s2sad.grad(lambda_free_scalar)(0.5), 3.0)
+
+
+def lambda_free_scalar(a):
+    return a.real * 3.0 + a.imag
+
+
+def complex_made(x):
+    return np.sum((x * 1j).imag)
+
+
+def test_real_and_imag_of_complex_values_stay_refused():
+    with pytest.raises(s2sad.S2SADError, match="complex"):
+        s2sad.grad(complex_made)(np.ones(2))
+    with pytest.raises(s2sad.S2SADError, match="complex"):
+        s2sad.grad(parts)(np.ones((2, 2)) + 1j, np.ones((2, 2)))
