@@ -91,6 +91,36 @@ def test_a_part_no_cotangent_reaches_compiles_and_agrees(f, a):
     np.testing.assert_allclose(tangent, np.sum(plain * t), rtol=1e-8, atol=1e-10)
 
 
+def eigh_in_loop(a):
+    total = 0.0
+    for i in range(2):
+        w, v = np.linalg.eigh(a * (i + 1.0))
+        total = total + np.sum(w * v[0] ** 2)
+    return total
+
+
+def slogdet_read_later(a):
+    """The pair is read after another statement: carried as one value (Python mode)."""
+    pair = np.linalg.slogdet(a)
+    b = a * 2.0
+    return pair[1] * np.sum(b)
+
+
+def test_tuple_results_in_a_loop_and_read_later():
+    a = sym(6)
+    jitted = s2sad.grad(eigh_in_loop, jit="strict")(a)
+    plain = s2sad.grad(eigh_in_loop)(a)
+    np.testing.assert_allclose(jitted, plain, rtol=1e-10, atol=1e-12)
+    lower = np.tril(central(lambda m: eigh_in_loop(np.tril(m) + np.tril(m, -1).T), a))
+    np.testing.assert_allclose(plain, lower, rtol=1e-6, atol=1e-7)  # eigh reads the lower half
+    b = rand(3, 3, seed=7) + 3 * np.eye(3)
+    np.testing.assert_allclose(
+        s2sad.grad(slogdet_read_later)(b), central(slogdet_read_later, b), rtol=1e-6, atol=1e-7
+    )
+    value, pullback = s2sad.vjp(eigh_in_loop)(a)
+    np.testing.assert_allclose(pullback(2.0), 2.0 * plain, rtol=1e-12)
+
+
 def test_jitted_eigenvectors_refuse_repeated_eigenvalues_like_python():
     a = np.eye(3)
     for jit in (False, "strict"):

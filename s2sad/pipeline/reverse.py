@@ -421,7 +421,7 @@ def reverse(
     rev.jit = jit
     rev.assign_counts = assign_counts(stmts)
     rev.params = set(params) | set(wrt)
-    if jit and not batched:  # Python mode (and the Hessian's forward sweep over it) keeps one
+    if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)
         rev.parted = {t: [None] * n for t, n in tuple_results(stmts, outputs).items()}
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
@@ -449,9 +449,9 @@ def _blocks(stmts: list[ast.stmt]):
 def tuple_results(stmts: list[ast.stmt], outputs: list[str]) -> dict[str, int]:
     """Names holding a tuple result (np.linalg.eigh's pair: `Rule.parts`) assigned once and read
     only as `x = t[k]`, k a constant, in the statements right after: their cotangent is carried
-    as one adjoint per part (`dw`, `dv`), a tuple of arrays Numba types, not as one value
-    (jitted code only: Python mode keeps one cotangent, getitem_vjp's). Each name -> its number
-    of parts."""
+    as one adjoint per part (`dw`, `dv`), a tuple of arrays Numba types, not as one value, and
+    the rule's helper receives `(dw, dv)` (forward mode over it: pipeline/tangent.py's
+    parts_term). Each name -> its number of parts."""
     counts = assign_counts(stmts)
     loads: dict[str, int] = {}
     for stmt in stmts:
