@@ -224,15 +224,10 @@ class Reverser(BranchesAndLoops):
         if op.kind == "setitem":
             self.setitem(stmt, op, ctx, out)
             return out
-        if op.target in self.active and op.kind == "rule":
-            if self.part_read(op):
-                pass
-            elif op.target in self.parted:
-                g = self.parts_cotangent(op.target)
-                if g is not None:
-                    self.contributions(stmt, op, g, ctx, out)
-            elif self.live(self.dname(op.target)):
-                self.contributions(stmt, op, self.dname(op.target), ctx, out)
+        if op.target in self.active and op.kind == "rule" and not self.part_read(op):
+            g = self.cotangent(op.target)
+            if g is not None:
+                self.contributions(stmt, op, g, ctx, out)
         if op.target in ctx.carried and op.target in self.adjoint:
             g = self.adjoint[op.target]  # the value before this assignment is another value:
             self.zero.add(g)  # its adjoint starts from zero
@@ -253,10 +248,14 @@ class Reverser(BranchesAndLoops):
         parts[op.bound.args["index"].value] = d if d is not None and self.live(d) else None
         return True
 
-    def parts_cotangent(self, t: str) -> ast.expr | None:
-        """The cotangent of tuple result `t`: a tuple of its parts' adjoints (None for a part
-        none reached), or None where no part has one."""
-        parts = self.parted[t]
+    def cotangent(self, primal: str) -> str | ast.Tuple | None:
+        """The cotangent of `primal`: its adjoint's name, or for a tuple result carried part by
+        part a tuple of its parts' adjoints (None for a part none reached); None where none
+        reached it at all."""
+        if primal not in self.parted:
+            d = self.dname(primal)
+            return d if self.live(d) else None
+        parts = self.parted[primal]
         if all(d is None for d in parts):
             return None
         elts = [ast.Constant(None) if d is None else load_name(d) for d in parts]

@@ -381,9 +381,9 @@ def thin_part(g, k, axis, what):
 )
 def svd_vjp(g, a, full_matrices=True, compute_uv=True):
     """Cotangent of `a` in np.linalg.svd(a, full_matrices, compute_uv) (Townsend 2016). With
-    compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt), an array of
-    objects, 0 where none reached, leading batch axes on each part. The vectors' part is refused
-    where singular values repeat or vanish."""
+    compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt) (tuple_part's:
+    a tuple, None where none reached; leading batch axes on each part). The vectors' part is
+    refused where singular values repeat or vanish."""
     if not compute_uv:
         return singular_values_vjp(g, a)
     gu, gs, gvt = tuple_part(g, 0), tuple_part(g, 1), tuple_part(g, 2)

@@ -92,28 +92,6 @@ def _part_or_zeros_impl(part, like):
 
 
 _EPS = 2.220446049250313e-16  # np.finfo(np.float64).eps
-_EIGH_REPEAT = (
-    "the derivative of np.linalg.eigh's eigenvectors is undefined where eigenvalues repeat "
-    "(their vectors are not unique there); s2sad refuses such a matrix rather than return inf"
-)
-_EIGH_TANGENT_REPEAT = (
-    "the tangent of np.linalg.eigh's eigenvectors is undefined where eigenvalues repeat "
-    "(their vectors are not unique there); s2sad refuses such a matrix rather than return inf"
-)
-_SVD_REPEAT = (
-    "the derivative of np.linalg.svd's singular vectors is undefined where singular values "
-    "repeat (their vectors are not unique there); s2sad refuses such a matrix rather than "
-    "return inf"
-)
-_SVD_ZERO = (
-    "the derivative of np.linalg.svd's singular vectors is undefined where a singular value "
-    "vanishes"
-)
-_QR_WIDE = (
-    "s2sad differentiates np.linalg.qr(a, mode='r') for matrices with at least as many rows "
-    "as columns only"
-)
-_QR_RANK = "np.linalg.qr's derivative is undefined where the matrix is rank-deficient"
 
 
 @numba_jitable
@@ -180,7 +158,11 @@ def _eigh_vjp(g, ans, UPLO="L"):
         inner = np.diag(_part_or_zeros(g[0], w))
         if _part_given(g[1]):
             if _repeats(w):
-                raise ValueError(_EIGH_REPEAT)
+                raise ValueError(
+                    "the derivative of np.linalg.eigh's eigenvectors is undefined where "
+                    "eigenvalues repeat (their vectors are not unique there); s2sad refuses "
+                    "such a matrix rather than return inf"
+                )
             inner = inner + _gaps(w) * (np.ascontiguousarray(v.T) @ _part_or_zeros(g[1], v))
         return _triangle_cotangent(v @ inner @ np.ascontiguousarray(v.T), True)
 
@@ -196,7 +178,11 @@ def _eigh_jvp(t, a, ans, UPLO="L"):
         w, v = ans
         p = np.ascontiguousarray(v.T) @ _lower_read(t) @ v
         if _repeats(w):
-            raise ValueError(_EIGH_TANGENT_REPEAT)
+            raise ValueError(
+                "the tangent of np.linalg.eigh's eigenvectors is undefined where eigenvalues "
+                "repeat (their vectors are not unique there); s2sad refuses such a matrix "
+                "rather than return inf"
+            )
         return np.diag(p).copy(), v @ (_gaps(w) * p)
 
     return impl
@@ -210,9 +196,16 @@ def _singular_gaps(s):
     """F_ij = 1 / (s_j^2 - s_i^2) off the diagonal (decompositions.singular_gaps): refused
     where singular values repeat or vanish."""
     if _repeats(s**2):
-        raise ValueError(_SVD_REPEAT)
+        raise ValueError(
+            "the derivative of np.linalg.svd's singular vectors is undefined where singular "
+            "values repeat (their vectors are not unique there); s2sad refuses such a matrix "
+            "rather than return inf"
+        )
     if s.size and np.any(s <= _EPS * np.max(s) * 8):
-        raise ValueError(_SVD_ZERO)
+        raise ValueError(
+            "the derivative of np.linalg.svd's singular vectors is undefined where a "
+            "singular value vanishes"
+        )
     return _gaps(s**2)
 
 
@@ -278,10 +271,15 @@ def _full_rank_r(a, r):
     """Refuse a wide or rank-deficient matrix (decompositions.tall_full_rank_qr)."""
     m, n = a.shape
     if m < n:
-        raise ValueError(_QR_WIDE)
+        raise ValueError(
+            "s2sad differentiates np.linalg.qr(a, mode='r') for matrices with at least as "
+            "many rows as columns only"
+        )
     diag = np.abs(np.diag(r))
     if diag.size and np.any(diag <= max(m, n) * _EPS * np.max(diag)):
-        raise ValueError(_QR_RANK)
+        raise ValueError(
+            "np.linalg.qr's derivative is undefined where the matrix is rank-deficient"
+        )
 
 
 @numba_of(qr_vjp)
