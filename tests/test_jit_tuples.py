@@ -8,6 +8,7 @@ every part; here the cases where a part is unread (None), in grad and jvp, compi
 
 from __future__ import annotations
 
+import importlib.util
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 
 import s2sad
 from conftest import rand
+from s2sad.cli import emit_text
 from s2sad.jit import JitError, JitFallbackWarning
 
 numba = pytest.importorskip("numba")
@@ -224,3 +226,19 @@ def test_real_and_imag_of_complex_values_stay_refused():
         s2sad.grad(complex_made)(np.ones(2))
     with pytest.raises(s2sad.S2SADError, match="complex"):
         s2sad.grad(parts)(np.ones((2, 2)) + 1j, np.ones((2, 2)))
+
+
+def test_emit_jit_of_a_tuple_result_is_a_standalone_module(tmp_path):
+    """`s2sad emit --jit` embeds the Numba forms, whose messages it must define."""
+    path = tmp_path / "emitted_eigh.py"
+    path.write_text(emit_text(f"{__file__}:eigh_vectors_only", [], "grad", jit=True))
+    spec = importlib.util.spec_from_file_location("emitted_eigh", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    a = sym(1)
+    np.testing.assert_allclose(
+        module.grad_eigh_vectors_only(a),
+        s2sad.grad(eigh_vectors_only)(a),
+        rtol=1e-10,
+        atol=1e-12,
+    )
