@@ -34,7 +34,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     user_stacklevel,
 )
 from .errors import S2SADError
-from .rules.helpers import numba_source
+from .rules.helpers import RUNTIME, numba_source
 from .pipeline.names import defined_functions
 
 
@@ -247,7 +247,7 @@ def _no_numba_form(exc, source: str) -> str | None:
     """For a runtime helper the generated code calls that has no Numba form (a NameError for
     it): which, and the user's line whose derivative calls it (the generated code's comment)."""
     found = re.search(r"name '(\w+)' is not defined", str(exc))
-    if not found:
+    if not found or found.group(1) not in RUNTIME:
         return None
     helper, line = found.group(1), None
     for text in source.splitlines():
