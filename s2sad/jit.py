@@ -216,12 +216,14 @@ _TELLING = (
     "Cannot unify",
     "Cannot infer the type",
     "not supported",
+    "unsupported",
     "scipy",
 )
 
 
 def _reason(exc) -> str:
-    """The line of Numba's message that names the operation, and the generated line it was at."""
+    """The line of Numba's message that names the operation, and where: the user's line (the
+    generated code's `# line N:` comment Numba shows) or else the generated line."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     reason = next(
@@ -239,6 +241,10 @@ def _reason(exc) -> str:
     if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
         given = next((line for line in lines if line.startswith(">>>")), "")
         reason += f" {given[3:].strip()}" if given else ""
+    user = next((line[2:] for line in lines if line.startswith("# line ")), "")
+    if user:
+        number, _, code = user.partition(": ")
+        return reason[:400] + f" (at {number}: `{code[:120]}`)"
     shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
 

@@ -191,7 +191,7 @@ def test_jitted_vjp_falls_back_with_a_warning():
     def product(a, b):
         return np.einsum("ij,jk->ik", a, b)
 
-    with pytest.warns(JitFallbackWarning, match="vjp_product"):
+    with pytest.warns(JitFallbackWarning, match=r"s2sad\.vjp\(.*product, jit=True\)"):
         out, pullback = s2sad.vjp(product, jit=True)(a, b)
         g = pullback(np.ones((3, 3)))
     np.testing.assert_allclose(g, s2sad.vjp(product)(a, b)[1](np.ones((3, 3))))
