@@ -242,3 +242,13 @@ def test_emit_jit_of_a_tuple_result_is_a_standalone_module(tmp_path):
         rtol=1e-10,
         atol=1e-12,
     )
+
+
+def test_a_fallback_warning_names_the_users_line_not_the_generated_function():
+    a, b = np.ones((3, 2)), np.ones((2, 3))
+    with pytest.warns(JitFallbackWarning) as record:
+        _, pullback = s2sad.vjp(contracted, jit=True)(a, b)
+        pullback(1.0)
+    texts = [str(w.message) for w in record if issubclass(w.category, JitFallbackWarning)]
+    assert texts and all("s2sad.vjp(contracted, jit=True)" in t for t in texts)
+    assert all("vjp_contracted" not in t and "np.einsum(" in t for t in texts)
