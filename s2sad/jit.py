@@ -34,7 +34,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     user_stacklevel,
 )
 from .errors import S2SADError
-from .rules.helpers import forms_used, numba_source
+from .rules.helpers import RUNTIME, forms_used, numba_source
 from .pipeline.names import defined_functions
 
 
@@ -190,8 +190,8 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        where = f" (its generated function {name})" if what else ""
-        message = f"Numba cannot compile {what or name}{where}: {_reason(failed)}"
+        reason = _no_numba_form(failed, self.compiled.source) or _reason(failed)
+        message = f"Numba cannot compile {what or name}: {reason}"
         if strict:
             raise JitError(
                 message,
@@ -216,12 +216,14 @@ _TELLING = (
     "Cannot unify",
     "Cannot infer the type",
     "not supported",
+    "unsupported",
     "scipy",
 )
 
 
 def _reason(exc) -> str:
-    """The line of Numba's message that names the operation, and the generated line it was at."""
+    """The line of Numba's message that names the operation, and where: the user's line (the
+    generated code's `# line N:` comment Numba shows) or else the generated line."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     reason = next(
@@ -236,7 +238,37 @@ def _reason(exc) -> str:
         ),
         "",
     )
-    return reason[:240] + (f" (at `{where[:120]}`)" if where and not where.startswith("<") else "")
+    if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
+        given = next((line for line in lines if line.startswith(">>>")), "")
+        reason += f" {given[3:].strip()}" if given else ""
+    user = next((line[2:] for line in lines if line.startswith("# line ")), "")
+    if user:
+        number, _, code = user.partition(": ")
+        return reason[:400] + f" (at {number}: `{code[:120]}`)"
+    shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
+    return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
+
+
+def _no_numba_form(exc, source: str) -> str | None:
+    """For a runtime helper the generated code calls that has no Numba form (a NameError for
+    it): which, and the user's line whose derivative calls it (the generated code's comment)."""
+    found = re.search(r"name '(\w+)' is not defined", str(exc))
+    if not found or found.group(1) not in RUNTIME:
+        return None
+    helper, line = found.group(1), None
+    for text in source.splitlines():
+        stripped = text.strip()
+        if stripped.startswith("# line "):
+            line = stripped[2:]
+        elif re.search(rf"\b{helper}\(", stripped) and not stripped.startswith("def "):
+            origin = re.search(r"\((\S+\.py):\d+\)", source)
+            number, _, code = (line or "").partition(": ")
+            where = f"{origin.group(1)} " if origin else ""
+            where += f"{number} (`{code}`)" if line else "the function"
+            return (
+                f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
+            )
+    return None
 
 
 def _from_numba_cache(exc) -> bool:

@@ -13,7 +13,6 @@ import numpy as np
 
 from .errors import (
     NonDifferentiableInputError,
-    NonScalarOutputError,
     S2SADError,
     SeedShapeError,
     SourceUnavailableError,
@@ -22,6 +21,7 @@ from .errors import (
 from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
 from .pullback import Pullback, arrays_in, detach, own_copy
+from .rules.common import grad_seed
 from .transform_cache import transform, transform_and_read
 
 
@@ -235,12 +235,11 @@ class Transformed:
             detach(pullback, arrays_in((*bound.arguments.values(), *values, out)))
             return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
         result = self._run(compiled, values, bound)
+        if self.jit and self.mode in ("grad", "value_and_grad"):
+            # jitted code seeds any output with 1.0: refuse here what Python mode's seed refuses
+            # (an array, an integer or boolean output), with its message
+            grad_seed(result[0])
         if self.jit and self.mode == "grad":
-            if np.ndim(result[0]) != 0:
-                raise NonScalarOutputError(
-                    f"grad of {self.func.__name__} needs a scalar output, got shape "
-                    f"{np.shape(result[0])}; use s2sad.vjp or s2sad.jacobian"
-                )
             return self._finish(result[1], bound)
         if self.mode == "value_and_grad":
             return result[0], self._finish(result[1], bound)

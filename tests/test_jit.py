@@ -116,8 +116,7 @@ def contracted(a, b):
 def test_strict_names_what_numba_could_not_compile():
     with pytest.raises(
         JitError,
-        match=r"Numba cannot compile s2sad\.grad\(contracted, jit='strict'\) "
-        r"\(its generated function value_and_grad_contracted\)",
+        match=r"Numba cannot compile s2sad\.grad\(contracted, jit='strict'\): ",
     ) as info:
         s2sad.grad(contracted, jit="strict")(np.ones((3, 2)), np.ones((2, 3)))
     assert "einsum" in str(info.value)
@@ -192,7 +191,7 @@ def test_jitted_vjp_falls_back_with_a_warning():
     def product(a, b):
         return np.einsum("ij,jk->ik", a, b)
 
-    with pytest.warns(JitFallbackWarning, match="vjp_product"):
+    with pytest.warns(JitFallbackWarning, match=r"s2sad\.vjp\(.*product, jit=True\)"):
         out, pullback = s2sad.vjp(product, jit=True)(a, b)
         g = pullback(np.ones((3, 3)))
     np.testing.assert_allclose(g, s2sad.vjp(product)(a, b)[1](np.ones((3, 3))))

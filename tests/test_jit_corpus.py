@@ -9,7 +9,7 @@ skipped, since the promise does not cover it. Where it compiles, the derivative 
 Python version's to 1e-10.
 
 `REFUSED` names each function whose primal compiles but whose jitted derivative does not yet,
-with the reason: only functions of np.linalg's tuple results (slogdet, eigh, svd, qr).
+with the reason: none today (np.linalg's tuple results, slogdet, eigh, svd and qr, were the last).
 
 This file keeps a sample that covers each runtime helper and each kind of code. The same check
 was run once over every call the rest of the test suite makes: 2,006 distinct calls, of which
@@ -60,16 +60,7 @@ import test_trust_refusals as tr  # noqa: E402
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 # primal-compilable functions whose jitted derivative does not compile yet: name -> reason
-_TUPLE = (
-    "the cotangent of a tuple result (an array of objects, or one array for parts of one "
-    "shape) has no Numba form: jit=True runs the Python gradient"
-)
-REFUSED: dict[str, str] = {
-    "slogdet_both": _TUPLE,
-    "eigh_sym": _TUPLE,
-    "svd_vectors": _TUPLE,
-    "qr_both": _TUPLE,
-}
+REFUSED: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -227,8 +218,10 @@ CORPUS = [
     (bb.array_split_ragged, (r(7),), 0, "grad"),
     # contractions and decompositions (test_rules_breadth_linalg.py): vectors and matrices
     *[(f, args, wrt, mode) for f, args, wrt in bl.JIT for mode in ("grad", "jvp")],
-    *[(f, args, 0, "grad") for f, args in bl.TUPLE_RESULTS],
     (bl.cross, (r(4, 3, seed=1), r(3, seed=2)), (0, 1), "vjp"),  # a cotangent of 3-vectors
+    # tuple results: the pullback is the gradient's code, so one vjp (of three parts) stands for all
+    *[(f, args, 0, m) for f, args in bl.TUPLE_RESULTS for m in ("grad", "jvp")],
+    (bl.svd_vectors, (bl.rect(3, 2, seed=2),), 0, "vjp"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

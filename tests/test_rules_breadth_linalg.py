@@ -747,8 +747,7 @@ JIT = [
     (eigvalsh_plain, (spread(3, seed=1),), 0),
     (pinv_plain, (rect(2, 3, seed=5),), 0),
 ]
-# functions of tuple results (Numba compiles their primal, not yet their gradient: the jit
-# corpus lists them as refused)
+# functions of tuple results (tests/test_jit_corpus.py compiles their derivatives)
 TUPLE_RESULTS = [
     (slogdet_both, (-well_conditioned(3, seed=3),)),
     (eigh_sym, (r(3, 3, seed=6),)),
@@ -918,12 +917,11 @@ def test_slogdet_exact_values_and_signs():
 
 
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
-def test_slogdet_under_jit_falls_back_to_python():
-    """Numba compiles np.linalg.slogdet, but not the cotangent of its (sign, logabsdet) pair:
-    jit=True runs the Python gradient (with a warning), jit="strict" refuses."""
+def test_slogdet_under_jit_compiles():
+    """Numba compiles the cotangent of np.linalg.slogdet's (sign, logabsdet) pair, carried as
+    one adjoint per part: jit="strict" gives inv(a)^T, with no fallback."""
     a = well_conditioned(3, seed=12)
-    with pytest.warns(s2sad.jit.JitFallbackWarning):
-        g = s2sad.grad(slogdet_log, jit=True)(a)
+    g = s2sad.grad(slogdet_log, jit="strict")(a)
     np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-12)
 
 

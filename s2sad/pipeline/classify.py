@@ -59,6 +59,8 @@ METHODS = {
     "all": np.all,
 }
 _VARARG_METHODS = {"reshape", "transpose"}  # x.reshape(2, 3) means np.reshape(x, (2, 3))
+# attributes read as functions of the array: their rules are the functions'
+_ARRAY_ATTRS = {"T": np.transpose, "real": np.real, "imag": np.imag}
 _NONDIFF_BUILTINS = {len, isinstance, range}
 
 
@@ -181,8 +183,8 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
     elif isinstance(value, ast.Attribute):
         if value.attr in STATIC_ATTRS:
             return op
-        if value.attr == "T":
-            func, args = np.transpose, [value.value]
+        if value.attr in _ARRAY_ATTRS:  # x.T, x.real, x.imag: as np.transpose(x), np.real(x)
+            func, args = _ARRAY_ATTRS[value.attr], [value.value]
         op.what = f"the attribute .{value.attr}"
     elif isinstance(value, ast.Subscript):
         if not (isinstance(value.value, ast.Name) and value.value.id in local_names):

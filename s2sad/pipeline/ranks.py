@@ -115,7 +115,7 @@ class Ranks:
                 return 0
             if node.attr == "shape":
                 return 1  # a tuple of ints: x.shape[0] is an int
-            return self.of(node.value) if node.attr == "T" else None
+            return self.of(node.value) if node.attr in ("T", "real", "imag") else None
         if isinstance(node, ast.Call):
             return self.call(node)
         return None

@@ -81,6 +81,8 @@ class Reverser(BranchesAndLoops):
         self.defined: set[str] = set()  # adjoint names holding a value
         self.zero: set[str] = set()  # ... of which known (lazily) zero
         self.owned: set[str] = set()  # ... of which own their buffer (safe to update in place)
+        # tuple results carried part by part (`tuple_results`): name -> each part's adjoint
+        self.parted: dict[str, list[str | None]] = {}
 
     # ------------------------------------------------------------------ names and state
     def dname(self, primal: str) -> str:
@@ -222,9 +224,9 @@ class Reverser(BranchesAndLoops):
         if op.kind == "setitem":
             self.setitem(stmt, op, ctx, out)
             return out
-        if op.target in self.active and op.kind == "rule":
-            g = self.dname(op.target)
-            if self.live(g):
+        if op.target in self.active and op.kind == "rule" and not self.part_read(op):
+            g = self.cotangent(op.target)
+            if g is not None:
                 self.contributions(stmt, op, g, ctx, out)
         if op.target in ctx.carried and op.target in self.adjoint:
             g = self.adjoint[op.target]  # the value before this assignment is another value:
@@ -234,7 +236,32 @@ class Reverser(BranchesAndLoops):
             out.append(Marker("header", stmt, stmt))
         return out
 
-    def contributions(self, stmt, op, g: str, ctx: Context, out: list) -> None:
+    def part_read(self, op) -> bool:
+        """`x = t[k]` of a tuple result carried part by part: part k's adjoint is x's own (the
+        reads follow t's assignment at once, so nothing changes dx before t's rule reads it)."""
+        if op.bound.rule.name != "getitem" or not op.operands:
+            return False
+        parts = self.parted.get(op.operands[0][2])
+        if parts is None:
+            return False
+        d = self.adjoint.get(op.target)
+        parts[op.bound.args["index"].value] = d if d is not None and self.live(d) else None
+        return True
+
+    def cotangent(self, primal: str) -> str | ast.Tuple | None:
+        """The cotangent of `primal`: its adjoint's name, or for a tuple result carried part by
+        part a tuple of its parts' adjoints (None for a part none reached); None where none
+        reached it at all."""
+        if primal not in self.parted:
+            d = self.dname(primal)
+            return d if self.live(d) else None
+        parts = self.parted[primal]
+        if all(d is None for d in parts):
+            return None
+        elts = [ast.Constant(None) if d is None else load_name(d) for d in parts]
+        return ast.Tuple(elts, ast.Load())
+
+    def contributions(self, stmt, op, g: str | ast.expr, ctx: Context, out: list) -> None:
         rule, bound = op.bound.rule, op.bound
         live = [(p, i, o) for p, i, o in op.operands if o in self.active]
         if rule.joint is not None and len({o for _, _, o in live}) > 1:
@@ -393,6 +420,8 @@ def reverse(
     rev.jit = jit
     rev.assign_counts = assign_counts(stmts)
     rev.params = set(params) | set(wrt)
+    if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)
+        rev.parted = {t: [None] * n for t, n in tuple_results(stmts, outputs).items()}
     seeds = [rev.dname(o) for o in outputs]
     rev.defined |= set(seeds)
     adjoint_stmts = rev.block(stmts, Context())
@@ -404,3 +433,56 @@ def reverse(
         else:
             grads.append(rev.zeros(p))
     return Adjoint(adjoint_stmts, seeds, grads, rev.batch, dict(rev.primal_of))
+
+
+def _blocks(stmts: list[ast.stmt]):
+    """Each statement list: the function's body and those of its branches and loops."""
+    yield stmts
+    for stmt in stmts:
+        for field_ in ("body", "orelse"):
+            inner = getattr(stmt, field_, None)
+            if isinstance(stmt, (ast.If, ast.For, ast.While)) and inner:
+                yield from _blocks(inner)
+
+
+def tuple_results(stmts: list[ast.stmt], outputs: list[str]) -> dict[str, int]:
+    """Names holding a tuple result (np.linalg.eigh's pair: `Rule.parts`) assigned once and read
+    only as `x = t[k]`, k a constant, in the statements right after: their cotangent is carried
+    as one adjoint per part (`dw`, `dv`), a tuple of arrays Numba types, not as one value, and
+    the rule's helper receives `(dw, dv)` (forward mode over it: pipeline/tangent.py's
+    parts_term). Each name -> its number of parts."""
+    counts = assign_counts(stmts)
+    loads: dict[str, int] = {}
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                loads[node.id] = loads.get(node.id, 0) + 1
+    found = {}
+    for block in _blocks(stmts):
+        for i, stmt in enumerate(block):
+            op = ir.op(stmt) if isinstance(stmt, ast.Assign) else None
+            parts = getattr(op.bound.rule, "parts", None) if op and op.kind == "rule" else None
+            n = parts(op.bound.args) if parts is not None else 0
+            if not n:
+                continue
+            t, reads, seen = op.target, 0, set()
+            for later in block[i + 1 :]:
+                read = ir.op(later) if isinstance(later, ast.Assign) else None
+                if read is None or read.kind != "rule" or read.bound is None:
+                    break
+                index = read.bound.args.get("index")
+                if (
+                    read.bound.rule.name != "getitem"
+                    or [o for _, _, o in read.operands] != [t]
+                    or not isinstance(index, ast.Constant)
+                    or type(index.value) is not int
+                    or not 0 <= index.value < n
+                    or index.value in seen
+                    or counts.get(read.target) != 1
+                ):
+                    break
+                reads += 1
+                seen.add(index.value)
+            if reads and reads == loads.get(t) and counts.get(t) == 1 and t not in outputs:
+                found[t] = n
+    return found

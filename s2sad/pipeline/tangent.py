@@ -292,10 +292,14 @@ class Forward:
         if missing:
             raise self.no_rule(stmt, op, missing)
         terms = []
+        seq = rule.seq if rule is not None else ()
         for param in params:
             if param not in args:
                 continue
             value = args[param]
+            if _tuple_cotangent(op, kind, param, value, seq):
+                terms += self.parts_term(op, param, value, args, extra)
+                continue
             nodes = (
                 list(value)
                 if isinstance(value, (tuple, list))
@@ -318,6 +322,21 @@ class Forward:
                 total = total.args[0]  # batched_broadcast_to lifts it
             total = call_of(broadcast, total, call_of("np.shape", load_name(op.target)))
         return total
+
+    def parts_term(self, op, param, value: ast.Tuple, args, extra) -> list[ast.expr]:
+        """The term of a tuple result's cotangent `(dw, dv)` passed to its rule's helper
+        (pipeline/reverse.py): the template with the tuple of the parts' tangents, None for a
+        part with none (the helpers are linear in the cotangent)."""
+        if not any(_is_active(e, self.active) for e in value.elts):
+            return []
+        dots = [
+            load_name(self.dot(e.id)) if _is_active(e, self.active) else ast.Constant(None)
+            for e in value.elts
+        ]
+        template = extra[param]
+        if self.batched:
+            template = EXPLICIT.get(id(op.func), {}).get(param, template)
+        return [_explicit_term(template, args, op.target, ast.Tuple(dots, ast.Load()), 0)]
 
     def full_shape(self, total: ast.expr, op) -> bool:
         """Whether an elementwise tangent has the result's shape: it does when it reads the
@@ -444,6 +463,18 @@ class Forward:
             hint="use an operation with a tangent rule (see "
             "the `jvp=` of the op's entry in s2sad/rules/); custom_vjp rules have no tangent rule",
         )
+
+
+def _tuple_cotangent(op, kind: str, param: str, value, seq) -> bool:
+    """Whether `value` is a tuple result's cotangent `(dw, dv)` (pipeline/reverse.py) passed as
+    the `g` of its rule's helper (eigh_vjp), not a tuple of operands."""
+    return (
+        kind == "explicit"
+        and param == "g"
+        and param not in seq
+        and isinstance(value, ast.Tuple)
+        and getattr(op.func, "__name__", "").endswith("_vjp")
+    )
 
 
 def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> ast.expr:

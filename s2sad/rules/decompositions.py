@@ -228,7 +228,10 @@ def parts_of(*parts):
 
 @helper(nondiff=True)
 def tuple_part(g, i):
-    """Part i of a tuple result's cotangent, or None where no cotangent reached it."""
+    """Part i of a tuple result's cotangent (a tuple of parts, or an array of objects in batched
+    mode), or None where no cotangent reached it."""
+    if isinstance(g, tuple):
+        return g[i] if i < len(g) else None
     part = g[i]
     return None if np.isscalar(part) and part == 0 else part
 
@@ -245,15 +248,15 @@ def eigen_gaps(w, what):
 @helper(batch_safe=True)
 def eigh_vjp(g, ans, UPLO="L"):
     """Cotangent of `a` in (w, v) = np.linalg.eigh(a, UPLO) (Giles 2008): from the pair's
-    cotangent (an array of two objects, 0 for a part no cotangent reached; leading batch axes
-    on each part), V (diag(gw) + F o (V^T gv)) V^T on the triangle NumPy reads. The eigenvectors'
-    part is refused where eigenvalues repeat."""
+    cotangent (`tuple_part`'s; leading batch axes on each part),
+    V (diag(gw) + F o (V^T gv)) V^T on the triangle NumPy reads. The eigenvectors' part is
+    refused where eigenvalues repeat."""
     w, v = ans
-    gw, gv = g[0], g[1]
+    gw, gv = tuple_part(g, 0), tuple_part(g, 1)
     inner = 0.0
-    if not (np.isscalar(gw) and gw == 0):
+    if gw is not None:
         inner = np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
-    if not (np.isscalar(gv) and gv == 0):
+    if gv is not None:
         f = eigen_gaps(w, "the derivative of np.linalg.eigh's eigenvectors")
         inner = inner + f * (_mT(v) @ gv)
     return triangle_cotangent(v @ inner @ _mT(v), UPLO in ("L", "l"))
@@ -378,9 +381,9 @@ def thin_part(g, k, axis, what):
 )
 def svd_vjp(g, a, full_matrices=True, compute_uv=True):
     """Cotangent of `a` in np.linalg.svd(a, full_matrices, compute_uv) (Townsend 2016). With
-    compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt), an array of
-    objects, 0 where none reached, leading batch axes on each part. The vectors' part is refused
-    where singular values repeat or vanish."""
+    compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt) (tuple_part's:
+    a tuple, None where none reached; leading batch axes on each part). The vectors' part is
+    refused where singular values repeat or vanish."""
     if not compute_uv:
         return singular_values_vjp(g, a)
     gu, gs, gvt = tuple_part(g, 0), tuple_part(g, 1), tuple_part(g, 2)
@@ -522,10 +525,10 @@ def qr_r_jvp(t, a):
 
 @helper(nondiff=True)
 def pair_parts(g, ans):
-    """The parts of a tuple result's cotangent: an array of objects (parts of several shapes,
-    0 where none reached: None), or one array with the parts on the axis after any batch axes
-    (parts of one shape, as getitem_vjp gives them)."""
-    if np.asarray(g).dtype == object:
+    """The parts of a tuple result's cotangent: a tuple or an array of objects (tuple_part's), or
+    one array with the parts on the axis after any batch axes (parts of one shape, as
+    getitem_vjp gives them)."""
+    if isinstance(g, tuple) or np.asarray(g).dtype == object:
         return [tuple_part(g, i) for i in range(len(ans))]
     lead = np.ndim(g) - np.ndim(ans[0]) - 1
     return [g[(slice(None),) * lead + (i,)] for i in range(len(ans))]

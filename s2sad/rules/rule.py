@@ -64,6 +64,9 @@ class Rule:
         # array read only for its shape); any other parameter without one refuses a
         # differentiated argument
         self.inert: set[str] = set()
+        # a function with a tuple result (np.linalg.eigh): (bound arguments) -> whether this call
+        # gives one; its cotangent is then a tuple of the parts' (None where none reached)
+        self.parts: Callable[[dict], bool] | None = None
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit

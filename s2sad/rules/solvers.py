@@ -260,20 +260,29 @@ def pair_leading(g, a):
     return np.ndim(g) - (np.ndim(a) - 2) - 1
 
 
+@helper(nondiff=True)
+def logabsdet_part(g, a):
+    """logabsdet's part of the cotangent `g` of np.linalg.slogdet(a)'s pair (see slogdet_vjp)."""
+    if isinstance(g, tuple):
+        return g[1] if len(g) > 1 and g[1] is not None else np.zeros(np.shape(a)[:-2])
+    return g[(slice(None),) * pair_leading(g, a) + (1,)]
+
+
 @helper(batch_safe=True, jvp=explicit(g="slogdet_vjp(t, a)", a="slogdet_vjp_jvp(t, g, a)"))
 def slogdet_vjp(g, a):
     """Cotangent of `a` in (sign, logabsdet) = np.linalg.slogdet(a). The pair's cotangent
-    arrives as one array, the two stacked on the axis after any batch axes (the two have one
-    shape, so s2sad's getitem_vjp reads the pair as one array); the sign has no derivative, so
-    only logabsdet's counts: it times inv(a)^T."""
-    logabsdet = g[(slice(None),) * pair_leading(g, a) + (1,)]
+    arrives as a tuple of the parts (None for one none reached), or in batched mode as one
+    array, the two stacked on the axis after any batch axes (the two have one shape, so s2sad's
+    getitem_vjp reads the pair as one array); the sign has no derivative, so only logabsdet's
+    counts: it times inv(a)^T."""
+    logabsdet = logabsdet_part(g, a)
     return np.asarray(logabsdet)[..., None, None] * _mT(np.linalg.inv(a))
 
 
 @helper
 def slogdet_vjp_jvp(t, g, a):
     """The tangent of slogdet_vjp(g, a) along `t` for a: -g (inv(a) t inv(a))^T."""
-    logabsdet = g[(slice(None),) * pair_leading(g, a) + (1,)]
+    logabsdet = logabsdet_part(g, a)
     inv = np.linalg.inv(a)
     return -np.asarray(logabsdet)[..., None, None] * _mT(inv @ t @ inv)
 
