@@ -129,3 +129,150 @@ def test_linspace_jitted_agrees():
     np.testing.assert_allclose(jitted, s2sad.grad(samples_sum, wrt=(0, 1))(0.3, 1.9), rtol=1e-12)
     plain_t = s2sad.jvp(samples_sum, wrt=(0, 1))(0.3, 1.9, tangent=(0.5, -1.0))
     np.testing.assert_allclose(jitted_t, plain_t, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- decompositions
+# Hessians through eigh's vectors, svd's and qr's vectors and lstsq: functions invariant to each
+# eigen/singular vector's sign (LAPACK picks one), at random matrices with distinct spectra.
+
+C3 = np.array([1.0, -2.0, 0.5])
+
+
+def spread(n, seed=0, batch=()):
+    """A symmetric matrix (or stack) with well separated eigenvalues 1, 3, 5, ..."""
+    q, _ = np.linalg.qr(rand(*batch, n, n, seed=seed))
+    return (q * (1.0 + 2.0 * np.arange(n))) @ np.swapaxes(q, -1, -2) + 0.1 * rand(
+        *batch, n, n, seed=seed + 1
+    )
+
+
+def eigh_vectors(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(np.sin(w) * (C3 @ v) ** 2) + np.sum(v**4)
+
+
+def eigh_upper(a):
+    w, v = np.linalg.eigh(a + a.T, UPLO="U")
+    return np.sum(w**3) + np.sum(v[:, 0] ** 2 * C3)
+
+
+def eigh_stacked(a):
+    w, v = np.linalg.eigh(a)
+    return np.sum(v**4 * np.expand_dims(w, -2))
+
+
+def svd_vectors(a):
+    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    scaled = u * np.expand_dims(s, -2) ** 2
+    return np.sum(u**4) + np.sum(np.cos(vt**2)) + np.sum((scaled @ vt) ** 2)
+
+
+def svd_square(a):
+    u, s, vt = np.linalg.svd(a)
+    return np.sum(u[:, :2] ** 4) + np.sum((u * np.sqrt(s)) @ vt)
+
+
+def qr_vectors(a):
+    q, r = np.linalg.qr(a)
+    return np.sum(q**3) + np.sum(np.sin(q) * r[..., :1, :])
+
+
+def qr_complete(a):
+    q, r = np.linalg.qr(a, mode="complete")
+    return np.sum(q**3) + np.sum(r**2)
+
+
+B4 = rand(4, seed=9)
+B42 = rand(4, 2, seed=10)
+A42 = rand(4, 2, seed=11) + np.eye(4, 2)
+
+
+def lstsq_in_a(a):
+    x, res, rank, s = np.linalg.lstsq(a, B4, rcond=None)
+    return np.sum(x**3) + np.sum(res**2) + np.sum(s**3)
+
+
+def lstsq_in_a_matrix(a):
+    x, res, rank, s = np.linalg.lstsq(a, B42, rcond=None)
+    return np.sum(np.sin(x)) + np.sum(res * np.array([1.0, 3.0]))
+
+
+def lstsq_in_b(b):
+    x, res, rank, s = np.linalg.lstsq(A42, b, rcond=None)
+    return np.sum(x**3) + np.sum(res**2)
+
+
+def lstsq_in_both(a):
+    x, res, rank, s = np.linalg.lstsq(a, a[:, 0] ** 2, rcond=None)
+    return np.sum(x**3) + np.sum(res)
+
+
+HESSIANS = [
+    (eigh_vectors, spread(3, seed=1)),
+    (eigh_vectors, np.triu(spread(3, seed=2))),
+    (eigh_upper, rand(3, 3, seed=3)),
+    (eigh_stacked, spread(3, seed=4, batch=(2,))),
+    (svd_vectors, rand(3, 2, seed=1)),
+    (svd_vectors, rand(2, 3, seed=2)),
+    (svd_vectors, rand(2, 3, 2, seed=3)),
+    (svd_square, rand(3, 3, seed=4)),
+    (qr_vectors, rand(4, 3, seed=1)),
+    (qr_vectors, rand(2, 3, 2, seed=2)),
+    (qr_complete, rand(3, 3, seed=3)),
+    (lstsq_in_a, rand(4, 2, seed=1)),
+    (lstsq_in_a_matrix, rand(4, 2, seed=2)),
+    (lstsq_in_b, rand(4, seed=3)),
+    (lstsq_in_both, rand(4, 2, seed=4)),
+]
+
+
+def case_id(case):
+    f, x = case
+    return f"{f.__name__}-{'x'.join(map(str, x.shape))}"
+
+
+@pytest.mark.parametrize("f,x", HESSIANS, ids=map(case_id, HESSIANS))
+def test_decomposition_hessians_match_finite_differences_of_the_gradient(f, x):
+    H = s2sad.hessian(f)(x)
+    assert H.shape == x.shape + x.shape and H.dtype == np.float64
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+    flat = H.reshape(x.size, x.size)
+    np.testing.assert_allclose(flat, flat.T, rtol=1e-9, atol=1e-9)  # a Hessian is symmetric
+
+
+@pytest.mark.parametrize(
+    "f,x", [HESSIANS[i] for i in (0, 5, 8, 12)], ids=[case_id(HESSIANS[i]) for i in (0, 5, 8, 12)]
+)
+def test_per_basis_hessians_agree_with_the_one_sweep(f, x):
+    np.testing.assert_allclose(
+        s2sad.hessian(f, batched=False)(x), s2sad.hessian(f)(x), rtol=1e-12, atol=1e-12
+    )
+
+
+@HYP
+@given(n=st.integers(2, 4), extra=st.integers(0, 2), seed=st.integers(0, 10_000))
+def test_random_eigh_and_svd_hessians(n, extra, seed):
+    """Random sizes and matrices with distinct spectra: eigh's and svd's Hessians."""
+    a = spread(n, seed=seed)
+    np.testing.assert_allclose(
+        s2sad.hessian(eigh_stacked)(a), fd_hessian(eigh_stacked, a), rtol=1e-5, atol=1e-6
+    )
+    b = rand(n + extra, n, seed=seed) + np.eye(n + extra, n)
+    np.testing.assert_allclose(
+        s2sad.hessian(svd_vectors)(b), fd_hessian(svd_vectors, b), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_undefined_second_derivatives_are_refused():
+    """Repeated eigenvalues or singular values, a rank-deficient qr, and svd's vectors of
+    full_matrices=True for a non-square matrix: clear errors, never inf."""
+    with pytest.raises(ValueError, match="eigenvalues repeat"):
+        s2sad.hessian(eigh_vectors)(np.diag([1.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match="repeat"):
+        s2sad.hessian(svd_vectors)(np.diag([2.0, 2.0, 1.0]))
+    with pytest.raises(ValueError, match="rank-deficient"):
+        s2sad.hessian(qr_vectors)(np.outer([1.0, 2.0, 3.0, 4.0], [1.0, -1.0, 2.0]))
+    with pytest.raises(ValueError, match="full_matrices=False"):
+        s2sad.hessian(svd_square)(rand(3, 2))
+    with pytest.raises(ValueError, match="full column rank"):
+        s2sad.hessian(lstsq_in_a)(np.outer([1.0, 2.0, 3.0, 4.0], [1.0, -1.0]))
