@@ -13,6 +13,7 @@ from hypothesis.extra.numpy import array_shapes
 
 import s2sad
 from conftest import check_jvp, check_vjp, rand
+from s2sad.rules.mathfuncs import sinc_curvature, sinc_third
 from test_jacobian_batched import check
 
 HYP = settings(
@@ -276,3 +277,35 @@ def test_undefined_second_derivatives_are_refused():
         s2sad.hessian(svd_square)(rand(3, 2))
     with pytest.raises(ValueError, match="full column rank"):
         s2sad.hessian(lstsq_in_a)(np.outer([1.0, 2.0, 3.0, 4.0], [1.0, -1.0]))
+
+
+# ----------------------------------------------------------------------------- third order
+# s2sad nests no transforms (a Hessian is the deepest it takes), so a third derivative is the
+# tangent of the helpers a Hessian's code calls: forward mode on a function calling them.
+
+
+def sinc_second(x):
+    return sinc_curvature(x) * np.cos(x)
+
+
+def sinc_fourth(x):
+    return sinc_third(x)
+
+
+def test_sinc_third_derivative():
+    """The tangent of np.sinc's second derivative is its third, the series near 0 and the closed
+    form beyond agreeing with central differences (and continuous where they meet)."""
+    x = np.array([0.0, 1e-3, -0.1, 0.158, 0.16, 0.7, -2.3])
+    t = rand(7, seed=3)
+    _, tangent = s2sad.jvp(sinc_second)(x, tangent=t)
+    h = 1e-5
+    fd = (sinc_second(x + h * t) - sinc_second(x - h * t)) / (2 * h)
+    np.testing.assert_allclose(tangent, fd, rtol=1e-7, atol=1e-8)
+    assert sinc_third(0.0) == 0.0
+    # sinc'''(x) = pi^3 S'''(pi x), S(y) = sin(y) / y; by Leibniz's rule
+    # S''' = -cos(y) / y + 3 sin(y) / y^2 + 6 cos(y) / y^3 - 6 sin(y) / y^4
+    y = 1.3 * np.pi
+    exact = -np.cos(y) / y + 3 * np.sin(y) / y**2 + 6 * np.cos(y) / y**3 - 6 * np.sin(y) / y**4
+    np.testing.assert_allclose(sinc_third(1.3), exact * np.pi**3, rtol=1e-13)
+    with pytest.raises(s2sad.NoRuleError, match="sinc_third"):
+        s2sad.jvp(sinc_fourth)(x, tangent=t)
