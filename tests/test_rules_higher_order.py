@@ -309,3 +309,33 @@ def test_sinc_third_derivative():
     np.testing.assert_allclose(sinc_third(1.3), exact * np.pi**3, rtol=1e-13)
     with pytest.raises(s2sad.NoRuleError, match="sinc_third"):
         s2sad.jvp(sinc_fourth)(x, tangent=t)
+
+
+# ----------------------------------------------------------------------------- found by the oracle
+
+
+def nan_skipping(x):
+    y = np.where(x > 1.2, np.nan, x)
+    return np.nansum(y**2) + np.nanmean(y * 3.0, axis=0) @ C3[:2] + np.nanmax(np.sin(y))
+
+
+def test_nan_reductions_skip_the_tangents_of_nans():
+    """An op on a NaN gives it a NaN tangent (2 * nan * t): the nan-reductions skip it as they
+    skip the NaN, in jvp and Hessians (they gave NaN)."""
+    x = np.array([[0.4, 1.3], [0.9, 0.5], [1.4, 1.1]])
+    check_jvp(nan_skipping, (x,))
+    H = s2sad.hessian(nan_skipping)(x)
+    assert np.all(np.isfinite(H))
+    np.testing.assert_allclose(H, fd_hessian(nan_skipping, x), rtol=1e-6, atol=1e-6)
+
+
+def powers(x):
+    return np.sum(np.float_power(x[0], x[1]) + x[1] ** x[0] + 2.0 ** x[0])
+
+
+def test_hessians_through_a_differentiated_exponent():
+    """x ** y in y: its cotangent helper has a tangent rule now (Hessians refused it)."""
+    x = np.array([[0.7, 1.3, 2.0], [1.5, 0.5, 0.8]])
+    H = s2sad.hessian(powers)(x)
+    assert np.all(np.isfinite(H))
+    np.testing.assert_allclose(H, fd_hessian(powers, x), rtol=1e-6, atol=1e-6)

@@ -50,7 +50,22 @@ def _clip_bounds(args: dict) -> tuple[str, str]:
     return ("min" if given("min") else "a_min"), ("max" if given("max") else "a_max")
 
 
-@helper(batch_safe=True)
+@helper
+def pow_vjp_exponent_dx(t, g, ans, x):
+    """The tangent of pow_vjp_exponent(g, ans, x) along `t` for x (ans held): g ans / x where
+    x > 0, else 0 (a batch may lead t)."""
+    positive = np.asarray(x) > 0
+    return g * ans * np.where(positive, t, 0.0) / np.where(positive, x, 1.0)
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(
+        g="pow_vjp_exponent(t, ans, x)",
+        ans="pow_vjp_exponent(g, t, x)",
+        x="pow_vjp_exponent_dx(t, g, ans, x)",
+    ),
+)
 def pow_vjp_exponent(g, ans, x):
     """d(x**y)/dy = x**y log x, taken as 0 where x <= 0 (the limit used by TensorFlow)."""
     safe = np.where(np.asarray(x) > 0, x, 1)
