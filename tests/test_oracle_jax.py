@@ -31,11 +31,12 @@ ATOL = 1e-11
 
 
 def _jax_module(path: Path, name: str, source: str | None = None) -> types.ModuleType:
-    """The module at `path` with `numpy` replaced by `jax.numpy`, and `math` by a module whose
-    functions accept JAX values."""
+    """The module at `path` with `numpy` replaced by `jax.numpy`, `scipy.special` by
+    `jax.scipy.special`, and `math` by a module whose functions accept JAX values."""
     text = source if source is not None else path.read_text()
     assert "import numpy as np" in text
     text = text.replace("import numpy as np", "import jax.numpy as np")
+    text = text.replace("from scipy import special", "from jax.scipy import special")
     module = types.ModuleType(name)
     module.__file__ = str(path)
     exec(compile(text, str(path), "exec"), module.__dict__)
@@ -130,6 +131,28 @@ def test_corpus_against_jax(name):
     f, make_args, wrt = oracle_corpus.CORPUS[name]
     args = make_args(np.random.default_rng(len(name)))
     _compare(f, getattr(CORPUS_JAX, name), args, wrt)
+
+
+# Hessians (forward over s2sad's reverse) against jax.hessian, #14's decompositions above all
+HESSIANS = {
+    "decompositions": 1,  # the argument each Hessian is taken in
+    "solvers": 0,
+    "filling": 0,
+    "elementwise": 0,
+    **({"special_functions": 1} if "special_functions" in oracle_corpus.CORPUS else {}),
+    "nan_statistics": 1,
+    "quadratic_form": 0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HESSIANS))
+def test_corpus_hessians_against_jax(name):
+    f, make_args, _ = oracle_corpus.CORPUS[name]
+    args = make_args(np.random.default_rng(len(name)))
+    wrt = HESSIANS[name]
+    ours = s2sad.hessian(f, wrt=wrt)(*args)
+    theirs = jax.hessian(getattr(CORPUS_JAX, name), argnums=wrt)(*args)
+    _close(ours, theirs, "hessian")
 
 
 # ----------------------------------------------------------------------------- fuzzer programs
