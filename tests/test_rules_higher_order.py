@@ -1,7 +1,8 @@
-"""np.linspace in its end points (rules/elementwise.py), in every mode; and the higher
-derivatives through the decompositions and solvers (rules/decompositions.py,
-rules/matrix_functions.py) and through np.sinc and np.average: Hessians against central
-differences of s2sad's gradient, third derivatives against central differences of its Hessian."""
+"""np.linspace in its end points (rules/elementwise.py), in every mode; and higher derivatives:
+Hessians through eigh's, svd's and qr's vectors and lstsq (rules/decomposition_tangents.py),
+through a differentiated exponent and the nan-reductions, against central differences of s2sad's
+gradient; np.sinc's third derivative (the tangent of the helper a Hessian calls) against central
+differences."""
 
 import warnings
 
