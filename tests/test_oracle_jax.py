@@ -166,9 +166,18 @@ def fuzz_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("oracle_fuzz")
 
 
-def _jax_runs(fj, args) -> bool:
+def _jax_runs(fj, args, argnums) -> bool:
+    """Whether JAX runs the program, and traces it for jax.jvp (newer JAX refuses a list as a
+    multidimensional index of a traced array, which it still takes of a concrete one)."""
+    primals = tuple(args[i] for i in argnums)
+    zeros = tuple(np.zeros(np.shape(p)) if np.ndim(p) else 0.0 for p in primals)
+
+    def moved(*xs):
+        return fj(*[xs[argnums.index(i)] if i in argnums else a for i, a in enumerate(args)])
+
     try:
         fj(*args)
+        jax.jvp(moved, primals, zeros)
         return True
     except Exception:  # in-place writes, boolean masks on traced values, ...: not JAX's kind
         return False
@@ -194,9 +203,9 @@ def test_fuzz_program_against_jax(seed, fuzz_dir):
         program.fname,
     )
     args = outcome.args
-    if not _jax_runs(fj, args):
-        pytest.skip("JAX cannot run this program")
     indices, is_tuple = fuzzgen._wrt_indices(program)
+    if not _jax_runs(fj, args, list(indices)):
+        pytest.skip("JAX cannot run this program")
     try:
         # jacobians are built from the same sweeps; the corpus compares them with jax.jacrev
         _compare(f, fj, args, tuple(indices) if is_tuple else indices[0], jacobians=False)
