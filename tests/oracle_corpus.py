@@ -10,6 +10,11 @@ CORPUS maps a name to (function, arguments maker, wrt).
 
 import numpy as np
 
+try:  # SciPy is optional: without it the scipy.special case is left out
+    from scipy import special
+except ImportError:  # pragma: no cover
+    special = None
+
 
 def logsumexp(x):
     m = np.max(x)
@@ -123,6 +128,131 @@ def rnn(w, h0, xs):
     return np.sum(h**2)
 
 
+# ----------------------------------------------------------------------------- #14's ops
+# (functions of eigen/singular vectors are invariant to each vector's sign, which LAPACK and
+# JAX may pick differently)
+
+
+def stacking(x, y):
+    a = np.vstack([x, y])[:3] + np.hstack([x, y])[:, :4]
+    b = np.dstack([x, y])[..., 1] + np.column_stack([x[:, 0], y[:, 1]])[:, :1]
+    c = np.append(x, y, axis=0)[1:4] * np.repeat(x, 2, axis=1)[:, ::2]
+    d = np.tile(y, (1, 2))[:, 1:5] + np.flipud(x) - np.fliplr(y) + np.rot90(x, 2)
+    return np.sum(a * b) + np.sum(c**2) + np.sum(np.sin(d)) + np.sum(np.atleast_2d(x[0]) ** 3)
+
+
+def padding(x):
+    ramp = np.arange(36.0).reshape(6, 6)
+    pads = ((1, 2), (2, 1))
+    return (
+        np.sum(np.pad(x, pads, mode="constant", constant_values=0.5) ** 2 * ramp)
+        + np.sum(np.pad(x, pads, mode="edge") ** 2 * ramp)
+        + np.sum(np.pad(x, pads, mode="reflect") ** 2 * ramp)
+        + np.sum(np.pad(x, pads, mode="symmetric") ** 2 * ramp)
+        + np.sum(np.pad(x, pads, mode="wrap") ** 2 * ramp)
+    )
+
+
+def splitting(x):
+    a, b = np.split(x, 2, axis=1)
+    c, d, e = np.array_split(x, 3, axis=0)
+    return np.sum(a * b) + np.sum(c**2) - np.sum(d * e[:, ::-1][:, :1]) + np.sum(np.hsplit(x, 4)[1])
+
+
+def filling(x, s):
+    ends = np.sin(np.linspace(s, x[0], 4, axis=1)) + np.linspace(x[1], 2.0, 4, endpoint=False).T
+    return np.sum(np.full((2, 3), s) * x) + np.sum(np.full_like(x, s) ** 2) + np.sum(ends**2)
+
+
+def selection(x, i):
+    a = np.sort(x, axis=1)[:, ::2] * np.take(x, i, axis=0)[:, :3]
+    b = np.take_along_axis(x, np.argsort(x, axis=0), axis=0)
+    c = np.median(x, axis=0) + np.percentile(x, 30.0, axis=1)[0] + np.quantile(x, 0.75)
+    d = np.select([x > 0.5, x < -0.5], [x**2, np.sin(x)], default=x)
+    return np.sum(a**2) + np.sum(b * d) + np.sum(c**3) + np.ptp(x, axis=1) @ np.arange(3.0)
+
+
+def nan_statistics(x, w):
+    y = np.where(x > 1.2, np.nan, x)
+    return (
+        np.nansum(y**2)
+        + np.nanmean(y, axis=0) @ w[:4]
+        + np.nanmax(y)
+        + np.nanmin(y, axis=1)[1]
+        + np.sum(np.nan_to_num(np.log(x - 0.2)))
+        + np.average(x, axis=1, weights=w[:4]) @ w[2:]
+    )
+
+
+def decompositions(a, m):
+    s = a @ a.T + 3 * np.eye(3)
+    low = np.linalg.cholesky(s)
+    w, v = np.linalg.eigh(s)
+    sign, logdet = np.linalg.slogdet(s)
+    vals = np.linalg.svd(m, compute_uv=False)
+    u, sv, vt = np.linalg.svd(m, full_matrices=False)
+    q, r = np.linalg.qr(m)
+    return (
+        np.sum(low**2)
+        + np.sum(w * (v[0] ** 2))
+        + np.sum(np.linalg.eigvalsh(s) ** 2)
+        + logdet
+        + np.sum(vals**3)
+        + np.sum((u * sv) @ vt * m)
+        + np.sum(q @ r * m)
+        + np.sum(np.abs(r))
+    )
+
+
+def solvers(a, b):
+    x, res, rank, sv = np.linalg.lstsq(a, b, rcond=None)
+    p = np.linalg.pinv(a)
+    return np.sum(x**2) + np.sum(res) + np.sum(p**3) + np.sum(np.linalg.matrix_power(a.T @ a, 3))
+
+
+def products(a, b, c):
+    return (
+        np.sum(np.tensordot(a, b, axes=([1], [0])) ** 2)
+        + np.inner(a[0], b[:, 1])
+        + np.vdot(a, a)
+        + np.sum(np.kron(a[:, :2], c[:2, :2]))
+        + np.sum(np.cross(a[:, :3], c[:2]))
+        + np.sum(np.linalg.multi_dot([a, b, c]))
+        + np.sum(np.einsum("...ij,jk->...ik", a, b) ** 2)
+        + np.einsum("ij,ij", a, a)
+    )
+
+
+def elementwise(x, y):
+    return np.sum(
+        np.deg2rad(x) * np.rad2deg(y)
+        + np.sinc(x)
+        + np.arccosh(2.0 + x**2)
+        + np.fmax(x, y)
+        - np.fmin(x, y)
+        + np.logaddexp2(x, y)
+        + np.float_power(np.abs(y) + 1.0, x)
+        + np.heaviside(x, 0.5) * y
+        + np.fmod(x + 3.0, 1.3) * y
+        + np.remainder(y, 0.7) * x
+    )
+
+
+def special_functions(x, y):
+    p = special.expit(x)
+    return (
+        np.sum(special.gammaln(y) + special.digamma(y) + special.polygamma(1, y))
+        + np.sum(special.erf(x) * special.erfc(x) + special.erfinv(0.9 * np.tanh(x)))
+        + np.sum(special.logit(p) * p)
+        + special.logsumexp(x)
+        + np.sum(special.softmax(x) * y)
+        + np.sum(special.log_softmax(x) * y)
+        + np.sum(special.xlogy(y, y + 1.0))
+        + np.sum(special.xlog1py(y, x**2))
+        + np.sum(special.betaln(y, y + 0.5))
+    )
+
+
 def _rng(seed):
     return np.random.default_rng(seed)
 
@@ -183,4 +313,37 @@ CORPUS = {
         lambda r: [r.normal(size=(4, 4)) * 0.4, r.normal(size=4), r.normal(size=(6, 4))],
         (0, 1, 2),
     ),
+    "stacking": (stacking, lambda r: [r.normal(size=(3, 4)), r.normal(size=(3, 4))], (0, 1)),
+    "padding": (padding, lambda r: [r.normal(size=(3, 3))], 0),
+    "splitting": (splitting, lambda r: [r.normal(size=(3, 4))], 0),
+    "filling": (filling, lambda r: [r.normal(size=(2, 3)), float(r.normal())], (0, 1)),
+    "selection": (selection, lambda r: [r.normal(size=(3, 5)), np.array([2, 0, 1])], 0),
+    "nan_statistics": (
+        nan_statistics,
+        lambda r: [r.uniform(0.3, 1.5, size=(3, 4)), r.uniform(0.5, 1.5, size=5)],
+        (0, 1),
+    ),
+    "decompositions": (
+        decompositions,
+        lambda r: [r.normal(size=(3, 3)), r.normal(size=(4, 3))],
+        (0, 1),
+    ),
+    "solvers": (solvers, lambda r: [r.normal(size=(4, 3)), r.normal(size=4)], (0, 1)),
+    "products": (
+        products,
+        lambda r: [r.normal(size=(2, 3)), r.normal(size=(3, 4)), r.normal(size=(4, 3))],
+        (0, 1, 2),
+    ),
+    "elementwise": (
+        elementwise,
+        lambda r: [r.uniform(-1.0, 1.0, size=5), r.uniform(-1.0, 1.0, size=5)],
+        (0, 1),
+    ),
+    "special_functions": (
+        special_functions,
+        lambda r: [r.normal(size=4), r.uniform(0.5, 2.0, size=4)],
+        (0, 1),
+    ),
 }
+if special is None:  # pragma: no cover
+    del CORPUS["special_functions"]

@@ -31,11 +31,12 @@ ATOL = 1e-11
 
 
 def _jax_module(path: Path, name: str, source: str | None = None) -> types.ModuleType:
-    """The module at `path` with `numpy` replaced by `jax.numpy`, and `math` by a module whose
-    functions accept JAX values."""
+    """The module at `path` with `numpy` replaced by `jax.numpy`, `scipy.special` by
+    `jax.scipy.special`, and `math` by a module whose functions accept JAX values."""
     text = source if source is not None else path.read_text()
     assert "import numpy as np" in text
     text = text.replace("import numpy as np", "import jax.numpy as np")
+    text = text.replace("from scipy import special", "from jax.scipy import special")
     module = types.ModuleType(name)
     module.__file__ = str(path)
     exec(compile(text, str(path), "exec"), module.__dict__)
@@ -132,6 +133,28 @@ def test_corpus_against_jax(name):
     _compare(f, getattr(CORPUS_JAX, name), args, wrt)
 
 
+# Hessians (forward over s2sad's reverse) against jax.hessian, #14's decompositions above all
+HESSIANS = {
+    "decompositions": 1,  # the argument each Hessian is taken in
+    "solvers": 0,
+    "filling": 0,
+    "elementwise": 0,
+    **({"special_functions": 1} if "special_functions" in oracle_corpus.CORPUS else {}),
+    "nan_statistics": 1,
+    "quadratic_form": 0,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HESSIANS))
+def test_corpus_hessians_against_jax(name):
+    f, make_args, _ = oracle_corpus.CORPUS[name]
+    args = make_args(np.random.default_rng(len(name)))
+    wrt = HESSIANS[name]
+    ours = s2sad.hessian(f, wrt=wrt)(*args)
+    theirs = jax.hessian(getattr(CORPUS_JAX, name), argnums=wrt)(*args)
+    _close(ours, theirs, "hessian")
+
+
 # ----------------------------------------------------------------------------- fuzzer programs
 
 # CI compares the first 40 programs (JAX's op-by-op mode is slow); S2SAD_ORACLE_SEEDS=1000 runs more
@@ -143,9 +166,18 @@ def fuzz_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("oracle_fuzz")
 
 
-def _jax_runs(fj, args) -> bool:
+def _jax_runs(fj, args, argnums) -> bool:
+    """Whether JAX runs the program, and traces it for jax.jvp (newer JAX refuses a list as a
+    multidimensional index of a traced array, which it still takes of a concrete one)."""
+    primals = tuple(args[i] for i in argnums)
+    zeros = tuple(np.zeros(np.shape(p)) if np.ndim(p) else 0.0 for p in primals)
+
+    def moved(*xs):
+        return fj(*[xs[argnums.index(i)] if i in argnums else a for i, a in enumerate(args)])
+
     try:
         fj(*args)
+        jax.jvp(moved, primals, zeros)
         return True
     except Exception:  # in-place writes, boolean masks on traced values, ...: not JAX's kind
         return False
@@ -171,9 +203,9 @@ def test_fuzz_program_against_jax(seed, fuzz_dir):
         program.fname,
     )
     args = outcome.args
-    if not _jax_runs(fj, args):
-        pytest.skip("JAX cannot run this program")
     indices, is_tuple = fuzzgen._wrt_indices(program)
+    if not _jax_runs(fj, args, list(indices)):
+        pytest.skip("JAX cannot run this program")
     try:
         # jacobians are built from the same sweeps; the corpus compares them with jax.jacrev
         _compare(f, fj, args, tuple(indices) if is_tuple else indices[0], jacobians=False)

@@ -245,7 +245,7 @@ def eigen_gaps(w, what):
     return np.where(eye, 0.0, 1.0 / np.where(eye, 1.0, diff))
 
 
-@helper(batch_safe=True)
+@helper(batch_safe=True)  # its tangent rule: rules/decomposition_tangents.py
 def eigh_vjp(g, ans, UPLO="L"):
     """Cotangent of `a` in (w, v) = np.linalg.eigh(a, UPLO) (Giles 2008): from the pair's
     cotangent (`tuple_part`'s; leading batch axes on each part),
@@ -372,13 +372,7 @@ def thin_part(g, k, axis, what):
     return g[..., :k] if axis == -1 else g[..., :k, :]
 
 
-@helper(
-    batch_safe=True,
-    jvp=explicit(
-        g="svd_vjp_jvp_g(t, a, full_matrices, compute_uv)",
-        a="svd_vjp_jvp(t, g, a, full_matrices, compute_uv)",
-    ),
-)
+@helper(batch_safe=True)  # its tangent rule: rules/decomposition_tangents.py
 def svd_vjp(g, a, full_matrices=True, compute_uv=True):
     """Cotangent of `a` in np.linalg.svd(a, full_matrices, compute_uv) (Townsend 2016). With
     compute_uv=False `g` is the singular values'; else the cotangent of (u, s, vt) (tuple_part's:
@@ -407,30 +401,6 @@ def svd_vjp(g, a, full_matrices=True, compute_uv=True):
         inner = inner + col * (f * (vt_gv - _mT(vt_gv)))
         rest = rest + u @ ((_mT(gv) - _mT(vt_gv) @ vt) / col)
     return out + u @ inner @ vt + rest
-
-
-@helper(nondiff=True)
-def values_only(compute_uv):
-    """Second derivatives through np.linalg.svd: of its singular values only."""
-    if compute_uv:
-        raise ValueError(
-            "s2sad has no second derivative through np.linalg.svd's singular vectors; take "
-            "the Hessian of a function of the singular values (compute_uv=False)"
-        )
-
-
-@helper
-def svd_vjp_jvp(t, g, a, full_matrices=True, compute_uv=True):
-    """The tangent of svd_vjp along `t` for a: the singular values' only (compute_uv=False)."""
-    values_only(compute_uv)
-    return singular_values_vjp_jvp(t, g, a)
-
-
-@helper
-def svd_vjp_jvp_g(t, a, full_matrices=True, compute_uv=True):
-    """The tangent of svd_vjp along `t` for g: the singular values' only (compute_uv=False)."""
-    values_only(compute_uv)
-    return singular_values_vjp(t, a)
 
 
 @helper
@@ -534,10 +504,7 @@ def pair_parts(g, ans):
     return [g[(slice(None),) * lead + (i,)] for i in range(len(ans))]
 
 
-@helper(
-    batch_safe=True,
-    jvp=explicit(g="qr_vjp_jvp(t, None, a, mode)", a="qr_vjp_jvp(t, g, a, mode)"),
-)
+@helper(batch_safe=True)  # its tangent rule: rules/decomposition_tangents.py
 def qr_vjp(g, a, ans, mode="reduced"):
     """Cotangent of `a` in np.linalg.qr(a, mode) of a tall (or square) matrix: with Qb, Rb the
     cotangents of Q and R (Qb zero for mode='r'), M = R Rb^T - Qb^T Q and
@@ -553,14 +520,6 @@ def qr_vjp(g, a, ans, mode="reduced"):
     m = _mT(sum(terms[1:], terms[0]))  # R Rb^T - Qb^T Q
     inner = q @ (np.tril(m) + _mT(np.tril(m, -1)))
     return (inner if gq is None else gq + inner) @ _mT(np.linalg.inv(r))
-
-
-@helper
-def qr_vjp_jvp(t, g, a, mode="reduced"):
-    """The tangent of qr_vjp along `t` (for g if `g` is None, else for a): mode='r' only."""
-    if mode != "r":
-        raise ValueError("s2sad has no second derivative through np.linalg.qr's Q")
-    return qr_r_vjp(t, a) if g is None else qr_r_vjp_jvp(t, g, a)
 
 
 @helper

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .common import _absent, _array
-from .helpers import helper, numba_of
+from .common import _absent, _array, batched_broadcast_to, inexact
+from .helpers import batched_helper, helper, numba_of
 from .registry import ELEMENTWISE, binary, defvjp, explicit, linear, nondiff, unary
 
 if TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
@@ -50,7 +50,22 @@ def _clip_bounds(args: dict) -> tuple[str, str]:
     return ("min" if given("min") else "a_min"), ("max" if given("max") else "a_max")
 
 
-@helper(batch_safe=True)
+@helper
+def pow_vjp_exponent_dx(t, g, ans, x):
+    """The tangent of pow_vjp_exponent(g, ans, x) along `t` for x (ans held): g ans / x where
+    x > 0, else 0 (a batch may lead t)."""
+    positive = np.asarray(x) > 0
+    return g * ans * np.where(positive, t, 0.0) / np.where(positive, x, 1.0)
+
+
+@helper(
+    batch_safe=True,
+    jvp=explicit(
+        g="pow_vjp_exponent(t, ans, x)",
+        ans="pow_vjp_exponent(g, t, x)",
+        x="pow_vjp_exponent_dx(t, g, ans, x)",
+    ),
+)
 def pow_vjp_exponent(g, ans, x):
     """d(x**y)/dy = x**y log x, taken as 0 where x <= 0 (the limit used by TensorFlow)."""
     safe = np.where(np.asarray(x) > 0, x, 1)
@@ -392,8 +407,101 @@ defvjp(
     jvp=_FILL_TANGENT,
 )
 
-# array constructors and shape queries: their values never carry a derivative (np.arange and
-# np.linspace do, in their end points and step: no rule yet, so a differentiated one is refused)
+
+# np.linspace(start, stop, num): sample i is start (1 - f_i) + stop f_i, f_i = i / (num - 1)
+# (endpoint=True) or i / num, the samples along `axis` of the result; retstep=True (a pair) has
+# no rule. Integer samples (dtype=) carry no derivative.
+
+
+@helper(batch_safe=True, jvp=linear("g"))
+def linspace_vjp(g, ans, num, which, endpoint=True, axis=0):
+    """The cotangent of np.linspace's start (which=0) or stop (1), before unbroadcasting: g
+    weighted by each sample's share of that end and summed over the samples' axis (counted from
+    the end, so that a batch may lead g)."""
+    f = np.linspace(0.0, 1.0, num, endpoint=endpoint)
+    ndim = np.ndim(ans)
+    moved = np.moveaxis(g, axis % ndim - ndim, -1)
+    return (moved @ (f if which else 1.0 - f)) * inexact(ans)
+
+
+@numba_of(linspace_vjp)
+def _linspace_vjp(g, ans, num, which, endpoint=True, axis=0):
+    if not (_array(g) and g.ndim == 1):  # one sample axis: `axis` is it
+        return None
+
+    def impl(g, ans, num, which, endpoint=True, axis=0):
+        total = 0.0
+        div = num - 1 if endpoint else num
+        for i in range(num):
+            f = i / div if div > 0 else 0.0
+            total += g[i] * (f if which else 1.0 - f)
+        return total
+
+    return impl
+
+
+@helper(nondiff=True)
+def linspace_shares(ans, num, which, endpoint=True, axis=0):
+    """Each sample's share of np.linspace's start (which=0) or stop (1), shaped to broadcast
+    against its result `ans` (the samples along `axis`), and the axis counted from the start."""
+    f = np.linspace(0.0, 1.0, num, endpoint=endpoint)
+    ndim = np.ndim(ans)
+    shape = [1] * ndim
+    shape[axis % ndim] = num
+    return np.reshape(f if which else 1.0 - f, shape) * inexact(ans), axis % ndim
+
+
+@helper
+def linspace_jvp(t, ans, num, which, endpoint=True, axis=0):
+    """The tangent of np.linspace's result along `t`, the tangent of start (which=0) or stop
+    (1): t broadcast to a sample's shape, times each sample's share of that end."""
+    shares, ax = linspace_shares(ans, num, which, endpoint, axis)
+    sample = np.shape(ans)[:ax] + np.shape(ans)[ax + 1 :]
+    return np.expand_dims(np.broadcast_to(t, sample), ax) * shares
+
+
+@batched_helper
+def batched_linspace_jvp(t, ans, num, which, endpoint=True, axis=0):
+    shares, ax = linspace_shares(ans, num, which, endpoint, axis)
+    sample = np.shape(ans)[:ax] + np.shape(ans)[ax + 1 :]
+    return np.expand_dims(batched_broadcast_to(t, sample), ax + 1) * shares
+
+
+@numba_of(linspace_jvp)
+def _linspace_jvp(t, ans, num, which, endpoint=True, axis=0):
+    if _array(t):  # scalar end points: one sample axis
+        return None
+
+    def impl(t, ans, num, which, endpoint=True, axis=0):
+        out = np.empty(num)
+        div = num - 1 if endpoint else num
+        for i in range(num):
+            f = i / div if div > 0 else 0.0
+            out[i] = t * (f if which else 1.0 - f)
+        return out
+
+    return impl
+
+
+defvjp(
+    np.linspace,
+    "start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None",
+    literal={"retstep": (False,)},
+    inert=("num", "endpoint", "dtype", "axis"),
+    start="unbroadcast(linspace_vjp(g, ans, num, 0, endpoint=endpoint, axis=axis), start)",
+    stop="unbroadcast(linspace_vjp(g, ans, num, 1, endpoint=endpoint, axis=axis), stop)",
+    jvp=explicit(
+        start="linspace_jvp(t, ans, num, 0, endpoint=endpoint, axis=axis)",
+        stop="linspace_jvp(t, ans, num, 1, endpoint=endpoint, axis=axis)",
+        batched={
+            "start": "batched_linspace_jvp(t, ans, num, 0, endpoint=endpoint, axis=axis)",
+            "stop": "batched_linspace_jvp(t, ans, num, 1, endpoint=endpoint, axis=axis)",
+        },
+    ),
+)
+
+# array constructors and shape queries: their values never carry a derivative (np.arange does,
+# in its end points and step: no rule yet, so a differentiated one is refused)
 nondiff(
     np.ones_like,
     np.zeros_like,

@@ -19,10 +19,16 @@ if TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
 # S''(y) = -S(y) - 2 S'(y) / y, which cancel near 0: there |y| < 1/2 takes the Taylor series
 # (exact at 0: sinc'(0) = 0, sinc''(0) = -pi^2 / 3); what it leaves out is below 1e-18.
 
-# the coefficients of S'(y) / y and S''(y) in y^2, highest power first (Horner's rule)
+# S'''(y) = -S'(y) - 2 S''(y) / y + 2 S'(y) / y^2 (third derivatives: the tangent of
+# sinc_curvature), with the series of S'''(y) / y near 0.
+# the coefficients of S'(y) / y, S''(y) and S'''(y) / y in y^2, highest power first (Horner)
 _SINC_D1 = tuple((-1) ** k * 2 * k / math.factorial(2 * k + 1) for k in range(8, 0, -1))
 _SINC_D2 = tuple(
     (-1) ** k * 2 * k * (2 * k - 1) / math.factorial(2 * k + 1) for k in range(8, 0, -1)
+)
+_SINC_D3 = tuple(
+    (-1) ** k * 2 * k * (2 * k - 1) * (2 * k - 2) / math.factorial(2 * k + 1)
+    for k in range(9, 1, -1)
 )
 
 
@@ -58,17 +64,28 @@ def _sinc_d(x, order):
     safe = np.where(near, 1.0, y)
     s = np.sin(safe) / safe
     d1 = (np.cos(safe) - s) / safe
+    d2 = -s - 2 * d1 / safe
     if order == 1:
         out = np.where(near, y * _sinc_series(y * y, _SINC_D1), d1) * np.pi
+    elif order == 2:
+        out = np.where(near, _sinc_series(y * y, _SINC_D2), d2) * np.pi**2
     else:
-        out = np.where(near, _sinc_series(y * y, _SINC_D2), -s - 2 * d1 / safe) * np.pi**2
+        d3 = -d1 - 2 * d2 / safe + 2 * d1 / safe**2
+        out = np.where(near, y * _sinc_series(y * y, _SINC_D3), d3) * np.pi**3
     return _like(out, x)
 
 
-@helper(nondiff=True)
+@helper
+def sinc_third(x):
+    """The third derivative of np.sinc (0 at 0); it has no tangent rule: forward mode refuses
+    a fourth derivative by name."""
+    return _sinc_d(x, 3)
+
+
+@helper(jvp=explicit(x="sinc_third(x) * t"))
 def sinc_curvature(x):
-    """The second derivative of np.sinc; it has no derivative rule (third order refuses) and
-    no Numba form (only Hessians, never jitted, call it)."""
+    """The second derivative of np.sinc (a third derivative is its tangent); no Numba form
+    (only Hessians, never jitted, call it)."""
     return _sinc_d(x, 2)
 
 

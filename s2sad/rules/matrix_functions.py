@@ -277,7 +277,7 @@ def lstsq_parts(a, b, ans):
     return bm, xm, bm - a @ xm, np.linalg.inv(_mT(a) @ a), vec
 
 
-@helper(batch_safe=True)
+@helper(batch_safe=True)  # its tangent rule: rules/decomposition_tangents.py
 def lstsq_vjp(g, a, b, ans, which):
     """Cotangent of `a` (which=0) or `b` (1) in (x, residuals, rank, s) = np.linalg.lstsq(a, b)
     from the cotangent of the tuple (an array of objects, 0 where none reached; leading batch

@@ -77,20 +77,58 @@ def _nan_extremum_vjp(g, x, ans, axis=None, keepdims=False):
     return impl
 
 
+@helper
+def nan_reduction_jvp(t, a, ans, axis=None, keepdims=False, kind="sum"):
+    """The tangent of np.nansum, np.nanmean or np.nanmax/np.nanmin (`kind`: "sum", "mean",
+    "extremum") along `t`: the cotangent weights times t, with t taken as 0 where `a` is NaN
+    (the op that made the NaN may have given it a NaN tangent, which the reduction skips as it
+    skips the NaN). A batch may lead t."""
+    ones = np.ones(np.shape(ans))
+    if kind == "extremum":
+        weights = nan_extremum_vjp(ones, a, ans, axis, keepdims)
+    else:
+        weights = nan_vjp(ones, a, axis, keepdims, kind == "mean")
+    lead = np.ndim(t) - np.ndim(a)
+    axes = tuple(lead + d for d in _axes(axis, np.ndim(a)))
+    return np.sum(np.where(np.isnan(a), 0.0, t) * weights, axis=axes, keepdims=keepdims)
+
+
+@numba_of(nan_reduction_jvp)
+def _nan_reduction_jvp(t, a, ans, axis=None, keepdims=False, kind="sum"):
+    if not (_array(t) and _array(a) and _absent(axis) and t.ndim == a.ndim):
+        return None
+
+    def impl(t, a, ans, axis=None, keepdims=False, kind="sum"):
+        skipped = np.isnan(a)
+        if kind == "extremum":
+            hit = a == ans
+            return np.sum(np.where(hit, t, 0.0)) / max(np.sum(hit), 1)
+        total = np.sum(np.where(skipped, 0.0, t))
+        return total / max(np.sum(~skipped), 1) if kind == "mean" else total
+
+    return impl
+
+
 _NAN = "a, axis=None, dtype=None, out=None, keepdims=False"
-defvjp(np.nansum, _NAN, a="nan_vjp(g, a, axis=axis, keepdims=keepdims)", jvp=reduction("a"))
+_NAN_JVP = "nan_reduction_jvp(t, a, ans, axis=axis, keepdims=keepdims, kind={!r})"
+defvjp(
+    np.nansum,
+    _NAN,
+    a="nan_vjp(g, a, axis=axis, keepdims=keepdims)",
+    jvp=explicit(a=_NAN_JVP.format("sum")),
+)
 defvjp(
     np.nanmean,
     _NAN,
     a="nan_vjp(g, a, axis=axis, keepdims=keepdims, mean=True)",
-    jvp=reduction("a"),
+    jvp=explicit(a=_NAN_JVP.format("mean")),
 )
 for _f in (np.nanmax, np.nanmin):
     defvjp(
         _f,
         "a, axis=None, out=None, keepdims=False",
         a="nan_extremum_vjp(g, a, ans, axis=axis, keepdims=keepdims)",
-        jvp=reduction("a"),
+        jvp=explicit(a=_NAN_JVP.format("extremum")),
     )
 
 # ----------------------------------------------------------------------------- ptp
