@@ -126,6 +126,7 @@ class Inlining(ControlFlow):
         sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
         sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
         sub.block_into(self.out, body)
+        sub.refuse_list_results([f"{result}{i}" for i in range(arity)] or [result])
         if arity:
             results = [f"{result}{i}" for i in range(arity)]
             out = ast.Tuple([ast.Name(sub.env[r], ast.Load()) for r in results], ast.Load())
