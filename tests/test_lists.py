@@ -6,6 +6,9 @@ tangent, batched Jacobians in both modes, Hessian), jit against Python mode, and
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import array_shapes
 
 import s2sad
 from conftest import check_jvp, check_vjp, rand
@@ -275,3 +278,62 @@ def test_a_list_under_two_names_is_one_list():
     check_vjp(two_names_one_list, (r(3),))
     check_jvp(two_names_one_list, (r(3),))
     check_vjp(int_list_then_values, (r(4), 3))
+
+
+# ----------------------------------------------------------------------------- helpers, tuples
+
+
+def join(parts):
+    return np.concatenate(parts)
+
+
+def grow(parts, v):
+    parts = parts + [v]
+    return np.stack(parts)
+
+
+def lists_through_helpers(x):
+    parts = [x * 2.0, np.sin(x)]
+    pair = (x**2, np.cos(x))
+    a, b = pair
+    s = np.sum(join(parts) ** 2) + np.sum(join([x, np.exp(x)]))
+    return s + np.sum(grow(parts, a * b) ** 2) + np.sum(np.concatenate(parts + [x]))
+
+
+def appends_to_the_callers_list(parts, v):
+    parts.append(v)
+    return 0.0
+
+
+def helper_changes_the_list(x):
+    parts = [x * 2.0]
+    s = appends_to_the_callers_list(parts, x)
+    return np.concatenate(parts) + s
+
+
+def test_lists_and_tuples_through_helpers():
+    check_vjp(lists_through_helpers, (r(3),))
+    check_jvp(lists_through_helpers, (r(3),))
+    check(lists_through_helpers, r(3))
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="the caller's list") as info:
+        s2sad.grad(helper_changes_the_list)(r(3))
+    assert "test_lists.py:" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- random shapes
+
+
+def joined_on_an_axis(x, y, axis):
+    parts = []
+    parts.append(np.sin(x))
+    parts.append(x * y)
+    return np.concatenate(parts, axis=axis) ** 2
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shape=array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=3), data=st.data())
+def test_a_list_variable_joined_on_a_random_axis(shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    args = (r(*shape), r(*shape, seed=1), axis)
+    check_vjp(joined_on_an_axis, args, wrt=(0, 1))
+    check_jvp(joined_on_an_axis, args, wrt=(0, 1))

@@ -38,8 +38,9 @@ class _List:
     """A list's contents: `elts` (user-level atoms: proxies or constants) where they are known
     differentiated values; else a run-time list of `count` items (None: unknown)."""
 
-    def __init__(self, level: int, elts=None, count=None, node=None, made=None):
+    def __init__(self, level: int, elts=None, count=None, node=None, made=None, tuple_=False):
         self.level, self.elts, self.count, self.node = level, elts, count, node
+        self.tuple = tuple_  # a tuple (read as a tuple literal; never changed)
         self.made = made  # a run-time list's statement making it, and the block holding it
 
     @property
@@ -141,7 +142,8 @@ class Lists(Statements):
             if (
                 len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.List)
+                and isinstance(node.value, (ast.List, ast.Tuple))
+                and (isinstance(node.value, ast.List) or self.mentions_varied(node.value))
             ):
                 self.assign_list(node.targets[0].id, node.value, node)
                 return
@@ -182,6 +184,11 @@ class Lists(Statements):
                 and self.lists[target.value.id].varied
             ):
                 known = self.lists[target.value.id]
+                self.refuse_callers_list(target.value.id, known, node)
+                if known.tuple:
+                    raise self.list_error(
+                        node, f"`{target.value.id}` is a tuple: it cannot be changed", "use a list"
+                    )
                 k = self.constant_int(target.slice)
                 if k is None or not -len(known.elts) <= k < len(known.elts):
                     raise self.list_error(
@@ -260,13 +267,15 @@ class Lists(Statements):
         elts = [self.element(e, f"{name}_{k}") for k, e in enumerate(value.elts)]
         self.memory.rebound(name)
         self.env.pop(name, None)
-        self.lists[name] = _List(self.list_level, elts=elts, node=node)
+        tuple_ = isinstance(value, ast.Tuple)
+        self.lists[name] = _List(self.list_level, elts=elts, node=node, tuple_=tuple_)
 
     def mutate(self, name: str, method: str, call: ast.Call, node) -> bool:
         known = self.lists[name]
         if known.level != self.list_level and not known.varied:
             self.lists.pop(name)
             return False
+        self.refuse_callers_list(name, known, node)
         args = [self.expand(a) for a in call.args]
         if method == "append" and len(args) == 1 and not call.keywords:
             if not known.varied and not self.mentions_varied(args[0]):
@@ -299,6 +308,35 @@ class Lists(Statements):
             f"s2sad cannot follow `{name}.{method}(...)` on a list of differentiated values",
             "use append, or build a new list",
         )
+
+    def refuse_callers_list(self, name: str, known: _List, node) -> None:
+        if known.level < 0:
+            raise self.list_error(
+                node,
+                f"s2sad cannot follow a change to `{name}`, the caller's list of differentiated "
+                "values: the caller would see it too",
+                "build a new list in the helper (`parts = parts + [v]`), or return the value",
+            )
+
+    def bind_list_param(self, sub: Lists, name: str, value: ast.expr) -> bool:
+        """A helper's parameter given a list of differentiated values (`join([a, b])`,
+        `join(parts)`): the helper reads the caller's elements (and may not change the list)."""
+        if not (isinstance(value, (ast.List, ast.Tuple)) and self.atom_varied(value)):
+            return False
+
+        def proxies(node, base):
+            if isinstance(node, (ast.List, ast.Tuple)):
+                elts = [proxies(e, f"{base}_{k}") for k, e in enumerate(node.elts)]
+                return type(node)(elts, ast.Load())
+            if not isinstance(node, ast.Name):
+                return clone(node)
+            proxy = sub.synthesize(base)
+            sub.env[proxy] = node.id
+            return ast.Name(proxy, ast.Load())
+
+        elts = [proxies(e, f"{name}_{k}") for k, e in enumerate(value.elts)]
+        sub.lists[name] = _List(-1, elts=elts, tuple_=isinstance(value, ast.Tuple))
+        return True
 
     def drop_unread(self, name: str, known: _List) -> None:
         """The run-time list a list of differentiated values started as (`out = []`): its
@@ -349,7 +387,10 @@ class Lists(Statements):
 
     def literal_of(self, name: str, where: ast.AST) -> ast.List:
         """The list `name` as a literal of its elements, placed at `where` (for messages)."""
-        literal = ast.List([clone(e) for e in self.lists[name].elts], ast.Load())
+        known = self.lists[name]
+        literal = (ast.Tuple if known.tuple else ast.List)(
+            [clone(e) for e in known.elts], ast.Load()
+        )
         for n in ast.walk(literal):
             ast.copy_location(n, where)
         return literal
@@ -449,6 +490,19 @@ class _Expand(ast.NodeTransformer):
         ir.set_runtime_helper(func, np.stack)
         stacked = ast.Call(func, [self.norm.literal_of(name, node)], [])
         return ast.copy_location(ast.Subscript(stacked, node.slice, ast.Load()), node)
+
+    def visit_BinOp(self, node):
+        """`parts + [v]` of known lists: one list."""
+        self.generic_visit(node)
+        left, right = node.left, node.right
+        if (
+            isinstance(node.op, ast.Add)
+            and type(left) is type(right)
+            and isinstance(left, (ast.List, ast.Tuple))
+            and self.norm.mentions_varied(node)
+        ):
+            return ast.copy_location(type(left)(left.elts + right.elts, ast.Load()), node)
+        return node
 
     def visit_Call(self, node):
         func = node.func
