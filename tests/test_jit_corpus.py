@@ -56,6 +56,7 @@ import test_rules_scans_layout as sl  # noqa: E402
 import test_rules_shape_indexing as sh  # noqa: E402
 import test_rules_sort as so  # noqa: E402
 import test_trust_refusals as tr  # noqa: E402
+import test_lists as tl  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -222,6 +223,10 @@ CORPUS = [
     # tuple results: the pullback is the gradient's code, so one vjp (of three parts) stands for all
     *[(f, args, 0, m) for f, args in bl.TUPLE_RESULTS for m in ("grad", "jvp")],
     (bl.svd_vectors, (bl.rect(3, 2, seed=2),), 0, "vjp"),
+    # lists of differentiated values, unrolled (test_lists.py): read by a run-time index, a
+    # loop over split pieces
+    (tl.read_at_a_run_time_index, (r(3), 5), 0, "grad"),
+    (tl.split_pieces, (r(6),), 0, "jvp"),
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -446,11 +446,10 @@ def test_calls_outside_the_rules_are_refused_at_the_users_line(f):
         s2sad.vjp(f)(*args)
 
 
-def test_a_loop_over_split_pieces_is_refused_in_reverse_mode():
-    """The cotangent of np.split's list is flat; a loop would accumulate it item by item."""
-    with pytest.raises(NotImplementedError, match="read the pieces by index"):
-        s2sad.grad(split_in_a_loop)(r(4, 3))
-    check_jvp(split_in_a_loop, (r(4, 3),))  # forward mode follows the loop
+def test_a_loop_over_split_pieces_is_unrolled():
+    """A split into a constant count of pieces: the loop is unrolled (tests/test_lists.py)."""
+    check_vjp(split_in_a_loop, (r(4, 3),))
+    check_jvp(split_in_a_loop, (r(4, 3),))
 
 
 def test_an_item_read_by_a_slice_is_refused():
@@ -598,8 +597,8 @@ def test_list_literals_read_as_arrays(f, args, wrt):
 
 
 @pytest.mark.parametrize("f", [concatenate_of_a_list_variable, concatenate_of_appended])
-def test_lists_held_in_variables_are_refused_at_the_users_line(f):
-    """Not yet: a list's cotangent would need a list value in the adjoint (pass it literally)."""
+def test_lists_held_in_variables(f):
+    """Followed element by element at transform time (tests/test_lists.py has the rest)."""
     args = (r(3), r(2, seed=1))[: f.__code__.co_argcount]
-    with pytest.raises(s2sad.S2SADError, match=r"test_rules_breadth_building\.py:\d+"):
-        s2sad.vjp(f)(*args)
+    check_vjp(f, args, wrt=0)
+    check_jvp(f, args, wrt=0)

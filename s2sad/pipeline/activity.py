@@ -88,8 +88,9 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
                 f"s2sad cannot follow differentiated values through a mutable container "
                 f"(`{call}(...)`)",
                 ir.src(stmt),
-                hint="collect the values in an array (np.zeros, then writes y[i] = v) or pass "
-                "the values to np.stack/np.concatenate directly",
+                hint="s2sad unrolls a loop filling a list where its trip count is known when "
+                "it transforms the function (`range(3)`, a global int, `len` of a known list); "
+                "otherwise collect the values in an array (np.zeros, then writes y[i] = v)",
             )
         raise where.error(
             UnsupportedSyntaxError,

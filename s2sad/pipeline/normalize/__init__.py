@@ -16,6 +16,9 @@ Control flow stays structured (`if`, `for i in range(...)`, `while`):
   read (`snapshot(...)`), so that a later write does not change what the adjoint reads back; a named view read after its array
   was written (where NumPy's view would show the write) is refused;
 - `for row in x`, `enumerate` and `zip` become loops over an index;
+- a list of differentiated values is no run-time object: its reads are the literal of its
+  elements, and a loop filling it or iterating over it is unrolled where its trip count is known
+  (lists.py);
 - calls to the user's own functions (module-level, nested `def`s, lambdas) are inlined.
 
 Consumes the parsed function (parse.py) and the `wrt` names; produces `Normalized` (the flat
@@ -26,6 +29,9 @@ The package, one concern per module:
 - flatten.py: the walk's state (current SSA names, statements written) and its primitives;
 - expressions.py / statements.py / control.py / inline.py: the layers of the one recursive walk
   (expressions to atoms; assignments; if/for/while and their merges, returns lifted; inlining);
+- lists.py / list_loops.py: lists of differentiated values, followed element by element while
+  their contents are known (reads become list literals), and the loops and comprehensions over
+  them unrolled;
 - memory.py: `Memory`, what arrays may share (views, aliases, in-place hazards);
 - naming.py: `NameAllocator`, `hygienic`; calls.py: which calls are inlined;
 - liveness.py: the copy and live-out cleanup passes, functions of the statements.

@@ -23,7 +23,7 @@ from ..dependence import assignment_flows, dependents
 from ..names import names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
-from .statements import Statements
+from .list_loops import ListLoops
 
 
 def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
@@ -43,7 +43,7 @@ def _breaks(stmt: ast.stmt) -> bool:
     return False
 
 
-class ControlFlow(Statements):
+class ControlFlow(ListLoops):
     """Flattening of `if`, `for` and `while` (see the module docstring)."""
 
     def __init__(self, *args, **kwargs):

@@ -63,8 +63,9 @@ class Inlining(ControlFlow):
             [self.mentions_varied(a) for a in node.args],
             {k.arg: self.mentions_varied(k.value) for k in node.keywords},
         )
-        args = [self.atom(a, base) for a in node.args]
-        keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        # (a list literal stays one, of atoms: the helper reads it as a list, see lists.py)
+        args = [self.sequence(a, base) for a in node.args]
+        keywords = {k.arg: self.sequence(k.value, base) for k in node.keywords}
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
@@ -103,6 +104,8 @@ class Inlining(ControlFlow):
                 value = bound.arguments[name]
             else:
                 value = defaults_spelled(name, param.default)
+            if self.bind_list_param(sub, name, value):
+                continue  # a list of differentiated values (see lists.py)
             if (
                 isinstance(value, ast.Name)
                 and value.id not in self.resolver.namespace
@@ -126,6 +129,7 @@ class Inlining(ControlFlow):
         sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
         sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
         sub.block_into(self.out, body)
+        sub.refuse_list_results([f"{result}{i}" for i in range(arity)] or [result])
         if arity:
             results = [f"{result}{i}" for i in range(arity)]
             out = ast.Tuple([ast.Name(sub.env[r], ast.Load()) for r in results], ast.Load())

@@ -35,6 +35,7 @@ class Normalizer(Inlining):
         self.mark_loop_varied(body)  # a name that varies anywhere is split from the start
         self.out = []
         self.block_into(self.out, body)
+        self.refuse_list_results([f"{result}{i}" for i in range(arity)] or [result])
         if arity:
             outputs = [self.env[f"{result}{i}"] for i in range(arity)]
         else:
