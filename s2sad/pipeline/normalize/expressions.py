@@ -17,6 +17,7 @@ import numpy as np
 from ... import ir
 from ...rules.helpers import RUNTIME
 from ...astcopy import walk_nodes
+from ...errors import UnsupportedSyntaxError
 from ..reserved import STATIC_ATTRS
 from .calls import array_literals
 from .flatten import Flattener
@@ -162,9 +163,10 @@ class Expressions(Flattener):
         elif isinstance(node, ast.Subscript) and self.index_join(node) is not None:
             node = self.joined(node, self.index_join(node), base)
         elif isinstance(node, ast.Subscript):
-            node = ast.Subscript(
-                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
-            )
+            value = self.atom(node.value, base)
+            if isinstance(value, ast.Tuple) and ir.inlined(value):
+                return self.element_of(value, node.slice)  # `helper(x)[1]`: its second result
+            node = ast.Subscript(value, self.index(node.slice, base), ast.Load())
         elif isinstance(node, ast.Compare):
             node = ast.Compare(
                 self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
@@ -322,6 +324,28 @@ class Expressions(Flattener):
                 return ast.Name(name, ast.Load())
             return type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
+
+    def element_of(self, value: ast.Tuple, index: ast.expr) -> ast.expr:
+        """The element `value[index]` names, `value` the tuple of an inlined helper's results
+        and `index` a constant integer (else refused)."""
+        try:
+            k = ast.literal_eval(index)
+        except ValueError:
+            k = None
+        if type(k) is not int or not -len(value.elts) <= k < len(value.elts):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"s2sad indexes the tuple a helper returns only by a constant integer from "
+                f"{-len(value.elts)} to {len(value.elts) - 1}",
+                index,
+                hint="unpack the helper's results (`a, b = helper(x)`) and pick one",
+            )
+        element = value.elts[k]
+        if isinstance(element, ast.Name):  # with what it may share with the caller's arrays
+            alias = ir.inlined(value).elements[k][1]
+            element = ast.Name(element.id, ast.Load())
+            ir.set_inlined(element, ir.Inlined(alias=alias or None))
+        return element
 
     def index(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Slice):
