@@ -18,6 +18,11 @@ X = np.array([0.3, -0.5, 0.7, 0.9])
 W = np.array([1.1, -0.4, 0.2, 0.6])
 
 
+def code(text: str) -> str:
+    """Generated source without its comments."""
+    return "\n".join(line.split("#")[0] for line in text.splitlines())
+
+
 def all_modes(f, args, wrt=0):
     """vjp and jvp against central differences, and the batched Jacobian in both modes."""
     check_vjp(f, args, wrt)
@@ -124,3 +129,260 @@ def test_a_helpers_tuple_indexed_by_a_variable_is_refused_at_its_line():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="only by a constant integer") as info:
         s2sad.vjp(indexed_by_a_variable)(X, 1)
     assert info.value.line == indexed_by_a_variable.__code__.co_firstlineno + 1
+
+
+# ----------------------------------------------------------------------------- functions passed
+
+
+def dynamics(y):
+    return -0.5 * y + np.sin(y)
+
+
+def rk4(f, y, h):
+    k1 = f(y)
+    k2 = f(y + h / 2 * k1)
+    k3 = f(y + h / 2 * k2)
+    k4 = f(y + h * k3)
+    return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+
+
+def integrate(y0, h):
+    y = y0
+    for _ in range(3):
+        y = rk4(dynamics, y, h)
+    return y
+
+
+def make_field(a):
+    def field(y):
+        return a * np.cos(y) * y
+    return field
+
+
+FIELD = make_field(np.array([1.0, 2.0, 0.5, -1.0]))
+
+
+def through(f, y, h):
+    return rk4(f, y, h)  # passed on
+
+
+def apply(f, x):
+    return f(x) * 2
+
+
+def integrate_closure(y0):
+    return through(FIELD, y0, 0.1) + apply(np.sin, y0) + apply(dynamics, y0)
+
+
+def test_a_module_function_passed_as_an_argument():
+    all_modes(integrate, (X, 0.1), (0, 1))
+
+
+def test_a_closure_from_a_factory_and_a_numpy_function_passed_as_arguments():
+    all_modes(integrate_closure, (X,))
+
+
+def test_a_function_passed_reads_well_and_follows_rebinding():
+    text = s2sad.source(s2sad.vjp(integrate), X, 0.1)
+    assert "f(" not in code(text) and "# dynamics, line" in text  # inlined, as its own lines
+    text = s2sad.source(s2sad.vjp(integrate_closure), X)
+    assert "np.sin(" in code(text) and "# field, line" in text
+    global FIELD
+    saved = FIELD
+    try:
+        g_before = s2sad.grad(lambda_free_total)(X)
+        FIELD = make_field(np.array([2.0, 4.0, 1.0, -2.0]))  # another closure of the factory
+        g_after = s2sad.grad(lambda_free_total)(X)
+    finally:
+        FIELD = saved
+    assert not np.allclose(g_before, g_after)
+    check_vjp(lambda_free_total, (X,))
+
+
+def lambda_free_total(y0):
+    return np.sum(through(FIELD, y0, 0.1))
+
+
+def takes_a_function(f, y0):
+    return np.sum(rk4(f, y0, 0.1))
+
+
+def passes_local_functions(y0, k):
+    c = k * 2
+
+    def field(y):
+        return -c * y + np.sin(y)
+
+    y = rk4(lambda y: -k * y, y0, 0.1)
+    c = c + 1.0  # the closure reads c when it is called
+    return rk4(field, y, 0.1)
+
+
+def test_a_lambda_and_a_nested_def_passed_as_arguments():
+    all_modes(passes_local_functions, (X, 0.7), (0, 1))
+    text = s2sad.source(s2sad.vjp(passes_local_functions), X, 0.7)
+    line = passes_local_functions.__code__.co_firstlineno + 6
+    assert f"# line {line}: -k * y" in text  # the lambda's own line, in its file
+
+
+def test_a_function_the_transform_cannot_see_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="cannot tell which function `f`"):
+        s2sad.grad(takes_a_function, wrt=1)(dynamics, X)
+
+
+# ----------------------------------------------------------------------------- dicts
+
+
+def dict_of_parts(x, y):
+    d = {"a": x * 2, "b": y}
+    d["c"] = d["a"] * d["b"]
+    d["a"] += np.sin(y)
+    return np.sum(d["a"] + d["b"] + d["c"])
+
+
+def dict_in_a_loop(x):
+    acc = {"sum": 0.0, 1: 1.0}
+    for v in x:
+        acc["sum"] = acc["sum"] + v * acc[1]
+        acc[1] = acc[1] * 0.5
+    return acc["sum"]
+
+
+@pytest.mark.parametrize("f, args", [(dict_of_parts, (X, W)), (dict_in_a_loop, (X,))])
+def test_dict_literals_read_by_constant_keys(f, args):
+    all_modes(f, args, (0, 1) if len(args) == 2 else 0)
+
+
+def test_a_dict_reads_as_one_local_per_key():
+    text = s2sad.source(s2sad.vjp(dict_of_parts), X, W)
+    assert "d_a = x * 2" in text and "d_b = y" in text and "{" not in code(text)
+
+
+def dict_missing_key(x):
+    d = {"a": x}
+    return np.sum(d["b"])
+
+
+def test_a_key_the_dict_never_has_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="never has the key 'b'") as info:
+        s2sad.grad(dict_missing_key)(X)
+    assert info.value.line == dict_missing_key.__code__.co_firstlineno + 2
+
+
+# ----------------------------------------------------------------------------- input checks
+
+
+def checked(x, w):
+    if x.ndim != 1:
+        raise ValueError(f"x must be 1-d, got {x.ndim} dimensions")
+    assert x.shape == w.shape, "x and w differ in shape"
+    if (n := x.shape[0]) < 2:
+        raise ValueError("need two points")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.log(np.abs(x)) * w / n
+    try:
+        s = np.sum(r * r)
+    except FloatingPointError:
+        s = 0.0
+    else:
+        s = s + 1.0
+    finally:
+        print(f"loss {s:.3f} over {n} points")
+    return s
+
+
+def test_raise_assert_walrus_errstate_try_and_print(capsys):
+    all_modes(checked, (X, W), (0, 1))
+    assert "over 4 points" in capsys.readouterr().out  # print kept in the primal
+    with pytest.raises(ValueError, match="need two points"):
+        s2sad.grad(checked)(X[:1], W[:1])
+    with pytest.raises(AssertionError, match="differ in shape"):
+        s2sad.jvp(checked)(X, W[:3], tangent=X)
+
+
+def test_input_checks_read_well():
+    text = s2sad.source(s2sad.grad(checked), X, W)
+    assert 'raise ValueError("need two points")' in text
+    assert "n = x.shape[0]" in text and "FloatingPointError" not in text
+    assert "errstate" not in code(text)
+
+
+def walrus_read_before(x):
+    return np.sum(x * (x := x * 2))
+
+
+def loud(x):
+    with np.errstate(all="raise"):
+        y = np.log(x)
+    return np.sum(y)
+
+
+def other_context(x):
+    with open("f") as handle:
+        y = x * len(handle.read())
+    return np.sum(y)
+
+
+@pytest.mark.parametrize(
+    "f, message",
+    [
+        (walrus_read_before, "walrus whose name its statement reads before it"),
+        (loud, "np.errstate only for settings"),
+        (other_context, "`with` blocks other than"),
+    ],
+)
+def test_what_cannot_be_kept_is_refused_at_its_line(f, message):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=message) as info:
+        s2sad.grad(f)(X)
+    assert info.value.line in (f.__code__.co_firstlineno + 1, f.__code__.co_firstlineno + 2)
+
+
+# ----------------------------------------------------------------------------- return in a loop
+
+
+def first_over(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + x[i] * x[i]
+        if s > 0.5:
+            return s * 2
+    return s
+
+
+def nested_exits(x, w):
+    total = 0.0
+    for i in range(x.shape[0]):
+        t = x[i] * w[i]
+        for j in range(2):
+            if t > 0.5 + j:
+                u = t * 3
+                return u + total
+        total = total + np.sin(t)
+        if total < -1.0:
+            return total
+    return total * 2
+
+
+@pytest.mark.parametrize("scale", [1.0, 3.0, -4.0])  # each exit taken
+def test_return_inside_a_loop(scale):
+    all_modes(first_over, (X * scale,))
+    all_modes(nested_exits, (X * scale, W), (0, 1))
+
+
+def test_return_inside_a_loop_reads_well():
+    text = s2sad.source(s2sad.grad(first_over), X)
+    assert "returned = 0" in text and "break" in text
+
+
+def return_deep_in_a_loop(x):
+    for i in range(3):
+        if x[i] > 0:
+            if x[i] > 1:
+                return x[i]
+    return x[0]
+
+
+def test_a_return_nested_deeper_in_a_loop_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="last statement of an `if`") as info:
+        s2sad.grad(return_deep_in_a_loop)(X)
+    assert info.value.line == return_deep_in_a_loop.__code__.co_firstlineno + 4

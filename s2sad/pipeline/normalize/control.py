@@ -24,6 +24,7 @@ from ..names import names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
 from .statements import Statements
+from .sugar import Sugar
 
 
 def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
@@ -60,7 +61,19 @@ class ControlFlow(Statements):
             and isinstance(body[0].value.value, str)
         ):
             body = body[1:]  # docstring
+        sugar = Sugar(self.parsed, self.resolve_callee, self.names.fresh)
+        body = sugar.body(body)
+        self.locals |= sugar.made
         return body
+
+    def resolve_callee(self, func: ast.expr):
+        """What a call's function is, where it is not a local (else None)."""
+        root = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.locals:
+            return None
+        return self.resolver.resolve(func)
 
     def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
         """Lift returns into assignments of `result` (or result0, result1, ... for tuples)."""
@@ -91,7 +104,14 @@ class ControlFlow(Statements):
             if arity
             else ast.Name(result, ast.Store())
         )
-        lifted = lift_returns(body, target, self.parsed)
+        made = []
+
+        def fresh(base):
+            made.append(self.names.fresh(base))
+            return made[-1]
+
+        lifted = lift_returns(body, target, self.parsed, fresh)
+        self.locals |= set(made)
         check = f"{result}0" if arity else result
         if not always_assigns(lifted, check):
             raise self.parsed.error(

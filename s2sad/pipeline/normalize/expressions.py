@@ -204,6 +204,8 @@ class Expressions(Flattener):
 
     def call(self, node: ast.Call, base: str) -> ast.Call:
         func = node.func
+        if isinstance(func, ast.Name) and func.id in self.locals:
+            raise self.local_callee(func)
         if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
             new_func = ast.Attribute(self.atom(func.value, base), func.attr, ast.Load())
         elif self.array_of_literal(node):
@@ -223,6 +225,29 @@ class Expressions(Flattener):
             for k in node.keywords
         ]
         return ast.Call(new_func, args, keywords)
+
+    def local_callee(self, func: ast.Name):
+        """The refusal of a call of a function held in a variable (s2sad cannot tell which)."""
+        name = self.parsed.original.get(func.id, func.id)
+        if func.id in self.parsed.params and not self.inlined:
+            what = f"`{name}` is a parameter of {self.parsed.name}: s2sad cannot tell which function it is"
+            hint = (
+                f"differentiate a function that passes the function itself (`def loss(y): "
+                f"return {self.parsed.name}(dynamics, y)`): s2sad inlines a module-level "
+                "function passed to a function it inlines"
+            )
+        else:
+            what = (
+                f"s2sad cannot tell which function `{name}` holds: a function passed as an "
+                "argument must be named at the call (a module-level function, or a closure a "
+                "factory returned, held in a module-level name)"
+            )
+            hint = (
+                "pass the function by its module-level name; the differentiated function's "
+                "own parameters cannot be functions yet: differentiate a function that "
+                "passes the function itself"
+            )
+        return self.parsed.error(UnsupportedSyntaxError, what, func, hint=hint)
 
     def builtin_of_literal(self, node: ast.Call) -> bool:
         """The builtin `sum([a, b, c])` (or `sum((a, b), start)`, `start=`), `max([a, b])`,

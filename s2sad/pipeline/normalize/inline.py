@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 import inspect
+import types
 from typing import NamedTuple
 
 from ... import ir
+from ...astcopy import clone
 from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
@@ -39,6 +41,9 @@ class Inlining(ControlFlow):
         self.local_defaults: dict[int, dict[str, ast.expr]] = (
             parent.local_defaults if parent is not None else {}
         )
+        # per nested def or lambda passed to a function inlined (by id): the parsed function
+        # it stands in and the index of that function's scopes (see Reads)
+        self.local_owner: dict[int, tuple] = parent.local_owner if parent is not None else {}
 
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
@@ -63,8 +68,11 @@ class Inlining(ControlFlow):
             [self.mentions_varied(a) for a in node.args],
             {k.arg: self.mentions_varied(k.value) for k in node.keywords},
         )
-        args = [self.atom(a, base) for a in node.args]
-        keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        args = [a if self.local_function(a) else self.atom(a, base) for a in node.args]
+        keywords = {
+            k.arg: k.value if self.local_function(k.value) else self.atom(k.value, base)
+            for k in node.keywords
+        }
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
@@ -99,6 +107,16 @@ class Inlining(ControlFlow):
         for name, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise self.unsupported(node, "calls to functions with *args or **kwargs")
+            if name in given_args and name not in rebound:
+                local = self.local_function(given_args[name])
+                if local is not None:  # `rk4(lambda y: -k * y, y, h)`
+                    self.pass_local_function(sub, name, local, given_args[name])
+                    continue
+                passed = self.passed_function(given_args[name])
+                if passed is not None:  # `rk4(dynamics, y, h)`: `f` is `dynamics` in rk4
+                    sub.resolver.functions[name] = passed
+                    sub.locals.discard(name)
+                    continue
             if name in bound.arguments:
                 value = bound.arguments[name]
             else:
@@ -119,6 +137,54 @@ class Inlining(ControlFlow):
         # a parameter whose argument varies (now or in a later iteration) varies in the body
         per_param = signature.bind(*varied.positional, **varied.keywords).arguments
         sub.loop_varied |= {param for param, varies in per_param.items() if varies}
+
+    def local_function(self, arg: ast.expr):
+        """The nested def or lambda an argument is, or None."""
+        if isinstance(arg, ast.Lambda):
+            return arg
+        if isinstance(arg, ast.Name) and arg.id in self.local_funcs:
+            return self.local_funcs[arg.id]
+        return None
+
+    def pass_local_function(self, sub: Inlining, param: str, fn, arg: ast.expr) -> None:
+        """A nested def or lambda passed to a function being inlined, as `param` there: a copy
+        whose free names read this caller's values as they are at the call (the callee cannot
+        rebind them)."""
+        args = fn.args
+        if args.defaults or any(d is not None for d in args.kw_defaults):
+            raise self.unsupported(arg, "a nested function with defaults passed as an argument")
+        fn = clone(fn)
+        body = fn.body if isinstance(fn, ast.FunctionDef) else [fn.body]
+        own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | set(
+            names_stored(body)
+        )
+        free = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} - own
+        for name in free & set(self.env):
+            current = self.env[name]
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Name) and n.id == name:
+                    n.id = current
+            sub.env[current] = current
+            sub.locals.add(current)
+        for name in free & set(self.local_funcs):
+            sub.local_funcs.setdefault(name, self.local_funcs[name])
+        sub.local_funcs[param] = fn
+        self.local_defaults[id(fn)] = {}
+        self.local_owner[id(fn)] = self.local_owner.get(id(fn), (self.parsed, self.resolver.index))
+
+    def passed_function(self, arg: ast.expr):
+        """The function an argument names (`dynamics` in `rk4(dynamics, y, h)`: a module's
+        function, a closure a factory returned, a NumPy function), with the spec that reads it
+        again at each call and the caller's spelling of it; None for any other argument."""
+        root = arg
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in self.locals:
+            return None
+        obj, spec = self.resolver.resolve_spec(arg)
+        if is_data(obj) or isinstance(obj, (type, types.ModuleType)):
+            return None
+        return obj, spec, self.rename(arg)
 
     def _run_inlined(self, sub: Inlining, body: list[ast.stmt], label: str) -> ast.expr:
         result = self.names.fresh(f"{label}_result")
@@ -191,10 +257,12 @@ class Inlining(ControlFlow):
         if fn.args.vararg or fn.args.kwarg:
             raise self.unsupported(node, "calls to functions with *args or **kwargs")
         tree = ast.FunctionDef(getattr(fn, "name", "lambda"), fn.args, body, [], None)
+        parsed, index = self.local_owner.get(id(fn), (self.parsed, None))
         sub = type(self)(
-            self.parsed,
+            parsed,
             [],
             parent=self,
+            index=index,
             env=dict(self.env),
             extra_locals=self.locals | set(params) | set(names_stored([tree])),
             local_funcs=dict(self.local_funcs),
