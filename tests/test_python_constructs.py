@@ -386,3 +386,79 @@ def test_a_return_nested_deeper_in_a_loop_is_refused_at_its_line():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="last statement of an `if`") as info:
         s2sad.grad(return_deep_in_a_loop)(X)
     assert info.value.line == return_deep_in_a_loop.__code__.co_firstlineno + 4
+
+
+# ----------------------------------------------------------------------------- recursion
+
+
+def power(x, n):
+    if n == 0:
+        return np.ones_like(x)
+    if n % 2 == 1:
+        return x * power(x, n - 1)
+    half = power(x, n // 2)
+    return half * half
+
+
+def powers(x):
+    return power(x, 5) + power(x, 2)
+
+
+def test_recursion_whose_depth_constants_decide_is_unrolled():
+    all_modes(powers, (X,))
+    np.testing.assert_allclose(s2sad.grad(lambda_free_powers)(X), 5 * X**4 + 2 * X)
+
+
+def lambda_free_powers(x):
+    return np.sum(powers(x))
+
+
+def test_an_unrolled_recursion_reads_well():
+    text = code(s2sad.source(s2sad.grad(lambda_free_powers), X))
+    assert "power(" not in text and "n % 2" not in text and "== 0" not in text
+
+
+def power_of_a_parameter(x, n):
+    return np.sum(power(x, n))
+
+
+def power_in_a_loop(x):
+    k = 1
+    s = 0.0
+    for _ in range(3):
+        s = s + np.sum(power(x, k))
+        k = k + 1  # another depth in each iteration: not known when transformed
+    return s
+
+
+@pytest.mark.parametrize("f, args", [(power_of_a_parameter, (X, 3)), (power_in_a_loop, (X,))])
+def test_recursion_of_a_depth_known_only_at_run_time_is_refused(f, args):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="unrolls a recursive function only"):
+        s2sad.grad(f)(*args)
+
+
+# ----------------------------------------------------------------------------- integers
+
+
+def counted_scatter(x, bins):
+    counts = np.zeros(3, dtype=np.int64)
+    s = 0.0
+    for b in bins:
+        c = counts[b]  # an integer: no view of counts, which the next line writes
+        counts[b] = c + 1
+        s = s + x[b] * c
+    return s
+
+
+def first_of_order(x):
+    order = np.argsort(x)
+    first = order[0]
+    order[0] = order[1]
+    return x[first] * 2 + x[order[0]]
+
+
+def test_integers_read_from_arrays_written_later_are_no_views():
+    bins = np.array([1, 2, 1, 1])
+    all_modes(counted_scatter, (X, bins))
+    np.testing.assert_allclose(s2sad.grad(counted_scatter)(X, bins), [0, 3, 0, 0])
+    all_modes(first_of_order, (X,))
