@@ -462,3 +462,22 @@ def test_integers_read_from_arrays_written_later_are_no_views():
     all_modes(counted_scatter, (X, bins))
     np.testing.assert_allclose(s2sad.grad(counted_scatter)(X, bins), [0, 3, 0, 0])
     all_modes(first_of_order, (X,))
+
+
+# ----------------------------------------------------------------------------- jit
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+def test_jitted_where_numba_compiles_the_derivative(capsys):
+    """Numba cannot compile these primals (they call plain Python functions, or format a
+    string), but s2sad's derivative of each inlines them: jitted, it compiles and gives the
+    Python version's numbers. A print that formats values is dropped from the jitted code."""
+    pytest.importorskip("numba")
+    for f, args, wrt in [(lambda_free_total, (X,), 0), (checked, (X, W), (0, 1))]:
+        jitted = s2sad.grad(f, wrt=wrt, jit="strict")(*args)
+        plain = s2sad.grad(f, wrt=wrt)(*args)
+        for j, p in zip(jitted, plain):
+            np.testing.assert_allclose(j, p, rtol=1e-12)
+    text = s2sad.source(s2sad.grad(checked, wrt=(0, 1), jit=True), X, W)
+    assert "print(" not in code(text)
+    assert 'raise ValueError("x must be 1-d, got {x.ndim} dimensions")' in text
