@@ -12,7 +12,7 @@ import pytest
 
 import s2sad
 from conftest import check_jvp, check_vjp
-from test_jacobian_batched import check
+from test_jacobian_batched import check, fd_jacobian
 
 X = np.array([0.3, -0.5, 0.7, 0.9])
 W = np.array([1.1, -0.4, 0.2, 0.6])
@@ -462,6 +462,61 @@ def test_integers_read_from_arrays_written_later_are_no_views():
     all_modes(counted_scatter, (X, bins))
     np.testing.assert_allclose(s2sad.grad(counted_scatter)(X, bins), [0, 3, 0, 0])
     all_modes(first_of_order, (X,))
+
+
+# ----------------------------------------------------------------------------- more
+
+
+def dict_filled_later(x, c):
+    if c > 0:
+        d = {}
+    else:
+        d = {"a": 1.0}
+    d["a"] = x * 2
+    return np.sum(d["a"])
+
+
+def dict_read_by_a_method(x):
+    d = {"a": x * 2}
+    return np.sum(d.get("a"))
+
+
+def checks_in_a_loop(x):
+    s = 0.0
+    for v in x:
+        if v > 10:
+            raise ValueError("too big")
+        assert v > -10
+        s = s + v * v
+    return s
+
+
+def test_an_empty_dict_filled_later_and_checks_inside_a_loop():
+    all_modes(dict_filled_later, (X, 1.0))
+    all_modes(checks_in_a_loop, (X,))
+    with pytest.raises(ValueError, match="too big"):
+        s2sad.jvp(checks_in_a_loop)(np.abs(X) * 20, tangent=X)
+
+
+def test_a_dict_used_otherwise_is_refused_at_its_line():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="used other than by constant keys"):
+        s2sad.grad(dict_read_by_a_method)(X)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (weighted, (X, W)),
+        (dict_of_parts, (X, W)),
+        (first_over, (X,)),
+        (lambda_free_powers, (X,)),
+        (lambda_free_total, (X,)),
+    ],
+)
+def test_hessians(f, args):
+    gradient = s2sad.grad(f)
+    H = s2sad.hessian(f)(*args)
+    np.testing.assert_allclose(H, fd_jacobian(gradient, args, 0), atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- jit

@@ -184,6 +184,8 @@ class Expressions(Flattener):
                 ast.ListComp: "list comprehensions",
                 ast.GeneratorExp: "generators",
                 ast.Starred: "starred arguments",
+                ast.Dict: "a dict of differentiated values used other than by constant keys "
+                '(`d = {"a": x}; d["a"]`)',
             }.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)

@@ -278,7 +278,7 @@ class _DictRewrite(ast.NodeTransformer):
                 return ast.copy_location(both, node)
             for a in out[1:]:  # one user statement: one comment above them
                 ir.mark_synthetic(a)
-            return out
+            return out or ast.copy_location(ast.Pass(), node)  # (`d = {}`)
         self.generic_visit(node)
         return node
 
