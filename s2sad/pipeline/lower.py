@@ -36,9 +36,9 @@ def drop_constant_branches(stmts: list) -> list:
     Numba drops the branch a constant condition never takes before it types the code: the
     primal compiles even when that branch does not. The gradient's tapes are typed by their
     pushes, and a tape pushed only in a dropped branch would have no type; so the jitted
-    transform decides these branches itself, before it differentiates. A `print` that formats
-    values into a string (which Numba does not compile) is dropped, and an f-string a `raise`
-    gives becomes its text as written."""
+    transform decides these branches itself, before it differentiates. A `print` of an
+    f-string with values in it (which Numba does not compile) is dropped, and an f-string a
+    `raise` gives becomes its text as written."""
     counts: dict[str, int] = {}
     values: dict[str, ast.expr] = {}
     for node in ast.walk(ast.Module(list(stmts), [])):
@@ -87,29 +87,15 @@ def drop_constant_branches(stmts: list) -> list:
 
 
 def _unformattable_print(stmt) -> bool:
-    """`print(...)` of an f-string with values in it, `.format(...)` or `"..." % ...`."""
+    """`print(...)` of an f-string with a value in it (other formatting, `.format` or `%`, is
+    left to Numba, which refuses it: the transform then runs in Python)."""
     call = stmt.value if isinstance(stmt, ast.Expr) else None
-    if not (
-        isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "print"
-    ):
-        return False
-    for n in ast.walk(call):
-        if isinstance(n, ast.FormattedValue):
-            return True
-        if (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr == "format"
-        ):
-            return True
-        if (
-            isinstance(n, ast.BinOp)
-            and isinstance(n.op, ast.Mod)
-            and isinstance(n.left, ast.Constant)
-            and isinstance(n.left.value, str)
-        ):
-            return True
-    return False
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "print"
+        and any(isinstance(n, ast.FormattedValue) for n in ast.walk(call))
+    )
 
 
 def _as_text(node: ast.expr) -> ast.expr:

@@ -140,6 +140,10 @@ class Resolver:
             (parent.reserved, parent.names, parent.top_locals) if parent else (set(), None, set())
         )
 
+    def scopes(self) -> int:
+        """The index of the function whose scopes this resolver reads (see Reads)."""
+        return self.index
+
     def hygiene(self, reserved: set[str], names, top_locals: set[str]) -> None:
         """Spell with a fresh name from `names` each global whose name is in `reserved`, or
         names a local of the generated function (`top_locals`, or a name s2sad made: a global of

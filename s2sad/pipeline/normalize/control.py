@@ -44,6 +44,13 @@ def _breaks(stmt: ast.stmt) -> bool:
     return False
 
 
+def _span(pairs) -> ast.Call:
+    """`range(len(a))`, or `range(min(len(a), len(b)))` for the pairs of a `zip`."""
+    lengths = [ast.Call(ast.Name("len", ast.Load()), [s], []) for _, s in pairs]
+    stop = lengths[0] if len(lengths) == 1 else ast.Call(ast.Name("min", ast.Load()), lengths, [])
+    return ast.Call(ast.Name("range", ast.Load()), [stop], [])
+
+
 class ControlFlow(Statements):
     """Flattening of `if`, `for` and `while` (see the module docstring)."""
 
@@ -65,15 +72,6 @@ class ControlFlow(Statements):
         body = sugar.body(body)
         self.locals |= sugar.made
         return body
-
-    def resolve_callee(self, func: ast.expr):
-        """What a call's function is, where it is not a local (else None)."""
-        root = func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id in self.locals:
-            return None
-        return self.resolver.resolve(func)
 
     def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
         """Lift returns into assignments of `result` (or result0, result1, ... for tuples)."""
@@ -345,7 +343,7 @@ class ControlFlow(Statements):
             if first is None:  # the counter is the loop's index
                 index = self.rebind(counter.id)
                 at = ast.Name(counter.id, ast.Load())
-                return index, self.span(pairs), lambda: self.bind_items(pairs, at)
+                return index, _span(pairs), lambda: self.bind_items(pairs, at)
             index = self.synthesize(f"{counter.id}_index")
             at = ast.Name(index, ast.Load())
             offset = ast.BinOp(at, ast.Add(), first)
@@ -354,14 +352,14 @@ class ControlFlow(Statements):
                 self.assign_target(counter, offset)
                 self.bind_items(pairs, at)
 
-            return index, self.span(pairs), bind_counted
+            return index, _span(pairs), bind_counted
         pairs = self.zipped(it, target, node.body)
         if pairs:
             index = self.synthesize(
                 f"{pairs[0][0].id if isinstance(pairs[0][0], ast.Name) else 'item'}_index"
             )
             at = ast.Name(index, ast.Load())
-            return index, self.span(pairs), lambda: self.bind_items(pairs, at)
+            return index, _span(pairs), lambda: self.bind_items(pairs, at)
         if isinstance(target, ast.Name):
             seq = self.sequence_of(it, node.body)
             index = self.synthesize(f"{target.id}_index")
@@ -394,15 +392,6 @@ class ControlFlow(Statements):
         for t, a in zip(target.elts, it.args):
             pairs += self.zipped(a, t, body) or [(t, self.sequence_of(a, body))]
         return pairs
-
-    @staticmethod
-    def span(pairs) -> ast.Call:
-        """`range(len(a))`, or `range(min(len(a), len(b)))` for the pairs of a `zip`."""
-        lengths = [ast.Call(ast.Name("len", ast.Load()), [s], []) for _, s in pairs]
-        stop = (
-            lengths[0] if len(lengths) == 1 else ast.Call(ast.Name("min", ast.Load()), lengths, [])
-        )
-        return ast.Call(ast.Name("range", ast.Load()), [stop], [])
 
     def bind_items(self, pairs, at: ast.Name) -> None:
         """Each target of the loop bound to its sequence's item at index `at`."""

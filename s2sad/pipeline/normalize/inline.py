@@ -220,7 +220,9 @@ class Inlining(ControlFlow):
             sub.local_funcs.setdefault(name, self.local_funcs[name])
         sub.local_funcs[param] = fn
         self.local_defaults[id(fn)] = {}
-        self.local_owner[id(fn)] = self.local_owner.get(id(fn), (self.parsed, self.resolver.index))
+        self.local_owner[id(fn)] = self.local_owner.get(
+            id(fn), (self.parsed, self.resolver.scopes())
+        )
 
     def passed_function(self, arg: ast.expr):
         """The function an argument names (`dynamics` in `rk4(dynamics, y, h)`: a module's

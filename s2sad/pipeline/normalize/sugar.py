@@ -194,16 +194,15 @@ class _Dicts:
                 self.sugar.made.add(keys[(name, key)])
             return keys[(name, key)]
 
-        new = _DictRewrite(names, local).visit(copy.deepcopy(module))
+        rewrite = _DictRewrite(names, local)
+        new = rewrite.visit(copy.deepcopy(module))
         stored = {
             n.id
             for n in ast.walk(new)
             if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
         }
-        for n in ast.walk(new):
-            missing = getattr(n, "s2sad_dict_key", None)
-            if missing is not None and n.id not in stored:
-                name, key = missing
+        for n, (name, key) in rewrite.reads:
+            if n.id not in stored:
                 raise self.sugar.parsed.error(
                     UnsupportedSyntaxError,
                     f"the dict `{name}` never has the key {key!r}",
@@ -255,6 +254,7 @@ class _DictRewrite(ast.NodeTransformer):
     def __init__(self, names: set[str], local):
         self.names = names
         self.local = local
+        self.reads: list[tuple] = []  # (the local a read became, (the dict, the key))
 
     def visit_Assign(self, node: ast.Assign):
         target = node.targets[0] if len(node.targets) == 1 else None
@@ -287,7 +287,7 @@ class _DictRewrite(ast.NodeTransformer):
             key = _key(node.slice)
             name = ast.Name(self.local(node.value.id, key), type(node.ctx)())
             if isinstance(node.ctx, ast.Load):
-                name.s2sad_dict_key = (node.value.id, key)
+                self.reads.append((name, (node.value.id, key)))
             return ast.copy_location(name, node)
         self.generic_visit(node)
         return node
