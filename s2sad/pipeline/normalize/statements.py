@@ -227,7 +227,7 @@ class Statements(Expressions):
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
             atoms = [self.atom(v, _base(t)) for t, v in zip(target.elts, value.elts)]
         else:
-            whole = self.atom(value, "_".join(_base(t) for t in target.elts))
+            whole = self.atom(value, "_".join(dict.fromkeys(_base(t) for t in target.elts)))
             if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
                 atoms = whole.elts
             else:  # a value unpacked by its first axis (or a tuple a rule returns)
