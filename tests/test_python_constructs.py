@@ -108,6 +108,25 @@ def test_tuple_of_subscripts_as_a_target(f):
     all_modes(f, (X,))
 
 
+def swaps_elements(x):
+    s = x * 2
+    s[0], s[1] = s[1], s[0]  # numbers: a swap
+    return np.sum(s * np.arange(4.0))
+
+
+def swaps_rows(x):
+    s = np.outer(x[:2], x)
+    s[0], s[1] = s[1], s[0]  # rows: views, the second read after the first is written
+    return np.sum(s)
+
+
+def test_a_swap_of_elements_and_the_refusal_of_a_swap_of_rows():
+    all_modes(swaps_elements, (X,))
+    np.testing.assert_allclose(s2sad.grad(swaps_elements)(X), [2, 0, 4, 6])
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`s\\[0\\]` may be a view of `s`"):
+        s2sad.grad(swaps_rows)(X)
+
+
 # ----------------------------------------------------------------------------- helper()[k]
 
 

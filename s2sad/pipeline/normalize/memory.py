@@ -414,9 +414,9 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
 
 
 def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:
-    """Whether `name` is assigned (only) an item that is no view whatever the values' ranks: an
-    array read at as many scalar indices as it has axes (an element: a number, an integer
-    say, whose rank the ranks' inference may not know), or at an array of indices (a copy)."""
+    """Whether `name` is assigned (only) an item that is no view: an array read at as many
+    scalar indices as it has axes (an element: a number, an integer say, whose rank the ranks'
+    inference may not know, since the array's dtype is not known)."""
     values = [
         s.value
         for stmt in stmts
@@ -438,7 +438,4 @@ def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:
         for i in items
     ):
         return False
-    ranks = [shapes.of(i) for i in items]
-    if any(r is not None and r > 0 for r in ranks):
-        return True  # an array of indices: NumPy copies
-    return all(r == 0 for r in ranks) and shapes.of(value.value) == len(items)
+    return all(shapes.of(i) == 0 for i in items) and shapes.of(value.value) == len(items)

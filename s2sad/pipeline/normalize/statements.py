@@ -226,6 +226,22 @@ class Statements(Expressions):
         evaluates them, then each element of the target from left to right."""
         if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
             atoms = [self.atom(v, _base(t)) for t, v in zip(target.elts, value.elts)]
+            for k, (v, a) in enumerate(zip(value.elts, atoms)):
+                written = {_base(t) for t in target.elts[:k] if not isinstance(t, ast.Name)}
+                viewed = self.memory.written_view(v)
+                if viewed in written and isinstance(a, ast.Name) and not isinstance(v, ast.Name):
+                    # `s[0], s[1] = s[1], s[0]` of rows: Python writes the second row's
+                    # values into the first, then reads the first (a view) for the second
+                    self.memory.hazards.append(
+                        (
+                            a.id,
+                            v,
+                            f"`{ast.unparse(v)}` may be a view of `{viewed}`, which this "
+                            "statement writes before it is read: Python reads the view "
+                            "after the write, and s2sad does not follow writes through views",
+                            f"copy it first (`{ast.unparse(v)}.copy()`)",
+                        )
+                    )
         else:
             whole = self.atom(value, "_".join(dict.fromkeys(_base(t) for t in target.elts)))
             if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
