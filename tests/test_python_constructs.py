@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import s2sad
 from conftest import check_jvp, check_vjp
@@ -71,6 +73,15 @@ def test_enumerate_of_zip_values():
 def test_zip_of_a_zip_and_rows():
     A = np.arange(12.0).reshape(4, 3) / 10
     all_modes(zipped_rows, (A, W), (0, 1))
+
+
+@settings(max_examples=10, deadline=None)
+@given(rows=st.integers(1, 5), cols=st.integers(1, 4), length=st.integers(1, 6))
+def test_zip_stops_at_the_shorter_sequence(rows, cols, length):
+    rng = np.random.default_rng(rows * 100 + cols * 10 + length)
+    A, w = rng.normal(size=(rows, cols)), rng.normal(size=length)
+    check_vjp(zipped_rows, (A, w), (0, 1))
+    check_jvp(weighted, (A[:, 0], w), (0, 1))
 
 
 def test_enumerate_of_zip_reads_well():
