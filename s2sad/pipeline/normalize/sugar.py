@@ -1,13 +1,15 @@
 """Python written as people write it, rewritten into the plainer Python the flattener reads,
 before it reads a function's body (each body, the inlined ones too):
 
-- `with np.errstate(...):` (and `contextlib.suppress`-free contexts that only change NumPy's
-  warnings) becomes its body: the body is differentiated as if the `with` were absent;
+- `with np.errstate(...):` of settings that only decide whether NumPy warns ('ignore', 'warn')
+  becomes its body: the body is differentiated as if the `with` were absent (NumPy may then
+  warn where the user's code was quiet; other settings are refused);
 - `try:` becomes its body, then its `else:` and `finally:` blocks: the derivative is that of
   the path on which the body does not raise (the handlers are not differentiated);
 - a walrus (`(n := len(x))`) becomes an assignment before its statement;
 - a dict held in a local and read by constant keys (`d = {"a": x, "b": y}; d["a"]`) becomes one
-  local per key (`d_a`, `d_b`).
+  local per key (`d_a`, `d_b`); a key no literal or write gives is refused (a key that a later
+  literal leaves out keeps its value, where Python would raise KeyError).
 
 What cannot be rewritten so is left as it is, and the flattener refuses it at its line.
 """
@@ -61,7 +63,7 @@ class Sugar:
             if isinstance(stmt, ast.While) and _walruses(stmt.test):
                 raise self.error(_walruses(stmt.test)[0], "a walrus in a `while` condition")
             head = stmt.test if isinstance(stmt, (ast.If, ast.While)) else stmt.iter
-            before, head = self.hoisted(head, stmt)
+            before, head = self.hoisted(head)
             if isinstance(stmt, ast.For):
                 stmt.iter = head
             else:
@@ -69,7 +71,7 @@ class Sugar:
             stmt.body = self.block(stmt.body)
             stmt.orelse = self.block(stmt.orelse)
             return before + [stmt]
-        before, stmt = self.hoisted(stmt, stmt)
+        before, stmt = self.hoisted(stmt)
         return before + [stmt]
 
     def quiet_context(self, stmt: ast.With) -> bool:
@@ -96,7 +98,7 @@ class Sugar:
         return True
 
     # ------------------------------------------------------------------ walrus
-    def hoisted(self, node, stmt):
+    def hoisted(self, node):
         """`node` with each walrus replaced by its name, and the assignments to put before it,
         in the order Python evaluates them."""
         found = _walruses(node)
@@ -107,7 +109,7 @@ class Sugar:
             if inner:
                 raise self.error(
                     inner[0],
-                    "a walrus inside `and`/`or`, `... if ... else ...` " "or a comprehension",
+                    "a walrus inside `and`/`or`, `... if ... else ...` or a comprehension",
                 )
         for w in found:  # hoisted, a read of its name before it would see the new value
             inside = {id(n) for n in ast.walk(w)}
