@@ -143,10 +143,10 @@ def test_import_failure_and_unsupported_construct(tmp_path):
     result = _run("emit", str(tmp_path / "broken.py") + ":f")
     assert result.returncode == 1 and "importing" in result.stderr and "boom" in result.stderr
     (tmp_path / "loop.py").write_text(
-        "def f(x):\n    try:\n        x = x * 2\n    finally:\n        pass\n    return x\n"
+        "def f(x):\n    with open(x):\n        x = x * 2\n    return x\n"
     )
     result = _run("emit", str(tmp_path / "loop.py") + ":f")
-    assert result.returncode == 1 and "`try` blocks" in result.stderr
+    assert result.returncode == 1 and "`with` blocks" in result.stderr
     assert "loop.py:2" in result.stderr and "Traceback" not in result.stderr
     debug = _run("--debug", "emit", str(tmp_path / "loop.py") + ":f")
     assert "Traceback" in debug.stderr

@@ -313,7 +313,8 @@ def recursive(x):
 def return_in_loop(x):
     for i in range(3):
         if x > i:
-            return x * i
+            if x > 2 * i:  # (a return last in an `if` directly in the loop is supported)
+                return x * i
     return x
 
 
@@ -426,7 +427,7 @@ def test_inputs_restored_after_in_place_writes_on_parameters():
     "f, message",
     [
         (recursive, "recursive"),
-        (return_in_loop, "`return` inside a loop"),
+        (return_in_loop, "`return` inside a loop only as the last statement of an `if`"),
         (nested_break, "`break` only as `if <condition>: break`"),
         (for_else, "`for ... else`"),
     ],

@@ -15,14 +15,6 @@ def _lineno(func, text):
     return first + next(i for i, line in enumerate(lines) if text in line)
 
 
-def with_try(x):
-    try:
-        y = x * 2
-    except ValueError:
-        y = x
-    return np.sum(y)
-
-
 def with_with(x):
     with open(__file__):
         y = x
@@ -78,7 +70,6 @@ def no_return(x):
 @pytest.mark.parametrize(
     "func, construct, marker",
     [
-        (with_try, "`try` blocks", "try:"),
         (with_with, "`with` blocks", "with open"),
         (with_yield, "generators", "yield x"),
         (with_global, "`global`", "global COUNTER"),

@@ -43,6 +43,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
+import test_python_constructs as pc  # noqa: E402
 import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
 import test_rules_breadth_building as bb  # noqa: E402
@@ -97,6 +98,13 @@ CORPUS = [
     (tr.fill_scalar, (0.7, np.array([0.3, -1.2, 2.0])), (0, 1), "grad"),
     # control flow: loops, branches, while, break, in-place writes (test_control_flow.py)
     (cf.euler, (0.7, 1.3, 50), (0, 1), "grad"),
+    # Python as people write it: enumerate(zip), tuples of subscripts, dicts, return in a loop,
+    # integers read from an array written later (test_python_constructs.py)
+    (pc.weighted, (pc.X, pc.W), (0, 1), "grad"),
+    (pc.swaps_in_a_loop, (pc.X,), 0, "grad"),
+    (pc.dict_of_parts, (pc.X, pc.W), (0, 1), "jvp"),
+    (pc.nested_exits, (pc.X * 3, pc.W), (0, 1), "grad"),
+    (pc.first_of_order, (pc.X,), 0, "vjp"),
     (cf.branchy, (A,), 0, "grad"),
     (cf.recur, (A, 0.9), (0, 1), "grad"),
     (cf.newton_sqrt, (2.0,), 0, "grad"),

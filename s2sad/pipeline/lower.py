@@ -36,7 +36,9 @@ def drop_constant_branches(stmts: list) -> list:
     Numba drops the branch a constant condition never takes before it types the code: the
     primal compiles even when that branch does not. The gradient's tapes are typed by their
     pushes, and a tape pushed only in a dropped branch would have no type; so the jitted
-    transform decides these branches itself, before it differentiates."""
+    transform decides these branches itself, before it differentiates. A `print` of an
+    f-string with values in it (which Numba does not compile) is dropped, and an f-string a
+    `raise` gives becomes its text as written."""
     counts: dict[str, int] = {}
     values: dict[str, ast.expr] = {}
     for node in ast.walk(ast.Module(list(stmts), [])):
@@ -72,10 +74,41 @@ def drop_constant_branches(stmts: list) -> list:
                 stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
             elif isinstance(stmt, (ast.For, ast.While)):
                 stmt.body = block(stmt.body)
+            elif _unformattable_print(stmt):
+                continue  # print(f"{x:.3f}"): Numba formats no values into strings
+            elif isinstance(stmt, ast.Raise):  # its message as the text the user wrote
+                for n in ast.walk(stmt):
+                    if isinstance(n, ast.Call):
+                        n.args = [_as_text(a) for a in n.args]
             out.append(stmt)
         return out
 
     return block(list(stmts))
+
+
+def _unformattable_print(stmt) -> bool:
+    """`print(...)` of an f-string with a value in it (other formatting, `.format` or `%`, is
+    left to Numba, which refuses it: the transform then runs in Python)."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and call.func.id == "print"
+        and any(isinstance(n, ast.FormattedValue) for n in ast.walk(call))
+    )
+
+
+def _as_text(node: ast.expr) -> ast.expr:
+    """An f-string as the constant text the user wrote (`"got {x.ndim}"`); else `node`."""
+    if not isinstance(node, ast.JoinedStr):
+        return node
+    parts = []
+    for v in node.values:
+        if isinstance(v, ast.Constant):
+            parts.append(str(v.value))
+        else:
+            parts.append("{" + ast.unparse(v.value) + "}")
+    return ast.copy_location(ast.Constant("".join(parts)), node)
 
 
 def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:

@@ -183,6 +183,10 @@ class Ranks:
             return self.of(args[1])
         if callee is runtime.grad_seed:
             return 0
+        if callee in (np.sort, np.argsort) and args:  # along an axis; flattened for axis=None
+            axis = keywords.get("axis", args[1] if len(args) > 1 else None)
+            flat = isinstance(axis, ast.Constant) and axis.value is None
+            return 1 if flat else (self.of(args[0]) if axis is None or self._is_int(axis) else None)
         if callee in _FROM_SHAPE and args:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import ir, runtime
+from ..astcopy import clone
 from ..errors import NameResolutionError
 from .reserved import s2sad_object
 
@@ -124,6 +125,9 @@ class Resolver:
                 except ValueError:  # an empty cell: defined later in the enclosing scope
                     pass
         self.globals = func.__globals__
+        # a parameter bound to a function the caller passed (`rk4(dynamics, y, h)` inlined):
+        # its name -> (the function, the caller's spec reading it, how the caller spells it)
+        self.functions: dict[str, tuple] = {}
         # shared with the functions inlined into this one: generated code has one namespace
         self.namespace: dict[str, object] = (
             parent.namespace if parent is not None else {"np": np, "math": math}
@@ -135,6 +139,10 @@ class Resolver:
         self.reserved, self.names, self.top_locals = (
             (parent.reserved, parent.names, parent.top_locals) if parent else (set(), None, set())
         )
+
+    def scopes(self) -> int:
+        """The index of the function whose scopes this resolver reads (see Reads)."""
+        return self.index
 
     def hygiene(self, reserved: set[str], names, top_locals: set[str]) -> None:
         """Spell with a fresh name from `names` each global whose name is in `reserved`, or
@@ -151,6 +159,8 @@ class Resolver:
 
     def locate(self, name: str, node: ast.AST):
         """The object `name` denotes and the spec that reads it again at a call."""
+        if name in self.functions:
+            return self.functions[name][:2]
         name = self.parsed.original.get(name, name)  # renamed by `hygienic`
         if name in self.closure:
             spec = (self.index, "closure", self.parsed.func.__code__.co_freevars.index(name), ())
@@ -205,6 +215,8 @@ class Resolver:
     def spelling(self, node: ast.expr, obj) -> ast.expr:
         """How emitted code refers to `obj`, which the user wrote as `node`: data read through a
         name becomes a parameter the call fills in (see Reads), never a constant."""
+        if isinstance(node, ast.Name) and node.id in self.functions:
+            return clone(self.functions[node.id][2])  # as the caller spells what it passed
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value

@@ -9,6 +9,7 @@ import ast
 import copy
 from collections import deque
 
+from .. import ir
 from ..astcopy import clone
 from ..errors import UnsupportedSyntaxError
 
@@ -43,8 +44,10 @@ def _contains_outside_loops(stmts: list[ast.stmt], kinds) -> bool:
     return False
 
 
-def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed) -> list[ast.stmt]:
-    """Every `return e` becomes `<result> = e` at the end of its path; code after it is dropped."""
+def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed, fresh=None) -> list[ast.stmt]:
+    """Every `return e` becomes `<result> = e` at the end of its path; code after it is dropped.
+    A `return` inside a loop (`fresh` names the flag and value it needs) becomes a `break`
+    (see `_loop_returns`)."""
     out: list[ast.stmt] = []
     for i, stmt in enumerate(stmts):
         if isinstance(stmt, ast.Return):
@@ -53,21 +56,104 @@ def lift_returns(stmts: list[ast.stmt], result: ast.expr, parsed) -> list[ast.st
             return out
         if isinstance(stmt, (ast.For, ast.While)) and _contains(stmt, ast.Return):
             node = _find(stmt, ast.Return)
-            raise parsed.error(
-                UnsupportedSyntaxError,
-                "s2sad cannot differentiate a `return` inside a loop yet",
-                node,
-                hint="assign the result and `break`, then return after the loop",
-            )
+            if fresh is None or stmt.orelse:
+                raise parsed.error(
+                    UnsupportedSyntaxError,
+                    "s2sad cannot differentiate a `return` inside this loop yet",
+                    node,
+                    hint="assign the result and `break`, then return after the loop",
+                )
+            out += _loop_returns(stmt, stmts[i + 1 :], result, parsed, fresh)
+            return out
         if isinstance(stmt, ast.If) and _contains(stmt, ast.Return):
             rest = stmts[i + 1 :]
             new = copy.copy(stmt)
-            new.body = lift_returns(stmt.body + rest, result, parsed)
-            new.orelse = lift_returns(stmt.orelse + rest, result, parsed)
+            new.body = lift_returns(stmt.body + rest, result, parsed, fresh)
+            new.orelse = lift_returns(stmt.orelse + rest, result, parsed, fresh)
             out.append(new)
             return out
         out.append(stmt)
     return out
+
+
+def _loop_returns(loop, rest: list[ast.stmt], result: ast.expr, parsed, fresh) -> list[ast.stmt]:
+    """`for ...: ... if c: stmts; return e` followed by `rest` becomes
+
+        returned = 0
+        for ...: ... if c: returned = 1; break
+        if returned == 1: stmts; <result> = e
+        else: rest (its returns lifted)
+
+    The statements of the exit run after the loop, where every name holds the value it held at
+    the `break` (as a loop's values do after it). A `return` must stand last in an `if`
+    directly in a loop's body, or in a loop inside it, which then breaks out of the loops
+    around it too."""
+    flag = fresh("returned")
+    exits: list[list[ast.stmt]] = []  # per exit: its statements, the return last
+
+    def at(node, where):
+        ast.copy_location(node, where)
+        ast.fix_missing_locations(node)
+        return node
+
+    def leave(stmts: list[ast.stmt], where) -> list[ast.stmt]:
+        exits.append(stmts)
+        code = ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(len(exits)))
+        return [at(code, where), at(ast.Break(), where)]
+
+    def refuse(node):
+        return parsed.error(
+            UnsupportedSyntaxError,
+            "s2sad supports a `return` inside a loop only as the last statement of an `if` "
+            "directly in the loop's body",
+            node,
+            hint="assign the result and `break`, then return after the loop",
+        )
+
+    def body_of(loop_stmt):
+        new = copy.copy(loop_stmt)
+        body = []
+        for stmt in loop_stmt.body:
+            if isinstance(stmt, ast.Return):
+                raise refuse(stmt)
+            if isinstance(stmt, ast.If) and _contains(stmt, ast.Return):
+                stmt = copy.copy(stmt)
+                if not (stmt.body and isinstance(stmt.body[-1], ast.Return)) and (
+                    stmt.orelse and isinstance(stmt.orelse[-1], ast.Return)
+                ):  # if c: ... else: ...; return e
+                    stmt.test = at(ast.UnaryOp(ast.Not(), stmt.test), stmt.test)
+                    stmt.body, stmt.orelse = stmt.orelse, stmt.body
+                last = stmt.body[-1] if stmt.body else None
+                if (
+                    not isinstance(last, ast.Return)
+                    or _contains(stmt.body[:-1] + stmt.orelse, ast.Return)
+                    or _contains(stmt.body, (ast.Break, ast.Continue))
+                ):
+                    raise refuse(_find(stmt, ast.Return))
+                stmt.body = leave(stmt.body, last)
+            elif isinstance(stmt, (ast.For, ast.While)) and _contains(stmt, ast.Return):
+                if stmt.orelse:
+                    raise refuse(_find(stmt, ast.Return))
+                inner = body_of(stmt)
+                body.append(inner)
+                test = ast.Compare(ast.Name(flag, ast.Load()), [ast.Gt()], [ast.Constant(0)])
+                stmt = at(ast.If(test, [at(ast.Break(), inner)], []), inner)
+                ir.mark_synthetic(stmt)
+            body.append(stmt)
+        new.body = body
+        return new
+
+    start = at(ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(0)), loop)
+    line = parsed.split_lines[loop.lineno - 1] if loop.lineno <= len(parsed.split_lines) else ""
+    start.end_lineno, start.end_col_offset = loop.lineno, len(line.encode())  # its first line
+    new_loop = body_of(loop)
+    after = lift_returns(rest, result, parsed, fresh)
+    for k in reversed(range(len(exits))):
+        test = ast.Compare(ast.Name(flag, ast.Load()), [ast.Eq()], [ast.Constant(k + 1)])
+        branch = at(ast.If(test, lift_returns(exits[k], result, parsed, fresh), after), loop)
+        ir.mark_synthetic(branch)
+        after = [branch]
+    return [start, new_loop] + after
 
 
 def always_assigns(stmts: list[ast.stmt], name: str) -> bool:
@@ -81,7 +167,7 @@ def always_assigns(stmts: list[ast.stmt], name: str) -> bool:
         return name in names
     if isinstance(last, ast.If):
         return always_assigns(last.body, name) and always_assigns(last.orelse, name)
-    return False
+    return isinstance(last, ast.Raise)  # a path that raises returns nothing
 
 
 def _is_jump(stmt: ast.stmt, kind) -> bool:

@@ -64,7 +64,7 @@ class _StripUnbroadcast(ast.NodeTransformer):
 
 def _list_call(stmt, method: str):
     """`lst.<method>(...)` in an expression statement or an assignment, or None."""
-    value = stmt.value
+    value = getattr(stmt, "value", None)  # (an assert has none)
     if (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)

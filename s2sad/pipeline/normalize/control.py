@@ -24,6 +24,7 @@ from ..names import names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
 from .list_loops import ListLoops
+from .sugar import Sugar
 
 
 def _copy_stmt(stmt: ast.Assign) -> ast.Assign:
@@ -43,6 +44,13 @@ def _breaks(stmt: ast.stmt) -> bool:
     return False
 
 
+def _span(pairs) -> ast.Call:
+    """`range(len(a))`, or `range(min(len(a), len(b)))` for the pairs of a `zip`."""
+    lengths = [ast.Call(ast.Name("len", ast.Load()), [s], []) for _, s in pairs]
+    stop = lengths[0] if len(lengths) == 1 else ast.Call(ast.Name("min", ast.Load()), lengths, [])
+    return ast.Call(ast.Name("range", ast.Load()), [stop], [])
+
+
 class ControlFlow(ListLoops):
     """Flattening of `if`, `for` and `while` (see the module docstring)."""
 
@@ -60,6 +68,9 @@ class ControlFlow(ListLoops):
             and isinstance(body[0].value.value, str)
         ):
             body = body[1:]  # docstring
+        sugar = Sugar(self.parsed, self.resolve_callee, self.names.fresh)
+        body = sugar.body(body)
+        self.locals |= sugar.made
         return body
 
     def lift(self, body: list[ast.stmt], result: str) -> tuple[list[ast.stmt], int]:
@@ -91,7 +102,14 @@ class ControlFlow(ListLoops):
             if arity
             else ast.Name(result, ast.Store())
         )
-        lifted = lift_returns(body, target, self.parsed)
+        made = []
+
+        def fresh(base):
+            made.append(self.names.fresh(base))
+            return made[-1]
+
+        lifted = lift_returns(body, target, self.parsed, fresh)
+        self.locals |= set(made)
         check = f"{result}0" if arity else result
         if not always_assigns(lifted, check):
             raise self.parsed.error(
@@ -313,43 +331,35 @@ class ControlFlow(ListLoops):
             callee is enumerate
             and isinstance(target, ast.Tuple)
             and len(target.elts) == 2
-            and len(it.args) == 1
-            and not it.keywords
+            and isinstance(target.elts[0], ast.Name)
+            and 1 <= len(it.args) + len(it.keywords) <= 2
+            and all(k.arg == "start" for k in it.keywords)
         ):
-            seq = self.sequence_of(it.args[0], node.body)
-            index = self.rebind(target.elts[0].id)
-            item = target.elts[1]
-            stop = ast.Call(ast.Name("len", ast.Load()), [seq], [])
-            return (
-                index,
-                ast.Call(ast.Name("range", ast.Load()), [stop], []),
-                lambda: self.assign_target(
-                    item, ast.Subscript(seq, ast.Name(target.elts[0].id, ast.Load()), ast.Load())
-                ),
-            )
-        if (
-            callee is zip
-            and isinstance(target, ast.Tuple)
-            and not it.keywords
-            and len(target.elts) == len(it.args)
-        ):
-            seqs = [self.sequence_of(a, node.body) for a in it.args]
-            index = self.synthesize(f"{target.elts[0].id}_index")
-            stop = (
-                ast.Call(
-                    ast.Name("min", ast.Load()),
-                    [ast.Call(ast.Name("len", ast.Load()), [s], []) for s in seqs],
-                    [],
-                )
-                if len(seqs) > 1
-                else ast.Call(ast.Name("len", ast.Load()), seqs, [])
-            )
+            counter, item = target.elts
+            first = (it.args[1:] + [k.value for k in it.keywords] + [None])[0]
+            pairs = self.zipped(it.args[0], item, node.body) or [
+                (item, self.sequence_of(it.args[0], node.body))
+            ]
+            if first is None:  # the counter is the loop's index
+                index = self.rebind(counter.id)
+                at = ast.Name(counter.id, ast.Load())
+                return index, _span(pairs), lambda: self.bind_items(pairs, at)
+            index = self.synthesize(f"{counter.id}_index")
+            at = ast.Name(index, ast.Load())
+            offset = ast.BinOp(at, ast.Add(), first)
 
-            def bind_zip():
-                for t, s in zip(target.elts, seqs):
-                    self.assign_target(t, ast.Subscript(s, ast.Name(index, ast.Load()), ast.Load()))
+            def bind_counted():
+                self.assign_target(counter, offset)
+                self.bind_items(pairs, at)
 
-            return index, ast.Call(ast.Name("range", ast.Load()), [stop], []), bind_zip
+            return index, _span(pairs), bind_counted
+        pairs = self.zipped(it, target, node.body)
+        if pairs:
+            index = self.synthesize(
+                f"{pairs[0][0].id if isinstance(pairs[0][0], ast.Name) else 'item'}_index"
+            )
+            at = ast.Name(index, ast.Load())
+            return index, _span(pairs), lambda: self.bind_items(pairs, at)
         if isinstance(target, ast.Name):
             seq = self.sequence_of(it, node.body)
             index = self.synthesize(f"{target.id}_index")
@@ -364,6 +374,29 @@ class ControlFlow(ListLoops):
         raise self.unsupported(
             node, "this kind of `for` loop (use range, enumerate, zip or " "an array)"
         )
+
+    def zipped(self, it: ast.expr, target: ast.expr, body: list[ast.stmt]):
+        """For `zip(a, b)` read into a tuple target `(u, v)`: [(u, a's items), (v, b's items)]
+        (a `zip` inside, read into a tuple, likewise); else None."""
+        if not (
+            isinstance(it, ast.Call)
+            and isinstance(target, ast.Tuple)
+            and not (isinstance(it.func, ast.Name) and it.func.id in self.locals)
+            and self.resolver.resolve(it.func) is zip
+            and not it.keywords
+            and it.args
+            and len(target.elts) == len(it.args)
+        ):
+            return None
+        pairs = []
+        for t, a in zip(target.elts, it.args):
+            pairs += self.zipped(a, t, body) or [(t, self.sequence_of(a, body))]
+        return pairs
+
+    def bind_items(self, pairs, at: ast.Name) -> None:
+        """Each target of the loop bound to its sequence's item at index `at`."""
+        for t, seq in pairs:
+            self.assign_target(t, ast.Subscript(seq, at, ast.Load()))
 
     def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
         """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a

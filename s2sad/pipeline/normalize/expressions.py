@@ -17,6 +17,7 @@ import numpy as np
 from ... import ir
 from ...rules.helpers import RUNTIME
 from ...astcopy import walk_nodes
+from ...errors import UnsupportedSyntaxError
 from ..reserved import STATIC_ATTRS
 from .calls import array_literals
 from .flatten import Flattener
@@ -162,9 +163,10 @@ class Expressions(Flattener):
         elif isinstance(node, ast.Subscript) and self.index_join(node) is not None:
             node = self.joined(node, self.index_join(node), base)
         elif isinstance(node, ast.Subscript):
-            node = ast.Subscript(
-                self.atom(node.value, base), self.index(node.slice, base), ast.Load()
-            )
+            value = self.atom(node.value, base)
+            if isinstance(value, ast.Tuple) and ir.inlined(value):
+                return self.element_of(value, node.slice)  # `helper(x)[1]`: its second result
+            node = ast.Subscript(value, self.index(node.slice, base), ast.Load())
         elif isinstance(node, ast.Compare):
             node = ast.Compare(
                 self.atom(node.left, base), node.ops, [self.atom(c, base) for c in node.comparators]
@@ -182,6 +184,8 @@ class Expressions(Flattener):
                 ast.ListComp: "list comprehensions",
                 ast.GeneratorExp: "generators",
                 ast.Starred: "starred arguments",
+                ast.Dict: "a dict of differentiated values used other than by constant keys "
+                '(`d = {"a": x}; d["a"]`)',
             }.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)
@@ -202,6 +206,8 @@ class Expressions(Flattener):
 
     def call(self, node: ast.Call, base: str) -> ast.Call:
         func = node.func
+        if isinstance(func, ast.Name) and func.id in self.locals:
+            raise self.local_callee(func)
         if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
             new_func = ast.Attribute(self.atom(func.value, base), func.attr, ast.Load())
         elif self.array_of_literal(node):
@@ -221,6 +227,29 @@ class Expressions(Flattener):
             for k in node.keywords
         ]
         return ast.Call(new_func, args, keywords)
+
+    def local_callee(self, func: ast.Name):
+        """The refusal of a call of a function held in a variable (s2sad cannot tell which)."""
+        name = self.parsed.original.get(func.id, func.id)
+        if func.id in self.parsed.params and not self.inlined:
+            what = f"`{name}` is a parameter of {self.parsed.name}: s2sad cannot tell which function it is"
+            hint = (
+                f"differentiate a function that passes the function itself (`def loss(y): "
+                f"return {self.parsed.name}(dynamics, y)`): s2sad inlines a module-level "
+                "function passed to a function it inlines"
+            )
+        else:
+            what = (
+                f"s2sad cannot tell which function `{name}` holds: a function passed as an "
+                "argument must be named at the call (a module-level function, or a closure a "
+                "factory returned, held in a module-level name)"
+            )
+            hint = (
+                "pass the function by its module-level name; the differentiated function's "
+                "own parameters cannot be functions yet: differentiate a function that "
+                "passes the function itself"
+            )
+        return self.parsed.error(UnsupportedSyntaxError, what, func, hint=hint)
 
     def builtin_of_literal(self, node: ast.Call) -> bool:
         """The builtin `sum([a, b, c])` (or `sum((a, b), start)`, `start=`), `max([a, b])`,
@@ -322,6 +351,28 @@ class Expressions(Flattener):
                 return ast.Name(name, ast.Load())
             return type(node)([self.atom(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
+
+    def element_of(self, value: ast.Tuple, index: ast.expr) -> ast.expr:
+        """The element `value[index]` names, `value` the tuple of an inlined helper's results
+        and `index` a constant integer (else refused)."""
+        try:
+            k = ast.literal_eval(index)
+        except ValueError:
+            k = None
+        if type(k) is not int or not -len(value.elts) <= k < len(value.elts):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"s2sad indexes the tuple a helper returns only by a constant integer from "
+                f"{-len(value.elts)} to {len(value.elts) - 1}",
+                index,
+                hint="unpack the helper's results (`a, b = helper(x)`) and pick one",
+            )
+        element = value.elts[k]
+        if isinstance(element, ast.Name):  # with what it may share with the caller's arrays
+            alias = ir.inlined(value).elements[k][1]
+            element = ast.Name(element.id, ast.Load())
+            ir.set_inlined(element, ir.Inlined(alias=alias or None))
+        return element
 
     def index(self, node: ast.expr, base: str) -> ast.expr:
         if isinstance(node, ast.Slice):

@@ -119,6 +119,15 @@ class Flattener:
             "a rule with s2sad.register_vjp",
         )
 
+    def resolve_callee(self, func: ast.expr):
+        """What a call's function is, where it is not a local (else None)."""
+        root = func
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in self.locals:
+            return None
+        return self.resolver.resolve(func)
+
     def inlinable(self, func: ast.expr):
         """The user function (or local def/lambda node) a call refers to, if s2sad inlines it."""
         return inlinable(func, self.resolver, self.locals, self.local_funcs)

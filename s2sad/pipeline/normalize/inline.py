@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 import inspect
+import types
 from typing import NamedTuple
 
 from ... import ir
+from ...astcopy import clone
 from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
@@ -39,6 +41,56 @@ class Inlining(ControlFlow):
         self.local_defaults: dict[int, dict[str, ast.expr]] = (
             parent.local_defaults if parent is not None else {}
         )
+        # per nested def or lambda passed to a function inlined (by id): the parsed function
+        # it stands in and the index of that function's scopes (see Reads)
+        self.local_owner: dict[int, tuple] = parent.local_owner if parent is not None else {}
+        # SSA names of integers (and truths) known when the function is transformed
+        self.constants: dict[str, object] = parent.constants if parent is not None else {}
+        # names assigned more than once (a loop's carried values, its counters): never known
+        self.unstable: set[str] = parent.unstable if parent is not None else set()
+        self.folded: set[str] = parent.folded if parent is not None else set()  # what tests read
+
+    def append(self, name: str, rhs: ast.expr, varied: bool) -> ast.stmt:
+        stmt = super().append(name, rhs, varied)
+        if name in self.constants or name in self.unstable:
+            self.constants.pop(name, None)
+            self.unstable.add(name)
+        elif not varied:
+            value = self.known(rhs)
+            if value is not None:
+                self.constants[name] = value
+                if self.unrolling():  # read by the tests it decides, maybe by nothing else
+                    self.folded.add(name)
+        return stmt
+
+    def unrolling(self) -> bool:
+        """Whether a recursive function is being inlined (its tests that constants decide take
+        one branch)."""
+        return any(_recursive(t) for t in self.inlining)
+
+    def loop_body(self, node, body, setup):
+        """A name a loop changes holds another value in each iteration: none is known."""
+        for var in names_stored(body):
+            if var in self.env:
+                self.constants.pop(self.env[var], None)
+                self.unstable.add(self.env[var])
+        return super().loop_body(node, body, setup)
+
+    def known(self, node: ast.expr):
+        """The integer or truth `node` computes, where constants decide it; else None."""
+        return _evaluate(node, lambda name: self.constants.get(self.env.get(name, name)))
+
+    def if_(self, node: ast.If) -> None:
+        """In a recursive function being unrolled, a test that constants decide takes its branch
+        alone (the other may recurse without end)."""
+        if self.unrolling() and not any(
+            isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node)
+        ):
+            value = self.known(node.test)
+            if value is not None:
+                self.block_into(self.out, node.body if value else node.orelse)
+                return
+        super().if_(node)
 
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
@@ -47,12 +99,15 @@ class Inlining(ControlFlow):
                 pass  # local functions have no global name: inline them anyway
             else:
                 return self.rename(node)
-        if any(t is target for t in self.inlining):
+        if sum(t is target for t in self.inlining) >= MAX_RECURSION:
             raise self.parsed.error(
                 UnsupportedSyntaxError,
-                "s2sad cannot differentiate recursive functions",
+                f"s2sad unrolls a recursive function only where integer constants decide its "
+                f"depth (at most {MAX_RECURSION} calls deep): here its depth is not known "
+                "when the function is transformed",
                 node,
-                hint="write the recursion as a loop",
+                hint="pass the depth as a constant (`power(x, 3)`), or write the recursion as "
+                "a loop",
             )
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
             k.arg is None for k in node.keywords
@@ -63,9 +118,13 @@ class Inlining(ControlFlow):
             [self.mentions_varied(a) for a in node.args],
             {k.arg: self.mentions_varied(k.value) for k in node.keywords},
         )
-        # (a list literal stays one, of atoms: the helper reads it as a list, see lists.py)
-        args = [self.sequence(a, base) for a in node.args]
-        keywords = {k.arg: self.sequence(k.value, base) for k in node.keywords}
+        # a function passes as it is; a list literal stays one, of atoms: the helper reads it
+        # as a list (see lists.py)
+        args = [a if self.local_function(a) else self.sequence(a, base) for a in node.args]
+        keywords = {
+            k.arg: k.value if self.local_function(k.value) else self.sequence(k.value, base)
+            for k in node.keywords
+        }
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
@@ -100,6 +159,16 @@ class Inlining(ControlFlow):
         for name, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise self.unsupported(node, "calls to functions with *args or **kwargs")
+            if name in given_args and name not in rebound:
+                local = self.local_function(given_args[name])
+                if local is not None:  # `rk4(lambda y: -k * y, y, h)`
+                    self.pass_local_function(sub, name, local, given_args[name])
+                    continue
+                passed = self.passed_function(given_args[name])
+                if passed is not None:  # `rk4(dynamics, y, h)`: `f` is `dynamics` in rk4
+                    sub.resolver.functions[name] = passed
+                    sub.locals.discard(name)
+                    continue
             if name in bound.arguments:
                 value = bound.arguments[name]
             else:
@@ -122,6 +191,56 @@ class Inlining(ControlFlow):
         # a parameter whose argument varies (now or in a later iteration) varies in the body
         per_param = signature.bind(*varied.positional, **varied.keywords).arguments
         sub.loop_varied |= {param for param, varies in per_param.items() if varies}
+
+    def local_function(self, arg: ast.expr):
+        """The nested def or lambda an argument is, or None."""
+        if isinstance(arg, ast.Lambda):
+            return arg
+        if isinstance(arg, ast.Name) and arg.id in self.local_funcs:
+            return self.local_funcs[arg.id]
+        return None
+
+    def pass_local_function(self, sub: Inlining, param: str, fn, arg: ast.expr) -> None:
+        """A nested def or lambda passed to a function being inlined, as `param` there: a copy
+        whose free names read this caller's values as they are at the call (the callee cannot
+        rebind them)."""
+        args = fn.args
+        if args.defaults or any(d is not None for d in args.kw_defaults):
+            raise self.unsupported(arg, "a nested function with defaults passed as an argument")
+        fn = clone(fn)
+        body = fn.body if isinstance(fn, ast.FunctionDef) else [fn.body]
+        own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs} | set(
+            names_stored(body)
+        )
+        free = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} - own
+        for name in free & set(self.env):
+            current = self.env[name]
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Name) and n.id == name:
+                    n.id = current
+            sub.env[current] = current
+            sub.locals.add(current)
+        for name in free & set(self.local_funcs):
+            sub.local_funcs.setdefault(name, self.local_funcs[name])
+        sub.local_funcs[param] = fn
+        self.local_defaults[id(fn)] = {}
+        self.local_owner[id(fn)] = self.local_owner.get(
+            id(fn), (self.parsed, self.resolver.scopes())
+        )
+
+    def passed_function(self, arg: ast.expr):
+        """The function an argument names (`dynamics` in `rk4(dynamics, y, h)`: a module's
+        function, a closure a factory returned, a NumPy function), with the spec that reads it
+        again at each call and the caller's spelling of it; None for any other argument."""
+        root = arg
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if not isinstance(root, ast.Name) or root.id in self.locals:
+            return None
+        obj, spec = self.resolver.resolve_spec(arg)
+        if is_data(obj) or isinstance(obj, (type, types.ModuleType)):
+            return None
+        return obj, spec, self.rename(arg)
 
     def _run_inlined(self, sub: Inlining, body: list[ast.stmt], label: str) -> ast.expr:
         result = self.names.fresh(f"{label}_result")
@@ -195,10 +314,12 @@ class Inlining(ControlFlow):
         if fn.args.vararg or fn.args.kwarg:
             raise self.unsupported(node, "calls to functions with *args or **kwargs")
         tree = ast.FunctionDef(getattr(fn, "name", "lambda"), fn.args, body, [], None)
+        parsed, index = self.local_owner.get(id(fn), (self.parsed, None))
         sub = type(self)(
-            self.parsed,
+            parsed,
             [],
             parent=self,
+            index=index,
             env=dict(self.env),
             extra_locals=self.locals | set(params) | set(names_stored([tree])),
             local_funcs=dict(self.local_funcs),
@@ -275,3 +396,63 @@ def _is_literal(value) -> bool:
         return True
     except (ValueError, SyntaxError):
         return False
+
+
+MAX_RECURSION = 24  # calls of one function inside itself that s2sad unrolls
+
+_BINOPS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b if b else None,
+    ast.Mod: lambda a, b: a % b if b else None,
+}
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+
+
+def _evaluate(node: ast.expr, lookup):
+    """`node`'s value where it is integer arithmetic, comparisons and `not`/`and`/`or` of
+    constants and names `lookup` knows (ints and bools only); else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if type(node.value) in (int, bool) else None
+    if isinstance(node, ast.Name):
+        return lookup(node.id)
+    if isinstance(node, ast.UnaryOp):
+        v = _evaluate(node.operand, lookup)
+        if v is None:
+            return None
+        if isinstance(node.op, ast.Not):
+            return not v
+        return -v if isinstance(node.op, ast.USub) else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        a, b = _evaluate(node.left, lookup), _evaluate(node.right, lookup)
+        return None if a is None or b is None else _BINOPS[type(node.op)](a, b)
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        values = [_evaluate(v, lookup) for v in [node.left] + node.comparators]
+        if any(v is None for v in values):
+            return None
+        return all(_COMPARE[type(op)](a, b) for op, a, b in zip(node.ops, values, values[1:]))
+    if isinstance(node, ast.BoolOp):
+        values = [_evaluate(v, lookup) for v in node.values]
+        if any(v is None for v in values):
+            return None
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    return None
+
+
+def _recursive(target) -> bool:
+    """Whether a function (or a nested def's node) calls itself by its name."""
+    if isinstance(target, ast.FunctionDef):
+        return any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == target.name
+            for n in ast.walk(target)
+        )
+    code = getattr(target, "__code__", None)
+    return code is not None and code.co_name in code.co_names

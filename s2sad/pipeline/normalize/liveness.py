@@ -169,3 +169,34 @@ def prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
             loop,
             [n for n in ir.liveout(loop) if n in outputs or n in exposed or every[n] > inside[n]],
         )
+
+
+def drop_unread_constants(stmts: list[ast.stmt], known: set[str], outputs: set[str]) -> None:
+    """Remove the assignments of integers known when the function was transformed (`known`:
+    the depth of a recursion unrolled, its tests decided) that nothing reads any more."""
+    while True:
+        read = names_read(stmts) | set(outputs)
+        dead = set(known) - read
+        if not _drop_assignments(stmts, dead):
+            return
+
+
+def _drop_assignments(block: list[ast.stmt], dead: set[str]) -> bool:
+    kept = [
+        s
+        for s in block
+        if not (
+            isinstance(s, ast.Assign)
+            and isinstance(s.targets[0], ast.Name)
+            and len(s.targets) == 1
+            and s.targets[0].id in dead
+        )
+    ]
+    dropped = len(kept) < len(block)
+    block[:] = kept
+    for stmt in block:
+        for field_ in ("body", "orelse"):
+            inner = getattr(stmt, field_, None)
+            if isinstance(inner, list) and _drop_assignments(inner, dead):
+                dropped = True
+    return dropped

@@ -375,7 +375,7 @@ class Memory:
             return
         shapes = infer_ranks(stmts, dict(ranks or {}))
         for name, node, message, hint in self.hazards:
-            if shapes.get(name) != 0:
+            if shapes.get(name) != 0 and not _never_a_view(name, stmts, shapes):
                 raise self.parsed.error(UnsupportedSyntaxError, message, node, hint=hint)
 
 
@@ -411,3 +411,31 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
                 ast.fix_missing_locations(block[k])
                 updated.add(call.args[0].id)
     return updated
+
+
+def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:
+    """Whether `name` is assigned (only) an item that is no view: an array read at as many
+    scalar indices as it has axes (an element: a number, an integer say, whose rank the ranks'
+    inference may not know, since the array's dtype is not known)."""
+    values = [
+        s.value
+        for stmt in stmts
+        for s in walk_nodes(stmt)
+        if isinstance(s, ast.Assign)
+        and isinstance(s.targets[0], ast.Name)
+        and s.targets[0].id == name
+    ]
+    if len(values) != 1:
+        return False
+    value = values[0]
+    if isinstance(value, ast.Call) and ir.callee(value.func) is runtime.snapshot and value.args:
+        value = value.args[0]
+    if not isinstance(value, ast.Subscript):
+        return False
+    items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+    if any(
+        isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value in (None, Ellipsis))
+        for i in items
+    ):
+        return False
+    return all(shapes.of(i) == 0 for i in items) and shapes.of(value.value) == len(items)

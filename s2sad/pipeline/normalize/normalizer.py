@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..resolve import Resolver
 from .inline import Inlining
-from .liveness import drop_unread_copies, prune_liveout
+from .liveness import drop_unread_constants, drop_unread_copies, prune_liveout
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Normalizer(Inlining):
         else:
             outputs = [self.env[result]]
         drop_unread_copies(self.out, set(outputs))
+        drop_unread_constants(self.out, self.folded, set(outputs))
         # (ranks of what remains: a dead copy may not tell a rank)
         self.memory.check_hazards(self.out, ranks)
         prune_liveout(self.out, set(outputs))

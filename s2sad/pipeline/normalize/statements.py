@@ -16,9 +16,7 @@ from .flatten import rename_in
 from .memory import snapshot_of
 
 _UNSUPPORTED_STMTS = {
-    ast.Try: "`try` blocks",
-    ast.With: "`with` blocks",
-    ast.Raise: "`raise`",
+    ast.With: "`with` blocks other than `with np.errstate(...)`",
     ast.ClassDef: "class definitions",
     ast.Global: "`global`",
     ast.Nonlocal: "`nonlocal`",
@@ -63,6 +61,8 @@ class Statements(Expressions):
             self.assign_target(
                 node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
             )
+        elif isinstance(node, ast.Raise):
+            self.put(self.rename(node))  # an input check: kept as it is, no derivative
         elif isinstance(node, (ast.Expr, ast.Assert)):
             if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
                 self.emit_expr(node)
@@ -118,12 +118,12 @@ class Statements(Expressions):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 return self.assign_elements(target, value)
             return self.assign_unpacked(target, value)
-        if (
-            isinstance(target, ast.Subscript)
-            and isinstance(target.value, ast.Name)
-            and target.value.id in self.locals
-        ):
+        if self.is_item(target):
             return self.assign_item(target, value)
+        if isinstance(target, (ast.Tuple, ast.List)) and all(
+            isinstance(t, ast.Name) or self.is_item(t) for t in target.elts
+        ):
+            return self.assign_items(target, value)
         raise self.unsupported(self.user_stmt, "assignment to this kind of target")
 
     def assign_name(self, target: ast.Name, value: ast.expr) -> ast.expr:
@@ -213,8 +213,56 @@ class Statements(Expressions):
             memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
         return whole
 
-    def assign_item(self, target: ast.Subscript, value: ast.expr) -> ast.expr:
-        """`y[i] = v`: a write into a local array."""
+    def is_item(self, target: ast.expr) -> bool:
+        """`y[i]` for a local array `y`."""
+        return (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in self.locals
+        )
+
+    def assign_items(self, target: ast.Tuple, value: ast.expr) -> ast.expr:
+        """`s[i], s[i + 1] = cell(...)`, `s[i], t = a, b`: the values first, as Python
+        evaluates them, then each element of the target from left to right."""
+        if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+            atoms = [self.atom(v, _base(t)) for t, v in zip(target.elts, value.elts)]
+            for k, (v, a) in enumerate(zip(value.elts, atoms)):
+                written = {_base(t) for t in target.elts[:k] if not isinstance(t, ast.Name)}
+                viewed = self.memory.written_view(v)
+                if viewed in written and isinstance(a, ast.Name) and not isinstance(v, ast.Name):
+                    # `s[0], s[1] = s[1], s[0]` of rows: Python writes the second row's
+                    # values into the first, then reads the first (a view) for the second
+                    self.memory.hazards.append(
+                        (
+                            a.id,
+                            v,
+                            f"`{ast.unparse(v)}` may be a view of `{viewed}`, which this "
+                            "statement writes before it is read: Python reads the view "
+                            "after the write, and s2sad does not follow writes through views",
+                            f"copy it first (`{ast.unparse(v)}.copy()`)",
+                        )
+                    )
+        else:
+            whole = self.atom(value, "_".join(dict.fromkeys(_base(t) for t in target.elts)))
+            if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
+                atoms = whole.elts
+            else:  # a value unpacked by its first axis (or a tuple a rule returns)
+                atoms = []
+                for i, t in enumerate(target.elts):
+                    name = self.names.fresh(f"{_base(t)}_item")
+                    item = ast.Subscript(whole, ast.Constant(i), ast.Load())
+                    self.append(name, item, varied=self.atom_varied(whole))
+                    atoms.append(ast.Name(name, ast.Load()))
+        for t, a in zip(target.elts, atoms):
+            if isinstance(t, ast.Name):
+                self.bind(t.id, a, varied=self.atom_varied(a))
+                self.memory.rebound(t.id)
+            else:
+                self.assign_item(t, a, flat=True)
+        return ast.Tuple(atoms, ast.Load())
+
+    def assign_item(self, target: ast.Subscript, value: ast.expr, flat=False) -> ast.expr:
+        """`y[i] = v`: a write into a local array (`flat`: `v` is an atom already)."""
         base = self.load(target.value)
         aliases = self.memory.aliases
         if base.id in aliases:
@@ -228,10 +276,17 @@ class Statements(Expressions):
                 "original array",
             )
         index = self.index(target.slice, target.value.id)
-        atom = self.atom(value, target.value.id)
+        atom = value if flat else self.atom(value, target.value.id)
         stmt = ast.Assign([ast.Subscript(base, index, ast.Store())], atom)
         self.put(stmt)
         if self.atom_varied(atom):
             self.varied.add(base.id)
         self.memory.written_now({target.value.id})
         return atom
+
+
+def _base(target: ast.expr) -> str:
+    """The user's name a target element writes (`s` of `s[i]`), to name temporaries after."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else "item"
