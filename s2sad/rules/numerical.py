@@ -87,6 +87,7 @@ defvjp(
 
 
 @numba_jitable
+@helper  # the NumPy helpers call it too
 def _interp_at(v, xp):
     """Where `v` falls among the knots xp: (lo, hi, weight of fp[hi], width, side), side -1
     left of them, 1 right of them, 0 inside."""
@@ -442,7 +443,10 @@ def _conv_apply(a, v, start, length):
     return impl
 
 
-@helper(batch_safe=True)
+@helper(
+    batch_safe=True,
+    jvp=explicit(g="corr_vjp_v(t, a, v, start)", a="corr_vjp_v(g, t, v, start)"),
+)
 def corr_vjp_v(g, a, v, start):
     """The cotangent for v of np.correlate(a, v) sliced from `start`."""
     return conv_vjp(g, v[::-1], a, start)[..., ::-1]

@@ -37,50 +37,58 @@ defvjp(
 # ----------------------------------------------------------------------------- vecdot
 
 
-@helper(nondiff=True)
-def vec_axis(x1, x2, axis):
-    """np.vecdot's `axis`, counted from the end of the broadcast operands."""
-    return axis - max(np.ndim(x1), np.ndim(x2)) if axis >= 0 else axis
-
-
 @helper
-def _lifted(v, ndim_v, ndim):
-    """`v` (a value of `ndim_v` axes after leading batch axes) with size-1 axes put in front of
-    its own, so that they number `ndim`: it broadcasts against the other operand row by row."""
-    v = np.asarray(v)
-    lead = v.ndim - ndim_v
-    return np.reshape(v, v.shape[:lead] + (1,) * (ndim - ndim_v) + v.shape[lead:])
+def _core_last(v, ndim_v, axis, n_out):
+    """`v` (of `ndim_v` axes after leading batch axes) with its core axis (`axis`, its own) moved
+    last and size-1 loop axes put in front of its own, so that they number `n_out`."""
+    lead = np.ndim(v) - ndim_v
+    moved = np.moveaxis(v, lead + axis % ndim_v, -1)
+    shape = np.shape(moved)
+    return np.reshape(moved, shape[:lead] + (1,) * (n_out - ndim_v + 1) + shape[lead:])
 
 
 @helper(
     batch_safe=True,
     jvp=explicit(
-        g="vecdot_vjp(t, other, axis, ndim, ndim_other)",
-        other="vecdot_vjp(g, t, axis, ndim, ndim_other)",
+        g="vecdot_vjp(t, x, other, axis, ndim_other)",
+        other="vecdot_vjp(g, x, t, axis, ndim_other)",
     ),
 )
-def vecdot_vjp(g, other, axis, ndim, ndim_other):
-    """The cotangent of np.vecdot(x, other, axis=axis) for x (real values; `axis` negative,
-    `ndim` the operands' broadcast rank), before summing to x's shape: g along the axis times
-    `other` (both may have leading batch axes)."""
-    return np.expand_dims(g, axis) * _lifted(other, ndim_other, ndim)
+def vecdot_vjp(g, x, other, axis, ndim_other):
+    """The cotangent of np.vecdot(x, other, axis=axis) for x (real values): g times `other`
+    along its core axis, summed to x's shape. `axis` is each operand's own (NumPy's gufunc
+    rule); `g` and `other` (of `ndim_other` axes) may have leading batch axes."""
+    nx = np.ndim(x)
+    n_out = max(nx, ndim_other) - 1
+    c = np.expand_dims(g, -1) * _core_last(other, ndim_other, axis, n_out)
+    lead = np.ndim(c) - 1 - n_out
+    extra = n_out - (nx - 1)  # loop axes x does not have
+    if extra:
+        c = np.sum(c, axis=tuple(range(lead, lead + extra)))
+    loop = [s for d, s in enumerate(np.shape(x)) if d != axis % nx]
+    ones = tuple(lead + d for d, s in enumerate(loop) if s == 1 and np.shape(c)[lead + d] != 1)
+    if ones:
+        c = np.sum(c, axis=ones, keepdims=True)
+    return np.moveaxis(c, -1, lead + axis % nx)
 
 
 @helper(batch_safe=True)
-def vecdot_jvp(t, ndim_t, other, ndim_other, axis, ndim):
-    """The tangent of np.vecdot(x, other, axis=axis) along `t` for x (`axis` negative)."""
-    return np.sum(_lifted(t, ndim_t, ndim) * _lifted(other, ndim_other, ndim), axis=axis)
+def vecdot_jvp(t, x, other, axis, ndim_other):
+    """The tangent of np.vecdot(x, other, axis=axis) along `t` for x (leading axes of `t` and
+    `other` a batch)."""
+    n_out = max(np.ndim(x), ndim_other) - 1
+    tm = _core_last(t, np.ndim(x), axis, n_out)
+    return np.sum(tm * _core_last(other, ndim_other, axis, n_out), axis=-1)
 
 
-_VEC = "vec_axis(x1, x2, axis), max(np.ndim(x1), np.ndim(x2))"
 defvjp(
     np.vecdot,
     "x1, x2, /, *, axis=-1",
-    x1=f"unbroadcast(vecdot_vjp(g, x2, {_VEC}, np.ndim(x2)), x1)",
-    x2=f"unbroadcast(vecdot_vjp(g, x1, {_VEC}, np.ndim(x1)), x2)",
+    x1="vecdot_vjp(g, x1, x2, axis, np.ndim(x2))",
+    x2="vecdot_vjp(g, x2, x1, axis, np.ndim(x1))",
     jvp=explicit(
-        x1="vecdot_jvp(t, np.ndim(x1), x2, np.ndim(x2), " + _VEC + ")",
-        x2="vecdot_jvp(t, np.ndim(x2), x1, np.ndim(x1), " + _VEC + ")",
+        x1="vecdot_jvp(t, x1, x2, axis, np.ndim(x2))",
+        x2="vecdot_jvp(t, x2, x1, axis, np.ndim(x1))",
     ),
 )
 
