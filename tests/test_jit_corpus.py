@@ -47,6 +47,7 @@ import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
 import test_rules_breadth_building as bb  # noqa: E402
 import test_rules_breadth_linalg as bl  # noqa: E402
+import test_rules_breadth_numerical as num  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -225,6 +226,8 @@ CORPUS = [
     # contractions and decompositions (test_rules_breadth_linalg.py): vectors and matrices
     *[(f, args, wrt, mode) for f, args, wrt in bl.JIT for mode in ("grad", "jvp")],
     *[(f, args, 0, "grad") for f, args in bl.TUPLE_RESULTS],
+    # numerical routines, NaN statistics, positions (test_rules_breadth_numerical.py): vectors
+    *num.JITTED,
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),

@@ -408,6 +408,15 @@ def signs(x, y):
     return np.sum(np.copysign(x, y) * np.ldexp(x, 2))
 
 
+def integrals(y, x):
+    return np.trapezoid(y, x) ** 2 + np.trapezoid(y * x, dx=0.5)
+
+
+def covariances(m):
+    c = np.sum(np.cov(m) ** 2) + np.sum(np.cov(m, rowvar=False, ddof=0))
+    return c + np.sum(np.corrcoef(m, rowvar=False) ** 3) + np.nanmedian(m) ** 2
+
+
 V6 = rand(6, seed=11)
 JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (interp_1d, (XS, rand(4)), (0, 1), "grad"),
@@ -418,6 +427,10 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (ediff_sum, (V6,), 0, "jvp"),
     (nan_stats, (with_nans(6, seed=3),), 0, "grad"),
     (deleted, (V6,), 0, "grad"),
+    (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "grad"),
+    (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "jvp"),
+    (covariances, (M35,), 0, "grad"),
+    (covariances, (M35,), 0, "jvp"),
     (signs, (V6, rand(6, seed=12)), 0, "grad"),
 ]
 # JITTED runs in tests/test_jit_corpus.py: each derivative with jit="strict" (no fallback) against

@@ -10,7 +10,7 @@ also the order `s2sad emit` copies helpers into a standalone module.
 from . import common, reductions, elementwise, mathfuncs, products, solvers  # noqa: F401
 from . import contractions, decompositions, matrix_functions  # noqa: F401
 from . import scans, shape, indexing, stacking, splitting, selection, statistics  # noqa: F401
-from . import special, numerical, nanstats, vectors, arrays  # noqa: F401
+from . import special, numerical, interpolation, nanstats, vectors, arrays  # noqa: F401
 from .registry import NONDIFF, VJP, Bound, Rule, defvjp, is_nondiff, lookup, nondiff
 
 __all__ = ["VJP", "NONDIFF", "Bound", "Rule", "defvjp", "nondiff", "lookup", "is_nondiff"]

@@ -15,9 +15,9 @@ diagonal, where the derivative is 0).
 import numpy as np
 
 from .common import _absent, _array, _axes, batched_expand_reduced, expand_reduced
-from .helpers import batched_of, helper, numba_of
+from .helpers import batched_of, helper, numba_jitable, numba_of
 from .registry import defvjp, explicit, linear, reduction
-from .selection import _interpolation, _reduced_last
+from .selection import _interpolated, _interpolation, _reduced_last
 
 # ----------------------------------------------------------------------------- nanvar, nanstd
 
@@ -186,6 +186,44 @@ def nanquantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
     return out.reshape(lead + qshape + kept)
 
 
+@numba_of(nanquantile_vjp)
+def _nanquantile_vjp(g, a, q, axis=None, keepdims=False, scale=1.0):
+    if not (_array(a) and not _array(q) and not _array(g) and _absent(axis)):
+        return None
+
+    def impl(g, a, q, axis=None, keepdims=False, scale=1.0):
+        flat = np.ascontiguousarray(a).reshape(-1)
+        out = np.zeros(flat.size)
+        count = np.sum(~np.isnan(flat))
+        if count == 0:
+            return out.reshape(a.shape)
+        lo, hi, gamma = _interpolated(count, q / scale)
+        order = np.argsort(flat, kind="mergesort")  # NaNs last, as NumPy's
+        out[order[lo]] += g * (1.0 - gamma)
+        out[order[hi]] += g * gamma
+        return out.reshape(a.shape)
+
+    return impl
+
+
+@numba_of(nanquantile_jvp)
+def _nanquantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
+    if not (_array(a) and _array(t) and not _array(q) and _absent(axis) and t.ndim == a.ndim):
+        return None
+
+    def impl(t, a, q, axis=None, keepdims=False, scale=1.0):
+        flat = np.ascontiguousarray(a).reshape(-1)
+        tf = np.ascontiguousarray(t).reshape(-1)
+        count = np.sum(~np.isnan(flat))
+        if count == 0:
+            return 0.0
+        lo, hi, gamma = _interpolated(count, q / scale)
+        order = np.argsort(flat, kind="mergesort")
+        return tf[order[lo]] * (1.0 - gamma) + tf[order[hi]] * gamma
+
+    return impl
+
+
 _NANQ = "a, q, axis=None, out=None, overwrite_input=False, method='linear', keepdims=False"
 _NANQ_ONLY = {"method": ("linear",), "overwrite_input": (False,), "weights": (None,)}
 for _f, _scale in ((np.nanquantile, "1.0"), (np.nanpercentile, "100.0")):
@@ -258,6 +296,45 @@ def cov_jvp(t, m, rowvar=True, bias=False, ddof=None, shape=None):
     return dc if shape is None else np.reshape(dc, np.shape(dc)[:-2] + tuple(shape))
 
 
+@numba_jitable
+def _rows_centered(m, rowvar):
+    """m with the variables as rows (a matrix), centered along them."""
+    x = np.ascontiguousarray(m) if rowvar else np.ascontiguousarray(m.T)
+    out = np.empty(x.shape)
+    for i in range(x.shape[0]):
+        out[i] = x[i] - np.mean(x[i])
+    return out
+
+
+@numba_of(cov_vjp)
+def _cov_vjp(g, m, rowvar=True, bias=False, ddof=None, mt=None):
+    if not (_array(g) and g.ndim == 2 and _array(m) and m.ndim == 2 and _absent(mt)):
+        return None
+
+    def impl(g, m, rowvar=True, bias=False, ddof=None, mt=None):
+        xc = _rows_centered(m, rowvar)
+        d = (0 if bias else 1) if ddof is None else ddof
+        dx = (g + g.T) @ xc / (xc.shape[1] - d)
+        return dx if rowvar else np.ascontiguousarray(dx.T)
+
+    return impl
+
+
+@numba_of(cov_jvp)
+def _cov_jvp(t, m, rowvar=True, bias=False, ddof=None, shape=None):
+    if not (_array(t) and t.ndim == 2 and _array(m) and m.ndim == 2):
+        return None
+
+    def impl(t, m, rowvar=True, bias=False, ddof=None, shape=None):
+        xc = _rows_centered(m, rowvar)
+        tc = _rows_centered(t, rowvar)
+        d = (0 if bias else 1) if ddof is None else ddof
+        dc = tc @ xc.T
+        return (dc + dc.T) / (xc.shape[1] - d)
+
+    return impl
+
+
 _COV_ONLY = {"y": (None,), "fweights": (None,), "aweights": (None,), "dtype": (None,)}
 defvjp(
     np.cov,
@@ -301,6 +378,38 @@ def corrcoef_jvp(t, x, ans, rowvar=True):
     r = np.reshape(ans, (p, p))
     dr = dc * np.outer(inv, inv) - r * (rel[..., :, None] + rel[..., None, :])
     return np.reshape(dr, np.shape(dr)[:-2] + np.shape(ans))
+
+
+@numba_of(corrcoef_vjp)
+def _corrcoef_vjp(g, x, ans, rowvar=True):
+    if not (_array(g) and g.ndim == 2 and _array(x) and x.ndim == 2):
+        return None
+
+    def impl(g, x, ans, rowvar=True):
+        xc = _rows_centered(x, rowvar)
+        inv = 1.0 / np.sqrt(np.sum(xc * xc, axis=1) / (xc.shape[1] - 1))
+        gr = g * ans
+        diag = -(np.sum(gr, axis=1) + np.sum(gr, axis=0)) * inv**2 / 2
+        gc = g * np.outer(inv, inv) + np.diag(diag)
+        return cov_vjp(gc, x, rowvar, False, 1)
+
+    return impl
+
+
+@numba_of(corrcoef_jvp)
+def _corrcoef_jvp(t, x, ans, rowvar=True):
+    if not (_array(t) and t.ndim == 2 and _array(x) and x.ndim == 2):
+        return None
+
+    def impl(t, x, ans, rowvar=True):
+        xc = _rows_centered(x, rowvar)
+        inv = 1.0 / np.sqrt(np.sum(xc * xc, axis=1) / (xc.shape[1] - 1))
+        dc = cov_jvp(t, x, rowvar, False, 1)
+        rel = np.diag(dc) * inv**2 / 2
+        p = rel.size
+        return dc * np.outer(inv, inv) - ans * (rel.reshape((p, 1)) + rel.reshape((1, p)))
+
+    return impl
 
 
 defvjp(
