@@ -379,6 +379,18 @@ def test_hessian_matches_finite_differences_of_the_gradient(f, args, wrt):
     np.testing.assert_allclose(H, np.nan_to_num(expected), atol=1e-5)
 
 
+def corrcoef_cube(m):
+    return np.sum(np.corrcoef(m) ** 3)
+
+
+def test_second_derivatives_without_a_rule_are_refused_at_the_users_line():
+    """np.corrcoef's cotangent has no tangent rule: its Hessian is refused, naming the line,
+    never a silent zero."""
+    with pytest.raises(s2sad.NoRuleError, match="corrcoef_vjp") as info:
+        s2sad.hessian(corrcoef_cube)(M35)
+    assert "test_rules_breadth_numerical.py" in str(info.value)
+
+
 # ----------------------------------------------------------------------------- jit
 
 
