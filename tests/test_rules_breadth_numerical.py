@@ -18,6 +18,9 @@ import s2sad
 from conftest import check_jvp, check_vjp, rand
 from test_jacobian_batched import check
 
+# np.trapezoid, np.cumulative_sum, np.vecdot and np.linalg's vector_norm and matrix_norm
+pytestmark = pytest.mark.skipif(not hasattr(np, "vecdot"), reason="functions of NumPy 2")
+
 XP = np.array([0.0, 0.5, 1.2, 2.0])
 XS = np.array([-0.3, 0.2, 0.7, 1.5, 2.4, 1.9])  # left of, inside and right of the knots
 

@@ -81,16 +81,17 @@ def vecdot_jvp(t, x, other, axis, ndim_other):
     return np.sum(tm * _core_last(other, ndim_other, axis, n_out), axis=-1)
 
 
-defvjp(
-    np.vecdot,
-    "x1, x2, /, *, axis=-1",
-    x1="vecdot_vjp(g, x1, x2, axis, np.ndim(x2))",
-    x2="vecdot_vjp(g, x2, x1, axis, np.ndim(x1))",
-    jvp=explicit(
-        x1="vecdot_jvp(t, x1, x2, axis, np.ndim(x2))",
-        x2="vecdot_jvp(t, x2, x1, axis, np.ndim(x1))",
-    ),
-)
+if hasattr(np, "vecdot"):  # NumPy 2
+    defvjp(
+        np.vecdot,
+        "x1, x2, /, *, axis=-1",
+        x1="vecdot_vjp(g, x1, x2, axis, np.ndim(x2))",
+        x2="vecdot_vjp(g, x2, x1, axis, np.ndim(x1))",
+        jvp=explicit(
+            x1="vecdot_jvp(t, x1, x2, axis, np.ndim(x2))",
+            x2="vecdot_jvp(t, x2, x1, axis, np.ndim(x1))",
+        ),
+    )
 
 # ----------------------------------------------------------------------------- vector_norm
 # ||x||_p over the reduced axes (all of them for axis=None, flattened), with np.linalg.norm's
@@ -163,22 +164,23 @@ def vector_norm_vjp_jvp(t, g, x, ans, axis=None, keepdims=False, ord=2, of_ans=F
     return np.where(norm > 0, gx * d, 0.0)
 
 
-defvjp(
-    np.linalg.vector_norm,
-    "x, /, *, axis=None, keepdims=False, ord=2",
-    x="vector_norm_vjp(g, x, ans, axis, keepdims, ord)",
-    jvp=reduction("x"),
-)
-# np.linalg.norm over the last two axes: its rule (rules/solvers.py)
-defvjp(
-    np.linalg.matrix_norm,
-    "x, /, *, keepdims=False, ord='fro'",
-    x="norm_vjp(g, x, ans, ord=ord, axis=(-2, -1), keepdims=keepdims)",
-    jvp=explicit(  # the weights of a cotangent of ones, times t, summed over the matrices
-        x="np.sum(norm_vjp(np.ones(np.shape(ans)), x, ans, ord=ord, axis=(-2, -1), "
-        "keepdims=keepdims) * t, axis=(-2, -1), keepdims=keepdims)"
-    ),
-)
+if hasattr(np.linalg, "vector_norm"):  # NumPy 2
+    defvjp(
+        np.linalg.vector_norm,
+        "x, /, *, axis=None, keepdims=False, ord=2",
+        x="vector_norm_vjp(g, x, ans, axis, keepdims, ord)",
+        jvp=reduction("x"),
+    )
+    # np.linalg.norm over the last two axes: its rule (rules/solvers.py)
+    defvjp(
+        np.linalg.matrix_norm,
+        "x, /, *, keepdims=False, ord='fro'",
+        x="norm_vjp(g, x, ans, ord=ord, axis=(-2, -1), keepdims=keepdims)",
+        jvp=explicit(  # the weights of a cotangent of ones, times t, summed over the matrices
+            x="np.sum(norm_vjp(np.ones(np.shape(ans)), x, ans, ord=ord, axis=(-2, -1), "
+            "keepdims=keepdims) * t, axis=(-2, -1), keepdims=keepdims)"
+        ),
+    )
 
 # ----------------------------------------------------------------------------- index builders
 
