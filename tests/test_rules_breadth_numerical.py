@@ -255,6 +255,7 @@ CASES = [  # (function, args, wrt)
     (insert, (rand(2, 3), 1, rand(2), None), (0, 2)),
     (insert, (rand(2, 3), [0, 2], rand(2, 1), 1), (0, 2)),
     (lower_triangle, (rand(3, 3),), 0),
+    (insert, (rand(6), -2, 0.7, None), (0, 2)),
 ]
 IDS = [f"{c[0].__name__}-{i}" for i, c in enumerate(CASES)]
 
@@ -419,6 +420,10 @@ def deleted(x):
     return np.sum(np.delete(x, 1) ** 2)
 
 
+def inserted(x, v):
+    return np.sum(np.insert(x, -2, v) ** 2 * np.arange(7.0))
+
+
 def signs(x, y):
     return np.sum(np.copysign(x, y) * np.ldexp(x, 2))
 
@@ -442,6 +447,8 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (ediff_sum, (V6,), 0, "jvp"),
     (nan_stats, (with_nans(6, seed=3),), 0, "grad"),
     (deleted, (V6,), 0, "grad"),
+    (inserted, (V6, 0.7), (0, 1), "grad"),
+    (inserted, (V6, 0.7), (0, 1), "jvp"),
     (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "grad"),
     (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "jvp"),
     (covariances, (M35,), 0, "grad"),

@@ -9,8 +9,8 @@ import typing
 
 import numpy as np
 
-from .common import _absent, _array, _shift
-from .helpers import batched_helper, helper, numba_of
+from .common import _absent, _array, _integer, _shift
+from .helpers import batched_helper, helper, numba_of, type_test
 from .registry import LIST_VALUED, defvjp, explicit, linear
 from .splitting import _batched_pieces
 
@@ -186,15 +186,79 @@ def insert_jvp(t, arr, obj, values, axis, part):
     return np.reshape(out, lead + shape)
 
 
+@helper(batch_safe=True, jvp=linear("g"))
+def insert_values_vjp(g, arr, obj, values, axis):
+    """insert_vjp for the values (its own name: a scalar's cotangent is a scalar)."""
+    return insert_vjp(g, arr, obj, values, axis, "values")
+
+
+@helper(batch_safe=True, jvp=linear("t"))
+def insert_values_jvp(t, arr, obj, values, axis):
+    """insert_jvp for the values."""
+    return insert_jvp(t, arr, obj, values, axis, "values")
+
+
+@type_test
+def _one_insert(arr, obj, values, axis):
+    """One number put into a vector at a position: what the Numba forms of np.insert cover."""
+    return _array(arr) and arr.ndim == 1 and _integer(obj) and not _array(values) and _absent(axis)
+
+
+@numba_of(insert_vjp)
+def _insert_vjp(g, arr, obj, values, axis, part):
+    if not (_array(g) and _one_insert(arr, obj, values, axis)):
+        return None
+
+    def impl(g, arr, obj, values, axis, part):
+        if part != "arr":
+            raise ValueError("insert_vjp: the values' cotangent is insert_values_vjp's")
+        return np.delete(g, obj + arr.size if obj < 0 else obj)  # NumPy's count
+
+    return impl
+
+
+@numba_of(insert_values_vjp)
+def _insert_values_vjp(g, arr, obj, values, axis):
+    if not (_array(g) and _one_insert(arr, obj, values, axis)):
+        return None
+    return lambda g, arr, obj, values, axis: g[obj + arr.size if obj < 0 else obj]
+
+
+@numba_of(insert_jvp)
+def _insert_jvp(t, arr, obj, values, axis, part):
+    if not (_array(t) and _one_insert(arr, obj, values, axis)):
+        return None
+
+    def impl(t, arr, obj, values, axis, part):
+        if part != "arr":
+            raise ValueError("insert_jvp: the values' tangent is insert_values_jvp's")
+        return np.insert(t, obj, 0.0)
+
+    return impl
+
+
+@numba_of(insert_values_jvp)
+def _insert_values_jvp(t, arr, obj, values, axis):
+    if not _one_insert(arr, obj, values, axis):
+        return None
+
+    def impl(t, arr, obj, values, axis):
+        out = np.zeros(arr.size + 1)
+        out[obj + arr.size if obj < 0 else obj] = t
+        return out
+
+    return impl
+
+
 _INSERT = "obj, values, axis"
 defvjp(
     np.insert,
     "arr, obj, values, axis=None",
     inert=("obj",),
     arr=f"insert_vjp(g, arr, {_INSERT}, 'arr')",
-    values=f"insert_vjp(g, arr, {_INSERT}, 'values')",
+    values=f"insert_values_vjp(g, arr, {_INSERT})",
     jvp=explicit(
         arr=f"insert_jvp(t, arr, {_INSERT}, 'arr')",
-        values=f"insert_jvp(t, arr, {_INSERT}, 'values')",
+        values=f"insert_values_jvp(t, arr, {_INSERT})",
     ),
 )
