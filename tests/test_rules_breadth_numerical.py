@@ -398,62 +398,30 @@ def test_second_derivatives_without_a_rule_are_refused_at_the_users_line():
 # ----------------------------------------------------------------------------- jit
 
 
-def interp_1d(x, fp):
-    return np.sum(np.interp(x, XP, fp) ** 2)
+def vector_routines(x, fp, v):
+    """np.interp, np.convolve, np.correlate, np.ediff1d, np.delete, np.insert, np.copysign and
+    np.ldexp of vectors: one function, compiled once per mode."""
+    total = np.sum(np.interp(x, XP, fp) ** 2) + np.sum(np.correlate(x, v) ** 2)
+    total += np.sum(np.convolve(x, v) * np.convolve(x, v, "valid")[0])
+    total += np.sum(np.ediff1d(x) ** 2) + np.sum(np.delete(x, 1) ** 2)
+    total += np.sum(np.insert(x, -2, v[0]) ** 2 * np.arange(7.0))
+    return total + np.sum(np.copysign(x, v[1]) * np.ldexp(x, 2))
 
 
-def convolutions(a, v):
-    return np.sum(np.convolve(a, v) * np.convolve(a, v, "valid")[0]) + np.sum(
-        np.correlate(a, v) ** 2
-    )
+def statistics(y, x, m, n):
+    """np.trapezoid, np.cov, np.corrcoef, np.nanmedian, np.nanvar and np.nanstd."""
+    total = np.trapezoid(y, x) ** 2 + np.trapezoid(y * x, dx=0.5)
+    total += np.sum(np.cov(m) ** 2) + np.sum(np.cov(m, rowvar=False, ddof=0))
+    total += np.sum(np.corrcoef(m, rowvar=False) ** 3) + np.nanmedian(m) ** 2
+    return total + np.nanvar(n) + np.nanstd(n) ** 3
 
 
-def ediff_sum(x):
-    return np.sum(np.ediff1d(x) ** 2)
-
-
-def nan_stats(x):
-    return np.nanvar(x) + np.nanstd(x) ** 3
-
-
-def deleted(x):
-    return np.sum(np.delete(x, 1) ** 2)
-
-
-def inserted(x, v):
-    return np.sum(np.insert(x, -2, v) ** 2 * np.arange(7.0))
-
-
-def signs(x, y):
-    return np.sum(np.copysign(x, y) * np.ldexp(x, 2))
-
-
-def integrals(y, x):
-    return np.trapezoid(y, x) ** 2 + np.trapezoid(y * x, dx=0.5)
-
-
-def covariances(m):
-    c = np.sum(np.cov(m) ** 2) + np.sum(np.cov(m, rowvar=False, ddof=0))
-    return c + np.sum(np.corrcoef(m, rowvar=False) ** 3) + np.nanmedian(m) ** 2
-
-
-V6 = rand(6, seed=11)
+STATS = (rand(6, seed=11), np.sort(rand(6, seed=13)), M35, with_nans(6, seed=3))
 JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
-    (interp_1d, (XS, rand(4)), (0, 1), "grad"),
-    (interp_1d, (XS, rand(4)), (0, 1), "jvp"),
-    (convolutions, (A5, V3), (0, 1), "grad"),
-    (convolutions, (A5, V3), (0, 1), "jvp"),
-    (ediff_sum, (V6,), 0, "grad"),
-    (ediff_sum, (V6,), 0, "jvp"),
-    (nan_stats, (with_nans(6, seed=3),), 0, "grad"),
-    (deleted, (V6,), 0, "grad"),
-    (inserted, (V6, 0.7), (0, 1), "grad"),
-    (inserted, (V6, 0.7), (0, 1), "jvp"),
-    (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "grad"),
-    (integrals, (V6, np.sort(rand(6, seed=13))), (0, 1), "jvp"),
-    (covariances, (M35,), 0, "grad"),
-    (covariances, (M35,), 0, "jvp"),
-    (signs, (V6, rand(6, seed=12)), 0, "grad"),
+    (vector_routines, (XS, rand(4), V3), (0, 1, 2), "grad"),
+    (vector_routines, (XS, rand(4), V3), (0, 1, 2), "jvp"),
+    (statistics, STATS, (0, 1, 2, 3), "grad"),
+    (statistics, STATS, (0, 1, 2, 3), "jvp"),
 ]
 # JITTED runs in tests/test_jit_corpus.py: each derivative with jit="strict" (no fallback) against
 # the Python version, as every corpus case does.

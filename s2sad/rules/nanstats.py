@@ -63,7 +63,9 @@ def batched_nanvar_vjp(g, x, axis=None, ddof=0, keepdims=False, xt=None):
 
 @numba_of(nanvar_vjp)
 def _nanvar_vjp(g, x, axis=None, ddof=0, keepdims=False, xt=None):
-    if not (_array(x) and _absent(axis) and _absent(xt) and not _array(g)):
+    if not (_array(x) and _absent(axis) and _absent(xt)):
+        return None
+    if _array(g) and g.ndim > 0:
         return None
 
     def impl(g, x, axis=None, ddof=0, keepdims=False, xt=None):
@@ -72,7 +74,8 @@ def _nanvar_vjp(g, x, axis=None, ddof=0, keepdims=False, xt=None):
         if count <= ddof:
             return np.zeros(x.shape)
         mean = np.sum(np.where(counted, x, 0.0)) / count
-        return np.where(counted, 2 * g * (x - mean) / (count - ddof), 0.0)
+        scale = 2 * np.sum(np.asarray(g)) / (count - ddof)  # g: a number, or a 0-d array
+        return np.where(counted, scale * (x - mean), 0.0)
 
     return impl
 
