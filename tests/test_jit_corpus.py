@@ -48,6 +48,7 @@ import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
 import test_rules_breadth_building as bb  # noqa: E402
 import test_rules_breadth_linalg as bl  # noqa: E402
+import test_rules_breadth_numerical as num  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
@@ -235,6 +236,8 @@ CORPUS = [
     # loop over split pieces
     (tl.read_at_a_run_time_index, (r(3), 5), 0, "grad"),
     (tl.split_pieces, (r(6),), 0, "jvp"),
+    # numerical routines, NaN statistics, positions (test_rules_breadth_numerical.py): vectors
+    *num.JITTED,
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),
