@@ -157,7 +157,8 @@ class Jitted:
         failed = self.module_failed or self.failed.get(name)
         if failed is None:
             try:
-                return self.namespace[name](*args)
+                dispatcher = self.namespace[name]
+                return _float32_scalars(dispatcher, args, dispatcher(*args))
             except Exception as exc:
                 if _from_numba_cache(exc) and not self.reloaded:
                     # a damaged cache file: delete it and compile again, trusting nothing
@@ -204,6 +205,38 @@ class Jitted:
             stacklevel=user_stacklevel(),
         )
         return self.compiled.functions.get(name, self.compiled.function)(*args)
+
+
+def _float32_scalars(dispatcher, args, result):
+    """`result` with the float32 numbers Numba returned as Python floats made np.float32 again,
+    as NumPy code returns them (a float32 function's value, or a jvp's tangent)."""
+    if not any(_float32(a) for a in args):
+        return result
+    try:
+        signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+        returns = dispatcher.overloads[signature].signature.return_type
+    except Exception:  # noqa: BLE001  (not a compiled signature: leave the result as it is)
+        return result
+    return _retyped(result, returns)
+
+
+def _float32(value) -> bool:
+    return (
+        getattr(value, "dtype", None) == np.float32
+        or isinstance(value, (tuple, list))
+        and any(_float32(v) for v in value)
+    )
+
+
+def _retyped(value, numba_type):
+    if isinstance(value, tuple):
+        parts = getattr(numba_type, "types", None)
+        if parts is None or len(parts) != len(value):
+            return value
+        return tuple(_retyped(v, t) for v, t in zip(value, parts))
+    if type(value) is float and str(numba_type) == "float32":
+        return np.float32(value)
+    return value
 
 
 _TELLING = (

@@ -414,3 +414,19 @@ def test_jitted_tangent_of_an_array_written_in_place_compiles():
     expected = s2sad.jvp(scaled_then_written)(x, 2.0, tangent=t)
     got = s2sad.jvp(scaled_then_written, jit="strict")(x, 2.0, tangent=t)
     np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+def float32_energy(x, s):
+    return np.sum(np.sin(x) ** 2) * s
+
+
+def test_float32_numbers_come_back_as_float32_as_in_python_mode():
+    """Numba returns a float32 number as a Python float; s2sad gives back NumPy's np.float32,
+    as Python mode does (values, tangents, scalar gradients)."""
+    x = np.linspace(0.1, 1.0, 4).astype(np.float32)
+    s = np.float32(1.5)
+    for jit in (False, "strict"):
+        value, (gx, gs) = s2sad.value_and_grad(float32_energy, wrt=(0, 1), jit=jit)(x, s)
+        assert type(value) is np.float32 and gx.dtype == np.float32 and type(gs) is np.float32
+        value, tangent = s2sad.jvp(float32_energy, jit=jit)(x, s, tangent=np.ones(4, np.float32))
+        assert type(value) is np.float32 and type(tangent) is np.float32
