@@ -31,6 +31,7 @@ from .reverse import reverse
 from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
+from .treeparams import flatten_parameters
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
 # arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
@@ -39,17 +40,26 @@ from .tape import copy_blocks, record, without_markers
 _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 
 
-def differentiate(func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False) -> Compiled:
+def differentiate(
+    func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False, trees=(), has_aux=False
+) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
-    A function nesting deeply runs on a thread with room; the cyclic collector waits meanwhile."""
-    parsed = parse_function(func)
+    `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
+    `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
+    the value. A function nesting deeply runs on a thread with room; the cyclic collector waits
+    meanwhile."""
+
+    def parse():
+        parsed = parse_function(func)
+        flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
+        return parsed
+
+    parsed = parse()
     unused = [parsed]
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
-            return _pipeline(
-                unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit
-            )
+            return _pipeline(unused.pop() if unused else parse(), wrt, mode, ranks, jit)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)

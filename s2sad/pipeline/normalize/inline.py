@@ -18,6 +18,7 @@ from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
+from ..treeparams import flat_signature, flatten_parameters
 from .control import ControlFlow
 
 
@@ -43,8 +44,8 @@ class Inlining(ControlFlow):
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
         if not self.mentions_varied(node):
-            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
-                pass  # local functions have no global name: inline them anyway
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)) or ir.tree_call(node.func):
+                pass  # local functions have no global name, and trees' leaves need the callee's
             else:
                 return self.rename(node)
         if any(t is target for t in self.inlining):
@@ -154,6 +155,11 @@ class Inlining(ControlFlow):
         reads = self.resolver.reads
         index = reads.helper(spec, func)
         parsed = parse_function(func)
+        signature = inspect.signature(func)
+        trees = ir.tree_call(node.func)
+        if trees:  # called with parameter trees: the callee takes their leaves (treeparams)
+            flatten_parameters(parsed, trees)
+            signature = flat_signature(func, trees)
         sub = type(self)(parsed, [], parent=self, env={}, index=index)
         sub.user_stmt = self.user_stmt
         positional = [
@@ -178,7 +184,7 @@ class Inlining(ControlFlow):
             self.resolver.namespace[spelled] = value
             return ast.Name(spelled, ast.Load())
 
-        self._bind_params(sub, inspect.signature(func), args, keywords, node, default, varied)
+        self._bind_params(sub, signature, args, keywords, node, default, varied)
         return self._run_inlined(sub, parsed.tree.body, parsed.name)
 
     def inline_local(self, fn, args, keywords, node, varied) -> ast.expr:
