@@ -16,6 +16,8 @@ import inspect
 import numbers
 import re
 
+import numpy as np
+
 from .errors import SourceUnavailableError, WrtError
 from .trees import code_names, flatten, leaf_names, needs_flattening, path_text, paths, unflatten
 
@@ -168,6 +170,8 @@ class Target:
                 wrt.append(root)
                 continue
             d, names = _subtree(tree[1], tree[2], path, root)
+            if d is not None and d.kind == "object":  # wrt="self": its float attributes
+                d, names = _floats_of(d, names, flat)
             if not names:
                 raise WrtError(f"wrt={path_text(root, path)!r} holds no arrays or numbers")
             layout.append((d, names))
@@ -221,6 +225,29 @@ def _subtree(d, names, path, root):
         d = d.children[i]
     part = tuple(names[start : start + d.leaf_count()])
     return (None if d.kind == "leaf" else d), part
+
+
+def _floats_of(d, names, flat):
+    """An object's attributes whose leaves are all floats (arrays or numbers): what
+    `wrt="self"` differentiates; the gradient is a dict of them."""
+    keys, children, kept, start = [], [], [], 0
+    for key, child in zip(d.keys, d.children):
+        part = names[start : start + child.leaf_count()]
+        start += child.leaf_count()
+        if part and all(_is_float(flat[n]) for n in part):
+            keys.append(key)
+            children.append(child)
+            kept += part
+    return d._replace(keys=tuple(keys), children=tuple(children)), tuple(kept)
+
+
+def _is_float(value) -> bool:
+    if isinstance(value, (bool, str, bytes)) or value is None or callable(value):
+        return False
+    try:
+        return np.issubdtype(np.result_type(value), np.floating)
+    except TypeError:
+        return False
 
 
 @functools.lru_cache(maxsize=256)
