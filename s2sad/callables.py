@@ -97,6 +97,14 @@ class Target:
             else inspect.signature(f if not isinstance(f, (staticmethod, classmethod)) else self.func)
         )
         self.plain = f is self.func
+        # a functools.wraps wrapper taking *args/**kwargs: called as the function it wraps
+        # (its signature, wrt by its parameters), its `args` and `kwargs` passed as trees
+        code = self.func.__code__
+        self.star = bool(code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)) and (
+            hasattr(self.func, "__wrapped__") and self.plain
+        )
+        if self.star:
+            self.signature = inspect.signature(f)  # the wrapped function's
         self.taken = code_names(self.func) | set(params)
         self.items, self.is_tuple = self._wrt(wrt)
         self.wrt = tuple(path_text(root, path) if path else root for root, path in self.items)
@@ -120,7 +128,7 @@ class Target:
                 out.append((shown[item], ()))
                 continue
             root, path = _path(item) if isinstance(item, str) else (None, ())
-            if root not in every:
+            if root not in every and not (self.star and root in shown):
                 raise WrtError(
                     f"wrt={item!r} is not a parameter of {name}; its parameters "
                     f"are {', '.join(shown) or '(none)'}"
@@ -133,6 +141,31 @@ class Target:
             raise WrtError(f"wrt={wrt!r} names a parameter twice")
         return out, isinstance(wrt, (tuple, list))
 
+    def bind_flat(self, args, kwargs, check) -> FlatBound:
+        """`flat(bind(args, kwargs))` (a wrapper's wrt names translated to paths into its
+        `args` and `kwargs`)."""
+        if not self.star:
+            return self.flat(self.bind(args, kwargs), check, self.items)
+        try:
+            inner = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.func.__name__}(): {exc}") from None
+        bound = self.bind(inner.args, inner.kwargs)
+        params = [p for p in self.func_signature.parameters.values()]
+        stars = {p.kind: p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        positional = list(inner.signature.parameters)[: len(inner.args)]
+        items = []
+        for root, path in self.items:
+            if root in bound.arguments:
+                items.append((root, path))
+            elif root in positional and inspect.Parameter.VAR_POSITIONAL in stars:
+                items.append((stars[inspect.Parameter.VAR_POSITIONAL], (positional.index(root),) + path))
+            elif root in inner.kwargs and inspect.Parameter.VAR_KEYWORD in stars:
+                items.append((stars[inspect.Parameter.VAR_KEYWORD], (root,) + path))
+            else:
+                raise WrtError(f"wrt={root!r}: {self.func.__name__} was called without it")
+        return self.flat(bound, check, items)
+
     def bind(self, args, kwargs) -> inspect.BoundArguments:
         """The function's arguments for a call of the callable (defaults applied)."""
         if self.keywords:
@@ -144,13 +177,15 @@ class Target:
         bound.apply_defaults()
         return bound
 
-    def flat(self, bound: inspect.BoundArguments, check) -> FlatBound:
-        """`bound` with its trees as leaves; `check(shown name, value)` per leaf differentiated."""
-        roots = {root for root, _ in self.items}
+    def flat(self, bound: inspect.BoundArguments, check, items) -> FlatBound:
+        """`bound` with its trees as leaves; `check(shown name, value)` per leaf differentiated
+        (`items`: the wrt items, as parameters of the function and paths into them)."""
+        roots = {root for root, _ in items}
+        stars = {p.name for p in bound.signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
         trees, flat, shown = [], {}, {}
         for name, value in bound.arguments.items():
             obj = name in self.objects
-            if obj or needs_flattening(value, name in roots):
+            if obj or name in stars or needs_flattening(value, name in roots):
                 d, leaves = flatten(value, as_object=obj)
                 names = leaf_names(name, d, self.taken | set(flat))
                 trees.append((name, d, tuple(names)))
@@ -161,7 +196,7 @@ class Target:
                 flat[name] = value
                 shown[name] = name
         layout, wrt = [], []
-        for root, path in self.items:
+        for root, path in items:
             tree = next((t for t in trees if t[0] == root), None)
             if tree is None:
                 if path:

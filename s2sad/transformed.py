@@ -196,7 +196,7 @@ class Transformed:
             self.signature = inspect.signature(func, follow_wrapped=False)
             self.target.func_signature = self.signature
             self._defaults = (func.__defaults__, func.__kwdefaults__)
-        return self.target.flat(self.target.bind(args, kwargs), _check_input)
+        return self.target.bind_flat(args, kwargs, _check_input)
 
     def _finish(self, grads, bound, extra=()):
         grads = grads if len(bound.wrt) > 1 else (grads,)

@@ -50,7 +50,7 @@ def differentiate(
     meanwhile."""
 
     def parse():
-        parsed = parse_function(func)
+        parsed = parse_function(func, star=[p for p, _, _ in trees])
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         return parsed
 

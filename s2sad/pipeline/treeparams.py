@@ -26,7 +26,7 @@ import inspect
 from .. import ir
 from ..astcopy import clone
 from ..errors import UnsupportedSyntaxError
-from ..trees import TreeDef, code_names, leaf_names
+from ..trees import LEAF, TreeDef, code_names, leaf_names
 from .names import names_stored
 
 _SEQUENCES = ("list", "tuple", "namedtuple")
@@ -71,7 +71,8 @@ def flatten_parameters(parsed, trees: dict, has_aux: bool = False) -> None:
         return
     args = tree.args
     new = []
-    for a in args.posonlyargs + args.args + args.kwonlyargs:
+    stars = [a for a in (args.vararg, args.kwarg) if a is not None]
+    for a in args.posonlyargs + args.args + stars + args.kwonlyargs:
         if a.arg in trees:
             new += [ast.copy_location(ast.arg(n), a) for n in trees[a.arg][1]]
         else:
@@ -87,7 +88,10 @@ def flatten_parameters(parsed, trees: dict, has_aux: bool = False) -> None:
 def flat_signature(func, trees: dict) -> inspect.Signature:
     """`func`'s signature with each tree parameter replaced by its leaves (for the inliner)."""
     params = []
-    for p in inspect.signature(func).parameters.values():
+    for p in sorted(
+        inspect.signature(func, follow_wrapped=False).parameters.values(),
+        key=lambda p: p.kind == p.VAR_KEYWORD,
+    ):
         if p.name in trees:
             params += [inspect.Parameter(n, p.POSITIONAL_OR_KEYWORD) for n in trees[p.name][1]]
         elif p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
@@ -95,6 +99,35 @@ def flat_signature(func, trees: dict) -> inspect.Signature:
         else:
             params.append(p)
     return inspect.Signature(params)
+
+
+def star_trees(func, n_args: int, keyword_names) -> tuple[dict, dict] | None:
+    """For a call of a functools.wraps wrapper taking *args/**kwargs: its star parameters as
+    trees of the call's arguments (a tuple of `n_args`, a dict of the keywords), and the
+    keyword arguments' names among its leaves. None for other functions."""
+    code = func.__code__
+    if not hasattr(func, "__wrapped__") or not code.co_flags & (
+        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    ):
+        return None
+    params = inspect.signature(func, follow_wrapped=False).parameters.values()
+    named = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    trees, renamed, taken = {}, {}, code_names(func)
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            n = max(n_args - len(named), 0)
+            d = TreeDef("tuple", tuple, tuple(range(n)), (LEAF,) * n)
+        elif p.kind == p.VAR_KEYWORD:
+            keys = tuple(k for k in keyword_names if k not in named)
+            d = TreeDef("dict", dict, keys, (LEAF,) * len(keys))
+        else:
+            continue
+        names = tuple(leaf_names(p.name, d, taken))
+        taken |= set(names)
+        trees[p.name] = (d, names)
+        if p.kind == p.VAR_KEYWORD:
+            renamed.update(zip(d.keys, names))
+    return trees, renamed
 
 
 def _first_of_returns(parsed, tree) -> None:
@@ -514,7 +547,13 @@ class _Rewriter:
             if isinstance(base, Node) and func.attr not in base.d.keys:
                 method = self.method(base, func, e)
         values = [self._arg(a) for a in e.args]
-        keywords = [(k, self._arg(k.value)) for k in e.keywords]
+        keywords = []
+        for k in e.keywords:
+            v = self._arg(k.value)
+            if k.arg is None and isinstance(v, Node) and v.d.kind == "dict":  # **tree
+                keywords += [(ast.keyword(key, k.value), item) for key, item in zip(v.d.keys, v.items)]
+            else:
+                keywords.append((k, v))
         if method is not None:
             callee, spelled, base = method
             e.func = spelled
@@ -523,17 +562,14 @@ class _Rewriter:
         else:
             e.func = self.expr(func)
             callee = None
-        trees = any(isinstance(v, Node) for v in values) or any(
-            isinstance(v, Node) for _, v in keywords
-        )
-        if not trees:
-            e.args = [self.expr_of(v, a) for v, a in zip(values, e.args)] if method is None else [
-                self.expr_of(v, e) for v in values
-            ]
-            for k, v in keywords:
-                k.value = self.expr_of(v, k.value)
-            return e
-        return self.tree_call(e, callee, values, keywords)
+        spread = [x for v in values for x in (v[1].items if isinstance(v, tuple) else [v])]
+        if any(isinstance(v, Node) for v in spread + [v for _, v in keywords]):
+            return self.tree_call(e, callee, values, keywords)
+        e.args = [self._plain(v, e) for v in spread]
+        for k, v in keywords:
+            k.value = self._plain(v, k.value)
+        e.keywords = [k for k, _ in keywords]
+        return e
 
     def _arg(self, a):
         if isinstance(a, ast.Starred):

@@ -18,7 +18,7 @@ from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
-from ..treeparams import flat_signature, flatten_parameters
+from ..treeparams import flat_signature, flatten_parameters, star_trees
 from .control import ControlFlow
 
 
@@ -154,9 +154,13 @@ class Inlining(ControlFlow):
             raise self.unsupported(node, "a call of this function")
         reads = self.resolver.reads
         index = reads.helper(spec, func)
-        parsed = parse_function(func)
-        signature = inspect.signature(func)
         trees = ir.tree_call(node.func)
+        star = star_trees(func, len(args), list(keywords)) if not trees else None
+        if star is not None:  # a functools.wraps wrapper: its *args and **kwargs as trees
+            trees, renamed = star
+            keywords = {renamed.get(k, k): v for k, v in keywords.items()}
+        parsed = parse_function(func, star=list(trees or ()))
+        signature = inspect.signature(func)
         if trees:  # called with parameter trees: the callee takes their leaves (treeparams)
             flatten_parameters(parsed, trees)
             signature = flat_signature(func, trees)
