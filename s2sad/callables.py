@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from .errors import SourceUnavailableError, WrtError
+from .pipeline.parse import parse_function
 from .trees import code_names, flatten, leaf_names, needs_flattening, path_text, paths, unflatten
 
 
@@ -105,6 +106,8 @@ class Target:
         )
         if self.star:
             self.signature = inspect.signature(f)  # the wrapped function's
+        elif code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS):
+            parse_function(self.func)  # refuses *args/**kwargs, at their line
         self.taken = code_names(self.func) | set(params)
         self.items, self.is_tuple = self._wrt(wrt)
         self.wrt = tuple(path_text(root, path) if path else root for root, path in self.items)

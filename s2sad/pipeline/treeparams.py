@@ -233,7 +233,7 @@ class _Rewriter:
                     f"s2sad cannot return a parameter tree ({v.text}) yet",
                     hint="return an array or a number (or a tuple of them)",
                 )
-            s.value = v
+            s.value = self.expr_of(v, s.value)
             return [s]
         # if, while, with, try, raise, assert, expressions: their expressions and blocks
         for field, value in ast.iter_fields(s):
