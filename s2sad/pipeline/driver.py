@@ -51,6 +51,17 @@ def differentiate(
 
     def parse():
         parsed = parse_function(func, star=[p for p, _, _ in trees])
+        if mode in ("grad", "value_and_grad") and not has_aux:
+            pair = next(
+                (
+                    r
+                    for r in _own_nodes(parsed.tree)
+                    if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
+                ),
+                None,
+            )
+            if pair is not None:  # before normalization refuses what aux holds (a dict)
+                raise _tuple_return(parsed, len(pair.value.elts))
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         return parsed
 
@@ -212,10 +223,11 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
     return parsed.error(
         NonScalarOutputError,
         f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
-        f"{count} values (grad(..., has_aux=True) for `return loss, aux` is not supported yet)",
+        f"{count} values",
         shown or (returns[-1] if returns else None),
-        hint="return the scalar alone (compute the other values in a separate function), or "
-        "use s2sad.vjp, which takes a tuple of seeds for a tuple output",
+        hint="for `return loss, aux` pass has_aux=True (grad then returns (gradient, aux)); "
+        "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
+        "tuple output",
     )
 
 
