@@ -202,3 +202,55 @@ def code_names(func) -> set[str]:
         names.update(code.co_varnames, code.co_names, code.co_cellvars, code.co_freevars)
         todo += [c for c in code.co_consts if hasattr(c, "co_code")]
     return names
+
+
+def read_expression(name: str, d: TreeDef, path: tuple) -> str:
+    """Python source reading the leaf at `path` of the tree `name` of structure `d`."""
+    text = name
+    for k in path:
+        text += f".{k}" if d.kind in ("namedtuple", "dataclass", "object") else f"[{k!r}]"
+        d = d.children[d.keys.index(k)]
+    return text
+
+
+def build_expression(d: TreeDef, leaves) -> str | None:
+    """Python source building a tree of structure `d` from the leaf expressions `leaves` (an
+    iterator), or None where it needs a class (only dicts, lists and tuples are spelled)."""
+    if d.kind == "leaf":
+        return next(leaves)
+    parts = [build_expression(c, leaves) for c in d.children]
+    if any(p is None for p in parts) or d.cls not in (dict, list, tuple):
+        return None
+    if d.kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(d.keys, parts)) + "}"
+    if d.kind == "list":
+        return "[" + ", ".join(parts) + "]"
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def wrapper_source(name: str, inner: str, params, trees, layout, is_tuple) -> str | None:
+    """A gradient function `name(*params)` taking the trees whole: it calls `inner` (the
+    generated function, which takes their leaves) and builds the gradients' trees (for
+    `s2sad emit` of a function taking trees). None where a tree needs a class to rebuild."""
+    by_param = {p: (d, names) for p, d, names in trees}
+    args = []
+    for p in params:
+        if p in by_param:
+            d, _ = by_param[p]
+            args += [read_expression(p, d, path) for path in paths(d)]
+        else:
+            args.append(p)
+    count = sum(len(names) for _, names in layout)
+    results = iter([f"grads[{i}]" for i in range(count)] if count > 1 else ["grads"])
+    built = []
+    for d, names in layout:
+        built.append(next(results) if d is None else build_expression(d, results))
+    if any(b is None for b in built):
+        return None
+    value = f"({', '.join(built)})" if is_tuple else built[0]
+    return (
+        f"def {name}({', '.join(params)}):\n"
+        f'    """The gradient, taking and giving the trees whole (their leaves go to {inner})."""\n'
+        f"    grads = {inner}({', '.join(args)})\n"
+        f"    return {value}\n"
+    )

@@ -520,3 +520,19 @@ def test_readme_register_vjp_optional_parameters():
     x = np.array([3.0, -4.0])
     expected = x / np.sqrt(x**2 + 1e-3) + x / np.sqrt(x**2 + 1.0)
     assert np.allclose(s2sad.grad(f)(x), expected)
+
+
+def test_example_mlp_dict_trains_and_its_gradient_is_right():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "mlp_dict.py"
+    spec = importlib.util.spec_from_file_location("example_mlp_dict", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    params, x, y = example.inputs(np.random.default_rng(0))["loss"]
+    small = (params, x[:8], y[:8])
+    g = example.grad_loss(*small)
+    assert_tree_close(g, fd_grad(example.loss, small, 0), params)
+    _, losses = example.train(steps=60)
+    assert losses[-1] < 0.5 * losses[0]
