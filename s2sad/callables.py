@@ -95,7 +95,9 @@ class Target:
         self.signature = (
             self.func_signature
             if f is self.func
-            else inspect.signature(f if not isinstance(f, (staticmethod, classmethod)) else self.func)
+            else inspect.signature(
+                f if not isinstance(f, (staticmethod, classmethod)) else self.func
+            )
         )
         self.plain = f is self.func
         # a functools.wraps wrapper taking *args/**kwargs: called as the function it wraps
@@ -162,7 +164,9 @@ class Target:
             if root in bound.arguments:
                 items.append((root, path))
             elif root in positional and inspect.Parameter.VAR_POSITIONAL in stars:
-                items.append((stars[inspect.Parameter.VAR_POSITIONAL], (positional.index(root),) + path))
+                items.append(
+                    (stars[inspect.Parameter.VAR_POSITIONAL], (positional.index(root),) + path)
+                )
             elif root in inner.kwargs and inspect.Parameter.VAR_KEYWORD in stars:
                 items.append((stars[inspect.Parameter.VAR_KEYWORD], (root,) + path))
             else:
@@ -184,7 +188,11 @@ class Target:
         """`bound` with its trees as leaves; `check(shown name, value)` per leaf differentiated
         (`items`: the wrt items, as parameters of the function and paths into them)."""
         roots = {root for root, _ in items}
-        stars = {p.name for p in bound.signature.parameters.values() if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        stars = {
+            p.name
+            for p in bound.signature.parameters.values()
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
         trees, flat, shown = [], {}, {}
         for name, value in bound.arguments.items():
             obj = name in self.objects
@@ -231,8 +239,11 @@ def _path(text: str):
     """'self.W' -> ('self', ('W',)); "params['W']" and 'layers[0].b' too."""
     if text.isidentifier():
         return text, ()
-    found = re.fullmatch(r"([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\s*-?\d+\s*\]|\[\s*'[^']*'\s*\]"
-                         r'|\[\s*"[^"]*"\s*\])*)', text.strip())
+    found = re.fullmatch(
+        r"([A-Za-z_]\w*)((?:\.[A-Za-z_]\w*|\[\s*-?\d+\s*\]|\[\s*'[^']*'\s*\]"
+        r'|\[\s*"[^"]*"\s*\])*)',
+        text.strip(),
+    )
     if found is None:
         return text, ()
     keys = []

@@ -235,7 +235,7 @@ class Hessian:
             raise S2SADError(
                 f"hessian takes one array or number argument; {self.gradient.wrt[0]} is a tree "
                 f"of {len(bound.wrt)} leaves",
-                hint="take the Hessian in one leaf (wrt=\"params.W\"), or with respect to a "
+                hint='take the Hessian in one leaf (wrt="params.W"), or with respect to a '
                 "flat array the function splits",
             )
         return bound.wrt[0]

@@ -16,8 +16,6 @@ from .errors import (
     NonScalarOutputError,
     S2SADError,
     SeedShapeError,
-    SourceUnavailableError,
-    WrtError,
 )
 from .callables import FlatBound, Target
 from .jit import Jitted
@@ -141,9 +139,7 @@ class Transformed:
         """The `mode` transform for these bound arguments and its data values (see prepared)."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks, self._last = ranks, (bound.wrt, bound.trees)
-        return transform_and_read(
-            self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux
-        )
+        return transform_and_read(self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux)
 
     def _generated_mode(self):
         # jitted gradients also return the value, so the scalar check happens here
