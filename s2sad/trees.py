@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 from typing import NamedTuple
 
 from .errors import S2SADError
@@ -60,6 +61,23 @@ def is_container(value) -> bool:
         or isinstance(value, (dict, list, tuple))
         or cls in _REGISTERED
         or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+        or is_user_object(value)
+    )
+
+
+# modules whose objects are never read as trees of their attributes
+_LIBRARIES = {"builtins", "numpy", "scipy", "numba", "s2sad", "functools", "collections", "types"}
+
+
+def is_user_object(value) -> bool:
+    """An instance of a class of the user's (a model object): read through its attributes, a
+    tree of them (`model.W`), its methods inlined (`model.predict(x)`)."""
+    cls = type(value)
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType))
+        and (cls.__module__ or "").split(".")[0] not in _LIBRARIES
+        and not callable(getattr(cls, "__array__", None))
     )
 
 
@@ -107,15 +125,16 @@ def _children(value) -> tuple[TreeDef, list]:
     return TreeDef("object", cls, tuple(attrs)), list(attrs.values())
 
 
-def flatten(value, as_object: bool = False) -> tuple[TreeDef, list]:
+def flatten(value, as_object: bool = False, _within=()) -> tuple[TreeDef, list]:
     """The structure of `value` and its leaves, depth first. `as_object`: `value` is a user
-    object read through its attributes (a bound method's `self`)."""
-    if not (as_object or is_container(value)):
+    object read through its attributes (a bound method's `self`). A value holding itself is a
+    leaf where it comes back."""
+    if not (as_object or is_container(value)) or id(value) in _within:
         return LEAF, [value]
     node, children = _children(value)
     leaves, defs = [], []
     for child in children:
-        d, ls = flatten(child)
+        d, ls = flatten(child, False, _within + (id(value),))
         defs.append(d)
         leaves += ls
     return node._replace(children=tuple(defs)), leaves

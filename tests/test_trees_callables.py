@@ -385,6 +385,48 @@ def test_bound_methods_self_is_constant_unless_named():
     np.testing.assert_allclose(s2sad.grad(Model.scaled)(X), 2 * np.cos(X))
 
 
+class Dense:
+    def __init__(self, W, b):
+        self.W, self.b = W, b
+
+    def __call__(self, x):
+        return x @ self.W + self.b
+
+
+class Net:
+    def __init__(self, seed=0):
+        self.hidden = Dense(rand(3, 4, seed=seed), rand(4, seed=seed + 1))
+        self.out = Dense(rand(4, 1, seed=seed + 2), rand(1, seed=seed + 3))
+        self.owner = self  # a cycle: read as a leaf where it comes back
+
+    def predict(self, x):
+        return self.out(np.tanh(self.hidden(x)))
+
+    def loss(self, x, y):
+        return np.mean((self.predict(x) - y) ** 2)
+
+
+def net_loss(net, x, y):
+    return net.loss(x, y)
+
+
+def _net_loss_W(W, x, y):
+    net = Net()
+    net.hidden.W = W
+    return net.loss(x, y)
+
+
+def test_objects_passed_as_arguments_inline_their_methods():
+    net, y = Net(), rand(5, 1, seed=4)
+    gx = s2sad.grad(net_loss, wrt="x")(net, X, y)
+    np.testing.assert_allclose(gx, fd_grad(net.loss, (X, y), 0), rtol=1e-6)
+    g = s2sad.grad(net_loss, wrt="net")(net, X, y)
+    assert sorted(g) == ["hidden", "out"] and sorted(g["hidden"]) == ["W", "b"]
+    expected = fd_grad(_net_loss_W, (net.hidden.W, X, y), 0)
+    np.testing.assert_allclose(g["hidden"]["W"], expected, rtol=1e-6)
+    np.testing.assert_allclose(s2sad.grad(net.loss, wrt="self.hidden.W")(X, y), expected, 1e-6)
+
+
 def ridge(w, X, y, lam=0.1):
     return np.sum((X @ w - y) ** 2) + lam * np.sum(w**2)
 

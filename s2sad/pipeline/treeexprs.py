@@ -173,6 +173,8 @@ class TreeExpressions:
             if isinstance(base, Node):
                 if e.attr in base.d.keys and base.d.kind != "dict":
                     return base.child(e.attr, None)[0]
+                if probe:  # (a method, looked at by `call`)
+                    return e
                 raise self.refuse(
                     e,
                     f"{base.text} (a {base.d.kind}) has no field '{e.attr}' s2sad can read",
@@ -276,6 +278,8 @@ class TreeExpressions:
             e.args = [self.expr_of(v, e.args[0])]
             return e
         method = None
+        if isinstance(self.value(clone(func), probe=True), Node):  # `layer(x)`: its __call__
+            func = e.func = ast.copy_location(ast.Attribute(func, "__call__", ast.Load()), func)
         if isinstance(func, ast.Attribute):
             base = self.value(func.value, probe=True)
             if isinstance(base, Node) and func.attr not in base.d.keys:
