@@ -18,7 +18,7 @@ import pytest
 
 import s2sad
 from s2sad.transformed import Transformed
-from s2sad.trees import flatten, register_tree, unflatten
+from s2sad.trees import flatten, unflatten
 
 EPS = 1e-6
 
@@ -126,7 +126,7 @@ class Registered:
         self.W, self.b, self.name = W, b, name
 
 
-register_tree(
+s2sad.register_tree(
     Registered,
     lambda r: ({"W": r.W, "b": r.b}, r.name),
     lambda name, children: Registered(children["W"], children["b"], name),
@@ -311,7 +311,8 @@ def test_jacobian_per_basis_of_a_tree_is_refused_clearly():
 # --------------------------------------------------------------------------- has_aux
 def loss_with_aux(w, x):
     r = x @ w
-    return np.sum(r**2), {"residual": r, "count": len(r)}
+    aux = {"residual": r, "count": len(r)}  # (a dict: left out of the transform)
+    return np.sum(r**2), aux
 
 
 def test_has_aux_grad_value_and_grad_vjp():
@@ -504,6 +505,10 @@ def test_jit_gives_the_same_numbers():
     seed = np.ones_like(out)
     expected = s2sad.vjp(predict)({"W": p["W1"], "b": p["b1"]}, X)[1](seed)
     assert_tree_close(pullback(seed), expected, expected, rtol=1e-12)
+    t = {"W": np.ones_like(p["W1"]), "b": np.ones_like(p["b1"])}
+    small = {"W": p["W1"], "b": p["b1"]}
+    out, dot = s2sad.jvp(predict, jit=True)(small, X, tangent=t)
+    np.testing.assert_allclose(dot, s2sad.jvp(predict)(small, X, tangent=t)[1], rtol=1e-12)
     m, y = Model(), rand(5, 2, seed=3)
     np.testing.assert_allclose(
         s2sad.grad(m.loss, wrt="self.W", jit=True)(X, y),

@@ -36,6 +36,7 @@ def flatten_parameters(parsed, trees: dict, has_aux: bool = False) -> None:
     tree = parsed.tree
     if has_aux:
         _first_of_returns(parsed, tree)
+        tree.body = _without_dead_assignments(tree.body)
     if not trees:
         return
     args = tree.args
@@ -97,6 +98,32 @@ def star_trees(func, n_args: int, keyword_names) -> tuple[dict, dict] | None:
         if p.kind == p.VAR_KEYWORD:
             renamed.update(zip(d.keys, names))
     return trees, renamed
+
+
+def _without_dead_assignments(body: list) -> list:
+    """has_aux: the function's top-level assignments that nothing after them reads (what only
+    aux was made of: `aux = {"r": r}`) left out of the transform, which computes the value
+    alone (aux comes from a plain call of the function)."""
+    live: set[str] = set()
+    kept = []
+    for stmt in reversed(body):
+        if (
+            isinstance(stmt, (ast.Assign, ast.AnnAssign))
+            and all(isinstance(t, ast.Name) and t.id not in live for t in _targets(stmt))
+            and stmt.value is not None
+        ):
+            continue
+        kept.append(stmt)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and all(
+            isinstance(t, ast.Name) for t in _targets(stmt)
+        ):
+            live -= {t.id for t in _targets(stmt)}
+        live |= {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    return kept[::-1] or [ast.copy_location(ast.Pass(), body[0])]
+
+
+def _targets(stmt) -> list:
+    return stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
 
 
 def _first_of_returns(parsed, tree) -> None:
