@@ -428,6 +428,32 @@ def test_objects_passed_as_arguments_inline_their_methods():
     np.testing.assert_allclose(s2sad.grad(net.loss, wrt="self.hidden.W")(X, y), expected, 1e-6)
 
 
+class Scaler:
+    def __init__(self, w):
+        self.w = w
+
+    def apply(self, x, power=2):
+        return (self.w * x) ** power
+
+
+SCALER = Scaler(np.array([1.0, 2.0, 3.0]))
+
+
+def uses_global_object(x):
+    return np.sum(SCALER.apply(x))
+
+
+def test_a_method_of_a_global_object_is_inlined_with_its_data_read_at_each_call():
+    x = rand(3, seed=1)
+    np.testing.assert_allclose(s2sad.grad(uses_global_object)(x), 2 * SCALER.w**2 * x, 1e-14)
+    old = SCALER.w
+    try:
+        SCALER.w = np.array([3.0, 2.0, 1.0])
+        np.testing.assert_allclose(s2sad.grad(uses_global_object)(x), 2 * SCALER.w**2 * x)
+    finally:
+        SCALER.w = old
+
+
 def ridge(w, X, y, lam=0.1):
     return np.sum((X @ w - y) ** 2) + lam * np.sum(w**2)
 

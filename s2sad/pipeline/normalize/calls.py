@@ -51,6 +51,12 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return None
     obj = resolver.resolve(func)
+    if inspect.ismethod(obj) and not isinstance(obj.__self__, type) and rules.lookup(obj) is None:
+        method = obj  # a method of the user's object (`model.loss(x)`): its function, inlined
+        obj = obj.__func__  # with `self` bound to the object (inline.py)
+        if not inspect.isfunction(obj) or is_library_code(obj) or obj.__module__ in ("numpy",):
+            return None
+        return method if not rules.is_nondiff(obj) else None
     if not inspect.isfunction(obj) or rules.lookup(obj) is not None or rules.is_nondiff(obj):
         return None
     module = getattr(obj, "__module__", "") or ""

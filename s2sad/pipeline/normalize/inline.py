@@ -66,6 +66,19 @@ class Inlining(ControlFlow):
         )
         args = [self.atom(a, base) for a in node.args]
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        if inspect.ismethod(target):  # a method of the user's object: `self` is the object
+            args.insert(0, self.atom(node.func.value, base))
+            varied.positional.insert(0, False)
+            call = ast.Call(node.func, [node.func.value, *node.args], node.keywords)
+            node = ast.copy_location(call, node)
+            target = target.__func__
+            if any(t is target for t in self.inlining):
+                raise self.parsed.error(
+                    UnsupportedSyntaxError,
+                    "s2sad cannot differentiate recursive functions",
+                    node,
+                    hint="write the recursion as a loop",
+                )
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
