@@ -292,6 +292,13 @@ class _Rewriter(TreeExpressions):
                     where,
                     f"{v.text} has {len(items)} elements; this unpacks {len(target.elts)}",
                 )
+            if all(
+                isinstance(t, ast.Name) and isinstance(i, str) for t, i in zip(target.elts, items)
+            ):
+                for t in target.elts:  # `W, b = layers_0_W, layers_0_b`: one statement
+                    self.store(t, nested)
+                leaves = ast.Tuple([self.leaf(i, where) for i in items], ast.Load())
+                return [ast.copy_location(ast.Assign([target], leaves), where)]
             out = []
             for t, item in zip(target.elts, items):
                 out += self.bind(t, item, where, nested)
@@ -311,9 +318,12 @@ class _Rewriter(TreeExpressions):
                     "(s2sad unrolls the loop)",
                     hint="loop over the tree without break/continue",
                 )
+        # the bindings of each trip come from the loop's header (`for W, b in layers`)
+        header = ast.copy_location(ast.Pass(), loop)
+        header.end_lineno, header.end_col_offset = loop.iter.end_lineno, loop.iter.end_col_offset
         out = []
         for element in elements:
-            out += self.bind(clone(loop.target), element, loop, nested)
+            out += self.bind(clone(loop.target), element, header, nested)
             out += self.block(clone(loop.body), nested)
         return out + self.block(loop.orelse, nested)
 
