@@ -15,6 +15,8 @@ from collections import namedtuple
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import s2sad
 from s2sad.transformed import Transformed
@@ -254,6 +256,32 @@ def test_hessian_with_a_tree_beside_and_in_a_leaf():
     np.testing.assert_allclose(hb, hb.T, rtol=1e-10, atol=1e-12)
     with pytest.raises(s2sad.S2SADError, match="hessian takes one array"):
         s2sad.hessian(loss_calls_helper)(p, X)
+
+
+def broadcast_tree(p, x):
+    return np.sum(np.sin(p["scale"] * x + p["shift"][0]) * p["shift"][1])
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    shape=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_tree_leaves_broadcast_and_get_their_own_shapes(shape, data):
+    """Leaves broadcast against x (a shape of 1, a missing axis, a Python float): each
+    gradient has its leaf's shape, summed over the broadcast axes."""
+
+    def leaf_shape():
+        kept = data.draw(st.integers(0, len(shape)))
+        return tuple(n if data.draw(st.booleans()) else 1 for n in shape[len(shape) - kept :])
+
+    x = rand(*shape, seed=1)
+    p = {
+        "scale": rand(*leaf_shape(), seed=2),
+        "shift": (rand(*leaf_shape(), seed=3), data.draw(st.floats(0.5, 2.0))),
+    }
+    g = s2sad.grad(broadcast_tree)(p, x)
+    assert_tree_close(g, fd_grad(broadcast_tree, (p, x), 0), p)
 
 
 # --------------------------------------------------------------------------- refusals
