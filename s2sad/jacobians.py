@@ -16,11 +16,7 @@ from .errors import S2SADError
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed
-
-
-def _zero_tangents(forward, inputs):
-    zeros = tuple(np.zeros(np.shape(x)) for x in inputs)
-    return zeros if forward.wrt_tuple else zeros[0]
+from .trees import flatten
 
 
 def _basis(x):
@@ -114,16 +110,19 @@ class Jacobian:
     def _per_basis(self, bound, args, kwargs):
         """One vjp pullback per output element, or one jvp per input element (batched=False)."""
         forward, backward = self.forward, self.backward
-        if any(d is not None for d, _ in bound.layout):
-            raise S2SADError(
-                f"jacobian of {self.func.__name__} with respect to a tree argument runs only "
-                "batched and without jit yet",
-                hint="call s2sad.jacobian(f) without jit=True and batched=False, or pass the "
-                "tree's arrays as separate arguments",
-            )
         inputs = [bound.arguments[n] for n in bound.wrt]
+
+        def given(flat):  # values per leaf differentiated -> what the wrappers take
+            items = bound.regroup(flat)
+            return tuple(items) if self.wrt_tuple else items[0]
+
+        def leaves(result):  # a pullback's result -> its values per leaf differentiated
+            items = result if self.wrt_tuple else (result,)
+            return [leaf for item in items for leaf in flatten(item)[1]]
+
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
-            out = forward(*args, tangent=_zero_tangents(forward, inputs), **kwargs)[0]
+            zeros = [np.zeros(np.shape(x)) for x in inputs]
+            out = forward(*args, tangent=given(zeros), **kwargs)[0]
         else:
             out, pullback = backward(*args, **kwargs)
         if isinstance(out, tuple):
@@ -132,20 +131,18 @@ class Jacobian:
         chosen = self.mode or ("forward" if n_in <= np.size(out) else "reverse")
         blocks = []
         if chosen == "reverse":
-            rows = [pullback(seed) for seed in _basis(out)]
+            rows = [leaves(pullback(seed)) for seed in _basis(out)]
             for k, x in enumerate(inputs):
-                parts = [r[k] for r in rows] if backward.wrt_tuple else rows
+                parts = [r[k] for r in rows]
                 blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
         else:
             for k, x in enumerate(inputs):
                 columns = []
                 for e in _basis(x):
-                    tangents = tuple(
+                    tangents = [
                         e if j == k else np.zeros(np.shape(inputs[j])) for j in range(len(inputs))
-                    )
-                    _, dot = forward(
-                        *args, tangent=tangents if forward.wrt_tuple else tangents[0], **kwargs
-                    )
+                    ]
+                    _, dot = forward(*args, tangent=given(tangents), **kwargs)
                     columns.append(np.asarray(dot, dtype=float))
                 stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
                 blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))

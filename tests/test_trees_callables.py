@@ -330,10 +330,15 @@ def test_what_trees_cannot_do_is_refused_at_its_line(f, args, match):
     assert f"{__file__}:" in str(info.value)
 
 
-def test_jacobian_per_basis_of_a_tree_is_refused_clearly():
-    p = {"W": rand(3, 2, seed=1), "b": rand(2, seed=2)}
-    with pytest.raises(s2sad.S2SADError, match="tree argument runs only batched"):
-        s2sad.jacobian(predict, batched=False)(p, X)
+def test_jacobian_of_a_tree_per_basis_equals_the_batched_one():
+    p = {"W": rand(3, 2, seed=1), "b": 0.5}
+    batched = s2sad.jacobian(predict)(p, X)
+    for mode in ("forward", "reverse"):
+        one = s2sad.jacobian(predict, mode=mode, batched=False)(p, X)
+        assert_tree_close(one, batched, batched, rtol=1e-12)
+    both = s2sad.jacobian(predict, wrt=(0, 1), batched=False)(p, X)
+    assert_tree_close(both[0], batched, batched, rtol=1e-12)
+    assert both[1].shape == (5, 2, 5, 3)
 
 
 # --------------------------------------------------------------------------- has_aux
@@ -563,6 +568,9 @@ def test_jit_gives_the_same_numbers():
     small = {"W": p["W1"], "b": p["b1"]}
     out, dot = s2sad.jvp(predict, jit=True)(small, X, tangent=t)
     np.testing.assert_allclose(dot, s2sad.jvp(predict)(small, X, tangent=t)[1], rtol=1e-12)
+    jac = s2sad.jacobian(predict, mode="reverse", jit=True)(small, X)
+    expected = s2sad.jacobian(predict)(small, X)
+    assert_tree_close(jac, expected, expected, rtol=1e-12)
     m, y = Model(), rand(5, 2, seed=3)
     np.testing.assert_allclose(
         s2sad.grad(m.loss, wrt="self.W", jit=True)(X, y),
