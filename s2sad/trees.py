@@ -13,7 +13,11 @@ rebuilds the structure (`unflatten`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 import re
+import sys
+import sysconfig
 import types
 from typing import NamedTuple
 
@@ -71,14 +75,28 @@ _LIBRARIES = {"builtins", "numpy", "scipy", "numba", "s2sad", "functools", "coll
 
 def is_user_object(value) -> bool:
     """An instance of a class of the user's (a model object): read through its attributes, a
-    tree of them (`model.W`), its methods inlined (`model.predict(x)`)."""
+    tree of them (`model.W`), its methods inlined (`model.predict(x)`). Never an installed
+    library's object, nor an array-like."""
     cls = type(value)
     return (
         hasattr(value, "__dict__")
         and not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType))
         and (cls.__module__ or "").split(".")[0] not in _LIBRARIES
         and not callable(getattr(cls, "__array__", None))
+        and not _installed(cls.__module__)
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _installed(module_name: str) -> bool:
+    """Whether a module is an installed library's (in the standard library or site-packages)."""
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    if not file:
+        return False
+    paths = sysconfig.get_paths()
+    roots = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    real = os.path.realpath(file)
+    return any(r and real.startswith(os.path.join(os.path.realpath(r), "")) for r in roots)
 
 
 def needs_flattening(value, differentiated: bool) -> bool:

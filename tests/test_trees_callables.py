@@ -465,8 +465,11 @@ class Scaler:
     def __init__(self, w):
         self.w = w
 
+    def scaled(self, x):
+        return self.w * x
+
     def apply(self, x, power=2):
-        return (self.w * x) ** power
+        return self.scaled(x) ** power
 
 
 SCALER = Scaler(np.array([1.0, 2.0, 3.0]))

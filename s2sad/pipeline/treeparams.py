@@ -100,6 +100,25 @@ def star_trees(func, n_args: int, keyword_names) -> tuple[dict, dict] | None:
     return trees, renamed
 
 
+def self_by_name(parsed, spelled: ast.expr, obj) -> None:
+    """A method of the user's object `obj` (a global the caller spells `spelled`) inlined: its
+    `self` reads become reads of that global, so that `self.W` is read as the caller's data and
+    `self.predict(x)` is inlined in turn. Only where the method's module reads the same object
+    by that name and the method never rebinds `self`."""
+    tree = parsed.tree
+    params = tree.args.posonlyargs + tree.args.args
+    if not (params and isinstance(spelled, ast.Name)):
+        return
+    if parsed.func.__globals__.get(spelled.id, None) is not obj:
+        return
+    name = params[0].arg
+    if name in names_stored(tree.body) or spelled.id in names_stored([tree]):
+        return
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
+            node.id = spelled.id
+
+
 def _without_dead_assignments(body: list) -> list:
     """has_aux: the function's top-level assignments that nothing after them reads (what only
     aux was made of: `aux = {"r": r}`) left out of the transform, which computes the value

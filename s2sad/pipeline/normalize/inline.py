@@ -18,7 +18,7 @@ from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
-from ..treeparams import flat_signature, flatten_parameters, star_trees
+from ..treeparams import flat_signature, flatten_parameters, self_by_name, star_trees
 from .control import ControlFlow
 
 
@@ -66,7 +66,9 @@ class Inlining(ControlFlow):
         )
         args = [self.atom(a, base) for a in node.args]
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
+        owner = None
         if inspect.ismethod(target):  # a method of the user's object: `self` is the object
+            owner = (node.func.value, target.__self__)
             args.insert(0, self.atom(node.func.value, base))
             varied.positional.insert(0, False)
             call = ast.Call(node.func, [node.func.value, *node.args], node.keywords)
@@ -83,7 +85,7 @@ class Inlining(ControlFlow):
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
                 return self.inline_local(target, args, keywords, node, varied)
-            return self.inline_global(target, args, keywords, node, varied)
+            return self.inline_global(target, args, keywords, node, varied, owner)
         finally:
             self.inlining.pop()
 
@@ -161,7 +163,7 @@ class Inlining(ControlFlow):
         """What the inlined `result` may share with this caller (see Memory.shared_with_caller)."""
         return self.memory.shared_with_caller(sub.memory, sub.env, result, self.env)
 
-    def inline_global(self, func, args, keywords, node, varied) -> ast.expr:
+    def inline_global(self, func, args, keywords, node, varied, owner=None) -> ast.expr:
         _, spec = self.resolver.resolve_spec(node.func)
         if spec is None:  # not reached by a name of the user's: nothing could check it later
             raise self.unsupported(node, "a call of this function")
@@ -173,6 +175,8 @@ class Inlining(ControlFlow):
             trees, renamed = star
             keywords = {renamed.get(k, k): v for k, v in keywords.items()}
         parsed = parse_function(func, star=list(trees or ()))
+        if owner is not None:  # `self.W`, `self.predict(x)` read through the object's name
+            self_by_name(parsed, *owner)
         signature = inspect.signature(func)
         if trees:  # called with parameter trees: the callee takes their leaves (treeparams)
             flatten_parameters(parsed, trees)
