@@ -196,7 +196,6 @@ def through_attribute(x):
 @pytest.mark.parametrize(
     "func, name",
     [
-        (through_method_of_object, "_SCALER.scale"),
         (through_callable_object, "_SCALER"),
         (through_partial, "_PARTIAL"),
         (through_array_method, ".searchsorted()"),
@@ -208,6 +207,12 @@ def test_unknown_objects_methods_and_attributes_are_refused_by_name(func, name):
         s2sad.grad(func)(np.ones(3))
     assert name in str(info.value)
     assert f"{HERE}:{func.__code__.co_firstlineno + 1}:" in str(info.value)
+
+
+def test_a_method_of_the_users_object_is_inlined():
+    """`_SCALER.scale(x)` is the user's method: inlined with self the object (its k read as
+    data), no longer refused."""
+    np.testing.assert_allclose(s2sad.grad(through_method_of_object)(np.ones(3)), 3.0)
 
 
 # ------------------------------------------------------------------ class 13: numerical corners
