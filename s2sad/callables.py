@@ -29,15 +29,18 @@ class FlatBound(inspect.BoundArguments):
     leaf names: part of the specialization) and `layout` (per wrt item: the TreeDef of the
     differentiated part, or None for a plain argument, and its leaves' names)."""
 
-    __slots__ = ("wrt", "trees", "layout", "shown")
+    __slots__ = ("wrt", "trees", "layout", "shown", "plain")
 
     def copy_with(self, arguments: dict) -> FlatBound:
         new = FlatBound(self.signature, arguments)
         new.wrt, new.trees, new.layout, new.shown = self.wrt, self.trees, self.layout, self.shown
+        new.plain = self.plain
         return new
 
     def regroup(self, leaves: list):
         """Per wrt item, its value built from the leaves' values (in `wrt` order)."""
+        if self.plain:  # no tree differentiated: one leaf per item
+            return leaves
         it = iter(leaves)
         out = []
         for d, names in self.layout:
@@ -232,6 +235,7 @@ class Target:
         else:
             out = FlatBound(bound.signature, bound.arguments)
         out.wrt, out.trees, out.layout, out.shown = tuple(wrt), tuple(trees), layout, shown
+        out.plain = all(d is None for d, _ in layout)
         return out
 
 

@@ -77,6 +77,10 @@ def _conform(g, x, others):
     return g_arr
 
 
+# argument types that are never trees: a call passing only these binds without looking further
+_PLAIN = frozenset({np.ndarray, float, int, np.float64, np.float32, np.int64, bool})
+
+
 class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
@@ -107,6 +111,7 @@ class Transformed:
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
         }
         simple = self.target.plain and not any(path for _, path in self.target.items)
+        self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
         self.last_ranks = None
         self._last = (self.wrt, ())  # the flat wrt and the trees of the last call
@@ -179,10 +184,12 @@ class Transformed:
         the leaves differentiated checked to be floats."""
         names = self._positional
         if not kwargs and names is not None and len(args) == len(names):
-            if not any(is_container(a) for a in args):  # the common case, without inspect
+            plain = _PLAIN
+            if all(type(a) in plain for a in args) or not any(map(is_container, args)):
+                # the common case, without inspect
                 bound = FlatBound(self.signature, dict(zip(names, args)))
                 bound.wrt, bound.trees, bound.shown = self.wrt, (), None
-                bound.layout = [(None, (n,)) for n in self.wrt]
+                bound.layout, bound.plain = self._layout, True
                 for name in self.wrt:
                     _check_input(name, bound.arguments[name])
                 return bound
