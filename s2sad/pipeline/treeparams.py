@@ -234,7 +234,7 @@ class _Rewriter(TreeExpressions):
             if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
                 setattr(s, field, self.block(value, True) or [ast.copy_location(ast.Pass(), s)])
             elif isinstance(value, list):
-                setattr(s, field, [self.generic(v) for v in value])
+                setattr(s, field, [self.generic(v) if isinstance(v, ast.AST) else v for v in value])
             elif isinstance(value, ast.AST):
                 setattr(s, field, self.generic(value))
         return [s]
