@@ -55,6 +55,9 @@ def _unwrap(f):
     prefix, keywords, obj = (), {}, None
     if isinstance(f, (staticmethod, classmethod)):
         f = f.__func__
+    call = getattr(type(f), "__call__", None)
+    if not inspect.isroutine(f) and inspect.isfunction(call) and not isinstance(f, type):
+        f = f.__call__  # an object of the user's called like a function: its __call__
     while True:
         if isinstance(f, functools.partial):
             prefix = tuple(f.args) + prefix

@@ -450,6 +450,15 @@ def _net_loss_W(W, x, y):
     return net.loss(x, y)
 
 
+def test_a_callable_object_is_its_bound_call():
+    layer = Dense(rand(3, 2, seed=1), rand(2, seed=2))
+    out, pullback = s2sad.vjp(layer)(X)
+    seed = rand(5, 2, seed=3)
+    np.testing.assert_allclose(pullback(seed), seed @ layer.W.T, rtol=1e-14)
+    jac = s2sad.jacobian(layer, wrt="self.b")(X)
+    np.testing.assert_allclose(jac, np.broadcast_to(np.eye(2), (5, 2, 2)), rtol=1e-14)
+
+
 def test_objects_passed_as_arguments_inline_their_methods():
     net, y = Net(), rand(5, 1, seed=4)
     gx = s2sad.grad(net_loss, wrt="x")(net, X, y)
