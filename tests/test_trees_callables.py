@@ -452,6 +452,8 @@ def _net_loss_W(W, x, y):
 
 def test_a_callable_object_is_its_bound_call():
     layer = Dense(rand(3, 2, seed=1), rand(2, seed=2))
+    g = s2sad.grad(lambda x: np.sum(layer(x) ** 2))(X)  # called inside: inlined
+    np.testing.assert_allclose(g, 2 * (X @ layer.W + layer.b) @ layer.W.T, rtol=1e-12)
     out, pullback = s2sad.vjp(layer)(X)
     seed = rand(5, 2, seed=3)
     np.testing.assert_allclose(pullback(seed), seed @ layer.W.T, rtol=1e-14)
@@ -497,6 +499,19 @@ def test_a_method_of_a_global_object_is_inlined_with_its_data_read_at_each_call(
         np.testing.assert_allclose(s2sad.grad(uses_global_object)(x), 2 * SCALER.w**2 * x)
     finally:
         SCALER.w = old
+
+
+GLOBAL_NET, Y5 = Net(seed=5), rand(5, 1, seed=6)
+
+
+def uses_global_net(x):
+    return GLOBAL_NET.loss(x, Y5)  # its methods and its layers' __call__ inlined
+
+
+def test_a_global_objects_methods_and_callable_attributes_are_inlined():
+    g = s2sad.grad(uses_global_net)(X)
+    np.testing.assert_allclose(g, s2sad.grad(net_loss, wrt="x")(GLOBAL_NET, X, Y5), 1e-12)
+    np.testing.assert_allclose(g, fd_grad(uses_global_net, (X,), 0), rtol=1e-6)
 
 
 def ridge(w, X, y, lam=0.1):

@@ -196,7 +196,6 @@ def through_attribute(x):
 @pytest.mark.parametrize(
     "func, name",
     [
-        (through_callable_object, "_SCALER"),
         (through_partial, "_PARTIAL"),
         (through_array_method, ".searchsorted()"),
         (through_attribute, ".real"),
@@ -210,9 +209,10 @@ def test_unknown_objects_methods_and_attributes_are_refused_by_name(func, name):
 
 
 def test_a_method_of_the_users_object_is_inlined():
-    """`_SCALER.scale(x)` is the user's method: inlined with self the object (its k read as
-    data), no longer refused."""
+    """`_SCALER.scale(x)` and `_SCALER(x)` are the user's methods: inlined with self the object
+    (its k read as data), no longer refused."""
     np.testing.assert_allclose(s2sad.grad(through_method_of_object)(np.ones(3)), 3.0)
+    np.testing.assert_allclose(s2sad.grad(through_callable_object)(np.ones(3)), 3.0)
 
 
 # ------------------------------------------------------------------ class 13: numerical corners

@@ -51,6 +51,9 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return None
     obj = resolver.resolve(func)
+    call = getattr(type(obj), "__call__", None)
+    if not inspect.isroutine(obj) and inspect.isfunction(call) and not isinstance(obj, type):
+        obj = obj.__call__  # an object of the user's called like a function (`layer(x)`)
     if inspect.ismethod(obj) and not isinstance(obj.__self__, type) and rules.lookup(obj) is None:
         method = obj  # a method of the user's object (`model.loss(x)`): its function, inlined
         obj = obj.__func__  # with `self` bound to the object (inline.py)

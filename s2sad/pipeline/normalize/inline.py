@@ -68,10 +68,14 @@ class Inlining(ControlFlow):
         keywords = {k.arg: self.atom(k.value, base) for k in node.keywords}
         owner = None
         if inspect.ismethod(target):  # a method of the user's object: `self` is the object
-            owner = (node.func.value, target.__self__)
-            args.insert(0, self.atom(node.func.value, base))
+            func = node.func
+            if not (isinstance(func, ast.Attribute) and func.attr == target.__name__):
+                # `layer(x)`: its __call__, read (and checked) as `layer.__call__`
+                func = ast.copy_location(ast.Attribute(func, "__call__", ast.Load()), func)
+            owner = (func.value, target.__self__)
+            args.insert(0, self.atom(func.value, base))
             varied.positional.insert(0, False)
-            call = ast.Call(node.func, [node.func.value, *node.args], node.keywords)
+            call = ast.Call(func, [func.value, *node.args], node.keywords)
             node = ast.copy_location(call, node)
             target = target.__func__
             if any(t is target for t in self.inlining):
