@@ -56,7 +56,12 @@ def _unwrap(f):
     if isinstance(f, (staticmethod, classmethod)):
         f = f.__func__
     call = getattr(type(f), "__call__", None)
-    if not inspect.isroutine(f) and inspect.isfunction(call) and not isinstance(f, type):
+    if (
+        not inspect.isroutine(f)
+        and inspect.isfunction(call)
+        and not isinstance(f, type)
+        and (call.__module__ or "").split(".")[0] not in ("numpy", "s2sad")
+    ):
         f = f.__call__  # an object of the user's called like a function: its __call__
     while True:
         if isinstance(f, functools.partial):
