@@ -229,6 +229,19 @@ def loss_calls_helper(params, x):
     return np.sum(predict(params, x) ** 2) + np.sum(params["W"] ** 2)
 
 
+def penalty_of(cfg):
+    return cfg["a"] * 2.0 + cfg["b"][0]
+
+
+def constant_tree_helper(x, cfg):
+    return np.sum(x**2) * penalty_of(cfg)  # penalty_of(cfg) does not depend on x
+
+
+def test_a_helper_given_only_constant_trees_is_inlined_too():
+    x, cfg = rand(3, seed=1), {"a": 1.5, "b": [0.5]}
+    np.testing.assert_allclose(s2sad.grad(constant_tree_helper)(x, cfg), 2 * x * 3.5, 1e-14)
+
+
 def test_a_tree_passed_to_a_helper_is_inlined_with_it():
     p = {"W": rand(3, 2, seed=1), "b": rand(2, seed=2)}
     g = s2sad.grad(loss_calls_helper)(p, X)
@@ -428,6 +441,8 @@ class Dense:
 
 
 class Net:
+    SCALE = 1.0
+
     def __init__(self, seed=0):
         self.hidden = Dense(rand(3, 4, seed=seed), rand(4, seed=seed + 1))
         self.out = Dense(rand(4, 1, seed=seed + 2), rand(1, seed=seed + 3))
@@ -436,8 +451,12 @@ class Net:
     def predict(self, x):
         return self.out(np.tanh(self.hidden(x)))
 
+    @property
+    def weights(self):
+        return self.hidden.W
+
     def loss(self, x, y):
-        return np.mean((self.predict(x) - y) ** 2)
+        return self.SCALE * np.mean((self.predict(x) - y) ** 2) + 0.0 * np.sum(self.weights)
 
 
 def net_loss(net, x, y):

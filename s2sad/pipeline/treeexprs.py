@@ -11,6 +11,8 @@ import ast
 import builtins
 import inspect
 
+import numpy as np
+
 from .. import ir
 from ..astcopy import clone
 from ..errors import UnsupportedSyntaxError
@@ -175,6 +177,15 @@ class TreeExpressions:
                     return base.child(e.attr, None)[0]
                 if probe:  # (a method, looked at by `call`)
                     return e
+                found = inspect.getattr_static(base.d.cls, e.attr, None)
+                if base.d.kind != "dict" and isinstance(found, property) and found.fget:
+                    # `obj.area`: the property's getter, inlined with the tree
+                    spelled = self.class_name(base, e.attr, e)
+                    getter = ast.Attribute(spelled, "fget", ast.Load())
+                    call = ast.copy_location(ast.Call(getter, [], []), e)
+                    return self.tree_call(call, found.fget, [base], [])
+                if base.d.kind != "dict" and _constant_like(found):  # a class's constant
+                    return ast.copy_location(self.class_name(base, e.attr, e), e)
                 raise self.refuse(
                     e,
                     f"{base.text} (a {base.d.kind}) has no field '{e.attr}' s2sad can read",
@@ -332,6 +343,11 @@ class TreeExpressions:
                 f"{base.text} is a parameter tree; s2sad cannot call its '{func.attr}' here",
                 hint="call methods the tree's class defines with `def`, or read its leaves",
             )
+        return target, ast.copy_location(self.class_name(base, func.attr, e), func), base
+
+    def class_name(self, base: Node, attr: str, e) -> ast.expr:
+        """`Class.attr` for the class of the tree `base`, read by its global name."""
+        cls = base.d.cls
         spelled = next(
             (n for n, v in self.parsed.func.__globals__.items() if v is cls and n.isidentifier()),
             None,
@@ -339,12 +355,11 @@ class TreeExpressions:
         if spelled is None:
             raise self.refuse(
                 e,
-                f"s2sad follows {base.text}.{func.attr}() through the class's global name, and "
+                f"s2sad follows {base.text}.{attr} through the class's global name, and "
                 f"{cls.__qualname__} has none in this module",
                 hint="define (or import) the class at module level",
             )
-        node = ast.Attribute(ast.Name(spelled, ast.Load()), func.attr, ast.Load())
-        return target, ast.copy_location(node, func), base
+        return ast.Attribute(ast.Name(spelled, ast.Load()), attr, ast.Load())
 
     def tree_call(self, e, callee, values, keywords):
         """A call passing trees: to the user's own function, which is flattened like this one
@@ -418,6 +433,12 @@ class _Arg:
 
     def __init__(self, value):
         self.value = value
+
+
+def _constant_like(value) -> bool:
+    """A class attribute the generated code may read as `Class.attr`: a number, a string, an
+    array, None (not a function, descriptor or class)."""
+    return value is None or isinstance(value, (int, float, complex, str, bytes, np.ndarray))
 
 
 def _constant(e):
