@@ -237,6 +237,27 @@ def constant_tree_helper(x, cfg):
     return np.sum(x**2) * penalty_of(cfg)  # penalty_of(cfg) does not depend on x
 
 
+def n_of(cfg):
+    return cfg["n"]
+
+
+def tree_calls_in_conditions(x, cfg):
+    for _ in range(n_of(cfg)):
+        x = x * 2.0
+    if n_of(cfg) > 1:
+        x = x + 1.0
+    while x[0] < n_of(cfg) * 10:
+        x = x * 1.5
+    return np.sum(x)
+
+
+def test_calls_passing_trees_in_loop_headers_and_conditions():
+    """(8x + 1) * 1.5**3 at x = 1 with n = 3: conditions are kept as written by normalization,
+    so the calls in them are computed before (and, in a while, at the end of each trip)."""
+    g = s2sad.grad(tree_calls_in_conditions)(np.ones(2), {"n": 3})
+    np.testing.assert_allclose(g, [27.0, 27.0], rtol=1e-14)
+
+
 def test_a_helper_given_only_constant_trees_is_inlined_too():
     x, cfg = rand(3, seed=1), {"a": 1.5, "b": [0.5]}
     np.testing.assert_allclose(s2sad.grad(constant_tree_helper)(x, cfg), 2 * x * 3.5, 1e-14)

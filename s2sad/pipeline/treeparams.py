@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import inspect
 
+from .. import ir
 from ..astcopy import clone
 from ..errors import UnsupportedSyntaxError
 from ..trees import LEAF, TreeDef, code_names, leaf_names
@@ -237,7 +238,32 @@ class _Rewriter(TreeExpressions):
                 setattr(s, field, [self.generic(v) if isinstance(v, ast.AST) else v for v in value])
             elif isinstance(value, ast.AST):
                 setattr(s, field, self.generic(value))
+        if isinstance(s, (ast.If, ast.While)) and _calls_with_trees(s.test):
+            return self.hoisted_test(s)
         return [s]
+
+    def hoisted_test(self, s) -> list:
+        """`if f(tree) > 1:` -> `cond = f(tree) > 1` then `if cond:`: normalization keeps a
+        condition as written, and a call passing a tree's leaves must be inlined. A `while`
+        computes it again at the end of each trip."""
+        taken = {n.id for n in ast.walk(self.parsed.tree) if isinstance(n, ast.Name)}
+        name, k = "tree_test", 2
+        while name in taken:
+            name, k = f"tree_test_{k}", k + 1
+        first = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], s.test), s.test)
+        test = s.test
+        s.test = ast.copy_location(ast.Name(name, ast.Load()), test)
+        if isinstance(s, ast.While):
+            if any(isinstance(n, ast.Continue) and _own_level(s, n) for n in ast.walk(s)):
+                raise self.refuse(
+                    s,
+                    "a `while` whose condition passes a parameter tree to a function, and whose "
+                    "body uses `continue`",
+                    hint="compute the condition in the body, or avoid `continue`",
+                )
+            again = ast.Assign([ast.Name(name, ast.Store())], clone(test))
+            s.body = s.body + [ast.copy_location(again, test)]
+        return [first, s]
 
     def _shadowed(self, fn) -> dict:
         """The env inside a nested def: without the names it binds itself."""
@@ -345,6 +371,10 @@ class _Rewriter(TreeExpressions):
             out += self.bind(clone(loop.target), element, header, nested)
             out += self.block(clone(loop.body), nested)
         return out + self.block(loop.orelse, nested)
+
+
+def _calls_with_trees(node) -> bool:
+    return any(isinstance(n, ast.Call) and ir.tree_call(n.func) for n in ast.walk(node))
 
 
 def _own_level(loop, node) -> bool:
