@@ -182,7 +182,16 @@ class Target:
                 items.append((stars[inspect.Parameter.VAR_KEYWORD], (root,) + path))
             else:
                 raise WrtError(f"wrt={root!r}: {self.func.__name__} was called without it")
-        return self.flat(bound, check, items)
+        # the leaves of *args and **kwargs by the wrapped function's names for them
+        labels = {
+            stars[k]: n
+            for k, n in (
+                (inspect.Parameter.VAR_POSITIONAL, positional),
+                (inspect.Parameter.VAR_KEYWORD, list(inner.kwargs)),
+            )
+            if k in stars
+        }
+        return self.flat(bound, check, items, labels)
 
     def bind(self, args, kwargs) -> inspect.BoundArguments:
         """The function's arguments for a call of the callable (defaults applied)."""
@@ -195,9 +204,10 @@ class Target:
         bound.apply_defaults()
         return bound
 
-    def flat(self, bound: inspect.BoundArguments, check, items) -> FlatBound:
+    def flat(self, bound: inspect.BoundArguments, check, items, labels=None) -> FlatBound:
         """`bound` with its trees as leaves; `check(shown name, value)` per leaf differentiated
-        (`items`: the wrt items, as parameters of the function and paths into them)."""
+        (`items`: the wrt items, as parameters of the function and paths into them; `labels`:
+        names for a flat tree's leaves, where they are free: a wrapper's `x` for `args[0]`)."""
         roots = {root for root, _ in items}
         stars = {
             p.name
@@ -210,10 +220,21 @@ class Target:
             if obj or name in stars or needs_flattening(value, name in roots):
                 d, leaves = flatten(value, as_object=obj)
                 names = leaf_names(name, d, self.taken | set(flat))
+                chosen = list((labels or {}).get(name, ()))
+                free = not (set(chosen) & (self.taken | set(flat) | set(bound.arguments)))
+                if (
+                    chosen
+                    and len(chosen) == len(names)
+                    and free
+                    and len(set(chosen)) == len(chosen)
+                ):
+                    names = chosen
                 trees.append((name, d, tuple(names)))
                 flat.update(zip(names, leaves))
                 from_tree = dict(zip(paths(d), names))
                 shown.update({n: path_text(name, p, d) for p, n in from_tree.items()})
+                if names is chosen:
+                    shown.update({n: n for n in names})
             else:
                 flat[name] = value
                 shown[name] = name

@@ -596,6 +596,9 @@ def test_functools_wraps_wrapper_is_differentiated_with_keywords():
     x = rand(3, seed=1)
     np.testing.assert_allclose(s2sad.grad(decorated)(x, c=3.0), 12.0 * x, rtol=1e-14)
     assert s2sad.grad(decorated, wrt="c")(x, c=3.0) == pytest.approx(2 * np.sum(x**2))
+    assert "def grad_wrapper(x, c):" in s2sad.source(s2sad.grad(decorated), x, c=3.0)
+    with pytest.raises(s2sad.NonDifferentiableInputError, match="argument 'x' is an integer"):
+        s2sad.grad(decorated)(3, c=1.0)
 
 
 def test_register_vjp_with_optional_parameters():
