@@ -6,6 +6,7 @@ Reads a function's source, writes its adjoint as readable Python, and runs it.
 from . import rules  # noqa: F401  (fills the rule table)
 from .api import grad, hessian, jacobian, jvp, source, value_and_grad, vjp
 from .custom import custom_vjp, register_vjp, stop_gradient
+from .trees import register_tree
 from .errors import (
     NameResolutionError,
     NoRuleError,
@@ -31,6 +32,7 @@ __all__ = [
     "source",
     "custom_vjp",
     "register_vjp",
+    "register_tree",
     "stop_gradient",
     "S2SADError",
     "UnsupportedSyntaxError",

@@ -34,13 +34,15 @@ def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
 
 
 def _transform_decorator(mode):
-    def make(f=None, wrt=0, *, jit=False, target="cpu"):
+    def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False):
         def build(func):
             if target == "cuda":
+                if has_aux:
+                    raise S2SADError("has_aux=True has no target='cuda' yet")
                 return cuda_transform(func, wrt, mode)
             if target != "cpu":
                 raise ValueError(f"target must be 'cpu' or 'cuda', not {target!r}")
-            return Transformed(func, wrt, mode, jit)
+            return Transformed(func, wrt, mode, jit, has_aux)
 
         return build if f is None else build(f)
 
@@ -50,11 +52,18 @@ def _transform_decorator(mode):
 grad = _transform_decorator("grad")
 grad.__doc__ = """Gradient of a scalar-valued `f` with respect to `wrt` (index, name or tuple).
 
-    Usable as `s2sad.grad(f)`, `@s2sad.grad` or `@s2sad.grad(wrt="w")`."""
+    Usable as `s2sad.grad(f)`, `@s2sad.grad` or `@s2sad.grad(wrt="w")`. `f` may be a function,
+    a lambda, a bound method (`wrt="self.W"` differentiates an attribute), a functools.partial;
+    an argument may be a tree (dict, list, tuple, namedtuple, dataclass, or a class registered
+    with s2sad.register_tree) and its gradient has the same structure; `wrt` may name a part of
+    one (`"params.W"`, `"params['W']"`). `has_aux=True`: `f` returns `(value, aux)` and the
+    transform returns `(gradient, aux)`; aux comes from a plain call of `f`."""
 vjp = _transform_decorator("vjp")
-vjp.__doc__ = """`vjp(f, wrt)(*args)` returns `(out, pullback)`; `pullback(seed)` is seed^T J."""
+vjp.__doc__ = """`vjp(f, wrt)(*args)` returns `(out, pullback)`; `pullback(seed)` is seed^T J.
+    With `has_aux=True` (`f` returns `(out, aux)`): `(out, pullback, aux)`."""
 value_and_grad = _transform_decorator("value_and_grad")
-value_and_grad.__doc__ = """Like `grad`, returning `(value, gradient)` from one run."""
+value_and_grad.__doc__ = """Like `grad`, returning `(value, gradient)` from one run (with
+    `has_aux=True`: `((value, aux), gradient)`)."""
 
 
 def source(transformed, *args, **kwargs) -> str:

@@ -10,12 +10,16 @@ import stat
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from .version import __version__
 from .transformed import JVPTransformed, Transformed
 from .transform_cache import transform
 from .errors import S2SADError
 from .diskcache import atomic_write
 from .standalone import jit_module, standalone_module
+from .pipeline.emit import format_source
+from .trees import wrapper_source
 
 _HELP = """\
 Write the adjoint of a Python/NumPy function as a standalone, readable module.
@@ -73,12 +77,44 @@ def emit_text(spec: str, wrt_names, mode: str, jit: bool = False) -> str:
         transformed = JVPTransformed(func, _wrt(func, wrt_names), mode)
     else:
         transformed = Transformed(func, _wrt(func, wrt_names), mode)
+    trees = _with_trees(spec, func, transformed, mode, jit)
+    if trees is not None:
+        return trees
     if jit:
         compiled = transform(func, transformed.wrt, mode, None, True)
         origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
         return jit_module(compiled, func, mode, transformed.wrt, __version__, origin)
     origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
     return standalone_module(transformed.compiled, func, mode, transformed.wrt, __version__, origin)
+
+
+def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | None:
+    """The module for a function taking parameter trees, specialized on the structure of its
+    module's example arguments (`inputs(rng)[name]`): the generated function takes the leaves,
+    and a wrapper of the function's name takes the trees whole (grad without jit). None for a
+    function whose example arguments hold no tree."""
+    module = sys.modules.get(func.__module__)
+    example = getattr(module, "inputs", None)
+    if example is None or mode != "grad" or jit:
+        return None
+    args = example(np.random.default_rng(0)).get(func.__name__)
+    if args is None:
+        return None
+    bound = transformed._bind(tuple(args), {})
+    if not bound.trees:
+        return None
+    compiled = transform(transformed.func, bound.wrt, mode, None, False, bound.trees)
+    inner = f"{compiled.name}_leaves"
+    params = list(inspect.signature(func).parameters)
+    wrapper = wrapper_source(
+        compiled.name, inner, params, bound.trees, bound.layout, transformed.wrt_tuple
+    )
+    if wrapper is None:
+        raise CLIError(f"{spec}: s2sad emit spells only dicts, lists and tuples of arrays")
+    origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
+    text = standalone_module(compiled, func, mode, bound.wrt, __version__, origin)
+    text = text.replace(f"def {compiled.name}(", f"def {inner}(", 1)
+    return format_source(text + "\n\n" + wrapper)
 
 
 def _project_path(file: Path) -> str:

@@ -8,6 +8,7 @@ function, a tuple otherwise). Generated code calls it by a name derived from the
 
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import keyword
@@ -48,7 +49,12 @@ def _argnames(func, argnames) -> list[str]:
 
 
 def register_vjp(func, rule, argnames=None) -> None:
-    """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it."""
+    """Use `rule(dy, y, *args)` for the derivative of `func` wherever differentiated code calls it.
+
+    The parameters come from `inspect.signature(func)`: a call may leave out those with defaults
+    (the rule gets the default) and pass keyword-only ones by name. `argnames=('x', 'y')` names
+    them where there is no signature to read (a builtin, a function taking *args); the rule then
+    takes exactly those, all required."""
     names = _argnames(func, argnames)
     for name in names:
         if not name.isidentifier() or keyword.iskeyword(name):
@@ -73,7 +79,50 @@ def register_vjp(func, rule, argnames=None) -> None:
     call = f"{rule_name}({g}, {ans}, {', '.join(names)})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
     joint = call if len(names) > 1 else None
-    register(func, ", ".join(names), templates, joint=joint, placeholders={"g": g, "ans": ans})
+    signature = _signature_text(func, names, rule_name) if argnames is None else ", ".join(names)
+    register(func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans})
+
+
+def _signature_text(func, names, rule_name) -> str:
+    """`func`'s parameters as a rule's signature: defaults spelled as literals where they are
+    numbers, strings, None or tuples of those, else by a name generated code can read
+    (`<rule>_<param>`), and `/` and `*` where the function has them."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return ", ".join(names)
+    if [p.name for p in params] != names:
+        return ", ".join(names)
+    parts, star = [], False
+    for i, p in enumerate(params):
+        if p.kind == p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        text = p.name
+        if p.default is not p.empty:
+            if _is_literal(p.default):
+                text += f"={p.default!r}"
+            else:
+                spelled = f"{rule_name}_{p.name}"
+                NAMESPACE[spelled] = p.default
+                text += f"={spelled}"
+        parts.append(text)
+        if p.kind == p.POSITIONAL_ONLY and (
+            i + 1 == len(params) or params[i + 1].kind != p.POSITIONAL_ONLY
+        ):
+            parts.append("/")
+    return ", ".join(parts)
+
+
+def _is_literal(value) -> bool:
+    if isinstance(value, tuple):
+        return all(_is_literal(v) for v in value)
+    if type(value) in (int, float, bool, str, complex, type(None)):
+        try:
+            return ast.literal_eval(repr(value)) == value or value != value
+        except (ValueError, SyntaxError):
+            return False
+    return False
 
 
 def _unlike(base: str, taken: set[str]) -> str:

@@ -42,6 +42,9 @@ s2sad_synthetic  statement    normalize.expressions ->      written by s2sad (`a
                               normalize.flatten             an `if`): keeps the enclosing `src`
 s2sad_inlined    Name, Tuple  normalize.inline ->           the result of an inlined call and what
                               normalize.statements          it may share with the caller (`Inlined`)
+s2sad_tree_call  Call.func    treeparams -> normalize.      a call passing parameter trees: per tree
+                              inline                        parameter of the callee, its structure
+                                                            and leaf names (the callee is flattened)
 
 `ParsedFunction.original` (set by `normalize.naming.hygienic`: a renamed name -> the user's) is a
 field of the parsed function, not of a node.
@@ -241,3 +244,11 @@ def inlined(node: ast.AST) -> Optional[Inlined]:
 
 def set_inlined(node: ast.AST, info: Inlined) -> None:
     node.s2sad_inlined = info
+
+
+def tree_call(func: ast.AST) -> Optional[dict]:
+    return getattr(func, "s2sad_tree_call", None)
+
+
+def set_tree_call(func: ast.AST, trees: dict) -> None:
+    func.s2sad_tree_call = trees

@@ -16,11 +16,7 @@ from .errors import S2SADError
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed
-
-
-def _zero_tangents(forward, inputs):
-    zeros = tuple(np.zeros(np.shape(x)) for x in inputs)
-    return zeros if forward.wrt_tuple else zeros[0]
+from .trees import flatten
 
 
 def _basis(x):
@@ -40,9 +36,10 @@ class Jacobian:
         self.forward = JVPTransformed(f, wrt, "jvp", jit)
         self.backward = Transformed(f, wrt, "vjp", jit)
         # the batched helpers have no Numba versions: compiled, it is one sweep per direction
-        self.func, self.mode, self.batched = f, mode, batched and not jit
+        self.func, self.mode, self.batched = self.backward.func, mode, batched and not jit
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
-        self.forward.label = self.backward.label = f"s2sad.jacobian({f.__qualname__}, jit={jit!r})"
+        shown = self.func.__qualname__
+        self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r})"
         self.last = None  # (mode, ranks) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         functools.update_wrapper(self, f)
@@ -51,7 +48,7 @@ class Jacobian:
         bound = self.backward._bind(args, kwargs)
         if not self.batched:
             return self._per_basis(bound, args, kwargs)
-        inputs = [bound.arguments[n] for n in self.wrt]
+        inputs = [bound.arguments[n] for n in bound.wrt]
         ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
         n_in = sum(np.size(x) for x in inputs)
         mode, ran = self.mode, None
@@ -61,29 +58,29 @@ class Jacobian:
                 ran = self._reverse_primal(bound, ranks)  # the output's size decides
                 self._out_shapes[key] = np.shape(ran[0])
             mode = "forward" if n_in <= _size(self._out_shapes[key]) else "reverse"
-        self.last = (mode, ranks)
+        self.last = (mode, ranks, bound.wrt, bound.trees)
         if mode == "reverse":
             out, pullback = ran or self._reverse_primal(bound, ranks)
             size = np.size(out)
             if size == 0 or n_in == 0:
-                return self._zeros(out, inputs)
+                return self._zeros(out, inputs, bound)
             seed = np.eye(size).reshape((size,) + np.shape(out))
             rows = pullback(seed)
-            rows = rows if len(self.wrt) > 1 else (rows,)
+            rows = rows if len(bound.wrt) > 1 else (rows,)
             blocks = [
                 np.reshape(_rows(r, size, x), np.shape(out) + np.shape(x))
                 for r, x in zip(rows, inputs)
             ]  # row k: the derivative of output element k
         else:
             if n_in == 0:
-                out = self.func(*args, **kwargs)
-                return self._zeros(out, inputs)
+                out = self.forward.target.original(*args, **kwargs)
+                return self._zeros(out, inputs, bound)
             tangents, offsets = [], np.cumsum([0] + [np.size(x) for x in inputs])
             for k, x in enumerate(inputs):
                 t = np.zeros((n_in, np.size(x)))
                 t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
                 tangents.append(t.reshape((n_in,) + np.shape(x)))
-            compiled, values = transform_and_read(self.func, self.wrt, "jvp_batched", ranks)
+            compiled, values = self.backward.read_mode(bound, "jvp_batched")
             self._check_single(compiled.tuple_output)
             out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
             rows = _rows(out_dot, n_in, out)
@@ -91,10 +88,10 @@ class Jacobian:
             for k, x in enumerate(inputs):
                 part = rows[offsets[k] : offsets[k + 1]].reshape((np.size(x), np.size(out)))
                 blocks.append(np.reshape(part.T, np.shape(out) + np.shape(x)))
-        return self._conformed(blocks, inputs)
+        return self._conformed(blocks, inputs, bound)
 
     def _reverse_primal(self, bound, ranks):
-        compiled, values = transform_and_read(self.func, self.wrt, "vjp_batched", ranks)
+        compiled, values = self.backward.read_mode(bound, "vjp_batched")
         self._check_single(compiled.tuple_output)
         out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
         return out, pullback
@@ -106,15 +103,26 @@ class Jacobian:
                 "each output separately"
             )
 
-    def _zeros(self, out, inputs):
-        return self._conformed([np.zeros(np.shape(out) + np.shape(x)) for x in inputs], inputs)
+    def _zeros(self, out, inputs, bound):
+        blocks = [np.zeros(np.shape(out) + np.shape(x)) for x in inputs]
+        return self._conformed(blocks, inputs, bound)
 
     def _per_basis(self, bound, args, kwargs):
         """One vjp pullback per output element, or one jvp per input element (batched=False)."""
         forward, backward = self.forward, self.backward
-        inputs = [bound.arguments[n] for n in backward.wrt]
+        inputs = [bound.arguments[n] for n in bound.wrt]
+
+        def given(flat):  # values per leaf differentiated -> what the wrappers take
+            items = bound.regroup(flat)
+            return tuple(items) if self.wrt_tuple else items[0]
+
+        def leaves(result):  # a pullback's result -> its values per leaf differentiated
+            items = result if self.wrt_tuple else (result,)
+            return [leaf for item in items for leaf in flatten(item)[1]]
+
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
-            out = forward(*args, tangent=_zero_tangents(forward, inputs), **kwargs)[0]
+            zeros = [np.zeros(np.shape(x)) for x in inputs]
+            out = forward(*args, tangent=given(zeros), **kwargs)[0]
         else:
             out, pullback = backward(*args, **kwargs)
         if isinstance(out, tuple):
@@ -123,49 +131,51 @@ class Jacobian:
         chosen = self.mode or ("forward" if n_in <= np.size(out) else "reverse")
         blocks = []
         if chosen == "reverse":
-            rows = [pullback(seed) for seed in _basis(out)]
+            rows = [leaves(pullback(seed)) for seed in _basis(out)]
             for k, x in enumerate(inputs):
-                parts = [r[k] for r in rows] if backward.wrt_tuple else rows
+                parts = [r[k] for r in rows]
                 blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
         else:
             for k, x in enumerate(inputs):
                 columns = []
                 for e in _basis(x):
-                    tangents = tuple(
+                    tangents = [
                         e if j == k else np.zeros(np.shape(inputs[j])) for j in range(len(inputs))
-                    )
-                    _, dot = forward(
-                        *args, tangent=tangents if forward.wrt_tuple else tangents[0], **kwargs
-                    )
+                    ]
+                    _, dot = forward(*args, tangent=given(tangents), **kwargs)
                     columns.append(np.asarray(dot, dtype=float))
                 stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
                 blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
-        return self._conformed(blocks, inputs)
+        return self._conformed(blocks, inputs, bound)
 
-    def _conformed(self, blocks, inputs):
-        """Like a gradient, each block takes its input's float dtype (float32 stays float32)."""
-        blocks = [
-            b.astype(np.result_type(np.asarray(x).dtype, np.float32))
-            for b, x in zip(blocks, inputs)
-        ]
+    def _conformed(self, blocks, inputs, bound):
+        """Like a gradient, each block takes its input's float dtype (float32 stays float32);
+        a tree argument's blocks come back in its structure."""
+        blocks = bound.regroup(
+            [
+                b.astype(np.result_type(np.asarray(x).dtype, np.float32))
+                for b, x in zip(blocks, inputs)
+            ]
+        )
         return tuple(blocks) if self.wrt_tuple else blocks[0]
 
     def source(self, *args, **kwargs) -> str:
         """The batched code a call with these arguments runs (of the last call without any)."""
+        wrt, trees = self.wrt, ()
         if args or kwargs:
             bound = self.backward._bind(args, kwargs)
             ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
-            mode = self.mode
+            wrt, trees, mode = bound.wrt, bound.trees, self.mode
             if mode is None:
                 out = self._reverse_primal(bound, ranks)[0]
-                n_in = sum(np.size(bound.arguments[n]) for n in self.wrt)
+                n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
                 mode = "forward" if n_in <= np.size(out) else "reverse"
         elif self.last is not None:
-            mode, ranks = self.last
+            mode, ranks, wrt, trees = self.last
         else:
             mode, ranks = self.mode or "reverse", None
         batched = "jvp_batched" if mode == "forward" else "vjp_batched"
-        return transform(self.func, self.wrt, batched, ranks).source
+        return transform(self.func, wrt, batched, ranks, False, trees).source
 
     def __repr__(self):
         return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
@@ -213,8 +223,19 @@ class Hessian:
         self.gradient = Transformed(f, wrt, "grad")
         if self.gradient.wrt_tuple or len(self.gradient.wrt) != 1:
             raise S2SADError("hessian takes one wrt argument")
-        self.name, self.batched = self.gradient.wrt[0], batched
+        self.batched = batched
         functools.update_wrapper(self, f)
+
+    def _leaf(self, bound) -> str:
+        """The one argument (a leaf of the generated code's) the Hessian is taken in."""
+        if len(bound.wrt) != 1 or bound.layout[0][0] is not None:
+            raise S2SADError(
+                f"hessian takes one array or number argument; {self.gradient.wrt[0]} is a tree "
+                f"of {len(bound.wrt)} leaves",
+                hint='take the Hessian in one leaf (wrt="params.W"), or with respect to a '
+                "flat array the function splits",
+            )
+        return bound.wrt[0]
 
     def _generated(self, bound, ranked=True):
         """The gradient code for these arguments, its name for each of f's parameters (it
@@ -228,12 +249,10 @@ class Hessian:
         else:
             gradient = self.gradient
             compiled, data = transform_and_read(
-                gradient.func, gradient.wrt, gradient._generated_mode(), None, False
+                gradient.func, bound.wrt, gradient._generated_mode(), None, False, bound.trees
             )
         generated = compiled.functions[compiled.name]
-        names = dict(
-            zip(self.gradient.signature.parameters, inspect.signature(generated).parameters)
-        )
+        names = dict(zip(bound.signature.parameters, inspect.signature(generated).parameters))
         return generated, names, data
 
     def _forward(self, bound, second):
@@ -256,16 +275,19 @@ class Hessian:
         the batched forward transform of the gradient code with its own data values."""
         bound = self.gradient._bind(args, kwargs)
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+        leaf = self._leaf(bound)
 
         def second(generated, names, data):
             arg_ranks = tuple((names[p], r) for p, r in ranks)
-            forward = transform_and_read(generated, (names[self.name],), "jvp_batched", arg_ranks)
+            forward = transform_and_read(generated, (names[leaf],), "jvp_batched", arg_ranks)
             return bound, data, names, forward
 
         return self._forward(bound, second)
 
     def __call__(self, *args, **kwargs):
-        x = self.gradient._bind(args, kwargs).arguments[self.name]
+        first = self.gradient._bind(args, kwargs)
+        leaf = self._leaf(first)
+        x = first.arguments[leaf]
         n = np.size(x)
         if self.batched and n:
             bound, data, names, (compiled, values) = self._second(args, kwargs)
@@ -277,7 +299,7 @@ class Hessian:
             bound = self.gradient._bind(args, kwargs)
 
             def columns(generated, names, data):
-                second = JVPTransformed(generated, names[self.name], "jvp")
+                second = JVPTransformed(generated, names[leaf], "jvp")
                 keywords = _keywords(bound, names)
                 return [  # (the forward transform runs at the first call)
                     np.asarray(second(*bound.args, *data, tangent=e, **keywords)[1], dtype=float)

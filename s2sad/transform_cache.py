@@ -13,38 +13,51 @@ from .pipeline.driver import differentiate
 from .pipeline.load import Compiled
 from .rules.registry import VERSION
 
-# code object, wrt, mode, ranks, jit -> the transforms made for functions with that code (most
+# code object, wrt, mode, ranks, jit, trees, has_aux -> the transforms made for functions with that code (most
 # recent first): a few variants for functions whose scopes name different helpers
 _CACHE: dict[tuple, tuple[Compiled, ...]] = {}
 _VARIANTS = 8
 
 
 def transform(
-    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+    func,
+    wrt: tuple[str, ...],
+    mode: str,
+    ranks: tuple | None = None,
+    jit: bool = False,
+    trees: tuple = (),
+    has_aux: bool = False,
 ) -> Compiled:
     """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
     or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
     the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
     (`transform_and_read` gives both)."""
-    return transform_and_read(func, wrt, mode, ranks, jit)[0]
+    return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux)[0]
 
 
 def transform_and_read(
-    func, wrt: tuple[str, ...], mode: str, ranks: tuple | None = None, jit: bool = False
+    func,
+    wrt: tuple[str, ...],
+    mode: str,
+    ranks: tuple | None = None,
+    jit: bool = False,
+    trees: tuple = (),
+    has_aux: bool = False,
 ) -> tuple[Compiled, tuple]:
     """The transform and the data values its function takes after the arguments, read now.
 
-    The cache keys on the code object, wrt, mode, ranks and jit; a cached transform serves a
+    The cache keys on the code object, wrt, mode, ranks, jit, the parameter trees' structures
+    (`trees`: see pipeline/driver.differentiate) and has_aux; a cached transform serves a
     call if no rule was registered since and `read` finds every function, class and module it
     used unchanged (helpers by their code); data is never part of the key or of the cache."""
-    key = (func.__code__, wrt, mode, ranks, jit)
+    key = (func.__code__, wrt, mode, ranks, jit, trees, has_aux)
     for hit in _CACHE.get(key, ()):
         if hit.rules_version != VERSION[0]:
             continue
         values = hit.read(func)
         if values is not None:
             return hit, values
-    compiled = differentiate(func, wrt, mode, ranks, jit)
+    compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux)
     # one assignment replaces the tuple: threads reading the cache see the old or the new one
     _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
     values = compiled.read(func)

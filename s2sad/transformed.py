@@ -15,47 +15,14 @@ from .errors import (
     NonDifferentiableInputError,
     S2SADError,
     SeedShapeError,
-    SourceUnavailableError,
-    WrtError,
 )
+from .callables import FlatBound, Target
 from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
 from .pullback import Pullback, arrays_in, detach, own_copy
 from .rules.common import grad_seed
+from .trees import flatten, is_container
 from .transform_cache import transform, transform_and_read
-
-
-def _wrt_names(func, wrt) -> tuple[tuple[str, ...], bool]:
-    """Parameter names for `wrt` (an index, a name, or a tuple of them) and whether it was a tuple."""
-    if not inspect.isfunction(func):
-        raise SourceUnavailableError(
-            f"{func!r} is not a Python function with source code",
-            hint="differentiate a plain `def` function that calls it; NumPy functions already "
-            "have rules, and others can get one with s2sad.register_vjp",
-        )
-    params = list(inspect.signature(func, follow_wrapped=False).parameters)
-    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
-    names = []
-    for item in items:
-        if isinstance(item, numbers.Integral) and not isinstance(item, bool):
-            if not -len(params) <= item < len(params):
-                raise WrtError(
-                    f"wrt={item!r} is out of range: {func.__name__} has parameters "
-                    f"{', '.join(params) or '(none)'}",
-                    hint="pass an index below the number of parameters or a name",
-                )
-            names.append(params[item])
-        elif isinstance(item, str) and item in params:
-            names.append(item)
-        else:
-            raise WrtError(
-                f"wrt={item!r} is not a parameter of {func.__name__}; its parameters "
-                f"are {', '.join(params) or '(none)'}",
-                hint="pass a parameter name or its position",
-            )
-    if len(set(names)) != len(names):
-        raise WrtError(f"wrt={wrt!r} names a parameter twice")
-    return tuple(names), isinstance(wrt, (tuple, list))
 
 
 def _check_input(name: str, value) -> None:
@@ -110,10 +77,14 @@ def _conform(g, x, others):
     return g_arr
 
 
+# argument types that are never trees: a call passing only these binds without looking further
+_PLAIN = frozenset({np.ndarray, float, int, np.float64, np.float32, np.int64, bool})
+
+
 class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
-    def __init__(self, func, wrt, mode: str, jit=False):
+    def __init__(self, func, wrt, mode: str, jit=False, has_aux=False):
         if jit not in (False, True, "strict"):
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
         self.jit = jit
@@ -122,9 +93,14 @@ class Transformed:
                 "s2sad cannot yet differentiate a function it has already "
                 "transformed (higher-order derivatives come with s2sad.hessian)"
             )
+        if has_aux and mode not in ("grad", "value_and_grad", "vjp"):
+            raise ValueError(f"has_aux=True is for grad, value_and_grad and vjp, not {mode}")
+        self.target = Target(func, wrt)
+        self.has_aux = bool(has_aux)
+        func = self.target.func  # the Python function transformed (a method's, a partial's)
         self.func = func
         self.mode = mode
-        self.wrt, self.wrt_tuple = _wrt_names(func, wrt)
+        self.wrt, self.wrt_tuple = self.target.wrt, self.target.is_tuple
         self.signature = inspect.signature(func, follow_wrapped=False)  # a wrapper's own
         self._defaults = (func.__defaults__, func.__kwdefaults__)
         # the parameters, where every one may be passed by position: a call passing each by
@@ -134,15 +110,25 @@ class Transformed:
             inspect.Parameter.POSITIONAL_ONLY,
             inspect.Parameter.POSITIONAL_OR_KEYWORD,
         }
-        self._positional = tuple(self.signature.parameters) if plain else None
+        simple = self.target.plain and not any(path for _, path in self.target.items)
+        self._layout = [(None, (n,)) for n in self.wrt]
+        self._positional = tuple(self.signature.parameters) if plain and simple else None
         self.last_ranks = None
-        functools.update_wrapper(self, func)
+        self._last = (self.wrt, ())  # the flat wrt and the trees of the last call
+        functools.update_wrapper(self, self.target.original)
 
     @property
     def compiled(self):
         """The generated function for the arguments of the last call (generic before any)."""
+        wrt, trees = self._last
         return transform(
-            self.func, self.wrt, self._generated_mode(), self.last_ranks, bool(self.jit)
+            self.func,
+            wrt,
+            self._generated_mode(),
+            self.last_ranks,
+            bool(self.jit),
+            trees,
+            self.has_aux,
         )
 
     def specialized(self, bound):
@@ -152,11 +138,13 @@ class Transformed:
     def prepared(self, bound):
         """`specialized(bound)` and the values of the user's data it takes after the arguments
         (globals, closure cells, helpers' defaults), read now."""
+        return self.read_mode(bound, self._generated_mode(), bool(self.jit))
+
+    def read_mode(self, bound, mode, jit=False):
+        """The `mode` transform for these bound arguments and its data values (see prepared)."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
-        self.last_ranks = ranks
-        return transform_and_read(
-            self.func, self.wrt, self._generated_mode(), ranks, bool(self.jit)
-        )
+        self.last_ranks, self._last = ranks, (bound.wrt, bound.trees)
+        return transform_and_read(self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux)
 
     def _generated_mode(self):
         # jitted gradients also return the value, so the scalar check happens here
@@ -181,9 +169,7 @@ class Transformed:
         user's data taken now, so that it belongs to this point even if the caller changes its
         arrays (or a global array) in between."""
         out = self._run(compiled, values, bound)
-        bound = inspect.BoundArguments(
-            bound.signature, {n: own_copy(v) for n, v in bound.arguments.items()}
-        )
+        bound = bound.copy_with({n: own_copy(v) for n, v in bound.arguments.items()})
         values = tuple(own_copy(v) for v in values)
         sweep = compiled.name + "_sweep"
 
@@ -193,39 +179,62 @@ class Transformed:
 
         return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
 
-    def _bind(self, args, kwargs):
+    def _bind(self, args, kwargs) -> FlatBound:
+        """The generated function's arguments for a call: trees as their leaves (callables.py),
+        the leaves differentiated checked to be floats."""
         names = self._positional
         if not kwargs and names is not None and len(args) == len(names):
-            bound = inspect.BoundArguments(self.signature, dict(zip(names, args)))
-            for name in self.wrt:
-                _check_input(name, bound.arguments[name])
-            return bound
+            plain = _PLAIN
+            if all(type(a) in plain for a in args) or not any(map(is_container, args)):
+                # the common case, without inspect
+                bound = FlatBound(self.signature, dict(zip(names, args)))
+                bound.wrt, bound.trees, bound.shown = self.wrt, (), None
+                bound.layout, bound.plain = self._layout, True
+                for name in self.wrt:
+                    _check_input(name, bound.arguments[name])
+                return bound
         func = self.func
         held = self._defaults
         if func.__defaults__ is not held[0] or func.__kwdefaults__ is not held[1]:  # replaced
             self.signature = inspect.signature(func, follow_wrapped=False)
+            self.target.func_signature = self.signature
             self._defaults = (func.__defaults__, func.__kwdefaults__)
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.func.__name__}(): {exc}") from None
-        bound.apply_defaults()
-        for name in self.wrt:
-            _check_input(name, bound.arguments[name])
-        return bound
+        return self.target.bind_flat(args, kwargs, _check_input)
 
     def _finish(self, grads, bound, extra=()):
-        grads = grads if len(self.wrt) > 1 else (grads,)
+        grads = grads if len(bound.wrt) > 1 else (grads,)
         # each gradient is the caller's own: sharing memory with no argument, seed or other
         # gradient (dx and dy of sin(x + y) are one array in the generated code)
         others = list(bound.arguments.values()) + list(extra)
         out = []
-        for g, n in zip(grads, self.wrt):
+        for g, n in zip(grads, bound.wrt):
             out.append(_conform(g, bound.arguments[n], others))
             others.append(out[-1])
+        out = bound.regroup(out)
         return tuple(out) if self.wrt_tuple else out[0]
 
+    def _aux(self, args, kwargs):
+        """has_aux: the aux of `f(*args) = (value, aux)`, from a plain call of the function."""
+        result = self.target.original(*args, **kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise S2SADError(
+                f"with has_aux=True, {self.func.__name__} must return a pair (value, aux), "
+                f"not {type(result).__name__}"
+            )
+        return result[1]
+
     def __call__(self, *args, **kwargs):
+        result = self._call(args, kwargs)
+        if not self.has_aux:
+            return result
+        aux = self._aux(args, kwargs)
+        if self.mode == "vjp":
+            return result[0], result[1], aux
+        if self.mode == "value_and_grad":
+            return (result[0], aux), result[1]
+        return result, aux
+
+    def _call(self, args, kwargs):
         bound = self._bind(args, kwargs)
         compiled, values = self.prepared(bound)
         if self.mode == "vjp" and self.jit:
@@ -259,14 +268,13 @@ class JVPTransformed(Transformed):
                 f"{', '.join(self.wrt)})"
             )
         bound = self._bind(args, kwargs)
-        tangents = tangent if self.wrt_tuple else (tangent,)
-        if len(tangents) != len(self.wrt):
-            raise SeedShapeError(f"pass one tangent per wrt input ({len(self.wrt)})")
-        for name, t in zip(self.wrt, tangents):
+        tangents = flat_tangents(bound, tangent, self.wrt_tuple, self.wrt)
+        for name, t in zip(bound.wrt, tangents):
             if np.shape(t) != np.shape(bound.arguments[name]):
+                shown = bound.shown[name] if bound.shown else name
                 raise SeedShapeError(
-                    f"the tangent of '{name}' has shape {np.shape(t)} but "
-                    f"'{name}' has shape {np.shape(bound.arguments[name])}"
+                    f"the tangent of '{shown}' has shape {np.shape(t)} but "
+                    f"'{shown}' has shape {np.shape(bound.arguments[name])}"
                 )
         compiled, values = self.prepared(bound)
         if self.jit:
@@ -282,6 +290,32 @@ class JVPTransformed(Transformed):
         return out, _conform_output(out_dot, out)
 
 
+def flat_tangents(bound, tangent, is_tuple, wrt) -> tuple:
+    """The tangents given (one per wrt item, each shaped like its argument: a tree for a tree)
+    as one per leaf differentiated."""
+    tangents = tangent if is_tuple else (tangent,)
+    if len(tangents) != len(bound.layout):
+        raise SeedShapeError(f"pass one tangent per wrt input ({len(wrt)})")
+    out = []
+    for (d, names), t, shown in zip(bound.layout, tangents, wrt):
+        if d is None:
+            out.append(t)
+            continue
+        td, leaves = flatten(t)
+        if _shape_of(td) != _shape_of(d):
+            raise SeedShapeError(
+                f"the tangent of '{shown}' must be a tree of the same structure as '{shown}'"
+            )
+        out += leaves
+    return tuple(out)
+
+
+def _shape_of(d):
+    """A TreeDef's kinds and keys (a tangent may be a dict where the argument is a dict
+    subclass... but not a tuple where it is a dict)."""
+    return (d.kind, d.keys, tuple(_shape_of(c) for c in d.children))
+
+
 class BatchedJVPTransformed(Transformed):
     """`jvp(f, wrt, batched=True)(*args, tangent=T)`: T holds a batch of tangents along its
     first axis; returns `(f(*args), rows)`, row k the derivative along tangent k, in one sweep
@@ -294,11 +328,9 @@ class BatchedJVPTransformed(Transformed):
                 f"{', '.join(self.wrt)} along a first axis)"
             )
         bound = self._bind(args, kwargs)
-        tangents = tangent if self.wrt_tuple else (tangent,)
-        if len(tangents) != len(self.wrt):
-            raise SeedShapeError(f"pass one batch of tangents per wrt input ({len(self.wrt)})")
+        tangents = flat_tangents(bound, tangent, self.wrt_tuple, self.wrt)
         rows = {np.shape(t)[0] if np.ndim(t) else None for t in tangents}
-        for name, t in zip(self.wrt, tangents):
+        for name, t in zip(bound.wrt, tangents):
             shape = np.shape(bound.arguments[name])
             if np.ndim(t) == 0 or np.shape(t)[1:] != shape:
                 raise SeedShapeError(

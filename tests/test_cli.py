@@ -10,6 +10,7 @@ import pytest
 
 import s2sad
 from s2sad import cli
+from s2sad.trees import flatten
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -68,7 +69,8 @@ def test_emitted_module_is_standalone_and_matches_grad(file, name, options, tmp_
     expected = s2sad.grad(getattr(module, name), wrt=tuple(options["wrt"]))(*args_)
     got = getattr(generated, f"grad_{name}")(*args_)
     got = got if isinstance(got, tuple) else (got,)
-    for e, g in zip(expected, got):
+    assert flatten(got)[0] == flatten(expected)[0]  # a dict of parameters gives a dict
+    for e, g in zip(flatten(expected)[1], flatten(got)[1]):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 

@@ -1,7 +1,7 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
-    parse -> normalize -> analyze (classify, activity, ranks) -> reverse or forward ->
-    tape -> optimize -> lower (jit only) -> emit -> load,
+    parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -31,6 +31,7 @@ from .reverse import reverse
 from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
+from .treeparams import flatten_parameters
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
 # arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
@@ -39,17 +40,37 @@ from .tape import copy_blocks, record, without_markers
 _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 
 
-def differentiate(func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False) -> Compiled:
+def differentiate(
+    func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False, trees=(), has_aux=False
+) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
-    A function nesting deeply runs on a thread with room; the cyclic collector waits meanwhile."""
-    parsed = parse_function(func)
+    `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
+    `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
+    the value. A function nesting deeply runs on a thread with room; the cyclic collector waits
+    meanwhile."""
+
+    def parse():
+        parsed = parse_function(func, star=[p for p, _, _ in trees])
+        if mode in ("grad", "value_and_grad") and not has_aux:
+            pair = next(
+                (
+                    r
+                    for r in _own_nodes(parsed.tree)
+                    if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
+                ),
+                None,
+            )
+            if pair is not None:  # before normalization refuses what aux holds (a dict)
+                raise _tuple_return(parsed, len(pair.value.elts))
+        flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
+        return parsed
+
+    parsed = parse()
     unused = [parsed]
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
-            return _pipeline(
-                unused.pop() if unused else parse_function(func), wrt, mode, ranks, jit
-            )
+            return _pipeline(unused.pop() if unused else parse(), wrt, mode, ranks, jit)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -203,10 +224,11 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
     return parsed.error(
         NonScalarOutputError,
         f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
-        f"{count} values (grad(..., has_aux=True) for `return loss, aux` is not supported yet)",
+        f"{count} values",
         shown or (returns[-1] if returns else None),
-        hint="return the scalar alone (compute the other values in a separate function), or "
-        "use s2sad.vjp, which takes a tuple of seeds for a tuple output",
+        hint="for `return loss, aux` pass has_aux=True (grad then returns (gradient, aux)); "
+        "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
+        "tuple output",
     )
 
 

@@ -9,7 +9,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
-from ..astcopy import walk_nodes
+from ..astcopy import clone, walk_nodes
 from ..errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
 
 
@@ -148,7 +148,9 @@ def _all_code(code):
             yield from _all_code(const)
 
 
-def parse_function(func) -> ParsedFunction:
+def parse_function(func, star=()) -> ParsedFunction:
+    """`func`'s source as a `ParsedFunction`. `star`: the names of *args/**kwargs parameters
+    the caller passes as trees (treeparams.py); others are refused."""
     if not inspect.isfunction(func):
         raise SourceUnavailableError(
             f"{func!r} is not a Python function with source code",
@@ -156,6 +158,8 @@ def parse_function(func) -> ParsedFunction:
             "derivative rule with s2sad.register_vjp",
         )
     filename = inspect.getsourcefile(func) or func.__code__.co_filename
+    if func.__code__.co_name == "<lambda>":
+        return _with_params(_parse_lambda(func, filename), star)
     try:
         # the code the object runs: inspect would follow a decorator's `__wrapped__` to the
         # undecorated function and differentiate that, without the decorator
@@ -187,7 +191,12 @@ def parse_function(func) -> ParsedFunction:
             hint="write it as a `def` function",
         )
     _check_source_is_loaded(func, filename, first)
-    parsed = ParsedFunction(func, node, filename, source, first - 1)
+    return _with_params(ParsedFunction(func, node, filename, source, first - 1), star)
+
+
+def _with_params(parsed: ParsedFunction, star=()) -> ParsedFunction:
+    """Refuse generators and *args/**kwargs; fill in the parameters."""
+    func, node = parsed.func, parsed.tree
     for inner in walk_nodes(node):
         if isinstance(inner, (ast.Yield, ast.YieldFrom, ast.Await)):
             raise parsed.error(
@@ -197,6 +206,10 @@ def parse_function(func) -> ParsedFunction:
                 hint="return the value instead of yielding it",
             )
     args = node.args
+    stars = [a for a in (args.vararg, args.kwarg) if a is not None]
+    if stars and all(a.arg in star for a in stars):
+        parsed.params = [a.arg for a in args.posonlyargs + args.args + stars + args.kwonlyargs]
+        return parsed
     if (args.vararg or args.kwarg) and hasattr(func, "__wrapped__"):
         raise _decorated(parsed, args.vararg or args.kwarg)
     if args.vararg or args.kwarg:
@@ -209,6 +222,73 @@ def parse_function(func) -> ParsedFunction:
         )
     parsed.params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
     return parsed
+
+
+def _parse_lambda(func, filename: str) -> ParsedFunction:
+    """A lambda, found in its file by its code object's positions (several lambdas on a line
+    are told apart by the columns their instructions come from), as a `def` returning its body:
+    named after the name it is assigned to (`loss = lambda w: ...`), else `lambda_`."""
+    code = func.__code__
+    try:
+        lines = inspect.findsource(code)[0]
+    except (OSError, TypeError) as exc:
+        raise SourceUnavailableError(
+            f"cannot read the source of {func.__qualname__} ({exc})",
+            file=code.co_filename,
+            line=code.co_firstlineno,
+            hint="define the lambda in a .py file, or write it as a `def`",
+        ) from None
+    text = "".join(lines)
+    module = _parsed_file(filename, text)
+    spots = [
+        (line, col, end_line, end_col)
+        for line, end_line, col, end_col in code.co_positions()
+        if line is not None and col is not None and (line, col) != (end_line, end_col)
+    ]  # (the instructions of the lambda's body; RESUME's position is empty)
+    found = None
+    for node in walk_nodes(module) if module is not None else ():
+        if not isinstance(node, ast.Lambda) or node.lineno != code.co_firstlineno:
+            continue
+        if len(node.args.posonlyargs + node.args.args + node.args.kwonlyargs) != (
+            code.co_argcount + code.co_kwonlyargcount
+        ):
+            continue
+        span = ((node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset))
+        if all(span[0] <= (a, b) and (c, d) <= span[1] for a, b, c, d in spots):
+            if found is None or span[0] >= (found.lineno, found.col_offset):  # innermost
+                found = node
+    if found is None:
+        raise SourceUnavailableError(
+            f"cannot find the source of {func.__qualname__} in {filename}",
+            file=filename,
+            line=code.co_firstlineno,
+            hint="write it as a `def`",
+        )
+    _check_source_is_loaded(func, filename, code.co_firstlineno)
+    name = next(
+        (
+            n.targets[0].id
+            for n in walk_nodes(module)
+            if isinstance(n, ast.Assign)
+            and n.value is found
+            and len(n.targets) == 1
+            and isinstance(n.targets[0], ast.Name)
+        ),
+        "lambda_",
+    )
+    found = clone(found)  # (the file's tree is cached; the transform rewrites its own)
+    body = [ast.copy_location(ast.Return(found.body), found.body)]
+    tree = ast.copy_location(ast.FunctionDef(name, found.args, body, [], None, None), found)
+    tree.end_lineno, tree.end_col_offset = found.end_lineno, found.end_col_offset
+    return ParsedFunction(func, tree, filename, text, 0)
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed_file(filename: str, text: str):
+    try:
+        return ast.parse(text, filename)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _decorated(parsed, star) -> UnsupportedSyntaxError:

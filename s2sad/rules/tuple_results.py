@@ -10,6 +10,7 @@ cover one matrix (no stacks) with the default arguments; other calls run in Pyth
 """
 
 import ast
+import typing
 
 import numpy as np
 
@@ -20,6 +21,9 @@ from .decompositions import qr_vjp, svd_jvp, svd_vjp
 from .helpers import numba_jitable, numba_of, type_test
 from .registry import lookup
 from .solvers import slogdet_jvp, slogdet_vjp
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types  # noqa: F401
 
 
 def _spelled(args: dict, param: str, values: tuple) -> bool:

@@ -51,6 +51,23 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
     if not isinstance(func, (ast.Name, ast.Attribute)):
         return None
     obj = resolver.resolve(func)
+    call = getattr(type(obj), "__call__", None)
+    if (
+        not inspect.isroutine(obj)
+        and inspect.isfunction(call)
+        and not isinstance(obj, type)
+        and rules.lookup(obj) is None
+        and (call.__module__ or "").split(".")[0] not in ("numpy", "s2sad")
+        and not is_library_code(call)
+    ):
+        obj = obj.__call__  # an object of the user's called like a function (`layer(x)`)
+    if inspect.ismethod(obj) and not isinstance(obj.__self__, type) and rules.lookup(obj) is None:
+        method = obj  # a method of the user's object (`model.loss(x)`): its function, inlined
+        obj = obj.__func__  # with `self` bound to the object (inline.py)
+        module = (getattr(obj, "__module__", "") or "").split(".")[0]
+        if not inspect.isfunction(obj) or is_library_code(obj) or module in ("numpy", "s2sad"):
+            return None
+        return method if not rules.is_nondiff(obj) else None
     if not inspect.isfunction(obj) or rules.lookup(obj) is not None or rules.is_nondiff(obj):
         return None
     module = getattr(obj, "__module__", "") or ""

@@ -74,6 +74,8 @@ class Expressions(Flattener):
             return False
         if isinstance(node, ast.Name):
             return self.env.get(node.id, node.id) in self.varied or node.id in self.loop_varied
+        if isinstance(node, ast.Call) and ir.tree_call(node.func):
+            return True  # a call passing trees' leaves is always inlined (treeparams.py)
         return any(self.mentions_varied(c) for c in ast.iter_child_nodes(node))
 
     def atom_varied(self, node: ast.expr) -> bool:

@@ -20,6 +20,7 @@ from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
+from ..treeparams import flat_signature, flatten_parameters, self_by_name, star_trees
 from .control import ControlFlow
 
 
@@ -95,8 +96,8 @@ class Inlining(ControlFlow):
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
         if not self.mentions_varied(node):
-            if isinstance(target, (ast.FunctionDef, ast.Lambda)):
-                pass  # local functions have no global name: inline them anyway
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)) or ir.tree_call(node.func):
+                pass  # local functions have no global name, and trees' leaves need the callee's
             else:
                 return self.rename(node)
         if sum(t is target for t in self.inlining) >= MAX_RECURSION:
@@ -125,11 +126,32 @@ class Inlining(ControlFlow):
             k.arg: k.value if self.local_function(k.value) else self.sequence(k.value, base)
             for k in node.keywords
         }
+        owner = None
+        if inspect.ismethod(target):  # a method of the user's object: `self` is the object
+            func = node.func
+            if not (isinstance(func, ast.Attribute) and func.attr == target.__name__):
+                # `layer(x)`: its __call__, read (and checked) as `layer.__call__`
+                func = ast.copy_location(ast.Attribute(func, "__call__", ast.Load()), func)
+            owner = (func.value, target.__self__)
+            args.insert(0, self.atom(func.value, base))
+            varied.positional.insert(0, False)
+            call = ast.Call(func, [func.value, *node.args], node.keywords)
+            node = ast.copy_location(call, node)
+            target = target.__func__
+            if sum(t is target for t in self.inlining) >= MAX_RECURSION:
+                raise self.parsed.error(
+                    UnsupportedSyntaxError,
+                    f"s2sad unrolls a recursive method only where integer constants decide its "
+                    f"depth (at most {MAX_RECURSION} calls deep): here its depth is not known "
+                    "when the function is transformed",
+                    node,
+                    hint="write the recursion as a loop",
+                )
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
                 return self.inline_local(target, args, keywords, node, varied)
-            return self.inline_global(target, args, keywords, node, varied)
+            return self.inline_global(target, args, keywords, node, varied, owner)
         finally:
             self.inlining.pop()
 
@@ -270,13 +292,24 @@ class Inlining(ControlFlow):
         """What the inlined `result` may share with this caller (see Memory.shared_with_caller)."""
         return self.memory.shared_with_caller(sub.memory, sub.env, result, self.env)
 
-    def inline_global(self, func, args, keywords, node, varied) -> ast.expr:
+    def inline_global(self, func, args, keywords, node, varied, owner=None) -> ast.expr:
         _, spec = self.resolver.resolve_spec(node.func)
         if spec is None:  # not reached by a name of the user's: nothing could check it later
             raise self.unsupported(node, "a call of this function")
         reads = self.resolver.reads
         index = reads.helper(spec, func)
-        parsed = parse_function(func)
+        trees = ir.tree_call(node.func)
+        star = star_trees(func, len(args), list(keywords)) if not trees else None
+        if star is not None:  # a functools.wraps wrapper: its *args and **kwargs as trees
+            trees, renamed = star
+            keywords = {renamed.get(k, k): v for k, v in keywords.items()}
+        parsed = parse_function(func, star=list(trees or ()))
+        if owner is not None:  # `self.W`, `self.predict(x)` read through the object's name
+            self_by_name(parsed, *owner)
+        signature = inspect.signature(func)
+        if trees:  # called with parameter trees: the callee takes their leaves (treeparams)
+            flatten_parameters(parsed, trees)
+            signature = flat_signature(func, trees)
         sub = type(self)(parsed, [], parent=self, env={}, index=index)
         sub.user_stmt = self.user_stmt
         positional = [
@@ -301,7 +334,7 @@ class Inlining(ControlFlow):
             self.resolver.namespace[spelled] = value
             return ast.Name(spelled, ast.Load())
 
-        self._bind_params(sub, inspect.signature(func), args, keywords, node, default, varied)
+        self._bind_params(sub, signature, args, keywords, node, default, varied)
         return self._run_inlined(sub, parsed.tree.body, parsed.name)
 
     def inline_local(self, fn, args, keywords, node, varied) -> ast.expr:
