@@ -51,6 +51,7 @@ import test_rules_breadth_linalg as bl  # noqa: E402
 import test_rules_breadth_numerical as num  # noqa: E402
 import test_rules_broadcasting as bc  # noqa: E402
 import test_rules_elementwise as el  # noqa: E402
+import test_rules_higher_order as ho  # noqa: E402
 import test_rules_linalg as la  # noqa: E402
 import test_rules_nondiff as nd  # noqa: E402
 import test_rules_reductions as red  # noqa: E402
@@ -232,6 +233,9 @@ CORPUS = [
     # tuple results: the pullback is the gradient's code, so one vjp (of three parts) stands for all
     *[(f, args, 0, m) for f, args in bl.TUPLE_RESULTS for m in ("grad", "jvp")],
     (bl.svd_vectors, (bl.rect(3, 2, seed=2),), 0, "vjp"),
+    # np.linspace of scalar end points (test_rules_higher_order.py)
+    (ho.samples_sum, (0.3, 1.9), (0, 1), "grad"),
+    (ho.samples_sum, (0.3, 1.9), (0, 1), "jvp"),
     # lists of differentiated values, unrolled (test_lists.py): read by a run-time index, a
     # loop over split pieces
     (tl.read_at_a_run_time_index, (r(3), 5), 0, "grad"),

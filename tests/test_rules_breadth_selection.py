@@ -448,6 +448,7 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (partition_weighted, (distinct(7),), 0, "jvp"),
     (select_plain, (rand(6),), 0, "vjp"),
     (nan_cube_free, (VN,), 0, "grad"),
+    (nan_cube_free, (VN,), 0, "jvp"),
     (ptp_cube, (V6,), 0, "grad"),
     (average_1d, (rand(5), positive(5)), (0, 1), "grad"),
     (average_1d, (rand(5), positive(5)), (0, 1), "jvp"),

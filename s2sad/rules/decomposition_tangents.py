@@ -47,8 +47,9 @@ def tuple_rows(t):
     """The tangent of a tuple result's cotangent in the parts' form the VJP helpers read: forward
     mode's batched tangent of it is one row per batch element (an array of objects, a row of
     parts each), which becomes one array of objects whose parts have the batch axis first (0
-    where no row has one)."""
-    if np.asarray(t).dtype != object or np.ndim(t) != 2:
+    where no row has one). A tuple of the parts' tangents (`(dw_dot, dv_dot)`, what forward mode
+    passes for a tuple unpacked where it was made) is already that form."""
+    if isinstance(t, tuple) or np.asarray(t).dtype != object or np.ndim(t) != 2:
         return t
     parts = []
     for column in np.transpose(t):
