@@ -422,6 +422,7 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (vector_routines, (XS, rand(4), V3), (0, 1, 2), "jvp"),
     (statistics, STATS, (0, 1, 2, 3), "grad"),
     (statistics, STATS, (0, 1, 2, 3), "jvp"),
+    (cov, (rand(5), True, False, 1), 0, "vjp"),  # one variable: a number's cotangent
 ]
 # JITTED runs in tests/test_jit_corpus.py: each derivative with jit="strict" (no fallback) against
 # the Python version, as every corpus case does.

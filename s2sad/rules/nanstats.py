@@ -311,6 +311,13 @@ def _rows_centered(m, rowvar):
 
 @numba_of(cov_vjp)
 def _cov_vjp(g, m, rowvar=True, bias=False, ddof=None, mt=None):
+    if _array(m) and m.ndim == 1 and _absent(mt):  # one variable: a number's cotangent
+
+        def one(g, m, rowvar=True, bias=False, ddof=None, mt=None):
+            d = (0 if bias else 1) if ddof is None else ddof
+            return 2.0 * np.sum(np.asarray(g)) * (m - np.mean(m)) / (m.size - d)
+
+        return one
     if not (_array(g) and g.ndim == 2 and _array(m) and m.ndim == 2 and _absent(mt)):
         return None
 
