@@ -423,6 +423,7 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (statistics, STATS, (0, 1, 2, 3), "grad"),
     (statistics, STATS, (0, 1, 2, 3), "jvp"),
     (cov, (rand(5), True, False, 1), 0, "vjp"),  # one variable: a number's cotangent
+    (ediff1d_ends, (rand(4, 3), 0.5, rand(2)), (0, 1, 2), "vjp"),  # a number and an array
 ]
 # JITTED runs in tests/test_jit_corpus.py: each derivative with jit="strict" (no fallback) against
 # the Python version, as every corpus case does.

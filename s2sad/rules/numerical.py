@@ -430,19 +430,55 @@ def ediff1d_vjp(g, ary, part, to_end=None, to_begin=None):
     return np.reshape(out, lead + np.shape(ary))
 
 
+def _ends_count(v):
+    """How many entries np.ediff1d puts for `to_begin`/`to_end` (a Numba-only stub)."""
+    return None
+
+
+@numba_of(_ends_count)
+def _ends_count_impl(v):
+    if _absent(v):
+        return lambda v: 0
+    if _array(v):
+        return lambda v: v.size
+    return lambda v: 1  # a number
+
+
 @numba_of(ediff1d_vjp)
 def _ediff1d_vjp(g, ary, part, to_end=None, to_begin=None):
-    if not (_array(g) and g.ndim == 1 and _absent(to_end) and _absent(to_begin)):
+    which = getattr(part, "literal_value", None)  # Numba asks again with the literal string
+    if not (_array(g) and g.ndim == 1 and _array(ary) and which is not None):
         return None
+    if which == "ary":
 
-    def impl(g, ary, part, to_end=None, to_begin=None):
-        out = np.zeros(ary.size)
-        for i in range(g.shape[0]):
-            out[i + 1] += g[i]
-            out[i] -= g[i]
-        return out.reshape(ary.shape)
+        def core(g, ary, part, to_end=None, to_begin=None):
+            begin = _ends_count(to_begin)
+            out = np.zeros(ary.size)
+            for i in range(ary.size - 1):
+                out[i + 1] += g[begin + i]
+                out[i] -= g[begin + i]
+            return out.reshape(ary.shape)
 
-    return impl
+        return core
+    if which == "to_begin" and _array(to_begin):
+        return lambda g, ary, part, to_end=None, to_begin=None: np.ascontiguousarray(
+            g[: to_begin.size]
+        ).reshape(to_begin.shape)
+    if which == "to_begin" and not _absent(to_begin):  # a number: its one entry
+        return lambda g, ary, part, to_end=None, to_begin=None: g[0]
+
+    if which == "to_end" and _array(to_end):
+
+        def entries(g, ary, part, to_end=None, to_begin=None):
+            start = _ends_count(to_begin) + ary.size - 1
+            return np.ascontiguousarray(g[start : start + to_end.size]).reshape(to_end.shape)
+
+        return entries
+    if which == "to_end" and not _absent(to_end):
+        return lambda g, ary, part, to_end=None, to_begin=None: g[
+            _ends_count(to_begin) + ary.size - 1
+        ]
+    return None
 
 
 @helper(batch_safe=True, jvp=linear("t"))
