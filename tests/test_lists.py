@@ -4,6 +4,9 @@ which are unrolled), read back by index, `len` or a loop, list comprehensions an
 and loops over np.split's pieces. Each against central differences in every mode (pullback,
 tangent, batched Jacobians in both modes, Hessian), jit against Python mode, and the refusals."""
 
+import sys
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -337,3 +340,80 @@ def test_a_list_variable_joined_on_a_random_axis(shape, data):
     args = (r(*shape), r(*shape, seed=1), axis)
     check_vjp(joined_on_an_axis, args, wrt=(0, 1))
     check_jvp(joined_on_an_axis, args, wrt=(0, 1))
+
+
+# ----------------------------------------------------------------------------- trip counts read
+# A loop unrolled for a global's or a closure's int is checked at each call: another value is a
+# new transform (it once kept the first value's unrolling: silently wrong gradients).
+
+TRIP = 3
+PIECES = 2
+
+
+def appended_for_global(x):
+    out = []
+    for k in range(TRIP):
+        out.append(x[k] ** 2)
+    return sum(out)
+
+
+def comprehension_for_global(x):
+    return np.sum(np.stack([x * k for k in range(TRIP)]))
+
+
+def pieces_for_global(x):
+    s = 0.0
+    for q in np.split(x, PIECES):
+        s = s + np.sum(q**2) * np.sum(q)
+    return s
+
+
+def summed_to(n):
+    def f(x):
+        return sum([x[k] ** 2 for k in range(n)])
+
+    return f
+
+
+@pytest.mark.parametrize("f", [appended_for_global, comprehension_for_global, pieces_for_global])
+def test_a_global_trip_count_is_read_at_each_call(f, monkeypatch):
+    x = np.array([0.3, 1.7, 1.1, 0.9, 0.5, 0.2])
+    grad, jvp, hess = s2sad.grad(f), s2sad.jvp(f), s2sad.hessian(f)
+    for trip, pieces in ((3, 2), (6, 3), (2, 2)):
+        monkeypatch.setattr(sys.modules[__name__], "TRIP", trip)
+        monkeypatch.setattr(sys.modules[__name__], "PIECES", pieces)
+        check_vjp(f, (x,), wrt=0)
+        np.testing.assert_allclose(grad(x), _central(f, x), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(jvp(x, tangent=np.ones(6))[1], np.sum(_central(f, x)), rtol=1e-6)
+        np.testing.assert_allclose(np.diag(hess(x)), _central_diag(f, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_closure_trip_count_is_a_transform_of_its_own():
+    x = np.array([0.3, 1.7, 1.1, 0.9])
+    two, four = summed_to(2), summed_to(4)
+    np.testing.assert_allclose(s2sad.grad(two)(x), [0.6, 3.4, 0.0, 0.0])
+    np.testing.assert_allclose(s2sad.grad(four)(x), [0.6, 3.4, 2.2, 1.8])
+    np.testing.assert_allclose(s2sad.jvp(four)(x, tangent=np.ones(4)), (5.0, 8.0))
+    np.testing.assert_allclose(np.diag(s2sad.hessian(four)(x)), [2.0, 2.0, 2.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a fallback would still have to give these numbers
+        np.testing.assert_allclose(s2sad.grad(two, jit=True)(x), [0.6, 3.4, 0.0, 0.0])
+        np.testing.assert_allclose(s2sad.grad(four, jit=True)(x), [0.6, 3.4, 2.2, 1.8])
+
+
+def _central(f, x, h=1e-6):
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return out
+
+
+def _central_diag(f, x, h=1e-4):
+    out = np.zeros_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        out[i] = (f(x + e) - 2 * f(x) + f(x - e)) / h**2
+    return out

@@ -46,13 +46,14 @@ class Compiled:
     data_specs: tuple = ()  # how to read each (resolve.Reads)
     helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
     checks: tuple = ()  # (spec, the object it must still read)
+    pinned: tuple = ()  # (spec, the int it must still read: the code was unrolled for it)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 
     def read(self, func):
         """The data values to pass after the arguments, read from `func` and its helpers now;
         None if anything the transform relied on has changed (then transform again)."""
         if self._reader is None:
-            self._reader = _reader(self.helpers, self.checks, self.data_specs)
+            self._reader = _reader(self.helpers, self.checks, self.data_specs, self.pinned)
         return self._reader(func)
 
     @property
@@ -89,7 +90,7 @@ def _spec_expr(spec) -> str:
     return text + "".join(f".{attr}" for attr in attrs)
 
 
-def _reader(helpers, checks, data_specs):
+def _reader(helpers, checks, data_specs, pinned=()):
     """A function of the differentiated function returning the data values its transform takes,
     or None where a helper's code or a checked object differs. It is generated once per
     transform (straight-line code: a call reads a few names, cells or defaults and compares a
@@ -103,6 +104,10 @@ def _reader(helpers, checks, data_specs):
     for k, (spec, expected) in enumerate(checks):
         env[f"E{k}"] = expected
         lines.append(f"        if {_spec_expr(spec)} is not E{k}: return None")
+    for k, (spec, number) in enumerate(pinned):
+        env[f"P{k}"] = number
+        read = _spec_expr(spec)
+        lines.append(f"        if type({read}) is not int or {read} != P{k}: return None")
     values = [f"v{k}" for k in range(len(data_specs))]
     lines += [f"        v{k} = {_spec_expr(spec)}" for k, spec in enumerate(data_specs)]
     lines.append("    except (LookupError, AttributeError, ValueError, TypeError):")
@@ -168,6 +173,7 @@ def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
         data_specs=tuple(reads.data),
         helpers=tuple(reads.helpers),
         checks=reads.final_checks(),
+        pinned=tuple(reads.pinned.items()),
     )
     return compiled
 

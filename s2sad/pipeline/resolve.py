@@ -65,6 +65,9 @@ class Reads:
     checks: dict = field(default_factory=dict)  # spec -> the object it must still name
     data: dict = field(default_factory=dict)  # spec -> the parameter that receives it
     helpers: list = field(default_factory=list)  # (spec reaching helper k+1, its code)
+    # spec -> an int the generated code's shape depends on (an unrolled loop's trip count): a
+    # call reading another value is transformed again
+    pinned: dict = field(default_factory=dict)
     spelled: set = field(default_factory=set)  # specs the generated code names itself
     fresh: object = None  # a name allocator's `fresh`, for data parameters that would clash
     taken: object = None  # whether generated code uses a name already (see Resolver.hygiene)
@@ -75,6 +78,10 @@ class Reads:
         if isinstance(value, types.MethodType):  # a new object at each access: its function
             spec, value = spec[:3] + (spec[3] + ("__func__",),), value.__func__
         self.checks.setdefault(spec, value)
+
+    def pin(self, spec, value: int) -> None:
+        if spec is not None:
+            self.pinned.setdefault(spec, value)
 
     def helper(self, spec, func) -> int:
         """The index of inlined helper `func` reached by `spec` (its code is what is checked)."""

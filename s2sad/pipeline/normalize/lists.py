@@ -410,8 +410,11 @@ class Lists(Statements):
         if isinstance(node, (ast.Name, ast.Attribute)):
             if isinstance(node, ast.Name) and node.id in self.locals:
                 return None
-            value = self.resolver.resolve(node)
-            return value if type(value) is int else None
+            value, spec = self.resolver.resolve_spec(node)
+            if type(value) is not int:
+                return None
+            self.resolver.reads.pin(spec, value)  # unrolled for this value: checked at each call
+            return value
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
