@@ -560,3 +560,21 @@ def test_standalone_module_with_user_globals_named_like_private_helpers(tmp_path
     namespace: dict = {}
     exec(compile(text, "<emitted>", "exec"), namespace)
     _same(namespace["grad_f"](X), s2sad.grad(mod.f)(X), "emit")
+
+
+def keyword_adjoints(x):
+    el = np.sin(x)
+    ef = el * 2.0
+    return np.sum(el**2 + ef)
+
+
+def test_an_adjoint_named_like_a_keyword_gets_another_name():
+    """`el` and `ef` have adjoints `del` and `def` by the d-prefix: keywords, so they get a
+    number (the generated code did not parse)."""
+    x = np.linspace(0.1, 1.0, 3)
+    expected = 2 * np.sin(x) * np.cos(x) + 2 * np.cos(x)
+    np.testing.assert_allclose(s2sad.grad(keyword_adjoints)(x), expected, rtol=1e-12)
+    np.testing.assert_allclose(
+        s2sad.jvp(keyword_adjoints)(x, tangent=np.ones(3))[1], np.sum(expected), rtol=1e-12
+    )
+    assert "del2" in s2sad.source(s2sad.grad(keyword_adjoints), x)

@@ -6,6 +6,7 @@ from the allocator normalization filled.
 from __future__ import annotations
 
 import ast
+import keyword
 
 
 class NameAllocator:
@@ -19,7 +20,7 @@ class NameAllocator:
     def fresh(self, base: str) -> str:
         k = self._next.get(base, 1)
         name = base if k == 1 else self._numbered(base, k)
-        while name in self.taken:
+        while name in self.taken or keyword.iskeyword(name):  # `del`, the adjoint of `el`
             k += 1
             name = self._numbered(base, k)
         self._next[base] = k + 1
