@@ -417,3 +417,19 @@ def _central_diag(f, x, h=1e-4):
         e[i] = h
         out[i] = (f(x + e) - 2 * f(x) + f(x - e)) / h**2
     return out
+
+
+def copied_lists(x):
+    a = [x[0], x[1] * 2.0]
+    b = a.copy()
+    b.append(x[2])
+    c = list(a)
+    return np.sum(np.stack(b) ** 2) + c[1] * a[0]
+
+
+def test_a_copy_of_a_list_is_a_list_of_its_own():
+    """`a.copy()` and `list(a)` (an internal error before): appending to the copy leaves `a`."""
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(s2sad.grad(copied_lists)(x), [2.0 + 4.0, 16.0 + 2.0, 6.0])
+    check_vjp(copied_lists, (x,), wrt=0)
+    check_jvp(copied_lists, (x,), wrt=0)

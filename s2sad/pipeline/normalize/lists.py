@@ -509,6 +509,23 @@ class _Expand(ast.NodeTransformer):
 
     def visit_Call(self, node):
         func = node.func
+        if (  # `a.copy()`, `list(a)`: a new list of the same elements (as a literal of them)
+            not node.args
+            and not node.keywords
+            and isinstance(func, ast.Attribute)
+            and func.attr == "copy"
+            and self.known(func.value) is not None
+        ) or (
+            isinstance(func, ast.Name)
+            and func.id == "list"
+            and len(node.args) == 1
+            and not node.keywords
+            and self.known(node.args[0]) is not None
+            and self.norm.resolver.resolve(func) is list
+        ):
+            name = func.value.id if isinstance(func, ast.Attribute) else node.args[0].id
+            literal = self.norm.literal_of(name, node)
+            return ast.copy_location(ast.List(literal.elts, ast.Load()), node)
         if (
             isinstance(func, ast.Name)
             and func.id == "len"
