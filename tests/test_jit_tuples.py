@@ -252,3 +252,20 @@ def test_a_fallback_warning_names_the_users_line_not_the_generated_function():
     texts = [str(w.message) for w in record if issubclass(w.category, JitFallbackWarning)]
     assert texts and all("s2sad.vjp(contracted, jit=True)" in t for t in texts)
     assert all("vjp_contracted" not in t and "np.einsum(" in t for t in texts)
+
+
+def lstsq_every_part(a, b):
+    x, res, rank, sv = np.linalg.lstsq(a, b, rcond=None)
+    return np.sum(x**3) + np.sum(res) + np.sum(sv)
+
+
+def test_a_tuple_result_with_several_parts_read_under_jit_true():
+    """lstsq's four parts, three of them read: jit=True (which runs Python here, lstsq's
+    cotangent having no Numba form) gives Python mode's numbers; its scatter-add of one part
+    into the tuple's cotangent raised a ValueError."""
+    rng = np.random.default_rng(0)
+    a, b = rng.random((4, 3)), rng.random((4, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jitted = s2sad.grad(lstsq_every_part, jit=True)(a, b)
+    np.testing.assert_allclose(jitted, s2sad.grad(lstsq_every_part)(a, b), rtol=1e-12)

@@ -342,7 +342,11 @@ def _reshape_like(g, x):
 
 @helper
 def add_at(a, index, values):
-    """`a[index] += values` with repeated indices adding up (np.add.at, which Numba lacks)."""
+    """`a[index] += values` with repeated indices adding up (np.add.at, which Numba lacks).
+    The cotangent of a tuple result is an array of objects, its parts: one part adds whole."""
+    if np.asarray(a).dtype == object and isinstance(index, (int, np.integer)):
+        a[index] = a[index] + values
+        return
     np.add.at(a, index, values)
 
 
