@@ -420,6 +420,10 @@ def average_1d(x, w):
     return np.average(x, weights=w) ** 2 + np.average(x) * np.average(w)
 
 
+def quantile_list(x):
+    return np.sum(np.quantile(x, [0.1, 0.9]) ** 2)
+
+
 def along_rows(x, i):
     return np.take_along_axis(x, i, axis=-2) * 2.0
 
@@ -439,6 +443,8 @@ JITTED = [  # (function, args, wrt, mode): Numba compiles each primal
     (along_argmax, (M34,), 0, "vjp"),
     (quantile_cube, (V6,), 0, "grad"),  # several quantiles at once
     (quantile_cube, (V6,), 0, "jvp"),
+    (quantile_list, (V6,), 0, "grad"),  # q a list of numbers
+    (quantile_list, (V6,), 0, "jvp"),
     (gather_argmax, (V6,), 0, "grad"),
     (median_cube, (V6,), 0, "grad"),
     (median_cube, (V6,), 0, "jvp"),

@@ -12,11 +12,16 @@ cotangent goes to those two slots with those weights: an even count's median giv
 middle value, a quantile landing exactly on an element gives all of it to that one.
 """
 
+import typing
+
 import numpy as np
 
 from .common import _absent, _array, _axes, _integer
-from .helpers import batched_helper, helper, numba_jitable, numba_of
+from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .registry import ELEMENTWISE, defvjp, explicit, linear
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types  # noqa: F401
 
 # ----------------------------------------------------------------------------- take
 
@@ -280,15 +285,21 @@ def quantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
     return out.reshape(lead + weights.shape[:-1] + kept)
 
 
+@type_test
+def _several(q):
+    """Several quantiles: an array, or a list or tuple of numbers."""
+    return isinstance(q, (types.Array, types.List, types.UniTuple))
+
+
 @numba_of(quantile_vjp)
 def _quantile_vjp(g, a, q, axis=None, keepdims=False, scale=1.0):
-    if not (_array(a) and _absent(axis) and _array(q) == _array(g)):
+    if not (_array(a) and _absent(axis) and _several(q) == _array(g)):
         return None
-    if _array(q):  # several quantiles: each output's cotangent to its two sorted values
+    if _several(q):  # several quantiles: each output's cotangent to its two sorted values
 
         def several(g, a, q, axis=None, keepdims=False, scale=1.0):
             flat = np.ascontiguousarray(a).reshape(-1)
-            qs = np.ascontiguousarray(q).reshape(-1)
+            qs = np.ascontiguousarray(np.asarray(q)).reshape(-1)
             gs = np.ascontiguousarray(g).reshape(-1)
             order = np.argsort(flat, kind="mergesort")  # stable, as NumPy's above
             out = np.zeros(flat.size)
@@ -316,18 +327,18 @@ def _quantile_vjp(g, a, q, axis=None, keepdims=False, scale=1.0):
 def _quantile_jvp(t, a, q, axis=None, keepdims=False, scale=1.0):
     if not (_array(a) and _array(t) and _absent(axis) and t.ndim == a.ndim):
         return None
-    if _array(q):
+    if _several(q):
 
         def several(t, a, q, axis=None, keepdims=False, scale=1.0):
             flat = np.ascontiguousarray(a).reshape(-1)
             tf = np.ascontiguousarray(t).reshape(-1)
-            qs = np.ascontiguousarray(q).reshape(-1)
+            qs = np.ascontiguousarray(np.asarray(q)).reshape(-1)
             order = np.argsort(flat, kind="mergesort")
             out = np.empty(qs.size)
             for k in range(qs.size):
                 lo, hi, gamma = _interpolated(flat.size, qs[k] / scale)
                 out[k] = tf[order[lo]] * (1.0 - gamma) + tf[order[hi]] * gamma
-            return out.reshape(q.shape)
+            return out.reshape(np.asarray(q).shape)
 
         return several
 
