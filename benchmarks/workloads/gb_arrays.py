@@ -24,6 +24,7 @@ under Numba, so they also get the jit table (the tool's --jit).
 
 from __future__ import annotations
 
+import functools
 import types
 
 import numpy as np
@@ -104,12 +105,12 @@ def det_plan(ell: int) -> tuple[list, np.ndarray, np.ndarray]:
     return levels, free[:, 0], free[:, 1]
 
 
-def make_det(plan, reshape=lambda a, shape: a.reshape(shape)):
+def make_det(plan):
     """det(A, ell) for an array module; `plan` is det_plan(ell) in that module's arrays."""
     levels, c0, c1 = plan
 
     def det(A, ell):
-        M = reshape(A, (ell, ell))
+        M = A.reshape((ell, ell))
         terms = None
         for k, (signs, free) in enumerate(levels):
             branch = signs * M[k][free]
@@ -202,18 +203,21 @@ def njit_ode(f, inputs: dict):
     return lambda: compiled["ode_last"](*args)
 
 
+@functools.lru_cache(maxsize=None)
+def _det_for(ell: int, framework: str):
+    """The peer's det for this ell, its index plan built once (outside the timed calls)."""
+    levels, c0, c1 = det_plan(ell)
+    if framework == "torch":
+        import torch
+
+        levels = [(torch.tensor(s), torch.tensor(f)) for s, f in levels]
+        c0, c1 = torch.tensor(c0), torch.tensor(c1)
+    return make_det((levels, c0, c1))
+
+
 def det_factory(framework: str):
     def factory():
-        def det(A, ell):
-            levels, c0, c1 = det_plan(ell)
-            if framework == "torch":
-                import torch
-
-                levels = [(torch.tensor(s), torch.tensor(f)) for s, f in levels]
-                c0, c1 = torch.tensor(c0), torch.tensor(c1)
-            return make_det((levels, c0, c1))(A, ell)
-
-        return det
+        return lambda A, ell: _det_for(ell, framework)(A, ell)
 
     return factory
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-import s2sad
 from benchmarks.gradbench.evals import particle as particle_eval
 from benchmarks.gradbench.evals import saddle as saddle_eval
 
@@ -29,22 +28,12 @@ from .common import Case
 
 
 def _generated() -> None:
-    """The inner derivatives' code, which the evals' objectives call (generated at the eval's
-    first prepare; here once, ahead of the first call of an objective)."""
+    """The inner derivatives' code, which the evals' objectives call: the evals generate it at
+    their first prepare (which also transforms the outer derivative and calls it once)."""
     if particle_eval.grad_potential is None:
-        grad, jvp = s2sad.grad(particle_eval.potential, wrt=(0, 1)), s2sad.jvp(
-            particle_eval.potential, wrt=(0, 1)
-        )
-        particle_eval.grad_potential = particle_eval.gradient_code(grad, 0.0, 8.0, 0.0)
-        particle_eval.jvp_potential = particle_eval.gradient_code(jvp, 0.0, 8.0, 0.0)
+        particle_eval.prepare("rr", {"w": 0.0}, False)
     if saddle_eval.grad_descent_loss is None:
-        loss = saddle_eval.descent_loss
-        saddle_eval.grad_descent_loss = saddle_eval.gradient_code(
-            s2sad.grad(loss, wrt=(0, 1)), 1.0, 1.0, 1.0, 1.0
-        )
-        saddle_eval.jvp_descent_loss = saddle_eval.gradient_code(
-            s2sad.jvp(loss, wrt=(0, 1)), 1.0, 1.0, 1.0, 1.0
-        )
+        saddle_eval.prepare("rr", {"start": [1.0, 1.0]}, False)
 
 
 def particle_inputs() -> dict:
