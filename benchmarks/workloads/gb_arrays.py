@@ -18,8 +18,8 @@ for the eval's derivative. The peers run the same algorithm, written for each fr
   reverse mode generates (the eval's `dir`); JAX: jvp of grad, jitted; PyTorch: torch.func.jvp
   of torch.func.grad; autograd: reverse over reverse (the gradient of sum(J)).
 
-Sizes are from gradbench's defaults (smaller ones with --quick). All cases but kmeans compile
-under Numba, so they also get the jit table (the tool's --jit).
+Sizes are among gradbench's defaults (the smaller ones with --quick; kmeans stops at k = 100).
+All cases but kmeans compile under Numba, so they also get the jit table (the tool's --jit).
 """
 
 from __future__ import annotations
