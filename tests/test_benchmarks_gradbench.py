@@ -15,7 +15,7 @@ import pytest
 import s2sad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.workloads import all_cases, gb_arrays, gb_ht  # noqa: E402
+from benchmarks.workloads import all_cases, gb_arrays, gb_ht
 
 GRADBENCH = [c for c in all_cases("smoke") if c.family == "gradbench"]
 

@@ -203,7 +203,7 @@ def njit_ode(f, inputs: dict):
     return lambda: compiled["ode_last"](*args)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _det_for(ell: int, framework: str):
     """The peer's det for this ell, its index plan built once (outside the timed calls)."""
     levels, c0, c1 = det_plan(ell)
@@ -391,8 +391,10 @@ def cases(mode: str) -> list[Case]:
                 "autograd": build_autograd_kmeans,
             },
             notes=[
-                "J / diag(H) for the centroids (the eval's dir), not a gradient: s2sad jvp over"
-                " its grad code; JAX jvp(grad); torch.func jvp(grad); autograd grad(sum(grad))"
+                (
+                    "J / diag(H) for the centroids (the eval's dir), not a gradient: s2sad jvp over"
+                    " its grad code; JAX jvp(grad); torch.func jvp(grad); autograd grad(sum(grad))"
+                )
             ],
         )
     return out

@@ -276,9 +276,11 @@ def cases(mode: str) -> list[Case]:
                         "autograd": build_autograd,
                     },
                     notes=[
-                        f"Jacobian ({'28' if complicated else '26'} columns), not a gradient: "
-                        "forward mode along the same tangents, s2sad one batched jvp, JAX "
-                        "jit(vmap(jvp)), torch.func vmap(jvp), autograd make_jvp per tangent"
+                        (
+                            f"Jacobian ({'28' if complicated else '26'} columns), not a gradient: "
+                            "forward mode along the same tangents, s2sad one batched jvp, JAX "
+                            "jit(vmap(jvp)), torch.func vmap(jvp), autograd make_jvp per tangent"
+                        )
                     ],
                 )
             )

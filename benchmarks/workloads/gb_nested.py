@@ -188,7 +188,7 @@ def build_torch(f, inputs: dict, wrt):
 def cases(mode: str) -> list[Case]:
     """The same cases in every mode: the evals' own starting points."""
     builders = {"jax": build_jax, "torch": build_torch}
-    common = dict(family="gradbench", size={"start": "eval"}, build=builders)
+    common = {"family": "gradbench", "size": {"start": "eval"}, "build": builders}
     return [
         Case(
             workload="particle",
@@ -201,8 +201,10 @@ def cases(mode: str) -> list[Case]:
                 "autograd": _autograd(make_particle),
             },
             notes=[
-                "one d/dw of the trajectory (reverse over the reverse-mode force, the eval's "
-                "rr) at w = 0; JAX eager grad over the loop, force jit(grad)"
+                (
+                    "one d/dw of the trajectory (reverse over the reverse-mode force, the eval's "
+                    "rr) at w = 0; JAX eager grad over the loop, force jit(grad)"
+                )
             ],
             **common,
         ),
@@ -217,8 +219,10 @@ def cases(mode: str) -> list[Case]:
                 "autograd": _autograd(make_saddle),
             },
             notes=[
-                "one d r1/da through the inner descent (reverse over reverse, the eval's rr) "
-                "at the start (1, 1); JAX eager grad over the loop, inner jit(grad)"
+                (
+                    "one d r1/da through the inner descent (reverse over reverse, the eval's rr) "
+                    "at the start (1, 1); JAX eager grad over the loop, inner jit(grad)"
+                )
             ],
             **common,
         ),
