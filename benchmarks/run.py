@@ -911,7 +911,7 @@ def select(cases, only: str | None):
     if not picked:
         raise SystemExit(
             f"--only {only!r} matches no workload; workloads: "
-            f"{', '.join(workload_names())} (or a family: gmm, lstm, mlp, ba, loops)"
+            f"{', '.join(workload_names())} (or a family: gmm, lstm, mlp, ba, loops, gradbench)"
         )
     return picked
 

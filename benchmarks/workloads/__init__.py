@@ -3,10 +3,10 @@ mode is "smoke" (tiny sizes, for the tests), "quick" or "full"."""
 
 from __future__ import annotations
 
-from . import ba, gmm, loops, lstm, mlp
+from . import ba, gb_arrays, gb_ht, gb_nested, gmm, loops, lstm, mlp
 from .common import PEERS, Case
 
-FAMILIES = (gmm, lstm, mlp, ba, loops)
+FAMILIES = (gmm, lstm, mlp, ba, loops, gb_arrays, gb_ht, gb_nested)
 
 
 def all_cases(mode: str) -> list[Case]:
