@@ -69,7 +69,9 @@ def _derivative(f, mode, targs, tkwargs, args, jit):
     if mode == "jvp":
         wrt = tkwargs.get("wrt", 0)
         picks = wrt if isinstance(wrt, tuple) else (wrt,)
-        tangents = [np.ones_like(np.asarray(args[w], dtype=float)) for w in picks if isinstance(w, int)]
+        tangents = [
+            np.ones_like(np.asarray(args[w], dtype=float)) for w in picks if isinstance(w, int)
+        ]
         if len(tangents) != len(picks):
             raise TypeError("named wrt: skipped")
         return _flat(transform(*copy.deepcopy(args), *tangents))

@@ -110,7 +110,11 @@ def uses_method_without_rule(x):
 
 @pytest.mark.parametrize(
     "func, name",
-    [(calls_helper, "helper"), (differences, "np.gradient"), (uses_method_without_rule, ".repeat()")],
+    [
+        (calls_helper, "helper"),
+        (differences, "np.gradient"),
+        (uses_method_without_rule, ".repeat()"),
+    ],
 )
 def test_no_rule_names_the_function_and_points_to_register_vjp(func, name):
     with pytest.raises(s2sad.NoRuleError) as info:

@@ -99,7 +99,7 @@ def cell(a, b):
 
 def tuple_of_items(x):
     s = np.zeros(4)
-    (s[0], s[1]) = cell(x[0], x[1])
+    s[0], s[1] = cell(x[0], x[1])
     s[2], s[3] = x[2], x[0] * x[3]
     return np.sum(s * s)
 
@@ -186,6 +186,7 @@ def integrate(y0, h):
 def make_field(a):
     def field(y):
         return a * np.cos(y) * y
+
     return field
 
 

@@ -4,7 +4,6 @@ through a differentiated exponent and the nan-reductions, against central differ
 gradient; np.sinc's third derivative (the tangent of the helper a Hessian calls) against central
 differences."""
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
