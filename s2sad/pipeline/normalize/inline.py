@@ -93,13 +93,8 @@ class Inlining(ControlFlow):
                 return
         super().if_(node)
 
-    def inline(self, node: ast.Call, base: str) -> ast.expr:
-        target = self.inlinable(node.func)
-        if not self.mentions_varied(node):
-            if isinstance(target, (ast.FunctionDef, ast.Lambda)) or ir.tree_call(node.func):
-                pass  # local functions have no global name, and trees' leaves need the callee's
-            else:
-                return self.rename(node)
+    def refuse_deep_recursion(self, target, node: ast.Call) -> None:
+        """Refuse `target` called inside itself deeper than s2sad unrolls."""
         if sum(t is target for t in self.inlining) >= MAX_RECURSION:
             raise self.parsed.error(
                 UnsupportedSyntaxError,
@@ -110,6 +105,15 @@ class Inlining(ControlFlow):
                 hint="pass the depth as a constant (`power(x, 3)`), or write the recursion as "
                 "a loop",
             )
+
+    def inline(self, node: ast.Call, base: str) -> ast.expr:
+        target = self.inlinable(node.func)
+        if not self.mentions_varied(node):
+            if isinstance(target, (ast.FunctionDef, ast.Lambda)) or ir.tree_call(node.func):
+                pass  # local functions have no global name, and trees' leaves need the callee's
+            else:
+                return self.rename(node)
+        self.refuse_deep_recursion(target, node)
         if any(isinstance(a, ast.Starred) for a in node.args) or any(
             k.arg is None for k in node.keywords
         ):
@@ -138,15 +142,7 @@ class Inlining(ControlFlow):
             call = ast.Call(func, [func.value, *node.args], node.keywords)
             node = ast.copy_location(call, node)
             target = target.__func__
-            if sum(t is target for t in self.inlining) >= MAX_RECURSION:
-                raise self.parsed.error(
-                    UnsupportedSyntaxError,
-                    f"s2sad unrolls a recursive method only where integer constants decide its "
-                    f"depth (at most {MAX_RECURSION} calls deep): here its depth is not known "
-                    "when the function is transformed",
-                    node,
-                    hint="write the recursion as a loop",
-                )
+            self.refuse_deep_recursion(target, node)
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
