@@ -433,3 +433,25 @@ def test_a_copy_of_a_list_is_a_list_of_its_own():
     np.testing.assert_allclose(s2sad.grad(copied_lists)(x), [2.0 + 4.0, 16.0 + 2.0, 6.0])
     check_vjp(copied_lists, (x,), wrt=0)
     check_jvp(copied_lists, (x,), wrt=0)
+
+
+def element_written_in_place(x):
+    y = x * 1.0
+    parts = [y[0:2], y[2:4]]
+    parts[0][0] = 5.0
+    return np.sum(y**2)
+
+
+def element_added_to_in_place(x):
+    y = x * 1.0
+    parts = [y[0:2], y[2:4]]
+    parts[1][0] += x[0]
+    return np.sum(y**2)
+
+
+@pytest.mark.parametrize("f", [element_written_in_place, element_added_to_in_place])
+def test_a_write_into_a_lists_element_is_refused(f):
+    """The elements are views of `y`: a write through one changes `y`, which s2sad does not
+    follow (the first gave the gradient [10, 4, 6, 8] where it is [0, 4, 6, 8])."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="writes into an element of the list"):
+        s2sad.grad(f)(np.arange(1.0, 5.0))

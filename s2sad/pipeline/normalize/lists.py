@@ -173,6 +173,7 @@ class Lists(Statements):
     # ------------------------------------------------------------------ list statements
     def list_statement(self, node: ast.stmt) -> bool:
         """`name = [...]`, `q = name`, `name.append(v)`, `name[k] = v`: handled here, or False."""
+        self.refuse_writes_into_elements(node)
         if isinstance(node, ast.Assign) and len(node.targets) == 1:
             target, value = node.targets[0], node.value
             if isinstance(target, ast.Name):
@@ -242,6 +243,26 @@ class Lists(Statements):
                     "use append, or a new list (`parts = parts + [v]`)",
                 )
         return False
+
+    def refuse_writes_into_elements(self, node: ast.stmt) -> None:
+        """`parts[0][1] = v`, `parts[0].x = v`, `parts[0][1] += v`: a write into an element the
+        list holds by reference, which may be a view of another array."""
+        targets = [node.target] if isinstance(node, ast.AugAssign) else []
+        for part in ast.walk(ast.Tuple(getattr(node, "targets", targets), ast.Store())):
+            inner = getattr(part, "value", None)
+            if isinstance(part, (ast.Subscript, ast.Attribute)) and isinstance(
+                inner, ast.Subscript
+            ):
+                known = self.lists.get(getattr(inner.value, "id", None))
+                if known is not None and known.varied:
+                    raise self.list_error(
+                        node,
+                        f"`{ast.unparse(part)}` writes into an element of the list "
+                        f"`{inner.value.id}` in place; the list holds it by reference and it may "
+                        "share memory with another array, and s2sad does not follow writes "
+                        "through such aliases",
+                        "write into the array itself, or put copies in the list (`.copy()`)",
+                    )
 
     def alias_list(self, name: str, value: ast.expr) -> bool:
         """`q = parts`: `q` is the same list (a change through either shows through both)."""
