@@ -715,3 +715,25 @@ def test_example_mlp_dict_trains_and_its_gradient_is_right():
     assert_tree_close(g, fd_grad(example.loss, small, 0), params)
     _, losses = example.train(steps=60)
     assert losses[-1] < 0.5 * losses[0]
+
+
+def writes_into_a_leaf(p, x):
+    p["W"][1] = 3.0
+    return np.sum(p["W"] * x)
+
+
+def writes_into_a_copy_of_a_leaf(p, x):
+    w = p["W"].copy()
+    w[1] = 3.0
+    return np.sum(w * x) + np.sum(p["W"] ** 2)
+
+
+def test_a_write_into_a_trees_leaf_is_refused_and_a_copy_works():
+    """`p["W"][1] = v` gave the gradient [1, 2, 3] where it is [1, 0, 3]: refused, with the
+    copy as the way out."""
+    x = np.arange(1.0, 4.0)
+    params = {"W": np.array([0.5, 1.5, 2.5])}
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"write into a parameter tree"):
+        s2sad.grad(writes_into_a_leaf)(params, x)
+    got = s2sad.grad(writes_into_a_copy_of_a_leaf)(params, x)["W"]
+    np.testing.assert_allclose(got, [1.0 + 1.0, 0.0 + 3.0, 3.0 + 5.0])

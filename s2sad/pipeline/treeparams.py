@@ -292,11 +292,12 @@ class _Rewriter(TreeExpressions):
             self.store(target.value, nested)
         else:  # a subscript or attribute: the base must not be a tree
             base = self.value(target.value)
-            if isinstance(base, Node):
+            if isinstance(base, (Node, str)):  # the tree, or one of its leaves
                 raise self.refuse(
                     target,
-                    f"s2sad does not write into a parameter tree ({base.text})",
-                    hint="build new arrays from its leaves instead of assigning into it",
+                    f"s2sad does not write into a parameter tree ({ast.unparse(target.value)})",
+                    hint="build new arrays from its leaves instead of assigning into it (or "
+                    f"write into a copy: `w = {ast.unparse(target.value)}.copy()`)",
                 )
             target.value = self.expr_of(base, target.value)
             if isinstance(target, ast.Subscript):
