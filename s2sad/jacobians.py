@@ -308,6 +308,8 @@ class Hessian:
 
             stacked = np.moveaxis(np.array(self._forward(bound, columns)), 0, -1)
         result = np.reshape(stacked, np.shape(x) + np.shape(x))
+        if isinstance(x, np.generic):  # a NumPy scalar gets its own scalar type back
+            return result.astype(np.result_type(x, np.float32))[()]
         return (
             float(result) if isinstance(x, float) else result.astype(np.result_type(x, np.float32))
         )

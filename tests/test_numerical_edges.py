@@ -326,3 +326,17 @@ def test_non_contiguous_and_read_only_inputs_come_back_untouched(layout):
     )
     assert np.array_equal(base, np.linspace(-1.0, 1.0, 24).reshape(4, 6))
     assert g[0].shape == x.shape and g[0].flags.writeable and not np.shares_memory(g[0], x)
+
+
+def cubed(x):
+    return x**3
+
+
+@pytest.mark.parametrize("x", [np.float32(1.5), np.float64(1.5), 1.5, np.array(1.5, np.float32)])
+def test_a_hessian_has_its_arguments_kind(x):
+    """A NumPy scalar's Hessian is that scalar type (a float32 one was a 0-d array), a Python
+    float's a float, a 0-d array's a 0-d array."""
+    h = s2sad.hessian(cubed)(x)
+    assert type(h) is (type(x) if not isinstance(x, np.ndarray) else np.ndarray)
+    assert np.asarray(h).dtype == np.asarray(x).dtype and np.shape(h) == ()
+    assert h == pytest.approx(9.0)
