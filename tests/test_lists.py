@@ -15,7 +15,7 @@ from hypothesis.extra.numpy import array_shapes
 
 import s2sad
 from conftest import check_jvp, check_vjp, rand
-from test_derivatives import fd_hessian
+from test_derivatives import fd_hessian, fd_jacobian
 from test_jacobian_batched import check
 
 STEPS = 4  # a global trip count: known when the function is transformed
@@ -383,8 +383,10 @@ def test_a_global_trip_count_is_read_at_each_call(f, monkeypatch):
         monkeypatch.setattr(sys.modules[__name__], "TRIP", trip)
         monkeypatch.setattr(sys.modules[__name__], "PIECES", pieces)
         check_vjp(f, (x,), wrt=0)
-        np.testing.assert_allclose(grad(x), _central(f, x), rtol=1e-6, atol=1e-8)
-        np.testing.assert_allclose(jvp(x, tangent=np.ones(6))[1], np.sum(_central(f, x)), rtol=1e-6)
+        np.testing.assert_allclose(grad(x), fd_jacobian(f, x), rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(
+            jvp(x, tangent=np.ones(6))[1], np.sum(fd_jacobian(f, x)), rtol=1e-6
+        )
         np.testing.assert_allclose(np.diag(hess(x)), _central_diag(f, x), rtol=1e-4, atol=1e-4)
 
 
@@ -401,16 +403,9 @@ def test_a_closure_trip_count_is_a_transform_of_its_own():
         np.testing.assert_allclose(s2sad.grad(four, jit=True)(x), [0.6, 3.4, 2.2, 1.8])
 
 
-def _central(f, x, h=1e-6):
-    out = np.zeros_like(x)
-    for i in range(x.size):
-        e = np.zeros_like(x)
-        e[i] = h
-        out[i] = (f(x + e) - f(x - e)) / (2 * h)
-    return out
-
-
 def _central_diag(f, x, h=1e-4):
+    """The Hessian's diagonal by second differences of `f` itself (fd_hessian differences
+    s2sad's own gradient, which these tests check too)."""
     out = np.zeros_like(x)
     for i in range(x.size):
         e = np.zeros_like(x)

@@ -401,8 +401,13 @@ def _plain_cross(g, a, b, lead, axes):
     """Whether a cross product's cotangent is of arrays of 3-vectors along their last axes,
     broadcasting against each other as Numba's np.cross does."""
     arrays = _array(a) and _array(b) and _cotangent(g)
-    defaults = all(_given_as(t, v) for t, v in zip(axes, (-1, -1, -1, None)))
-    return arrays and defaults and _given_as(lead, None)
+    return arrays and _last_axes(axes) and _given_as(lead, None)
+
+
+@type_test
+def _last_axes(axes):
+    """Whether np.cross's axisa, axisb, axisc and axis are their defaults (the last axes)."""
+    return all(_given_as(t, v) for t, v in zip(axes, (-1, -1, -1, None)))
 
 
 @numba_jitable
@@ -454,8 +459,7 @@ def crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 
 @numba_of(crossed)
 def _crossed(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    defaults = all(_given_as(t, v) for t, v in zip((axisa, axisb, axisc, axis), (-1, -1, -1, None)))
-    if not (_array(a) and _array(b) and defaults):
+    if not (_array(a) and _array(b) and _last_axes((axisa, axisb, axisc, axis))):
         return None
     return lambda a, b, axisa=-1, axisb=-1, axisc=-1, axis=None: np.cross(a, b)
 
