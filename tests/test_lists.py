@@ -237,7 +237,16 @@ def element_updated_in_place(x):
     return np.concatenate(parts)
 
 
+def pieces_held_in_a_variable(x):
+    ps = np.split(x, 3)
+    s = 0.0
+    for q in ps:
+        s = s + np.sum(q**2)
+    return s
+
+
 REFUSED = [
+    (pieces_held_in_a_variable, (r(6),), "np.split's pieces"),
     (element_changed_in_place, (r(3),), "share"),
     (element_updated_in_place, (r(3),), "in place"),
     (appended_in_a_loop_of_unknown_count, (r(3), 2), "trip count is known"),

@@ -16,7 +16,7 @@ import os
 from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
-from ..errors import NestingTooDeepError, NonScalarOutputError
+from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .activity import active_names
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -164,6 +164,7 @@ def _reverse_mode(
         | names_mentioned(adjoint.grads)
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
+    _refuse_list_cotangents(parsed, adjoint.stmts)
     if jit:
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
         primal = lower_for_numba(primal, shapes.of)
@@ -184,6 +185,27 @@ def _reverse_mode(
         data=list(resolver.reads.data.values()),
     )
     return source, name
+
+
+def _refuse_list_cotangents(parsed, stmts) -> None:
+    """A loop over np.split's pieces held in a variable (or a branch reading them) would start
+    their flat cotangent from zero and add into it piece by piece, which s2sad does not do: the
+    adjoint code keeps a call that raises, so refuse it now, at the user's line."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == _LIST_ZEROS:
+                where = ir.src_parsed(stmt) or parsed
+                raise where.error(
+                    UnsupportedSyntaxError,
+                    "s2sad does not follow the cotangent of a list of arrays (np.split's "
+                    "pieces) through a loop over it, or through a branch reading it",
+                    ir.src(stmt),
+                    hint="read the pieces by index outside the loop (a, b, c = np.split(x, 3)), "
+                    "or loop over the split directly: for piece in np.split(x, 3):",
+                )
+
+
+_LIST_ZEROS = "list_cotangent_zeros"
 
 
 def _tapes(norm, adjoint, shapes, jit: bool):
