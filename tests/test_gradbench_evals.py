@@ -4,7 +4,9 @@ its objective, the objective matches a direct NumPy computation, and the outputs
 JSON layout. particle and saddle are nested (a derivative inside a descent that is
 differentiated again): their outer derivatives, in all four mode pairs, match central
 differences of the differentiated function, and their results match the values gradbench's
-evals expect. One case runs under jit=True (saddle rr, nested generated code compiled)."""
+evals expect. kmeans' Hessian diagonal (forward over reverse along ones) is the dense Hessian's
+diagonal and central differences of its gradient. Two cases run under jit=True (saddle rr,
+nested generated code compiled; kmeans dir)."""
 
 from __future__ import annotations
 
