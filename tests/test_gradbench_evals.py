@@ -4,7 +4,9 @@ its objective, the objective matches a direct NumPy computation, and the outputs
 JSON layout. particle and saddle are nested (a derivative inside a descent that is
 differentiated again): their outer derivatives, in all four mode pairs, match central
 differences of the differentiated function, and their results match the values gradbench's
-evals expect. One case runs under jit=True (saddle rr, nested generated code compiled)."""
+evals expect. kmeans' Hessian diagonal (forward over reverse along ones) is the dense Hessian's
+diagonal and central differences of its gradient. Two cases run under jit=True (saddle rr,
+nested generated code compiled; kmeans dir)."""
 
 from __future__ import annotations
 
@@ -116,6 +118,44 @@ def test_kmeans(k, n, d):
     # the Hessian is twice each cluster's size, on the diagonal
     sizes = np.bincount(np.argmin(((points[:, None] - centroids) ** 2).sum(2), axis=1), None, k)
     assert np.allclose(H, 2.0 * sizes[:, None], rtol=1e-5)
+
+
+def test_kmeans_hessian_diagonal_is_the_dense_hessians():
+    """H ones, forward mode over the gradient code (what `dir` divides by), is the diagonal of
+    the dense Hessian (s2sad.hessian), which is diagonal, and central differences of the
+    gradient give both: the Hessian column of each centroid coordinate."""
+    rng = np.random.default_rng(5)
+    input = kmeans_input(rng, 3, 20, 2)
+    points, centroids = np.array(input["points"]), np.array(input["centroids"])
+    J, diagonal = kmeans.gradient_and_hvp(points, centroids, False)(np.ones_like(centroids))
+    dense = s2sad.hessian(kmeans.cost, wrt=1)(points, centroids).reshape(6, 6)
+    np.testing.assert_array_equal(diagonal.ravel(), np.diag(dense))
+    np.testing.assert_array_equal(dense, np.diag(np.diag(dense)))  # diagonal, as the eval says
+    gradient = s2sad.grad(kmeans.cost, wrt="centroids")
+    assert np.allclose(J, gradient(points, centroids), rtol=1e-14)
+    h = 1e-4
+    for j in range(6):
+        step = np.zeros(6)
+        step[j] = h
+        step = step.reshape(3, 2)
+        column = (gradient(points, centroids + step) - gradient(points, centroids - step)) / (2 * h)
+        assert np.allclose(column.ravel(), dense[:, j], rtol=1e-8, atol=1e-8)
+    # each coordinate's entry is twice the number of points nearest that centroid
+    sizes = np.bincount(kmeans.nearest(points, centroids), minlength=3)
+    np.testing.assert_array_equal(diagonal, 2.0 * np.repeat(sizes, 2).reshape(3, 2))
+
+
+def test_kmeans_jit_gives_the_numbers_of_numpy_mode():
+    rng = np.random.default_rng(6)
+    input = kmeans_input(rng, 4, 5000, 3)  # more points than one block of `nearest`
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a JitFallbackWarning would fail here
+        jitted = np.array(evaluate(kmeans, "dir", input, jit=True))
+    np.testing.assert_allclose(jitted, evaluate(kmeans, "dir", input), rtol=1e-13, atol=1e-15)
+    points = np.array(input["points"])
+    nearest = kmeans.nearest(points, np.array(input["centroids"]))
+    means = np.array([points[nearest == j].mean(axis=0) for j in range(4)])
+    np.testing.assert_allclose(jitted, np.array(input["centroids"]) - means, rtol=1e-12)
 
 
 @pytest.mark.parametrize("ell", [1, 2, 3, 5])

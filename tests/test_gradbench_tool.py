@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.gradbench import tool
+from benchmarks.gradbench import checks, tool
 from benchmarks.gradbench.evals import ba, gmm, hello, ht, lstm, ode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -314,6 +314,34 @@ def test_ht_small_rotation_branch():
     assert np.all(jacobian[:, :3] == 0) and np.all(np.isfinite(jacobian))
     expected = central(lambda i: run_eval(ht, "objective", i), input, [("theta", 5)])
     assert_close(jacobian[:, 5:6], expected)
+
+
+# ----------------------------------------------------------------------------- timings' checks
+
+
+def test_timings_checks_pass_right_outputs_and_catch_wrong_ones():
+    """timings.py checks each output at gradbench's default sizes against an independent
+    reference (checks.py): the tool's outputs pass, and a slightly wrong one is caught."""
+    rng = np.random.default_rng(3)
+    points = rng.random((40, 2))
+    cases = [
+        ("lse", "gradient", {"x": rng.random(7).tolist()}),
+        ("llsq", "gradient", {"x": rng.random(4).tolist(), "n": 9}),
+        ("det", "gradient", {"A": rng.random(16).tolist(), "ell": 4}),
+        ("kmeans", "dir", {"points": points.tolist(), "centroids": points[-3:].tolist()}),
+        ("kmeans", "cost", {"points": points.tolist(), "centroids": points[-3:].tolist()}),
+        ("ode", "gradient", {"x": rng.random(6).tolist(), "s": 4}),
+        ("hello", "double", 3.0),
+    ]
+    for name, function, input in cases:
+        module = tool.Tool().load(name)
+        output = run_eval(module, function, input)
+        assert checks.check(name, function, input, output) == "ok", name
+        wrong = np.asarray(output) * (1 + 1e-4) + 1e-6
+        assert checks.check(name, function, input, wrong.tolist()).startswith("WRONG"), name
+    assert checks.check("particle", "rr", {"w": 0.0}, checks.PARTICLE) == "ok"
+    assert checks.check("saddle", "rr", {"start": [1.0, 1.0]}, [0.1] * 4).startswith("WRONG")
+    assert checks.check("gmm", "jacobian", {}, [0.0]) == "-"  # (the tests check gmm)
 
 
 # ----------------------------------------------------------------------------- protocol

@@ -15,11 +15,15 @@ for the eval's derivative. The peers run the same algorithm, written for each fr
   steps with lax.fori_loop, the others with a Python loop;
 - `kmeans`: J / H for the centroids, J the gradient of sum_i min_j |P_i - C_j|^2 and H the
   Hessian's diagonal (Hessian-vector product with ones). s2sad: forward mode over the code its
-  reverse mode generates (the eval's `dir`); JAX: jvp of grad, jitted; PyTorch: torch.func.jvp
-  of torch.func.grad; autograd: reverse over reverse (the gradient of sum(J)).
+  reverse mode generates (the eval's `dir`), the cost written with each point's nearest centroid
+  by index (np.argmin), so that the derivatives sweep (n, d) arrays; the peers as gradbench's
+  own JAX and PyTorch tools write it, a min over the (n, k) all-pairs distance matrix, and
+  JAX: jvp of grad, jitted; PyTorch: torch.func.jvp of torch.func.grad; autograd: reverse over
+  reverse (the gradient of sum(J)).
 
-Sizes are among gradbench's defaults (the smaller ones with --quick; kmeans stops at k = 100).
-All cases but kmeans compile under Numba, so they also get the jit table (the tool's --jit).
+Sizes are among gradbench's defaults (the smaller ones with --quick; with the full run, the
+largest default of each). All cases compile under Numba, so they also get the jit table (the
+tool's --jit).
 """
 
 from __future__ import annotations
@@ -47,14 +51,16 @@ SIZES = {
         "ode": [(1000, 100)],
         "kmeans": [(100, 10000, 8)],
     },
-    "full": {
+    "full": {  # a middle size and the largest of gradbench's defaults
         "lse": [10000, 1280000],
         "llsq": [(128, 1024), (128, 16392)],
-        "det": [7, 9],
-        "ode": [(1000, 100), (100000, 10)],
-        "kmeans": [(100, 10000, 8), (100, 100000, 16)],  # k = 1000: an 800 MB (n, k) matrix
+        "det": [7, 11],
+        "ode": [(1000, 100), (100000, 100)],
+        "kmeans": [(100, 10000, 8), (1000, 100000, 16)],
     },
 }
+# autograd's reverse over reverse keeps many (n, k) matrices: 800 MB each at n = 100000
+KMEANS_AUTOGRAD_N = 10000
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -188,19 +194,27 @@ def jax_ode():
     return ode
 
 
-def njit_ode(f, inputs: dict):
-    """numba.njit of the eval's ode_last, whose helpers (ode_solve, ode_rhs) are plain Python
-    functions Numba cannot call: each is compiled with its helpers' compiled versions in its
-    globals (s2sad's jit inlines them instead)."""
-    import numba
+def njit_chain(module, names: tuple[str, ...]):
+    """numba.njit of `module`'s function names[-1], whose helpers names[:-1] (in the order they
+    call each other) are plain Python functions Numba cannot call: each is compiled with its
+    helpers' compiled versions in its globals (s2sad's jit inlines them instead)."""
 
-    compiled = {}
-    for name in ("ode_rhs", "ode_solve", "ode_last"):
-        fn = getattr(ode_eval, name)
-        scope = {**fn.__globals__, **compiled}
-        compiled[name] = numba.njit(types.FunctionType(fn.__code__, scope, name))
-    args = list(inputs.values())
-    return lambda: compiled["ode_last"](*args)
+    def build(f, inputs: dict):
+        import numba
+
+        compiled = {}
+        for name in names:
+            fn = getattr(module, name)
+            scope = {**fn.__globals__, **compiled}
+            compiled[name] = numba.njit(types.FunctionType(fn.__code__, scope, name))
+        args = list(inputs.values())
+        return lambda: compiled[names[-1]](*args)
+
+    return build
+
+
+njit_ode = njit_chain(ode_eval, ("ode_rhs", "ode_solve", "ode_last"))
+njit_kmeans = njit_chain(kmeans_eval, ("nearest", "cost"))
 
 
 @functools.cache
@@ -263,27 +277,27 @@ def _one(result):
     return (np.asarray(result, dtype=np.float64),)
 
 
-def build_s2sad_kmeans(f, inputs: dict, wrt):
-    """The eval's `dir`: prepare() transforms (grad, then jvp over the generated gradient code)
-    and runs it once; it is called at the row's first call, so that the first call includes
-    the transforms. The probe, which the runner times with empty caches, does the two
-    transforms alone."""
-    points, centroids = inputs["points"], inputs["centroids"]
+def build_s2sad_kmeans(f, inputs: dict, wrt, jit: bool = False):
+    """The eval's `dir`: prepare() transforms (grad, then jvp over the generated gradient code,
+    compiled under jit) and runs it once; it is called at the row's first call, so that the
+    first call includes the transforms. The probe, which the runner times with empty caches,
+    does the two transforms alone (without Numba's compile)."""
     prepared = []
 
     def run():
         if not prepared:
-            prepared.append(kmeans_eval.prepare("dir", inputs, False))
+            prepared.append(kmeans_eval.prepare("dir", inputs, jit))
         return prepared[0]()
 
     def probe():
-        generated, data = kmeans_eval.gradient_code(
-            s2sad.grad(kmeans_eval.cost, wrt="centroids"), points, centroids
-        )
-        hvp = s2sad.jvp(generated, wrt=1)
-        hvp.specialized(hvp._bind((points, centroids, *data), {}))
+        both = kmeans_eval.gradient_and_hvp(inputs["points"], inputs["centroids"], False)
+        both(np.ones_like(inputs["centroids"]))
 
     return run, _one, probe
+
+
+def build_s2sad_kmeans_jit(f, inputs: dict, wrt):
+    return build_s2sad_kmeans(f, inputs, wrt, jit=True)
 
 
 def build_jax_kmeans(f, inputs: dict, wrt):
@@ -377,6 +391,7 @@ def cases(mode: str) -> list[Case]:
             notes=["RK4 over the state array; JAX: lax.fori_loop over the steps"],
         )
     for k, n, d in sizes["kmeans"]:
+        reduced = {"autograd": {"k": k, "n": KMEANS_AUTOGRAD_N, "d": d}}
         add(
             "kmeans",
             {"k": k, "n": n, "d": d},
@@ -384,16 +399,22 @@ def cases(mode: str) -> list[Case]:
             kmeans_eval.cost,
             ("centroids",),
             {"jax": kmeans_jax, "torch": kmeans_torch, "autograd": kmeans_autograd},
+            jit=True,
             build={
                 "s2sad": build_s2sad_kmeans,
+                "s2sad-jit": build_s2sad_kmeans_jit,
+                "numba-primal": njit_kmeans,
                 "jax": build_jax_kmeans,
                 "torch": build_torch_kmeans,
                 "autograd": build_autograd_kmeans,
             },
+            reduced=reduced if n > KMEANS_AUTOGRAD_N else {},
             notes=[
                 (
                     "J / diag(H) for the centroids (the eval's dir), not a gradient: s2sad jvp over"
-                    " its grad code; JAX jvp(grad); torch.func jvp(grad); autograd grad(sum(grad))"
+                    " its grad code, the cost by each point's nearest centroid (np.argmin); the"
+                    " peers' cost a min over the (n, k) distances, as gradbench's tools write it:"
+                    " JAX jvp(grad); torch.func jvp(grad); autograd grad(sum(grad))"
                 )
             ],
         )

@@ -29,7 +29,7 @@ from benchmarks.gradbench.forward import Columns
 from .common import Case, rng_for
 
 BONES, VERTICES, TRIANGLES, N_THETA = 22, 544, 1084, 26
-SIZES = {"smoke": [5], "quick": [1600], "full": [1600, 12800]}
+SIZES = {"smoke": [5], "quick": [1600], "full": [192, 1600, 12800]}  # 192: gradbench's hand2
 AUTOGRAD_NPTS = {"quick": 200, "full": 200}  # its per-tangent forward passes are slow
 
 

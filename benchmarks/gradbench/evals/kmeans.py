@@ -3,12 +3,24 @@
     cost(P, C) = sum_i min_j |P_i - C_j|^2
 
 Functions: `cost` (a float) and `dir`, the gradient J of the cost with respect to the centroids
-divided elementwise by the Hessian's diagonal H (the Hessian is diagonal, so J H^-1 is J / H),
-as a list of k rows of d numbers. H is the Hessian-vector product with a vector of ones: forward
-mode (s2sad.jvp) applied to the gradient code s2sad.grad writes (forward over reverse).
+divided elementwise by the Hessian's diagonal H, as a list of k rows of d numbers.
 
-jit=True changes nothing here (Numba cannot compile np.min over an axis), so the tool's jit mode
-runs the NumPy code.
+The Hessian is diagonal in the centroids' coordinates (each point's term moves only its nearest
+centroid's own coordinates, quadratically), so its diagonal is the Hessian-vector product with
+a vector of ones: forward mode (s2sad.jvp) over the gradient code s2sad.grad writes (forward
+over reverse), one sweep, no dense Hessian. gradbench's own tools take the same route: its JAX
+tool (python/gradbench/gradbench/tools/jax/kmeans.py) takes `jax.jvp` of `jax.grad` of the cost
+along ones, its PyTorch one (python/gradbench/gradbench/pytorch/kmeans.py)
+`torch.autograd.functional.vhp` with ones.
+
+The cost is written with each point's nearest centroid by index: `nearest` is an integer array
+(np.argmin, which s2sad does not differentiate through), the cost the squared distances to
+those centroids. Its value and its derivatives are those of the min over all pairs (at a point
+with no tie, which centroid is nearest does not change under a small step), but the arrays the
+derivatives keep and sweep are (n, d), where the min over an (n, k) distance matrix keeps and
+sweeps (n, k) ones: at gradbench's largest default size (k = 1000, n = 100000) each of those
+is 800 MB, and forward over reverse needed a dozen. `nearest` computes the distances a block of
+points at a time. Both transforms compile under jit=True.
 """
 
 from __future__ import annotations
@@ -17,22 +29,43 @@ import numpy as np
 
 import s2sad
 
+FUNCTIONS = ("cost", "dir")
+BLOCK = 4096  # points per block of the distance matrix: BLOCK x k distances at a time
+
+
+def nearest(points, centroids):
+    """The index of each point's nearest centroid (|p - c|^2 = |p|^2 + |c|^2 - 2 p.c, and |p|^2
+    is the same for every centroid), computed a block of points at a time."""
+    c2 = np.sum(centroids**2, axis=1)
+    n = points.shape[0]
+    out = np.zeros(n, dtype=np.int64)
+    for start in range(0, n, BLOCK):
+        block = points[start : start + BLOCK]
+        dists = c2[None, :] - 2.0 * (block @ centroids.T)
+        out[start : start + BLOCK] = np.argmin(dists, axis=1)
+    return out
+
 
 def cost(points, centroids):
     """Sum over the points of the squared distance to the nearest centroid."""
-    # |p - c|^2 = |p|^2 + |c|^2 - 2 p.c for every pair at once: an (n, k) matrix
-    p2 = np.sum(points**2, axis=1)
-    c2 = np.sum(centroids**2, axis=1)
-    dists = p2[:, None] + c2[None, :] - 2.0 * (points @ centroids.T)
-    return np.sum(np.min(dists, axis=1))
+    diff = points - centroids[nearest(points, centroids)]
+    return np.sum(diff**2)
 
 
-def gradient_code(transformed, *args):
-    """The function s2sad generated for `transformed` (specialized on these arguments), and
-    the values of the user's data it takes after them: plain Python that s2sad can read again
-    (s2sad cannot yet transform a call to a transformed function, issue #15)."""
-    compiled, data = transformed.prepared(transformed._bind(args, {}))
-    return compiled.functions[compiled.name], data
+def gradient_and_hvp(points, centroids, jit: bool):
+    """`(v) -> (J, H v)` at these points and centroids: J the cost's gradient with respect to
+    the centroids, H v its Hessian-vector product, by one forward-mode sweep over the gradient
+    code (forward over reverse).
+
+    Transforms do not compose yet (issue #15: `s2sad.jvp(s2sad.grad(cost, wrt="centroids"),
+    wrt="centroids")`), so this reaches s2sad's internals for the generated gradient code (its
+    `prepared` specialization and `compiled.functions`): plain Python that s2sad.jvp reads like
+    any function. This function is the one place to switch to the composed public API."""
+    gradient = s2sad.grad(cost, wrt="centroids")
+    compiled, data = gradient.prepared(gradient._bind((points, centroids), {}))
+    generated = compiled.functions[compiled.name]
+    hvp = s2sad.jvp(generated, wrt=1, jit=jit)
+    return lambda v: hvp(points, centroids, *data, tangent=v)
 
 
 def prepare(function: str, input: dict, jit: bool):
@@ -41,14 +74,11 @@ def prepare(function: str, input: dict, jit: bool):
     if function == "cost":
         run = lambda: cost(points, centroids)  # noqa: E731
     elif function == "dir":
-        generated, data = gradient_code(s2sad.grad(cost, wrt="centroids"), points, centroids)
-        # forward over the gradient code; NumPy mode in both modes: Numba has no
-        # np.min(..., axis=), and jit=True would warn and run this same Python code
-        hvp = s2sad.jvp(generated, wrt=1)
+        both = gradient_and_hvp(points, centroids, jit)
         ones = np.ones_like(centroids)
 
         def run():
-            j, h = hvp(points, centroids, *data, tangent=ones)
+            j, h = both(ones)  # H ones = the diagonal, H being diagonal
             return j / h
 
     else:
