@@ -19,6 +19,7 @@ from .normalize import NameAllocator
 from .names import names_mentioned, simple_statements
 from .nodes import batched_slice, call_of, load_name
 from ..rules.batching import batch_adjoint
+from ..rules.helpers import BATCH_SAFE, BATCHED_NAME, RUNTIME
 from ..rules.registry import EXPLICIT, LINEAR, MULTILINEAR, kind_of, signature_of
 from ..rules.indexing import getitem, is_add_at
 
@@ -150,7 +151,7 @@ class Forward:
             return set(), []
         if op.kind == "setitem":
             return ({op.operands[0][2]} if op.operands else set()), [op.target]
-        reads = op.reads if op.target is not None and op.kind != "nondiff" else set()
+        reads = _tangent_reads(op) if op.target is not None and op.kind != "nondiff" else set()
         if _list_call(stmt, "pop") is not None:
             return reads | {stmt.value.func.value.id}, [op.target]
         return reads, [op.target] if reads else []
@@ -407,6 +408,12 @@ class Forward:
         product = ast.BinOp(weights, ast.Mult(), t)
         return ast.Call(ast.parse(total, mode="eval").body, [product], keywords)
 
+    def ranked(self, op) -> bool:
+        """Whether every name `op` passes is an array or a number of known rank (not a tuple
+        result, whose batched tangent has its own form: rules/decomposition_tangents.py)."""
+        values = list(op.args) + list(op.keywords.values())
+        return all(self.rank(v) is not None for v in values if isinstance(v, ast.Name))
+
     def batched_term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         """`term` for a tangent with a leading batch axis."""
         d = self.dot(node.id)
@@ -421,6 +428,8 @@ class Forward:
             if kind == "linear" and not self.list_tangents(mapping, nodes, k):
                 return None
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
+            if batched is None and kind == "linear" and self.ranked(op):
+                batched = _cotangent_form(op.func, param)
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")
                 call = _substitute(stmt.value, {id(node): load_name(row)})
@@ -503,6 +512,46 @@ class _ReplaceNames(ast.NodeTransformer):
 
     def visit_Name(self, node):
         return clone(self.mapping[node.id]) if node.id in self.mapping else node
+
+
+def _cotangent_form(func, param: str) -> str | None:
+    """The name of a helper's form for a batched cotangent (its `@batched_of`, or the helper
+    itself where it is batch-safe), if `param` is the cotangent it is linear in: that form is
+    then also right for a batched tangent of `param`."""
+    name = getattr(func, "__name__", None)
+    if RUNTIME.get(name) is not func:
+        return None
+    signature = signature_of(func)
+    if signature is None or next(iter(signature.parameters), None) != param:
+        return None
+    return BATCHED_NAME.get(name) or (name if name in BATCH_SAFE else None)
+
+
+def _tangent_reads(op) -> set[str]:
+    """The names whose tangents reach `op`'s value: those passed to the parameters its tangent
+    rule follows. The rest carry none (`expand_reduced(g, x)` reads `x` for its shape only), so
+    a value computed from them alone has a zero tangent and needs no tangent statement. Kept:
+    what the rule cannot place (a receiver, a call that does not bind) and the arguments it has
+    no rule for, which forward mode refuses by name."""
+    entry = kind_of(op.func) if op.func is not None else None
+    signature = signature_of(op.func) if entry is not None else None
+    if signature is None:
+        return op.reads
+    try:
+        bound = signature.bind(*op.args, **op.keywords)
+    except TypeError:
+        return op.reads
+    placed, followed = set(), set()
+    for param, value in bound.arguments.items():
+        nodes = value if isinstance(value, (tuple, list)) else [value]
+        if isinstance(value, dict):
+            nodes = list(value.values())
+        names = names_mentioned([n for n in nodes if isinstance(n, ast.AST)])
+        placed |= names
+        if param in entry[1]:
+            followed |= names
+    fixed = set().union(*op.fixed.values()) if op.fixed else set()
+    return op.reads & (followed | fixed) | (op.reads - placed)
 
 
 def _is_active(node, active: set[str]) -> bool:
