@@ -30,6 +30,7 @@ from .custom import _signature_text, _unlike
 from .errors import S2SADError
 from .pipeline.reserved import RESERVED
 from .rules.registry import NAMESPACE, PROVIDERS, SECOND_ORDER, explicit, register
+from .transform_cache import transform_and_read
 from .transformed import JVPTransformed, Transformed, flat_tangents
 from .trees import flatten, unflatten
 
@@ -69,7 +70,8 @@ class Composition:
         self.names = [p.name for p in self.params]
         self.wrt = [name for name, _ in inner.target.items]  # whole arguments (see refusal)
         self._all = {}  # the float arguments' names -> the gradient of f with respect to them
-        self._forward = {}  # generated gradient function -> its forward transform
+        self._forward = {}  # generated gradient function -> its forward transform (few: one
+        # per float arguments and ranks)
 
     def _call_parts(self, values):
         """The user's positional and keyword arguments for the parameters' values."""
@@ -96,20 +98,46 @@ class Composition:
         given = dict(zip(self.names, values))
         seeded = tuple(seeds[n] if n in seeds else _zeros(given[n]) for n in floats)
         tangents = flat_tangents(bound, seeded, True, floats)
-        compiled, data = gradient.prepared(bound)
-        generated = compiled.functions[compiled.name]
-        renamed = dict(zip(bound.signature.parameters, inspect.signature(generated).parameters))
-        forward = self._forward.get(generated)
-        if forward is None:
-            forward = JVPTransformed(generated, tuple(renamed[n] for n in bound.wrt), "jvp")
-            self._forward = {generated: forward}  # (the last one: a gradient's code per ranks)
-        keywords = {renamed.get(k, k): v for k, v in bound.kwargs.items()}
-        out, out_dot = forward(*bound.args, *data, tangent=tuple(tangents), **keywords)
+        try:
+            out, out_dot = self._sweep(gradient, bound, tangents, ranked=True)
+        except S2SADError:
+            try:  # as s2sad.hessian: the generic code keeps the copies ranks let it drop
+                out, out_dot = self._sweep(gradient, bound, tangents, ranked=False)
+            except S2SADError as exc:
+                raise S2SADError(
+                    f"s2sad differentiates through {self.inner!r} by forward mode over its "
+                    f"gradient code, which stops here: {exc.what}",
+                    file=exc.file,
+                    line=exc.line,
+                    source=exc.source,
+                    hint="call a function with a rule instead (s2sad.register_vjp), or take "
+                    "central differences of the gradient",
+                ) from None
         if len(bound.wrt) == 1:
             out, out_dot = (out,), (out_dot,)
         grads = dict(zip(floats, bound.regroup(list(out))))
         dots = dict(zip(floats, bound.regroup(list(out_dot))))
         return grads, dots
+
+    def _sweep(self, gradient, bound, tangents, ranked):
+        """The gradient and its tangent: forward mode over the gradient code (`ranked`: the
+        code specialized on the arguments' ranks, else the generic code)."""
+        if ranked:
+            compiled, data = gradient.prepared(bound)
+        else:
+            compiled, data = transform_and_read(
+                gradient.func, bound.wrt, "grad", None, False, bound.trees
+            )
+        generated = compiled.functions[compiled.name]
+        renamed = dict(zip(bound.signature.parameters, inspect.signature(generated).parameters))
+        forward = self._forward.get(generated)
+        if forward is None:
+            forward = JVPTransformed(generated, tuple(renamed[n] for n in bound.wrt), "jvp")
+            if len(self._forward) >= 16:  # (code made for data since replaced)
+                self._forward.clear()
+            self._forward[generated] = forward
+        keywords = {renamed.get(k, k): v for k, v in bound.kwargs.items()}
+        return forward(*bound.args, *data, tangent=tuple(tangents), **keywords)
 
     def vjp(self, v, ans, *values):
         """The cotangents of the inner gradient's arguments (one per parameter; None for one
@@ -136,15 +164,33 @@ class Composition:
         """The tangent of the inner gradient along the tangent `t` of parameter `name`."""
         _, dots = self.second(values, {name: t})
         inner = self.inner
-        parts = tuple(dots[n] for n in self.wrt)
+        parts = Parts(dots[n] for n in self.wrt)
         return parts if inner.wrt_tuple else parts[0]
 
     def jvp_batched(self, t, name, *values):
         """`jvp` for tangents with a leading batch axis: row by row."""
         rows = [self.jvp(row, name, *values) for row in t]
-        if self.inner.wrt_tuple:
-            return tuple(np.stack([np.asarray(r[k]) for r in rows]) for k in range(len(rows[0])))
+        if self.inner.wrt_tuple:  # each part's rows (Parts: batched code reads part k as [:, k])
+            return Parts(np.stack([np.asarray(r[k]) for r in rows]) for k in range(len(rows[0])))
         return np.stack([np.asarray(r) for r in rows])
+
+
+class Parts(tuple):
+    """The tangent of a tuple of gradients: forward mode adds the terms of several arguments'
+    tangents (`+`, part by part, not tuple concatenation) and reads part k of a batch of them
+    as `t[:, k]`."""
+
+    def __add__(self, other):
+        if not isinstance(other, tuple) or len(other) != len(self):
+            return NotImplemented
+        return Parts(a + b for a, b in zip(self, other))
+
+    __radd__ = __add__
+
+    def __getitem__(self, index):
+        if isinstance(index, tuple) and len(index) == 2 and index[0] == slice(None):
+            return tuple.__getitem__(self, index[1])  # the batch axis comes first in each part
+        return tuple.__getitem__(self, index)
 
 
 def _is_float(value) -> bool:
@@ -175,6 +221,15 @@ def _like(v, ans):
     if isinstance(ans, tuple):
         if v is None or (np.ndim(v) == 0 and not isinstance(v, tuple)):
             return tuple(None for _ in ans)
+        numbers_array = isinstance(v, np.ndarray) and v.dtype != object
+        if numbers_array and len({np.shape(a) for a in ans}) > 1:
+            # (a batched sweep met parts of several shapes: rules/indexing.batched_getitem_vjp
+            # gives an array of the parts' batches, which the sweep cannot take apart by rows)
+            raise S2SADError(
+                "s2sad.jacobian's batched reverse sweep cannot pass the cotangents of a tuple of "
+                "gradients of different shapes through a gradient s2sad made yet",
+                hint="use s2sad.jacobian(..., batched=False), or mode='forward'",
+            )
         return tuple(_like(part, a) for part, a in zip(v, ans))
     if v is None or isinstance(ans, (dict, list)) or hasattr(ans, "__dataclass_fields__"):
         return v

@@ -257,3 +257,65 @@ def test_tree_passed_to_a_gradient_is_refused():
     p = {"W": np.ones((2, 3)), "b": np.zeros(2)}
     with pytest.raises(s2sad.S2SADError, match="parameter tree passed to d_loss, a transform"):
         s2sad.grad(calls_with_a_tree)(p, X)
+
+
+d_both = s2sad.grad(two, wrt=(0, 1))
+
+
+def product_of_parts(x, y):
+    gx, gy = d_both(x, y)
+    return gx * gy
+
+
+def in_a_loop(x):
+    s = 0.0
+    for k in range(3):
+        s = s + np.sum(d_both(x * k, x)[1] ** 2)
+    return s
+
+
+def test_an_inner_gradient_with_a_tuple_wrt_and_calls_in_a_loop():
+    expected = central(lambda x: product_of_parts(x, Y), X)
+    for mode in ("forward", "reverse"):
+        jac = s2sad.jacobian(product_of_parts, mode=mode)(X, Y)
+        np.testing.assert_allclose(jac, expected, rtol=1e-6, atol=1e-8)
+    check_jvp(product_of_parts, (X, Y), wrt=(0, 1))
+    check_grad(in_a_loop, (X,))
+
+
+def scaled(x, s):
+    return np.sum(np.sin(x) * s**2)
+
+
+d_scaled = s2sad.grad(scaled, wrt=(0, 1))
+
+
+def parts_of_two_shapes(x, s):
+    gx, gs = d_scaled(x, s)
+    return gx * gs
+
+
+def test_gradients_of_two_shapes():
+    expected = central(lambda x: parts_of_two_shapes(x, 0.7), X)
+    for options in ({"mode": "forward"}, {"mode": "reverse", "batched": False}):
+        got = s2sad.jacobian(parts_of_two_shapes, **options)(X, 0.7)
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-8)
+    check_jvp(parts_of_two_shapes, (X, 0.7), wrt=(0, 1))
+    check_vjp(parts_of_two_shapes, (X, 0.7), wrt=(0, 1))
+    with pytest.raises(s2sad.S2SADError, match="batched reverse sweep"):
+        s2sad.jacobian(parts_of_two_shapes, mode="reverse")(X, 0.7)
+
+
+def running_product(x):
+    return np.sum(np.cumprod(x))
+
+
+def test_an_inner_gradient_forward_mode_cannot_read_is_refused():
+    with pytest.raises(s2sad.S2SADError, match="by forward mode over its gradient code"):
+        s2sad.jvp(s2sad.grad(running_product))(X, tangent=Y)
+
+
+def test_grad_of_grad_jitted_falls_back():
+    with pytest.warns(UserWarning, match="s2sad_grad_cubic"):
+        got = s2sad.grad(s2sad.grad(cubic), jit=True)(0.7)
+    assert got == pytest.approx(d2_cubic(0.7), rel=1e-12)
