@@ -73,6 +73,9 @@ class Composition:
         self._forward = {}  # generated gradient function -> its forward transform (few: one
         # per float arguments and ranks)
 
+    def __repr__(self):
+        return f"<the derivative rules of {self.inner!r}>"
+
     def _call_parts(self, values):
         """The user's positional and keyword arguments for the parameters' values."""
         args, kwargs = [], {}

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad import cli
 from s2sad.rules import registry
 from conftest import check_grad, check_jvp, check_vjp
 
@@ -319,3 +320,28 @@ def test_grad_of_grad_jitted_falls_back():
     with pytest.warns(UserWarning, match="s2sad_grad_cubic"):
         got = s2sad.grad(s2sad.grad(cubic), jit=True)(0.7)
     assert got == pytest.approx(d2_cubic(0.7), rel=1e-12)
+
+
+STANDALONE = """
+import numpy as np
+import s2sad
+from s2sad import cli
+
+
+@s2sad.grad
+def h(x):
+    return np.sum(np.sin(x) ** 2)
+
+
+def k(x, c):
+    return np.sum(x) * np.sum(h(c))
+"""
+
+
+def test_a_standalone_module_never_holds_a_gradient_s2sad_made(tmp_path, capsys):
+    """`h` is a gradient: the module held h's primal under its name (wrong values)."""
+    path = tmp_path / "calls_h.py"
+    path.write_text(STANDALONE)
+    assert cli.main(["emit", f"{path}:k", "-o", str(tmp_path / "out.py")]) != 0
+    assert "calls 'h' (<s2sad.grad of h wrt x>), which s2sad made" in capsys.readouterr().err
+    assert not (tmp_path / "out.py").exists()
