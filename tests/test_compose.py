@@ -8,6 +8,9 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import s2sad
 from s2sad import cli
@@ -345,3 +348,40 @@ def test_a_standalone_module_never_holds_a_gradient_s2sad_made(tmp_path, capsys)
     assert cli.main(["emit", f"{path}:k", "-o", str(tmp_path / "out.py")]) != 0
     assert "calls 'h' (<s2sad.grad of h wrt x>), which s2sad made" in capsys.readouterr().err
     assert not (tmp_path / "out.py").exists()
+
+
+def broadcast_energy(x, w):
+    return np.sum(np.tanh(x * w) ** 2) + np.sum(x) ** 2
+
+
+d_energy = s2sad.grad(broadcast_energy, wrt=(0, 1))
+
+
+def energy_parts(x, w):
+    gx, gw = d_energy(x, w)
+    return np.sum(gx * np.cos(x)) + np.sum(gw**2)
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.integers(1, 2)
+    .flatmap(lambda rank: hnp.array_shapes(min_dims=rank, max_dims=rank, max_side=3))
+    .flatmap(
+        lambda shape: st.tuples(
+            hnp.arrays(np.float64, shape, elements=st.floats(-1.5, 1.5)),
+            hnp.arrays(np.float64, shape[-1:], elements=st.floats(-1.5, 1.5)),
+        )
+    )
+)
+def test_random_shapes_against_hessian_and_differences(arrays):
+    x, w = arrays  # w broadcasts along x's last axis
+    np.testing.assert_allclose(
+        s2sad.jacobian(s2sad.grad(broadcast_energy))(x, w),
+        s2sad.hessian(broadcast_energy)(x, w),
+        rtol=1e-10,
+        atol=1e-12,
+    )
+    gx, gw = s2sad.grad(energy_parts, wrt=(0, 1))(x, w)
+    assert gx.shape == x.shape and gw.shape == w.shape
+    np.testing.assert_allclose(gx, central(lambda x: energy_parts(x, w), x), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gw, central(lambda w: energy_parts(x, w), w), rtol=1e-6, atol=1e-6)
