@@ -285,7 +285,6 @@ def provide(func) -> bool:
     register(
         func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans}, jvp=tangent
     )
-    _KEEP.append(composition)
     return True
 
 
@@ -297,8 +296,10 @@ def _respelled(signature: str, spelled: dict) -> str:
     return ast.unparse(tree)
 
 
-_KEEP: list = []
 _SOURCES: dict[str, str] = {}  # the composed functions' file names -> their source
+# (f, wrt, mode, jit, its defaults) -> the function composing a gradient of f: an equal gradient made again
+# reuses it (and its transforms)
+_COMPOSED: dict[tuple, object] = {}
 
 
 def _identifier(name: str) -> str:
@@ -320,6 +321,12 @@ def composed(inner):
     """A Python function with the inner gradient's parameters that returns its call, for the
     transform of a transform (`grad(grad(f))`): `def grad_f(x): return s2sad_grad_f(x)`, its
     source registered with linecache so s2sad reads it like the user's."""
+    original = inner.target.original
+    signature = inspect.signature(inner)
+    defaults = tuple(id(p.default) for p in signature.parameters.values())  # (set on the copy)
+    key = (original, inner.wrt, inner.wrt_tuple, inner.mode, inner.jit, defaults)
+    if inspect.isfunction(original) and key in _COMPOSED:
+        return _COMPOSED[key]  # `grad(grad(f))(x)` in a loop: one function, one transform
     why = refusal(inner)
     if why is not None:
         raise S2SADError(
@@ -327,7 +334,6 @@ def composed(inner):
         )
     name = f"{inner.mode}_{_identifier(inner.func.__name__)}"
     callee = f"s2sad_{name}"
-    signature = inspect.signature(inner)
     params = list(signature.parameters.values())
     passed = [f"{p.name}={p.name}" if p.kind == p.KEYWORD_ONLY else p.name for p in params]
     source = f"def {name}{_plain(signature)}:\n    return {callee}({', '.join(passed)})\n"
@@ -345,7 +351,8 @@ def composed(inner):
     function.__kwdefaults__ = {
         p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY and p.default is not p.empty
     } or None
-    _KEEP.append(inner)
+    if inspect.isfunction(original):
+        _COMPOSED[key] = function
     return function
 
 

@@ -109,6 +109,8 @@ def test_grad_of_value_and_grad_and_the_source():
     d2 = s2sad.grad(s2sad.grad(cubic))
     d2(0.5)
     text = s2sad.source(d2)
+    again = s2sad.grad(s2sad.grad(cubic))  # one function composing equal gradients
+    assert again.func is d2.func and s2sad.source(again) == text
     assert "def grad_grad_cubic(x):" in text
     assert "grad_cubic = s2sad_grad_cubic(x)" in text
     assert re.search(r"dx = grad_cubic_vjp\d*\(dgrad_cubic, grad_cubic, x\)", text)
