@@ -6,6 +6,7 @@ runs on its first call (so names defined later in the module resolve) and is cac
 
 from __future__ import annotations
 
+from .compose import composable
 from .cuda import CudaTransformed, cuda_transform
 from .errors import S2SADError
 from .jacobians import Hessian, Jacobian, hessian, jacobian  # noqa: F401  (s2sad.jacobian)
@@ -19,6 +20,7 @@ def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
     sweep: the result has that axis too (`vmap` of a jvp over the tangents)."""
 
     def build(func):
+        func = composable(func, target)
         if target == "cuda":
             return cuda_transform(func, wrt, "jvp")
         if batched:
@@ -36,6 +38,7 @@ def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
 def _transform_decorator(mode):
     def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False):
         def build(func):
+            func = composable(func, target, mode)
             if target == "cuda":
                 if has_aux:
                     raise S2SADError("has_aux=True has no target='cuda' yet")
@@ -57,7 +60,16 @@ grad.__doc__ = """Gradient of a scalar-valued `f` with respect to `wrt` (index, 
     an argument may be a tree (dict, list, tuple, namedtuple, dataclass, or a class registered
     with s2sad.register_tree) and its gradient has the same structure; `wrt` may name a part of
     one (`"params.W"`, `"params['W']"`). `has_aux=True`: `f` returns `(value, aux)` and the
-    transform returns `(gradient, aux)`; aux comes from a plain call of `f`."""
+    transform returns `(gradient, aux)`; aux comes from a plain call of `f`.
+
+    Transforms compose to second order: `grad(grad(f))`, `jacobian(grad(f))` (the Hessian),
+    `jvp(grad(f))` (Hessian-vector products), `vjp(grad(f))`, and any transform of a function
+    that calls a gradient made by s2sad (`df = grad(f)`, `def g(x): return np.sum(df(x) ** 2)`)
+    differentiate through it by a rule of second derivatives of `f` (forward mode over its
+    gradient code, as `hessian`), also for a `value_and_grad` (reverse mode only). Refused:
+    third derivatives, parameter trees passed to the inner gradient, an inner `vjp`/`jvp`/
+    `jacobian`, `has_aux` or `target="cuda"`; `jit=True` runs such code in Python (Numba
+    cannot call the inner object; `jit="strict"` refuses it)."""
 vjp = _transform_decorator("vjp")
 vjp.__doc__ = """`vjp(f, wrt)(*args)` returns `(out, pullback)`; `pullback(seed)` is seed^T J.
     With `has_aux=True` (`f` returns `(out, aux)`): `(out, pullback, aux)`."""

@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from .compose import composable
 from .errors import S2SADError
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
@@ -213,7 +214,7 @@ def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
     direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
     and tangent code with Numba, one sweep per basis direction (the batched helpers have no
     Numba versions yet)."""
-    return Jacobian(f, wrt, mode, batched, jit)
+    return Jacobian(composable(f), wrt, mode, batched, jit)
 
 
 class Hessian:
@@ -347,10 +348,14 @@ def _in_users_terms(exc: S2SADError, generated, f) -> S2SADError:
         file=code.co_filename,
         line=line,
         source=source,
-        hint="forward mode does not read all of s2sad's own gradient code yet (loops writing "
-        "array elements are where it stops most often); take central differences of "
-        "s2sad.grad(f) instead: (grad(x + h*e) - grad(x - h*e)) / (2*h) for each basis "
-        "direction e",
+        hint=(
+            exc.hint
+            if what.startswith("no third derivatives")  # f calls a gradient s2sad made
+            else "forward mode does not read all of s2sad's own gradient code yet (loops writing "
+            "array elements are where it stops most often); take central differences of "
+            "s2sad.grad(f) instead: (grad(x + h*e) - grad(x - h*e)) / (2*h) for each basis "
+            "direction e"
+        ),
     )
 
 
@@ -366,4 +371,4 @@ def hessian(f, wrt=0, batched=True):
     """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
     gradient code s2sad generates (forward over reverse), in one sweep whose tangents carry the
     identity over the argument's elements (`batched=False`: one sweep per element)."""
-    return Hessian(f, wrt, batched)
+    return Hessian(composable(f, outer="hessian"), wrt, batched)

@@ -70,6 +70,14 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
     literal = _literal(value)
     if literal is not None:
         return f"{name} = {literal}"
+    owner = getattr(value, "__self__", value)  # (a bound method: a composed gradient's rule)
+    if (type(owner).__module__ or "").startswith("s2sad.") and not isinstance(value, type):
+        raise S2SADError(  # a gradient s2sad made (`h = s2sad.grad(f)`), or its rule: not f
+            f"the generated code calls '{name}' ({owner!r}), which s2sad made: a standalone "
+            "module cannot hold it",
+            hint="emit the gradient of a function that calls plain functions, or use s2sad "
+            "itself (s2sad.grad(g)) for code calling transforms",
+        )
     func = getattr(value, "func", value)  # a custom_vjp wraps the user's function
     library = not inspect.isfunction(func) or is_library_code(func)
     if library and _import_of(name, value):

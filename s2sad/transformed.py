@@ -89,9 +89,8 @@ class Transformed:
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
         self.jit = jit
         if isinstance(func, Transformed):
-            raise S2SADError(
-                "s2sad cannot yet differentiate a function it has already "
-                "transformed (higher-order derivatives come with s2sad.hessian)"
+            raise S2SADError(  # (the public transforms pass compose.composed(func) instead)
+                f"internal error: a Transformed of {func!r}; please report this"
             )
         if has_aux and mode not in ("grad", "value_and_grad", "vjp"):
             raise ValueError(f"has_aux=True is for grad, value_and_grad and vjp, not {mode}")

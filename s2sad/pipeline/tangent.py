@@ -20,7 +20,14 @@ from .names import names_mentioned, simple_statements
 from .nodes import batched_slice, call_of, load_name
 from ..rules.batching import batch_adjoint
 from ..rules.helpers import BATCH_SAFE, BATCHED_NAME, RUNTIME
-from ..rules.registry import EXPLICIT, LINEAR, MULTILINEAR, kind_of, signature_of
+from ..rules.registry import (
+    EXPLICIT,
+    LINEAR,
+    MULTILINEAR,
+    SECOND_ORDER,
+    kind_of,
+    signature_of,
+)
 from ..rules.indexing import getitem, is_add_at
 
 _GETITEM = (getitem,)
@@ -465,6 +472,9 @@ class Forward:
 
     def no_rule(self, stmt, op, what=None):
         where = ir.src_parsed(stmt) or self.parsed
+        if op.func is not None and id(op.func) in SECOND_ORDER:  # (compose.py)
+            message, hint = SECOND_ORDER[id(op.func)]
+            return where.error(NoRuleError, message, ir.src(stmt), hint=hint)
         return where.error(
             NoRuleError,
             f"no forward-mode (jvp) rule for {what or op.what or 'this'}",

@@ -369,6 +369,15 @@ class TreeExpressions:
         if not inspect.isfunction(callee) or callee.__module__.split(".")[0] in ("numpy", "s2sad"):
             shown = next(v for v in values + [v for _, v in keywords] if isinstance(v, Node))
             shown = shown[1] if isinstance(shown, tuple) else shown
+            if type(callee).__module__ == "s2sad.transformed":  # df = s2sad.grad(f), called here
+                raise self.refuse(
+                    e,
+                    f"{shown.text} is a parameter tree passed to {ast.unparse(e.func)}, a "
+                    "transform s2sad made; s2sad differentiates through one only where it is "
+                    "passed arrays and floats",
+                    hint="transform a function taking the tree's leaves (def f(W, b, x)) "
+                    "and pass it p['W'], p['b']",
+                )
             raise self.refuse(
                 e,
                 f"{shown.text} is a parameter tree passed to {ast.unparse(e.func)}, which is not "

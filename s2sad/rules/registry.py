@@ -69,6 +69,13 @@ NAMESPACE: dict[str, object] = {}  # user-registered rule functions, by the name
 # array (rules/splitting.py), into which reading an item never adds in place (pipeline/reverse.py)
 LIST_VALUED: dict[int, object] = {}
 VERSION = [0]  # counts rule registrations
+# functions `provide(func) -> bool` that register a rule for a callable object at its first look-up
+# (a function s2sad transformed, met inside another: s2sad/compose.py); a look-up of it comes
+# here before any transform uses it, so the registration leaves VERSION (every cache) alone
+PROVIDERS: list = []
+# id(such an object without a tangent rule, or of its rule functions, whose derivatives would be
+# third derivatives) -> (message, hint) of forward mode's refusal of it
+SECOND_ORDER: dict[int, tuple] = {}
 _KEEP_ALIVE: list[object] = []
 
 __all__ = ["Bound", "Rule", "Template", "VJP", "NONDIFF", "defvjp", "lookup", "kind_of"]
@@ -236,7 +243,19 @@ def lookup(func) -> Rule | None:
     rule = VJP.get(id(func))
     if rule is None and _ON_IMPORT and _imported_late():
         rule = VJP.get(id(func))
+    if rule is None and PROVIDERS and _provided(func):
+        rule = VJP.get(id(func))
     return rule
+
+
+def _provided(func) -> bool:
+    """Whether a PROVIDERS entry registered a rule for `func` now."""
+    for provide in PROVIDERS:
+        version = VERSION[0]
+        if provide(func):
+            VERSION[0] = version  # no transform has met `func` yet (it would have come here)
+            return True
+    return False
 
 
 def is_nondiff(func) -> bool:
@@ -247,8 +266,8 @@ def is_nondiff(func) -> bool:
 
 def kind_of(func):
     """The forward rule of `func`: its FORWARD entry, or ("elementwise", ...) from its VJP rule."""
-    if id(func) not in VJP and _ON_IMPORT:
-        _imported_late()
+    if id(func) not in VJP and (_ON_IMPORT or PROVIDERS):
+        lookup(func)
     entry = FORWARD.get(id(func))
     if entry is not None:
         return entry
