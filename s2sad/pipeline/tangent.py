@@ -19,7 +19,6 @@ from .normalize import NameAllocator
 from .names import names_mentioned, simple_statements
 from .nodes import batched_slice, call_of, load_name
 from ..rules.batching import batch_adjoint
-from ..rules.helpers import BATCH_SAFE, BATCHED_NAME, RUNTIME
 from ..rules.registry import (
     EXPLICIT,
     LINEAR,
@@ -29,6 +28,13 @@ from ..rules.registry import (
     signature_of,
 )
 from ..rules.indexing import getitem, is_add_at
+from .tangent_rules import (
+    ReplaceNames,
+    cotangent_form,
+    explicit_term,
+    tangent_reads,
+    tuple_cotangent,
+)
 
 _GETITEM = (getitem,)
 
@@ -158,7 +164,7 @@ class Forward:
             return set(), []
         if op.kind == "setitem":
             return ({op.operands[0][2]} if op.operands else set()), [op.target]
-        reads = _tangent_reads(op) if op.target is not None and op.kind != "nondiff" else set()
+        reads = tangent_reads(op) if op.target is not None and op.kind != "nondiff" else set()
         if _list_call(stmt, "pop") is not None:
             return reads | {stmt.value.func.value.id}, [op.target]
         return reads, [op.target] if reads else []
@@ -305,7 +311,7 @@ class Forward:
             if param not in args:
                 continue
             value = args[param]
-            if _tuple_cotangent(op, kind, param, value, seq):
+            if tuple_cotangent(op, kind, param, value, seq):
                 terms += self.parts_term(op, param, value, args, extra)
                 continue
             nodes = (
@@ -344,7 +350,7 @@ class Forward:
         template = extra[param]
         if self.batched:
             template = EXPLICIT.get(id(op.func), {}).get(param, template)
-        return [_explicit_term(template, args, op.target, ast.Tuple(dots, ast.Load()), 0)]
+        return [explicit_term(template, args, op.target, ast.Tuple(dots, ast.Load()), 0)]
 
     def full_shape(self, total: ast.expr, op) -> bool:
         """Whether an elementwise tangent has the result's shape: it does when it reads the
@@ -393,7 +399,7 @@ class Forward:
             return _StripUnbroadcast().visit(expr)
         if kind == "reduction":
             return self.reduction_term("np.sum", rule, op, param, args, given, t)
-        return _explicit_term(extra[param], args, op.target, t, k)
+        return explicit_term(extra[param], args, op.target, t, k)
 
     def list_tangents(self, mapping: dict, nodes: list, k: int) -> bool:
         """For element `k` of a list argument (np.concatenate, np.stack): the other elements'
@@ -436,7 +442,7 @@ class Forward:
                 return None
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
             if batched is None and kind == "linear" and self.ranked(op):
-                batched = _cotangent_form(op.func, param)
+                batched = cotangent_form(op.func, param)
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")
                 call = _substitute(stmt.value, {id(node): load_name(row)})
@@ -463,12 +469,12 @@ class Forward:
             rank = self.rank(node)
             if rank is None or rank != self.rank(load_name(op.target)):
                 lifted = call_of("batched_lift", t, load_name(op.target))
-                safe = _ReplaceNames({d: lifted}).visit(safe)
+                safe = ReplaceNames({d: lifted}).visit(safe)
             return safe
         if kind == "reduction":
             return self.reduction_term("batched_sum", rule, op, param, args, given, t)
         template = EXPLICIT.get(id(op.func), {}).get(param, extra[param])
-        return _explicit_term(template, args, op.target, t, k)
+        return explicit_term(template, args, op.target, t, k)
 
     def no_rule(self, stmt, op, what=None):
         where = ir.src_parsed(stmt) or self.parsed
@@ -482,86 +488,6 @@ class Forward:
             hint="use an operation with a tangent rule (see "
             "the `jvp=` of the op's entry in s2sad/rules/); custom_vjp rules have no tangent rule",
         )
-
-
-def _tuple_cotangent(op, kind: str, param: str, value, seq) -> bool:
-    """Whether `value` is a tuple result's cotangent `(dw, dv)` (pipeline/reverse.py) passed as
-    the `g` of its rule's helper (eigh_vjp), not a tuple of operands."""
-    return (
-        kind == "explicit"
-        and param == "g"
-        and param not in seq
-        and isinstance(value, ast.Tuple)
-        and getattr(op.func, "__name__", "").endswith("_vjp")
-    )
-
-
-def _explicit_term(template, args: dict, target: str, t: ast.expr, k: int) -> ast.expr:
-    """An explicit tangent template instantiated: the call's arguments (defaults it left out
-    spelled as constants), `ans` (the result, unless the function has a parameter of that name,
-    as runtime helpers do), `t` (the tangent) and `elt` (the position of the operand in a list
-    argument)."""
-    mapping = {}
-    for n, v in args.items():
-        if isinstance(v, ast.AST):
-            mapping[n] = clone(v)
-        elif v is None or isinstance(v, (bool, int, float, str)):
-            mapping[n] = ast.Constant(v)
-    if "ans" not in args:
-        mapping["ans"] = load_name(target)
-    mapping["t"] = t
-    mapping["elt"] = ast.Constant(k)
-    return _ReplaceNames(mapping).visit(clone(template))
-
-
-class _ReplaceNames(ast.NodeTransformer):
-    """Each name in `mapping` becomes a copy of the expression it maps to."""
-
-    def __init__(self, mapping):
-        self.mapping = mapping
-
-    def visit_Name(self, node):
-        return clone(self.mapping[node.id]) if node.id in self.mapping else node
-
-
-def _cotangent_form(func, param: str) -> str | None:
-    """The name of a helper's form for a batched cotangent (its `@batched_of`, or the helper
-    itself where it is batch-safe), if `param` is the cotangent it is linear in: that form is
-    then also right for a batched tangent of `param`."""
-    name = getattr(func, "__name__", None)
-    if RUNTIME.get(name) is not func:
-        return None
-    signature = signature_of(func)
-    if signature is None or next(iter(signature.parameters), None) != param:
-        return None
-    return BATCHED_NAME.get(name) or (name if name in BATCH_SAFE else None)
-
-
-def _tangent_reads(op) -> set[str]:
-    """The names whose tangents reach `op`'s value: those passed to the parameters its tangent
-    rule follows. The rest carry none (`expand_reduced(g, x)` reads `x` for its shape only), so
-    a value computed from them alone has a zero tangent and needs no tangent statement. Kept:
-    what the rule cannot place (a receiver, a call that does not bind) and the arguments it has
-    no rule for, which forward mode refuses by name."""
-    entry = kind_of(op.func) if op.func is not None else None
-    signature = signature_of(op.func) if entry is not None else None
-    if signature is None:
-        return op.reads
-    try:
-        bound = signature.bind(*op.args, **op.keywords)
-    except TypeError:
-        return op.reads
-    placed, followed = set(), set()
-    for param, value in bound.arguments.items():
-        nodes = value if isinstance(value, (tuple, list)) else [value]
-        if isinstance(value, dict):
-            nodes = list(value.values())
-        names = names_mentioned([n for n in nodes if isinstance(n, ast.AST)])
-        placed |= names
-        if param in entry[1]:
-            followed |= names
-    fixed = set().union(*op.fixed.values()) if op.fixed else set()
-    return op.reads & (followed | fixed) | (op.reads - placed)
 
 
 def _is_active(node, active: set[str]) -> bool:
