@@ -17,6 +17,18 @@ from .names import names_mentioned, names_read
 from .tape import without_markers
 
 
+def _where(parsed) -> str:
+    """The function's name and where it is from, for the docstring: its file and line, or, for
+    code s2sad wrote (a Hessian's forward sweep over a gradient), the user's line behind it."""
+    name = parsed.filename
+    if name.startswith("<") and name.endswith(">"):
+        inner = name[1:-1]
+        if inner.startswith("s2sad ") and " of " in inner:
+            inner = f"s2sad's code for {inner.split(' of ', 1)[1].rsplit('/', 1)[-1]}"
+        return f"{parsed.name} ({inner})"
+    return f"{parsed.name} ({name.rsplit('/', 1)[-1]}:{parsed.line_offset + parsed.tree.lineno})"
+
+
 def docstring(text: str) -> str:
     """`text` as a string literal for generated code: a plain triple-quoted docstring where the
     text can be pasted between the quotes as it is, else its `repr` (a file or function name
@@ -186,10 +198,7 @@ def emit(
     data = list(data)
     params = _parameters(parsed.tree, data)
     note = _data_note(parsed, data)
-    where = (
-        f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
-        f"{parsed.line_offset + parsed.tree.lineno})"
-    )
+    where = _where(parsed)
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     text = _Lines(parsed)
     out = ", ".join(norm.outputs)
@@ -290,10 +299,7 @@ def emit_jvp(
     (`batch`: batched tangents, with the name holding their number of rows); it takes the
     tangents after the arguments, then the user's `data`."""
     params = _parameters(parsed.tree, list(tangents) + list(data))
-    where = (
-        f"{parsed.name} ({parsed.filename.rsplit('/', 1)[-1]}:"
-        f"{parsed.line_offset + parsed.tree.lineno})"
-    )
+    where = _where(parsed)
     what = "each row of the tangents" if batch else "the tangents"
     lines = [
         f"def {name}({params}):",
