@@ -387,3 +387,24 @@ def test_random_shapes_against_hessian_and_differences(arrays):
     assert gx.shape == x.shape and gw.shape == w.shape
     np.testing.assert_allclose(gx, central(lambda x: energy_parts(x, w), x), rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(gw, central(lambda w: energy_parts(x, w), w), rtol=1e-6, atol=1e-6)
+
+
+def readme_f(x, y):
+    return np.sum(np.sin(x) * y**2)
+
+
+readme_df = s2sad.grad(readme_f)
+
+
+def readme_g(x, y):
+    return np.sum(readme_df(x, y) ** 2)
+
+
+def test_readme_transforms_compose():
+    """README, "Transforms compose": g(x, y) = sum((cos(x) y^2)^2) = sum(cos(x)^2 y^4)."""
+    x, y = np.array([0.1, 0.4]), np.array([1.0, 2.0])
+    dx, dy = s2sad.grad(readme_g, wrt=(0, 1))(x, y)
+    np.testing.assert_allclose(dx, -np.sin(2 * x) * y**4, rtol=1e-12)
+    np.testing.assert_allclose(dy, 4 * np.cos(x) ** 2 * y**3, rtol=1e-12)
+    shown = s2sad.source(s2sad.grad(readme_g, wrt=(0, 1)), x, y)
+    assert "dx, dy = grad_readme_f_vjp(" in shown
