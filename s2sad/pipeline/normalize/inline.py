@@ -195,7 +195,10 @@ class Inlining(ControlFlow):
                 continue  # a list of differentiated values (see lists.py)
             if (
                 isinstance(value, ast.Name)
-                and value.id not in self.resolver.namespace
+                and (
+                    value.id not in self.resolver.namespace
+                    or isinstance(self.resolver.namespace[value.id], type)  # a classmethod's cls
+                )
                 and name not in rebound
             ):  # a parameter the callee rebinds gets its own copy
                 sub.env[name] = value.id
