@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import re
 import sys
@@ -41,7 +42,8 @@ def register_tree(cls, to_children, from_children) -> None:
 
 class TreeDef(NamedTuple):
     """The structure of a tree: `kind` one of leaf, dict, list, tuple, namedtuple, dataclass,
-    object (a bound method's `self`) or registered; `keys` the children's keys in order."""
+    object (a bound method's `self`), registered or function (a function passed as an
+    argument: no leaves); `keys` the children's keys in order."""
 
     kind: str
     cls: object = None
@@ -97,6 +99,47 @@ def _installed(module_name: str) -> bool:
     roots = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     real = os.path.realpath(file)
     return any(r and real.startswith(os.path.join(os.path.realpath(r), "")) for r in roots)
+
+
+def is_passed_function(value) -> bool:
+    """A function passed as an argument (`integrate(rhs, y0)`: a `def`, a lambda, a closure a
+    factory returned, a NumPy function): static, like a tree's structure. The transform inlines
+    it (or applies its rule) where the body calls it, and is specialized on its code."""
+    if isinstance(value, (type, types.ModuleType)) or is_container(value):
+        return False
+    return inspect.isfunction(value) or (
+        callable(value)
+        and not inspect.ismethod(value)
+        and not isinstance(value, functools.partial)
+        and (type(value).__module__ or "").split(".")[0] in ("numpy", "builtins", "s2sad")
+    )
+
+
+class Passed:
+    """A function passed as an argument, in its TreeDef (kind "function"), whose `cls` is the
+    specialization key (the function's code; the object for a NumPy function): any two are
+    equal, so that a closure of another factory call reuses the transform (the transform reads
+    the function's data from the argument at each call)."""
+
+    __slots__ = ("function",)
+
+    def __init__(self, function):
+        self.function = function
+
+    def __eq__(self, other):
+        return isinstance(other, Passed)
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return f"Passed({getattr(self.function, '__qualname__', self.function)!r})"
+
+
+def passed_function(value) -> TreeDef:
+    """The TreeDef of a function passed as an argument (no leaves; see is_passed_function)."""
+    key = value.__code__ if inspect.isfunction(value) else value
+    return TreeDef("function", key, aux=Passed(value))
 
 
 def needs_flattening(value, differentiated: bool) -> bool:

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
+from conftest import check_jvp, check_vjp
 from s2sad.transformed import Transformed
 from s2sad.trees import flatten, unflatten
 
@@ -618,6 +619,77 @@ def test_register_vjp_with_optional_parameters():
     np.testing.assert_allclose(s2sad.grad(uses)(x), expected, rtol=1e-14)
 
 
+# --------------------------------------------------------------------------- functions passed
+def decay(y):
+    return -0.5 * y + np.sin(y) * DECAY_SCALE
+
+
+DECAY_SCALE = np.array([1.0, 2.0, 0.5])
+
+
+def square_field(y):
+    return y * y
+
+
+def make_linear_field(k):
+    def field(y):
+        return -k * y
+
+    return field
+
+
+def euler(f, y0, h, n):
+    y = y0
+    for _ in range(n):
+        y = y + h * f(y)
+    return np.sum(y**2)
+
+
+def euler_step(f, y0, h):
+    return y0 + h * f(y0)
+
+
+def test_a_function_passed_to_the_differentiated_function_is_inlined():
+    """`f` is static: another function (another code, or another closure of one factory) gives
+    its own gradient, never a cached one's; calls of it are inlined, as a helper's are."""
+    y0 = rand(3, seed=1)
+    for field in (decay, square_field, make_linear_field(2.0), make_linear_field(0.5), np.sin):
+        args = (field, y0, 0.1, 3)
+        g = s2sad.grad(euler, wrt=1)(*args)
+        assert g.shape == (3,) and g.dtype == np.float64
+        np.testing.assert_allclose(g, fd_grad(euler, args, 1), rtol=1e-6)
+    for k in (2.0, 0.5):  # exact: (1 - h k)^(2n) * 2 y0
+        got = s2sad.grad(euler, wrt="y0")(make_linear_field(k), y0, 0.1, 3)
+        np.testing.assert_allclose(got, (1 - 0.1 * k) ** 6 * 2 * y0, rtol=1e-13)
+    text = s2sad.source(s2sad.grad(euler, wrt=1), decay, y0, 0.1, 3)
+    assert "def grad_euler(y0, h, n, DECAY_SCALE):" in text and "# decay, line" in text
+    lam = s2sad.grad(euler, wrt=1)(lambda y: np.tanh(y), y0, 0.1, 2)
+    np.testing.assert_allclose(lam, fd_grad(euler, (np.tanh, y0, 0.1, 2), 1), rtol=1e-6)
+
+
+def test_a_function_passed_in_every_transform():
+    y0 = rand(3, seed=2)
+    for field in (decay, make_linear_field(1.5)):
+        check_vjp(euler_step, (field, y0, 0.2), 1)
+        check_jvp(euler_step, (field, y0, 0.2), 1)
+        jac = s2sad.jacobian(euler_step, wrt=1)(field, y0, 0.2)
+        fd = np.stack(
+            [fd_grad(lambda f, y, h: euler_step(f, y, h)[i], (field, y0, 0.2), 1) for i in range(3)]
+        )
+        np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-9)
+    h = s2sad.hessian(euler, wrt=1)(square_field, y0, 0.1, 1)
+    # sum((y + h y^2)^2): d2/dy2 = 2 (1 + 2 h y)^2 + 2 (y + h y^2) 2 h, diagonal
+    y = y0
+    np.testing.assert_allclose(
+        h, np.diag(2 * (1 + 0.2 * y) ** 2 + 0.4 * (y + 0.1 * y**2)), rtol=1e-12
+    )
+
+
+def test_wrt_naming_a_function_passed_is_refused():
+    with pytest.raises(s2sad.WrtError, match="names a function passed as an argument"):
+        s2sad.grad(euler, wrt=0)(decay, rand(3), 0.1, 2)
+
+
 # --------------------------------------------------------------------------- jit
 def test_jit_gives_the_same_numbers():
     """One compile per transform: trees, a loop over layers, has_aux, a bound method."""
@@ -647,6 +719,14 @@ def test_jit_gives_the_same_numbers():
         s2sad.grad(m.loss, wrt="self.W")(X, y),
         rtol=1e-12,
     )
+    # a function passed as an argument: one compile per code, closures' data read per call
+    y0 = rand(3, seed=1)
+    for field in (decay, make_linear_field(2.0), make_linear_field(0.5)):
+        np.testing.assert_allclose(
+            s2sad.grad(euler, wrt=1, jit=True)(field, y0, 0.1, 3),
+            s2sad.grad(euler, wrt=1)(field, y0, 0.1, 3),
+            rtol=1e-12,
+        )
 
 
 # --------------------------------------------------------------------------- README

@@ -10,7 +10,8 @@ of the generated function, which each call fills with the value the user's scope
 Every read is recorded as a spec `(function, kind, key, attributes)`: function 0 is the
 differentiated function and 1, 2, ... the helpers inlined into it (each reached by an earlier
 spec), kind is "global" (then the builtins), "closure" (an index into the cells), "default" (an
-index into `__defaults__`) or "kwdefault", and the attributes follow it (`config.LR`).
+index into `__defaults__`), "kwdefault" or "argument" (a function the call passes as an
+argument, by parameter name), and the attributes follow it (`config.LR`).
 """
 
 from __future__ import annotations
@@ -146,6 +147,19 @@ class Resolver:
         self.reserved, self.names, self.top_locals = (
             (parent.reserved, parent.names, parent.top_locals) if parent else (set(), None, set())
         )
+
+    def pass_functions(self, passed: dict) -> None:
+        """The differentiated function's parameters bound to functions the call passes (see
+        trees.is_passed_function): a call of one is inlined, or has its rule, as if the
+        parameter named it; generated code spells a NumPy function as NumPy's."""
+        for name, func in passed.items():
+            canonical = _CANONICAL.get(id(func))
+            if canonical is not None:
+                spelled = ast.parse(canonical, mode="eval").body
+            else:
+                spelled = ast.Name(name, ast.Load())
+                self.namespace[name] = func
+            self.functions[name] = (func, (self.index, "argument", name, ()), spelled)
 
     def scopes(self) -> int:
         """The index of the function whose scopes this resolver reads (see Reads)."""
