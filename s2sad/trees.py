@@ -295,13 +295,14 @@ def read_expression(name: str, d: TreeDef, path: tuple) -> str:
 
 def build_expression(d: TreeDef, leaves) -> str | None:
     """Python source building a tree of structure `d` from the leaf expressions `leaves` (an
-    iterator), or None where it needs a class (only dicts, lists and tuples are spelled)."""
+    iterator), or None where it needs a class (only dicts, lists and tuples are spelled; an
+    object's attributes are a dict of them, as `unflatten` gives)."""
     if d.kind == "leaf":
         return next(leaves)
     parts = [build_expression(c, leaves) for c in d.children]
-    if any(p is None for p in parts) or d.cls not in (dict, list, tuple):
+    if any(p is None for p in parts) or (d.cls not in (dict, list, tuple) and d.kind != "object"):
         return None
-    if d.kind == "dict":
+    if d.kind in ("dict", "object"):
         return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(d.keys, parts)) + "}"
     if d.kind == "list":
         return "[" + ", ".join(parts) + "]"

@@ -797,6 +797,40 @@ def test_example_mlp_dict_trains_and_its_gradient_is_right():
     assert losses[-1] < 0.5 * losses[0]
 
 
+def _example(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+def test_example_model_class_trains_and_its_gradient_is_right():
+    example = _example("model_class")
+    model, x, labels = example.inputs(np.random.default_rng(0))["SoftmaxClassifier.loss"]
+    small = (x[:6], labels[:6])
+    g = s2sad.grad(model.loss, wrt="self")(*small)
+    expected = fd_grad(
+        lambda W, b, x, y: _with_attributes(model, W=W, b=b).loss(x, y),
+        (model.W, model.b, *small),
+        0,
+    )
+    np.testing.assert_allclose(g["W"], expected, rtol=1e-6)
+    assert g["W"].shape == model.W.shape and g["b"].shape == model.b.shape
+    np.testing.assert_allclose(s2sad.grad(model.loss, wrt="self.b")(*small), g["b"], 1e-14)
+    _, losses, _ = example.train(steps=40)
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def _with_attributes(obj, **attrs):
+    new = object.__new__(type(obj))
+    new.__dict__.update(vars(obj), **attrs)
+    return new
+
+
 def writes_into_a_leaf(p, x):
     p["W"][1] = 3.0
     return np.sum(p["W"] * x)
