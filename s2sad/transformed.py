@@ -19,7 +19,7 @@ from .errors import (
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
-from .pullback import Pullback, arrays_in, detach, own_copy
+from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
 from .rules.common import grad_seed
 from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
@@ -185,7 +185,7 @@ class Transformed:
             seeds = tuple(unboxed(s) for s in seeds)
             return self._run(compiled, values, bound, seeds, name=sweep)
 
-        return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+        return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
 
     def _bind(self, args, kwargs) -> FlatBound:
         """The generated function's arguments for a call: trees as their leaves (callables.py),
@@ -250,7 +250,7 @@ class Transformed:
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
             detach(pullback, arrays_in((*bound.arguments.values(), *values, out)))
-            return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+            return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
         result = self._run(compiled, values, bound)
         if self.jit and self.mode in ("grad", "value_and_grad"):
             # jitted code seeds any output with 1.0: refuse here what Python mode's seed refuses
@@ -294,7 +294,8 @@ class JVPTransformed(Transformed):
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
-            return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+            out_dot = tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+            return tree_output(compiled, out), tree_output(compiled, out_dot)
         return out, _conform_output(out_dot, out)
 
 

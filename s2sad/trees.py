@@ -229,6 +229,17 @@ def _build(d: TreeDef, it):
     return dict(zip(d.keys, values))  # an object's attributes: a dict of them
 
 
+def same_structure(a: TreeDef, b: TreeDef) -> bool:
+    """Whether two trees have the same kinds, keys and lengths (a dict subclass may stand for a
+    dict, a list for a tuple: a seed or tangent given for an output or argument)."""
+    if a.kind == "leaf" or b.kind == "leaf":
+        return a.kind == b.kind
+    kinds = {a.kind, b.kind}
+    if a.kind != b.kind and not kinds <= {"list", "tuple"}:
+        return False
+    return a.keys == b.keys and all(same_structure(x, y) for x, y in zip(a.children, b.children))
+
+
 def paths(d: TreeDef, prefix=()) -> list[tuple]:
     """The path (keys from the root) of each leaf, depth first."""
     if d.kind == "leaf":

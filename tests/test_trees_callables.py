@@ -619,6 +619,69 @@ def test_register_vjp_with_optional_parameters():
     np.testing.assert_allclose(s2sad.grad(uses)(x), expected, rtol=1e-14)
 
 
+# --------------------------------------------------------------------------- tree outputs
+Stats = namedtuple("Stats", "mean spread")
+
+
+def stats_tree(x, w):
+    h = np.tanh(x * w)
+    if np.sum(x) > 100.0:
+        return {"value": np.sum(h), "parts": (h, Stats(np.mean(h), np.std(h)))}
+    return {"value": np.sum(h**2), "parts": (h * w, Stats(mean=np.mean(h), spread=np.std(h)))}
+
+
+def _tree_dot(a, b):
+    return sum(np.sum(np.asarray(u) * np.asarray(v)) for u, v in zip(flatten(a)[1], flatten(b)[1]))
+
+
+def test_tree_outputs_in_vjp_jvp_and_jacobian():
+    """The output's structure comes back in the output, the output tangent and the Jacobian
+    (output structure outside, the input's inside, as JAX's jacrev); a seed is a tree too."""
+    x, w = rand(4, seed=1), rand(4, seed=2)
+    out, pullback = s2sad.vjp(stats_tree, wrt="w")(x, w)
+    expected_out = stats_tree(x, w)
+    assert flatten(out)[0] == flatten(expected_out)[0]
+    assert type(out["parts"][1]) is Stats
+    seed = {"value": 0.7, "parts": (rand(4, seed=3), Stats(0.2, -1.1))}
+    got = pullback(seed)
+    fd = fd_grad(lambda x, w: _tree_dot(seed, stats_tree(x, w)), (x, w), 1)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
+    t = rand(4, seed=4)
+    out2, dot = s2sad.jvp(stats_tree, wrt="w")(x, w, tangent=t)
+    assert flatten(dot)[0] == flatten(expected_out)[0] and type(dot["parts"][1]) is Stats
+    assert isinstance(dot["value"], float) or np.ndim(dot["value"]) == 0
+    # <seed, J t> two ways
+    assert _tree_dot(seed, dot) == pytest.approx(np.sum(got * t), rel=1e-10)
+    for mode in ("forward", "reverse"):
+        for batched in (True, False):
+            jac = s2sad.jacobian(stats_tree, wrt="w", mode=mode, batched=batched)(x, w)
+            assert jac["value"].shape == (4,) and jac["parts"][0].shape == (4, 4)
+            assert type(jac["parts"][1]) is Stats and jac["parts"][1].spread.shape == (4,)
+            rows = [jac["value"], *jac["parts"][1]]
+            np.testing.assert_allclose(
+                0.7 * rows[0] + 0.2 * rows[1] - 1.1 * rows[2] + seed["parts"][0] @ jac["parts"][0],
+                got,
+                rtol=1e-10,
+                atol=1e-12,
+            )
+
+
+def test_tree_output_refusals():
+    x = rand(3, seed=1)
+    _, pullback = s2sad.vjp(stats_tree, wrt="w")(x, x)
+    with pytest.raises(s2sad.SeedShapeError, match="same structure"):
+        pullback((1.0, x))
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="same structure") as info:
+        s2sad.vjp(two_structures)(x)
+    assert f"{__file__}:" in str(info.value)
+
+
+def two_structures(x):
+    if x[0] > 0:
+        return {"a": x}
+    return {"b": x}
+
+
 # --------------------------------------------------------------------------- functions passed
 def decay(y):
     return -0.5 * y + np.sin(y) * DECAY_SCALE
@@ -719,6 +782,14 @@ def test_jit_gives_the_same_numbers():
         s2sad.grad(m.loss, wrt="self.W")(X, y),
         rtol=1e-12,
     )
+    # a tree output
+    w = rand(4, seed=2)
+    out, pullback = s2sad.vjp(stats_tree, wrt="w", jit=True)(w, w)
+    seed = {"value": 0.7, "parts": (rand(4, seed=3), Stats(0.2, -1.1))}
+    np.testing.assert_allclose(
+        pullback(seed), s2sad.vjp(stats_tree, wrt="w")(w, w)[1](seed), rtol=1e-12
+    )
+    assert type(out["parts"][1]) is Stats
     # a function passed as an argument: one compile per code, closures' data read per call
     y0 = rand(3, seed=1)
     for field in (decay, make_linear_field(2.0), make_linear_field(0.5)):

@@ -32,6 +32,7 @@ from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_ne
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
 from .treeparams import flatten_parameters
+from .treereturns import tree_returns
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
 # arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
@@ -62,6 +63,8 @@ def differentiate(
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
+        if mode in ("vjp", "jvp", "vjp_batched", "jvp_batched") and not has_aux:
+            parsed.output = tree_returns(parsed)  # `return {"a": u, "b": v}`: its leaves
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         return parsed
 

@@ -47,6 +47,7 @@ class Compiled:
     helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
     checks: tuple = ()  # (spec, the object it must still read)
     pinned: tuple = ()  # (spec, the int it must still read: the code was unrolled for it)
+    output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 
     def read(self, func, passed=None):
@@ -177,6 +178,7 @@ def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
         helpers=tuple(reads.helpers),
         checks=reads.final_checks(),
         pinned=tuple(reads.pinned.items()),
+        output=parsed.output,
     )
     return compiled
 

@@ -25,6 +25,8 @@ class ParsedFunction:
     original: dict[str, str] = field(default_factory=dict)
     # a parameter bound to a function the call passes -> that function (treeparams.py)
     passed: dict = field(default_factory=dict)
+    # the TreeDef of a tree the function returns, whose leaves it now returns (treereturns.py)
+    output: object = None
 
     @property
     def name(self) -> str:
