@@ -619,6 +619,77 @@ def test_register_vjp_with_optional_parameters():
     np.testing.assert_allclose(s2sad.grad(uses)(x), expected, rtol=1e-14)
 
 
+# --------------------------------------------------------------------------- class methods
+class Affine:
+    """Parameters in a dict, the model's functions on the class."""
+
+    L2 = 0.05
+
+    @staticmethod
+    def apply(params, x):
+        return np.tanh(x @ params["W"] + params["b"])
+
+    @classmethod
+    def loss(cls, params, x, y):
+        return np.mean((cls.apply(params, x) - y) ** 2) + cls.L2 * np.sum(params["W"] ** 2)
+
+
+def static_loss(params, x, y):
+    return np.mean((Affine.apply(params, x) - y) ** 2)
+
+
+def class_loss(params, x, y):
+    return Affine.loss(params, x, y)
+
+
+@dataclasses.dataclass
+class Block:
+    W: np.ndarray
+    b: np.ndarray
+
+    def __call__(self, x):
+        return np.tanh(x @ self.W + self.b)
+
+
+@dataclasses.dataclass
+class Stack:
+    first: Block
+    second: Block
+    scale: float
+
+    def layer(self, x):
+        return self.second(self.first(x)) * self.scale
+
+    def loss(self, x, y):
+        return np.mean((self.layer(x) - y) ** 2)
+
+
+def stack_loss(model, x, y):
+    return model.loss(x, y)  # a tree argument's methods, inlined with their reads of it
+
+
+def test_static_and_class_methods_with_parameter_trees():
+    p, y = {"W": rand(3, 2, seed=1), "b": rand(2, seed=2)}, rand(5, 2, seed=3)
+    for f in (static_loss, class_loss):
+        g = s2sad.grad(f)(p, X, y)
+        assert_tree_close(g, fd_grad(f, (p, X, y), 0), p)
+    text = s2sad.source(s2sad.grad(class_loss), p, X, y)
+    assert "cls = " not in text and "# apply, line" in text  # cls is the class, not a copy
+    check_vjp(lambda x: Affine.apply(p, x), (X,))
+
+
+def test_a_dataclass_trees_methods_are_inlined():
+    model = Stack(
+        Block(rand(3, 4, seed=1), rand(4, seed=2)), Block(rand(4, 2, seed=3), rand(2, seed=4)), 1.5
+    )
+    y = rand(5, 2, seed=5)
+    g = s2sad.grad(stack_loss)(model, X, y)
+    assert type(g) is Stack and type(g.first) is Block and isinstance(g.scale, float)
+    assert_tree_close(g, fd_grad(stack_loss, (model, X, y), 0), model)
+    gx = s2sad.grad(stack_loss, wrt="x")(model, X, y)
+    np.testing.assert_allclose(gx, fd_grad(stack_loss, (model, X, y), 1), rtol=1e-6)
+
+
 # --------------------------------------------------------------------------- tree outputs
 Stats = namedtuple("Stats", "mean spread")
 
@@ -782,6 +853,14 @@ def test_jit_gives_the_same_numbers():
         s2sad.grad(m.loss, wrt="self.W")(X, y),
         rtol=1e-12,
     )
+    # a classmethod taking a parameter tree
+    small, y2 = {"W": p["W1"], "b": p["b1"]}, rand(5, 4, seed=4)
+    assert_tree_close(
+        s2sad.grad(class_loss, jit=True)(small, X, y2),
+        s2sad.grad(class_loss)(small, X, y2),
+        small,
+        rtol=1e-12,
+    )
     # a tree output
     w = rand(4, seed=2)
     out, pullback = s2sad.vjp(stats_tree, wrt="w", jit=True)(w, w)
@@ -836,6 +915,54 @@ def test_readme_callables():
     assert np.allclose(s2sad.grad(q.energy, wrt="self.a")(x), [1.0, 1.0])
     assert np.allclose(s2sad.grad(functools.partial(ridge, X=np.eye(2), y=x))(x), 0.2 * x)
     assert np.allclose(s2sad.grad(lambda v: np.sum(v**3))(x), 3.0)
+
+
+def test_readme_functions_passed_as_arguments():
+    def integrate(f, y, h, n):  # f: a def, a lambda, a closure or a NumPy function
+        for _ in range(n):
+            y = y + h * f(y)
+        return np.sum(y)
+
+    def decay(k):
+        return lambda y: -k * y
+
+    y0 = np.ones(2)
+    g = s2sad.grad(integrate, wrt="y")(np.sin, y0, 0.1, 10)  # f is inlined (not differentiated)
+    g2 = s2sad.grad(integrate, wrt="y")(decay(2.0), y0, 0.1, 10)  # another f: its own gradient
+    assert g.shape == (2,) and np.allclose(g2, 0.8**10)
+
+
+def test_readme_tree_outputs():
+    def stats(x):
+        return {"mean": np.mean(x), "parts": (x**2, np.sin(x))}
+
+    x = np.array([1.0, 2.0])
+    out, pullback = s2sad.vjp(stats)(x)  # out has the output's structure
+    g = pullback({"mean": 1.0, "parts": (np.ones(2), np.zeros(2))})  # a seed of that structure
+    _, t = s2sad.jvp(stats)(x, tangent=np.ones(2))  # t too
+    jac = s2sad.jacobian(stats)(x)  # {"mean": (2,), "parts": ((2, 2), (2, 2))}
+    assert np.allclose(g, 0.5 + 2 * x) and np.allclose(t["parts"][1], np.cos(x))
+    assert jac["mean"].shape == (2,) and jac["parts"][0].shape == (2, 2)
+
+
+def test_readme_class_methods_and_methods_of_trees():
+    class Linear:
+        @staticmethod
+        def apply(params, x):
+            return x @ params["W"]
+
+        @classmethod
+        def loss(cls, params, x):
+            return np.sum(cls.apply(params, x) ** 2)
+
+    def loss(params, x):
+        return Linear.loss(params, x)
+
+    params = {"W": np.ones((2, 1))}
+    assert np.allclose(s2sad.grad(loss)(params, np.eye(2))["W"], 2.0)
+    model = Stack(Block(np.eye(2), np.zeros(2)), Block(np.eye(2), np.zeros(2)), 1.0)
+    grads = s2sad.grad(stack_loss)(model, np.ones((1, 2)), np.zeros((1, 2)))  # model.loss(x, y)
+    assert type(grads) is Stack and grads.first.W.shape == (2, 2)
 
 
 def test_readme_register_vjp_optional_parameters():

@@ -27,6 +27,8 @@ class ParsedFunction:
     passed: dict = field(default_factory=dict)
     # the TreeDef of a tree the function returns, whose leaves it now returns (treereturns.py)
     output: object = None
+    # names whose objects the inliner knows, for the tree rewrite (a classmethod's cls)
+    known: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:

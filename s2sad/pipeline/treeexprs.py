@@ -65,6 +65,7 @@ class TreeExpressions:
                 self.scope[name] = cell.cell_contents
             except ValueError:
                 pass
+        self.scope.update(parsed.known)
 
     def refuse(self, node, what, hint=None):
         return self.parsed.error(
