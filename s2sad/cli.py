@@ -104,6 +104,12 @@ def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | Non
     if args is None:
         return None
     bound = transformed._bind(tuple(args), {})
+    if bound.passed:
+        raise CLIError(
+            f"{spec}: {func.__name__} takes a function ({', '.join(bound.passed)}), which a "
+            "standalone module cannot be specialized on; emit a function that passes it "
+            f"(`def loss(...): return {func.__name__}(rhs, ...)`)"
+        )
     if not bound.trees:
         return None
     compiled = transform(transformed.func, bound.wrt, mode, None, False, bound.trees)

@@ -358,7 +358,7 @@ class BatchedJVPTransformed(Transformed):
             for d, o in zip(out_dot, out):
                 rows.append(_batch_rows(d, size, o, others))
                 others.append(rows[-1])
-            return out, tuple(rows)
+            return tree_output(compiled, out), tree_output(compiled, tuple(rows))
         return out, _batch_rows(out_dot, size, out, others)
 
 

@@ -139,6 +139,18 @@ def _chain():
     return cli._load_module(EXAMPLES / "broadcasting.py").chain
 
 
+def test_emit_of_a_function_taking_a_function_is_refused_with_the_way_out(tmp_path):
+    source = (
+        "import numpy as np\n\n\ndef rhs(y):\n    return np.sin(y)\n\n\n"
+        "def integrate(f, y0):\n    return np.sum(y0 + 0.1 * f(y0))\n\n\n"
+        "def inputs(rng):\n    return {'integrate': (rhs, np.ones(2))}\n"
+    )
+    (tmp_path / "takes_f.py").write_text(source)
+    result = _run("emit", f"{tmp_path / 'takes_f.py'}:integrate", "--wrt", "y0")
+    assert result.returncode == 1
+    assert "integrate takes a function (f)" in result.stderr and "passes it" in result.stderr
+
+
 def test_show_interleaves_source_and_adjoint():
     result = _run("show", "examples/mlp.py:loss", "--wrt", "W1")
     assert result.returncode == 0, result.stderr

@@ -723,6 +723,9 @@ def test_tree_outputs_in_vjp_jvp_and_jacobian():
     assert isinstance(dot["value"], float) or np.ndim(dot["value"]) == 0
     # <seed, J t> two ways
     assert _tree_dot(seed, dot) == pytest.approx(np.sum(got * t), rel=1e-10)
+    _, rows = s2sad.jvp(stats_tree, wrt="w", batched=True)(x, w, tangent=np.stack([t, 2 * t]))
+    assert type(rows["parts"][1]) is Stats and rows["parts"][0].shape == (2, 4)
+    np.testing.assert_allclose(rows["parts"][0][1], 2 * dot["parts"][0], rtol=1e-12)
     for mode in ("forward", "reverse"):
         for batched in (True, False):
             jac = s2sad.jacobian(stats_tree, wrt="w", mode=mode, batched=batched)(x, w)
