@@ -750,6 +750,34 @@ def test_tree_output_refusals():
     assert f"{__file__}:" in str(info.value)
 
 
+def one_leaf_dict(x):
+    return {"a": np.sin(x)}
+
+
+def one_tuple(x):
+    return (np.sin(x),)
+
+
+def dict_loss(x):
+    return {"loss": np.sum(x**2), "x": x}
+
+
+def test_outputs_of_one_leaf_keep_their_structure():
+    """`return (u,)` came back as `u` itself (the emitted return lost its comma)."""
+    x = rand(3, seed=1)
+    out, pullback = s2sad.vjp(one_leaf_dict)(x)
+    assert sorted(out) == ["a"] and out["a"].shape == (3,)
+    np.testing.assert_allclose(pullback({"a": np.ones(3)}), np.cos(x), rtol=1e-14)
+    out, pullback = s2sad.vjp(one_tuple)(x)
+    assert type(out) is tuple and len(out) == 1
+    np.testing.assert_allclose(pullback((np.ones(3),)), np.cos(x), rtol=1e-14)
+    _, dot = s2sad.jvp(one_leaf_dict)(x, tangent=np.ones(3))
+    np.testing.assert_allclose(dot["a"], np.cos(x), rtol=1e-14)
+    np.testing.assert_allclose(s2sad.jacobian(one_leaf_dict)(x)["a"], np.diag(np.cos(x)), 1e-14)
+    with pytest.raises(s2sad.NonScalarOutputError, match="returns a tree"):
+        s2sad.grad(dict_loss)(x)
+
+
 def two_structures(x):
     if x[0] > 0:
         return {"a": x}

@@ -63,6 +63,16 @@ def differentiate(
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
+            returns = [r for r in _own_nodes(parsed.tree) if isinstance(r, ast.Return)]
+            if tree_returns(parsed) is not None:  # `return {"loss": l, ...}`
+                raise parsed.error(
+                    NonScalarOutputError,
+                    f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns "
+                    "a tree (a dict or namedtuple)",
+                    returns[-1],
+                    hint="return the scalar alone, or (value, aux) with has_aux=True; "
+                    "s2sad.vjp and s2sad.jacobian take tree outputs",
+                )
         if mode in ("vjp", "jvp", "vjp_batched", "jvp_batched") and not has_aux:
             parsed.output = tree_returns(parsed)  # `return {"a": u, "b": v}`: its leaves
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)

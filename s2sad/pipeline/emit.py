@@ -192,7 +192,7 @@ def emit(
     )
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     text = _Lines(parsed)
-    out = ", ".join(norm.outputs)
+    out = _joined(norm.outputs, norm.tuple_output)
     batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
     if mode == "vjp_batched":
         mode = "vjp"
@@ -308,13 +308,18 @@ def emit_jvp(
     if batch is not None and batch in used:
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
-    out = ", ".join(norm.outputs)
-    dots = ", ".join(ast.unparse(o) for o in outputs)
+    out = _joined(norm.outputs, norm.tuple_output)
+    dots = _joined([ast.unparse(o) for o in outputs], norm.tuple_output)
     if norm.tuple_output:
         lines.append(f"    return ({out}), ({dots})")
     else:
         lines.append(f"    return {out}, {dots}")
     return "\n".join(lines) + "\n"
+
+
+def _joined(names, tuple_output: bool) -> str:
+    """The outputs as a return spells them: a tuple of one (`return (u,)`) keeps its comma."""
+    return ", ".join(names) + ("," if tuple_output and len(names) == 1 else "")
 
 
 @functools.lru_cache(maxsize=512)
