@@ -72,15 +72,17 @@ class _Lines:
     def block(self, stmts, indent: str, parent_src=None) -> list[str]:
         """Lines of code for `stmts`; empty when they hold no code (comments alone are none)."""
         lines: list[str] = []
-        previous = parent_src
+        previous, shown = parent_src, None
         for stmt in stmts:
             src = ir.src(stmt)
             code = self.statement(stmt, indent, src)
             if not code:
                 continue
             if src is not None and src is not previous:
-                lines.append(indent + self.label(src, ir.src_parsed(stmt)))
-                previous = src
+                label = indent + self.label(src, ir.src_parsed(stmt))
+                if label != shown:  # two statements made of one line (a tree's return) share it
+                    lines.append(label)
+                previous, shown = src, label
             lines += code
         return lines
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import ast
 import builtins
+import keyword
+import re
 
 from ..errors import UnsupportedSyntaxError
-from ..trees import LEAF, TreeDef
+from ..trees import LEAF, TreeDef, code_names, paths
 
 
 def tree_returns(parsed):
@@ -36,10 +38,63 @@ def tree_returns(parsed):
                 r,
                 hint="return the same dict literal (or namedtuple) everywhere",
             )
-    for r, _ in found:
-        leaves = _leaves(r.value, scope)
-        r.value = ast.copy_location(ast.Tuple(leaves, ast.Load()), r.value)
+    names = _output_names(d, parsed)
+    _Named(names, scope).visit(parsed.tree)
     return d
+
+
+def _output_names(d, parsed) -> list[str]:
+    """A name per leaf of the output, from its path (`value`, `parts_1_mean`), none a name the
+    function uses: the generated code computes each leaf into it."""
+    taken = code_names(parsed.func) | {
+        n.id for n in ast.walk(parsed.tree) if isinstance(n, ast.Name)
+    }
+    out = []
+    for path in paths(d):
+        base = "_".join(re.sub(r"\W", "_", str(k)) for k in path)
+        if not base.isidentifier() or keyword.iskeyword(base):
+            base = f"{parsed.name}_{base}"
+        name, k = base, 2
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        out.append(name)
+    return out
+
+
+class _Named(ast.NodeTransformer):
+    """`return {"a": u, "b": v}` -> `a = u; b = v; return (a, b)` (a leaf that is a name is
+    returned as it is)."""
+
+    def __init__(self, names, scope):
+        self.names, self.scope = names, scope
+
+    def visit_FunctionDef(self, node):
+        if getattr(self, "_inside", False):
+            return node  # a nested def's returns are its own
+        self._inside = True
+        self.generic_visit(node)
+        return node
+
+    def visit_Lambda(self, node):
+        return node
+
+    def visit_ClassDef(self, node):
+        return node
+
+    def visit_Return(self, node):
+        if node.value is None:
+            return node
+        stmts, elts = [], []
+        for name, leaf in zip(self.names, _leaves(node.value, self.scope)):
+            if isinstance(leaf, ast.Name):
+                elts.append(leaf)
+                continue
+            assign = ast.Assign([ast.Name(name, ast.Store())], leaf)
+            stmts.append(ast.copy_location(assign, node))
+            elts.append(ast.Name(name, ast.Load()))
+        node.value = ast.copy_location(ast.Tuple(elts, ast.Load()), node.value)
+        return stmts + [node]
 
 
 def _own_returns(tree):
