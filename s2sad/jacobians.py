@@ -207,7 +207,10 @@ def _one(values: tuple, compiled):
 
 
 def _shapes_key(bound) -> tuple:
-    return tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+    """What decides the output's size: the arguments' shapes, the trees' structures and the
+    functions passed (by code: `TreeDef("function")`)."""
+    shapes = tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+    return shapes + (bound.trees,)
 
 
 def _rows(g, size, x):

@@ -713,6 +713,8 @@ def test_tree_outputs_in_vjp_jvp_and_jacobian():
     expected_out = stats_tree(x, w)
     assert flatten(out)[0] == flatten(expected_out)[0]
     assert type(out["parts"][1]) is Stats
+    text = s2sad.source(s2sad.vjp(stats_tree, wrt="w"), x, w)
+    assert "parts_1_mean = np.mean(h)" in text and "value = np.sum(value_pow)" in text
     seed = {"value": 0.7, "parts": (rand(4, seed=3), Stats(0.2, -1.1))}
     got = pullback(seed)
     fd = fd_grad(lambda x, w: _tree_dot(seed, stats_tree(x, w)), (x, w), 1)
