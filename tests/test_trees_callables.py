@@ -950,6 +950,20 @@ def test_readme_callables():
     assert np.allclose(s2sad.grad(lambda v: np.sum(v**3))(x), 3.0)
 
 
+def test_readme_model_class_wrt_self():
+    class Linear:
+        def __init__(self):
+            self.W, self.b = np.ones((2, 1)), np.zeros(1)
+
+        def loss(self, x, y):
+            return np.mean((x @ self.W + self.b - y) ** 2)
+
+    model, x, y = Linear(), np.eye(2), np.zeros((2, 1))
+    grads = s2sad.grad(model.loss, wrt="self")(x, y)  # {"W": dW, "b": db}: self's float arrays
+    model.W, model.b = model.W - 0.1 * grads["W"], model.b - 0.1 * grads["b"]
+    assert np.allclose(grads["W"], 1.0) and np.allclose(grads["b"], 2.0)
+
+
 def test_readme_functions_passed_as_arguments():
     def integrate(f, y, h, n):  # f: a def, a lambda, a closure or a NumPy function
         for _ in range(n):
