@@ -20,6 +20,7 @@ import re
 import sys
 import sysconfig
 import types
+import weakref
 from typing import NamedTuple
 
 from .errors import S2SADError
@@ -121,10 +122,18 @@ class Passed:
     equal, so that a closure of another factory call reuses the transform (the transform reads
     the function's data from the argument at each call)."""
 
-    __slots__ = ("function",)
+    __slots__ = ("_ref",)
 
     def __init__(self, function):
-        self.function = function
+        try:  # the transform cache keeps the key: it must not keep a closure's data alive
+            self._ref = weakref.ref(function)
+        except TypeError:  # a NumPy ufunc or builtin: long-lived anyway
+            self._ref = lambda: function
+
+    @property
+    def function(self):
+        """The function (None once the caller dropped it: a later call brings its own)."""
+        return self._ref()
 
     def __eq__(self, other):
         return isinstance(other, Passed)

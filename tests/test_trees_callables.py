@@ -852,6 +852,32 @@ def test_a_function_passed_in_every_transform():
     )
 
 
+def test_a_function_passed_is_not_kept_alive_and_may_have_a_rule():
+    import gc
+    import weakref
+
+    g = s2sad.grad(euler, wrt=1)
+    y0 = rand(3, seed=1)
+    first = make_linear_field(2.0)
+    ref = weakref.ref(first)
+    g(first, y0, 0.1, 2)
+    del first
+    g(make_linear_field(3.0), y0, 0.1, 2)  # the same transform, the new closure's data
+    gc.collect()
+    assert ref() is None  # the cache holds no closure (nor its arrays)
+
+    def bump(y):
+        return y**3
+
+    s2sad.register_vjp(bump, lambda dy, out, y: 5.0 * dy)  # a deliberately different rule
+    got = s2sad.grad(euler_step_sum, wrt=1)(bump, y0)
+    np.testing.assert_allclose(got, 2 * (y0 + 0.1 * y0**3) * (1 + 0.5), rtol=1e-14)
+
+
+def euler_step_sum(f, y0):
+    return np.sum((y0 + 0.1 * f(y0)) ** 2)
+
+
 def test_wrt_naming_a_function_passed_is_refused():
     with pytest.raises(s2sad.WrtError, match="names a function passed as an argument"):
         s2sad.grad(euler, wrt=0)(decay, rand(3), 0.1, 2)

@@ -156,9 +156,8 @@ class Resolver:
             canonical = _CANONICAL.get(id(func))
             if canonical is not None:
                 spelled = ast.parse(canonical, mode="eval").body
-            else:
+            else:  # placed in the namespace only where the code calls it (see spelling)
                 spelled = ast.Name(name, ast.Load())
-                self.namespace[name] = func
             self.functions[name] = (func, (self.index, "argument", name, ()), spelled)
 
     def scopes(self) -> int:
@@ -237,7 +236,10 @@ class Resolver:
         """How emitted code refers to `obj`, which the user wrote as `node`: data read through a
         name becomes a parameter the call fills in (see Reads), never a constant."""
         if isinstance(node, ast.Name) and node.id in self.functions:
-            return clone(self.functions[node.id][2])  # as the caller spells what it passed
+            func, spec, spelled = self.functions[node.id]
+            if spec is not None and spec[1] == "argument" and isinstance(spelled, ast.Name):
+                self.namespace[spelled.id] = func  # a function passed that the code calls
+            return clone(spelled)  # as the caller spells what it passed
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
