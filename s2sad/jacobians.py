@@ -41,7 +41,7 @@ class Jacobian:
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
         self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r})"
-        self.last = None  # (mode, ranks) of the last call
+        self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         functools.update_wrapper(self, f)
 
@@ -59,7 +59,7 @@ class Jacobian:
                 ran = self._reverse_primal(bound, ranks)  # the output's size decides
                 self._out_shapes[key] = sum(np.size(o) for o in ran[0])
             mode = "forward" if n_in <= self._out_shapes[key] else "reverse"
-        self.last = (mode, ranks, bound.wrt, bound.trees)
+        self.last = (mode, ranks, bound.wrt, bound.trees, bound.passed)
         if mode == "reverse":
             outs, pullback, compiled = ran or self._reverse_primal(bound, ranks)
             sizes = [np.size(o) for o in outs]
@@ -181,21 +181,21 @@ class Jacobian:
 
     def source(self, *args, **kwargs) -> str:
         """The batched code a call with these arguments runs (of the last call without any)."""
-        wrt, trees = self.wrt, ()
+        wrt, trees, passed = self.wrt, (), None
         if args or kwargs:
             bound = self.backward._bind(args, kwargs)
             ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
-            wrt, trees, mode = bound.wrt, bound.trees, self.mode
+            wrt, trees, passed, mode = bound.wrt, bound.trees, bound.passed, self.mode
             if mode is None:
                 outs = self._reverse_primal(bound, ranks)[0]
                 n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
                 mode = "forward" if n_in <= sum(np.size(o) for o in outs) else "reverse"
         elif self.last is not None:
-            mode, ranks, wrt, trees = self.last
+            mode, ranks, wrt, trees, passed = self.last
         else:
             mode, ranks = self.mode or "reverse", None
         batched = "jvp_batched" if mode == "forward" else "vjp_batched"
-        return transform(self.func, wrt, batched, ranks, False, trees).source
+        return transform(self.func, wrt, batched, ranks, False, trees, False, passed).source
 
     def __repr__(self):
         return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"

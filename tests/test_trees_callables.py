@@ -844,6 +844,9 @@ def test_a_function_passed_in_every_transform():
             [fd_grad(lambda f, y, h: euler_step(f, y, h)[i], (field, y0, 0.2), 1) for i in range(3)]
         )
         np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-9)
+    jac = s2sad.jacobian(euler_step, wrt=1)
+    jac(make_linear_field(1.5), y0, 0.2)
+    assert "def jvp_batched_euler_step(y0, h, y0_dot, k):" in s2sad.source(jac)  # the last call
     h = s2sad.hessian(euler, wrt=1)(square_field, y0, 0.1, 1)
     # sum((y + h y^2)^2): d2/dy2 = 2 (1 + 2 h y)^2 + 2 (y + h y^2) 2 h, diagonal
     y = y0
