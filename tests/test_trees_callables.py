@@ -750,6 +750,9 @@ def test_tree_output_refusals():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="same structure") as info:
         s2sad.vjp(two_structures)(x)
     assert f"{__file__}:" in str(info.value)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="from the return statement") as info:
+        s2sad.vjp(named_dict)(x)
+    assert "return {'a': x * 2}" in str(info.value)
 
 
 def one_leaf_dict(x):
@@ -778,6 +781,11 @@ def test_outputs_of_one_leaf_keep_their_structure():
     np.testing.assert_allclose(s2sad.jacobian(one_leaf_dict)(x)["a"], np.diag(np.cos(x)), 1e-14)
     with pytest.raises(s2sad.NonScalarOutputError, match="returns a tree"):
         s2sad.grad(dict_loss)(x)
+
+
+def named_dict(x):
+    out = {"a": x * 2}
+    return out
 
 
 def two_structures(x):

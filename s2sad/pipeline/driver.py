@@ -64,7 +64,7 @@ def differentiate(
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
             returns = [r for r in _own_nodes(parsed.tree) if isinstance(r, ast.Return)]
-            if tree_returns(parsed) is not None:  # `return {"loss": l, ...}`
+            if tree_returns(parsed, refuse_named=False) is not None:  # `return {"l": l}`
                 raise parsed.error(
                     NonScalarOutputError,
                     f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns "

@@ -20,10 +20,14 @@ from ..errors import UnsupportedSyntaxError
 from ..trees import LEAF, TreeDef, code_names, paths
 
 
-def tree_returns(parsed):
-    """Rewrite `parsed`'s returns of trees to flat tuples; the output's TreeDef or None."""
+def tree_returns(parsed, refuse_named: bool = True):
+    """Rewrite `parsed`'s returns of trees to flat tuples; the output's TreeDef or None.
+    `refuse_named`: refuse a return of a name bound to a dict literal (`out = {...}; return
+    out`), which the transform would refuse less clearly."""
     returns = list(_own_returns(parsed.tree))
     scope = _scope(parsed.func)
+    if refuse_named:
+        _refuse_named_trees(parsed, returns, scope)
     found = [(r, _structure(r.value, scope, parsed)) for r in returns if r.value is not None]
     trees = [(r, d) for r, d in found if d is not None and _nested(d)]
     if not trees:
@@ -95,6 +99,39 @@ class _Named(ast.NodeTransformer):
             elts.append(ast.Name(name, ast.Load()))
         node.value = ast.copy_location(ast.Tuple(elts, ast.Load()), node.value)
         return stmts + [node]
+
+
+def _refuse_named_trees(parsed, returns, scope) -> None:
+    """A returned name every assignment of which is a dict literal or namedtuple: refused."""
+    names = {r.value.id: r for r in returns if isinstance(r.value, ast.Name)}
+    values: dict[str, list] = {}
+    for node in ast.walk(parsed.tree):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.With, ast.NamedExpr)):
+            targets = [node.target] if hasattr(node, "target") else []
+        for target in targets:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name) and n.id in names:
+                    literal = target is n and isinstance(node, ast.Assign)
+                    values.setdefault(n.id, []).append(node.value if literal else None)
+    for name, assigned in values.items():
+        tree = all(
+            v is not None and (isinstance(v, ast.Dict) or _namedtuple_class(v, scope))
+            for v in assigned
+        )
+        if tree:
+            shown = ast.unparse(assigned[0])
+            raise parsed.error(
+                UnsupportedSyntaxError,
+                f"s2sad reads a tree output from the return statement itself, and "
+                f"{parsed.name} returns `{name}`, a name bound to one",
+                names[name],
+                hint=(
+                    f"return the literal: `return {shown}`"
+                    if len(shown) < 60
+                    else "return the dict literal (or namedtuple) itself"
+                ),
+            )
 
 
 def _own_returns(tree):
