@@ -20,21 +20,32 @@ import numpy as np
 
 from .errors import SourceUnavailableError, WrtError
 from .pipeline.parse import parse_function
-from .trees import code_names, flatten, leaf_names, needs_flattening, path_text, paths, unflatten
+from .trees import (
+    code_names,
+    flatten,
+    is_passed_function,
+    leaf_names,
+    needs_flattening,
+    passed_function,
+    path_text,
+    paths,
+    unflatten,
+)
 
 
 class FlatBound(inspect.BoundArguments):
     """Bound arguments of the generated function (trees as leaves), with `wrt` (the leaves
     differentiated, by parameter name), `trees` (per flattened parameter: its name, TreeDef and
-    leaf names: part of the specialization) and `layout` (per wrt item: the TreeDef of the
+    leaf names: part of the specialization; a function passed as an argument is one with no
+    leaves, and `passed` holds it by name) and `layout` (per wrt item: the TreeDef of the
     differentiated part, or None for a plain argument, and its leaves' names)."""
 
-    __slots__ = ("wrt", "trees", "layout", "shown", "plain")
+    __slots__ = ("wrt", "trees", "layout", "shown", "plain", "passed")
 
     def copy_with(self, arguments: dict) -> FlatBound:
         new = FlatBound(self.signature, arguments)
         new.wrt, new.trees, new.layout, new.shown = self.wrt, self.trees, self.layout, self.shown
-        new.plain = self.plain
+        new.plain, new.passed = self.plain, self.passed
         return new
 
     def regroup(self, leaves: list):
@@ -214,9 +225,19 @@ class Target:
             for p in bound.signature.parameters.values()
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         }
-        trees, flat, shown = [], {}, {}
+        trees, flat, shown, passed = [], {}, {}, {}
         for name, value in bound.arguments.items():
             obj = name in self.objects
+            if not obj and is_passed_function(value):  # static: part of the specialization
+                if name in roots:
+                    raise WrtError(
+                        f"wrt={name!r} names a function passed as an argument; s2sad "
+                        "differentiates arrays and numbers, and inlines the function",
+                        hint="leave it out of wrt (differentiate its parameters instead)",
+                    )
+                trees.append((name, passed_function(value), ()))
+                passed[name] = value
+                continue
             if obj or name in stars or needs_flattening(value, name in roots):
                 d, leaves = flatten(value, as_object=obj)
                 names = leaf_names(name, d, self.taken | set(flat))
@@ -265,6 +286,7 @@ class Target:
             out = FlatBound(bound.signature, bound.arguments)
         out.wrt, out.trees, out.layout, out.shown = tuple(wrt), tuple(trees), layout, shown
         out.plain = all(d is None for d, _ in layout)
+        out.passed = passed
         return out
 
 

@@ -38,7 +38,9 @@ def load_function(spec: str):
     if not sep or not path or not name:
         raise CLIError(f"expected PATH.py:FUNC, got {spec!r}")
     module = _load_module(Path(path))
-    func = getattr(module, name, None)
+    func = module
+    for part in name.split("."):  # `Model.loss`: a method, differentiated with `self` a tree
+        func = getattr(func, part, None)
     if func is None:
         raise CLIError(f"{path} has no function named {name!r}")
     return func
@@ -92,15 +94,22 @@ def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | Non
     """The module for a function taking parameter trees, specialized on the structure of its
     module's example arguments (`inputs(rng)[name]`): the generated function takes the leaves,
     and a wrapper of the function's name takes the trees whole (grad without jit). None for a
-    function whose example arguments hold no tree."""
+    function whose example arguments hold no tree. A method (`Model.loss`) takes its object as
+    `self`, a tree of its attributes."""
     module = sys.modules.get(func.__module__)
     example = getattr(module, "inputs", None)
     if example is None or mode != "grad" or jit:
         return None
-    args = example(np.random.default_rng(0)).get(func.__name__)
+    args = example(np.random.default_rng(0)).get(spec.rpartition(":")[2])
     if args is None:
         return None
     bound = transformed._bind(tuple(args), {})
+    if bound.passed:
+        raise CLIError(
+            f"{spec}: {func.__name__} takes a function ({', '.join(bound.passed)}), which a "
+            "standalone module cannot be specialized on; emit a function that passes it "
+            f"(`def loss(...): return {func.__name__}(rhs, ...)`)"
+        )
     if not bound.trees:
         return None
     compiled = transform(transformed.func, bound.wrt, mode, None, False, bound.trees)
@@ -142,7 +151,7 @@ def emit_all(directory: str, outdir: str | None, check: bool) -> int:
         for func_name, options in getattr(module, "EMIT", {}).items():
             mode = options.get("mode", "grad")
             text = emit_text(f"{file.as_posix()}:{func_name}", options.get("wrt"), mode)
-            out = Path(outdir) / f"{file.stem}_{func_name}_{mode}.py"
+            out = Path(outdir) / f"{file.stem}_{func_name.replace('.', '_')}_{mode}.py"
             if check:
                 if not out.is_file() or out.read_text() != text:
                     stale.append(str(out))

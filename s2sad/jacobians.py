@@ -17,7 +17,8 @@ from .errors import S2SADError
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed
-from .trees import flatten
+from .pullback import tree_output
+from .trees import flatten, unflatten
 
 
 def _basis(x):
@@ -41,7 +42,7 @@ class Jacobian:
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
         self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r})"
-        self.last = None  # (mode, ranks) of the last call
+        self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         functools.update_wrapper(self, f)
 
@@ -57,21 +58,30 @@ class Jacobian:
             key = _shapes_key(bound)
             if key not in self._out_shapes:
                 ran = self._reverse_primal(bound, ranks)  # the output's size decides
-                self._out_shapes[key] = np.shape(ran[0])
-            mode = "forward" if n_in <= _size(self._out_shapes[key]) else "reverse"
-        self.last = (mode, ranks, bound.wrt, bound.trees)
+                self._out_shapes[key] = sum(np.size(o) for o in ran[0])
+            mode = "forward" if n_in <= self._out_shapes[key] else "reverse"
+        self.last = (mode, ranks, bound.wrt, bound.trees, bound.passed)
         if mode == "reverse":
-            out, pullback = ran or self._reverse_primal(bound, ranks)
-            size = np.size(out)
-            if size == 0 or n_in == 0:
-                return self._zeros(out, inputs, bound)
-            seed = np.eye(size).reshape((size,) + np.shape(out))
-            rows = pullback(seed)
+            outs, pullback, compiled = ran or self._reverse_primal(bound, ranks)
+            sizes = [np.size(o) for o in outs]
+            total, offsets = sum(sizes), np.cumsum([0] + sizes)
+            if total == 0 or n_in == 0:
+                return self._zeros(tree_output(compiled, _one(outs, compiled)), inputs, bound)
+            seeds = []  # row k: the derivative of output element k (of all the outputs)
+            for o, size, start in zip(outs, sizes, offsets):
+                seed = np.zeros((total, size))
+                seed[start : start + size] = np.eye(size)
+                seeds.append(seed.reshape((total,) + np.shape(o)))
+            rows = pullback(*seeds)
             rows = rows if len(bound.wrt) > 1 else (rows,)
-            blocks = [
-                np.reshape(_rows(r, size, x), np.shape(out) + np.shape(x))
-                for r, x in zip(rows, inputs)
-            ]  # row k: the derivative of output element k
+            rows = [_rows(r, total, x) for r, x in zip(rows, inputs)]
+            per_output = []
+            for o, size, start in zip(outs, sizes, offsets):
+                blocks = [
+                    np.reshape(r[start : start + size], np.shape(o) + np.shape(x))
+                    for r, x in zip(rows, inputs)
+                ]
+                per_output.append(self._conformed(blocks, inputs, bound))
         else:
             if n_in == 0:
                 out = self.forward.target.original(*args, **kwargs)
@@ -82,31 +92,32 @@ class Jacobian:
                 t[offsets[k] : offsets[k + 1]] = np.eye(np.size(x))
                 tangents.append(t.reshape((n_in,) + np.shape(x)))
             compiled, values = self.backward.read_mode(bound, "jvp_batched")
-            self._check_single(compiled.tuple_output)
             out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
-            rows = _rows(out_dot, n_in, out)
-            blocks = []
-            for k, x in enumerate(inputs):
-                part = rows[offsets[k] : offsets[k + 1]].reshape((np.size(x), np.size(out)))
-                blocks.append(np.reshape(part.T, np.shape(out) + np.shape(x)))
-        return self._conformed(blocks, inputs, bound)
+            outs, dots = (out, out_dot) if compiled.tuple_output else ((out,), (out_dot,))
+            per_output = []
+            for o, d in zip(outs, dots):
+                rows = _rows(d, n_in, o)
+                blocks = []
+                for k, x in enumerate(inputs):
+                    part = rows[offsets[k] : offsets[k + 1]].reshape((np.size(x), np.size(o)))
+                    blocks.append(np.reshape(part.T, np.shape(o) + np.shape(x)))
+                per_output.append(self._conformed(blocks, inputs, bound))
+        # several outputs (a tuple or a tree): the output's structure outside, wrt's inside
+        return tree_output(compiled, _one(tuple(per_output), compiled))
 
     def _reverse_primal(self, bound, ranks):
+        """The outputs (a tuple, one per output leaf), the batched pullback and the transform."""
         compiled, values = self.backward.read_mode(bound, "vjp_batched")
-        self._check_single(compiled.tuple_output)
         out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
-        return out, pullback
-
-    def _check_single(self, tuple_output):
-        if tuple_output:
-            raise S2SADError(
-                "jacobian needs a function with one output; take the jacobian of "
-                "each output separately"
-            )
+        return (out if compiled.tuple_output else (out,)), pullback, compiled
 
     def _zeros(self, out, inputs, bound):
-        blocks = [np.zeros(np.shape(out) + np.shape(x)) for x in inputs]
-        return self._conformed(blocks, inputs, bound)
+        d, outs = flatten(out)  # a tuple or tree output: a zero Jacobian per leaf
+        per_output = []
+        for o in outs:
+            blocks = [np.zeros(np.shape(o) + np.shape(x)) for x in inputs]
+            per_output.append(self._conformed(blocks, inputs, bound))
+        return unflatten(d, per_output)
 
     def _per_basis(self, bound, args, kwargs):
         """One vjp pullback per output element, or one jvp per input element (batched=False)."""
@@ -126,28 +137,37 @@ class Jacobian:
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
         else:
             out, pullback = backward(*args, **kwargs)
-        if isinstance(out, tuple):
-            self._check_single(True)
+        d, outs = flatten(out)  # a tuple or tree output: a Jacobian per leaf, in its structure
         n_in = sum(np.size(x) for x in inputs)
-        chosen = self.mode or ("forward" if n_in <= np.size(out) else "reverse")
-        blocks = []
+        chosen = self.mode or ("forward" if n_in <= sum(np.size(o) for o in outs) else "reverse")
+        per_output = []
         if chosen == "reverse":
-            rows = [leaves(pullback(seed)) for seed in _basis(out)]
-            for k, x in enumerate(inputs):
-                parts = [r[k] for r in rows]
-                blocks.append(np.reshape(np.array(parts, dtype=float), np.shape(out) + np.shape(x)))
+            zeros = [np.zeros(np.shape(o)) for o in outs]
+            for i, o in enumerate(outs):
+                seeds = (unflatten(d, zeros[:i] + [e] + zeros[i + 1 :]) for e in _basis(o))
+                rows = [leaves(pullback(seed)) for seed in seeds]
+                blocks = []
+                for k, x in enumerate(inputs):
+                    parts = np.array([r[k] for r in rows], dtype=float)
+                    blocks.append(np.reshape(parts, np.shape(o) + np.shape(x)))
+                per_output.append(blocks)
         else:
+            columns = [[[] for _ in inputs] for _ in outs]
             for k, x in enumerate(inputs):
-                columns = []
                 for e in _basis(x):
                     tangents = [
                         e if j == k else np.zeros(np.shape(inputs[j])) for j in range(len(inputs))
                     ]
                     _, dot = forward(*args, tangent=given(tangents), **kwargs)
-                    columns.append(np.asarray(dot, dtype=float))
-                stacked = np.moveaxis(np.array(columns), 0, -1) if columns else np.zeros(0)
-                blocks.append(np.reshape(stacked, np.shape(out) + np.shape(x)))
-        return self._conformed(blocks, inputs, bound)
+                    for i, t in enumerate(flatten(dot)[1]):
+                        columns[i][k].append(np.asarray(t, dtype=float))
+            for o, by_input in zip(outs, columns):
+                blocks = []
+                for x, cols in zip(inputs, by_input):
+                    stacked = np.moveaxis(np.array(cols), 0, -1) if cols else np.zeros(0)
+                    blocks.append(np.reshape(stacked, np.shape(o) + np.shape(x)))
+                per_output.append(blocks)
+        return unflatten(d, [self._conformed(b, inputs, bound) for b in per_output])
 
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);
@@ -162,32 +182,36 @@ class Jacobian:
 
     def source(self, *args, **kwargs) -> str:
         """The batched code a call with these arguments runs (of the last call without any)."""
-        wrt, trees = self.wrt, ()
+        wrt, trees, passed = self.wrt, (), None
         if args or kwargs:
             bound = self.backward._bind(args, kwargs)
             ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
-            wrt, trees, mode = bound.wrt, bound.trees, self.mode
+            wrt, trees, passed, mode = bound.wrt, bound.trees, bound.passed, self.mode
             if mode is None:
-                out = self._reverse_primal(bound, ranks)[0]
+                outs = self._reverse_primal(bound, ranks)[0]
                 n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
-                mode = "forward" if n_in <= np.size(out) else "reverse"
+                mode = "forward" if n_in <= sum(np.size(o) for o in outs) else "reverse"
         elif self.last is not None:
-            mode, ranks, wrt, trees = self.last
+            mode, ranks, wrt, trees, passed = self.last
         else:
             mode, ranks = self.mode or "reverse", None
         batched = "jvp_batched" if mode == "forward" else "vjp_batched"
-        return transform(self.func, wrt, batched, ranks, False, trees).source
+        return transform(self.func, wrt, batched, ranks, False, trees, False, passed).source
 
     def __repr__(self):
         return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
 
 
-def _size(shape) -> int:
-    return int(np.prod(shape, dtype=int))
+def _one(values: tuple, compiled):
+    """The per-output values as the transform returns its output: alone for one output."""
+    return values if compiled.tuple_output else values[0]
 
 
 def _shapes_key(bound) -> tuple:
-    return tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+    """What decides the output's size: the arguments' shapes, the trees' structures and the
+    functions passed (by code: `TreeDef("function")`)."""
+    shapes = tuple((n, np.shape(v), type(v)) for n, v in bound.arguments.items())
+    return shapes + (bound.trees,)
 
 
 def _rows(g, size, x):

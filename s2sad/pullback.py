@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import SeedShapeError
+from .trees import flatten, same_structure, unflatten
 
 
 def own_copy(value):
@@ -70,14 +71,30 @@ def detach(pullback, arrays) -> None:
             cell.cell_contents = held
 
 
-class Pullback:
-    """`pullback(seed)`: the vector-Jacobian product for a seed with the output's shape."""
+def tree_output(compiled, out):
+    """The output as the user's function returns it: a tree's leaves (see
+    pipeline/treereturns.py) in its structure, anything else as it is."""
+    return out if compiled.output is None else unflatten(compiled.output, out)
 
-    def __init__(self, owner, bound, out, pullback, tuple_output):
+
+class Pullback:
+    """`pullback(seed)`: the vector-Jacobian product for a seed with the output's shape (a tree
+    of seeds for a tree output)."""
+
+    def __init__(self, owner, bound, out, pullback, compiled):
         self.owner, self.bound, self.out = owner, bound, out
-        self.pullback, self.tuple_output = pullback, tuple_output
+        self.pullback, self.tuple_output = pullback, compiled.tuple_output
+        self.output = compiled.output
 
     def __call__(self, seed):
+        if self.output is not None:
+            d, leaves = flatten(seed)
+            if not same_structure(d, self.output):
+                raise SeedShapeError(
+                    f"the output of {self.owner.func.__name__} is a tree; pass a seed of the "
+                    f"same structure ({unflatten(self.output, ['...'] * len(self.out))!r})"
+                )
+            seed = tuple(leaves)
         outs = self.out if self.tuple_output else (self.out,)
         seeds = seed if self.tuple_output else (seed,)
         if self.tuple_output and (not isinstance(seed, (tuple, list)) or len(seed) != len(outs)):

@@ -27,12 +27,13 @@ def transform(
     jit: bool = False,
     trees: tuple = (),
     has_aux: bool = False,
+    passed: dict | None = None,
 ) -> Compiled:
     """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
     or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
     the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
     (`transform_and_read` gives both)."""
-    return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux)[0]
+    return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux, passed)[0]
 
 
 def transform_and_read(
@@ -43,24 +44,26 @@ def transform_and_read(
     jit: bool = False,
     trees: tuple = (),
     has_aux: bool = False,
+    passed: dict | None = None,
 ) -> tuple[Compiled, tuple]:
     """The transform and the data values its function takes after the arguments, read now.
 
     The cache keys on the code object, wrt, mode, ranks, jit, the parameter trees' structures
-    (`trees`: see pipeline/driver.differentiate) and has_aux; a cached transform serves a
+    (`trees`: see pipeline/driver.differentiate) and has_aux; `passed` holds the functions
+    passed as arguments, by parameter name (their data is read from them). A cached transform serves a
     call if no rule was registered since and `read` finds every function, class and module it
     used unchanged (helpers by their code); data is never part of the key or of the cache."""
     key = (func.__code__, wrt, mode, ranks, jit, trees, has_aux)
     for hit in _CACHE.get(key, ()):
         if hit.rules_version != VERSION[0]:
             continue
-        values = hit.read(func)
+        values = hit.read(func, passed)
         if values is not None:
             return hit, values
     compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux)
     # one assignment replaces the tuple: threads reading the cache see the old or the new one
     _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
-    values = compiled.read(func)
+    values = compiled.read(func, passed)
     if values is None:
         raise S2SADError(
             f"the names {func.__qualname__} reads changed while it was being transformed",

@@ -19,9 +19,9 @@ from .errors import (
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
-from .pullback import Pullback, arrays_in, detach, own_copy
+from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
 from .rules.common import grad_seed
-from .trees import flatten, is_container
+from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
 
 
@@ -77,6 +77,11 @@ def _conform(g, x, others):
     return g_arr
 
 
+def _structured(value) -> bool:
+    """A tree, or a function passed as an argument: bound by `Target.bind_flat`."""
+    return is_container(value) or is_passed_function(value)
+
+
 # argument types that are never trees: a call passing only these binds without looking further
 _PLAIN = frozenset({np.ndarray, float, int, np.float64, np.float32, np.int64, bool})
 
@@ -113,13 +118,13 @@ class Transformed:
         self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
         self.last_ranks = None
-        self._last = (self.wrt, ())  # the flat wrt and the trees of the last call
+        self._last = (self.wrt, (), None)  # the flat wrt, trees and functions of the last call
         functools.update_wrapper(self, self.target.original)
 
     @property
     def compiled(self):
         """The generated function for the arguments of the last call (generic before any)."""
-        wrt, trees = self._last
+        wrt, trees, passed = self._last
         return transform(
             self.func,
             wrt,
@@ -128,6 +133,7 @@ class Transformed:
             bool(self.jit),
             trees,
             self.has_aux,
+            passed,
         )
 
     def specialized(self, bound):
@@ -142,8 +148,10 @@ class Transformed:
     def read_mode(self, bound, mode, jit=False):
         """The `mode` transform for these bound arguments and its data values (see prepared)."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
-        self.last_ranks, self._last = ranks, (bound.wrt, bound.trees)
-        return transform_and_read(self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux)
+        self.last_ranks, self._last = ranks, (bound.wrt, bound.trees, bound.passed)
+        return transform_and_read(
+            self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux, bound.passed
+        )
 
     def _generated_mode(self):
         # jitted gradients also return the value, so the scalar check happens here
@@ -176,7 +184,7 @@ class Transformed:
             seeds = tuple(unboxed(s) for s in seeds)
             return self._run(compiled, values, bound, seeds, name=sweep)
 
-        return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+        return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
 
     def _bind(self, args, kwargs) -> FlatBound:
         """The generated function's arguments for a call: trees as their leaves (callables.py),
@@ -184,11 +192,11 @@ class Transformed:
         names = self._positional
         if not kwargs and names is not None and len(args) == len(names):
             plain = _PLAIN
-            if all(type(a) in plain for a in args) or not any(map(is_container, args)):
+            if all(type(a) in plain for a in args) or not any(map(_structured, args)):
                 # the common case, without inspect
                 bound = FlatBound(self.signature, dict(zip(names, args)))
                 bound.wrt, bound.trees, bound.shown = self.wrt, (), None
-                bound.layout, bound.plain = self._layout, True
+                bound.layout, bound.plain, bound.passed = self._layout, True, None
                 for name in self.wrt:
                     _check_input(name, bound.arguments[name])
                 return bound
@@ -241,7 +249,7 @@ class Transformed:
         if self.mode == "vjp":
             out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
             detach(pullback, arrays_in((*bound.arguments.values(), *values, out)))
-            return out, Pullback(self, bound, out, pullback, compiled.tuple_output)
+            return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
         result = self._run(compiled, values, bound)
         if self.jit and self.mode in ("grad", "value_and_grad"):
             # jitted code seeds any output with 1.0: refuse here what Python mode's seed refuses
@@ -285,7 +293,8 @@ class JVPTransformed(Transformed):
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
-            return out, tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+            out_dot = tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
+            return tree_output(compiled, out), tree_output(compiled, out_dot)
         return out, _conform_output(out_dot, out)
 
 
@@ -348,7 +357,7 @@ class BatchedJVPTransformed(Transformed):
             for d, o in zip(out_dot, out):
                 rows.append(_batch_rows(d, size, o, others))
                 others.append(rows[-1])
-            return out, tuple(rows)
+            return tree_output(compiled, out), tree_output(compiled, tuple(rows))
         return out, _batch_rows(out_dot, size, out, others)
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import re
 import sys
 import sysconfig
 import types
+import weakref
 from typing import NamedTuple
 
 from .errors import S2SADError
@@ -41,7 +43,8 @@ def register_tree(cls, to_children, from_children) -> None:
 
 class TreeDef(NamedTuple):
     """The structure of a tree: `kind` one of leaf, dict, list, tuple, namedtuple, dataclass,
-    object (a bound method's `self`) or registered; `keys` the children's keys in order."""
+    object (a bound method's `self`), registered or function (a function passed as an
+    argument: no leaves); `keys` the children's keys in order."""
 
     kind: str
     cls: object = None
@@ -97,6 +100,55 @@ def _installed(module_name: str) -> bool:
     roots = [paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
     real = os.path.realpath(file)
     return any(r and real.startswith(os.path.join(os.path.realpath(r), "")) for r in roots)
+
+
+def is_passed_function(value) -> bool:
+    """A function passed as an argument (`integrate(rhs, y0)`: a `def`, a lambda, a closure a
+    factory returned, a NumPy function): static, like a tree's structure. The transform inlines
+    it (or applies its rule) where the body calls it, and is specialized on its code."""
+    if isinstance(value, (type, types.ModuleType)) or is_container(value):
+        return False
+    return inspect.isfunction(value) or (
+        callable(value)
+        and not inspect.ismethod(value)
+        and not isinstance(value, functools.partial)
+        and (type(value).__module__ or "").split(".")[0] in ("numpy", "builtins", "s2sad")
+    )
+
+
+class Passed:
+    """A function passed as an argument, in its TreeDef (kind "function"), whose `cls` is the
+    specialization key (the function's code; the object for a NumPy function): any two are
+    equal, so that a closure of another factory call reuses the transform (the transform reads
+    the function's data from the argument at each call)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, function):
+        try:  # the transform cache keeps the key: it must not keep a closure's data alive
+            self._ref = weakref.ref(function)
+        except TypeError:  # a NumPy ufunc or builtin: long-lived anyway
+            self._ref = lambda: function
+
+    @property
+    def function(self):
+        """The function (None once the caller dropped it: a later call brings its own)."""
+        return self._ref()
+
+    def __eq__(self, other):
+        return isinstance(other, Passed)
+
+    def __hash__(self):
+        return 0
+
+    def __repr__(self):
+        return f"Passed({getattr(self.function, '__qualname__', self.function)!r})"
+
+
+def passed_function(value) -> TreeDef:
+    """The TreeDef of a function passed as an argument (no leaves; see is_passed_function)."""
+    key = value.__code__ if inspect.isfunction(value) else value
+    return TreeDef("function", key, aux=Passed(value))
 
 
 def needs_flattening(value, differentiated: bool) -> bool:
@@ -186,6 +238,17 @@ def _build(d: TreeDef, it):
     return dict(zip(d.keys, values))  # an object's attributes: a dict of them
 
 
+def same_structure(a: TreeDef, b: TreeDef) -> bool:
+    """Whether two trees have the same kinds, keys and lengths (a dict subclass may stand for a
+    dict, a list for a tuple: a seed or tangent given for an output or argument)."""
+    if a.kind == "leaf" or b.kind == "leaf":
+        return a.kind == b.kind
+    kinds = {a.kind, b.kind}
+    if a.kind != b.kind and not kinds <= {"list", "tuple"}:
+        return False
+    return a.keys == b.keys and all(same_structure(x, y) for x, y in zip(a.children, b.children))
+
+
 def paths(d: TreeDef, prefix=()) -> list[tuple]:
     """The path (keys from the root) of each leaf, depth first."""
     if d.kind == "leaf":
@@ -252,13 +315,14 @@ def read_expression(name: str, d: TreeDef, path: tuple) -> str:
 
 def build_expression(d: TreeDef, leaves) -> str | None:
     """Python source building a tree of structure `d` from the leaf expressions `leaves` (an
-    iterator), or None where it needs a class (only dicts, lists and tuples are spelled)."""
+    iterator), or None where it needs a class (only dicts, lists and tuples are spelled; an
+    object's attributes are a dict of them, as `unflatten` gives)."""
     if d.kind == "leaf":
         return next(leaves)
     parts = [build_expression(c, leaves) for c in d.children]
-    if any(p is None for p in parts) or d.cls not in (dict, list, tuple):
+    if any(p is None for p in parts) or (d.cls not in (dict, list, tuple) and d.kind != "object"):
         return None
-    if d.kind == "dict":
+    if d.kind in ("dict", "object"):
         return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(d.keys, parts)) + "}"
     if d.kind == "list":
         return "[" + ", ".join(parts) + "]"

@@ -2626,7 +2626,7 @@ def _check_jacobian(s2sad, f, prog, args, expected, indices, is_tuple, out):
     """s2sad.jacobian in both modes: each block shaped out.shape + in.shape, against central
     differences; the reverse-mode rows also against vjp pullbacks of the basis seeds."""
     if isinstance(expected, tuple) or np.size(expected) > JACOBIAN_MAX_OUT:
-        return  # jacobian takes one output (a tuple is refused by design); small ones only
+        return  # single outputs only (tuples: tests/test_jacobian_batched.py); small ones only
     names = [p[0] for p in prog.params]
     fd_cache = {}
 

@@ -51,7 +51,7 @@ def _import_without_s2sad(path: Path):
 
 @pytest.mark.parametrize("file, name, options", _example_cases())
 def test_emitted_module_is_standalone_and_matches_grad(file, name, options, tmp_path):
-    out = tmp_path / f"{name}_grad.py"
+    out = tmp_path / f"{name.replace('.', '_')}_grad.py"
     args = ["emit", f"{file}:{name}", "-o", str(out)]
     for w in options.get("wrt", []):
         args += ["--wrt", w]
@@ -66,8 +66,9 @@ def test_emitted_module_is_standalone_and_matches_grad(file, name, options, tmp_
     spec.loader.exec_module(generated)
     module = cli._load_module(file)
     args_ = module.inputs(np.random.default_rng(0))[name]
-    expected = s2sad.grad(getattr(module, name), wrt=tuple(options["wrt"]))(*args_)
-    got = getattr(generated, f"grad_{name}")(*args_)
+    func = cli.load_function(f"{file}:{name}")  # `Model.loss`: a method, its object an argument
+    expected = s2sad.grad(func, wrt=tuple(options["wrt"]))(*args_)
+    got = getattr(generated, f"grad_{func.__name__}")(*args_)
     got = got if isinstance(got, tuple) else (got,)
     assert flatten(got)[0] == flatten(expected)[0]  # a dict of parameters gives a dict
     for e, g in zip(flatten(expected)[1], flatten(got)[1]):
@@ -77,6 +78,31 @@ def test_emitted_module_is_standalone_and_matches_grad(file, name, options, tmp_
 def test_generated_directory_is_current():
     stale = cli.emit_all(str(EXAMPLES), str(ROOT / "generated"), check=True)
     assert stale == 0, "generated/ is stale: run `s2sad emit --all examples -o generated`"
+
+
+def test_emit_a_method_takes_its_object_whole(tmp_path):
+    """`PATH.py:Class.method` differentiates the method with its object a tree of attributes
+    (`--wrt self`): the generated gradient takes the object and gives a dict of them."""
+    out = tmp_path / "method.py"
+    spec = "examples/model_class.py:SoftmaxClassifier.loss"
+    result = _run("emit", spec, "--wrt", "self", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert "def grad_loss_leaves(self_W, self_b, x, labels" in text
+    assert "grads = grad_loss_leaves(self.W, self.b, x, labels)" in text
+    assert '    return {"W": grads[0], "b": grads[1]}' in text
+    spec_ = importlib.util.spec_from_file_location("gen_method", out)
+    generated = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(generated)
+    module = cli._load_module(EXAMPLES / "model_class.py")
+    model, x, labels = module.inputs(np.random.default_rng(1))["SoftmaxClassifier.loss"]
+    got = generated.grad_loss(model, x, labels)
+    expected = s2sad.grad(model.loss, wrt="self")(x, labels)
+    assert sorted(got) == ["W", "b"]
+    for k in got:
+        np.testing.assert_allclose(got[k], expected[k], rtol=1e-12)
+    missing = _run("emit", "examples/model_class.py:SoftmaxClassifier.fit")
+    assert "has no function named 'SoftmaxClassifier.fit'" in missing.stderr
 
 
 def test_emit_all_check_reports_a_stale_file(tmp_path, capsys):
@@ -111,6 +137,18 @@ def test_emit_vjp_mode_module(tmp_path):
 
 def _chain():
     return cli._load_module(EXAMPLES / "broadcasting.py").chain
+
+
+def test_emit_of_a_function_taking_a_function_is_refused_with_the_way_out(tmp_path):
+    source = (
+        "import numpy as np\n\n\ndef rhs(y):\n    return np.sin(y)\n\n\n"
+        "def integrate(f, y0):\n    return np.sum(y0 + 0.1 * f(y0))\n\n\n"
+        "def inputs(rng):\n    return {'integrate': (rhs, np.ones(2))}\n"
+    )
+    (tmp_path / "takes_f.py").write_text(source)
+    result = _run("emit", f"{tmp_path / 'takes_f.py'}:integrate", "--wrt", "y0")
+    assert result.returncode == 1
+    assert "integrate takes a function (f)" in result.stderr and "passes it" in result.stderr
 
 
 def test_show_interleaves_source_and_adjoint():

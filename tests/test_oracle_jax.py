@@ -89,7 +89,7 @@ def _compare(f, fj, args, wrt, jacobians=True):
         tangents,
     )
     _close(dot, dot_jax, "jvp")
-    if isinstance(out, tuple):  # a seed per output; s2sad's jacobian takes one output
+    if isinstance(out, tuple):  # a seed per output
         seed = tuple(rng.normal(size=np.shape(o)) for o in out)
         _, pullback = s2sad.vjp(f, wrt=wrt)(*args)
         _, pullback_jax = jax.vjp(

@@ -7,6 +7,8 @@ tests/test_jit_corpus.py's corpus. What s2sad refuses is refused at the user's l
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -257,8 +259,16 @@ def test_a_lambda_and_a_nested_def_passed_as_arguments():
 
 
 def test_a_function_the_transform_cannot_see_is_refused_at_its_line():
+    """A function passed to the differentiated function is inlined (tests/test_trees_callables
+    has more); a functools.partial passed is not read, and refused where it is called."""
+    check_vjp(lambda y0: takes_a_function(dynamics, y0), (X,))
+    np.testing.assert_allclose(
+        s2sad.grad(takes_a_function, wrt=1)(dynamics, X),
+        s2sad.grad(lambda y0: takes_a_function(dynamics, y0))(X),
+        rtol=1e-14,
+    )
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="cannot tell which function `f`"):
-        s2sad.grad(takes_a_function, wrt=1)(dynamics, X)
+        s2sad.grad(takes_a_function, wrt=1)(functools.partial(dynamics), X)
 
 
 # ----------------------------------------------------------------------------- dicts

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
+from conftest import check_jvp, check_vjp
 from s2sad.transformed import Transformed
 from s2sad.trees import flatten, unflatten
 
@@ -618,6 +619,281 @@ def test_register_vjp_with_optional_parameters():
     np.testing.assert_allclose(s2sad.grad(uses)(x), expected, rtol=1e-14)
 
 
+# --------------------------------------------------------------------------- class methods
+class Affine:
+    """Parameters in a dict, the model's functions on the class."""
+
+    L2 = 0.05
+
+    @staticmethod
+    def apply(params, x):
+        return np.tanh(x @ params["W"] + params["b"])
+
+    @classmethod
+    def loss(cls, params, x, y):
+        return np.mean((cls.apply(params, x) - y) ** 2) + cls.L2 * np.sum(params["W"] ** 2)
+
+
+def static_loss(params, x, y):
+    return np.mean((Affine.apply(params, x) - y) ** 2)
+
+
+def class_loss(params, x, y):
+    return Affine.loss(params, x, y)
+
+
+@dataclasses.dataclass
+class Block:
+    W: np.ndarray
+    b: np.ndarray
+
+    def __call__(self, x):
+        return np.tanh(x @ self.W + self.b)
+
+
+@dataclasses.dataclass
+class Stack:
+    first: Block
+    second: Block
+    scale: float
+
+    def layer(self, x):
+        return self.second(self.first(x)) * self.scale
+
+    def loss(self, x, y):
+        return np.mean((self.layer(x) - y) ** 2)
+
+
+def stack_loss(model, x, y):
+    return model.loss(x, y)  # a tree argument's methods, inlined with their reads of it
+
+
+def test_static_and_class_methods_with_parameter_trees():
+    p, y = {"W": rand(3, 2, seed=1), "b": rand(2, seed=2)}, rand(5, 2, seed=3)
+    for f in (static_loss, class_loss):
+        g = s2sad.grad(f)(p, X, y)
+        assert_tree_close(g, fd_grad(f, (p, X, y), 0), p)
+    text = s2sad.source(s2sad.grad(class_loss), p, X, y)
+    assert "cls = " not in text and "# apply, line" in text  # cls is the class, not a copy
+    check_vjp(lambda x: Affine.apply(p, x), (X,))
+
+
+def test_a_dataclass_trees_methods_are_inlined():
+    model = Stack(
+        Block(rand(3, 4, seed=1), rand(4, seed=2)), Block(rand(4, 2, seed=3), rand(2, seed=4)), 1.5
+    )
+    y = rand(5, 2, seed=5)
+    g = s2sad.grad(stack_loss)(model, X, y)
+    assert type(g) is Stack and type(g.first) is Block and isinstance(g.scale, float)
+    assert_tree_close(g, fd_grad(stack_loss, (model, X, y), 0), model)
+    gx = s2sad.grad(stack_loss, wrt="x")(model, X, y)
+    np.testing.assert_allclose(gx, fd_grad(stack_loss, (model, X, y), 1), rtol=1e-6)
+
+
+# --------------------------------------------------------------------------- tree outputs
+Stats = namedtuple("Stats", "mean spread")
+
+
+def stats_tree(x, w):
+    h = np.tanh(x * w)
+    if np.sum(x) > 100.0:
+        return {"value": np.sum(h), "parts": (h, Stats(np.mean(h), np.std(h)))}
+    return {"value": np.sum(h**2), "parts": (h * w, Stats(mean=np.mean(h), spread=np.std(h)))}
+
+
+def _tree_dot(a, b):
+    return sum(np.sum(np.asarray(u) * np.asarray(v)) for u, v in zip(flatten(a)[1], flatten(b)[1]))
+
+
+def test_tree_outputs_in_vjp_jvp_and_jacobian():
+    """The output's structure comes back in the output, the output tangent and the Jacobian
+    (output structure outside, the input's inside, as JAX's jacrev); a seed is a tree too."""
+    x, w = rand(4, seed=1), rand(4, seed=2)
+    out, pullback = s2sad.vjp(stats_tree, wrt="w")(x, w)
+    expected_out = stats_tree(x, w)
+    assert flatten(out)[0] == flatten(expected_out)[0]
+    assert type(out["parts"][1]) is Stats
+    text = s2sad.source(s2sad.vjp(stats_tree, wrt="w"), x, w)
+    assert "parts_1_mean = np.mean(h)" in text and "value = np.sum(value_pow)" in text
+    seed = {"value": 0.7, "parts": (rand(4, seed=3), Stats(0.2, -1.1))}
+    got = pullback(seed)
+    fd = fd_grad(lambda x, w: _tree_dot(seed, stats_tree(x, w)), (x, w), 1)
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-9)
+    t = rand(4, seed=4)
+    out2, dot = s2sad.jvp(stats_tree, wrt="w")(x, w, tangent=t)
+    assert flatten(dot)[0] == flatten(expected_out)[0] and type(dot["parts"][1]) is Stats
+    assert isinstance(dot["value"], float) or np.ndim(dot["value"]) == 0
+    # <seed, J t> two ways
+    assert _tree_dot(seed, dot) == pytest.approx(np.sum(got * t), rel=1e-10)
+    _, rows = s2sad.jvp(stats_tree, wrt="w", batched=True)(x, w, tangent=np.stack([t, 2 * t]))
+    assert type(rows["parts"][1]) is Stats and rows["parts"][0].shape == (2, 4)
+    np.testing.assert_allclose(rows["parts"][0][1], 2 * dot["parts"][0], rtol=1e-12)
+    for mode in ("forward", "reverse"):
+        for batched in (True, False):
+            jac = s2sad.jacobian(stats_tree, wrt="w", mode=mode, batched=batched)(x, w)
+            assert jac["value"].shape == (4,) and jac["parts"][0].shape == (4, 4)
+            assert type(jac["parts"][1]) is Stats and jac["parts"][1].spread.shape == (4,)
+            rows = [jac["value"], *jac["parts"][1]]
+            np.testing.assert_allclose(
+                0.7 * rows[0] + 0.2 * rows[1] - 1.1 * rows[2] + seed["parts"][0] @ jac["parts"][0],
+                got,
+                rtol=1e-10,
+                atol=1e-12,
+            )
+
+
+def test_tree_output_refusals():
+    x = rand(3, seed=1)
+    _, pullback = s2sad.vjp(stats_tree, wrt="w")(x, x)
+    with pytest.raises(s2sad.SeedShapeError, match="same structure"):
+        pullback((1.0, x))
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="same structure") as info:
+        s2sad.vjp(two_structures)(x)
+    assert f"{__file__}:" in str(info.value)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="from the return statement") as info:
+        s2sad.vjp(named_dict)(x)
+    assert "return {'a': x * 2}" in str(info.value)
+
+
+def one_leaf_dict(x):
+    return {"a": np.sin(x)}
+
+
+def one_tuple(x):
+    return (np.sin(x),)
+
+
+def dict_loss(x):
+    return {"loss": np.sum(x**2), "x": x}
+
+
+def test_outputs_of_one_leaf_keep_their_structure():
+    """`return (u,)` came back as `u` itself (the emitted return lost its comma)."""
+    x = rand(3, seed=1)
+    out, pullback = s2sad.vjp(one_leaf_dict)(x)
+    assert sorted(out) == ["a"] and out["a"].shape == (3,)
+    np.testing.assert_allclose(pullback({"a": np.ones(3)}), np.cos(x), rtol=1e-14)
+    out, pullback = s2sad.vjp(one_tuple)(x)
+    assert type(out) is tuple and len(out) == 1
+    np.testing.assert_allclose(pullback((np.ones(3),)), np.cos(x), rtol=1e-14)
+    _, dot = s2sad.jvp(one_leaf_dict)(x, tangent=np.ones(3))
+    np.testing.assert_allclose(dot["a"], np.cos(x), rtol=1e-14)
+    np.testing.assert_allclose(s2sad.jacobian(one_leaf_dict)(x)["a"], np.diag(np.cos(x)), 1e-14)
+    with pytest.raises(s2sad.NonScalarOutputError, match="returns a tree"):
+        s2sad.grad(dict_loss)(x)
+
+
+def named_dict(x):
+    out = {"a": x * 2}
+    return out
+
+
+def two_structures(x):
+    if x[0] > 0:
+        return {"a": x}
+    return {"b": x}
+
+
+# --------------------------------------------------------------------------- functions passed
+def decay(y):
+    return -0.5 * y + np.sin(y) * DECAY_SCALE
+
+
+DECAY_SCALE = np.array([1.0, 2.0, 0.5])
+
+
+def square_field(y):
+    return y * y
+
+
+def make_linear_field(k):
+    def field(y):
+        return -k * y
+
+    return field
+
+
+def euler(f, y0, h, n):
+    y = y0
+    for _ in range(n):
+        y = y + h * f(y)
+    return np.sum(y**2)
+
+
+def euler_step(f, y0, h):
+    return y0 + h * f(y0)
+
+
+def test_a_function_passed_to_the_differentiated_function_is_inlined():
+    """`f` is static: another function (another code, or another closure of one factory) gives
+    its own gradient, never a cached one's; calls of it are inlined, as a helper's are."""
+    y0 = rand(3, seed=1)
+    for field in (decay, square_field, make_linear_field(2.0), make_linear_field(0.5), np.sin):
+        args = (field, y0, 0.1, 3)
+        g = s2sad.grad(euler, wrt=1)(*args)
+        assert g.shape == (3,) and g.dtype == np.float64
+        np.testing.assert_allclose(g, fd_grad(euler, args, 1), rtol=1e-6)
+    for k in (2.0, 0.5):  # exact: (1 - h k)^(2n) * 2 y0
+        got = s2sad.grad(euler, wrt="y0")(make_linear_field(k), y0, 0.1, 3)
+        np.testing.assert_allclose(got, (1 - 0.1 * k) ** 6 * 2 * y0, rtol=1e-13)
+    text = s2sad.source(s2sad.grad(euler, wrt=1), decay, y0, 0.1, 3)
+    assert "def grad_euler(y0, h, n, DECAY_SCALE):" in text and "# decay, line" in text
+    lam = s2sad.grad(euler, wrt=1)(lambda y: np.tanh(y), y0, 0.1, 2)
+    np.testing.assert_allclose(lam, fd_grad(euler, (np.tanh, y0, 0.1, 2), 1), rtol=1e-6)
+
+
+def test_a_function_passed_in_every_transform():
+    y0 = rand(3, seed=2)
+    for field in (decay, make_linear_field(1.5)):
+        check_vjp(euler_step, (field, y0, 0.2), 1)
+        check_jvp(euler_step, (field, y0, 0.2), 1)
+        jac = s2sad.jacobian(euler_step, wrt=1)(field, y0, 0.2)
+        fd = np.stack(
+            [fd_grad(lambda f, y, h: euler_step(f, y, h)[i], (field, y0, 0.2), 1) for i in range(3)]
+        )
+        np.testing.assert_allclose(jac, fd, rtol=1e-6, atol=1e-9)
+    jac = s2sad.jacobian(euler_step, wrt=1)
+    jac(make_linear_field(1.5), y0, 0.2)
+    assert "def jvp_batched_euler_step(y0, h, y0_dot, k):" in s2sad.source(jac)  # the last call
+    h = s2sad.hessian(euler, wrt=1)(square_field, y0, 0.1, 1)
+    # sum((y + h y^2)^2): d2/dy2 = 2 (1 + 2 h y)^2 + 2 (y + h y^2) 2 h, diagonal
+    y = y0
+    np.testing.assert_allclose(
+        h, np.diag(2 * (1 + 0.2 * y) ** 2 + 0.4 * (y + 0.1 * y**2)), rtol=1e-12
+    )
+
+
+def test_a_function_passed_is_not_kept_alive_and_may_have_a_rule():
+    import gc
+    import weakref
+
+    g = s2sad.grad(euler, wrt=1)
+    y0 = rand(3, seed=1)
+    first = make_linear_field(2.0)
+    ref = weakref.ref(first)
+    g(first, y0, 0.1, 2)
+    del first
+    g(make_linear_field(3.0), y0, 0.1, 2)  # the same transform, the new closure's data
+    gc.collect()
+    assert ref() is None  # the cache holds no closure (nor its arrays)
+
+    def bump(y):
+        return y**3
+
+    s2sad.register_vjp(bump, lambda dy, out, y: 5.0 * dy)  # a deliberately different rule
+    got = s2sad.grad(euler_step_sum, wrt=1)(bump, y0)
+    np.testing.assert_allclose(got, 2 * (y0 + 0.1 * y0**3) * (1 + 0.5), rtol=1e-14)
+
+
+def euler_step_sum(f, y0):
+    return np.sum((y0 + 0.1 * f(y0)) ** 2)
+
+
+def test_wrt_naming_a_function_passed_is_refused():
+    with pytest.raises(s2sad.WrtError, match="names a function passed as an argument"):
+        s2sad.grad(euler, wrt=0)(decay, rand(3), 0.1, 2)
+
+
 # --------------------------------------------------------------------------- jit
 def test_jit_gives_the_same_numbers():
     """One compile per transform: trees, a loop over layers, has_aux, a bound method."""
@@ -647,6 +923,30 @@ def test_jit_gives_the_same_numbers():
         s2sad.grad(m.loss, wrt="self.W")(X, y),
         rtol=1e-12,
     )
+    # a classmethod taking a parameter tree
+    small, y2 = {"W": p["W1"], "b": p["b1"]}, rand(5, 4, seed=4)
+    assert_tree_close(
+        s2sad.grad(class_loss, jit=True)(small, X, y2),
+        s2sad.grad(class_loss)(small, X, y2),
+        small,
+        rtol=1e-12,
+    )
+    # a tree output
+    w = rand(4, seed=2)
+    out, pullback = s2sad.vjp(stats_tree, wrt="w", jit=True)(w, w)
+    seed = {"value": 0.7, "parts": (rand(4, seed=3), Stats(0.2, -1.1))}
+    np.testing.assert_allclose(
+        pullback(seed), s2sad.vjp(stats_tree, wrt="w")(w, w)[1](seed), rtol=1e-12
+    )
+    assert type(out["parts"][1]) is Stats
+    # a function passed as an argument: one compile per code, closures' data read per call
+    y0 = rand(3, seed=1)
+    for field in (decay, make_linear_field(2.0), make_linear_field(0.5)):
+        np.testing.assert_allclose(
+            s2sad.grad(euler, wrt=1, jit=True)(field, y0, 0.1, 3),
+            s2sad.grad(euler, wrt=1)(field, y0, 0.1, 3),
+            rtol=1e-12,
+        )
 
 
 # --------------------------------------------------------------------------- README
@@ -687,6 +987,68 @@ def test_readme_callables():
     assert np.allclose(s2sad.grad(lambda v: np.sum(v**3))(x), 3.0)
 
 
+def test_readme_model_class_wrt_self():
+    class Linear:
+        def __init__(self):
+            self.W, self.b = np.ones((2, 1)), np.zeros(1)
+
+        def loss(self, x, y):
+            return np.mean((x @ self.W + self.b - y) ** 2)
+
+    model, x, y = Linear(), np.eye(2), np.zeros((2, 1))
+    grads = s2sad.grad(model.loss, wrt="self")(x, y)  # {"W": dW, "b": db}: self's float arrays
+    model.W, model.b = model.W - 0.1 * grads["W"], model.b - 0.1 * grads["b"]
+    assert np.allclose(grads["W"], 1.0) and np.allclose(grads["b"], 2.0)
+
+
+def test_readme_functions_passed_as_arguments():
+    def integrate(f, y, h, n):  # f: a def, a lambda, a closure or a NumPy function
+        for _ in range(n):
+            y = y + h * f(y)
+        return np.sum(y)
+
+    def decay(k):
+        return lambda y: -k * y
+
+    y0 = np.ones(2)
+    g = s2sad.grad(integrate, wrt="y")(np.sin, y0, 0.1, 10)  # f is inlined (not differentiated)
+    g2 = s2sad.grad(integrate, wrt="y")(decay(2.0), y0, 0.1, 10)  # another f: its own gradient
+    assert g.shape == (2,) and np.allclose(g2, 0.8**10)
+
+
+def test_readme_tree_outputs():
+    def stats(x):
+        return {"mean": np.mean(x), "parts": (x**2, np.sin(x))}
+
+    x = np.array([1.0, 2.0])
+    out, pullback = s2sad.vjp(stats)(x)  # out has the output's structure
+    g = pullback({"mean": 1.0, "parts": (np.ones(2), np.zeros(2))})  # a seed of that structure
+    _, t = s2sad.jvp(stats)(x, tangent=np.ones(2))  # t too
+    jac = s2sad.jacobian(stats)(x)  # {"mean": (2,), "parts": ((2, 2), (2, 2))}
+    assert np.allclose(g, 0.5 + 2 * x) and np.allclose(t["parts"][1], np.cos(x))
+    assert jac["mean"].shape == (2,) and jac["parts"][0].shape == (2, 2)
+
+
+def test_readme_class_methods_and_methods_of_trees():
+    class Linear:
+        @staticmethod
+        def apply(params, x):
+            return x @ params["W"]
+
+        @classmethod
+        def loss(cls, params, x):
+            return np.sum(cls.apply(params, x) ** 2)
+
+    def loss(params, x):
+        return Linear.loss(params, x)
+
+    params = {"W": np.ones((2, 1))}
+    assert np.allclose(s2sad.grad(loss)(params, np.eye(2))["W"], 2.0)
+    model = Stack(Block(np.eye(2), np.zeros(2)), Block(np.eye(2), np.zeros(2)), 1.0)
+    grads = s2sad.grad(stack_loss)(model, np.ones((1, 2)), np.zeros((1, 2)))  # model.loss(x, y)
+    assert type(grads) is Stack and grads.first.W.shape == (2, 2)
+
+
 def test_readme_register_vjp_optional_parameters():
     def smooth_abs(x, eps=1e-3):
         return np.sqrt(x**2 + eps)
@@ -715,6 +1077,40 @@ def test_example_mlp_dict_trains_and_its_gradient_is_right():
     assert_tree_close(g, fd_grad(example.loss, small, 0), params)
     _, losses = example.train(steps=60)
     assert losses[-1] < 0.5 * losses[0]
+
+
+def _example(name):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    return example
+
+
+def test_example_model_class_trains_and_its_gradient_is_right():
+    example = _example("model_class")
+    model, x, labels = example.inputs(np.random.default_rng(0))["SoftmaxClassifier.loss"]
+    small = (x[:6], labels[:6])
+    g = s2sad.grad(model.loss, wrt="self")(*small)
+    expected = fd_grad(
+        lambda W, b, x, y: _with_attributes(model, W=W, b=b).loss(x, y),
+        (model.W, model.b, *small),
+        0,
+    )
+    np.testing.assert_allclose(g["W"], expected, rtol=1e-6)
+    assert g["W"].shape == model.W.shape and g["b"].shape == model.b.shape
+    np.testing.assert_allclose(s2sad.grad(model.loss, wrt="self.b")(*small), g["b"], 1e-14)
+    _, losses, _ = example.train(steps=40)
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def _with_attributes(obj, **attrs):
+    new = object.__new__(type(obj))
+    new.__dict__.update(vars(obj), **attrs)
+    return new
 
 
 def writes_into_a_leaf(p, x):

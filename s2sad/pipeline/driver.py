@@ -32,6 +32,7 @@ from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_ne
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
 from .treeparams import flatten_parameters
+from .treereturns import tree_returns
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
 # arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
@@ -62,6 +63,18 @@ def differentiate(
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
+            returns = [r for r in _own_nodes(parsed.tree) if isinstance(r, ast.Return)]
+            if tree_returns(parsed, refuse_named=False) is not None:  # `return {"l": l}`
+                raise parsed.error(
+                    NonScalarOutputError,
+                    f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns "
+                    "a tree (a dict or namedtuple)",
+                    returns[-1],
+                    hint="return the scalar alone, or (value, aux) with has_aux=True; "
+                    "s2sad.vjp and s2sad.jacobian take tree outputs",
+                )
+        if mode in ("vjp", "jvp", "vjp_batched", "jvp_batched") and not has_aux:
+            parsed.output = tree_returns(parsed)  # `return {"a": u, "b": v}`: its leaves
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         return parsed
 

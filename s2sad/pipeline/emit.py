@@ -84,15 +84,17 @@ class _Lines:
     def block(self, stmts, indent: str, parent_src=None) -> list[str]:
         """Lines of code for `stmts`; empty when they hold no code (comments alone are none)."""
         lines: list[str] = []
-        previous = parent_src
+        previous, shown = parent_src, None
         for stmt in stmts:
             src = ir.src(stmt)
             code = self.statement(stmt, indent, src)
             if not code:
                 continue
             if src is not None and src is not previous:
-                lines.append(indent + self.label(src, ir.src_parsed(stmt)))
-                previous = src
+                label = indent + self.label(src, ir.src_parsed(stmt))
+                if label != shown:  # two statements made of one line (a tree's return) share it
+                    lines.append(label)
+                previous, shown = src, label
             lines += code
         return lines
 
@@ -201,7 +203,7 @@ def emit(
     where = _where(parsed)
     grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
     text = _Lines(parsed)
-    out = ", ".join(norm.outputs)
+    out = _joined(norm.outputs, norm.tuple_output)
     batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
     if mode == "vjp_batched":
         mode = "vjp"
@@ -314,13 +316,18 @@ def emit_jvp(
     if batch is not None and batch in used:
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
-    out = ", ".join(norm.outputs)
-    dots = ", ".join(ast.unparse(o) for o in outputs)
+    out = _joined(norm.outputs, norm.tuple_output)
+    dots = _joined([ast.unparse(o) for o in outputs], norm.tuple_output)
     if norm.tuple_output:
         lines.append(f"    return ({out}), ({dots})")
     else:
         lines.append(f"    return {out}, {dots}")
     return "\n".join(lines) + "\n"
+
+
+def _joined(names, tuple_output: bool) -> str:
+    """The outputs as a return spells them: a tuple of one (`return (u,)`) keeps its comma."""
+    return ", ".join(names) + ("," if tuple_output and len(names) == 1 else "")
 
 
 @functools.lru_cache(maxsize=512)

@@ -47,14 +47,16 @@ class Compiled:
     helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
     checks: tuple = ()  # (spec, the object it must still read)
     pinned: tuple = ()  # (spec, the int it must still read: the code was unrolled for it)
+    output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 
-    def read(self, func):
-        """The data values to pass after the arguments, read from `func` and its helpers now;
-        None if anything the transform relied on has changed (then transform again)."""
+    def read(self, func, passed=None):
+        """The data values to pass after the arguments, read from `func` and its helpers now
+        (`passed`: the functions passed as arguments, by parameter name); None if anything the
+        transform relied on has changed (then transform again)."""
         if self._reader is None:
             self._reader = _reader(self.helpers, self.checks, self.data_specs, self.pinned)
-        return self._reader(func)
+        return self._reader(func, passed)
 
     @property
     def source(self) -> str:
@@ -81,6 +83,8 @@ def _spec_expr(spec) -> str:
     f = f"f{index}"
     if kind == "global":
         text = f"({f}.__globals__[{key!r}] if {key!r} in {f}.__globals__ else B[{key!r}])"
+    elif kind == "argument":  # a function passed as an argument (resolve.Reads)
+        text = f"A[{key!r}]"
     elif kind == "closure":
         text = f"{f}.__closure__[{key!r}].cell_contents"
     elif kind == "default":
@@ -96,7 +100,7 @@ def _reader(helpers, checks, data_specs, pinned=()):
     transform (straight-line code: a call reads a few names, cells or defaults and compares a
     few objects, about a microsecond)."""
     env = {"B": _BUILTINS, "M": types.ModuleType}
-    lines = ["def read(f0):", "    try:", "        pass"]
+    lines = ["def read(f0, A):", "    try:", "        pass"]
     for k, (spec, code) in enumerate(helpers):
         env[f"C{k + 1}"] = code
         lines.append(f"        f{k + 1} = {_spec_expr(spec)}")
@@ -174,6 +178,7 @@ def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
         helpers=tuple(reads.helpers),
         checks=reads.final_checks(),
         pinned=tuple(reads.pinned.items()),
+        output=parsed.output,
     )
     return compiled
 

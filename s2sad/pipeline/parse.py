@@ -23,6 +23,12 @@ class ParsedFunction:
     params: list[str] = field(default_factory=list)
     # a name `normalize.naming.hygienic` gave a local -> the user's name of it
     original: dict[str, str] = field(default_factory=dict)
+    # a parameter bound to a function the call passes -> that function (treeparams.py)
+    passed: dict = field(default_factory=dict)
+    # the TreeDef of a tree the function returns, whose leaves it now returns (treereturns.py)
+    output: object = None
+    # names whose objects the inliner knows, for the tree rewrite (a classmethod's cls)
+    known: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:

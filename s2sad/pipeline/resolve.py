@@ -10,7 +10,8 @@ of the generated function, which each call fills with the value the user's scope
 Every read is recorded as a spec `(function, kind, key, attributes)`: function 0 is the
 differentiated function and 1, 2, ... the helpers inlined into it (each reached by an earlier
 spec), kind is "global" (then the builtins), "closure" (an index into the cells), "default" (an
-index into `__defaults__`) or "kwdefault", and the attributes follow it (`config.LR`).
+index into `__defaults__`), "kwdefault" or "argument" (a function the call passes as an
+argument, by parameter name), and the attributes follow it (`config.LR`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,18 @@ class Resolver:
             (parent.reserved, parent.names, parent.top_locals) if parent else (set(), None, set())
         )
 
+    def pass_functions(self, passed: dict) -> None:
+        """The differentiated function's parameters bound to functions the call passes (see
+        trees.is_passed_function): a call of one is inlined, or has its rule, as if the
+        parameter named it; generated code spells a NumPy function as NumPy's."""
+        for name, func in passed.items():
+            canonical = _CANONICAL.get(id(func))
+            if canonical is not None:
+                spelled = ast.parse(canonical, mode="eval").body
+            else:  # placed in the namespace only where the code calls it (see spelling)
+                spelled = ast.Name(name, ast.Load())
+            self.functions[name] = (func, (self.index, "argument", name, ()), spelled)
+
     def scopes(self) -> int:
         """The index of the function whose scopes this resolver reads (see Reads)."""
         return self.index
@@ -223,7 +236,10 @@ class Resolver:
         """How emitted code refers to `obj`, which the user wrote as `node`: data read through a
         name becomes a parameter the call fills in (see Reads), never a constant."""
         if isinstance(node, ast.Name) and node.id in self.functions:
-            return clone(self.functions[node.id][2])  # as the caller spells what it passed
+            func, spec, spelled = self.functions[node.id]
+            if spec is not None and spec[1] == "argument" and isinstance(spelled, ast.Name):
+                self.namespace[spelled.id] = func  # a function passed that the code calls
+            return clone(spelled)  # as the caller spells what it passed
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value

@@ -65,6 +65,7 @@ class TreeExpressions:
                 self.scope[name] = cell.cell_contents
             except ValueError:
                 pass
+        self.scope.update(parsed.known)
 
     def refuse(self, node, what, hint=None):
         return self.parsed.error(
@@ -366,7 +367,13 @@ class TreeExpressions:
         when it is inlined (`ir.tree_call` carries each tree parameter's structure)."""
         if callee is None:
             callee = _static(e.func, self.scope)
-        if not inspect.isfunction(callee) or callee.__module__.split(".")[0] in ("numpy", "s2sad"):
+        # a classmethod (`Model.apply(params, x)`): its signature without cls, which the
+        # inliner passes as the class the call names
+        function = callee.__func__ if _classmethod(callee) else callee
+        if not inspect.isfunction(function) or callee.__module__.split(".")[0] in (
+            "numpy",
+            "s2sad",
+        ):
             shown = next(v for v in values + [v for _, v in keywords] if isinstance(v, Node))
             shown = shown[1] if isinstance(shown, tuple) else shown
             if type(callee).__module__ == "s2sad.transformed":  # df = s2sad.grad(f), called here
@@ -396,7 +403,7 @@ class TreeExpressions:
             )
         except TypeError as exc:
             raise self.refuse(e, f"bad call of {callee.__qualname__}: {exc}") from None
-        taken = code_names(callee)
+        taken = code_names(function)
         trees = {}
         for param, got in bound.arguments.items():
             if isinstance(got, _Arg) and isinstance(got.value, Node):
@@ -460,6 +467,10 @@ def _constant(e):
     ):
         return -e.operand.value
     return None
+
+
+def _classmethod(callee) -> bool:
+    return inspect.ismethod(callee) and isinstance(callee.__self__, type)
 
 
 def _static(func, scope):

@@ -40,10 +40,14 @@ def flatten_parameters(parsed, trees: dict, has_aux: bool = False) -> None:
         tree.body = _without_dead_assignments(tree.body)
     if not trees:
         return
+    parsed.passed = {p: d.aux.function for p, (d, _) in trees.items() if d.kind == "function"}
+    trees = {p: t for p, t in trees.items() if p not in parsed.passed}
     args = tree.args
     new = []
     stars = [a for a in (args.vararg, args.kwarg) if a is not None]
     for a in args.posonlyargs + args.args + stars + args.kwonlyargs:
+        if a.arg in parsed.passed:
+            continue  # read through the resolver (see ParsedFunction.passed)
         if a.arg in trees:
             new += [ast.copy_location(ast.arg(n), a) for n in trees[a.arg][1]]
         else:

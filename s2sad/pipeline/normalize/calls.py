@@ -61,9 +61,9 @@ def inlinable(func: ast.expr, resolver, local_names, local_funcs: dict):
         and not is_library_code(call)
     ):
         obj = obj.__call__  # an object of the user's called like a function (`layer(x)`)
-    if inspect.ismethod(obj) and not isinstance(obj.__self__, type) and rules.lookup(obj) is None:
-        method = obj  # a method of the user's object (`model.loss(x)`): its function, inlined
-        obj = obj.__func__  # with `self` bound to the object (inline.py)
+    if inspect.ismethod(obj) and rules.lookup(obj) is None:
+        method = obj  # a method of the user's object (`model.loss(x)`) or a classmethod: its
+        obj = obj.__func__  # function, inlined with `self` (`cls`) bound to it (inline.py)
         module = (getattr(obj, "__module__", "") or "").split(".")[0]
         if not inspect.isfunction(obj) or is_library_code(obj) or module in ("numpy", "s2sad"):
             return None

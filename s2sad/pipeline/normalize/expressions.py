@@ -234,11 +234,13 @@ class Expressions(Flattener):
         """The refusal of a call of a function held in a variable (s2sad cannot tell which)."""
         name = self.parsed.original.get(func.id, func.id)
         if func.id in self.parsed.params and not self.inlined:
-            what = f"`{name}` is a parameter of {self.parsed.name}: s2sad cannot tell which function it is"
+            what = (
+                f"`{name}` is a parameter of {self.parsed.name} that the call does not pass a "
+                "function s2sad can read (a def, a lambda, a closure or a NumPy function)"
+            )
             hint = (
-                f"differentiate a function that passes the function itself (`def loss(y): "
-                f"return {self.parsed.name}(dynamics, y)`): s2sad inlines a module-level "
-                "function passed to a function it inlines"
+                "pass a function, or wrap a method or functools.partial in one "
+                "(`lambda y: model.rhs(y)`)"
             )
         else:
             what = (
@@ -247,9 +249,8 @@ class Expressions(Flattener):
                 "factory returned, held in a module-level name)"
             )
             hint = (
-                "pass the function by its module-level name; the differentiated function's "
-                "own parameters cannot be functions yet: differentiate a function that "
-                "passes the function itself"
+                "pass the function by its module-level name, or as an argument of the "
+                "differentiated function"
             )
         return self.parsed.error(UnsupportedSyntaxError, what, func, hint=hint)
 

@@ -69,6 +69,7 @@ class Flattener:
         self.locals = set(parsed.params) | set(names_stored([parsed.tree])) | set(extra_locals)
         if parent is None:
             self.resolver = Resolver(parsed, self.locals)
+            self.resolver.pass_functions(parsed.passed)
             all_names = names_mentioned([parsed.tree])
             reserved = reserved_names(parsed.name)
             self.names = NameAllocator(all_names | set(parsed.params) | reserved)

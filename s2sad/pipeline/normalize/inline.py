@@ -195,7 +195,10 @@ class Inlining(ControlFlow):
                 continue  # a list of differentiated values (see lists.py)
             if (
                 isinstance(value, ast.Name)
-                and value.id not in self.resolver.namespace
+                and (
+                    value.id not in self.resolver.namespace
+                    or isinstance(self.resolver.namespace[value.id], type)  # a classmethod's cls
+                )
                 and name not in rebound
             ):  # a parameter the callee rebinds gets its own copy
                 sub.env[name] = value.id
@@ -248,7 +251,7 @@ class Inlining(ControlFlow):
 
     def passed_function(self, arg: ast.expr):
         """The function an argument names (`dynamics` in `rk4(dynamics, y, h)`: a module's
-        function, a closure a factory returned, a NumPy function), with the spec that reads it
+        function, a closure a factory returned, a NumPy function, a class), with the spec that reads it
         again at each call and the caller's spelling of it; None for any other argument."""
         root = arg
         while isinstance(root, ast.Attribute):
@@ -256,8 +259,8 @@ class Inlining(ControlFlow):
         if not isinstance(root, ast.Name) or root.id in self.locals:
             return None
         obj, spec = self.resolver.resolve_spec(arg)
-        if is_data(obj) or isinstance(obj, (type, types.ModuleType)):
-            return None
+        if is_data(obj) or isinstance(obj, types.ModuleType):
+            return None  # (a class passes: a classmethod's `cls.apply(x)` is inlined)
         return obj, spec, self.rename(arg)
 
     def _run_inlined(self, sub: Inlining, body: list[ast.stmt], label: str) -> ast.expr:
@@ -302,6 +305,9 @@ class Inlining(ControlFlow):
         parsed = parse_function(func, star=list(trees or ()))
         if owner is not None:  # `self.W`, `self.predict(x)` read through the object's name
             self_by_name(parsed, *owner)
+            params = parsed.tree.args.posonlyargs + parsed.tree.args.args
+            if isinstance(owner[1], type) and params:  # a classmethod: `cls` is the class
+                parsed.known[params[0].arg] = owner[1]
         signature = inspect.signature(func)
         if trees:  # called with parameter trees: the callee takes their leaves (treeparams)
             flatten_parameters(parsed, trees)
