@@ -25,7 +25,15 @@ from ..astcopy import clone
 from .lower import jit_copy
 from .normalize import NameAllocator
 from .names import assign_counts
-from .nodes import assign_to, batched_slice, call_of, index_expr, is_basic_index, load_name
+from .nodes import (
+    assign_to,
+    batched_slice,
+    call_of,
+    index_expr,
+    is_basic_index,
+    load_name,
+    subscript_index,
+)
 from .reverse_control import BranchesAndLoops, Context
 from .tape import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
@@ -142,15 +150,45 @@ class Reverser(BranchesAndLoops):
             else:
                 out.append(self.at(ast.Expr(call_of("add_at", load_name(d), index, g)), src))
             return
+        if name == "getitem_vjp" and d in self.owned and self.sliced(expr):
+            # NumPy mode, dx already a fresh array: `dx[1:, :-1] += g` (no array of zeros and
+            # no second full-size sum for each slice read)
+            g, x, index = expr.args
+            target = ast.Subscript(load_name(d), subscript_index(index), ast.Store())
+            out.append(self.at(ast.AugAssign(target, ast.Add(), g), src))
+            return
         if self.live(d):
-            value = ast.BinOp(load_name(d), ast.Add(), expr)
+            if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+                value = ast.BinOp(load_name(d), ast.Sub(), expr.operand)  # dx - g, not dx + -g
+            else:
+                value = ast.BinOp(load_name(d), ast.Add(), expr)
             self.owned.add(d)
         else:
             value = expr
-            self.owned.discard(d)
+            if name == "getitem_vjp" and not self.jit and not self.batched:
+                self.owned.add(d)  # a fresh array of zeros with the slice added in
+            else:
+                self.owned.discard(d)
         self.defined.add(d)
         self.zero.discard(d)
         out.append(self.at(assign_to(d, value), src))
+
+    def sliced(self, expr: ast.Call) -> bool:
+        """`getitem_vjp(g, x, index)` in NumPy mode with `x` an array and `index` plain slices
+        and integers with a slice among them (a view of `x`, no element named twice), known
+        from the code: its addition into a fresh adjoint can be an in-place `+=`."""
+        if self.jit or self.batched or len(expr.args) != 3 or expr.keywords:
+            return False
+        rank = self.rank(expr.args[1])
+        if rank is None or rank < 1:
+            return False
+        index = subscript_index(expr.args[2])
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        return any(isinstance(e, ast.Slice) for e in items) and all(
+            isinstance(e, ast.Slice)
+            or (isinstance(e, ast.Constant) and (e.value is None or type(e.value) is int))
+            for e in items
+        )
 
     def zeros(self, primal: str) -> ast.expr:
         """A zero adjoint for `primal` (with the batch rows in batched mode)."""
@@ -276,6 +314,10 @@ class Reverser(BranchesAndLoops):
             grouped.setdefault(operand, []).append(expr)
         for operand, exprs in grouped.items():
             total = exprs[0]
+            if len(exprs) > 1 and len({ast.dump(e) for e in exprs}) == 1:
+                # x * x: the same contribution twice, computed once and doubled (exactly)
+                total = ast.BinOp(ast.Constant(len(exprs)), ast.Mult(), total)
+                exprs = []
             for e in exprs[1:]:
                 total = ast.BinOp(total, ast.Add(), e)
             self.accumulate(out, stmt, operand, total)
@@ -290,7 +332,8 @@ class Reverser(BranchesAndLoops):
             for q, v in bound.args.items()
             if q != param and not (isinstance(v, ast.Constant) and v.value is None)
         ]
-        if others and all(self.rank(o) == 0 for o in others):
+        own = ast.dump(bound.args[param])  # x * x: x itself is no other shape
+        if others and all(self.rank(o) == 0 or ast.dump(o) == own for o in others):
             return bound.args[param]
         return None
 
