@@ -125,7 +125,9 @@ class Reverser(BranchesAndLoops):
         self.names.restore(taken)
 
     # ------------------------------------------------------------------ contributions
-    def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
+    def accumulate(self, out: list, src, primal: str, expr: ast.expr, straight=False) -> None:
+        """Add the contribution `expr` into the adjoint of `primal`. `straight`: the statement
+        is outside loops, where an adjoint known to own its array may be updated in place."""
         d = self.dname(primal)
         name = getattr(expr.func, "id", "") if isinstance(expr, ast.Call) else ""
         if name in _ITEM_OF_LIST and len(expr.args) == 3 and self.is_list(expr.args[1]):
@@ -150,28 +152,42 @@ class Reverser(BranchesAndLoops):
             else:
                 out.append(self.at(ast.Expr(call_of("add_at", load_name(d), index, g)), src))
             return
-        if name == "getitem_vjp" and d in self.owned and self.sliced(expr):
+        inplace = straight and d in self.owned and self.numpy_array(primal)
+        if inplace and name == "getitem_vjp" and self.sliced(expr):
             # NumPy mode, dx already a fresh array: `dx[1:, :-1] += g` (no array of zeros and
             # no second full-size sum for each slice read)
             g, x, index = expr.args
             target = ast.Subscript(load_name(d), subscript_index(index), ast.Store())
             out.append(self.at(ast.AugAssign(target, ast.Add(), g), src))
             return
+        negated = isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub)
+        op, term = (ast.Sub(), expr.operand) if negated else (ast.Add(), expr)  # dx - g, not + -g
+        if inplace and self.live(d):
+            # dx holds an array of its own (a sum made here, or the zeros of a slice's
+            # cotangent) with the contribution's shape: `dx += g` makes no new array
+            out.append(self.at(ast.AugAssign(ast.Name(d, ast.Store()), op, term), src))
+            return
         if self.live(d):
-            if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
-                value = ast.BinOp(load_name(d), ast.Sub(), expr.operand)  # dx - g, not dx + -g
-            else:
-                value = ast.BinOp(load_name(d), ast.Add(), expr)
+            value = ast.BinOp(load_name(d), op, term)
             self.owned.add(d)
         else:
             value = expr
-            if name == "getitem_vjp" and not self.jit and not self.batched:
-                self.owned.add(d)  # a fresh array of zeros with the slice added in
+            fresh = name == "getitem_vjp" or isinstance(expr, (ast.BinOp, ast.UnaryOp))
+            if fresh and self.numpy_array(primal):
+                self.owned.add(d)  # an array made by this statement, nowhere else referenced
             else:
                 self.owned.discard(d)
         self.defined.add(d)
         self.zero.discard(d)
         out.append(self.at(assign_to(d, value), src))
+
+    def numpy_array(self, primal: str) -> bool:
+        """NumPy mode (not jitted, not batched) and `primal` known to be an array (rank >= 1):
+        its adjoint, where made by an arithmetic operation, is an array no one else holds."""
+        if self.jit or self.batched or primal in self.parted or self.is_list(primal):
+            return False
+        rank = self.rank(load_name(primal))
+        return rank is not None and rank >= 1
 
     def sliced(self, expr: ast.Call) -> bool:
         """`getitem_vjp(g, x, index)` in NumPy mode with `x` an array and `index` plain slices
@@ -320,7 +336,7 @@ class Reverser(BranchesAndLoops):
                 exprs = []
             for e in exprs[1:]:
                 total = ast.BinOp(total, ast.Add(), e)
-            self.accumulate(out, stmt, operand, total)
+            self.accumulate(out, stmt, operand, total, straight=ctx.loop is None)
 
     def shaped_like_result(self, rule, bound, param):
         """The argument `param` of an elementwise call whose other arguments are all scalars
