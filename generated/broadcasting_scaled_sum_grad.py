@@ -65,8 +65,8 @@ def grad_scaled_sum(a, b):
     # line 15: return np.sum(a * b / (1.0 + b**2))
     dscaled_sum_div = expand_reduced(dscaled_sum, scaled_sum_div)
     dscaled_sum_mul = unbroadcast(dscaled_sum_div / scaled_sum_add, scaled_sum_mul)
-    dscaled_sum_add = unbroadcast(
-        -dscaled_sum_div * scaled_sum_div / scaled_sum_add, scaled_sum_add
+    dscaled_sum_add = -unbroadcast(
+        dscaled_sum_div * scaled_sum_div / scaled_sum_add, scaled_sum_add
     )
     db = dscaled_sum_add * 2 * b
     da = unbroadcast(dscaled_sum_mul * b, a)

@@ -86,7 +86,7 @@ def grad_euler(y0, k, n):
         dy = dy + dy_sin * math.cos(y)
         dy_neg = unbroadcast(dy_add * y, y_neg)
         dy = dy + unbroadcast(dy_add * y_neg, y)
-        dk = dk + -dy_neg
+        dk = dk - dy_neg
     # line 28: y = y0
     dy0 = dy
     return dy0, dk

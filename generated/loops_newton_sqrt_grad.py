@@ -79,7 +79,7 @@ def grad_newton_sqrt(a):
         dx = unbroadcast(dx_add, x)
         dx_div = unbroadcast(dx_add, x_div)
         da = da + unbroadcast(dx_div / x, a)
-        dx = dx + unbroadcast(-dx_div * x_div / x, x)
+        dx = dx - unbroadcast(dx_div * x_div / x, x)
     # line 37: x = a
     da = da + dx
     return da

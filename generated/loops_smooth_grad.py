@@ -161,7 +161,7 @@ def grad_smooth(x, a):
             dy_sub = unbroadcast(dy_mul2 * y_item3, y_sub)
             dy_item3 = unbroadcast(dy_mul2 * y_sub, y_item3)
             dx[i] += dy_item3
-            da = da + -dy_sub
+            da = da - dy_sub
             da = da + unbroadcast(dy_mul * y_item2, a)
             dy_item2 = unbroadcast(dy_mul * a, y_item2)
             dy[i - 1] += dy_item2

@@ -130,7 +130,7 @@ def grad_loss(W1, b1, W2, b2, x, labels):
     dloss_mul = expand_reduced(dloss_sum, loss_mul, axis=1)
     dloss_sub = unbroadcast(dloss_mul * labels, loss_sub)
     dlogits = unbroadcast(dloss_sub, logits)
-    dlog_norm = unbroadcast(-dloss_sub, log_norm)
+    dlog_norm = -unbroadcast(dloss_sub, log_norm)
     # line 16: log_norm = np.log(np.sum(np.exp(logits - shift), axis=1, keepdims=True)) + shift
     dlog_norm_log = unbroadcast(dlog_norm, log_norm_log)
     dlog_norm_sum = dlog_norm_log / log_norm_sum

@@ -104,7 +104,7 @@ def grad_spring_energy(pos, rest, stiffness):
     ddelta = dlength_pow * 2 * delta
     # line 20: delta = pos[1:] - pos[:-1]
     ddelta_item = unbroadcast(ddelta, delta_item)
-    ddelta_item2 = unbroadcast(-ddelta, delta_item2)
+    ddelta_item2 = -unbroadcast(ddelta, delta_item2)
     dpos = getitem_vjp(ddelta_item2, pos, slice(None, -1, None))
     dpos = dpos + getitem_vjp(ddelta_item, pos, slice(1, None, None))
     return dpos

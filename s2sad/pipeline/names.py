@@ -82,7 +82,7 @@ def names_stored(nodes) -> list[str]:
 
 
 def names_read(stmts) -> set[str]:
-    """Every name the statements read (tape markers excluded)."""
+    """Every name the statements read (tape markers excluded); `x += g` reads x too."""
     names = set()
     for stmt in stmts:
         if not isinstance(stmt, ast.AST):
@@ -90,6 +90,8 @@ def names_read(stmts) -> set[str]:
         for node in walk_nodes(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
                 names.add(node.id)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
     return names
 
 

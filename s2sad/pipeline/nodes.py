@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 
+from ..astcopy import clone
+
 
 def load_name(name: str) -> ast.Name:
     return ast.Name(name, ast.Load())
@@ -30,6 +32,24 @@ def index_expr(node: ast.expr) -> ast.expr:
     if isinstance(node, ast.Tuple):
         return ast.Tuple([index_expr(e) for e in node.elts], ast.Load())
     return node
+
+
+def subscript_index(node: ast.expr) -> ast.expr:
+    """The inverse of index_expr: slice(1, 3, None) becomes 1:3 again (a copy), for a subscript."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "slice"
+        and len(node.args) == 3
+        and not node.keywords
+    ):
+        parts = [
+            None if isinstance(p, ast.Constant) and p.value is None else clone(p) for p in node.args
+        ]
+        return ast.Slice(*parts)
+    if isinstance(node, ast.Tuple):
+        return ast.Tuple([subscript_index(e) for e in node.elts], ast.Load())
+    return clone(node)
 
 
 def is_basic_index(node: ast.expr, indices: set[str]) -> bool:

@@ -25,7 +25,15 @@ from ..astcopy import clone
 from .lower import jit_copy
 from .normalize import NameAllocator
 from .names import assign_counts
-from .nodes import assign_to, batched_slice, call_of, index_expr, is_basic_index, load_name
+from .nodes import (
+    assign_to,
+    batched_slice,
+    call_of,
+    index_expr,
+    is_basic_index,
+    load_name,
+    subscript_index,
+)
 from .reverse_control import BranchesAndLoops, Context
 from .tape import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
@@ -117,7 +125,9 @@ class Reverser(BranchesAndLoops):
         self.names.restore(taken)
 
     # ------------------------------------------------------------------ contributions
-    def accumulate(self, out: list, src, primal: str, expr: ast.expr) -> None:
+    def accumulate(self, out: list, src, primal: str, expr: ast.expr, straight=False) -> None:
+        """Add the contribution `expr` into the adjoint of `primal`. `straight`: the statement
+        is outside loops, where an adjoint known to own its array may be updated in place."""
         d = self.dname(primal)
         name = getattr(expr.func, "id", "") if isinstance(expr, ast.Call) else ""
         if name in _ITEM_OF_LIST and len(expr.args) == 3 and self.is_list(expr.args[1]):
@@ -142,15 +152,59 @@ class Reverser(BranchesAndLoops):
             else:
                 out.append(self.at(ast.Expr(call_of("add_at", load_name(d), index, g)), src))
             return
+        inplace = straight and d in self.owned and self.numpy_array(primal)
+        if inplace and name == "getitem_vjp" and self.sliced(expr):
+            # NumPy mode, dx already a fresh array: `dx[1:, :-1] += g` (no array of zeros and
+            # no second full-size sum for each slice read)
+            g, x, index = expr.args
+            target = ast.Subscript(load_name(d), subscript_index(index), ast.Store())
+            out.append(self.at(ast.AugAssign(target, ast.Add(), g), src))
+            return
+        negated = isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub)
+        op, term = (ast.Sub(), expr.operand) if negated else (ast.Add(), expr)  # dx - g, not + -g
+        if inplace and self.live(d):
+            # dx holds an array of its own (a sum made here, or the zeros of a slice's
+            # cotangent) with the contribution's shape: `dx += g` makes no new array
+            out.append(self.at(ast.AugAssign(ast.Name(d, ast.Store()), op, term), src))
+            return
         if self.live(d):
-            value = ast.BinOp(load_name(d), ast.Add(), expr)
+            value = ast.BinOp(load_name(d), op, term)
             self.owned.add(d)
         else:
             value = expr
-            self.owned.discard(d)
+            fresh = name == "getitem_vjp" or isinstance(expr, (ast.BinOp, ast.UnaryOp))
+            if fresh and self.numpy_array(primal):
+                self.owned.add(d)  # an array made by this statement, nowhere else referenced
+            else:
+                self.owned.discard(d)
         self.defined.add(d)
         self.zero.discard(d)
         out.append(self.at(assign_to(d, value), src))
+
+    def numpy_array(self, primal: str) -> bool:
+        """NumPy mode (not jitted, not batched) and `primal` known to be an array (rank >= 1):
+        its adjoint, where made by an arithmetic operation, is an array no one else holds."""
+        if self.jit or self.batched or primal in self.parted or self.is_list(primal):
+            return False
+        rank = self.rank(load_name(primal))
+        return rank is not None and rank >= 1
+
+    def sliced(self, expr: ast.Call) -> bool:
+        """`getitem_vjp(g, x, index)` in NumPy mode with `x` an array and `index` plain slices
+        and integers with a slice among them (a view of `x`, no element named twice), known
+        from the code: its addition into a fresh adjoint can be an in-place `+=`."""
+        if self.jit or self.batched or len(expr.args) != 3 or expr.keywords:
+            return False
+        rank = self.rank(expr.args[1])
+        if rank is None or rank < 1:
+            return False
+        index = subscript_index(expr.args[2])
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        return any(isinstance(e, ast.Slice) for e in items) and all(
+            isinstance(e, ast.Slice)
+            or (isinstance(e, ast.Constant) and (e.value is None or type(e.value) is int))
+            for e in items
+        )
 
     def zeros(self, primal: str) -> ast.expr:
         """A zero adjoint for `primal` (with the batch rows in batched mode)."""
@@ -276,9 +330,13 @@ class Reverser(BranchesAndLoops):
             grouped.setdefault(operand, []).append(expr)
         for operand, exprs in grouped.items():
             total = exprs[0]
+            if len(exprs) > 1 and len({ast.dump(e) for e in exprs}) == 1:
+                # x * x: the same contribution twice, computed once and doubled (exactly)
+                total = ast.BinOp(ast.Constant(len(exprs)), ast.Mult(), total)
+                exprs = []
             for e in exprs[1:]:
                 total = ast.BinOp(total, ast.Add(), e)
-            self.accumulate(out, stmt, operand, total)
+            self.accumulate(out, stmt, operand, total, straight=ctx.loop is None)
 
     def shaped_like_result(self, rule, bound, param):
         """The argument `param` of an elementwise call whose other arguments are all scalars
@@ -290,7 +348,8 @@ class Reverser(BranchesAndLoops):
             for q, v in bound.args.items()
             if q != param and not (isinstance(v, ast.Constant) and v.value is None)
         ]
-        if others and all(self.rank(o) == 0 for o in others):
+        own = ast.dump(bound.args[param])  # x * x: x itself is no other shape
+        if others and all(self.rank(o) == 0 or ast.dump(o) == own for o in others):
             return bound.args[param]
         return None
 

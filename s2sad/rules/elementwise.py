@@ -81,9 +81,10 @@ def _pow_vjp_exponent(g, ans, x):
 
 # arithmetic: ast operators map to these ufuncs
 binary(np.add, "unbroadcast(g, x1)", "unbroadcast(g, x2)")
-binary(np.subtract, "unbroadcast(g, x1)", "unbroadcast(-g, x2)")
+# the sign goes on after the sum: unbroadcast may shrink g, and -g would sweep it in full
+binary(np.subtract, "unbroadcast(g, x1)", "-unbroadcast(g, x2)")
 binary(np.multiply, "unbroadcast(g * x2, x1)", "unbroadcast(g * x1, x2)")
-binary(np.divide, "unbroadcast(g / x2, x1)", "unbroadcast(-g * ans / x2, x2)")
+binary(np.divide, "unbroadcast(g / x2, x1)", "-unbroadcast(g * ans / x2, x2)")
 binary(np.power, _pow_base, "unbroadcast(pow_vjp_exponent(g, ans, x1), x2)")
 binary(np.mod, "unbroadcast(g, x1)", "unbroadcast(-g * np.floor_divide(x1, x2), x2)")
 unary(np.negative, "-g")

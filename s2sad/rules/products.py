@@ -376,7 +376,11 @@ def einsum_cotangent(g, ins, out, arrays, k, batch=False):
     other_ops = [op for i, op in enumerate(arrays) if i != k]
     available = set(out).union(*others) if others else set(out)
     unique = "".join(dict.fromkeys(c for c in target if c in available))
-    res = np.einsum(",".join([z + out] + others) + "->" + z + unique, g, *other_ops)
+    # a product large enough that BLAS beats einsum's own loops by more than the path search
+    # costs (about 20 µs) goes through np.tensordot where it is a matrix product
+    work = np.prod([n for n in sizes.values()], dtype=float) * (np.shape(g)[0] if batch else 1)
+    spec = ",".join([z + out] + others) + "->" + z + unique
+    res = np.einsum(spec, g, *other_ops, optimize="greedy" if work > 1e5 else False)
     # letters summed only inside operand k: broadcast the cotangent over them
     full = "".join(dict.fromkeys(target))
     for c in full:
