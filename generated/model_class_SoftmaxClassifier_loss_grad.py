@@ -126,13 +126,13 @@ def grad_loss_leaves(self_W, self_b, x, labels, SoftmaxClassifier_L2=SoftmaxClas
     dlog_probs = unbroadcast(dloss_mul * labels, log_probs)
     # line 30: log_probs = z - np.log(np.sum(np.exp(z), axis=1, keepdims=True))
     dz_1 = unbroadcast(dlog_probs, z_1)
-    dlog_probs_log = unbroadcast(-dlog_probs, log_probs_log)
+    dlog_probs_log = -unbroadcast(dlog_probs, log_probs_log)
     dlog_probs_sum = dlog_probs_log / log_probs_sum
     dlog_probs_exp = expand_reduced(dlog_probs_sum, log_probs_exp, axis=1, keepdims=True)
     dz_1 = dz_1 + dlog_probs_exp * log_probs_exp
     # line 29: z = z - np.max(z, axis=1, keepdims=True)
     dz = unbroadcast(dz_1, z)
-    dz_max = unbroadcast(-dz_1, z_max)
+    dz_max = -unbroadcast(dz_1, z_max)
     dz = dz + extremum_vjp(dz_max, z, z_max, axis=1, keepdims=True)
     # logits, line 24: return x @ self.W + self.b
     dlogits_result_matmul = unbroadcast(dz, logits_result_matmul)
