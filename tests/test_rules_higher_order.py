@@ -15,6 +15,7 @@ from conftest import check_jvp, check_vjp, rand
 from s2sad.rules.mathfuncs import sinc_curvature, sinc_third
 from s2sad.rules.numerical import polyval_tangent
 from test_jacobian_batched import check
+import test_fuzz_regressions as fz
 
 HYP = settings(
     max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -358,3 +359,25 @@ def test_polyval_tangent_varies_with_x():
     tx = np.array([0.2, 0.5, -0.3])
     _, dout = s2sad.jvp(coefficients_tangent, wrt=1)(c, x, tangent=tx)
     np.testing.assert_allclose(dout, 2.0 * np.polyval(np.polyder(c), x) * tx, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- copies of views
+# Gradient code copies a read of an array it writes in place later (`t = snapshot(y.T)`); the
+# forward mode of a Hessian gave `t` the tangent `y_dot` itself (or a view of it), which the
+# write's tangent then changed before it was read: Hessians silently off (1 where it is 2).
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        fz.second_name_for_array,
+        fz.named_transposed_view,
+        fz.transposed_read_before_write,
+        fz.write_reads_transposed_view,
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_hessians_of_copies_of_arrays_written_later(f, batched):
+    x = np.array([[0.2, -0.3], [0.5, 0.1]])
+    H = s2sad.hessian(f, batched=batched)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
