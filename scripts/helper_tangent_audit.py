@@ -110,9 +110,11 @@ def _audit(name, f, entry, values) -> list[str]:
                 findings.append(f"{name}: {kind}{params}, jumps with `{p}` (piecewise: fine)")
         if kind == "linear":
             doubled = dict(copy.deepcopy(values))
-            for p in params:
-                if _floats(doubled.get(p)):
-                    doubled[p] = doubled[p] * 2.0
+            scaled = [p for p in params if _floats(doubled.get(p))]
+            for p in scaled:
+                doubled[p] = doubled[p] * 2.0
+            if not scaled:  # (a tuple of parts: not checked)
+                return findings
             try:
                 out = f(**doubled)
                 if _differs(_flat(base) * 2.0, out):

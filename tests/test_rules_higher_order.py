@@ -381,3 +381,30 @@ def test_hessians_of_copies_of_arrays_written_later(f, batched):
     x = np.array([[0.2, -0.3], [0.5, 0.1]])
     H = s2sad.hessian(f, batched=batched)(x)
     np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- cumprod
+
+
+def cumprod_flat(x):
+    return np.sum(np.sin(np.cumprod(x)) * np.arange(1.0, 1.0 + np.size(x)))
+
+
+def cumprod_rows(x):
+    return np.sum(np.cumprod(x, axis=-1) ** 3) + np.sum(np.cos(np.cumprod(x * x, axis=0)))
+
+
+@pytest.mark.parametrize(
+    "f,x",
+    [
+        (cumprod_flat, rand(5, seed=1, low=-1.5, high=1.5)),
+        (cumprod_flat, np.array([[0.5, 0.0, 2.0], [-1.0, 0.7, 1.2]])),  # a zero: exact there
+        (cumprod_rows, rand(2, 3, seed=2, low=-1.5, high=1.5)),
+        (cumprod_rows, rand(2, 2, 3, seed=3, low=-1.5, high=1.5)),
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_cumprod_hessians(f, x, batched):
+    """cumprod_vjp has a tangent rule (Hessians through np.cumprod were refused)."""
+    H = s2sad.hessian(f, batched=batched)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
