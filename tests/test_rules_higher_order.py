@@ -408,3 +408,14 @@ def test_cumprod_hessians(f, x, batched):
     """cumprod_vjp has a tangent rule (Hessians through np.cumprod were refused)."""
     H = s2sad.hessian(f, batched=batched)(x)
     np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+def selected(x):
+    return np.sum(np.sin(np.select([x > 0.0, x < -0.5], [x, x**2], default=x**3)))
+
+
+def test_select_hessian_and_its_gradient_code():
+    """np.select's cotangent reads `x`, not `[x, x_pow][0]` (forward mode refused that)."""
+    x = np.array([0.3, -0.9, 0.1, -0.2])
+    np.testing.assert_allclose(s2sad.hessian(selected)(x), fd_hessian(selected, x), atol=1e-6)
+    assert "][0]" not in s2sad.source(s2sad.grad(selected), x)
