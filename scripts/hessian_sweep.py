@@ -15,6 +15,15 @@ to check. It prints one line per disagreement (a silently wrong Hessian), the re
 by message (fine when they are clear S2SADErrors), the other exceptions with where they were
 raised (internal errors: defects), and a summary; the exit status is 1 if there are wrong
 Hessians or internal errors. A sample of the same check is tests/test_hessian_sweep.py.
+
+A function whose result is a float64 array is checked through sum(sin(f(...)) * W), W fixed.
+Run over the test suite (2026-11-24, in batches of test files), it checked 2,147 distinct
+calls (the rule tests' 1,563 also with --unbatched): 4 silently wrong Hessians (gradient code copying a read of an array it writes
+later: the copy's tangent was the array's own), 2 internal errors (eigh's pair with no
+cotangent for the vectors), and refusals of np.cumprod and np.select (now covered); all fixed.
+Left refused, with clear messages: np.corrcoef's cotangent, math.fabs (math.copysign), matrix
+norms other than Frobenius, undefined derivatives of decompositions, user rules without a
+forward rule. scripts/helper_tangent_audit.py checks the helpers' declared rules directly.
 """
 
 from __future__ import annotations

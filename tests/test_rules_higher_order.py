@@ -2,7 +2,8 @@
 Hessians through eigh's, svd's and qr's vectors and lstsq (rules/decomposition_tangents.py),
 through a differentiated exponent and the nan-reductions, against central differences of s2sad's
 gradient; np.sinc's third derivative (the tangent of the helper a Hessian calls) against central
-differences."""
+differences; helpers' own tangent rules (polyval_tangent's in x, cumprod_vjp's), copies of
+arrays gradient code writes later, np.select's list of choices."""
 
 import numpy as np
 import pytest
