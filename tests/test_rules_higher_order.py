@@ -2,7 +2,8 @@
 Hessians through eigh's, svd's and qr's vectors and lstsq (rules/decomposition_tangents.py),
 through a differentiated exponent and the nan-reductions, against central differences of s2sad's
 gradient; np.sinc's third derivative (the tangent of the helper a Hessian calls) against central
-differences."""
+differences; helpers' own tangent rules (polyval_tangent's in x, cumprod_vjp's), copies of
+arrays gradient code writes later, np.select's list of choices."""
 
 import numpy as np
 import pytest
@@ -13,7 +14,9 @@ from hypothesis.extra.numpy import array_shapes
 import s2sad
 from conftest import check_jvp, check_vjp, rand
 from s2sad.rules.mathfuncs import sinc_curvature, sinc_third
+from s2sad.rules.numerical import polyval_tangent
 from test_jacobian_batched import check
+import test_fuzz_regressions as fz
 
 HYP = settings(
     max_examples=12, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -148,6 +151,13 @@ def eigh_stacked(a):
     return np.sum(v**4 * np.expand_dims(w, -2))
 
 
+def eigh_values_of_pair(a):
+    """The eigenvalues from eigh's pair: no cotangent reaches the vectors (its Hessian raised
+    a matmul ValueError)."""
+    w, v = np.linalg.eigh(a)
+    return np.sum(np.sin(w) * C3[: np.shape(w)[-1]])
+
+
 def svd_vectors(a):
     u, s, vt = np.linalg.svd(a, full_matrices=False)
     scaled = u * np.expand_dims(s, -2) ** 2
@@ -199,6 +209,8 @@ HESSIANS = [
     (eigh_vectors, np.triu(spread(3, seed=2))),
     (eigh_upper, rand(3, 3, seed=3)),
     (eigh_stacked, spread(3, seed=4, batch=(2,))),
+    (eigh_values_of_pair, spread(3, seed=5)),
+    (eigh_values_of_pair, spread(3, seed=6, batch=(2,))),
     (svd_vectors, rand(3, 2, seed=1)),
     (svd_vectors, rand(2, 3, seed=2)),
     (svd_vectors, rand(2, 3, 2, seed=3)),
@@ -228,7 +240,7 @@ def test_decomposition_hessians_match_finite_differences_of_the_gradient(f, x):
 
 
 @pytest.mark.parametrize(
-    "f,x", [HESSIANS[i] for i in (0, 5, 8, 12)], ids=[case_id(HESSIANS[i]) for i in (0, 5, 8, 12)]
+    "f,x", [HESSIANS[i] for i in (0, 7, 10, 14)], ids=[case_id(HESSIANS[i]) for i in (0, 7, 10, 14)]
 )
 def test_per_basis_hessians_agree_with_the_one_sweep(f, x):
     np.testing.assert_allclose(
@@ -328,3 +340,83 @@ def test_hessians_through_a_differentiated_exponent():
     H = s2sad.hessian(powers)(x)
     assert np.all(np.isfinite(H))
     np.testing.assert_allclose(H, fd_hessian(powers, x), rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- helpers' own rules
+# Forward mode takes the tangent of a helper's parameter its rule does not name as zero: a rule
+# must name every parameter the helper varies with smoothly (scripts/helper_tangent_audit.py).
+
+
+def coefficients_tangent(c, x):
+    return polyval_tangent(c, x) * 2.0
+
+
+def test_polyval_tangent_varies_with_x():
+    """polyval_tangent(c, x), np.polyval's tangent in its coefficients, is a polynomial in x:
+    its rule was linear in c alone, so its tangent in x was silently zero."""
+    c, x = np.array([0.3, -1.2, 0.7, 2.0]), np.array([0.4, -0.9, 1.3])
+    check_jvp(coefficients_tangent, (c, x), wrt=1)
+    check_jvp(coefficients_tangent, (c, x), wrt=(0, 1))
+    tx = np.array([0.2, 0.5, -0.3])
+    _, dout = s2sad.jvp(coefficients_tangent, wrt=1)(c, x, tangent=tx)
+    np.testing.assert_allclose(dout, 2.0 * np.polyval(np.polyder(c), x) * tx, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- copies of views
+# Gradient code copies a read of an array it writes in place later (`t = snapshot(y.T)`); the
+# forward mode of a Hessian gave `t` the tangent `y_dot` itself (or a view of it), which the
+# write's tangent then changed before it was read: Hessians silently off (1 where it is 2).
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        fz.second_name_for_array,
+        fz.named_transposed_view,
+        fz.transposed_read_before_write,
+        fz.write_reads_transposed_view,
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_hessians_of_copies_of_arrays_written_later(f, batched):
+    x = np.array([[0.2, -0.3], [0.5, 0.1]])
+    H = s2sad.hessian(f, batched=batched)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- cumprod
+
+
+def cumprod_flat(x):
+    return np.sum(np.sin(np.cumprod(x)) * np.arange(1.0, 1.0 + np.size(x)))
+
+
+def cumprod_rows(x):
+    return np.sum(np.cumprod(x, axis=-1) ** 3) + np.sum(np.cos(np.cumprod(x * x, axis=0)))
+
+
+@pytest.mark.parametrize(
+    "f,x",
+    [
+        (cumprod_flat, rand(5, seed=1, low=-1.5, high=1.5)),
+        (cumprod_flat, np.array([[0.5, 0.0, 2.0], [-1.0, 0.7, 1.2]])),  # a zero: exact there
+        (cumprod_rows, rand(2, 3, seed=2, low=-1.5, high=1.5)),
+        (cumprod_rows, rand(2, 2, 3, seed=3, low=-1.5, high=1.5)),
+    ],
+)
+@pytest.mark.parametrize("batched", [True, False])
+def test_cumprod_hessians(f, x, batched):
+    """cumprod_vjp has a tangent rule (Hessians through np.cumprod were refused)."""
+    H = s2sad.hessian(f, batched=batched)(x)
+    np.testing.assert_allclose(H, fd_hessian(f, x), rtol=1e-6, atol=1e-6)
+
+
+def selected(x):
+    return np.sum(np.sin(np.select([x > 0.0, x < -0.5], [x, x**2], default=x**3)))
+
+
+def test_select_hessian_and_its_gradient_code():
+    """np.select's cotangent reads `x`, not `[x, x_pow][0]` (forward mode refused that)."""
+    x = np.array([0.3, -0.9, 0.1, -0.2])
+    np.testing.assert_allclose(s2sad.hessian(selected)(x), fd_hessian(selected, x), atol=1e-6)
+    assert "][0]" not in s2sad.source(s2sad.grad(selected), x)

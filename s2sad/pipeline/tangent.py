@@ -268,6 +268,8 @@ class Forward:
         expr = self.expression(stmt, op)
         if op.target in self.written and not _is_fresh(expr):
             expr = call_of("np.array", expr)  # written in place below: must own its buffer
+        elif self.copies_written(stmt.value, expr):
+            expr = call_of("snapshot", expr)
         return [ast.Assign([ast.Name(target, ast.Store())], expr)]
 
     def named_operand(self, stmt, arg: ast.expr) -> None:
@@ -282,6 +284,18 @@ class Forward:
                 ir.src(stmt),
                 hint="assign the value to a name first",
             )
+
+    def copies_written(self, value, expr) -> bool:
+        """Whether `t = snapshot(y)`, `snapshot(y.T)` (a copy of an array written in place
+        later: generated gradient code) has a tangent reading `y_dot` itself or a view of it
+        (`batched_transpose(y_dot)`), which the write's tangent would change before `t_dot` is
+        read: its tangent must be a copy too."""
+        if not (isinstance(value, ast.Call) and ir.callee(value.func) is runtime.snapshot):
+            return False
+        if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "snapshot":
+            return False
+        dots = {self.tangent[w] for w in self.written if w in self.tangent}
+        return bool(names_mentioned([expr]) & dots)
 
     def expression(self, stmt, op) -> ast.expr:
         """The tangent of the statement's value: a sum of one term per active operand."""

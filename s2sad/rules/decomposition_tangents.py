@@ -73,15 +73,14 @@ def eigh_vjp_jvp(t, g, ans, UPLO="L"):
     dw, dv = t[0], t[1]
     gw, gv = tuple_part(g, 0), tuple_part(g, 1)
     inner = np.zeros(np.shape(v))
-    dinner = 0.0
     if gw is not None:
         inner = inner + np.expand_dims(gw, -1) * np.eye(np.shape(w)[-1])
-    if gv is not None:
+    dm = dv @ inner @ _mT(v) + v @ inner @ _mT(dv)
+    if gv is not None:  # (with the eigenvalues' cotangent alone, only V moves)
         f = eigen_gaps(w, "the second derivative of np.linalg.eigh's eigenvectors")
         p = _mT(v) @ gv
-        inner = inner + f * p
         dinner = _gap_tangent(f, w, dw) * p + f * (_mT(dv) @ gv)
-    dm = dv @ inner @ _mT(v) + v @ dinner @ _mT(v) + v @ inner @ _mT(dv)
+        dm = dm + dv @ (f * p) @ _mT(v) + v @ dinner @ _mT(v) + v @ (f * p) @ _mT(dv)
     return triangle_cotangent(dm, UPLO in ("L", "l"))
 
 

@@ -60,13 +60,17 @@ def poly_moments(g, p, x, order=0):
     return np.sum(terms, axis=tuple(range(lead, lead + np.ndim(x))))
 
 
-@helper(batch_safe=True, jvp=linear("t"))
-def polyval_tangent(t, x):
-    """The tangent of np.polyval(p, x) along `t` for `p` (`t` may have leading batch axes)."""
-    n = np.shape(t)[-1]
-    lead = np.ndim(t) - 1
-    shape = np.shape(t)[:lead] + (1,) * np.ndim(x) + (n,)
-    return np.sum(np.reshape(t, shape) * _poly_basis(x, n), axis=-1)
+@helper(
+    batch_safe=True,
+    # np.polyval(c, x) with the coefficients' batch axes leading: linear in c, not in x
+    jvp=explicit(c="polyval_tangent(t, x)", x="t * polyval_tangent(poly_derivative(c), x)"),
+)
+def polyval_tangent(c, x):
+    """The tangent of np.polyval(p, x) along `c` for `p` (`c` may have leading batch axes)."""
+    n = np.shape(c)[-1]
+    lead = np.ndim(c) - 1
+    shape = np.shape(c)[:lead] + (1,) * np.ndim(x) + (n,)
+    return np.sum(np.reshape(c, shape) * _poly_basis(x, n), axis=-1)
 
 
 defvjp(

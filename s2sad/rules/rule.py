@@ -177,3 +177,19 @@ class _Substitute(ast.NodeTransformer):
         if node.id in self.mapping:
             return clone(self.mapping[node.id])
         return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        """`choicelist[k]` of a list the call spelled out is that element (`x`, not
+        `[x, y][0]`: forward mode has no rule for a subscript of a list display)."""
+        self.generic_visit(node)
+        items, at = node.value, node.slice
+        if (
+            isinstance(items, (ast.List, ast.Tuple))
+            and isinstance(node.ctx, ast.Load)
+            and not any(isinstance(e, ast.Starred) for e in items.elts)
+            and isinstance(at, ast.Constant)
+            and type(at.value) is int
+            and -len(items.elts) <= at.value < len(items.elts)
+        ):
+            return items.elts[at.value]
+        return node

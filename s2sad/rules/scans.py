@@ -98,7 +98,9 @@ def _cumprod_scan(x, s, forward):
     return out
 
 
-@helper(batch_safe=True)
+@helper(
+    batch_safe=True, jvp=explicit(g="cumprod_vjp(t, a, axis)", a="cumprod_vjp_jvp(t, g, a, axis)")
+)
 def cumprod_vjp(g, a, axis=None):
     """The cotangent of np.cumprod(a, axis) (`g` may carry leading batch axes)."""
     lead = np.ndim(g) - (1 if axis is None else np.ndim(a))
@@ -109,6 +111,36 @@ def cumprod_vjp(g, a, axis=None):
     ax = _lead_axis(axis, lead)
     out = np.einsum("...ij,...j->...i", w, np.moveaxis(g, ax, -1))
     return np.moveaxis(out, -1, ax)
+
+
+@helper
+def _scan_last(v, a, axis):
+    """`v` (shaped like `a` after leading batch axes) with the scanned axis last (flattened
+    after the batch axes when axis is None)."""
+    lead = np.ndim(v) - np.ndim(a)
+    if axis is None:
+        return np.reshape(v, np.shape(v)[:lead] + (-1,))
+    return np.moveaxis(v, _lead_axis(axis, lead), -1)
+
+
+@helper
+def cumprod_vjp_jvp(t, g, a, axis=None):
+    """The tangent of cumprod_vjp(g, a, axis) = W g along `t` for a, g held: dW_ij is the sum
+    over m != i, m <= j, of t_m times the product of a_0..a_j without a_i and a_m (exact at
+    zeros). One m at a time: n^2 memory. `t` or `g` may carry leading batch axes."""
+    am, tm, gm = _scan_moved(a, axis), _scan_last(t, a, axis), _scan_last(g, a, axis)
+    n = am.shape[-1]
+    k = np.arange(n)
+    out = 0.0
+    for m in range(n):
+        skip = (k[:, None] == k[None, :]) | (k[None, :] == m)  # [i, k]: a_i and a_m left out
+        q = np.cumprod(np.where(skip, 1.0, am[..., None, :]), axis=-1)  # [..., i, j]
+        valid = (k[:, None] != m) & (k[None, :] >= np.maximum(k[:, None], m))
+        out = out + tm[..., m : m + 1] * np.einsum("...ij,...j->...i", np.where(valid, q, 0.0), gm)
+    lead = np.ndim(out) - np.ndim(am)
+    if axis is None:
+        return np.reshape(out, np.shape(out)[:lead] + np.shape(a))
+    return np.moveaxis(out, -1, _lead_axis(axis, lead))
 
 
 @numba_of(cumprod_vjp)
