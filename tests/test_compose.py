@@ -316,9 +316,19 @@ def running_product(x):
     return np.sum(np.cumprod(x))
 
 
+def correlations(x):
+    return np.sum(np.corrcoef(np.stack([x, x**2, np.sin(x)])))
+
+
 def test_an_inner_gradient_forward_mode_cannot_read_is_refused():
     with pytest.raises(s2sad.S2SADError, match="by forward mode over its gradient code"):
-        s2sad.jvp(s2sad.grad(running_product))(X, tangent=Y)
+        s2sad.jvp(s2sad.grad(correlations))(X, tangent=Y)
+
+
+def test_an_inner_gradient_through_cumprod():
+    _, hv = s2sad.jvp(s2sad.grad(running_product))(X, tangent=Y)
+    np.testing.assert_allclose(hv, s2sad.hessian(running_product)(X) @ Y, rtol=1e-10)
+    check_jvp(s2sad.grad(running_product), (X,))
 
 
 def test_grad_of_grad_jitted_falls_back():

@@ -22,6 +22,7 @@ Numba compiles were checked the same way.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -260,7 +261,8 @@ def _examples():
         spec.loader.exec_module(module)
         inputs = module.inputs(np.random.default_rng(0))
         for name, options in module.EMIT.items():
-            out.append((getattr(module, name), inputs[name], tuple(options["wrt"]), "grad"))
+            func = functools.reduce(getattr, name.split("."), module)  # "Class.method" too
+            out.append((func, inputs[name], tuple(options["wrt"]), "grad"))
     return out
 
 

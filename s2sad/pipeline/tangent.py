@@ -30,8 +30,10 @@ from ..rules.registry import (
 from ..rules.indexing import getitem, is_add_at
 from .tangent_rules import (
     ReplaceNames,
+    copies_written,
     cotangent_form,
     explicit_term,
+    ranked,
     tangent_reads,
     tuple_cotangent,
 )
@@ -268,7 +270,7 @@ class Forward:
         expr = self.expression(stmt, op)
         if op.target in self.written and not _is_fresh(expr):
             expr = call_of("np.array", expr)  # written in place below: must own its buffer
-        elif self.copies_written(stmt.value, expr):
+        elif copies_written(stmt.value, expr, {self.tangent.get(w) for w in self.written}):
             expr = call_of("snapshot", expr)
         return [ast.Assign([ast.Name(target, ast.Store())], expr)]
 
@@ -284,18 +286,6 @@ class Forward:
                 ir.src(stmt),
                 hint="assign the value to a name first",
             )
-
-    def copies_written(self, value, expr) -> bool:
-        """Whether `t = snapshot(y)`, `snapshot(y.T)` (a copy of an array written in place
-        later: generated gradient code) has a tangent reading `y_dot` itself or a view of it
-        (`batched_transpose(y_dot)`), which the write's tangent would change before `t_dot` is
-        read: its tangent must be a copy too."""
-        if not (isinstance(value, ast.Call) and ir.callee(value.func) is runtime.snapshot):
-            return False
-        if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "snapshot":
-            return False
-        dots = {self.tangent[w] for w in self.written if w in self.tangent}
-        return bool(names_mentioned([expr]) & dots)
 
     def expression(self, stmt, op) -> ast.expr:
         """The tangent of the statement's value: a sum of one term per active operand."""
@@ -435,12 +425,6 @@ class Forward:
         product = ast.BinOp(weights, ast.Mult(), t)
         return ast.Call(ast.parse(total, mode="eval").body, [product], keywords)
 
-    def ranked(self, op) -> bool:
-        """Whether every name `op` passes is an array or a number of known rank (not a tuple
-        result, whose batched tangent has its own form: rules/decomposition_tangents.py)."""
-        values = list(op.args) + list(op.keywords.values())
-        return all(self.rank(v) is not None for v in values if isinstance(v, ast.Name))
-
     def batched_term(self, stmt, op, kind, param, node, nodes, k, args, given, extra):
         """`term` for a tangent with a leading batch axis."""
         d = self.dot(node.id)
@@ -455,7 +439,7 @@ class Forward:
             if kind == "linear" and not self.list_tangents(mapping, nodes, k):
                 return None
             batched = (LINEAR if kind == "linear" else MULTILINEAR).get(id(op.func))
-            if batched is None and kind == "linear" and self.ranked(op):
+            if batched is None and kind == "linear" and ranked(op, self.rank):
                 batched = cotangent_form(op.func, param)
             if batched is None:  # no batched counterpart: the call for each row
                 row = self.names.fresh(f"{d}_row")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from .. import ir, runtime
 from ..astcopy import clone
 from .names import names_mentioned
 from .nodes import load_name
@@ -91,3 +92,22 @@ def tangent_reads(op) -> set[str]:
             followed |= names
     fixed = set().union(*op.fixed.values()) if op.fixed else set()
     return op.reads & (followed | fixed) | (op.reads - placed)
+
+
+def ranked(op, rank) -> bool:
+    """Whether every name `op` passes is an array or a number of known rank (not a tuple
+    result, whose batched tangent has its own form: rules/decomposition_tangents.py)."""
+    values = list(op.args) + list(op.keywords.values())
+    return all(rank(v) is not None for v in values if isinstance(v, ast.Name))
+
+
+def copies_written(value, expr, dots: set) -> bool:
+    """Whether `t = snapshot(y)`, `snapshot(y.T)` (a copy of an array written in place later:
+    generated gradient code) has a tangent `expr` reading `y_dot` itself or a view of it
+    (`batched_transpose(y_dot)`), one of the written arrays' tangents `dots`, which the write's
+    tangent would change before `t_dot` is read: its tangent must be a copy too."""
+    if not (isinstance(value, ast.Call) and ir.callee(value.func) is runtime.snapshot):
+        return False
+    if isinstance(expr, ast.Call) and getattr(expr.func, "id", "") == "snapshot":
+        return False
+    return bool(names_mentioned([expr]) & dots)
