@@ -248,7 +248,7 @@ def _extremum_vjp(g, x, ans, axis=None, keepdims=False):
 
     def one_axis(g, x, ans, axis=None, keepdims=False):
         hit = x == expand_reduced(ans, x, axis, keepdims)
-        count = _kept(_fold_sum(_front(hit.astype(np.int64), axis)), x, axis)
+        count = _kept(_fold(hit.astype(np.int64), axis, _SUM), x, axis)
         return expand_reduced(g, x, axis, keepdims) * hit / count
 
     return one_axis
@@ -440,35 +440,41 @@ def _to_front(a, axis):
     return np.transpose(a, perm)
 
 
-@numba_jitable
-def _fold_max(t):
-    out = t[0].copy()
-    for k in range(1, t.shape[0]):
-        np.maximum(out, t[k], out)  # NaN spreads, as in np.max
-    return out
+_MAX, _MIN, _PROD, _SUM = 0, 1, 2, 3  # the folds `_fold` makes
 
 
 @numba_jitable
-def _fold_min(t):
-    out = t[0].copy()
-    for k in range(1, t.shape[0]):
-        np.minimum(out, t[k], out)
-    return out
+def _whole(v, kind):
+    if kind == _MAX:
+        return np.max(v)  # NaN spreads, as in np.max
+    if kind == _MIN:
+        return np.min(v)
+    if kind == _PROD:
+        return np.prod(v)
+    return np.sum(v)
 
 
 @numba_jitable
-def _fold_prod(t):
+def _fold(a, axis, kind):
+    """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
+    ax = axis if axis >= 0 else axis + a.ndim
+    if ax == a.ndim - 1:  # the last axis: one contiguous row per result
+        rows = np.ascontiguousarray(a).reshape((-1, a.shape[ax]))
+        out = np.empty(rows.shape[0], dtype=a.dtype)
+        for r in range(rows.shape[0]):
+            out[r] = _whole(rows[r], kind)
+        return out.reshape(a.shape[:-1])
+    t = _to_front(a, ax)  # else whole slices, combined elementwise
     out = t[0].copy()
     for k in range(1, t.shape[0]):
-        out *= t[k]
-    return out
-
-
-@numba_jitable
-def _fold_sum(t):
-    out = t[0].copy()
-    for k in range(1, t.shape[0]):
-        out += t[k]
+        if kind == _MAX:
+            np.maximum(out, t[k], out)
+        elif kind == _MIN:
+            np.minimum(out, t[k], out)
+        elif kind == _PROD:
+            out *= t[k]
+        else:
+            out += t[k]
     return out
 
 
@@ -521,9 +527,9 @@ def _max_over(a, axis=None, keepdims=False):
     if how == "kept":
         return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.max(a))
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold_max(_front(a, axis))
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MAX)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold_max(_front(a, axis)), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MAX), a, axis)
     return None
 
 
@@ -535,9 +541,9 @@ def _min_over(a, axis=None, keepdims=False):
     if how == "kept":
         return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.min(a))
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold_min(_front(a, axis))
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MIN)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold_min(_front(a, axis)), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MIN), a, axis)
     return None
 
 
@@ -549,9 +555,9 @@ def _prod_over(a, axis=None, keepdims=False):
     if how == "kept":
         return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.prod(a))
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold_prod(_front(a, axis))
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _PROD)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold_prod(_front(a, axis)), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _PROD), a, axis)
     return None
 
 
@@ -563,16 +569,16 @@ def _sum_over(a, axis=None, keepdims=False):
     if how == "kept":
         return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.sum(a))
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold_sum(_front(a, axis))
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _SUM)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold_sum(_front(a, axis)), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _SUM), a, axis)
     return None
 
 
 @numba_jitable
-def _fold_mean(t):
-    out = _fold_sum(t)
-    out /= t.shape[0]  # in place: float32 stays float32, as in np.mean
+def _fold_mean(a, axis):
+    out = _fold(a, axis, _SUM)
+    out /= a.shape[axis if axis >= 0 else axis + a.ndim]  # in place: float32 stays float32, as in np.mean
     return out
 
 
@@ -584,7 +590,7 @@ def _mean_over(a, axis=None, keepdims=False):
     if how == "kept":
         return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.mean(a))
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold_mean(_front(a, axis))
+        return lambda a, axis=None, keepdims=False: _fold_mean(a, axis)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold_mean(_front(a, axis)), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold_mean(a, axis), a, axis)
     return None
