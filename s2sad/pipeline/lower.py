@@ -115,8 +115,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
-    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple,
-    the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
+    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
+    `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
+    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
     expression. `rank_of` gives the rank of an expression where known."""
 
     class Lower(ast.NodeTransformer):
@@ -141,6 +142,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 new = ast.Expr(call)
                 ir.copy_origin(new, node)
                 return new
+            return node
+
+        def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+            self.generic_visit(node)
+            if isinstance(node.op, ast.MatMult) and not all(
+                rank_of(a) in (1, 2) for a in (node.left, node.right)
+            ):  # a stack of matrices, or maybe one: Numba's `@` takes none
+                return ast.Call(ast.Name("matmul_stacks", ast.Load()), [node.left, node.right], [])
             return node
 
         def visit_Call(self, node: ast.Call) -> ast.expr:
@@ -188,6 +197,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and all(rank_of(a) == 0 for a in node.args)
             ):  # of numbers: Numba's np.where would give a 0-d array
                 return ast.IfExp(node.args[0], node.args[1], node.args[2])
+            if text == "np.concatenate" and node.args and isinstance(node.args[0], ast.List):
+                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())  # Numba: a tuple
+            if text == "np.matmul" and len(node.args) == 2 and not node.keywords:
+                if not all(rank_of(a) in (1, 2) for a in node.args):
+                    node.func = ast.Name("matmul_stacks", ast.Load())  # Numba: no stacks
+            lowered = _lowered_reduction(text, node)
+            if lowered is not None:
+                return lowered
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
             if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
                 return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
@@ -195,3 +212,36 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
+
+
+# np.<name> -> (the helper jitted code calls instead, whether Numba has it over one axis)
+_REDUCTIONS = {
+    "np.max": ("max_over", False),
+    "np.amax": ("max_over", False),
+    "np.min": ("min_over", False),
+    "np.amin": ("min_over", False),
+    "np.prod": ("prod_over", False),
+    "np.mean": ("mean_over", False),
+    "np.sum": ("sum_over", True),
+}
+
+
+def _lowered_reduction(text: str, node: ast.Call) -> ast.expr | None:
+    """`np.max(x, axis=1, keepdims=True)` as `max_over(x, 1, True)`, for the reductions over an
+    axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has."""
+    if text not in _REDUCTIONS or not 1 <= len(node.args) <= 2:
+        return None
+    name, has_axis = _REDUCTIONS[text]
+    given = dict(zip(("a", "axis"), node.args))
+    for k in node.keywords:
+        if k.arg not in ("a", "axis", "keepdims") or k.arg in given:
+            return None  # dtype=, out=, initial=, where=: left to Numba
+        given[k.arg] = k.value
+    axis = given.get("axis", ast.Constant(None))
+    keep = given.get("keepdims", ast.Constant(False))
+    no_axis = isinstance(axis, ast.Constant) and axis.value is None
+    if "a" not in given or (
+        isinstance(keep, ast.Constant) and keep.value is False and (no_axis or has_axis)
+    ):
+        return None
+    return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep], [])

@@ -31,10 +31,53 @@ def _mm(a, b):
 def _mm_impl(a, b):
     """a @ b where the dtypes differ (a float32 primal meets a float64 cotangent): Numba's
     matmul takes one dtype, so both go to the common one."""
+    if a.ndim > 2 or b.ndim > 2:  # stacks: Numba's matmul takes none
+        if a.ndim < 2 or b.ndim < 2 or a.ndim > 3 or b.ndim > 3:
+            return None
+        if a.dtype == b.dtype:
+            return lambda a, b: _mm_stacks(a, b)
+        common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
+        return lambda a, b: _mm_stacks(a.astype(common), b.astype(common))
     if a.dtype == b.dtype:
         return lambda a, b: a @ b
     common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
     return lambda a, b: a.astype(common) @ b.astype(common)
+
+
+@numba_jitable
+def _mm_stacks(a, b):
+    """`a @ b` for a stack of matrices (3-D) and a matrix or a stack, one product per matrix."""
+    p = a.shape[0] if a.ndim == 3 else 1
+    q = b.shape[0] if b.ndim == 3 else 1
+    if p != q and p != 1 and q != 1:
+        raise ValueError("matmul: the stacks' lengths do not broadcast")
+    n = max(p, q)
+    out = np.empty((n, a.shape[-2], b.shape[-1]), dtype=a.dtype)
+    for i in range(n):
+        out[i] = np.dot(_matrix(a, i if p > 1 else 0), _matrix(b, i if q > 1 else 0))
+    return out
+
+
+def _matrix(a, i):
+    """Matrix `i` of a stack, or the matrix itself (in Numba only)."""
+
+
+@numba_of(_matrix)
+def _matrix_impl(a, i):
+    if a.ndim == 3:
+        return lambda a, i: a[i]
+    return lambda a, i: a
+
+
+@helper
+def matmul_stacks(a, b):
+    """`a @ b` in jitted code where an operand may be a stack of matrices (pipeline/lower.py)."""
+    return np.matmul(a, b)
+
+
+@numba_of(matmul_stacks)
+def _matmul_stacks(a, b):
+    return lambda a, b: _mm(a, b)
 
 
 @numba_jitable
@@ -73,8 +116,12 @@ def batched_matmul_vjp_lhs(g, a, b):
 
 @numba_of(matmul_vjp_lhs)
 def _matmul_vjp_lhs(g, a, b):
-    if not (_array(a) and _array(b)) or a.ndim > 2 or b.ndim > 2:
+    if not (_array(a) and _array(b)):
         return None
+    if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
+        if a.ndim == 1 or b.ndim == 1:
+            return None
+        return lambda g, a, b: unbroadcast(_mm(g, np.swapaxes(b, -1, -2)), a)
     if a.ndim == 1 and b.ndim == 1:
         return lambda g, a, b: g * b
     if b.ndim == 1:
@@ -114,8 +161,12 @@ def batched_matmul_vjp_rhs(g, a, b):
 
 @numba_of(matmul_vjp_rhs)
 def _matmul_vjp_rhs(g, a, b):
-    if not (_array(a) and _array(b)) or a.ndim > 2 or b.ndim > 2:
+    if not (_array(a) and _array(b)):
         return None
+    if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
+        if a.ndim == 1 or b.ndim == 1:
+            return None
+        return lambda g, a, b: unbroadcast(_mm(np.swapaxes(a, -1, -2), g), b)
     if a.ndim == 1 and b.ndim == 1:
         return lambda g, a, b: g * a
     if a.ndim == 1:

@@ -18,11 +18,12 @@ from .common import (
     batched_expand_reduced,
     expand_reduced,
 )
-from .helpers import batched_helper, batched_of, helper, numba_of
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit, linear, multilinear, nondiff, reduction
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+    from numba.cpython.unsafe.tuple import tuple_setitem
 
 _SIG = "a, axis=None, dtype=None, out=None, keepdims=False"
 _STD_SIG = "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False"
@@ -135,7 +136,25 @@ def batched_prod_vjp(g, x, ans, axis=None, keepdims=False):
 def _prod_vjp(g, x, ans, axis=None, keepdims=False):
     if not _array(x):
         return lambda g, x, ans, axis=None, keepdims=False: g
-    if not _absent(axis):
+    if _integer(axis) and x.ndim > 1:
+
+        def one_axis(g, x, ans, axis=None, keepdims=False):
+            # the products before and after each element along the axis (moved first)
+            t = _front(x, axis)
+            others = np.empty(t.shape, dtype=x.dtype)
+            acc = np.ones(t.shape[1:], dtype=x.dtype)
+            for k in range(t.shape[0]):
+                others[k] = acc
+                acc = acc * t[k]
+            acc = np.ones(t.shape[1:], dtype=x.dtype)
+            for k in range(t.shape[0] - 1, -1, -1):
+                others[k] *= acc
+                acc = acc * t[k]
+            moved = np.moveaxis(others, 0, axis if axis >= 0 else axis + x.ndim)
+            return expand_reduced(g, x, axis, keepdims) * moved
+
+        return one_axis
+    if not _absent(axis) and not _integer(axis):
         return None
 
     def impl(g, x, ans, axis=None, keepdims=False):
@@ -217,14 +236,22 @@ def batched_extremum_vjp(g, x, ans, axis=None, keepdims=False):
 def _extremum_vjp(g, x, ans, axis=None, keepdims=False):
     if not _array(x):
         return lambda g, x, ans, axis=None, keepdims=False: g
-    if not _absent(axis):
+    if _absent(axis) or (x.ndim == 1 and _integer(axis)):
+
+        def impl(g, x, ans, axis=None, keepdims=False):
+            hit = x == ans  # ties share the cotangent evenly
+            return g * hit / np.sum(hit)
+
+        return impl
+    if not _integer(axis):
         return None
 
-    def impl(g, x, ans, axis=None, keepdims=False):
-        hit = x == ans  # ties share the cotangent evenly
-        return g * hit / np.sum(hit)
+    def one_axis(g, x, ans, axis=None, keepdims=False):
+        hit = x == expand_reduced(ans, x, axis, keepdims)
+        count = _kept(_fold(hit.astype(np.int64), axis, _SUM), x, axis)
+        return expand_reduced(g, x, axis, keepdims) * hit / count
 
-    return impl
+    return one_axis
 
 
 for _f in (np.max, np.min, np.amax, np.amin):
@@ -367,3 +394,203 @@ nondiff(
     np.any,
     np.all,
 )
+
+# ----------------------------------------------------------------------------- for Numba
+# Jitted code calls these in place of the reductions Numba lacks (pipeline/lower.py rewrites
+# `np.max(x, axis=1, keepdims=True)` into `max_over(x, 1, True)`): max, min and prod over an
+# axis, mean over an axis, and any of them or sum with `keepdims`. Each NumPy form is the call
+# it replaces; each Numba form loops over the reduced axis moved to the front.
+
+
+@helper
+def max_over(a, axis=None, keepdims=False):
+    return np.max(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def min_over(a, axis=None, keepdims=False):
+    return np.min(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def prod_over(a, axis=None, keepdims=False):
+    return np.prod(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def sum_over(a, axis=None, keepdims=False):
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def mean_over(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+@numba_jitable
+def _to_front(a, axis):
+    """`a` (a view) with axis `axis` (non-negative) first, the others in their order."""
+    perm = a.shape
+    perm = tuple_setitem(perm, 0, axis)
+    j = 1
+    for i in range(a.ndim):
+        if i != axis:
+            perm = tuple_setitem(perm, j, i)
+            j += 1
+    return np.transpose(a, perm)
+
+
+_MAX, _MIN, _PROD, _SUM = 0, 1, 2, 3  # the folds `_fold` makes
+
+
+@numba_jitable
+def _whole(v, kind):
+    if kind == _MAX:
+        return np.max(v)  # NaN spreads, as in np.max
+    if kind == _MIN:
+        return np.min(v)
+    if kind == _PROD:
+        return np.prod(v)
+    return np.sum(v)
+
+
+@numba_jitable
+def _fold(a, axis, kind):
+    """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
+    ax = axis if axis >= 0 else axis + a.ndim
+    if ax == a.ndim - 1:  # the last axis: one contiguous row per result
+        rows = np.ascontiguousarray(a).reshape((-1, a.shape[ax]))
+        out = np.empty(rows.shape[0], dtype=a.dtype)
+        for r in range(rows.shape[0]):
+            out[r] = _whole(rows[r], kind)
+        return out.reshape(a.shape[:-1])
+    t = _to_front(a, ax)  # else whole slices, combined elementwise
+    out = t[0].copy()
+    for k in range(1, t.shape[0]):
+        if kind == _MAX:
+            np.maximum(out, t[k], out)
+        elif kind == _MIN:
+            np.minimum(out, t[k], out)
+        elif kind == _PROD:
+            out *= t[k]
+        else:
+            out += t[k]
+    return out
+
+
+@numba_jitable
+def _ones(a):
+    """The shape of `a` with every length 1 (a whole reduction's kept dimensions)."""
+    shape = a.shape
+    for i in range(a.ndim):
+        shape = tuple_setitem(shape, i, 1)
+    return shape
+
+
+@numba_jitable
+def _kept(out, a, axis):
+    """`out`, reduced over axis `axis` of `a`, with that axis kept with length 1."""
+    return out.reshape(tuple_setitem(a.shape, axis if axis >= 0 else axis + a.ndim, 1))
+
+
+@numba_jitable
+def _front(a, axis):
+    return _to_front(a, axis if axis >= 0 else axis + a.ndim)
+
+
+@type_test
+def _reduce_how(a, axis, keepdims, float_only=False):
+    """How a lowered reduction of these Numba types goes: "whole" (every element), "kept"
+    (every element, dimensions kept), "axis", "kept axis" (one int axis), or None (a tuple of
+    axes, `keepdims` not known when compiling, or an integer product or mean, which NumPy
+    widens: left to Numba's refusal)."""
+    if _absent(keepdims, False):
+        keep = False
+    elif isinstance(keepdims, types.BooleanLiteral):
+        keep = keepdims.literal_value
+    else:
+        return None
+    if not _array(a) or (float_only and not isinstance(a.dtype, (types.Float, types.Complex))):
+        return None
+    if _absent(axis) or (a.ndim == 1 and _integer(axis)):
+        return "kept" if keep else "whole"
+    if _integer(axis):
+        return "kept axis" if keep else "axis"
+    return None
+
+
+@numba_of(max_over)
+def _max_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.max(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.max(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MAX)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MAX), a, axis)
+    return None
+
+
+@numba_of(min_over)
+def _min_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.min(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.min(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MIN)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MIN), a, axis)
+    return None
+
+
+@numba_of(prod_over)
+def _prod_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims, float_only=True)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.prod(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.prod(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _PROD)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _PROD), a, axis)
+    return None
+
+
+@numba_of(sum_over)
+def _sum_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims, float_only=True)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.sum(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.sum(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _SUM)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _SUM), a, axis)
+    return None
+
+
+@numba_jitable
+def _fold_mean(a, axis):
+    out = _fold(a, axis, _SUM)
+    out /= a.shape[axis if axis >= 0 else axis + a.ndim]  # in place: float32 stays float32, as in np.mean
+    return out
+
+
+@numba_of(mean_over)
+def _mean_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims, float_only=True)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.mean(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.mean(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold_mean(a, axis)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold_mean(a, axis), a, axis)
+    return None

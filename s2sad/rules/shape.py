@@ -214,7 +214,15 @@ def _concatenate_vjp(g, arrays, k, axis=0):
             i += 1
         return np.moveaxis(np.moveaxis(g, ax, 0)[start : start + size], 0, ax)
 
-    return impl
+    def of_list(g, arrays, k, axis=0):  # arrays of one type, in a list
+        ax = axis if axis >= 0 else axis + g.ndim
+        start = 0
+        for i in range(k):
+            start += arrays[i].shape[ax]
+        size = arrays[k].shape[ax]
+        return np.moveaxis(np.moveaxis(g, ax, 0)[start : start + size], 0, ax)
+
+    return of_list if isinstance(arrays, types.List) else impl
 
 
 @batched_helper

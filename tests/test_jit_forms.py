@@ -1,0 +1,117 @@
+"""The Numba forms jitted code calls where Numba lacks NumPy's (pipeline/lower.py rewrites the
+calls): reductions over an axis or with `keepdims` (`max_over`, `min_over`, `prod_over`,
+`mean_over`, `sum_over`), their adjoints, `np.concatenate` of a list, `@` of stacks. Each gives
+NumPy's numbers, dtypes and shapes, and a jitted gradient the Python version's. One compile per
+test: each costs seconds."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_vjp
+
+numba = pytest.importorskip("numba")
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_lowered_reductions_give_numpys_values_dtypes_and_shapes():
+    from s2sad.numba_helpers import max_over, mean_over, min_over, prod_over, sum_over
+
+    def reductions(x, v):
+        return (
+            max_over(x, 1, True),
+            max_over(x, -1, False),
+            min_over(x, 0, False),
+            min_over(x, None, True),
+            prod_over(x, 2, True),
+            prod_over(x, -3, False),
+            mean_over(x, 1, False),
+            mean_over(x, 0, True),
+            sum_over(x, 2, True),
+            sum_over(x, None, True),
+            max_over(v, 0, False),  # a vector over its axis: a number, as in NumPy
+            min_over(v, 0, True),
+        )
+
+    numpy = lambda x, v: (
+        np.max(x, axis=1, keepdims=True),
+        np.max(x, axis=-1),
+        np.min(x, axis=0),
+        np.min(x, keepdims=True),
+        np.prod(x, axis=2, keepdims=True),
+        np.prod(x, axis=-3),
+        np.mean(x, axis=1),
+        np.mean(x, axis=0, keepdims=True),
+        np.sum(x, axis=2, keepdims=True),
+        np.sum(x, keepdims=True),
+        np.max(v, axis=0),
+        np.min(v, axis=0, keepdims=True),
+    )
+    compiled = numba.njit(reductions)
+    rng = np.random.default_rng(0)
+    for dtype in (np.float64, np.float32):
+        x = rng.standard_normal((3, 4, 5)).astype(dtype)
+        x[1, 2, 3] = np.nan  # spreads through max and min, as in NumPy
+        v = rng.standard_normal(6).astype(dtype)
+        for got, want in zip(compiled(x, v), numpy(x, v)):
+            assert np.shape(got) == np.shape(want)
+            if np.ndim(want):  # (Numba hands a number back as a Python float)
+                assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == np.float32 else 1e-14)
+        # the same helpers' NumPy forms (what a fallback runs) are NumPy's calls
+        for got, want in zip(reductions(x, v), numpy(x, v)):
+            np.testing.assert_array_equal(got, want)
+
+
+def axis_reductions(x, w):
+    m = np.max(x, axis=1, keepdims=True)  # ties below share the cotangent
+    n = np.min(x, axis=0)
+    p = np.prod(x, axis=-1)
+    q = np.mean(x * w, axis=0, keepdims=True)
+    s = np.sum(x, axis=1, keepdims=True)
+    c = np.concatenate([x, x * w, m], axis=1)
+    return np.sum(m * s) + np.sum(n**2) + np.sum(p) + np.sum(q * x) + np.sum(c**2)
+
+
+def test_axis_reductions_and_concatenate_compile_and_match_python_mode():
+    rng = np.random.default_rng(1)
+    x = np.round(rng.standard_normal((4, 5)), 1)
+    x[2, 1] = x[2, 3] = 3.0  # a tie for row 2's max
+    w = rng.standard_normal(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s2sad.jit.JitFallbackWarning)
+        value, grads = s2sad.value_and_grad(axis_reductions, wrt=(0, 1), jit="strict")(x, w)
+    want_value, want = s2sad.value_and_grad(axis_reductions, wrt=(0, 1))(x, w)
+    assert value == pytest.approx(want_value, rel=1e-13)
+    for g, h in zip(grads, want):
+        assert g.shape == h.shape and g.dtype == h.dtype
+        np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-12)
+    text = s2sad.source(s2sad.grad(axis_reductions, wrt=(0, 1), jit="strict"), x, w)
+    assert "max_over(x, 1, True)" in text and "np.concatenate((x," in text
+    # away from the tie, the Python mode is right by central differences
+    x[2, 1] = 2.5
+    check_vjp(axis_reductions, (x, w), wrt=(0, 1))
+
+
+def stacked(A, B, C):
+    return np.sum((A @ B) ** 2) + np.sum(np.tanh(A @ C)) + np.sum(np.matmul(C.T, B[1:3]))
+
+
+def test_matmul_of_stacks_compiles_and_matches_python_mode():
+    rng = np.random.default_rng(2)
+    A = rng.standard_normal((4, 3, 3))
+    B = rng.standard_normal((4, 3, 5))
+    C = rng.standard_normal((3, 5))
+    got = s2sad.grad(stacked, wrt=(0, 1, 2), jit="strict")(A, B, C)
+    want = s2sad.grad(stacked, wrt=(0, 1, 2))(A, B, C)
+    for g, h in zip(got, want):
+        assert g.shape == h.shape
+        np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-12)
