@@ -18,6 +18,7 @@ from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError
 from .activity import active_names
+from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .load import Compiled, load, without_gc_pauses
@@ -63,6 +64,7 @@ def differentiate(
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
+        checkpoint_loops(parsed, mode, differentiate)
         return parsed
 
     parsed = parse()

@@ -23,6 +23,8 @@ class ParsedFunction:
     params: list[str] = field(default_factory=list)
     # a name `normalize.naming.hygienic` gave a local -> the user's name of it
     original: dict[str, str] = field(default_factory=dict)
+    # a name the transform made for a checkpointed loop -> its object (checkpoint_loops.py)
+    synthesized: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -1,0 +1,225 @@
+"""Loops marked `for t in s2sad.checkpoint(range(n), snapshots=k):` (before normalizing).
+
+Reverse modes: the loop becomes one call of a `CheckpointedLoop` (s2sad/checkpointing.py),
+
+    y = euler_loop4(range(n), k, y, h)        # for i in s2sad.checkpoint(range(n), snapshots=k):
+
+whose step function is the loop's body, made a function of the loop's state (the names the body
+assigns that are bound before the loop) and its other inputs (the locals and closure values it
+reads): `def euler_loop4(i, y, h): <body>; return y`, with the body's own lines. Forward modes
+keep the loop and drop the mark: tangents need no tape. What a step function cannot express is
+refused at the loop's line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import textwrap
+import types
+
+from ..checkpointing import CheckpointedLoop, checkpoint
+from ..errors import UnsupportedSyntaxError
+
+_FORWARD_MODES = ("jvp", "jvp_batched")
+_MADE: dict = {}  # (code object, line) -> the CheckpointedLoop made for that loop
+
+
+def checkpoint_loops(parsed, mode: str, differentiate) -> None:
+    """Rewrite each marked loop of `parsed` in place (see the module's docstring)."""
+    for parent, field, index, loop in _marked(parsed, parsed.tree):
+        call = loop.iter
+        if mode in _FORWARD_MODES:
+            getattr(parent, field)[index].iter = call.args[0]
+            continue
+        getattr(parent, field)[index] = _replaced(parsed, loop, differentiate)
+
+
+def _marked(parsed, tree):
+    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, outer ones first."""
+    found = []
+    for parent in ast.walk(tree):
+        if parent is not tree and isinstance(parent, (ast.FunctionDef, ast.Lambda)):
+            continue
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list):
+                continue
+            for index, stmt in enumerate(block):
+                if isinstance(stmt, ast.For) and _is_mark(parsed, stmt.iter):
+                    found.append((parent, field, index, stmt))
+    return found
+
+
+def _is_mark(parsed, node) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    return _lookup(parsed, node.func) is checkpoint
+
+
+def _lookup(parsed, node):
+    """The object a Name or Attribute chain of globals denotes (None for anything else)."""
+    if isinstance(node, ast.Attribute):
+        base = _lookup(parsed, node.value)
+        return getattr(base, node.attr, None) if base is not None else None
+    if not isinstance(node, ast.Name):
+        return None
+    func = parsed.func
+    if func.__closure__ and node.id in func.__code__.co_freevars:
+        try:
+            return func.__closure__[func.__code__.co_freevars.index(node.id)].cell_contents
+        except ValueError:
+            return None
+    scope = func.__globals__
+    return scope[node.id] if node.id in scope else getattr(builtins, node.id, None)
+
+
+def _refuse(parsed, node, what: str, hint: str):
+    return parsed.error(UnsupportedSyntaxError, f"s2sad.checkpoint: {what}", node, hint=hint)
+
+
+def _check(parsed, loop):
+    """The loop's target, trip and snapshots; refuses what a step function cannot be."""
+    call = loop.iter
+    if len(call.args) != 1 or any(k.arg != "snapshots" for k in call.keywords):
+        raise _refuse(
+            parsed, loop, "takes the loop's range and snapshots=", "write checkpoint(range(n), snapshots=k)"
+        )
+    trip = call.args[0]
+    if not (isinstance(trip, ast.Call) and _lookup(parsed, trip.func) is range):
+        raise _refuse(
+            parsed,
+            loop,
+            f"the loop runs over {ast.unparse(trip)}, whose length is unknown before the loop",
+            "checkpoint a loop over range(...)",
+        )
+    if not isinstance(loop.target, ast.Name):
+        raise _refuse(parsed, loop, "the loop's target must be one name", "write `for t in ...`")
+    if loop.orelse:
+        raise _refuse(parsed, loop, "a checkpointed loop has no else:", "move it after the loop")
+    for node in _own(loop.body):
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom)):
+            word = type(node).__name__.lower()
+            raise _refuse(
+                parsed,
+                node,
+                f"`{word}` inside a checkpointed loop",
+                "every step must run the whole body: use an if around the rest of the body",
+            )
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise _refuse(parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in")
+    snaps = call.keywords[0].value if call.keywords else ast.Constant(None)
+    return loop.target.id, trip, snaps
+
+
+def _own(body):
+    """The nodes of `body`, not inside functions or lambdas it defines."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _stored(nodes) -> set[str]:
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _replaced(parsed, loop, differentiate) -> ast.stmt:
+    target, trip, snaps = _check(parsed, loop)
+    body = list(_own(loop.body))
+    assigned = _stored(body)
+    body_ids = {id(n) for n in body}
+    outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    before = set(parsed.params) | _stored(outside)
+    read_outside = {n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    for name in sorted(assigned - before - {target}):
+        if name in read_outside:
+            raise _refuse(
+                parsed,
+                loop,
+                f"'{name}' is assigned in the checkpointed loop and read outside it, but not bound "
+                "before it",
+                f"assign {name} before the loop",
+            )
+    if target in before:
+        raise _refuse(
+            parsed, loop, f"the loop's target '{target}' is also used outside the loop", "rename it"
+        )
+    state = tuple(sorted(assigned & before))
+    freevars = set(parsed.func.__code__.co_freevars)
+    read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    inputs = tuple(sorted({r for r in read if r not in assigned and r != target and r in before}))
+    for node in body:
+        written = None
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, (ast.Subscript, ast.Attribute)):
+                    root = t
+                    while isinstance(root, (ast.Subscript, ast.Attribute)):
+                        root = root.value
+                    if isinstance(root, ast.Name) and (root.id in before or root.id in freevars):
+                        written = root.id
+        if written is not None:
+            raise _refuse(
+                parsed,
+                node,
+                f"a write into '{written}', which lives outside the checkpointed loop's body",
+                f"rebind it instead ({written} = ...), or copy it inside the body first",
+            )
+    if not state:
+        raise _refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
+    line = parsed.file_line(loop)
+    key = (parsed.func.__code__, line)
+    if key not in _MADE:
+        step = _step_function(parsed, loop, target, state, inputs)
+        _MADE[key] = CheckpointedLoop(step, step.__name__, state, inputs, differentiate)
+    made = _MADE[key]
+    parsed.synthesized[made.__name__] = made
+    call = ast.Call(
+        ast.Name(made.__name__, ast.Load()),
+        [trip, snaps] + [ast.Name(n, ast.Load()) for n in state + inputs],
+        [],
+    )
+    out = (
+        ast.Name(state[0], ast.Store())
+        if len(state) == 1
+        else ast.Tuple([ast.Name(n, ast.Store()) for n in state], ast.Store())
+    )
+    new = ast.fix_missing_locations(ast.copy_location(ast.Assign([out], call), loop))
+    # its comment in generated code quotes the loop's header, not its body
+    new.end_lineno, new.end_col_offset = loop.iter.end_lineno, loop.iter.end_col_offset
+    header = parsed.split_lines[new.end_lineno - 1]
+    if header[len(header.encode()[: new.end_col_offset].decode()) :].lstrip().startswith(":"):
+        new.end_col_offset += 1
+    return new
+
+
+def _step_function(parsed, loop, target, state, inputs):
+    """The loop's body as `def <f>_loop<line>(target, *state, *inputs)`, compiled from a file of
+    its own whose lines are the user's (an error in it names the user's line)."""
+    name = f"{parsed.name}_loop{parsed.file_line(loop)}"
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
+    if first > loop.lineno:
+        text = textwrap.indent(textwrap.dedent("\n".join(parsed.split_lines[first - 1 : last])), "    ")
+    else:
+        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), "    ")
+    returned = state[0] if len(state) == 1 else ", ".join(state)
+    header = f"def {name}({', '.join((target,) + state + inputs)}):"
+    padding = parsed.file_line(loop.body[0]) - 2 if first > loop.lineno else 0
+    source = "\n" * max(padding, 0) + header + "\n" + text + f"\n    return {returned}\n"
+    filename = f"<s2sad.checkpoint: {name} in {parsed.filename}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    scope = parsed.func.__globals__
+    if parsed.func.__closure__:
+        scope = dict(scope)
+        for free, cell in zip(parsed.func.__code__.co_freevars, parsed.func.__closure__):
+            try:
+                scope[free] = cell.cell_contents
+            except ValueError:
+                pass
+    return types.FunctionType(body_code, scope, name)
