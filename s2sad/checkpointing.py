@@ -83,8 +83,7 @@ def revolve(advance, adjoint, state: tuple, steps, snapshots: int, bar):
     """Reverse the loop `for t in steps: state = advance(t, state)` from the cotangent `bar` of
     its last state, with `adjoint(t, state, bar)` giving the cotangent of the state before step
     t (and accumulating what else it reads), saving at most `snapshots` states (the first one
-    included). The split is revolve's: with c states free for a segment of l steps run r times,
-    the first binomial(c + r - 1, r - 1) steps are reversed last. Returns the first state's
+    included). The split is revolve's, which meets Griewank's bound (`least_advances`). Returns the first state's
     cotangent."""
     counts = Counts()
     n = len(steps)
@@ -104,7 +103,10 @@ def revolve(advance, adjoint, state: tuple, steps, snapshots: int, bar):
             run, last = _copy(start), hi - 1
         else:
             r = repetitions(length, free)
-            run, last = _copy(start), lo + min(comb(free + r - 1, r - 1), length - 1)
+            # the first part: at most binomial(free + r - 1, r - 1) steps (run r - 1 times more),
+            # the rest at least binomial(free + r - 2, r - 1) (r times, one state fewer)
+            first = min(comb(free + r - 1, r - 1), length - comb(free + r - 2, r - 1), length - 1)
+            run, last = _copy(start), lo + max(first, 1)
         for k in range(lo, last):
             run = advance(steps[k], run)
         counts.advances += last - lo
@@ -161,7 +163,7 @@ class CheckpointedLoop:
             args = (t, *st, *inputs)
             compiled, wrt = self._vjp_of(args)
             _, pullback = compiled.function(*args, *compiled.read(self.step))
-            got = pullback(b[0] if n == 1 else b)
+            got = pullback(*b)
             got = (got,) if len(wrt) == 1 else got
             out = [None] * n
             for k, d in zip(wrt, got):

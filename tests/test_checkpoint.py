@@ -1,0 +1,201 @@
+"""s2sad.checkpoint: a marked loop's gradient from at most k saved states (binomial
+checkpointing), equal to the taped gradient and to central differences; the revolve driver's
+forward runs against Griewank's bound; forward mode and the primal untouched; refusals."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad import checkpointing
+from s2sad.errors import UnsupportedSyntaxError
+
+from conftest import check_grad, check_vjp
+
+
+def euler(y0, k, n, snaps):
+    y = y0
+    for i in s2sad.checkpoint(range(n), snapshots=snaps):
+        y = y + 0.01 * (-k * y + np.sin(y))
+    return y
+
+
+def euler_taped(y0, k, n, snaps):
+    y = y0
+    for i in range(n):
+        y = y + 0.01 * (-k * y + np.sin(y))
+    return y
+
+
+def oscillator(x0, v0, k, n, snaps):
+    """Two names of state, a recurrence on both; the step index is read."""
+    x, v = x0, v0
+    for t in s2sad.checkpoint(range(n), snapshots=snaps):
+        x, v = x + 0.1 * v, v - 0.1 * k * x * np.cos(0.01 * t)
+    return x * v
+
+
+def oscillator_taped(x0, v0, k, n, snaps):
+    x, v = x0, v0
+    for t in range(n):
+        x, v = x + 0.1 * v, v - 0.1 * k * x * np.cos(0.01 * t)
+    return x * v
+
+
+def flow(y0, W, b, n):
+    """An array state and two loop-invariant parameters, then work after the loop."""
+    y = y0
+    for i in s2sad.checkpoint(range(2, n + 2)):
+        h = np.tanh(W @ y + b)
+        y = y + 0.1 * h / i
+    return np.sum(y**2)
+
+
+def flow_taped(y0, W, b, n):
+    y = y0
+    for i in range(2, n + 2):
+        h = np.tanh(W @ y + b)
+        y = y + 0.1 * h / i
+    return np.sum(y**2)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 20])
+@pytest.mark.parametrize("snaps", [1, 2, 3, 25])
+def test_euler_equals_the_taped_gradient(n, snaps):
+    got = s2sad.grad(euler, wrt=(0, 1))(0.3, 0.8, n, snaps)
+    want = s2sad.grad(euler_taped, wrt=(0, 1))(0.3, 0.8, n, snaps)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    assert type(got[0]) is float
+    if n:
+        check_grad(euler, (0.3, 0.8, n, snaps), wrt=(0, 1))
+
+
+@pytest.mark.parametrize("snaps", [1, 4, 40])
+def test_two_names_of_state(snaps):
+    args = (0.5, -0.2, 1.3, 30, snaps)
+    got = s2sad.grad(oscillator, wrt=(0, 1, 2))(*args)
+    want = s2sad.grad(oscillator_taped, wrt=(0, 1, 2))(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    check_grad(oscillator, args, wrt=(0, 1, 2))
+
+
+def test_array_state_and_loop_invariant_parameters():
+    rng = np.random.default_rng(0)
+    args = (rng.normal(size=4), rng.normal(size=(4, 4)) * 0.5, rng.normal(size=4), 25)
+    got = s2sad.grad(flow, wrt=(0, 1, 2))(*args)
+    want = s2sad.grad(flow_taped, wrt=(0, 1, 2))(*args)
+    for g, w, x in zip(got, want, args):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+        assert g.shape == x.shape and g.dtype == x.dtype
+    check_vjp(flow, args, wrt=(0, 1, 2))
+    value, grads = s2sad.value_and_grad(flow, wrt=1)(*args)
+    assert value == flow(*args)
+    np.testing.assert_allclose(grads, want[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("n,snaps", [(10, 3), (20, 1), (100, 5), (1000, 12), (57, 57), (9, 30)])
+def test_forward_runs_meet_the_binomial_bound(n, snaps):
+    s2sad.grad(euler, wrt=0)(0.3, 0.8, n, snaps)
+    last = checkpointing.LAST
+    assert last.advances == checkpointing.least_advances(n, snaps)
+    assert last.adjoints == n
+    assert last.most_saved <= snaps
+    r = checkpointing.repetitions(n, snaps)
+    assert last.advances <= r * n
+
+
+def test_bound_values():
+    assert checkpointing.least_advances(20, 1) == 20 * 19 // 2  # from the first state each time
+    assert checkpointing.least_advances(57, 57) == 56  # every state saved: one forward sweep
+    assert checkpointing.repetitions(10**7, checkpointing.default_snapshots(10**7)) == 2
+
+
+def test_default_snapshots_keep_few_states():
+    args = (0.3, 0.8, 500, None)
+    got = s2sad.grad(euler, wrt=(0, 1))(*args)
+    np.testing.assert_allclose(got, s2sad.grad(euler_taped, wrt=(0, 1))(*args), rtol=1e-12)
+    assert checkpointing.LAST.most_saved <= checkpointing.default_snapshots(500) == 31
+
+
+def test_forward_mode_runs_the_loop():
+    for snaps in (1, 5):
+        got = s2sad.jvp(euler, wrt=(0, 1))(0.3, 0.8, 12, snaps, tangent=(1.0, 0.5))
+        want = s2sad.jvp(euler_taped, wrt=(0, 1))(0.3, 0.8, 12, snaps, tangent=(1.0, 0.5))
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+    text = s2sad.source(s2sad.jvp(euler, wrt=0), 0.3, 0.8, 3, 2)
+    assert "for i in range(n):" in text and "euler_loop" not in text
+
+
+def test_the_primal_is_plain_python():
+    steps = range(3, 9, 2)
+    assert s2sad.checkpoint(steps, snapshots=2) is steps
+    assert euler(0.3, 0.8, 15, 2) == euler_taped(0.3, 0.8, 15, 2)
+    with pytest.raises(ValueError, match="snapshots"):
+        s2sad.checkpoint(range(3), snapshots=0)
+
+
+def test_generated_code_calls_one_loop_with_the_users_names():
+    text = s2sad.source(s2sad.grad(euler, wrt=(0, 1)), 0.3, 0.8, 4, 2)
+    assert "# line 17: for i in s2sad.checkpoint(range(n), snapshots=snaps):" in text
+    assert "euler_loop17(" in text and "euler_loop17_vjp(" in text
+    assert "tape" not in text
+
+
+def test_arrays_the_body_writes_into_are_its_own():
+    def f(y0, n):
+        y = y0
+        for t in s2sad.checkpoint(range(n), snapshots=2):
+            y += 0.1 * np.sin(y)  # in place: the saved states must not change
+        return np.sum(y)
+
+    def taped(y0, n):
+        y = y0.copy()
+        for t in range(n):
+            y = y + 0.1 * np.sin(y)
+        return np.sum(y)
+
+    y0 = np.array([0.1, 0.7, -0.4])
+    got = s2sad.grad(f)(y0.copy(), 9)
+    np.testing.assert_allclose(got, s2sad.grad(taped)(y0, 9), rtol=1e-13)
+
+
+def _break(y, n):
+    for t in s2sad.checkpoint(range(n)):
+        y = y * 0.5
+        if y < 0.1:
+            break
+    return y
+
+
+def _unknown_trip(y, xs):
+    for x in s2sad.checkpoint(xs):
+        y = y * x
+    return y
+
+
+def _writes_outside(y, out, n):
+    for t in s2sad.checkpoint(range(n)):
+        y = y * 0.5
+        out[t] = y
+    return np.sum(out) + y
+
+
+def _unbound_before(y, n):
+    for t in s2sad.checkpoint(range(n)):
+        z = y * 0.5
+        y = z + 1.0
+    return z
+
+
+@pytest.mark.parametrize(
+    "f,args,words",
+    [
+        (_break, (1.0, 5), "`break` inside a checkpointed loop"),
+        (_unknown_trip, (1.0, np.ones(3)), "length is unknown before the loop"),
+        (_writes_outside, (1.0, np.zeros(3), 3), "a write into 'out'"),
+        (_unbound_before, (1.0, 3), "'z' is assigned in the checkpointed loop"),
+    ],
+)
+def test_refusals_name_the_construct_and_line(f, args, words):
+    with pytest.raises(UnsupportedSyntaxError, match=words) as info:
+        s2sad.grad(f)(*args)
+    assert "test_checkpoint.py" in str(info.value)
