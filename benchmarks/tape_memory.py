@@ -1,6 +1,7 @@
-"""Time and peak memory of s2sad's gradient against its primal on 10^5-step loops.
+"""Time and peak memory of s2sad's gradient against its primal on 10^5-step loops, then the
+taped gradient of a long Euler loop against the same loop under s2sad.checkpoint.
 
-    python benchmarks/tape_memory.py
+    python benchmarks/tape_memory.py [--steps 1000000] [--skip-short]
 
 The tape holds only what the adjoint reads: for the scalar Euler step that is the state `y`,
 one float per step; for the recurrence with an in-place write, y[i - 1] per step.
@@ -26,6 +27,13 @@ def euler(y0, k, n):
     return y
 
 
+def euler_checkpointed(y0, k, n, snaps):
+    y = y0
+    for i in s2sad.checkpoint(range(n), snapshots=snaps):
+        y = y + 0.01 * (-k * y + np.sin(y))
+    return y
+
+
 def recurrence(x, a):
     y = np.zeros_like(x)
     y[0] = x[0]
@@ -34,10 +42,10 @@ def recurrence(x, a):
     return np.sum(y)
 
 
-def measure(f, *args):
+def measure(f, *args, repeat=3):
     f(*args)  # warm up (and transform, for gradients)
     best = float("inf")
-    for _ in range(3):
+    for _ in range(repeat):
         start = time.perf_counter()
         f(*args)
         best = min(best, time.perf_counter() - start)
@@ -48,7 +56,37 @@ def measure(f, *args):
     return best, peak
 
 
+def checkpointed_table(n: int) -> None:
+    """The taped gradient of n Euler steps against the checkpointed one, at a few snapshot
+    counts (None: s2sad's default, about sqrt(2n), each step run forward at most 3 times)."""
+    from s2sad.checkpointing import LAST, default_snapshots
+
+    print(
+        f"\n{'euler, ' + format(n, '.0e') + ' steps':34s} {'time':>9s} {'x taped':>8s} "
+        f"{'peak':>10s} {'states':>7s} {'forward runs':>13s}"
+    )
+    args = (0.3, 0.8, n)
+    taped, taped_peak = measure(s2sad.grad(euler, wrt=(0, 1)), *args, repeat=1)
+    print(f"{'taped':34s} {taped:7.2f} s {1:8.2f} {taped_peak / 1e6:7.2f} MB {n:7d} {n:13d}")
+    for snaps in (None, 100, 20):
+        grad = s2sad.grad(euler_checkpointed, wrt=(0, 1))
+        t, peak = measure(grad, *args, snaps, repeat=1)
+        used = default_snapshots(n) if snaps is None else snaps
+        label = f"checkpoint(snapshots={snaps})" + (f" = {used}" if snaps is None else "")
+        print(
+            f"{label:34s} {t:7.2f} s {t / taped:8.2f} {peak / 1e6:7.2f} MB {LAST.most_saved:7d} "
+            f"{n + LAST.advances + LAST.adjoints:13d}"
+        )
+
+
 def main():
+    steps = int(sys.argv[sys.argv.index("--steps") + 1]) if "--steps" in sys.argv else 10**6
+    if "--skip-short" not in sys.argv:
+        short_table()
+    checkpointed_table(steps)
+
+
+def short_table():
     n = 100_000
     x = np.random.default_rng(0).normal(size=n) * 0.1
     rows = [

@@ -54,10 +54,10 @@ def least_advances(steps: int, snapshots: int) -> int:
 
 
 def default_snapshots(steps: int) -> int:
-    """The fewest snapshots with which each step runs forward at most twice in the reverse
-    sweep: about sqrt(2 * steps)."""
+    """As many snapshots as steps in a taped segment (`segment_length`): the least c with
+    c * binomial(c + 2, 2) >= steps, about (2 * steps) ** (1 / 3)."""
     c = 1
-    while comb(c + 2, 2) < steps:
+    while c * comb(c + 2, 2) < steps:
         c += 1
     return c
 
@@ -69,6 +69,7 @@ class Counts:
     advances: int = 0
     adjoints: int = 0
     most_saved: int = 0
+    segment: int = 1  # the steps in each unit reversed (CheckpointedLoop.vjp sets it)
 
 
 LAST = Counts()
@@ -126,14 +127,34 @@ def revolve(advance, adjoint, state: tuple, steps, snapshots: int, bar):
     return bar
 
 
+class Segments:
+    """`steps` cut into runs of `length` steps (ranges), the units revolve reverses."""
+
+    def __init__(self, steps: range, length: int):
+        self.steps, self.length = steps, length
+
+    def __len__(self):
+        return -(-len(self.steps) // self.length)
+
+    def __getitem__(self, j: int) -> range:
+        return self.steps[j * self.length : (j + 1) * self.length]
+
+
+def segment_length(steps: int, snapshots: int) -> int:
+    """The steps one taped segment holds: enough that the segments need at most 2 forward runs
+    each from `snapshots` saved states (1 where binomial(snapshots + 2, 2) >= steps)."""
+    return max(1, -(-steps // comb(snapshots + 2, 2)))
+
+
 class CheckpointedLoop:
     """A checkpointed loop as the generated gradient calls it: `loop(steps, snapshots, *state,
-    *inputs)` runs `state = step(t, *state, *inputs)` for t in steps and returns the last state
-    (a tuple for several names); `vjp` is its rule. `differentiate` is the pipeline's, for the
-    step function's vjp (made once per set of argument ranks)."""
+    *inputs)` runs the loop over `steps` and returns its last state (a tuple for several names);
+    `vjp` is its rule. `segment(start, stop, step, *state, *inputs)` is the loop over that
+    range, made from the user's loop (pipeline/checkpoint_loops.py); `differentiate` is the
+    pipeline's, for its taped vjp (made once per set of argument ranks)."""
 
-    def __init__(self, step, name: str, state: tuple, inputs: tuple, differentiate):
-        self.step, self.__name__, self.__qualname__ = step, name, name
+    def __init__(self, segment, name: str, state: tuple, inputs: tuple, differentiate):
+        self.segment, self.__name__, self.__qualname__ = segment, name, name
         self.state, self.inputs = state, inputs
         self.differentiate = differentiate
         self.transforms: dict = {}
@@ -141,63 +162,73 @@ class CheckpointedLoop:
 
     def __call__(self, steps, snapshots, *values):
         n = len(self.state)
-        state, inputs = _copy(values[:n]), values[n:]
-        for t in steps:
-            state = self.advance(t, state, inputs)
-        return state[0] if n == 1 else state
+        return self._run(steps, _copy(values[:n]), values[n:])
 
-    def advance(self, t, state: tuple, inputs: tuple) -> tuple:
-        out = self.step(t, *state, *inputs)
-        return (out,) if len(self.state) == 1 else tuple(out)
+    def _run(self, steps: range, state: tuple, inputs: tuple):
+        return self.segment(steps.start, steps.stop, steps.step, *state, *inputs)
 
     def vjp(self, g, ans, steps, snapshots, *values):
         """The rule: the cotangents of (steps, snapshots, *state, *inputs) from that of the
-        last state, `g` (for several names, an array with one entry per name, 0 where none)."""
+        last state, `g` (for several names, an array with one entry per name, 0 where none).
+        Revolve reverses segments of the loop, each by the segment function's taped vjp."""
         n = len(self.state)
         state, inputs = values[:n], values[n:]
         bar = (g,) if n == 1 else tuple(g[i] for i in range(n))
         bar = tuple(_zero_like(b, s) for b, s in zip(bar, state))
         sums = [None] * len(inputs)
+        if snapshots is None:
+            snapshots = default_snapshots(len(steps))
+        length = segment_length(len(steps), snapshots)
+        LAST.segment = length
 
-        def adjoint(t, st, b):
-            args = (t, *st, *inputs)
-            compiled, wrt = self._vjp_of(args)
-            _, pullback = compiled.function(*args, *compiled.read(self.step))
-            got = pullback(*b)
+        def advance(seg, st):
+            out = self._run(seg, st, inputs)
+            return (out,) if n == 1 else tuple(out)
+
+        def adjoint(seg, st, b):
+            args = (seg.start, seg.stop, seg.step, *st, *inputs)
+            sweep, wrt, data = self._vjp_of(args)
+            got = sweep(*args, *b, *data)
             got = (got,) if len(wrt) == 1 else got
             out = [None] * n
             for k, d in zip(wrt, got):
-                if k <= n:
-                    out[k - 1] = d
+                if k < 3 + n:
+                    out[k - 3] = d
                 else:
-                    i = k - 1 - n
+                    i = k - 3 - n
                     sums[i] = d if sums[i] is None else sums[i] + d
             return tuple(_zero_like(o, s) for o, s in zip(out, st))
 
-        if snapshots is None:
-            snapshots = default_snapshots(len(steps))
-        advance = lambda t, st: self.advance(t, st, inputs)  # noqa: E731
-        bar = revolve(advance, adjoint, tuple(state), steps, snapshots, bar)
+        bar = revolve(advance, adjoint, tuple(state), Segments(steps, length), snapshots, bar)
         inputs_bar = [_zero_like(s, x) for s, x in zip(sums, inputs)]
         return (None, None, *bar, *inputs_bar)
 
     def _vjp_of(self, args):
-        """The step function's vjp for these arguments' ranks, and the indices of its
-        differentiated parameters (the real floats)."""
+        """The segment's recording sweep for these arguments' ranks (`sweep(*args, *seeds,
+        *data)` returns the cotangents), the indices of the differentiated parameters (the real
+        floats), and the data it reads (globals, as they are now)."""
         ranks = tuple(rank_of_argument(a) for a in args)
-        if ranks not in self.transforms:
-            params = list(self.step.__code__.co_varnames[: len(args)])
-            wrt = tuple(
-                k for k in range(1, len(args)) if np.issubdtype(np.result_type(args[k]), np.floating)
-            )
-            compiled = self.differentiate(
-                self.step,
-                tuple(params[k] for k in wrt),
-                "vjp",
-                tuple(zip(params, ranks)),
-            )
-            self.transforms[ranks] = (compiled, wrt)
-        return self.transforms[ranks]
+        if ranks in self.transforms:
+            sweep, wrt, compiled = self.transforms[ranks]
+            data = compiled.read(self.segment)
+            if data is not None:
+                return sweep, wrt, data
+        params = list(self.segment.__code__.co_varnames[: len(args)])
+        wrt = tuple(
+            k for k in range(3, len(args)) if np.issubdtype(np.result_type(args[k]), np.floating)
+        )
+        compiled = self.differentiate(
+            self.segment, tuple(params[k] for k in wrt), "vjp", tuple(zip(params, ranks))
+        )
+        sweep = compiled.functions.get(f"{compiled.name}_sweep")
+        if sweep is None:  # the pullback is a closure over the forward run's values
+
+            def sweep(*rest, compiled=compiled, count=len(args), seeds=len(wrt)):
+                _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])
+                return pullback(*rest[count : count + seeds])
+
+        self.transforms[ranks] = (sweep, wrt, compiled)
+        return sweep, wrt, compiled.read(self.segment)
 
 
 def _zero_like(value, like):

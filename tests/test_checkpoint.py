@@ -94,26 +94,40 @@ def test_array_state_and_loop_invariant_parameters():
 
 @pytest.mark.parametrize("n,snaps", [(10, 3), (20, 1), (100, 5), (1000, 12), (57, 57), (9, 30)])
 def test_forward_runs_meet_the_binomial_bound(n, snaps):
+    """Revolve reverses segments of m steps (m = 1 where binomial(k + 2, 2) >= n), each by its
+    taped vjp: its forward runs of segments are Griewank's least."""
     s2sad.grad(euler, wrt=0)(0.3, 0.8, n, snaps)
     last = checkpointing.LAST
-    assert last.advances == checkpointing.least_advances(n, snaps)
-    assert last.adjoints == n
+    m = checkpointing.segment_length(n, snaps)
+    segments = -(-n // m)
+    assert last.segment == m and (m == 1) == (n <= (snaps + 1) * (snaps + 2) // 2)
+    assert last.advances == checkpointing.least_advances(segments, snaps)
+    assert last.adjoints == segments
     assert last.most_saved <= snaps
-    r = checkpointing.repetitions(n, snaps)
-    assert last.advances <= r * n
+    assert last.advances <= 2 * segments  # each segment runs forward at most twice more
 
 
 def test_bound_values():
     assert checkpointing.least_advances(20, 1) == 20 * 19 // 2  # from the first state each time
     assert checkpointing.least_advances(57, 57) == 56  # every state saved: one forward sweep
-    assert checkpointing.repetitions(10**7, checkpointing.default_snapshots(10**7)) == 2
+    assert checkpointing.least_advances(10, 3) == 15
+    assert (
+        checkpointing.repetitions(10, 3) == 2
+        and checkpointing.repetitions(20, 3) == 3
+        and checkpointing.repetitions(21, 3) == 4
+    )
+    k = checkpointing.default_snapshots(10**7)
+    m = checkpointing.segment_length(10**7, k)
+    assert (k, m) == (271, 270)  # 271 states and a tape of 270 steps, not 10^7
+    assert checkpointing.repetitions(-(-(10**7) // m), k) == 2
 
 
 def test_default_snapshots_keep_few_states():
     args = (0.3, 0.8, 500, None)
     got = s2sad.grad(euler, wrt=(0, 1))(*args)
     np.testing.assert_allclose(got, s2sad.grad(euler_taped, wrt=(0, 1))(*args), rtol=1e-12)
-    assert checkpointing.LAST.most_saved <= checkpointing.default_snapshots(500) == 31
+    assert checkpointing.default_snapshots(500) == 10
+    assert checkpointing.LAST.most_saved <= 10 and checkpointing.LAST.segment == 8
 
 
 def test_forward_mode_runs_the_loop():

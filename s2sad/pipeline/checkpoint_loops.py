@@ -4,9 +4,10 @@ Reverse modes: the loop becomes one call of a `CheckpointedLoop` (s2sad/checkpoi
 
     y = euler_loop4(range(n), k, y, h)        # for i in s2sad.checkpoint(range(n), snapshots=k):
 
-whose step function is the loop's body, made a function of the loop's state (the names the body
-assigns that are bound before the loop) and its other inputs (the locals and closure values it
-reads): `def euler_loop4(i, y, h): <body>; return y`, with the body's own lines. Forward modes
+whose segment function is the loop over a sub-range, made a function of the loop's state (the
+names the body assigns that are bound before the loop) and its other inputs (the locals it
+reads): `def euler_loop4(i_start, i_stop, i_step, y, h): for i in range(...): <body>; return y`,
+with the body's own lines. Forward modes
 keep the loop and drop the mark: tangents need no tape. What a step function cannot express is
 refused at the loop's line.
 """
@@ -84,7 +85,10 @@ def _check(parsed, loop):
     call = loop.iter
     if len(call.args) != 1 or any(k.arg != "snapshots" for k in call.keywords):
         raise _refuse(
-            parsed, loop, "takes the loop's range and snapshots=", "write checkpoint(range(n), snapshots=k)"
+            parsed,
+            loop,
+            "takes the loop's range and snapshots=",
+            "write checkpoint(range(n), snapshots=k)",
         )
     trip = call.args[0]
     if not (isinstance(trip, ast.Call) and _lookup(parsed, trip.func) is range):
@@ -108,7 +112,9 @@ def _check(parsed, loop):
                 "every step must run the whole body: use an if around the rest of the body",
             )
         if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise _refuse(parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in")
+            raise _refuse(
+                parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in"
+            )
     snaps = call.keywords[0].value if call.keywords else ast.Constant(None)
     return loop.target.id, trip, snaps
 
@@ -134,7 +140,9 @@ def _replaced(parsed, loop, differentiate) -> ast.stmt:
     body_ids = {id(n) for n in body}
     outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
     before = set(parsed.params) | _stored(outside)
-    read_outside = {n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    read_outside = {
+        n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
     for name in sorted(assigned - before - {target}):
         if name in read_outside:
             raise _refuse(
@@ -198,24 +206,34 @@ def _replaced(parsed, loop, differentiate) -> ast.stmt:
 
 
 def _step_function(parsed, loop, target, state, inputs):
-    """The loop's body as `def <f>_loop<line>(target, *state, *inputs)`, compiled from a file of
-    its own whose lines are the user's (an error in it names the user's line)."""
+    """The loop as `def <f>_loop<line>(<t>_start, <t>_stop, <t>_step, *state, *inputs)`, running
+    the body over that range and returning the state: a segment of the loop, compiled from a file
+    of its own whose lines are the user's (an error in it names the user's line)."""
     name = f"{parsed.name}_loop{parsed.file_line(loop)}"
+    used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)} | {name}
+    bounds = [_unused(f"{target}_{b}", used) for b in ("start", "stop", "step")]
     first, last = loop.body[0].lineno, loop.body[-1].end_lineno
     if first > loop.lineno:
-        text = textwrap.indent(textwrap.dedent("\n".join(parsed.split_lines[first - 1 : last])), "    ")
+        lines = parsed.split_lines[first - 1 : last]
+        text = textwrap.indent(textwrap.dedent("\n".join(lines)), " " * 8)
+        padding = parsed.file_line(loop.body[0]) - 3
     else:
-        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), "    ")
+        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), " " * 8)
+        padding = 0
     returned = state[0] if len(state) == 1 else ", ".join(state)
-    header = f"def {name}({', '.join((target,) + state + inputs)}):"
-    padding = parsed.file_line(loop.body[0]) - 2 if first > loop.lineno else 0
-    source = "\n" * max(padding, 0) + header + "\n" + text + f"\n    return {returned}\n"
+    source = (
+        "\n" * max(padding, 0)
+        + f"def {name}({', '.join(tuple(bounds) + state + inputs)}):\n"
+        + f"    for {target} in range({', '.join(bounds)}):\n"
+        + text
+        + f"\n    return {returned}\n"
+    )
     filename = f"<s2sad.checkpoint: {name} in {parsed.filename}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     scope = parsed.func.__globals__
-    if parsed.func.__closure__:
+    if parsed.func.__closure__:  # the closure's values, as the loop reads them now
         scope = dict(scope)
         for free, cell in zip(parsed.func.__code__.co_freevars, parsed.func.__closure__):
             try:
@@ -223,3 +241,11 @@ def _step_function(parsed, loop, target, state, inputs):
             except ValueError:
                 pass
     return types.FunctionType(body_code, scope, name)
+
+
+def _unused(name: str, used: set[str]) -> str:
+    made, k = name, 2
+    while made in used:
+        made, k = f"{name}{k}", k + 1
+    used.add(made)
+    return made
