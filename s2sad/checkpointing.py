@@ -158,7 +158,14 @@ class CheckpointedLoop:
         self.state, self.inputs = state, inputs
         self.differentiate = differentiate
         self.transforms: dict = {}
-        register_vjp(self, self.vjp, ("steps", "snapshots") + state + inputs)
+        lead, taken = [], set(state + inputs)
+        for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
+            name, k = base, 2
+            while name in taken:
+                name, k = f"{base}{k}", k + 1
+            lead.append(name)
+            taken.add(name)
+        register_vjp(self, self.vjp, tuple(lead) + state + inputs)
 
     def __call__(self, steps, snapshots, *values):
         n = len(self.state)
@@ -214,9 +221,7 @@ class CheckpointedLoop:
             if data is not None:
                 return sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
-        wrt = tuple(
-            k for k in range(3, len(args)) if np.issubdtype(np.result_type(args[k]), np.floating)
-        )
+        wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
         compiled = self.differentiate(
             self.segment, tuple(params[k] for k in wrt), "vjp", tuple(zip(params, ranks))
         )
@@ -229,6 +234,13 @@ class CheckpointedLoop:
 
         self.transforms[ranks] = (sweep, wrt, compiled)
         return sweep, wrt, compiled.read(self.segment)
+
+
+def _real(value) -> bool:
+    """A value to differentiate: a real float or an array of them."""
+    if isinstance(value, np.ndarray):
+        return np.issubdtype(value.dtype, np.floating)
+    return isinstance(value, (float, np.floating))
 
 
 def _zero_like(value, like):

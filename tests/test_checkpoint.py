@@ -213,3 +213,63 @@ def test_refusals_name_the_construct_and_line(f, args, words):
     with pytest.raises(UnsupportedSyntaxError, match=words) as info:
         s2sad.grad(f)(*args)
     assert "test_checkpoint.py" in str(info.value)
+
+
+def busy(x, steps, n):
+    """A state named like the loop's own parameters, an int counter, a branch, an inner loop."""
+    c = 0
+    acc = 0.0
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        if t % 2 == 0:
+            x = x * steps
+        else:
+            x = np.sin(x)
+        for j in range(3):
+            acc = acc + x[j] * t
+        c = c + 1
+    return np.sum(x) + acc * c
+
+
+def test_branches_inner_loops_and_int_state():
+    args = (np.array([0.3, 0.5, -0.2]), 1.1, 7)
+    check_grad(busy, args, wrt=(0, 1))
+    check_vjp(busy, args, wrt=0)
+
+
+RATE = np.array([0.5, -0.25, 1.0])
+
+
+def test_globals_and_closure_values_are_read_at_each_call():
+    def make(scale):
+        def f(y, n):
+            for t in s2sad.checkpoint(range(n), snapshots=2):
+                y = y + scale * RATE * np.cos(y)
+            return np.sum(y)
+
+        return f
+
+    y = np.array([0.1, 0.2, 0.3])
+    for scale in (0.1, 0.2):
+        check_grad(make(scale), (y, 6))
+
+
+def test_hessian_and_jit_say_what_they_do():
+    with pytest.raises(s2sad.NoRuleError, match="euler_loop17"):
+        s2sad.hessian(euler, wrt=0)(0.3, 0.8, 5, 2)
+    with pytest.warns(UserWarning, match="euler_loop17"):  # the loop runs in Python
+        got = s2sad.grad(euler, wrt=(0, 1), jit=True)(0.3, 0.8, 9, 2)
+    np.testing.assert_allclose(got, s2sad.grad(euler_taped, wrt=(0, 1))(0.3, 0.8, 9, 2))
+
+
+def test_a_function_from_the_closure_is_refused():
+    def make(rate):
+        def f(y, n):
+            for t in s2sad.checkpoint(range(n), snapshots=2):
+                y = y + 0.1 * rate(y)
+            return y
+
+        return f
+
+    with pytest.raises(UnsupportedSyntaxError, match="the loop calls 'rate'") as info:
+        s2sad.grad(make(np.cos))(0.4, 5)
+    assert "test_checkpoint.py" in str(info.value) and "y = y + 0.1 * rate(y)" in str(info.value)

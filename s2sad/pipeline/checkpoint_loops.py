@@ -159,7 +159,23 @@ def _replaced(parsed, loop, differentiate) -> ast.stmt:
     state = tuple(sorted(assigned & before))
     freevars = set(parsed.func.__code__.co_freevars)
     read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-    inputs = tuple(sorted({r for r in read if r not in assigned and r != target and r in before}))
+    # the closure's values too: a closure made again (same code) reuses this transform
+    inputs = tuple(
+        sorted({r for r in read if r not in assigned and r != target and r in before | freevars})
+    )
+    for node in body:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in inputs
+        ):
+            raise _refuse(
+                parsed,
+                node,
+                f"the loop calls '{node.func.id}', a local or closure value of {parsed.name}, "
+                "whose function s2sad cannot tell",
+                "call a module-level function in a checkpointed loop",
+            )
     for node in body:
         written = None
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
@@ -232,15 +248,7 @@ def _step_function(parsed, loop, target, state, inputs):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    scope = parsed.func.__globals__
-    if parsed.func.__closure__:  # the closure's values, as the loop reads them now
-        scope = dict(scope)
-        for free, cell in zip(parsed.func.__code__.co_freevars, parsed.func.__closure__):
-            try:
-                scope[free] = cell.cell_contents
-            except ValueError:
-                pass
-    return types.FunctionType(body_code, scope, name)
+    return types.FunctionType(body_code, parsed.func.__globals__, name)
 
 
 def _unused(name: str, used: set[str]) -> str:
