@@ -21,6 +21,7 @@ from math import comb
 import numpy as np
 
 from .custom import register_vjp
+from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
 
 
@@ -53,11 +54,12 @@ def least_advances(steps: int, snapshots: int) -> int:
     return r * steps - comb(snapshots + r, r - 1)
 
 
-def default_snapshots(steps: int) -> int:
+def default_snapshots(steps: int, jit=False) -> int:
     """As many snapshots as steps in a taped segment (`segment_length`): the least c with
-    c * binomial(c + 2, 2) >= steps, about (2 * steps) ** (1 / 3)."""
+    c * binomial(c + 2, 2) >= steps, about (2 * steps) ** (1 / 3). Jitted segments are 64 times
+    longer (a call into Numba costs as much as many steps)."""
     c = 1
-    while c * comb(c + 2, 2) < steps:
+    while c * comb(c + 2, 2) * (64 if jit else 1) < steps:
         c += 1
     return c
 
@@ -153,10 +155,13 @@ class CheckpointedLoop:
     range, made from the user's loop (pipeline/checkpoint_loops.py); `differentiate` is the
     pipeline's, for its taped vjp (made once per set of argument ranks)."""
 
-    def __init__(self, segment, name: str, state: tuple, inputs: tuple, differentiate):
+    # under jit, the code calling it runs in Python and its segments in Numba (jit.Jitted)
+    compiles_itself = True
+
+    def __init__(self, segment, name: str, state: tuple, inputs: tuple, differentiate, jit=False):
         self.segment, self.__name__, self.__qualname__ = segment, name, name
         self.state, self.inputs = state, inputs
-        self.differentiate = differentiate
+        self.differentiate, self.jit = differentiate, jit
         self.transforms: dict = {}
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
@@ -172,7 +177,11 @@ class CheckpointedLoop:
         return self._run(steps, _copy(values[:n]), values[n:])
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
-        return self.segment(steps.start, steps.stop, steps.step, *state, *inputs)
+        args = (steps.start, steps.stop, steps.step, *state, *inputs)
+        if not self.jit:
+            return self.segment(*args)
+        primal, _, _, data = self._forms(args)
+        return primal(*args, *data)
 
     def vjp(self, g, ans, steps, snapshots, *values):
         """The rule: the cotangents of (steps, snapshots, *state, *inputs) from that of the
@@ -184,7 +193,7 @@ class CheckpointedLoop:
         bar = tuple(_zero_like(b, s) for b, s in zip(bar, state))
         sums = [None] * len(inputs)
         if snapshots is None:
-            snapshots = default_snapshots(len(steps))
+            snapshots = default_snapshots(len(steps), bool(self.jit))
         length = segment_length(len(steps), snapshots)
         LAST.segment = length
 
@@ -194,7 +203,7 @@ class CheckpointedLoop:
 
         def adjoint(seg, st, b):
             args = (seg.start, seg.stop, seg.step, *st, *inputs)
-            sweep, wrt, data = self._vjp_of(args)
+            _, sweep, wrt, data = self._forms(args)
             got = sweep(*args, *b, *data)
             got = (got,) if len(wrt) == 1 else got
             out = [None] * n
@@ -210,30 +219,44 @@ class CheckpointedLoop:
         inputs_bar = [_zero_like(s, x) for s, x in zip(sums, inputs)]
         return (None, None, *bar, *inputs_bar)
 
-    def _vjp_of(self, args):
-        """The segment's recording sweep for these arguments' ranks (`sweep(*args, *seeds,
-        *data)` returns the cotangents), the indices of the differentiated parameters (the real
-        floats), and the data it reads (globals, as they are now)."""
+    def _forms(self, args):
+        """For these arguments' ranks: the segment's primal and its recording sweep (`sweep(*args,
+        *seeds, *data)` returns the cotangents), Numba's under jit; the indices of the
+        differentiated parameters (the real floats); the data they read (globals, as now)."""
         ranks = tuple(rank_of_argument(a) for a in args)
         if ranks in self.transforms:
-            sweep, wrt, compiled = self.transforms[ranks]
+            primal, sweep, wrt, compiled = self.transforms[ranks]
             data = compiled.read(self.segment)
             if data is not None:
-                return sweep, wrt, data
+                return primal, sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
         wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
         compiled = self.differentiate(
-            self.segment, tuple(params[k] for k in wrt), "vjp", tuple(zip(params, ranks))
+            self.segment,
+            tuple(params[k] for k in wrt),
+            "vjp",
+            tuple(zip(params, ranks)),
+            bool(self.jit),
         )
-        sweep = compiled.functions.get(f"{compiled.name}_sweep")
-        if sweep is None:  # the pullback is a closure over the forward run's values
+        primal, sweep = compiled.function, compiled.functions.get(f"{compiled.name}_sweep")
+        if self.jit:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
+            jitted, strict = Jitted.of(compiled), self.jit == "strict"
+            what = f"s2sad.checkpoint's {self.__name__}"
+
+            def primal(*a, name=compiled.name):
+                return jitted(a, strict, name, what)
+
+            def sweep(*a, name=f"{compiled.name}_sweep"):
+                return jitted(a, strict, name, what)
+
+        elif sweep is None:  # the pullback is a closure over the forward run's values
 
             def sweep(*rest, compiled=compiled, count=len(args), seeds=len(wrt)):
                 _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])
                 return pullback(*rest[count : count + seeds])
 
-        self.transforms[ranks] = (sweep, wrt, compiled)
-        return sweep, wrt, compiled.read(self.segment)
+        self.transforms[ranks] = (primal, sweep, wrt, compiled)
+        return primal, sweep, wrt, compiled.read(self.segment)
 
 
 def _real(value) -> bool:

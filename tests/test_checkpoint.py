@@ -2,6 +2,8 @@
 checkpointing), equal to the taped gradient and to central differences; the revolve driver's
 forward runs against Griewank's bound; forward mode and the primal untouched; refusals."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -149,8 +151,8 @@ def test_the_primal_is_plain_python():
 
 def test_generated_code_calls_one_loop_with_the_users_names():
     text = s2sad.source(s2sad.grad(euler, wrt=(0, 1)), 0.3, 0.8, 4, 2)
-    assert "# line 17: for i in s2sad.checkpoint(range(n), snapshots=snaps):" in text
-    assert "euler_loop17(" in text and "euler_loop17_vjp(" in text
+    assert "# line 19: for i in s2sad.checkpoint(range(n), snapshots=snaps):" in text
+    assert "euler_loop19(" in text and "euler_loop19_vjp(" in text
     assert "tape" not in text
 
 
@@ -253,12 +255,24 @@ def test_globals_and_closure_values_are_read_at_each_call():
         check_grad(make(scale), (y, 6))
 
 
-def test_hessian_and_jit_say_what_they_do():
-    with pytest.raises(s2sad.NoRuleError, match="euler_loop17"):
+def test_hessian_is_refused():
+    with pytest.raises(s2sad.NoRuleError, match="euler_loop19"):
         s2sad.hessian(euler, wrt=0)(0.3, 0.8, 5, 2)
-    with pytest.warns(UserWarning, match="euler_loop17"):  # the loop runs in Python
-        got = s2sad.grad(euler, wrt=(0, 1), jit=True)(0.3, 0.8, 9, 2)
-    np.testing.assert_allclose(got, s2sad.grad(euler_taped, wrt=(0, 1))(0.3, 0.8, 9, 2))
+
+
+def test_jit_compiles_the_segments():
+    """jit=True: the code around the loop runs in Python (no warning), the segments in Numba;
+    "strict" likewise. One compile of each form."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        grad = s2sad.grad(euler, wrt=(0, 1), jit="strict")
+        for n, snaps in ((9, 2), (40, 3), (0, 2)):
+            got = grad(0.3, 0.8, n, snaps)
+            want = s2sad.grad(euler_taped, wrt=(0, 1))(0.3, 0.8, n, snaps)
+            np.testing.assert_allclose(got, want, rtol=1e-13)
+    loop = next(v for v in grad.compiled.globals.values() if hasattr(v, "compiles_itself"))
+    ((_, _, _, compiled),) = loop.transforms.values()
+    assert compiled.jitted.namespace is not None and not compiled.jitted.failed
 
 
 def test_a_function_from_the_closure_is_refused():

@@ -27,14 +27,14 @@ _FORWARD_MODES = ("jvp", "jvp_batched")
 _MADE: dict = {}  # (code object, line) -> the CheckpointedLoop made for that loop
 
 
-def checkpoint_loops(parsed, mode: str, differentiate) -> None:
+def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
     """Rewrite each marked loop of `parsed` in place (see the module's docstring)."""
     for parent, field, index, loop in _marked(parsed, parsed.tree):
         call = loop.iter
         if mode in _FORWARD_MODES:
             getattr(parent, field)[index].iter = call.args[0]
             continue
-        getattr(parent, field)[index] = _replaced(parsed, loop, differentiate)
+        getattr(parent, field)[index] = _replaced(parsed, loop, differentiate, jit)
 
 
 def _marked(parsed, tree):
@@ -133,7 +133,7 @@ def _stored(nodes) -> set[str]:
     return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
 
-def _replaced(parsed, loop, differentiate) -> ast.stmt:
+def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     target, trip, snaps = _check(parsed, loop)
     body = list(_own(loop.body))
     assigned = _stored(body)
@@ -196,10 +196,10 @@ def _replaced(parsed, loop, differentiate) -> ast.stmt:
     if not state:
         raise _refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
     line = parsed.file_line(loop)
-    key = (parsed.func.__code__, line)
+    key = (parsed.func.__code__, line, jit)
     if key not in _MADE:
         step = _step_function(parsed, loop, target, state, inputs)
-        _MADE[key] = CheckpointedLoop(step, step.__name__, state, inputs, differentiate)
+        _MADE[key] = CheckpointedLoop(step, step.__name__, state, inputs, differentiate, jit)
     made = _MADE[key]
     parsed.synthesized[made.__name__] = made
     call = ast.Call(

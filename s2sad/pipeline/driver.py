@@ -64,7 +64,7 @@ def differentiate(
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
-        checkpoint_loops(parsed, mode, differentiate)
+        checkpoint_loops(parsed, mode, differentiate, jit)
         return parsed
 
     parsed = parse()
