@@ -287,3 +287,51 @@ def test_a_function_from_the_closure_is_refused():
     with pytest.raises(UnsupportedSyntaxError, match="the loop calls 'rate'") as info:
         s2sad.grad(make(np.cos))(0.4, 5)
     assert "test_checkpoint.py" in str(info.value) and "y = y + 0.1 * rate(y)" in str(info.value)
+
+
+def _carried_unbound(y, n):
+    for t in s2sad.checkpoint(range(n)):
+        if t > 0:
+            y = y + prev
+        prev = y * 0.5
+    return y
+
+
+def _carried_in_one_line(y, n):
+    for t in s2sad.checkpoint(range(n)):
+        z = z + y if t else y
+        y = y * 0.9 + 0.1 * z
+    return y
+
+
+def _target_read_after(y, n):
+    for t in s2sad.checkpoint(range(n)):
+        y = y * 0.5
+    return y * t
+
+
+@pytest.mark.parametrize(
+    "f,words",
+    [
+        (_carried_unbound, "'prev' is carried from one step to the next"),
+        (_carried_in_one_line, "'z' is carried from one step to the next"),
+        (_target_read_after, "target 't' is read outside the loop"),
+    ],
+)
+def test_values_a_segment_would_lose_are_refused(f, words):
+    with pytest.raises(UnsupportedSyntaxError, match=words):
+        s2sad.grad(f)(1.0, 4)
+
+
+def nested(y, a, n, m):
+    """A checkpointed loop in a checkpointed loop, and a target reused by a plain loop."""
+    for t in range(2):
+        y = y * a
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        for s in s2sad.checkpoint(range(m), snapshots=1):
+            y = y + 0.1 * np.sin(a * y)
+    return y
+
+
+def test_nested_checkpointed_loops():
+    check_grad(nested, (0.3, 1.2, 4, 3), wrt=(0, 1))

@@ -38,18 +38,20 @@ def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
 
 
 def _marked(parsed, tree):
-    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, outer ones first."""
-    found = []
-    for parent in ast.walk(tree):
-        if parent is not tree and isinstance(parent, (ast.FunctionDef, ast.Lambda)):
-            continue
-        for field in ("body", "orelse", "finalbody"):
+    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, not those inside
+    another (its segment function holds them)."""
+    found, todo = [], [tree]
+    while todo:
+        parent = todo.pop()
+        for field in ("body", "orelse", "finalbody", "handlers"):
             block = getattr(parent, field, None)
             if not isinstance(block, list):
                 continue
             for index, stmt in enumerate(block):
                 if isinstance(stmt, ast.For) and _is_mark(parsed, stmt.iter):
                     found.append((parent, field, index, stmt))
+                elif not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                    todo.append(stmt)
     return found
 
 
@@ -152,10 +154,24 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
                 "before it",
                 f"assign {name} before the loop",
             )
-    if target in before:
+    other_loops = {
+        id(n)
+        for f in outside
+        if isinstance(f, ast.For) and isinstance(f.target, ast.Name) and f.target.id == target
+        for n in ast.walk(f)
+    }
+    if any(
+        isinstance(n, ast.Name) and n.id == target and id(n) not in other_loops
+        for n in outside
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    ):
         raise _refuse(
-            parsed, loop, f"the loop's target '{target}' is also used outside the loop", "rename it"
+            parsed,
+            loop,
+            f"the loop's target '{target}' is read outside the loop (its last value is not kept)",
+            "give the loop a target of its own",
         )
+    _refuse_carried(parsed, loop, assigned - before - {target})
     state = tuple(sorted(assigned & before))
     freevars = set(parsed.func.__code__.co_freevars)
     read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
@@ -219,6 +235,35 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     if header[len(header.encode()[: new.end_col_offset].decode()) :].lstrip().startswith(":"):
         new.end_col_offset += 1
     return new
+
+
+def _refuse_carried(parsed, loop, locals_: set[str]) -> None:
+    """Refuses a name the body may read before it assigns it, unbound before the loop: a value
+    carried from one step to the next that no segment would carry across its end."""
+    lines = {}
+    for stmt in _own(loop.body):
+        if isinstance(stmt, ast.stmt):
+            lines.setdefault(stmt.lineno, stmt)
+    first: dict = {}
+    for node in sorted(
+        (n for n in _own(loop.body) if isinstance(n, ast.Name) and n.id in locals_),
+        key=lambda n: (n.lineno, n.col_offset),
+    ):
+        line, _ = first.get(node.id, (None, False))
+        if line is None:
+            first[node.id] = (node.lineno, isinstance(node.ctx, ast.Load))
+        elif line == node.lineno and isinstance(node.ctx, ast.Load):
+            stmt = lines.get(line)  # `z = z + 1`: the read comes first
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                first[node.id] = (line, True)
+    for name, (line, read) in sorted(first.items()):
+        if read:
+            raise _refuse(
+                parsed,
+                loop,
+                f"'{name}' is carried from one step to the next but not bound before the loop",
+                f"assign {name} before the loop",
+            )
 
 
 def _step_function(parsed, loop, target, state, inputs):
