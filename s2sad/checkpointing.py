@@ -4,12 +4,13 @@
         y = y + h * f(y, t)
 
 In plain Python `checkpoint(steps)` is `steps`. Under `grad`, `vjp` and `value_and_grad` the
-transform (pipeline/checkpoint_loops.py) makes the loop's body a function of the state the loop
-carries (the names it assigns that live across iterations) and the loop's other inputs, and the
-generated gradient calls one `CheckpointedLoop` in the loop's place. Its forward run keeps no
-tape; its rule (`CheckpointedLoop.vjp`) reverses the loop holding at most `snapshots` states,
-recomputing forward from the nearest one (`revolve`), each step's adjoint being the step
-function's own s2sad vjp.
+transform (pipeline/checkpoint_loops.py) makes the loop a function of a sub-range, the state the
+loop carries (the names it assigns that live across iterations) and the loop's other inputs, and
+the generated gradient calls one `CheckpointedLoop` in the loop's place. Its forward run keeps
+no tape; its rule (`CheckpointedLoop.vjp`) cuts the steps into segments, saves at most
+`snapshots` states at segment starts and reverses the segments by revolve (`revolve`),
+recomputing forward from the nearest saved state; each segment is reversed by its own taped vjp,
+so the tape holds one segment. Under jit the segments run in Numba.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from .pipeline.ranks import rank_of_argument
 
 def checkpoint(steps, snapshots=None):
     """Mark `for t in checkpoint(range(n), snapshots=k):` for binomial checkpointing: its
-    gradient keeps at most `k` of the loop's states (default: about sqrt(2n), so that no step
-    runs forward more than three times) instead of a tape entry per step. Returns `steps`."""
+    gradient keeps at most `k` of the loop's states and the tape of one segment of
+    ceil(n / binomial(k + 2, 2)) steps, instead of a tape entry per step; each step runs forward
+    at most twice more. Default k: about (2n) ** (1/3), as many as a segment's steps.
+    Returns `steps`."""
     if snapshots is not None and (
         isinstance(snapshots, bool) or not isinstance(snapshots, numbers.Integral) or snapshots < 1
     ):
@@ -251,7 +254,9 @@ class CheckpointedLoop:
 
         elif sweep is None:  # the pullback is a closure over the forward run's values
 
-            def sweep(*rest, compiled=compiled, count=len(args), seeds=len(wrt)):
+            count, seeds = len(args), len(wrt)
+
+            def sweep(*rest):
                 _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])
                 return pullback(*rest[count : count + seeds])
 

@@ -5,11 +5,12 @@ Reverse modes: the loop becomes one call of a `CheckpointedLoop` (s2sad/checkpoi
     y = euler_loop4(range(n), k, y, h)        # for i in s2sad.checkpoint(range(n), snapshots=k):
 
 whose segment function is the loop over a sub-range, made a function of the loop's state (the
-names the body assigns that are bound before the loop) and its other inputs (the locals it
-reads): `def euler_loop4(i_start, i_stop, i_step, y, h): for i in range(...): <body>; return y`,
-with the body's own lines. Forward modes
-keep the loop and drop the mark: tangents need no tape. What a step function cannot express is
-refused at the loop's line.
+names the body assigns that are bound before the loop) and its other inputs (the locals and
+closure values it reads): `def euler_loop4(i_start, i_stop, i_step, y, h): for i in range(...):
+<body>; return y`, with the body's own lines. Forward modes keep the loop and drop the mark:
+tangents need no tape. What a segment function cannot express (break, continue, return, a trip
+count unknown before the loop, writes into arrays from outside the body, values carried across
+steps but unbound before the loop, a function passed in) is refused at its line.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..checkpointing import CheckpointedLoop, checkpoint
 from ..errors import UnsupportedSyntaxError
 
 _FORWARD_MODES = ("jvp", "jvp_batched")
-_MADE: dict = {}  # (code object, line) -> the CheckpointedLoop made for that loop
+_MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
 
 
 def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
