@@ -9,6 +9,7 @@ import pytest
 
 import s2sad
 from s2sad import checkpointing
+from s2sad.cli import emit_text
 from s2sad.errors import UnsupportedSyntaxError
 
 from conftest import check_grad, check_vjp
@@ -151,8 +152,9 @@ def test_the_primal_is_plain_python():
 
 def test_generated_code_calls_one_loop_with_the_users_names():
     text = s2sad.source(s2sad.grad(euler, wrt=(0, 1)), 0.3, 0.8, 4, 2)
-    assert "# line 19: for i in s2sad.checkpoint(range(n), snapshots=snaps):" in text
-    assert "euler_loop19(" in text and "euler_loop19_vjp(" in text
+    line = euler.__code__.co_firstlineno + 2
+    assert f"# line {line}: for i in s2sad.checkpoint(range(n), snapshots=snaps):" in text
+    assert f"euler_loop{line}(" in text and f"euler_loop{line}_vjp(" in text
     assert "tape" not in text
 
 
@@ -256,7 +258,7 @@ def test_globals_and_closure_values_are_read_at_each_call():
 
 
 def test_hessian_is_refused():
-    with pytest.raises(s2sad.NoRuleError, match="euler_loop19"):
+    with pytest.raises(s2sad.NoRuleError, match=f"euler_loop{euler.__code__.co_firstlineno + 2}"):
         s2sad.hessian(euler, wrt=0)(0.3, 0.8, 5, 2)
 
 
@@ -346,3 +348,12 @@ def drift(y, a, n):
 def test_exact_values_of_a_loop_without_a_tape():
     assert s2sad.grad(drift, wrt=(0, 1))(0.5, 0.25, 6) == (4.0, 24.0)
     assert s2sad.grad(drift, wrt=(0, 1))(0.5, 0.25, 0) == (1.0, 0.0)
+
+
+def test_a_standalone_module_is_refused(tmp_path):
+    (tmp_path / "marked.py").write_text(
+        "import s2sad\n\n\ndef f(y, n):\n"
+        "    for t in s2sad.checkpoint(range(n)):\n        y = y * 0.5\n    return y\n"
+    )
+    with pytest.raises(s2sad.S2SADError, match="a loop marked s2sad.checkpoint"):
+        emit_text(f"{tmp_path / 'marked.py'}:f", ["y"], "grad")
