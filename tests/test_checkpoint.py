@@ -357,3 +357,31 @@ def test_a_standalone_module_is_refused(tmp_path):
     )
     with pytest.raises(s2sad.S2SADError, match="a loop marked s2sad.checkpoint"):
         emit_text(f"{tmp_path / 'marked.py'}:f", ["y"], "grad")
+
+
+def spread(y0, k, n):
+    y = y0
+    for i in s2sad.checkpoint(range(n), snapshots=2):
+        y = y + 0.01 * (-k * y + np.sin(y))
+    return np.sum(y)
+
+
+def spread_taped(y0, k, n):
+    y = y0
+    for i in range(n):
+        y = y + 0.01 * (-k * y + np.sin(y))
+    return np.sum(y)
+
+
+@pytest.mark.parametrize("shapes", [((), (3,)), ((3,), ()), ((2, 1), (3,))])
+def test_a_state_that_broadcasts_into_a_larger_shape(shapes):
+    """The state's rank changes after the first step: each rank gets its own segment vjp."""
+    rng = np.random.default_rng(1)
+    y0, k = (rng.normal(size=s) if s else 0.3 for s in shapes)
+    for n in (0, 1, 9):
+        got = s2sad.grad(spread, wrt=(0, 1))(y0, k, n)
+        want = s2sad.grad(spread_taped, wrt=(0, 1))(y0, k, n)
+        for g, w, x in zip(got, want, (y0, k)):
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
+            assert np.shape(g) == np.shape(x)
+    check_grad(spread, (y0, k, 9), wrt=(0, 1))
