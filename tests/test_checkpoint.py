@@ -385,3 +385,22 @@ def test_a_state_that_broadcasts_into_a_larger_shape(shapes):
             np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
             assert np.shape(g) == np.shape(x)
     check_grad(spread, (y0, k, 9), wrt=(0, 1))
+
+
+def test_jacobian_of_an_array_output():
+    def f(y, W, n):
+        for t in s2sad.checkpoint(range(n), snapshots=3):
+            y = y + 0.1 * np.tanh(W @ y)
+        return y
+
+    def taped(y, W, n):
+        for t in range(n):
+            y = y + 0.1 * np.tanh(W @ y)
+        return y
+
+    rng = np.random.default_rng(2)
+    y, W = rng.normal(size=3), rng.normal(size=(3, 3))
+    got = s2sad.jacobian(f, wrt=(0, 1))(y, W, 8)
+    want = s2sad.jacobian(taped, wrt=(0, 1))(y, W, 8)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
