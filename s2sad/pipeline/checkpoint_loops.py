@@ -66,7 +66,10 @@ def _lookup(parsed, node):
     """The object a Name or Attribute chain of globals denotes (None for anything else)."""
     if isinstance(node, ast.Attribute):
         base = _lookup(parsed, node.value)
-        return getattr(base, node.attr, None) if base is not None else None
+        try:  # a property of the user's may raise anything: then it is no mark
+            return getattr(base, node.attr, None) if base is not None else None
+        except Exception:
+            return None
     if not isinstance(node, ast.Name):
         return None
     func = parsed.func
