@@ -74,6 +74,7 @@ class Counts:
     advances: int = 0
     adjoints: int = 0
     most_saved: int = 0
+    reused: int = 0  # steps of the first descent, run by the forward run
     segment: int = 1  # the steps in each unit reversed (CheckpointedLoop.vjp sets it)
 
 
@@ -85,64 +86,56 @@ def _copy(state: tuple) -> tuple:
     return tuple(np.array(v, copy=True) if isinstance(v, np.ndarray) else v for v in state)
 
 
-def revolve(advance, adjoint, state: tuple, steps, snapshots: int, bar):
-    """Reverse the loop `for t in steps: state = advance(t, state)` from the cotangent `bar` of
-    its last state, with `adjoint(t, state, bar)` giving the cotangent of the state before step
-    t (and accumulating what else it reads), saving at most `snapshots` states (the first one
-    included). The split is revolve's, which meets Griewank's bound (`least_advances`). Returns the first state's
-    cotangent."""
-    counts = Counts()
-    n = len(steps)
-    saved = [(0, _copy(state))]  # (index, state): the stack of snapshots
-    hi = n  # steps [0, hi) remain to reverse
+def _split(length: int, free: int) -> int:
+    """Revolve's first part of `length` steps reversed from `free` states: at most
+    binomial(free + r - 1, r - 1) steps (run r - 1 times more), leaving at least
+    binomial(free + r - 2, r - 1) (run r times, with one state fewer)."""
+    r = repetitions(length, free)
+    return max(1, min(comb(free + r - 1, r - 1), length - comb(free + r - 2, r - 1), length - 1))
+
+
+def first_descent(steps: int, snapshots: int) -> list[int]:
+    """The steps before which revolve saves a state on its first way forward (0 first): the
+    forward run saves them, and the reverse sweep starts from them."""
+    at, lo, free = [0], 0, snapshots
+    while steps - lo > 1 and free > 1:
+        lo += _split(steps - lo, free)
+        at.append(lo)
+        free -= 1
+    return at
+
+
+def revolve(advance, adjoint, steps: int, snapshots: int, bar, saved: list):
+    """Reverse `steps` steps from the cotangent `bar` of the last state, holding at most
+    `snapshots` states: `advance(i, j, state)` is the state after steps i..j-1, `adjoint(i,
+    state, bar)` the cotangent of the state before step i (accumulating what else it reads),
+    `saved` the states of `first_descent`, as [(step, state), ...]. The split is revolve's,
+    which meets Griewank's bound (`least_advances`) with the first descent. Returns the first
+    state's cotangent."""
+    counts = Counts(reused=saved[-1][0] if steps else 0, most_saved=len(saved) if steps else 0)
+    hi = steps  # steps [0, hi) remain to reverse
     while hi > 0:
         lo, start = saved[-1]
         length = hi - lo
-        free = snapshots - len(saved) + 1  # the states this segment may hold, its first included
+        free = snapshots - len(saved) + 1  # the states this part may hold, its first included
         if length == 1:
-            bar = adjoint(steps[lo], _copy(start), bar)
+            bar = adjoint(lo, _copy(start), bar)
             counts.adjoints += 1
             hi = lo
             saved.pop()
             continue
-        if free <= 1:  # no room: run forward from the segment's start to its last step
-            run, last = _copy(start), hi - 1
-        else:
-            r = repetitions(length, free)
-            # the first part: at most binomial(free + r - 1, r - 1) steps (run r - 1 times more),
-            # the rest at least binomial(free + r - 2, r - 1) (r times, one state fewer)
-            first = min(comb(free + r - 1, r - 1), length - comb(free + r - 2, r - 1), length - 1)
-            run, last = _copy(start), lo + max(first, 1)
-        for k in range(lo, last):
-            run = advance(steps[k], run)
+        last = hi - 1 if free <= 1 else lo + _split(length, free)
+        run = advance(lo, last, _copy(start))
         counts.advances += last - lo
-        if free <= 1:
-            bar = adjoint(steps[last], run, bar)
+        if free <= 1:  # no room: run forward from the part's start to its last step
+            bar = adjoint(last, run, bar)
             counts.adjoints += 1
             hi = last
         else:
             saved.append((last, run))
             counts.most_saved = max(counts.most_saved, len(saved))
-    counts.most_saved = max(counts.most_saved, 1 if n else 0)
-    LAST.advances, LAST.adjoints, LAST.most_saved = (
-        counts.advances,
-        counts.adjoints,
-        counts.most_saved,
-    )
+    LAST.__dict__.update(counts.__dict__, segment=LAST.segment)
     return bar
-
-
-class Segments:
-    """`steps` cut into runs of `length` steps (ranges), the units revolve reverses."""
-
-    def __init__(self, steps: range, length: int):
-        self.steps, self.length = steps, length
-
-    def __len__(self):
-        return -(-len(self.steps) // self.length)
-
-    def __getitem__(self, j: int) -> range:
-        return self.steps[j * self.length : (j + 1) * self.length]
 
 
 def segment_length(steps: int, snapshots: int) -> int:
@@ -166,6 +159,7 @@ class CheckpointedLoop:
         self.state, self.inputs = state, inputs
         self.differentiate, self.jit = differentiate, jit
         self.transforms: dict = {}
+        self.kept = None  # (the last call's result, the states it saved)
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
             name, k = base, 2
@@ -176,8 +170,32 @@ class CheckpointedLoop:
         register_vjp(self, self.vjp, tuple(lead) + state + inputs)
 
     def __call__(self, steps, snapshots, *values):
+        """The loop's last state; the states of revolve's first descent are kept for `vjp`
+        (the last call's only, told by the result it returned)."""
+        self.kept = self._descend(steps, snapshots, values)
+        return self.kept[0]
+
+    def _descend(self, steps, snapshots, values) -> tuple:
+        """The loop's last state, and the states of revolve's first descent."""
         n = len(self.state)
-        return self._run(steps, _copy(values[:n]), values[n:])
+        state, inputs = _copy(values[:n]), values[n:]
+        length, segments, snapshots = self._plan(steps, snapshots)
+        saved, state = [(0, state)], _copy(state)  # the body may write into its state
+        out = values[0] if n == 1 else values[:n]
+        at = first_descent(segments, snapshots) + [segments]
+        for a, b in zip(at, at[1:]):
+            out = self._run(steps[a * length : b * length], state, inputs)
+            state = (out,) if n == 1 else tuple(out)
+            if b < segments:
+                saved.append((b, _copy(state)))
+        return out, saved
+
+    def _plan(self, steps, snapshots):
+        """The steps per segment, the segments and the snapshots for a run over `steps`."""
+        if snapshots is None:
+            snapshots = default_snapshots(len(steps), bool(self.jit))
+        length = segment_length(len(steps), snapshots)
+        return length, -(-len(steps) // length), snapshots
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
         args = (steps.start, steps.stop, steps.step, *state, *inputs)
@@ -195,16 +213,20 @@ class CheckpointedLoop:
         bar = (g,) if n == 1 else tuple(g[i] for i in range(n))
         bar = tuple(_zero_like(b, s) for b, s in zip(bar, state))
         sums = [None] * len(inputs)
-        if snapshots is None:
-            snapshots = default_snapshots(len(steps), bool(self.jit))
-        length = segment_length(len(steps), snapshots)
+        length, segments, snapshots = self._plan(steps, snapshots)
+        kept, self.kept = self.kept, None
+        if kept is not None and kept[0] is ans:
+            saved = kept[1]
+        else:  # another call's result: run the first descent again
+            saved = self._descend(steps, snapshots, values)[1]
         LAST.segment = length
 
-        def advance(seg, st):
-            out = self._run(seg, st, inputs)
+        def advance(i, j, st):
+            out = self._run(steps[i * length : j * length], st, inputs)
             return (out,) if n == 1 else tuple(out)
 
-        def adjoint(seg, st, b):
+        def adjoint(i, st, b):
+            seg = steps[i * length : (i + 1) * length]
             args = (seg.start, seg.stop, seg.step, *st, *inputs)
             _, sweep, wrt, data = self._forms(args)
             got = sweep(*args, *b, *data)
@@ -218,7 +240,7 @@ class CheckpointedLoop:
                     sums[i] = d if sums[i] is None else sums[i] + d
             return tuple(_zero_like(o, s) for o, s in zip(out, st))
 
-        bar = revolve(advance, adjoint, tuple(state), Segments(steps, length), snapshots, bar)
+        bar = revolve(advance, adjoint, segments, snapshots, bar, saved)
         inputs_bar = [_zero_like(s, x) for s, x in zip(sums, inputs)]
         return (None, None, *bar, *inputs_bar)
 

@@ -104,7 +104,9 @@ def test_forward_runs_meet_the_binomial_bound(n, snaps):
     m = checkpointing.segment_length(n, snaps)
     segments = -(-n // m)
     assert last.segment == m and (m == 1) == (n <= (snaps + 1) * (snaps + 2) // 2)
-    assert last.advances == checkpointing.least_advances(segments, snaps)
+    # the forward run saved the states of revolve's first descent: the rest is the reverse's
+    assert last.reused == checkpointing.first_descent(segments, snaps)[-1]
+    assert last.advances + last.reused == checkpointing.least_advances(segments, snaps)
     assert last.adjoints == segments
     assert last.most_saved <= snaps
     assert last.advances <= 2 * segments  # each segment runs forward at most twice more
@@ -404,3 +406,12 @@ def test_jacobian_of_an_array_output():
     want = s2sad.jacobian(taped, wrt=(0, 1))(y, W, 8)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12)
+
+
+def test_pullbacks_of_earlier_calls_run_the_first_descent_again():
+    first = s2sad.vjp(euler, wrt=1)(0.3, 0.8, 30, 3)
+    second = s2sad.vjp(euler, wrt=1)(0.5, 0.7, 30, 3)
+    want = [s2sad.grad(euler_taped, wrt=1)(*a) for a in ((0.3, 0.8, 30, 3), (0.5, 0.7, 30, 3))]
+    for (out, pullback), w in zip((first, second, first), want + want[:1]):
+        np.testing.assert_allclose(pullback(1.0), w, rtol=1e-13)
+    assert checkpointing.LAST.reused == 0 or checkpointing.LAST.advances > 0
