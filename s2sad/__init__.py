@@ -5,6 +5,7 @@ Reads a function's source, writes its adjoint as readable Python, and runs it.
 
 from . import rules  # noqa: F401  (fills the rule table)
 from .api import grad, hessian, jacobian, jvp, source, value_and_grad, vjp
+from .checkpointing import checkpoint
 from .custom import custom_vjp, register_vjp, stop_gradient
 from .trees import register_tree
 from .errors import (
@@ -34,6 +35,7 @@ __all__ = [
     "register_vjp",
     "register_tree",
     "stop_gradient",
+    "checkpoint",
     "S2SADError",
     "UnsupportedSyntaxError",
     "NoRuleError",

@@ -150,6 +150,9 @@ class Jitted:
         """Run the compiled `name` (the main function by default) on `args`. `what` names the
         user's transform in messages ("s2sad.grad(f, jit=True)")."""
         name = name or self.compiled.name
+        if any(getattr(v, "compiles_itself", False) for v in self.compiled.globals.values()):
+            # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
+            return self.compiled.functions.get(name, self.compiled.function)(*args)
         if self.namespace is None and self.module_failed is None:
             with self.lock:
                 if self.namespace is None and self.module_failed is None:

@@ -84,6 +84,13 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
         return _import_of(name, value)
     if inspect.isfunction(func) and func.__name__ in (name, user_name):
         return _function_source(func, name)
+    if getattr(value, "compiles_itself", False):
+        raise S2SADError(
+            f"the generated code calls '{name}', a loop marked s2sad.checkpoint, whose gradient "
+            "runs s2sad's revolve schedule and transforms at run time",
+            hint="emit a copy of the function without s2sad.checkpoint (a taped loop), or "
+            "call s2sad.grad at run time",
+        )
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
         "cannot be written into a standalone module",

@@ -18,6 +18,7 @@ from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .activity import active_names
+from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .load import Compiled, load, without_gc_pauses
@@ -76,6 +77,7 @@ def differentiate(
         if mode in ("vjp", "jvp", "vjp_batched", "jvp_batched") and not has_aux:
             parsed.output = tree_returns(parsed)  # `return {"a": u, "b": v}`: its leaves
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
+        checkpoint_loops(parsed, mode, differentiate, jit)
         return parsed
 
     parsed = parse()

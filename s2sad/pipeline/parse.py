@@ -29,6 +29,8 @@ class ParsedFunction:
     output: object = None
     # names whose objects the inliner knows, for the tree rewrite (a classmethod's cls)
     known: dict = field(default_factory=dict)
+    # a name the transform made for a checkpointed loop -> its object (checkpoint_loops.py)
+    synthesized: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -182,6 +182,9 @@ class Resolver:
         if name in self.functions:
             return self.functions[name][:2]
         name = self.parsed.original.get(name, name)  # renamed by `hygienic`
+        made = self.parsed.synthesized
+        if name in made:  # a checkpointed loop (checkpoint_loops.py): made per code object
+            return made[name], None
         if name in self.closure:
             spec = (self.index, "closure", self.parsed.func.__code__.co_freevars.index(name), ())
             return self.closure[name], spec

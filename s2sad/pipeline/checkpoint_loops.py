@@ -1,0 +1,308 @@
+"""Loops marked `for t in s2sad.checkpoint(range(n), snapshots=k):` (before normalizing).
+
+Reverse modes: the loop becomes one call of a `CheckpointedLoop` (s2sad/checkpointing.py),
+
+    y = euler_loop4(range(n), k, y, h)        # for i in s2sad.checkpoint(range(n), snapshots=k):
+
+whose segment function is the loop over a sub-range, made a function of the loop's state (the
+names the body assigns that are bound before the loop) and its other inputs (the locals and
+closure values it reads): `def euler_loop4(i_start, i_stop, i_step, y, h): for i in range(...):
+<body>; return y`, with the body's own lines. Forward modes keep the loop and drop the mark:
+tangents need no tape. What a segment function cannot express (break, continue, return, a trip
+count unknown before the loop, writes into arrays from outside the body, values carried across
+steps but unbound before the loop, a function passed in) is refused at its line.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import textwrap
+import types
+
+from ..checkpointing import CheckpointedLoop, checkpoint
+from ..errors import UnsupportedSyntaxError
+
+_FORWARD_MODES = ("jvp", "jvp_batched")
+_MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
+
+
+def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
+    """Rewrite each marked loop of `parsed` in place (see the module's docstring)."""
+    for parent, field, index, loop in _marked(parsed, parsed.tree):
+        call = loop.iter
+        if mode in _FORWARD_MODES:
+            getattr(parent, field)[index].iter = call.args[0]
+            continue
+        getattr(parent, field)[index] = _replaced(parsed, loop, differentiate, jit)
+
+
+def _marked(parsed, tree):
+    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, not those inside
+    another (its segment function holds them)."""
+    found, todo = [], [tree]
+    while todo:
+        parent = todo.pop()
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, field, None)
+            if not isinstance(block, list):
+                continue
+            for index, stmt in enumerate(block):
+                if isinstance(stmt, ast.For) and _is_mark(parsed, stmt.iter):
+                    found.append((parent, field, index, stmt))
+                elif not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+                    todo.append(stmt)
+    return found
+
+
+def _is_mark(parsed, node) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    return _lookup(parsed, node.func) is checkpoint
+
+
+def _lookup(parsed, node):
+    """The object a Name or Attribute chain of globals denotes (None for anything else)."""
+    if isinstance(node, ast.Attribute):
+        base = _lookup(parsed, node.value)
+        try:  # a property of the user's may raise anything: then it is no mark
+            return getattr(base, node.attr, None) if base is not None else None
+        except Exception:
+            return None
+    if not isinstance(node, ast.Name):
+        return None
+    func = parsed.func
+    if func.__closure__ and node.id in func.__code__.co_freevars:
+        try:
+            return func.__closure__[func.__code__.co_freevars.index(node.id)].cell_contents
+        except ValueError:
+            return None
+    scope = func.__globals__
+    return scope[node.id] if node.id in scope else getattr(builtins, node.id, None)
+
+
+def _refuse(parsed, node, what: str, hint: str):
+    return parsed.error(UnsupportedSyntaxError, f"s2sad.checkpoint: {what}", node, hint=hint)
+
+
+def _check(parsed, loop):
+    """The loop's target, trip and snapshots; refuses what a step function cannot be."""
+    call = loop.iter
+    if len(call.args) != 1 or any(k.arg != "snapshots" for k in call.keywords):
+        raise _refuse(
+            parsed,
+            loop,
+            "takes the loop's range and snapshots=",
+            "write checkpoint(range(n), snapshots=k)",
+        )
+    trip = call.args[0]
+    if not (isinstance(trip, ast.Call) and _lookup(parsed, trip.func) is range):
+        raise _refuse(
+            parsed,
+            loop,
+            f"the loop runs over {ast.unparse(trip)}, whose length is unknown before the loop",
+            "checkpoint a loop over range(...)",
+        )
+    if not isinstance(loop.target, ast.Name):
+        raise _refuse(parsed, loop, "the loop's target must be one name", "write `for t in ...`")
+    if loop.orelse:
+        raise _refuse(parsed, loop, "a checkpointed loop has no else:", "move it after the loop")
+    for node in _own(loop.body):
+        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom)):
+            word = type(node).__name__.lower()
+            raise _refuse(
+                parsed,
+                node,
+                f"`{word}` inside a checkpointed loop",
+                "every step must run the whole body: use an if around the rest of the body",
+            )
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            raise _refuse(
+                parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in"
+            )
+    snaps = call.keywords[0].value if call.keywords else ast.Constant(None)
+    return loop.target.id, trip, snaps
+
+
+def _own(body):
+    """The nodes of `body`, not inside functions or lambdas it defines."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _stored(nodes) -> set[str]:
+    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
+    target, trip, snaps = _check(parsed, loop)
+    body = list(_own(loop.body))
+    assigned = _stored(body)
+    body_ids = {id(n) for n in body}
+    outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    before = set(parsed.params) | _stored(outside)
+    read_outside = {
+        n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+    for name in sorted(assigned - before - {target}):
+        if name in read_outside:
+            raise _refuse(
+                parsed,
+                loop,
+                f"'{name}' is assigned in the checkpointed loop and read outside it, but not bound "
+                "before it",
+                f"assign {name} before the loop",
+            )
+    other_loops = {
+        id(n)
+        for f in outside
+        if isinstance(f, ast.For) and isinstance(f.target, ast.Name) and f.target.id == target
+        for n in ast.walk(f)
+    }
+    if any(
+        isinstance(n, ast.Name) and n.id == target and id(n) not in other_loops
+        for n in outside
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    ):
+        raise _refuse(
+            parsed,
+            loop,
+            f"the loop's target '{target}' is read outside the loop (its last value is not kept)",
+            "give the loop a target of its own",
+        )
+    _refuse_carried(parsed, loop, assigned - before - {target})
+    state = tuple(sorted(assigned & before))
+    freevars = set(parsed.func.__code__.co_freevars)
+    read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+    # the closure's values too: a closure made again (same code) reuses this transform
+    inputs = tuple(
+        sorted({r for r in read if r not in assigned and r != target and r in before | freevars})
+    )
+    for node in body:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in inputs
+        ):
+            raise _refuse(
+                parsed,
+                node,
+                f"the loop calls '{node.func.id}', a local or closure value of {parsed.name}, "
+                "whose function s2sad cannot tell",
+                "call a module-level function in a checkpointed loop",
+            )
+    for node in body:
+        written = None
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(t, (ast.Subscript, ast.Attribute)):
+                    root = t
+                    while isinstance(root, (ast.Subscript, ast.Attribute)):
+                        root = root.value
+                    if isinstance(root, ast.Name) and (root.id in before or root.id in freevars):
+                        written = root.id
+        if written is not None:
+            raise _refuse(
+                parsed,
+                node,
+                f"a write into '{written}', which lives outside the checkpointed loop's body",
+                f"rebind it instead ({written} = ...), or copy it inside the body first",
+            )
+    if not state:
+        raise _refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
+    line = parsed.file_line(loop)
+    key = (parsed.func.__code__, line, jit)
+    if key not in _MADE:
+        step = _step_function(parsed, loop, target, state, inputs)
+        _MADE[key] = CheckpointedLoop(step, step.__name__, state, inputs, differentiate, jit)
+    made = _MADE[key]
+    parsed.synthesized[made.__name__] = made
+    call = ast.Call(
+        ast.Name(made.__name__, ast.Load()),
+        [trip, snaps] + [ast.Name(n, ast.Load()) for n in state + inputs],
+        [],
+    )
+    out = (
+        ast.Name(state[0], ast.Store())
+        if len(state) == 1
+        else ast.Tuple([ast.Name(n, ast.Store()) for n in state], ast.Store())
+    )
+    new = ast.fix_missing_locations(ast.copy_location(ast.Assign([out], call), loop))
+    # its comment in generated code quotes the loop's header, not its body
+    new.end_lineno, new.end_col_offset = loop.iter.end_lineno, loop.iter.end_col_offset
+    header = parsed.split_lines[new.end_lineno - 1]
+    if header[len(header.encode()[: new.end_col_offset].decode()) :].lstrip().startswith(":"):
+        new.end_col_offset += 1
+    return new
+
+
+def _refuse_carried(parsed, loop, locals_: set[str]) -> None:
+    """Refuses a name the body may read before it assigns it, unbound before the loop: a value
+    carried from one step to the next that no segment would carry across its end."""
+    lines = {}
+    for stmt in _own(loop.body):
+        if isinstance(stmt, ast.stmt):
+            lines.setdefault(stmt.lineno, stmt)
+    first: dict = {}
+    for node in sorted(
+        (n for n in _own(loop.body) if isinstance(n, ast.Name) and n.id in locals_),
+        key=lambda n: (n.lineno, n.col_offset),
+    ):
+        line, _ = first.get(node.id, (None, False))
+        if line is None:
+            first[node.id] = (node.lineno, isinstance(node.ctx, ast.Load))
+        elif line == node.lineno and isinstance(node.ctx, ast.Load):
+            stmt = lines.get(line)  # `z = z + 1`: the read comes first
+            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                first[node.id] = (line, True)
+    for name, (line, read) in sorted(first.items()):
+        if read:
+            raise _refuse(
+                parsed,
+                loop,
+                f"'{name}' is carried from one step to the next but not bound before the loop",
+                f"assign {name} before the loop",
+            )
+
+
+def _step_function(parsed, loop, target, state, inputs):
+    """The loop as `def <f>_loop<line>(<t>_start, <t>_stop, <t>_step, *state, *inputs)`, running
+    the body over that range and returning the state: a segment of the loop, compiled from a file
+    of its own whose lines are the user's (an error in it names the user's line)."""
+    name = f"{parsed.name}_loop{parsed.file_line(loop)}"
+    used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)} | {name}
+    bounds = [_unused(f"{target}_{b}", used) for b in ("start", "stop", "step")]
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
+    if first > loop.lineno:
+        lines = parsed.split_lines[first - 1 : last]
+        text = textwrap.indent(textwrap.dedent("\n".join(lines)), " " * 8)
+        padding = parsed.file_line(loop.body[0]) - 3
+    else:
+        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), " " * 8)
+        padding = 0
+    returned = state[0] if len(state) == 1 else ", ".join(state)
+    source = (
+        "\n" * max(padding, 0)
+        + f"def {name}({', '.join(tuple(bounds) + state + inputs)}):\n"
+        + f"    for {target} in range({', '.join(bounds)}):\n"
+        + text
+        + f"\n    return {returned}\n"
+    )
+    filename = f"<s2sad.checkpoint: {name} in {parsed.filename}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    code = compile(source, filename, "exec")
+    body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return types.FunctionType(body_code, parsed.func.__globals__, name)
+
+
+def _unused(name: str, used: set[str]) -> str:
+    made, k = name, 2
+    while made in used:
+        made, k = f"{name}{k}", k + 1
+    used.add(made)
+    return made
