@@ -70,6 +70,13 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
     literal = _literal(value)
     if literal is not None:
         return f"{name} = {literal}"
+    if getattr(value, "compiles_itself", False):
+        raise S2SADError(
+            f"the generated code calls '{name}', a loop marked s2sad.checkpoint, whose gradient "
+            "runs s2sad's revolve schedule and transforms at run time",
+            hint="emit a copy of the function without s2sad.checkpoint (a taped loop), or "
+            "call s2sad.grad at run time",
+        )
     owner = getattr(value, "__self__", value)  # (a bound method: a composed gradient's rule)
     if (type(owner).__module__ or "").startswith("s2sad.") and not isinstance(value, type):
         raise S2SADError(  # a gradient s2sad made (`h = s2sad.grad(f)`), or its rule: not f
@@ -84,13 +91,6 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
         return _import_of(name, value)
     if inspect.isfunction(func) and func.__name__ in (name, user_name):
         return _function_source(func, name)
-    if getattr(value, "compiles_itself", False):
-        raise S2SADError(
-            f"the generated code calls '{name}', a loop marked s2sad.checkpoint, whose gradient "
-            "runs s2sad's revolve schedule and transforms at run time",
-            hint="emit a copy of the function without s2sad.checkpoint (a taped loop), or "
-            "call s2sad.grad at run time",
-        )
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
         "cannot be written into a standalone module",
