@@ -415,3 +415,25 @@ def test_pullbacks_of_earlier_calls_run_the_first_descent_again():
     for (out, pullback), w in zip((first, second, first), want + want[:1]):
         np.testing.assert_allclose(pullback(1.0), w, rtol=1e-13)
     assert checkpointing.LAST.reused == 0 or checkpointing.LAST.advances > 0
+
+
+def readme_euler(y, h, n):
+    for t in s2sad.checkpoint(range(n), snapshots=20):  # without s2sad: range(n) itself
+        y = y + h * (-y + np.sin(y))
+    return np.sum(y)
+
+
+def readme_euler_taped(y, h, n):
+    for t in range(n):
+        y = y + h * (-y + np.sin(y))
+    return np.sum(y)
+
+
+def test_readme_checkpoint():
+    y = np.array([0.3, 1.0, -0.5])
+    g = s2sad.grad(readme_euler)
+    np.testing.assert_allclose(
+        g(y, 0.01, 1000), s2sad.grad(readme_euler_taped)(y, 0.01, 1000), rtol=1e-12
+    )
+    assert readme_euler(y, 0.01, 1000) == readme_euler_taped(y, 0.01, 1000)
+    assert "_loop" in s2sad.source(g) and "_vjp(" in s2sad.source(g)
