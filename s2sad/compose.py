@@ -336,7 +336,14 @@ def composed(inner):
     callee = f"s2sad_{name}"
     params = list(signature.parameters.values())
     passed = [f"{p.name}={p.name}" if p.kind == p.KEYWORD_ONLY else p.name for p in params]
-    source = f"def {name}{_plain(signature)}:\n    return {callee}({', '.join(passed)})\n"
+    call = f"{callee}({', '.join(passed)})"
+    if inner.mode == "grad" and inner.wrt_tuple:
+        # a tuple of gradients, unpacked where it is made: each part has its own adjoint and
+        # tangent, and the Jacobian's blocks come out per part
+        parts = ", ".join(_free(f"d{w}", set(signature.parameters)) for w in inner.wrt)
+        source = f"def {name}{_plain(signature)}:\n    {parts} = {call}\n    return {parts}\n"
+    else:
+        source = f"def {name}{_plain(signature)}:\n    return {call}\n"
     filename, k = f"<composed {inner.mode}({inner.func.__qualname__})>", 2
     while _SOURCES.setdefault(filename, source) != source:  # another function of that name
         filename, k = f"<composed {inner.mode}({inner.func.__qualname__}) {k}>", k + 1
@@ -375,12 +382,30 @@ def _plain(signature) -> str:
 def composable(func, target="cpu", outer=None):
     """What the `outer` transform of `func` differentiates: `func`, or for a function s2sad
     transformed, a function calling it (`composed`)."""
+    if not callable(func):
+        raise S2SADError(
+            f"s2sad transforms functions, not {type(func).__name__} ({func!r:.60})",
+            hint="pass the function itself: s2sad.grad(f)",
+        )
+    if getattr(func, "__module__", None) == "s2sad.api":  # s2sad.grad(wrt=...) without f
+        raise S2SADError(
+            "this is a transform still waiting for its function (s2sad.grad(wrt=...) or "
+            "s2sad.grad(None)), not a function to differentiate",
+            hint="give it the function first: s2sad.grad(f, wrt=...)",
+        )
     if isinstance(func, Transformed):
-        if outer in ("grad", "value_and_grad", "hessian") and func.mode == "value_and_grad":
+        if outer in ("grad", "value_and_grad", "hessian", "jacobian") and (
+            func.mode == "value_and_grad"
+        ):
             raise S2SADError(
-                f"s2sad.{outer} needs a function with a scalar output, and {func!r} returns "
-                "a pair (value, gradient)",
-                hint="use s2sad.vjp or s2sad.jacobian of it, or compose s2sad.grad",
+                f"s2sad.{outer} of {func!r}, which returns a pair (value, gradient), is not "
+                "supported: "
+                + (
+                    "its Jacobian would need forward mode through value_and_grad"
+                    if outer == "jacobian"
+                    else f"s2sad.{outer} needs a function with a scalar output"
+                ),
+                hint="take s2sad.jacobian(s2sad.grad(f)) for the Hessian, or s2sad.vjp of the pair",
             )
         if target != "cpu":
             raise S2SADError(

@@ -238,7 +238,7 @@ def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
     direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
     and tangent code with Numba, one sweep per basis direction (the batched helpers have no
     Numba versions yet)."""
-    return Jacobian(composable(f), wrt, mode, batched, jit)
+    return Jacobian(composable(f, outer="jacobian"), wrt, mode, batched, jit)
 
 
 class Hessian:

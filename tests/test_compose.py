@@ -418,3 +418,29 @@ def test_readme_transforms_compose():
     np.testing.assert_allclose(dy, 4 * np.cos(x) ** 2 * y**3, rtol=1e-12)
     shown = s2sad.source(s2sad.grad(readme_g, wrt=(0, 1)), x, y)
     assert "dx, dy = grad_readme_f_vjp(" in shown
+
+
+def test_a_tuple_of_gradients_in_forward_mode_and_jvp():
+    """grad over two arguments returns a pair: the forward Jacobian, the reverse one and jvp
+    agree with the Hessian's blocks (they gave an internal error, or a TypeError in jvp)."""
+    x, y = X, Y * 0.5
+    H = s2sad.jacobian(s2sad.grad(two, wrt=(0, 1)), wrt=(0, 1), mode="reverse")(x, y)
+    Hf = s2sad.jacobian(s2sad.grad(two, wrt=(0, 1)), wrt=(0, 1), mode="forward")(x, y)
+    for i in range(2):
+        for j in range(2):
+            np.testing.assert_allclose(Hf[i][j], H[i][j], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(H[0][0], s2sad.hessian(two, wrt=0)(x, y), rtol=1e-12)
+    np.testing.assert_allclose(H[1][1], s2sad.hessian(two, wrt=1)(x, y), rtol=1e-12)
+    v, w = np.array([1.0, 0.5, -1.0]), np.array([0.2, -0.3, 0.7])
+    _, (tx, ty) = s2sad.jvp(s2sad.grad(two, wrt=(0, 1)), wrt=(0, 1))(x, y, tangent=(v, w))
+    np.testing.assert_allclose(tx, H[0][0] @ v + H[0][1] @ w, rtol=1e-12)
+    np.testing.assert_allclose(ty, H[1][0] @ v + H[1][1] @ w, rtol=1e-12)
+
+
+def test_jacobian_of_value_and_grad_and_a_transform_without_its_function_are_refused():
+    with pytest.raises(s2sad.S2SADError, match="value, gradient"):
+        s2sad.jacobian(s2sad.value_and_grad(two))(X, Y)
+    with pytest.raises(s2sad.S2SADError, match="waiting for its function"):
+        s2sad.grad(s2sad.grad(None))(0.3)
+    with pytest.raises(s2sad.S2SADError, match="not int"):
+        s2sad.grad(3)
