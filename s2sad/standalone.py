@@ -60,6 +60,10 @@ def _literal(value) -> str | None:
     return None
 
 
+# the modules of the objects s2sad's transforms make (a custom_vjp is the user's function)
+_TRANSFORMS = ("s2sad.transformed", "s2sad.compose", "s2sad.jacobians", "s2sad.cuda")
+
+
 def _constant(name: str, value, user_name: str | None = None) -> str:
     """`name = value` as source; `user_name`: the user's name of a global that generated code
     renames (`unbroadcast2` for a function `unbroadcast`, which would replace s2sad's)."""
@@ -78,7 +82,7 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
             "call s2sad.grad at run time",
         )
     owner = getattr(value, "__self__", value)  # (a bound method: a composed gradient's rule)
-    if (type(owner).__module__ or "").startswith("s2sad.") and not isinstance(value, type):
+    if type(owner).__module__ in _TRANSFORMS and not isinstance(value, type):
         raise S2SADError(  # a gradient s2sad made (`h = s2sad.grad(f)`), or its rule: not f
             f"the generated code calls '{name}' ({owner!r}), which s2sad made: a standalone "
             "module cannot hold it",

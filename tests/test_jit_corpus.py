@@ -61,6 +61,7 @@ import test_rules_shape_indexing as sh  # noqa: E402
 import test_rules_sort as so  # noqa: E402
 import test_trust_refusals as tr  # noqa: E402
 import test_lists as tl  # noqa: E402
+import test_jit_forms as jf  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -246,6 +247,8 @@ CORPUS = [
     # non-differentiable operations next to differentiable ones (test_rules_nondiff.py)
     (nd.by_argmax, (distinct(5),), 0, "grad"),
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),
+    # reductions over an axis that Numba lacks, lowered to s2sad's own forms (test_jit_forms.py)
+    (jf.axis_reductions, (r(4, 5), r(5, seed=1)), (0, 1), "grad"),
 ]
 
 

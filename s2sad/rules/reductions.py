@@ -578,7 +578,9 @@ def _sum_over(a, axis=None, keepdims=False):
 @numba_jitable
 def _fold_mean(a, axis):
     out = _fold(a, axis, _SUM)
-    out /= a.shape[axis if axis >= 0 else axis + a.ndim]  # in place: float32 stays float32, as in np.mean
+    out /= a.shape[
+        axis if axis >= 0 else axis + a.ndim
+    ]  # in place: float32 stays float32, as in np.mean
     return out
 
 
