@@ -156,12 +156,18 @@ class Target:
                 continue
             root, path = _path(item) if isinstance(item, str) else (None, ())
             if root not in every and not (self.star and root in shown):
+                obj = min(self.objects, default="self")
                 raise WrtError(
                     f"wrt={item!r} is not a parameter of {name}; its parameters "
                     f"are {', '.join(shown) or '(none)'}"
                     + (f" (and {', '.join(self.objects)}, its object)" if self.objects else ""),
                     hint="pass a parameter name or its position, or a path into a tree "
-                    "argument such as 'params.W' or 'self.W'",
+                    f"argument such as 'params.W' or '{obj}.W'"
+                    + (
+                        f" (a method's object is named as its first parameter: '{obj}')"
+                        if obj != "self"
+                        else ""
+                    ),
                 )
             out.append((root, path))
         if len(set(out)) != len(out):

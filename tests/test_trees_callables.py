@@ -1133,3 +1133,17 @@ def test_a_write_into_a_trees_leaf_is_refused_and_a_copy_works():
         s2sad.grad(writes_into_a_leaf)(params, x)
     got = s2sad.grad(writes_into_a_copy_of_a_leaf)(params, x)["W"]
     np.testing.assert_allclose(got, [1.0 + 1.0, 0.0 + 3.0, 3.0 + 5.0])
+
+
+def test_a_methods_object_is_named_as_its_first_parameter():
+    class Scaled:
+        def __init__(s):
+            s.W = np.array([1.0, 2.0])
+
+        def loss(s, x):
+            return np.sum(s.W * x)
+
+    m = Scaled()
+    with pytest.raises(s2sad.WrtError, match="its first parameter: 's'"):
+        s2sad.grad(m.loss, wrt="self")(np.ones(2))
+    np.testing.assert_array_equal(s2sad.grad(m.loss, wrt="s")(np.ones(2))["W"], [1.0, 1.0])
