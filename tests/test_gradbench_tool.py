@@ -431,3 +431,27 @@ def test_protocol_session_jit():
     assert replies[0]["config"] == {"jit": True}
     assert replies[2]["output"] == 3.0 and len(replies[2]["timings"]) == 1
     assert replies[3]["output"] == 2.25
+
+
+def test_protocol_edges_undefined_module_and_nan_output():
+    """An evaluate of a module not defined first is an error reply; an output holding NaN is an
+    error reply, not a line strict JSON parsers reject; evals.txt lists the evals, sorted."""
+    replies = session(
+        [
+            {"id": 0, "kind": "start", "eval": "lse"},
+            {"id": 1, "kind": "evaluate", "module": "lse", "function": "primal",
+             "input": {"x": [1.0, 2.0]}},
+            {"id": 2, "kind": "define", "module": "lse"},
+            {"id": 3, "kind": "evaluate", "module": "lse", "function": "gradient",
+             "input": {"x": [1.0, float("nan")]}},
+            {"id": 4, "kind": "evaluate", "module": "lse", "function": "primal",
+             "input": {"x": [1.0, 2.0]}},
+            {"id": 5, "kind": "end"},
+        ]
+    )  # fmt: skip
+    assert replies[1] == {"id": 1, "success": False, "error": "the eval 'lse' was not defined first"}
+    assert replies[3]["success"] is False and "NaN" in replies[3]["error"]
+    assert replies[4]["success"] and math.isclose(replies[4]["output"], np.logaddexp(1.0, 2.0))
+    listed = (ROOT / "benchmarks" / "gradbench" / "evals.txt").read_text().split()
+    modules = sorted(p.stem for p in (ROOT / "benchmarks/gradbench/evals").glob("[a-z]*.py"))
+    assert listed == modules == sorted(listed) and len(listed) == 12

@@ -82,10 +82,9 @@ class Tool:
 
     def evaluate(self, message: dict) -> dict:
         name, function, input = message["module"], message["function"], message["input"]
-        try:
-            module = self.load(name)
-        except ModuleNotFoundError:
-            return {"success": False, "error": f"s2sad has no module for the eval {name!r}"}
+        if name not in self.modules:
+            return {"success": False, "error": f"the eval {name!r} was not defined first"}
+        module = self.modules[name]
         functions = getattr(module, "FUNCTIONS", None)
         if functions is not None and function not in functions:
             known = ", ".join(functions)
@@ -132,10 +131,16 @@ def serve(tool: Tool, lines, write) -> None:
     for line in lines:
         if not line.strip():
             continue
-        reply = tool.handle(json.loads(line))
+        message = json.loads(line)
+        reply = tool.handle(message)
         if reply is None:
             return
-        write(json.dumps(reply) + "\n")
+        try:  # JSON has no NaN or Infinity: such an output is an error, not an invalid line
+            text = json.dumps(reply, allow_nan=False)
+        except ValueError:
+            error = "the output holds NaN or Infinity, which JSON cannot carry"
+            text = json.dumps({"id": message.get("id"), "success": False, "error": error})
+        write(text + "\n")
 
 
 def main(argv=None) -> None:
