@@ -1,7 +1,7 @@
 """Which calls normalization inlines: the user's own functions (module-level, nested `def`s,
 lambdas), not NumPy's, s2sad's, an installed library's, nor any function with a rule. Read by the
 flattener (to inline) and by the memory tracker (an inlined call's result is followed through the
-inlined body).
+inlined body). A helper that returns a function it defines (a factory) is refused by name.
 """
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ import inspect
 import os
 import site
 import sysconfig
+import types
 
 import numpy as np
 
 from ... import rules
+from ...errors import S2SADError, UnsupportedSyntaxError
+from ..parse import parse_function
 
 
 def _library_directories() -> tuple[str, ...]:
@@ -95,3 +98,58 @@ def array_literals(callee, args: list[ast.expr], keywords: list[ast.keyword]) ->
         for p, v in bound.arguments.items()
         if p not in rule.seq and isinstance(v, (ast.List, ast.Tuple))
     }
+
+
+def refuse_factory(parsed, target, node: ast.Call) -> None:
+    """Refuse a call of a helper that returns a function it defines (a factory's closure):
+    s2sad inlines helpers' values, not functions made inside them."""
+    made = returned_function(target)
+    if made is None:
+        return
+    name = getattr(target, "__name__", "the helper")
+    what = "a lambda" if made == "lambda" else f"the function `{made}`"
+    raise parsed.error(
+        UnsupportedSyntaxError,
+        f"s2sad cannot yet differentiate through `{name}(...)`: it returns {what} it "
+        "defines (a closure made by a factory)",
+        node,
+        hint=f"define that function inside the differentiated function instead (a nested "
+        f"`def` or a lambda reading the values `{name}` would close over), or pass it in "
+        "as an argument (then what it closes over is not differentiated)",
+    )
+
+
+def returned_function(func) -> str | None:
+    """The name of a function `func` defines (a nested `def` or a lambda) and returns, or None
+    (a global function only: its code holds the nested one's)."""
+    code = getattr(func, "__code__", None)
+    if code is None or not any(isinstance(c, types.CodeType) for c in code.co_consts):
+        return None
+    try:
+        tree = parse_function(func).tree
+    except S2SADError:
+        return None
+    own: list[ast.AST] = []  # the nodes of func's own body, not of the functions in it
+    stack = list(tree.body)
+    while stack:
+        node = stack.pop()
+        own.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    made = {n.name for n in own if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    made |= {
+        t.id
+        for n in own
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
+        for t in n.targets
+        if isinstance(t, ast.Name)
+    }
+    for node in own:
+        if isinstance(node, ast.Return) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for value in values:
+                if isinstance(value, ast.Lambda):
+                    return "lambda"
+                if isinstance(value, ast.Name) and value.id in made:
+                    return value.id
+    return None

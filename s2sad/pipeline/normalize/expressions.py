@@ -19,7 +19,7 @@ from ...rules.helpers import RUNTIME
 from ...astcopy import walk_nodes
 from ...errors import UnsupportedSyntaxError
 from ..reserved import STATIC_ATTRS
-from .calls import array_literals
+from .calls import array_literals, refuse_factory
 from .flatten import Flattener
 from .memory import snapshot_of
 
@@ -72,11 +72,30 @@ class Expressions(Flattener):
             and node.func.id in ("len", "isinstance")
         ):
             return False
+        if isinstance(node, ast.Name) and node.id in self.local_funcs:
+            return self.closure_varied(self.local_funcs[node.id])
         if isinstance(node, ast.Name):
             return self.env.get(node.id, node.id) in self.varied or node.id in self.loop_varied
         if isinstance(node, ast.Call) and ir.tree_call(node.func):
             return True  # a call passing trees' leaves is always inlined (treeparams.py)
         return any(self.mentions_varied(c) for c in ast.iter_child_nodes(node))
+
+    def closure_varied(self, fn: ast.AST) -> bool:
+        """Whether a nested def or lambda reads a value that may depend on the wrt inputs (a
+        name of this function's that varies, or another such function): `rhs` in
+        `np.sum(rhs(y0))` or `rk4(rhs, y0)`, where only the closure reads the varied `a`."""
+        if id(fn) in self._closures_seen:
+            return False  # a function calling itself: its other reads decide
+        self._closures_seen.add(id(fn))
+        try:
+            return any(self.mentions_varied(n) for n in ast.walk(fn) if isinstance(n, ast.Name))
+        finally:
+            self._closures_seen.discard(id(fn))
+
+    def reads_local_function(self, node: ast.AST) -> bool:
+        """Whether `node` names a nested def (to call it or pass it on): it has no name outside,
+        so its calls are inlined even where nothing in them varies."""
+        return any(isinstance(n, ast.Name) and n.id in self.local_funcs for n in ast.walk(node))
 
     def atom_varied(self, node: ast.expr) -> bool:
         return any(isinstance(n, ast.Name) and n.id in self.varied for n in walk_nodes(node))
@@ -145,11 +164,13 @@ class Expressions(Flattener):
             self._varied_memo = None
 
     def _expr(self, node: ast.expr, base: str) -> ast.expr:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Call):  # `make(a)(y)`
+            refuse_factory(self.parsed, self.inlinable(node.func.func), node.func)
         if isinstance(node, ast.Call) and self.inlinable(node.func) is not None:
             result = self.inline(node, base)
             self._varied_memo.clear()  # an inlined body may write into the caller's arrays
             return result
-        if not self.mentions_varied(node):
+        if not self.mentions_varied(node) and not self.reads_local_function(node):
             return self.rename(node)
         loc = node
         if isinstance(node, ast.BinOp):

@@ -97,6 +97,7 @@ class Flattener:
         self.out: list[ast.stmt] = []
         self.user_stmt: ast.stmt | None = None  # the user's statement being flattened
         self._varied_memo: dict[int, tuple] | None = None  # see mentions_varied
+        self._closures_seen: set[int] = set()  # nested defs being read (see closure_varied)
 
     # ------------------------------------------------------------------ the walk's entries
     def statement(self, node: ast.stmt) -> None:

@@ -21,6 +21,7 @@ from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
 from ..treeparams import flat_signature, flatten_parameters, self_by_name, star_trees
+from .calls import refuse_factory
 from .control import ControlFlow
 
 
@@ -108,9 +109,11 @@ class Inlining(ControlFlow):
 
     def inline(self, node: ast.Call, base: str) -> ast.expr:
         target = self.inlinable(node.func)
-        if not self.mentions_varied(node):
-            if isinstance(target, (ast.FunctionDef, ast.Lambda)) or ir.tree_call(node.func):
-                pass  # local functions have no global name, and trees' leaves need the callee's
+        refuse_factory(self.parsed, target, node)
+        if not self.mentions_varied(node) and not self.reads_local_function(node):
+            # (a nested def, called or passed on as in `rk4(rhs, y0)`, has no global name)
+            if isinstance(target, ast.Lambda) or ir.tree_call(node.func):
+                pass  # a lambda has no name, and trees' leaves need the callee's
             else:
                 return self.rename(node)
         self.refuse_deep_recursion(target, node)
