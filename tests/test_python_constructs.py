@@ -577,22 +577,3 @@ def test_jitted_where_numba_compiles_the_derivative(capsys):
     text = s2sad.source(s2sad.grad(checked, wrt=(0, 1), jit=True), X, W)
     assert "print(" not in code(text)
     assert 'raise ValueError("x must be 1-d, got {x.ndim} dimensions")' in text
-
-
-def _factory(a):
-    def rhs(y):
-        return -a * y
-
-    return rhs
-
-
-def calls_what_a_factory_returns(a, y):
-    return np.sum(_factory(a)(y))
-
-
-def test_a_function_a_factory_returns_is_refused_with_the_way_out():
-    """make(a)(y) inside the differentiated function: refused by name (not a register_vjp hint);
-    the closure defined in the function itself is the way out."""
-    with pytest.raises(s2sad.NoRuleError, match=r"the function _factory\(a\) returns") as info:
-        s2sad.grad(calls_what_a_factory_returns)(0.5, np.ones(2))
-    assert "nested def or a lambda" in info.value.hint

@@ -149,19 +149,12 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
             what = op.without_rule(varied)
         if what is not None:
             where = ir.src_parsed(op.stmt) or parsed  # inlined code: its own file
-            factory = what.startswith("a call of the function ")
             raise where.error(
                 NoRuleError,
                 f"no derivative rule for {what}",
                 ir.src(op.stmt),
-                hint=(
-                    "s2sad does not follow a function that another function returns yet: "
-                    "define it inside the differentiated function (a nested def or a lambda "
-                    "closing over the value), or pass it in as an argument"
-                    if factory
-                    else "use an operation s2sad knows (see s2sad.rules), wrap the value in "
-                    "s2sad.stop_gradient if no gradient should flow, or give the function a "
-                    "rule with s2sad.register_vjp"
-                ),
+                hint="use an operation s2sad knows (see s2sad.rules), wrap the value in "
+                "s2sad.stop_gradient if no gradient should flow, or give the function a "
+                "rule with s2sad.register_vjp",
             )
     return varied & useful

@@ -161,10 +161,6 @@ def classify(stmt: ast.stmt, local_names: set[str]) -> Op:
         callee = ir.callee(value.func)
         args = list(value.args)
         keywords = {k.arg: k.value for k in value.keywords}
-        if callee is None and isinstance(value.func, ast.Call):  # make(a)(y)
-            op.kind = "unknown"
-            op.what = f"a call of the function {ast.unparse(value.func)} returns"
-            return op
         if callee is None and not isinstance(value.func, ast.Attribute):
             op.kind, op.what = "unknown", f"a call of {ast.unparse(value.func)}"
             return op
