@@ -449,7 +449,11 @@ def test_protocol_edges_undefined_module_and_nan_output():
             {"id": 5, "kind": "end"},
         ]
     )  # fmt: skip
-    assert replies[1] == {"id": 1, "success": False, "error": "the eval 'lse' was not defined first"}
+    assert replies[1] == {
+        "id": 1,
+        "success": False,
+        "error": "the eval 'lse' was not defined first",
+    }
     assert replies[3]["success"] is False and "NaN" in replies[3]["error"]
     assert replies[4]["success"] and math.isclose(replies[4]["output"], np.logaddexp(1.0, 2.0))
     listed = (ROOT / "benchmarks" / "gradbench" / "evals.txt").read_text().split()
