@@ -62,7 +62,9 @@ def main(picks: list[str]) -> int:
             got = _derivative(case, "strict")
         except Exception as err:  # noqa: BLE001
             first = str(err).strip().splitlines()
-            print(f"{case.workload:16s} falls back: {type(err).__name__}: {first[0] if first else ''}")
+            print(
+                f"{case.workload:16s} falls back: {type(err).__name__}: {first[0] if first else ''}"
+            )
             for line in first[1:6]:
                 print(f"{'':18s}{line}")
             continue
