@@ -37,6 +37,14 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def shape_stub(x):
+    """What a tape keeps of an array the adjoint reads only for its shape and dtype: an array of
+    that shape and dtype repeating one zero (no copy, no memory), read-only so a misuse fails."""
+    if type(x) is not np.ndarray:
+        return x
+    return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
+
+
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -65,7 +73,7 @@ def grad_euler(y0, k, n):
         # line 30: for i in range(n):
         y_tape.append(y)
         y = y_new
-        y_mul2_tape.append(y_mul2)
+        y_mul2_tape.append(shape_stub(y_mul2))
     # line 32: return y
     euler = y
     # adjoint sweep: from the output back to the inputs

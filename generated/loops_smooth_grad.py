@@ -49,6 +49,14 @@ def snapshot(v):
     return v.copy() if isinstance(v, np.ndarray) else v
 
 
+def shape_stub(x):
+    """What a tape keeps of an array the adjoint reads only for its shape and dtype: an array of
+    that shape and dtype repeating one zero (no copy, no memory), read-only so a misuse fails."""
+    if type(x) is not np.ndarray:
+        return x
+    return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
+
+
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -122,15 +130,15 @@ def grad_smooth(x, a):
             y_add = y_mul + y_mul2
             y[i] = y_add
             y_item2_tape.append(snapshot(y_item2))
-            y_mul_tape.append(y_mul)
+            y_mul_tape.append(shape_stub(y_mul))
             y_item3_tape.append(snapshot(y_item3))
-            y_mul2_tape.append(y_mul2)
-            y_add_tape.append(y_add)
+            y_mul2_tape.append(shape_stub(y_mul2))
+            y_add_tape.append(shape_stub(y_add))
         else:
             # line 22: y[i] = y[i - 1]
             y_item4 = snapshot(y[i - 1])
             y[i] = y_item4
-            y_item4_tape.append(snapshot(y_item4))
+            y_item4_tape.append(shape_stub(y_item4))
         cond_tape.append(snapshot(cond))
     # line 23: return np.sum(y**2)
     smooth_pow = y**2

@@ -65,7 +65,7 @@ def _element(x, index):
 # ----------------------------------------------------------------------------- broadcasting
 
 
-@helper(jvp=linear("g"))
+@helper(jvp=linear("g"), shape_only=("x",))
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
     if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
@@ -222,7 +222,7 @@ def _inexact(x):
     return lambda x: 0.0
 
 
-@helper(jvp=linear("dx"))
+@helper(jvp=linear("dx"), shape_only=("x",))
 def as_accumulator(dx, x):
     """A fresh array shaped like `x` holding `dx`, safe to update in place."""
     out = np.zeros(np.shape(x), dtype=np.result_type(dx, x, np.float32))
@@ -266,6 +266,22 @@ def _snapshot(v):
     return lambda v: v
 
 
+@helper(nondiff=True)
+def shape_stub(x):
+    """What a tape keeps of an array the adjoint reads only for its shape and dtype: an array of
+    that shape and dtype repeating one zero (no copy, no memory), read-only so a misuse fails."""
+    if type(x) is not np.ndarray:
+        return x
+    return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
+
+
+@numba_of(shape_stub)
+def _shape_stub(x):
+    if _array(x):
+        return lambda x: np.broadcast_to(np.zeros((), x.dtype), x.shape)
+    return lambda x: x
+
+
 @helper
 def stop_gradient(x):
     """Identity on values; no cotangent flows back through it."""
@@ -277,7 +293,7 @@ def _stop_gradient(x):
     return lambda x: x
 
 
-@helper(nondiff=True)
+@helper(nondiff=True, shape_only=("x",))
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -440,7 +456,7 @@ def _row_axes(axis, ndim):
     return tuple(a + 1 for a in _axes(axis, ndim))
 
 
-@helper(jvp=linear("g"))
+@helper(jvp=linear("g"), shape_only=("x",))
 def expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
     if not keepdims and axis is not None:

@@ -71,7 +71,7 @@ defvjp(
 )
 
 
-@helper(jvp=linear("g"))
+@helper(jvp=linear("g"), shape_only=("x",))
 def mean_vjp(g, x, axis=None, keepdims=False):
     return expand_reduced(g, x, axis, keepdims) / _count(x, axis)
 
