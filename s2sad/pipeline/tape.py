@@ -100,6 +100,7 @@ class Tape:
             if base not in self.fresh or base in self.future[id(marker)]:
                 self.restored.add(id(marker.node))
                 self.reads |= names_mentioned([marker.node.targets[0].slice])
+                self.shapes.discard(base)  # its elements are written back: a stub would not do
 
     def tape(self, name) -> str:
         """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
