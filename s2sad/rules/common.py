@@ -24,6 +24,7 @@ from .registry import linear
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
     from numba.cpython.unsafe.tuple import tuple_setitem
+    from numba.np.numpy_support import as_dtype
 
 # ----------------------------------------------------------------------------- Numba type tests
 
@@ -278,7 +279,8 @@ def shape_stub(x):
 @numba_of(shape_stub)
 def _shape_stub(x):
     if _array(x):
-        return lambda x: np.broadcast_to(np.zeros((), x.dtype), x.shape)
+        zero = np.zeros((), as_dtype(x.dtype))  # a constant of the compiled code: no allocation
+        return lambda x: np.broadcast_to(zero, x.shape)
     return lambda x: x
 
 
