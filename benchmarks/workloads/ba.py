@@ -29,10 +29,11 @@ the inputs are made.
 Two workloads:
 
 - `ba`: the residuals of all observations at once, written over arrays (the small-angle branch
-  becomes np.where). Observations are independent, so forward mode with one tangent per
-  parameter slot, the same slot for every observation, gives column j of every block at once:
-  s2sad takes one `s2sad.jvp(..., batched=True)` of those 15 tangents (the equivalent of
-  vmap(jacfwd)). JAX:
+  becomes np.where). Observations are independent, so reverse mode with one seed per residual,
+  the same residual of every observation, gives row r of every block at once: s2sad takes one
+  `s2sad.vjp` of the residuals and calls its pullback three times (the equivalent of
+  vmap(jacrev), and what JAX and PyTorch do). Forward mode, one `s2sad.jvp(..., batched=True)`
+  of 15 tangents (vmap(jacfwd)), costs about three times as much (`build_s2sad_forward`). JAX:
   jax.jit(jax.vmap(jax.jacrev(per-observation residual))); PyTorch:
   torch.func.vmap(torch.func.jacrev(...)); autograd has no vmap, so it calls autograd.jacobian
   once per observation, at a smaller p.
@@ -52,7 +53,7 @@ from .common import Case, rng_for
 
 N_CAM, N_PT = 11, 3
 SLOTS = N_CAM + N_PT + 1  # parameters per observation: camera, point, weight
-CHUNK = 4096  # observations per batched jvp (15 tangents of each stay in cache)
+CHUNK = 4096  # observations per sweep (their values and cotangents stay in cache)
 
 # (n cameras, m points, p observations). ADBench's ba1 is n=49, m=7776, p=31843.
 SIZES = {
@@ -200,7 +201,40 @@ def build_numba_perobs(f, inputs: dict):
     return lambda: [compiled(*o) for o in obs]
 
 
-def build_s2sad_vectorised(f, inputs: dict, wrt):
+def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False):
+    """One s2sad.vjp of the residuals per chunk of observations and three pullbacks, seeded
+    with residual r of every observation: pullback r gives row r of every block at once (the
+    blocks' rows are independent across observations). The primal runs once per chunk."""
+    vjp = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit)
+    args = list(inputs.values())
+    p = args[2].shape[0]
+
+    def run():
+        blocks = np.empty((p, 3, SLOTS))
+        for lo in range(0, p, CHUNK):
+            part = slice(lo, lo + CHUNK)
+            out, pullback = vjp(*(a[part] for a in args))
+            for r in range(3):
+                seed = np.zeros_like(out)
+                seed[:, r] = 1.0
+                d_cams, d_X, d_w = pullback(seed)
+                blocks[part, r, :N_CAM] = d_cams
+                blocks[part, r, N_CAM : N_CAM + N_PT] = d_X
+                blocks[part, r, -1] = d_w
+        return blocks[:, :, :N_CAM], blocks[:, :, N_CAM : N_CAM + N_PT], blocks[:, :, -1]
+
+    def probe():  # the transform alone, as for the gradient workloads
+        fresh = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit)
+        fresh.specialized(fresh._bind(args, {}))
+
+    return run, _as_blocks, probe
+
+
+def build_s2sad_vectorised_jit(f, inputs: dict, wrt):
+    return build_s2sad_vectorised(f, inputs, wrt, jit="strict")
+
+
+def build_s2sad_forward(f, inputs: dict, wrt):
     """One batched s2sad.jvp of the residuals over all observations: tangent row `slot` is 1 in
     that parameter slot of every observation, so output row `slot` is column `slot` of every
     observation's block. The 15 tangents go through in one sweep (the primal runs once)."""
@@ -376,11 +410,15 @@ def cases(mode: str) -> list[Case]:
                 wrt=WRT,
                 peers=PEERS,
                 reduced=reduced,
-                build={"s2sad": build_s2sad_vectorised, **PEER_BUILD},
+                build={
+                    "s2sad": build_s2sad_vectorised,
+                    "s2sad-jit": build_s2sad_vectorised_jit,
+                    **PEER_BUILD,
+                },
                 notes=[
-                    "Jacobian blocks (3 x 15 per observation), not a gradient; s2sad: one "
-                    "batched jvp of 15 tangents over all observations; JAX, torch: vmap(jacrev); autograd: "
-                    "autograd.jacobian per observation"
+                    "Jacobian blocks (3 x 15 per observation), not a gradient; s2sad: one vjp "
+                    "over all observations and a pullback per residual; JAX, torch: "
+                    "vmap(jacrev); autograd: autograd.jacobian per observation"
                 ],
             )
         )
