@@ -39,8 +39,9 @@ def grad_seed(out):
 
 def shape_stub(x):
     """What a tape keeps of an array the adjoint reads only for its shape and dtype: an array of
-    that shape and dtype repeating one zero (no copy, no memory), read-only so a misuse fails."""
-    if type(x) is not np.ndarray:
+    that shape and dtype repeating one zero (no copy, no memory), read-only so a misuse fails.
+    A small array is kept as it is: holding it costs less than making the stand-in."""
+    if type(x) is not np.ndarray or x.size < 4096:
         return x
     return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
 
