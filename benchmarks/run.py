@@ -1,9 +1,11 @@
 """Time s2sad's gradients against JAX, PyTorch and autograd on ADBench-like workloads.
 
-    python benchmarks/run.py [--quick] [--only NAME] [--json PATH] [--threads N]
+    python benchmarks/run.py [--quick | --smoke] [--only NAME] [--json PATH] [--threads N]
+                             [--fresh-cache]
 
 For each workload and size, in one process: the NumPy objective (the primal), s2sad's gradient
-(NumPy mode), and the gradient from each peer (JAX: jax.jit(jax.grad(f)) in float64 with
+(NumPy mode, and compiled by Numba with jit="strict" where the row has a jitted form; best/JAX
+is the faster of the two over JAX's time), and the gradient from each peer (JAX: jax.jit(jax.grad(f)) in float64 with
 block_until_ready; PyTorch: CPU float64, torch.autograd.grad; autograd: autograd.grad). Each is
 called once to warm up (that first call is reported separately: s2sad's transform, JAX's trace
 and compile), then timed in interleaved rounds, one call of each per round, so that the machine's
@@ -15,10 +17,13 @@ on a small machine shared with other work, multi-threaded BLAS swings by 10x fro
 --threads 0 leaves each library at its default (all cores). PyTorch's OpenMP threads are set to
 wait passively (OMP_WAIT_POLICY=PASSIVE) so that they do not spin and starve the others.
 
-Workloads whose objective Numba compiles (the loop versions) get a second table: numba.njit of
-the objective against s2sad.grad(..., jit="strict"), and against the peers, with Numba's compile
-time next to s2sad's transform time. The runner compiles into a fresh S2SAD_CACHE_DIR unless one
-is set, so that compile time is Numba compiling rather than reading its disk cache.
+Workloads whose objective Numba compiles (the loop versions, gradbench's array evals) get a
+second table: numba.njit of the objective against s2sad.grad(..., jit="strict"), and against the
+peers. Where s2sad.grad takes parallel=True, the workloads with a loop get a third: the jitted
+gradient with parallel=True at 1 and 2 Numba threads. Every jitted row reports s2sad's
+transform and Numba's compile time. The full run compiles into a fresh S2SAD_CACHE_DIR unless
+one is set, so that compile time is Numba compiling rather than reading its disk cache;
+--quick and --smoke reuse one per user (--fresh-cache: a fresh one), and say which.
 
 s2sad's transform time is measured with an empty transform cache. A workload s2sad cannot yet
 express is reported as "unsupported: <first line of the error>", and the peers still run. A peer
@@ -40,6 +45,7 @@ import platform
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 
@@ -75,7 +81,6 @@ import numpy as np  # noqa: E402
 
 import s2sad  # noqa: E402
 from benchmarks.runner.builders import load_peers  # noqa: E402
-from benchmarks.runner.builders import peer_builder  # noqa: E402,F401 (tests import it here)
 from benchmarks.runner.cases import run_case  # noqa: E402
 from benchmarks.runner.plan import jit_cache, make_plan, select  # noqa: E402
 from benchmarks.runner.checks import RTOL  # noqa: E402
@@ -140,6 +145,16 @@ def _warm_s2sad() -> None:
     s2sad.grad(warm)(np.ones(3))
 
 
+def _quiet_numba() -> None:
+    """Numba's performance hints (np.dot on non-contiguous views in the generated code) are
+    for s2sad's developers, not the report: hidden here."""
+    try:
+        from numba.core.errors import NumbaPerformanceWarning
+    except ImportError:
+        return
+    warnings.simplefilter("ignore", NumbaPerformanceWarning)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -191,6 +206,7 @@ def main(argv=None) -> int:
     machine = machine_line(available)
     print(machine, file=sys.stderr)
     _warm_s2sad()
+    _quiet_numba()
     plan, plan_notes = make_plan(mode, left_out)
     plan_notes.append(cache_note)
     results = []
