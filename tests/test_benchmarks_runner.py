@@ -15,7 +15,7 @@ import s2sad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.runner import builders, report  # noqa: E402
-from benchmarks.runner.cases import run_case  # noqa: E402
+from benchmarks.runner.cases import best_of, run_case  # noqa: E402
 from benchmarks.runner.jit_rows import numba_threads  # noqa: E402
 from benchmarks.runner.plan import Plan, make_plan, select  # noqa: E402
 from benchmarks.workloads import all_cases  # noqa: E402
@@ -53,6 +53,12 @@ def test_an_array_row_has_a_jitted_gradient_and_the_best_of_both():
     assert "s2sad jit ∇" in header and "best/JAX" in header
     assert "Numba compile ∇" in text  # the jit one-off costs cover the array row
     assert "parallel 1T" not in text
+    # a jitted gradient that disagrees with NumPy mode is marked, and never the best form
+    row["jit"]["vs_numpy"] = {"ok": False, "max_rel_err": 0.5}
+    row["jit"]["median_s"] = row["s2sad"]["median_s"] / 10
+    assert best_of(row)["form"] == "numpy"
+    text = report.report([row], "machine", [])
+    assert "✗ stencil N=5: s2sad jit's gradient disagrees with s2sad NumPy mode's" in text
 
 
 def _einsum_objective(x):
@@ -131,6 +137,7 @@ def test_the_parallel_table_where_s2sad_takes_the_keyword(monkeypatch):
     assert par["threads"] == threads
     assert {k for k in par if k.startswith("threads_")} == {f"threads_{n}" for n in {1, threads}}
     assert par["ratio_to_1_thread"] > 0 and par["ratio_to_serial"] > 0
+    assert par["vs_numpy"]["ok"], par["vs_numpy"]
     text = report.report([row], "machine", notes)
     assert f"parallel {threads}T" in text and "parallel: transform + compile" in text
     # a case without a loop is not asked

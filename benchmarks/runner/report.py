@@ -226,7 +226,7 @@ def report_jit(results: list[dict]) -> str:
                 t += " *"
                 marks.add("*")
             row += [t, fmt_ratio(peer.get("s2sad_ratio"))]
-        row += [mark(info.get("check")) if ok else "—", "ok" if ok else info["status"]]
+        row += [_marks(info) if ok else "—", "ok" if ok else info["status"]]
         rows.append(row)
     if not rows:
         return ""
@@ -237,7 +237,8 @@ def report_jit(results: list[dict]) -> str:
     legend = [
         "objectives numba.njit compiles: f Numba is numba.njit(objective); s2sad jit ∇ is",
         "s2sad.grad(objective, jit='strict'), ∇/f its time over f Numba's (the target: 3x or",
-        "less), s2sad/X its time over X's. Peers as in the table above.",
+        "less), s2sad/X its time over X's. Peers as in the table above; check: against the",
+        "reference and against s2sad's NumPy mode.",
     ]
     if "*" in marks:
         legend.append("* the peer ran at a smaller size; s2sad jit was timed at that size too.")
@@ -269,7 +270,7 @@ def report_parallel(results: list[dict]) -> str:
                 fmt_time(par.get("median_s")) if ok else "—",
                 fmt_ratio(par.get("ratio_to_1_thread")) if ok else "—",
                 fmt_ratio(par.get("ratio_to_serial")) if ok else "—",
-                mark(par.get("check")) if ok else "—",
+                _marks(par) if ok else "—",
                 "ok" if ok else par["status"],
             ]
         )
@@ -282,9 +283,19 @@ def report_parallel(results: list[dict]) -> str:
         f"s2sad.grad(f, jit='strict', parallel=True) on the workloads with a loop: at 1 and {n}",
         "Numba threads (numba.set_num_threads around each call; everything else runs on one",
         f"thread). jit ∇: the serial jitted gradient; {n}T/1T: parallel at {n} threads over",
-        f"parallel at 1 (below 1: the threads help); {n}T/jit: over the serial jitted gradient.",
+        f"parallel at 1 (below 1: the threads help); {n}T/jit: over the serial jitted gradient;",
+        "check: against the reference and against s2sad's NumPy mode.",
     ]
     return "\n".join([render_table(header, rows), ""] + legend)
+
+
+def _marks(info: dict) -> str:
+    """✓ when the row agrees with the reference and with NumPy mode (either may be absent)."""
+    checks = [info[k] for k in ("check", "vs_numpy") if info.get(k)]
+    if not checks:
+        return "—"
+    bad = [c for c in checks if not c["ok"]]
+    return "✓" if not bad else f"✗ ({max(c['max_rel_err'] for c in bad):.1e})"
 
 
 def report_jit_costs(results: list[dict]) -> str:
