@@ -128,8 +128,17 @@ def machine_line(available) -> str:
         f"machine: {platform.system()} {platform.machine()}, {cpu}, {cores} cores; "
         f"Python {platform.python_version()}; numpy {np.__version__} ({blas}); "
         f"s2sad {s2sad.__version__} (git {rev}); {peers}; "
-        f"{THREADS}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}"
+        f"{THREADS}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}; "
+        f"{load_average()} at the start"
     )
+
+
+def load_average() -> str:
+    """The machine's load (1, 5, 15 minutes): on a shared machine, how far to trust times."""
+    try:
+        return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
 
 
 # ----------------------------------------------------------------------------- CLI
@@ -201,7 +210,9 @@ def main(argv=None) -> int:
     cache_note = jit_cache(mode, args.fresh_cache)
     every = all_cases(mode)
     cases = select(every, args.only, mode)
-    left_out = list(dict.fromkeys(c.workload for c in every if c not in cases and not args.only))
+    picked = {id(c) for c in cases}
+    left_out = [] if args.only else [c.workload for c in every if id(c) not in picked]
+    left_out = list(dict.fromkeys(left_out))
     available = load_peers()
     machine = machine_line(available)
     print(machine, file=sys.stderr)
@@ -224,7 +235,7 @@ def main(argv=None) -> int:
     text = report(results, machine, plan_notes)
     print(text)
     total = time.perf_counter() - started
-    print(f"\ntotal {total:.0f} s ({mode})")
+    print(f"\ntotal {total:.0f} s ({mode}); {load_average()} at the end")
     out = {
         "mode": mode,
         "machine": machine,
