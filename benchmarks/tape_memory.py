@@ -14,9 +14,9 @@ s2sad.checkpoint with its default snapshots (about (2n)^(1/3) states: O(n^(1/3))
 O(sqrt n)); and with k = ceil(log2 n) snapshots (O(log n) states). `states` is the most states
 revolve held at once, `tape` the steps of the one segment taped at a time, `steps run` every
 forward step the gradient ran (the primal's n included), `≤3x` whether it kept within 3x the
-taped gradient's time. Peak memory is tracemalloc's (NumPy's allocations included; not what
-Numba allocates, so jitted peaks undercount arrays made inside compiled code). Times are the
-best of 2 after a warm-up call that transforms and compiles.
+taped gradient's time. Peak memory is tracemalloc's peak over one call of the gradient (NumPy's
+arrays included; the jitted tapes' arrays show in it too). Times are the best of 2 after a
+warm-up call that transforms and compiles.
 """
 
 from __future__ import annotations
