@@ -15,7 +15,8 @@ import pytest
 import s2sad
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.workloads import all_cases, gb_arrays, gb_ht
+from benchmarks.runner.builders import peer_builder  # noqa: E402
+from benchmarks.workloads import all_cases, gb_arrays, gb_ht  # noqa: E402
 
 GRADBENCH = [c for c in all_cases("smoke") if c.family == "gradbench"]
 
@@ -76,9 +77,6 @@ def test_peers_agree_with_s2sad(peer):
     module = pytest.importorskip(peer)
     if peer == "jax":
         module.config.update("jax_enable_x64", True)
-    # the runner's module sets thread counts in the environment when imported: only here
-    from benchmarks.run import peer_builder
-
     for case in GRADBENCH:
         inputs = case.inputs()
         run, fetch = peer_builder(case, peer)(case.peers[peer](), inputs, case.wrt)

@@ -167,20 +167,20 @@ def _as_blocks(result) -> tuple[np.ndarray, ...]:
 # ----------------------------------------------------------------------------- s2sad rows
 
 
-def build_s2sad_perobs(f, inputs: dict, wrt, jit=False):
+def build_s2sad_perobs(f, inputs: dict, wrt, jit=False, **options):
     """s2sad.jacobian of ba_obs, called per observation. The probe, which the runner times
     with empty caches, transforms: in NumPy mode it calls a fresh jacobian on the first
     observation (the batched transform plus one call, about 0.1 ms); with jit, where the
     jacobian runs one compiled pullback per output row, it asks for that pullback's code alone
-    (Numba compiles it at the first call)."""
-    J = s2sad.jacobian(ba_obs, wrt=(0, 1, 2), jit=jit)
+    (Numba compiles it at the first call). `options` (parallel=True) go to s2sad.jacobian."""
+    J = s2sad.jacobian(ba_obs, wrt=(0, 1, 2), jit=jit, **options)
     obs = _observations(inputs)
 
     def run():
         return [J(*o) for o in obs]
 
     def probe():
-        fresh = s2sad.jacobian(ba_obs, wrt=(0, 1, 2), jit=jit)
+        fresh = s2sad.jacobian(ba_obs, wrt=(0, 1, 2), jit=jit, **options)
         if jit:
             fresh.backward.specialized(fresh.backward._bind(obs[0], {}))
         else:
@@ -189,8 +189,8 @@ def build_s2sad_perobs(f, inputs: dict, wrt, jit=False):
     return run, lambda r: _stack_blocks(r), probe
 
 
-def build_s2sad_perobs_jit(f, inputs: dict, wrt):
-    return build_s2sad_perobs(f, inputs, wrt, jit="strict")
+def build_s2sad_perobs_jit(f, inputs: dict, wrt, **options):
+    return build_s2sad_perobs(f, inputs, wrt, jit="strict", **options)
 
 
 def build_numba_perobs(f, inputs: dict):
@@ -436,6 +436,7 @@ def cases(mode: str) -> list[Case]:
                 check_make_inputs=make_inputs,
                 reduced=slow_peers(n, m, p),
                 jit=True,
+                parallel=True,
                 build={
                     "s2sad": build_s2sad_perobs,
                     "s2sad-jit": build_s2sad_perobs_jit,

@@ -23,7 +23,12 @@ tests/test_benchmarks_smoke.py), "quick" or "full", returning a list of `Case`. 
   `fetch(result)` turns it into a tuple of float64 arrays and `probe()` does s2sad's transform
   (the runner times it with empty caches); "jax", "torch", "autograd":
   `(peer_f, inputs, wrt) -> (run, fetch)`, with `peer_f` from the peer's factory;
-  "numba-primal": `(f, inputs) -> run`.
+  "numba-primal": `(f, inputs) -> run`. A "s2sad-jit" builder takes keyword options after
+  `wrt` (parallel=True) and passes them to s2sad;
+- `parallel`: the case has a loop that Numba's prange might spread over threads, so where s2sad
+  takes `parallel=True` the runner also times the jitted gradient with it (the "parallel" table);
+- `quick`: False for a case `--quick` runs only when `--only` names it (or its family), to keep
+  the quick run to the issue's target workloads.
 
 Nothing here imports JAX, PyTorch or autograd: the factories do, when they are called.
 """
@@ -53,6 +58,8 @@ class Case:
     check_make_inputs: Callable[..., dict] | None = None
     jit: bool = False  # also time numba.njit(numpy_f) and s2sad.grad(..., jit=True)
     build: dict[str, Callable] = field(default_factory=dict)  # rows built another way
+    parallel: bool = False  # a loop: also time s2sad.grad(..., jit=True, parallel=True)
+    quick: bool = True  # in --quick's default selection (False: with --quick, only by --only)
 
     @property
     def size_label(self) -> str:

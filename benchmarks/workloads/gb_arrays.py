@@ -33,7 +33,6 @@ import types
 
 import numpy as np
 
-import s2sad
 from benchmarks.gradbench.evals import det as det_eval
 from benchmarks.gradbench.evals import kmeans as kmeans_eval
 from benchmarks.gradbench.evals import llsq as llsq_eval
@@ -371,12 +370,21 @@ def cases(mode: str) -> list[Case]:
         )
 
     for n in sizes["lse"]:
-        add("lse", {"n": n}, lse_inputs, lse_eval.lse, ("x",), _peers("lse"), jit=True)
+        add("lse", {"n": n}, lse_inputs, lse_eval.lse, ("x",), _peers("lse"), jit=True, quick=False)
     for m, n in sizes["llsq"]:
-        add("llsq", {"m": m, "n": n}, llsq_inputs, llsq_eval.llsq, ("x",), _peers("llsq"), jit=True)
+        add(
+            "llsq",
+            {"m": m, "n": n},
+            llsq_inputs,
+            llsq_eval.llsq,
+            ("x",),
+            _peers("llsq"),
+            jit=True,
+            quick=False,
+        )
     det_peers = {p: det_factory(p) for p in ("jax", "torch", "autograd")}
     for ell in sizes["det"]:
-        add("det", {"ell": ell}, det_inputs, det_eval.det, ("A",), det_peers, jit=True)
+        add("det", {"ell": ell}, det_inputs, det_eval.det, ("A",), det_peers, jit=True, quick=False)
     ode_peers = {**_peers("ode"), "jax": jax_ode}
     for n, s in sizes["ode"]:
         add(
@@ -387,6 +395,7 @@ def cases(mode: str) -> list[Case]:
             ("x",),
             ode_peers,
             jit=True,
+            parallel=True,
             build={"numba-primal": njit_ode},
             notes=["RK4 over the state array; JAX: lax.fori_loop over the steps"],
         )

@@ -261,6 +261,7 @@ def cases(mode: str) -> list[Case]:
                 Case(
                     workload="ht-complicated" if complicated else "ht",
                     family="gradbench",
+                    quick=False,
                     size={"npts": npts},
                     make_inputs=make_complicated_inputs if complicated else make_inputs,
                     numpy_f=(

@@ -188,7 +188,7 @@ def build_torch(f, inputs: dict, wrt):
 def cases(mode: str) -> list[Case]:
     """The same cases in every mode: the evals' own starting points."""
     builders = {"jax": build_jax, "torch": build_torch}
-    common = {"family": "gradbench", "size": {"start": "eval"}, "build": builders}
+    common = {"family": "gradbench", "size": {"start": "eval"}, "build": builders, "quick": False}
     return [
         Case(
             workload="particle",

@@ -199,6 +199,7 @@ def cases(mode: str) -> list[Case]:
             peers={"jax": jax_factory, "torch": torch_factory, "autograd": autograd_factory},
             reduced=REDUCED.get(mode, {}).get((l, c), {}),
             notes=["b=14; Python loop over time steps (JAX: lax.scan)"],
+            parallel=True,
         )
         for l, c in sizes
     ]

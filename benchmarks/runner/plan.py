@@ -1,0 +1,80 @@
+"""What a run covers: the cases (--only, and --quick's default selection), the jit cache its
+compiles go to, and whether s2sad takes parallel=True; with the lines the report prints about
+each."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.workloads import workload_names
+
+from .builders import accepts_parallel
+
+
+@dataclass
+class Plan:
+    """How a run times: its mode ("smoke", "quick", "full": the repetitions) and whether s2sad
+    takes parallel=True (then the cases with a loop also time it)."""
+
+    mode: str
+    parallel: bool = False
+
+
+def select(cases, only: str | None, mode: str = "full"):
+    """The cases --only names (a workload, a family or a glob); without it, every case, but
+    with --quick only the issue's target workloads (`Case.quick`)."""
+    if not only:
+        return [c for c in cases if c.quick or mode != "quick"]
+    picked = [
+        c for c in cases if only in (c.workload, c.family) or fnmatch.fnmatch(c.workload, only)
+    ]
+    if not picked:
+        raise SystemExit(
+            f"--only {only!r} matches no workload; workloads: "
+            f"{', '.join(workload_names())} (or a family: gmm, lstm, mlp, ba, loops, gradbench)"
+        )
+    return picked
+
+
+def jit_cache(mode: str, fresh: bool) -> str:
+    """Point S2SAD_CACHE_DIR (unless set) at the cache the jitted gradients compile into, and
+    say which. The full run (and --fresh-cache) takes an empty one, so that its compile times
+    are Numba compiling; --quick and --smoke reuse one per user, in which a first run's compiles
+    (about a minute for the big array gradients) are later runs' disk reads."""
+    if "S2SAD_CACHE_DIR" in os.environ:
+        return f"jit cache: S2SAD_CACHE_DIR={os.environ['S2SAD_CACHE_DIR']}, as set"
+    if mode == "full" or fresh:
+        os.environ["S2SAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2sad-bench-")
+        return "jit cache: empty (Numba compile ∇ is Numba compiling)"
+    path = Path(tempfile.gettempdir()) / f"s2sad-bench-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    os.environ["S2SAD_CACHE_DIR"] = str(path)
+    if any(path.iterdir()):
+        return (
+            f"jit cache: {path}, reused: it holds an earlier quick or smoke run's compiled\n"
+            "code, so "
+            "Numba compile ∇ is mostly a read from disk (--fresh-cache to compile)"
+        )
+    return f"jit cache: {path}, empty: this run compiles (later quick and smoke runs reuse it)"
+
+
+def make_plan(mode: str, left_out: list[str]) -> tuple[Plan, list[str]]:
+    """What this run times besides NumPy mode and the peers, and the lines that say so
+    (`left_out`: the workloads this mode runs only when --only names them)."""
+    notes = []
+    if left_out:
+        notes.append(
+            f"--{mode} leaves out {', '.join(left_out)}: --only gradbench (or the name) runs them"
+        )
+    parallel = accepts_parallel()
+    if parallel:
+        notes.append(
+            "parallel=True: s2sad takes it; the parallel table times it on the workloads with a loop"
+        )
+    else:
+        notes.append("parallel=True: this s2sad does not take it (no parallel table)")
+    return Plan(mode, parallel), notes

@@ -1,0 +1,151 @@
+"""Timing: one `Entry` per callable, a warm-up call each, then interleaved rounds (one call of
+each entry per round) so that drift on a shared machine hits every entry alike; the garbage
+collector is off during each timed call, as in timeit. Also s2sad's transform time, measured
+with its caches emptied."""
+
+from __future__ import annotations
+
+import gc
+import os
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import s2sad
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Entry:
+    """One thing to time: a zero-argument callable, its warm-up and its timed calls."""
+
+    key: str
+    run: object
+    first_s: float = 0.0
+    result: object = None
+    times: list = field(default_factory=list)
+    error: str | None = None
+    exc: Exception | None = None
+    trace: str = ""
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.times) if self.times else None
+
+
+def call_timed(fn):
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        out = fn()
+        return time.perf_counter() - t0, out
+    finally:
+        if gc_was_on:
+            gc.enable()
+
+
+def first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line.replace(str(REPO) + os.sep, "")
+
+
+def warm_up(entry: Entry) -> None:
+    try:
+        entry.first_s, entry.result = call_timed(entry.run)
+    except Exception as exc:  # a crash in a peer or in s2sad: reported, never hidden
+        entry.error = f"{type(exc).__name__}: {first_line(str(exc))}"
+        entry.exc = exc
+        entry.trace = traceback.format_exc()
+
+
+def time_interleaved(entries: list[Entry], budget: float, min_reps: int, max_reps: int) -> None:
+    """Round robin: one call of each entry per round until each has `min_reps` calls and
+    `budget` seconds, or `max_reps` calls. A slow entry stops after 3 calls and 3 budgets, a
+    very slow one (the largest GMM: seconds a call) after 2 calls and 4 budgets."""
+    live = [e for e in entries if e.error is None]
+    while live:
+        gc.collect()
+        for e in list(live):
+            dt, _ = call_timed(e.run)
+            e.times.append(dt)
+            spent, n = sum(e.times), len(e.times)
+            if (
+                n >= max_reps
+                or (n >= min_reps and spent >= budget)
+                or (n >= 3 and spent >= 3 * budget)
+                or (n >= 2 and spent >= 4 * budget)
+            ):
+                live.remove(e)
+
+
+def stats(e: Entry) -> dict:
+    if not e.times:
+        return {"median_s": None}
+    return {
+        "median_s": e.median,
+        "min_s": min(e.times),
+        "n": len(e.times),
+        "first_call_s": e.first_s,
+    }
+
+
+def clear_s2sad_caches() -> bool:
+    """Empty s2sad's transform cache and any functools cache in its modules (the formatter's);
+    False where this version of s2sad has no transform cache to clear."""
+    for name, module in list(sys.modules.items()):
+        if name == "s2sad" or name.startswith("s2sad."):
+            for obj in list(vars(module).values()):
+                if callable(getattr(obj, "cache_clear", None)) and hasattr(obj, "cache_info"):
+                    obj.cache_clear()
+    cache = None
+    for owner in ("transform_cache", "compile"):  # where it lives now, and where it lived
+        module = sys.modules.get(f"s2sad.{owner}")
+        cache = getattr(module, "_CACHE", None) if module is not None else None
+        if cache is not None:
+            break
+    if cache is None:
+        return False
+    cache.clear()
+    return True
+
+
+def transform_seconds(g, args) -> float | None:
+    """Time s2sad's source transform alone (parse to compiled code, not Numba's compile) for
+    these arguments, with empty caches; None where this version of s2sad has no way to ask."""
+    if not clear_s2sad_caches():
+        return None
+    # not hasattr(g, "compiled"): that would run the property, and so the transform
+    if callable(getattr(g, "specialized", None)) and callable(getattr(g, "_bind", None)):
+        bound = g._bind(args, {})
+        seconds, _ = call_timed(lambda: g.specialized(bound))  # the code these ranks run
+    elif isinstance(getattr(type(g), "compiled", None), property):
+        seconds, _ = call_timed(lambda: g.compiled)
+    else:
+        return None
+    clear_s2sad_caches()  # so that the first call transforms again
+    return seconds
+
+
+def probe_seconds(probe) -> float | None:
+    """Time a case's own transform probe (a zero-argument callable that transforms) with
+    empty caches; None where this version of s2sad has no transform cache to clear."""
+    if not clear_s2sad_caches():
+        return None
+    seconds, _ = call_timed(probe)
+    clear_s2sad_caches()
+    return seconds
+
+
+def median_transform(g=None, args=None, probe=None, repeats: int = 3) -> float | None:
+    """The median of `repeats` transform times (of `g` for `args`, or of a case's probe)."""
+    times = [probe_seconds(probe) if probe else transform_seconds(g, args) for _ in range(repeats)]
+    return None if None in times else statistics.median(times)
+
+
+def is_refusal(exc) -> bool:
+    return isinstance(exc, s2sad.S2SADError)
