@@ -201,11 +201,11 @@ def build_numba_perobs(f, inputs: dict):
     return lambda: [compiled(*o) for o in obs]
 
 
-def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False):
+def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False, **options):
     """One s2sad.vjp of the residuals per chunk of observations and three pullbacks, seeded
     with residual r of every observation: pullback r gives row r of every block at once (the
     blocks' rows are independent across observations). The primal runs once per chunk."""
-    vjp = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit)
+    vjp = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
     args = list(inputs.values())
     p = args[2].shape[0]
 
@@ -224,14 +224,14 @@ def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False):
         return blocks[:, :, :N_CAM], blocks[:, :, N_CAM : N_CAM + N_PT], blocks[:, :, -1]
 
     def probe():  # the transform alone, as for the gradient workloads
-        fresh = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit)
+        fresh = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
         fresh.specialized(fresh._bind(args, {}))
 
     return run, _as_blocks, probe
 
 
-def build_s2sad_vectorised_jit(f, inputs: dict, wrt):
-    return build_s2sad_vectorised(f, inputs, wrt, jit="strict")
+def build_s2sad_vectorised_jit(f, inputs: dict, wrt, **options):
+    return build_s2sad_vectorised(f, inputs, wrt, jit="strict", **options)
 
 
 def build_s2sad_forward(f, inputs: dict, wrt):
