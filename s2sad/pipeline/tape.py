@@ -94,6 +94,8 @@ class Tape:
         _future_reads(adjoint, set(), self.future)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
+            if marker.kind in ("restore", "kill"):  # `y[idx] = ...`: idx's elements are read
+                self.shapes -= names_mentioned([marker.node.targets[0].slice])
             if marker.kind != "restore":
                 continue
             base = marker.node.targets[0].value.id
