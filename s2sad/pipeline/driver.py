@@ -23,7 +23,7 @@ from .activity import active_names
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
-from .fuse import fuse
+from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
