@@ -17,15 +17,19 @@ Emitted, a run is
         for i0 in range(a.shape[0]):
             ...                   # one statement per original one, on elements
     else:
-        ...                       # the original statements: broadcasting, other dtypes, Python
+        ...                       # the original statements: broadcasting inputs, and Python
 
 A value read after the run only for its shape (`unbroadcast(g, t)` in the adjoint) is not
 computed: the fused branch names an array of the run's shape for it (`t = u`). The run stops
 before a statement that would see a different order of effects: one reading a sum the run is
 still accumulating, one assigning a name the run has read as an input (a loop-carried value,
-`h = h_new`), or one making an alias (`y = x`) of an array written in place later. It consumes
-and produces statement lists; the unfused lists stay as they were (the driver emits both, and
-jit.py falls back to the unfused code where Numba cannot type the fused one).
+`h = h_new`), or one making an alias (`y = x`) of an array written in place later. A value a
+later fused run alone reads is recomputed there when cheap (remat.py). It consumes and produces
+statement lists; the unfused lists stay as they were (the driver emits both, and jit.py falls
+back to the unfused code where Numba cannot type the fused one).
+
+runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
+syntax.py holds what they share.
 """
 
 from __future__ import annotations
