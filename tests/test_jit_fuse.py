@@ -44,6 +44,14 @@ def written(x, y):
     return np.sum(w * x) + np.sum(a * b)
 
 
+def written_after(x, y):
+    d = x - y
+    e = d * d + x
+    s = np.sum(e * y)
+    x[0] = 10.0  # the loops after must not recompute d and e from this x
+    return s + np.sum(x * y)
+
+
 def with_global(x):
     t = x * G
     u = np.tanh(t) * G
@@ -226,6 +234,18 @@ def test_chains_feeding_in_place_writes_and_aliases():
     np.testing.assert_allclose(gx, fd_grad(written, (x, y), 0), rtol=1e-6)
     assert fused_ran(jitted) and "if fusible(" in s2sad.source(jitted)
     assert_close(in_python(jitted, x, y), (e_value, (ex, ey)))
+
+
+def test_values_are_not_recomputed_from_arrays_written_in_place():
+    x, y = rng().normal(size=6), rng(1).normal(size=6)
+    jitted = s2sad.grad(written_after, wrt=(0, 1), jit="strict")
+    got = jitted(x, y)
+    expected = s2sad.grad(written_after, wrt=(0, 1))(x, y)
+    assert_close(got, expected)
+    assert_close(in_python(jitted, x, y)[1], expected)
+    np.testing.assert_allclose(got[0], fd_grad(written_after, (x, y), 0), rtol=1e-6)
+    source = s2sad.source(jitted)
+    assert "if fusible(" in source and "d = np.empty(" in source  # stored, not recomputed
 
 
 def test_the_stencils_loops_recompute_rather_than_store():

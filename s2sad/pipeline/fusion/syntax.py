@@ -58,22 +58,35 @@ def name_reads(nodes) -> tuple[Counter, Counter]:
     return value, shape
 
 
+# calls that write into their first argument, and methods that write into their array
+_WRITING_CALLS = frozenset(
+    {"add_at", "np.copyto", "np.put", "np.place", "np.putmask", "np.fill_diagonal"}
+)
+_WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "resize", "partition"})
+
+
 def written_in_place(nodes) -> set[str]:
-    """Names of arrays the function writes into: `x[i] = v`, `x += g`, `add_at(x, ...)`."""
+    """Names of arrays the function writes into: `x[i] = v`, `x += g`, `add_at(x, ...)`,
+    `np.copyto(x, ...)`, `f(..., out=x)`, `x.fill(0)`."""
     found = set()
     for node in nodes:
         for n in walk_nodes(node):
-            target = None
+            targets = []
             if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
-                target = n.value
+                targets.append(n.value)
             elif isinstance(n, ast.AugAssign):
-                target = n.target
-            elif isinstance(n, ast.Call) and n.args and text_of(n.func) == "add_at":
-                target = n.args[0]
-            while isinstance(target, ast.Subscript):
-                target = target.value
-            if isinstance(target, ast.Name):
-                found.add(target.id)
+                targets.append(n.target)
+            elif isinstance(n, ast.Call):
+                if n.args and text_of(n.func) in _WRITING_CALLS:
+                    targets.append(n.args[0])
+                if isinstance(n.func, ast.Attribute) and n.func.attr in _WRITING_METHODS:
+                    targets.append(n.func.value)
+                targets += [k.value for k in n.keywords if k.arg == "out"]
+            for target in targets:
+                while isinstance(target, (ast.Subscript, ast.Attribute)):
+                    target = target.value
+                if isinstance(target, ast.Name):
+                    found.add(target.id)
     return found
 
 
