@@ -69,7 +69,7 @@ class Emitter:
     def statements(self) -> list:
         run = self.run
         head, body, tail = [], [], []
-        allocated = []
+        allocated, aliases = [], []
         for k, (stmt, kind) in enumerate(run.entries):
             target = stmt.targets[0].id
             value = self.translate(stmt.value.args[0] if kind == "sum" else stmt.value)
@@ -84,6 +84,10 @@ class Emitter:
                 # `y = x` of an array the run reads: the same array, as in the original
                 head.append(origin(assign(target, load(source)), stmt))
                 self.scalar.pop(target, None)
+                continue
+            if stored and not later and source in self.live and self.final[source] < k:
+                # `y = x` of an array the run stores, final already: that array, once stored
+                aliases.append(origin(assign(target, load(source)), stmt))
                 continue
             if stored:
                 # an array the run also reads as an input is written into a new one
@@ -107,7 +111,7 @@ class Emitter:
             if stored:
                 body.append(origin(ast.Assign([self.at(out, ast.Store())], load(element)), stmt))
         stand = allocated[0] if allocated else self.anchor
-        tail += [assign(n, load(stand)) for n in self.standins]
+        tail += aliases + [assign(n, load(stand)) for n in self.standins]
         body = _without_dead_elements(body)
         return head + (self.loops(body) if body else []) + tail
 
