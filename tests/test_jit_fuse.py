@@ -271,3 +271,55 @@ def test_unfusable_code_is_left_alone():
         return np.sum(x * y)
 
     assert "fusible" not in s2sad.source(s2sad.grad(single, wrt=(0, 1), jit="strict"))
+
+
+# random chains, their fused code run by Python (Numba compiles none of them: the loops' logic)
+_UNARY = ["np.tanh({})", "np.sin({})", "({} * {})", "np.exp(0.1 * {})", "-{}", "np.abs({})"]
+_BINARY = [
+    "{} + {}",
+    "{} - {}",
+    "{} * {}",
+    "{} / (1.0 + {} ** 2)",
+    "np.maximum({}, {})",
+    "np.where({0} > {1}, {0}, 0.5 * {1})",
+]
+
+
+@st.composite
+def _chains(draw):
+    names, lines = ["x", "y"], []
+    for k in range(draw(st.integers(2, 6))):
+        a = draw(st.sampled_from(names))
+        if draw(st.booleans()):
+            b = draw(st.sampled_from(names + ["s", "2.0"]))
+            expr = draw(st.sampled_from(_BINARY)).format(a, b)
+        else:
+            expr = draw(st.sampled_from(_UNARY)).format(a, a)
+        lines.append(f"    t{k} = {expr}")
+        names.append(f"t{k}")
+    out = draw(st.sampled_from(names[2:]))
+    tail = "np.sum({} * x)" if draw(st.booleans()) else "np.sum({}) + np.sum(x * {})"
+    return (
+        "import numpy as np\n\n\ndef chain(x, y, s):\n"
+        + "\n".join(lines)
+        + f"\n    return {tail.format(out, out)}\n"
+    )
+
+
+@settings(max_examples=40, deadline=None)
+@given(_chains(), st.sampled_from([(5,), (3, 4), (2, 1, 3)]))
+def test_random_chains_fused_give_python_modes_gradient(tmp_path_factory, text, shape):
+    from conftest import load_module
+    from s2sad.transform_cache import transform
+
+    module = load_module(tmp_path_factory.mktemp("chains"), "fused_chain", text)
+    x, y = rng().normal(size=shape), rng(1).normal(size=shape)
+    ranks = (("x", len(shape)), ("y", len(shape)), ("s", 0))
+    compiled = transform(module.chain, ("x", "y"), "grad", ranks, True)
+
+    class Jitted:  # what in_python reads
+        pass
+
+    Jitted.compiled = compiled
+    got = in_python(Jitted, x, y, 0.3)  # (the gradients: "grad" has no value)
+    assert_close(got, s2sad.grad(module.chain, wrt=(0, 1))(x, y, 0.3), rtol=1e-10)
