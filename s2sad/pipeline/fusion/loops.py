@@ -16,7 +16,7 @@ class Emitter:
     def __init__(self, run, arrays: list[str]):
         self.run, self.f = run, run.f
         self.anchor = arrays[0]
-        self.index = [self.f.fresh(f"i{k}") for k in range(run.rank)]
+        self.index = self.f.indices(run.rank)
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):

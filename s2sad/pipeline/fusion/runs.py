@@ -30,6 +30,14 @@ class Fuser:
         self.written = written_in_place(nodes)
         self.taken = taken
         self.runs: list = []
+        self._indices: list[str] = []
+
+    def indices(self, rank: int) -> list[str]:
+        """The loop indices of a nest of `rank` loops: `i0, i1, ...`, one set for every run (no
+        fused loop is inside another), renamed where the function has those names."""
+        while len(self._indices) < rank:
+            self._indices.append(self.fresh(f"i{len(self._indices)}"))
+        return self._indices[:rank]
 
     def fresh(self, name: str) -> str:
         candidate, k = name, 2
@@ -116,7 +124,6 @@ class Run:
         self.rank = rank
         self.depth = depth  # how many loops it is in
         self.remat: dict[str, tuple] = {}  # an input -> (its statement, its recipe): recomputed
-        self.recipes: dict[str, ast.expr] = {}  # a value -> its recipe, over the run's inputs
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
         self.stmts: list = []  # every statement taken, in order (the unfused branch)
         self.hoisted: list = []  # views and arithmetic on numbers, moved above the run
