@@ -11,6 +11,7 @@ pipeline stage: pipeline/lower.py.)
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import marshal
 import os
@@ -137,6 +138,7 @@ class Jitted:
         self.module_failed = None
         self.reloaded = False
         self.lock = threading.Lock()
+        self.unfused = None  # the same transform without fused loops, made if Numba needs it
 
     @classmethod
     def of(cls, compiled) -> "Jitted":
@@ -173,7 +175,20 @@ class Jitted:
                 if not _is_numba_error(exc):
                     raise
                 self.failed[name] = failed = exc
+        if self.compiled.unfused_code is not None:
+            # fused loops Numba cannot type (other dtypes than float64 meeting in one branch):
+            # the code as it was before fusion
+            return self.without_fusion()(args, strict, name, what)
         return self.fallback(name, failed, args, strict, what)
+
+    def without_fusion(self) -> "Jitted":
+        with self.lock:
+            if self.unfused is None:
+                plain = dataclasses.replace(
+                    self.compiled, code=self.compiled.unfused_code, unfused_code=None, jitted=None
+                )
+                self.unfused = Jitted(plain)
+            return self.unfused
 
     def load(self, fresh: bool = False):
         try:

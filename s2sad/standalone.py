@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import inspect
 import math
 import symtable
@@ -281,7 +282,11 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
 
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
-    """A standalone module whose function Numba compiles (`s2sad emit --jit`)."""
+    """A standalone module whose function Numba compiles (`s2sad emit --jit`). Its code is not
+    fused (pipeline/fusion): the fused loops compile for float64 arrays only, and a module has
+    no unfused code to fall back on for other dtypes."""
+    if compiled.unfused_code is not None:
+        compiled = dataclasses.replace(compiled, code=compiled.unfused_code, unfused_code=None)
     header = [
         docstring(
             f"Adjoint of {func.__qualname__} from {origin}, compiled with Numba.\n\n"

@@ -1,7 +1,8 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
-    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> emit -> load,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower and fuse (jit only)
+    -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -11,6 +12,7 @@ Python function and produces a `Compiled` (pipeline/load.py); the transform cach
 from __future__ import annotations
 
 import ast
+import copy
 import os
 
 from .. import ir
@@ -21,6 +23,7 @@ from .activity import active_names
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
+from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
@@ -40,6 +43,9 @@ from .treereturns import tree_returns
 # an array that nothing writes afterwards is a view rather than a copy. S2SAD_JIT_FORMS=1 makes
 # the Python code take them too, for testing them against the whole test suite.
 _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
+# Jitted code fuses elementwise runs into loop nests (pipeline/fuse.py); S2SAD_FUSE=0 leaves
+# them as array statements, to compare the two
+_FUSE = os.environ.get("S2SAD_FUSE") != "0"
 
 
 def differentiate(
@@ -115,17 +121,20 @@ def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
         ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        source, name = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit)
+        source, name, unfused = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit)
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
-        source, name = _reverse_mode(
+        source, name, unfused = _reverse_mode(
             parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
         )
-    return load(parsed, resolver, norm, source, name)
+    compiled = load(parsed, resolver, norm, source, name)
+    compiled.unfused_code = unfused if unfused != source else None
+    return compiled
 
 
-def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str, str]:
-    """forward -> optimize -> lower -> emit: the tangent code's source and its function's name."""
+def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str, str, str]:
+    """forward -> optimize -> lower -> fuse -> emit: the tangent code's source, its function's
+    name and (jitted) its source unfused."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
@@ -144,20 +153,29 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
+    fused = body
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
-        body = lower_for_numba(body, adjoint_rank(shapes, primal_of) if primal_of else shapes.of)
+        rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
+        body = lower_for_numba(body, rank_of)
+        taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
+        if _FUSE:
+            reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
+            [fused] = fuse([body], rank_of, reads, taken)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
-    source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
-    return source, name
+    args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
+    unfused = emit_jvp(*args)
+    if fused is body:
+        return unfused, name, unfused
+    return emit_jvp(parsed, norm, fused, *args[3:]), name, unfused
 
 
 def _reverse_mode(
     parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
 ) -> tuple[str, str]:
-    """reverse -> tape -> optimize -> lower -> emit: the adjoint code's source and its
-    function's name."""
+    """reverse -> tape -> optimize -> lower -> fuse -> emit: the adjoint code's source, its
+    function's name and (jitted) its source unfused."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(
         norm.stmts,
@@ -186,6 +204,7 @@ def _reverse_mode(
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
+    data = list(resolver.reads.data.values())
     source = emit(
         parsed,
         norm,
@@ -197,9 +216,34 @@ def _reverse_mode(
         name,
         plain if rerun else None,
         jit=jit,
-        data=list(resolver.reads.data.values()),
+        data=data,
     )
-    return source, name
+    if not (jit and _FUSE):
+        return source, name, source
+    # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
+    reads = [ast.Name(o, ast.Load()) for o in norm.outputs] + [
+        g for g in adjoint.grads if isinstance(g, ast.AST)
+    ]
+    taken = set(norm.params) | set(adjoint.seeds) | set(data) | reserved_names(parsed.name)
+    taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
+    rank_of = adjoint_rank(shapes, adjoint.primal_of)
+    fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], rank_of, reads, taken)
+    fused = copy.copy(adjoint)
+    fused.stmts = fused_adjoint
+    fused_source = emit(
+        parsed,
+        norm,
+        fused_primal,
+        fused,
+        tape_inits,
+        list(wrt),
+        mode,
+        name,
+        plain if rerun else None,
+        jit=jit,
+        data=data,
+    )
+    return fused_source, name, source
 
 
 def _refuse_list_cotangents(parsed, stmts) -> None:

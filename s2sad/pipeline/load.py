@@ -47,6 +47,9 @@ class Compiled:
     helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
     checks: tuple = ()  # (spec, the object it must still read)
     pinned: tuple = ()  # (spec, the int it must still read: the code was unrolled for it)
+    # a jitted transform's code without fusion (pipeline/fuse.py), for where Numba cannot type
+    # the fused loops; None where nothing fused
+    unfused_code: str | None = None
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 

@@ -502,3 +502,34 @@ def _expand_reduced(g, x, axis=None, keepdims=False):
 
         return axes
     return None
+
+
+# ----------------------------------------------------------------------------- fused loops
+
+
+@helper(nondiff=True)
+def fusible(*arrays):
+    """Whether a fused loop nest (pipeline/fuse.py) may stand for the array statements it
+    replaces: in compiled code, when the arrays are of one shape. Python runs the array
+    statements, which are faster there than a loop over elements: here it is False."""
+    return False
+
+
+@numba_of(fusible)
+def _fusible(*arrays):
+    # float64 only: for other dtypes the fused loops (float64 arrays, a float64 sum) would not
+    # have the types of the statements they replace, which Numba would silently widen where
+    # both meet; it compiles the code unfused instead (jit.py), keeping NumPy's promotions
+    if not all(_array(t) and t.dtype == types.float64 for t in arrays):
+        return None
+    if len({t.ndim for t in arrays}) != 1:
+        return None
+
+    def same_shape(*arrays):
+        shape = arrays[0].shape
+        same = True
+        for a in literal_unroll(arrays):
+            same = same and a.shape == shape
+        return same
+
+    return same_shape

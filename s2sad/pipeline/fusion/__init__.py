@@ -1,0 +1,68 @@
+"""Fusion, the last stage of a jitted transform before emission: a run of elementwise statements
+over arrays of one shape becomes one loop nest, so compiled code makes no temporary arrays.
+
+Numba compiles `t = a * b; u = np.tanh(t) + c; s = np.sum(u)` into three loops and two
+allocations; fused, it is one loop whose body holds `t` and `u` as numbers. A run is a sequence
+of consecutive assignments (at the top level or in a loop body) of rank-`r` arrays built from
+`+ - * / **`, unary minus, elementwise ufuncs, `np.where`, names and numbers, of
+`unbroadcast(g, x)` where `g` and `x` have one rank (the identity when their shapes agree), of
+`expand_reduced(s, x)` of a number `s` (`s` everywhere), and of full sums `np.sum(t)` (folded in
+as accumulators); slicing views (`v = u[1:, :-1]`) and arithmetic on numbers are moved above it.
+
+Emitted, a run is
+
+    if fusible(a, b, x):          # the arrays it reads: float64, one shape (compiled code only)
+        u = np.empty(a.shape)     # the values read after the run, allocated once
+        s = 0.0
+        for i0 in range(a.shape[0]):
+            ...                   # one statement per original one, on elements
+    else:
+        ...                       # the original statements: broadcasting inputs, and Python
+
+A value read after the run only for its shape (`unbroadcast(g, t)` in the adjoint) is not
+computed: the fused branch names an array of the run's shape for it (`t = u`). The run stops
+before a statement that would see a different order of effects: one reading a sum the run is
+still accumulating, one assigning a name the run has read as an input (a loop-carried value,
+`h = h_new`), or one making an alias (`y = x`) of an array written in place later. A value a
+later fused run alone reads is recomputed there when cheap (remat.py). It consumes and produces
+statement lists; the unfused lists stay as they were (the driver emits both, and jit.py falls
+back to the unfused code where Numba cannot type the fused one).
+
+runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
+syntax.py holds what they share.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+
+from .remat import plan_rematerialization
+from .runs import Fuser, Run
+from .syntax import names_in
+
+
+def fuse(blocks: list[list], rank_of, reads: list, taken: set[str]) -> list[list]:
+    """The statement lists of one generated function with their fusible runs fused. `rank_of`
+    gives an expression's rank (None where unknown); `reads` are the other nodes of the function
+    that read values (its outputs and returned gradients); `taken`, every name it uses."""
+    nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
+    fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes))
+    gathered = [fuser.gather(b, 0) for b in blocks]
+    plan_rematerialization(fuser.runs, nodes, fuser.written)
+    return [_emitted(g) for g in gathered]
+
+
+def _emitted(items: list) -> list:
+    out: list = []
+    for item in items:
+        if isinstance(item, Run):
+            out += item.emit()
+        elif isinstance(item, tuple):  # a loop or branch, its bodies gathered
+            stmt, body, orelse = item
+            stmt = copy.copy(stmt)  # the unfused code keeps the original
+            stmt.body, stmt.orelse = _emitted(body), _emitted(orelse)
+            out.append(stmt)
+        else:
+            out.append(item)
+    return out

@@ -1,0 +1,125 @@
+"""The syntax the fusion modules share: which calls are elementwise, which names a piece of
+code reads (for its value, or for its shape alone) or writes into, and small node builders."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+
+from ... import ir
+from ...astcopy import walk_nodes
+
+# the elementwise NumPy functions whose scalar forms Numba has
+UFUNCS = frozenset(
+    f"np.{name}"
+    for name in (
+        "abs absolute arccos arcsin arctan arctanh arcsinh arccosh cos cosh exp exp2 expm1 log "
+        "log10 log1p log2 maximum minimum negative sign sin sinh sqrt square tan tanh"
+    ).split()
+)
+BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
+COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+# helpers that read their second argument for its shape alone
+SHAPE_ONLY = frozenset({"unbroadcast", "expand_reduced"})
+
+
+def names_in(nodes) -> set[str]:
+    return {n.id for node in nodes for n in walk_nodes(node) if isinstance(n, ast.Name)}
+
+
+def text_of(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{text_of(node.value)}.{node.attr}"
+    return ""
+
+
+def name_reads(nodes) -> tuple[Counter, Counter]:
+    """How often each name is read for its value, and for its shape alone (the second argument
+    of `unbroadcast` and `expand_reduced`); `x += g` and `x[i] = v` read `x`."""
+    shape_only = set()
+    for node in nodes:
+        for n in walk_nodes(node):
+            if (
+                isinstance(n, ast.Call)
+                and text_of(n.func) in SHAPE_ONLY
+                and len(n.args) >= 2
+                and isinstance(n.args[1], ast.Name)
+            ):
+                shape_only.add(id(n.args[1]))
+    value, shape = Counter(), Counter()
+    for node in nodes:
+        for n in walk_nodes(node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                (shape if id(n) in shape_only else value)[n.id] += 1
+            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                value[n.target.id] += 1
+    return value, shape
+
+
+# calls that write into their first argument, and methods that write into their array
+_WRITING_CALLS = frozenset(
+    {"add_at", "np.copyto", "np.put", "np.place", "np.putmask", "np.fill_diagonal"}
+)
+_WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "resize", "partition"})
+
+
+def written_in_place(nodes) -> set[str]:
+    """Names of arrays the function writes into: `x[i] = v`, `x += g`, `add_at(x, ...)`,
+    `np.copyto(x, ...)`, `f(..., out=x)`, `x.fill(0)`."""
+    found = set()
+    for node in nodes:
+        for n in walk_nodes(node):
+            targets = []
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                targets.append(n.value)
+            elif isinstance(n, ast.AugAssign):
+                targets.append(n.target)
+            elif isinstance(n, ast.Call):
+                if n.args and text_of(n.func) in _WRITING_CALLS:
+                    targets.append(n.args[0])
+                if isinstance(n.func, ast.Attribute) and n.func.attr in _WRITING_METHODS:
+                    targets.append(n.func.value)
+                targets += [k.value for k in n.keywords if k.arg == "out"]
+            for target in targets:
+                while isinstance(target, (ast.Subscript, ast.Attribute)):
+                    target = target.value
+                if isinstance(target, ast.Name):
+                    found.add(target.id)
+    return found
+
+
+def aliased(value):
+    """The array `value` is (`x`, or `unbroadcast(x, p)` of one rank: the identity), else None."""
+    if isinstance(value, ast.Name):
+        return value.id
+    if (
+        isinstance(value, ast.Call)
+        and text_of(value.func) == "unbroadcast"
+        and len(value.args) == 2
+        and isinstance(value.args[0], ast.Name)
+    ):
+        return value.args[0].id
+    return None
+
+
+def load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def store(name: str) -> ast.Name:
+    return ast.Name(name, ast.Store())
+
+
+def assign(name: str, value: ast.expr) -> ast.Assign:
+    return ast.Assign([store(name)], value)
+
+
+def empty(anchor: str) -> ast.expr:
+    shape = ast.Attribute(ast.Name(anchor, ast.Load()), "shape", ast.Load())
+    return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), [shape], [])
+
+
+def origin(new: ast.stmt, old: ast.stmt) -> ast.stmt:
+    return ir.copy_origin(new, old)
