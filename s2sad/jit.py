@@ -54,21 +54,43 @@ _IMPORT = (
 )
 
 
+def _threads_text() -> str:
+    """What parallel code imports: Numba's `prange` and `get_thread_id`, and `thread_count`, the
+    rows of per-thread partial sums. That is NUMBA_NUM_THREADS (get_thread_id is below it), as a
+    number in the text: cached machine code has it inlined, and the module's name hashes the
+    text, so another setting compiles again. (numba.get_num_threads would keep the function from
+    being cached at all.)"""
+    import numba  # (Numba loads on first use: s2sad imports fast)
+
+    count = int(numba.config.NUMBA_NUM_THREADS)
+    return (
+        "from numba import get_thread_id, prange\n\n"
+        f"thread_count = njit()(lambda: {count})  # NUMBA_NUM_THREADS: rows of partial sums\n"
+    )
+
+
 def module_text(
-    source: str, name: str | None = None, embed: bool = True, constants: str = ""
+    source: str,
+    name: str | None = None,
+    embed: bool = True,
+    constants: str = "",
+    parallel: bool = False,
 ) -> str:
     """`source` with each function it defines compiled by Numba, and the Numba helpers before it:
     their text (`embed`, for a standalone module) or an import of s2sad's module of them, which
     a process then compiles once for all generated functions. `constants` (source) stand between
-    the helpers and the functions, whose defaults may read them. (`name` is accepted for older
+    the helpers and the functions, whose defaults may read them. `parallel`: compiled with
+    Numba's `parallel=True`, its `prange` loops on threads. (`name` is accepted for older
     callers; every top-level function is compiled.)"""
     text = source
     tail = []
+    threads = ", parallel=True" if parallel else ""
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
-        tail.append(f'{fn} = njit(cache=True, error_model="numpy")(_{fn}_py)')
+        tail.append(f'{fn} = njit(cache=True, error_model="numpy"{threads})(_{fn}_py)')
     head = numba_source(forms_used(constants + "\n" + text)) if embed else _IMPORT
+    head += _threads_text() if parallel else ""
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
@@ -93,7 +115,9 @@ def code_fingerprint(objects: dict) -> str:
     return digest.hexdigest()
 
 
-def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
+def _module_for(
+    source: str, name: str, fresh: bool = False, callees: str = "", parallel: bool = False
+):
     """The module of `source` compiled by Numba, its functions each compiled on first call.
 
     Its text is written to the checked cache directory under a name hashing the text, the
@@ -101,8 +125,9 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
     compiled from the text itself, not read back. The module enters `sys.modules` (where Numba
     looks it up when it loads cached code) only once it has run, and one thread at a time loads.
     `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
-    `callees` (`code_fingerprint`) names the code of the functions it calls."""
-    text = module_text(source, name, embed=False)
+    `callees` (`code_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
+    parallel=True (its text says so, so a parallel and a serial build never share a module)."""
+    text = module_text(source, name, embed=False, parallel=parallel)
     key = f"{version.__version__}\n{numba_source()}\n{callees}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{short_name(name)}_{digest}"
@@ -178,7 +203,9 @@ class Jitted:
     def load(self, fresh: bool = False):
         try:
             callees = code_fingerprint(self.compiled.globals)
-            module = _module_for(self.compiled.source, self.compiled.name, fresh, callees)
+            module = _module_for(
+                self.compiled.source, self.compiled.name, fresh, callees, self.compiled.parallel
+            )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
                 if namespace.setdefault(key, value) is not value:

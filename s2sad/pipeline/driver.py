@@ -26,6 +26,8 @@ from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import optimize
+from .independence import independent_loops
+from .parallel import Threads
 from .parse import parse_function
 from .ranks import adjoint_rank, infer_ranks
 from .reverse import reverse
@@ -43,12 +45,20 @@ _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 
 
 def differentiate(
-    func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False, trees=(), has_aux=False
+    func,
+    wrt: tuple[str, ...],
+    mode: str,
+    ranks=None,
+    jit: bool = False,
+    trees=(),
+    has_aux=False,
+    parallel: bool = False,
 ) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
     `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
     `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
-    the value. A function nesting deeply runs on a thread with room; the cyclic collector waits
+    the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py).
+    A function nesting deeply runs on a thread with room; the cyclic collector waits
     meanwhile."""
 
     def parse():
@@ -85,7 +95,8 @@ def differentiate(
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
-            return _pipeline(unused.pop() if unused else parse(), wrt, mode, ranks, jit)
+            parsed_ = unused.pop() if unused else parse()
+            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -100,7 +111,7 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
+def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False) -> Compiled:
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
@@ -115,16 +126,20 @@ def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
         ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        source, name = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit)
+        source, name = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit, parallel)
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
         source, name = _reverse_mode(
-            parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
+            parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel
         )
-    return load(parsed, resolver, norm, source, name)
+    compiled = load(parsed, resolver, norm, source, name)
+    compiled.parallel = parallel
+    return compiled
 
 
-def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str, str]:
+def _forward_mode(
+    parsed, norm, resolver, wrt, ranks, batched, jit, parallel=False
+) -> tuple[str, str]:
     """forward -> optimize -> lower -> emit: the tangent code's source and its function's name."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
@@ -146,7 +161,13 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
     body = optimize(body, primal_names | keep)
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
-        body = lower_for_numba(body, adjoint_rank(shapes, primal_of) if primal_of else shapes.of)
+        rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
+        body = lower_for_numba(body, rank_of)
+        if parallel:
+            independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
+            taken = primal_names | names_mentioned(body + outputs) | norm.taken
+            params = list(norm.params) + list(tangents_in)
+            body = Threads(taken, rank_of).primal(body, params)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     source = emit_jvp(parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
@@ -154,7 +175,7 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
 
 
 def _reverse_mode(
-    parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
+    parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel=False
 ) -> tuple[str, str]:
     """reverse -> tape -> optimize -> lower -> emit: the adjoint code's source and its
     function's name."""
@@ -171,7 +192,9 @@ def _reverse_mode(
         batched,
     )
     plain = copy_blocks(norm.stmts)  # the primal before the tape pass adds its pushes
-    primal, tape_inits = _tapes(norm, adjoint, shapes, jit)
+    # loops to run on threads (and a prange the user wrote that cannot be is refused here)
+    threaded = independent_loops(norm.stmts, norm.params, shapes.of, parsed) if parallel else ()
+    primal, tape_inits = _tapes(norm, adjoint, shapes, jit, threaded)
     protected = (
         local_names
         | set(adjoint.seeds)
@@ -181,11 +204,19 @@ def _reverse_mode(
     adjoint.stmts = optimize(adjoint.stmts, protected)
     _refuse_list_cotangents(parsed, adjoint.stmts)
     if jit:
-        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
+        adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
+    if parallel:
+        taken = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
+        threads = Threads(taken, adjoint_ranks)
+        if rerun:
+            plain = threads.primal(plain, norm.params, adjoint.stmts)
+        primal = threads.primal(primal, norm.params, adjoint.stmts)
+        adjoint.stmts = threads.adjoint(adjoint.stmts)
     source = emit(
         parsed,
         norm,
@@ -223,7 +254,7 @@ def _refuse_list_cotangents(parsed, stmts) -> None:
 _LIST_ZEROS = "list_cotangent_zeros"
 
 
-def _tapes(norm, adjoint, shapes, jit: bool):
+def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):
     """The tape pass: drops the snapshot copies no later write needs, then records what the
     adjoint reads of overwritten values (filling `adjoint`'s markers). Returns the primal with
     its pushes and the tapes' initializations."""
@@ -241,6 +272,7 @@ def _tapes(norm, adjoint, shapes, jit: bool):
         saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
         recompute=jit or _JIT_FORMS,
         is_int=shapes._is_int,
+        threaded=threaded,
     )
     return primal, tape_inits
 

@@ -73,6 +73,9 @@ class Tape:
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
         self.separate_saves = False  # a tape per write for the elements it overwrites
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
+        # loops that will run on threads (pipeline/parallel.py): their values are all recomputed
+        # in the adjoint where they can be, since only one thread may push onto a tape
+        self.threaded: set[int] = set()
         # statements in program order, and where each array is last written in place
         self.order: dict[int, int] = {}
         self.last_write: dict[str, int] = {}
@@ -152,6 +155,7 @@ class Tape:
                 set(indices),
                 later,
                 lambda read: self.finals.final(read, loops),
+                _pure if any(id(x) in self.threaded for x in loops) else _cheap,
             )
             if again:
                 self.recomputed[id(block)] = again
@@ -262,6 +266,7 @@ def _recomputable(
     indices: set[str],
     written: set[str],
     final_read=lambda read: False,
+    cheap=None,
 ):
     """The statements of `block` that compute `names` again, in order, where that needs only
     the indices of the enclosing loops, values no enclosing loop changes, and other such
@@ -297,7 +302,7 @@ def _recomputable(
         if name not in top or name in seen:
             return False
         i, s = top[name]
-        if i >= before or not _cheap(s.value):
+        if i >= before or not (cheap or _cheap)(s.value):
             return False
         reads = names_read([s.value])
         finals = _final_bases(s.value, final_read)
@@ -350,6 +355,23 @@ def _cheap(value: ast.expr) -> bool:
             callee = ir.callee(node.func)
             elementwise = isinstance(callee, np.ufunc) or callee is runtime.snapshot
             if not elementwise and getattr(callee, "__module__", None) != "math":
+                return False
+    return True
+
+
+def _pure(value: ast.expr) -> bool:
+    """Computes the same value when run again: NumPy (but its random numbers), math and
+    s2sad's helpers. (A loop that runs on threads recomputes such values, however costly.)"""
+    for node in walk_nodes(value):
+        if isinstance(node, ast.Call):
+            callee = ir.callee(node.func)
+            module = getattr(callee, "__module__", None) or ""
+            if isinstance(callee, np.ufunc) or module == "math" or module.startswith("s2sad."):
+                continue
+            if callee is None and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("copy", "astype", "reshape", "sum", "T", "transpose"):
+                    continue
+            if not module.startswith("numpy") or module.startswith("numpy.random"):
                 return False
     return True
 
@@ -498,17 +520,20 @@ def record(
     saved=None,
     recompute: bool = False,
     is_int=None,
+    threaded=frozenset(),
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
     (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
     `saved(read)` is the expression saving what a subscript write overwrites (by default
-    `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference)."""
+    `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference).
+    `threaded`: the ids of loops that will run on threads, whose values are recomputed."""
     tape = Tape(primal, adjoint, taken, owned, is_int)
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.separate_saves = saved is not None  # compiled code
     tape.recompute = recompute
+    tape.threaded = set(threaded)
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()
