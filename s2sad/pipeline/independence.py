@@ -261,7 +261,7 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
             return f"{name} carries a value from one iteration to the next"
         if name in acc.of:
             return f"{name} is summed whole and written by element"
-        rank = rank_of(name)
+        rank = rank_of(ast.Name(name, ast.Load()))
         if rank is None:
             return f"the rank of {name}, which it sums, is not known"
         result.sums[name] = chain
@@ -301,7 +301,7 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
                 return f"it reads a view of {name}, which it writes"
             continue
         if kinds == {"add"} and name not in acc.whole and params is None:
-            if rank_of(name) is None or rank_of(name) == 0:
+            if rank_of(ast.Name(name, ast.Load())) in (None, 0):
                 return f"the rank of {name}, which it adds into, is not known"
             result.shared.add(name)
             continue
@@ -393,7 +393,12 @@ def independent_loops(stmts: list, params, rank_of, parsed=None) -> set[int]:
         if isinstance(result, Plan):
             found.add(id(loop))
             inside |= {id(n) for n in walk_nodes(ast.Module(loop.body, []))}
-        elif parsed is not None and ir.asserted_parallel(loop) and id(loop) not in inside:
+        elif (
+            parsed is not None
+            and ir.asserted_parallel(loop)
+            and id(loop) not in inside
+            and "not known" not in result  # undecided, not dependent: it runs in order
+        ):
             where = ir.src_parsed(loop) or parsed
             raise where.error(
                 UnsupportedSyntaxError,

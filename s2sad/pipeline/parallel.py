@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from .. import ir
-from ..astcopy import walk_nodes
+from ..astcopy import clone, walk_nodes
 from .independence import Plan, callee_name, outside_of, owned_arrays, plan, statements, walk_loops
 from .normalize import NameAllocator
 from .nodes import load_name
@@ -71,7 +71,7 @@ class Threads:
         return stmts
 
     def _rank(self, name: str):
-        return self.rank_of(load_name(name))
+        return self.rank_of(load_name(name) if isinstance(name, str) else name)
 
     def rewrite(self, plan_: Plan, stmts: list) -> None:
         """`plan_.loop` as a prange loop: sums as `s += c`, shared arrays by rows per thread."""
@@ -187,8 +187,10 @@ def _as_reduction(body: list, name: str, chain: list, rows: str | None) -> None:
     if first is last:  # `s = s + e`
         _replace(body, first, _sum_into(name, other, rows))
         return
-    first.value = other  # `t = s + a` becomes `t = a` ...
-    _replace(body, last, _sum_into(name, last.value, rows))  # ... and `s = t`, `s += t`
+    # `t = s + a` becomes `t = a`, and `s = t` becomes `s += t` (new statements: the primal's
+    # simple statements may be shared with another copy of it, a vjp's value function)
+    _replace(body, first, ast.Assign([clone(t) for t in first.targets], other))
+    _replace(body, last, _sum_into(name, last.value, rows))
 
 
 def _sum_into(name: str, contribution: ast.expr, rows: str | None) -> ast.stmt:
@@ -205,18 +207,24 @@ def _replace(body: list, old: ast.stmt, new: ast.stmt) -> None:
 
 
 def _add_into_rows(body: list, name: str, rows: str, thread: str) -> None:
-    """Every addition into `name` in `body` goes to `rows[thread]` instead."""
-    for node in walk_nodes(ast.Module(body, [])):
-        if isinstance(node, ast.Call) and callee_name(node) == "add_at" and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Name) and first.id == name:
-                node.args[0] = ast.Subscript(load_name(rows), load_name(thread), ast.Load())
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
-            sub = node.target
+    """Every addition into `name` in `body` (`add_at(name, ...)`, `name[j] += g`) goes to
+    `rows[thread]` instead."""
+    row = ast.Subscript(load_name(rows), load_name(thread), ast.Load())
+    for stmt, _ in list(statements(body)):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        if isinstance(call, ast.Call) and callee_name(call) == "add_at" and call.args:
+            if isinstance(call.args[0], ast.Name) and call.args[0].id == name:
+                new = clone(stmt)
+                new.value.args[0] = clone(row)
+                _replace(body, stmt, new)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Subscript):
+            new = clone(stmt)
+            sub = new.target
             while isinstance(sub.value, ast.Subscript):
                 sub = sub.value
             if isinstance(sub.value, ast.Name) and sub.value.id == name:
-                sub.value = ast.Subscript(load_name(rows), load_name(thread), ast.Load())
+                sub.value = clone(row)
+                _replace(body, stmt, new)
 
 
 __all__ = ["Threads"]
