@@ -54,6 +54,19 @@ _IMPORT = (
 )
 
 
+# Numba's parallel options with only `prange` loops on threads: with the others, each whole-array
+# expression becomes a parallel region of its own, inside serial loops too, where starting the
+# threads costs more than the work (a loop GMM's gradient ran 5x slower on one thread), and the
+# loops on threads would no longer be the ones `s2sad.source` shows. Without them, Numba 0.68
+# cannot lower an array expression its rewrite pass fused inside a prange body ("Unsupported
+# op-code encountered: arrayexpr"), so parallel builds also turn rewrites off (`no_rewrites`):
+# normalized code has one operation per statement, which leaves that fusion little to do.
+_PRANGE_ONLY = (
+    '{"prange": True, "fusion": True, "comprehension": False, "reduction": False, '
+    '"inplace_binop": False, "setitem": False, "numpy": False, "stencil": False}'
+)
+
+
 def _threads_text() -> str:
     """What parallel code imports: Numba's `prange` and `get_thread_id`, and `thread_count`, the
     rows of per-thread partial sums. That is NUMBA_NUM_THREADS (get_thread_id is below it), as a
@@ -84,7 +97,7 @@ def module_text(
     callers; every top-level function is compiled.)"""
     text = source
     tail = []
-    threads = ", parallel=True" if parallel else ""
+    threads = f", parallel={_PRANGE_ONLY}, no_rewrites=True" if parallel else ""
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError

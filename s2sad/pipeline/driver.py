@@ -1,7 +1,8 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
-    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> emit -> load,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> threads
+    (parallel only: independence.py, parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache

@@ -106,6 +106,8 @@ class _Accesses:
         inside.add(id(chain))
         if name is not None:
             self.of.setdefault(name, []).append((kind, index))
+        elif kind != "read":  # `a.T[i] = v`: into an array with no name of its own
+            self.hazard = f"`{ast.unparse(node)}` writes through an attribute or a call"
 
     def _call(self, call: ast.Call, inside) -> None:
         name = callee_name(call)
@@ -311,15 +313,20 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
 
 def _invariant(name: str, body: list, varying: set):
     """The statement of `body` assigning `name` from values no iteration changes, with no call
-    (`range_sub = n1 - 1`): it can run once before the loop. None if there is none such."""
+    and no subscript but a shape's (`range_sub = n1 - 1`): it can run once before the loop.
+    None if there is none such."""
     assigning = [s for s, _ in statements(body) if name in assigned([s])]
     if len(assigning) != 1 or not any(s is assigning[0] for s in body):
         return None
     stmt = assigning[0]
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
-    if any(isinstance(n, ast.Call) for n in walk_nodes(stmt.value)):
-        return None
+    for n in walk_nodes(stmt.value):  # nothing that may raise where the loop would not run
+        if isinstance(n, ast.Call) or (
+            isinstance(n, ast.Subscript)
+            and not (isinstance(n.value, ast.Attribute) and n.value.attr == "shape")
+        ):
+            return None
     return None if names_read([stmt.value]) & varying else stmt
 
 

@@ -76,6 +76,7 @@ class Tape:
         # loops that will run on threads (pipeline/parallel.py): their values are all recomputed
         # in the adjoint where they can be, since only one thread may push onto a tape
         self.threaded: set[int] = set()
+        self.unrecorded: set[int] = set()  # ids of end copies whose old value is not recorded
         # statements in program order, and where each array is last written in place
         self.order: dict[int, int] = {}
         self.last_write: dict[str, int] = {}
@@ -184,7 +185,7 @@ class Tape:
                     out += [self.at(self.push(n), stmt) for n in names]
             elif isinstance(stmt, ast.Assign) and ir.is_end_copy(stmt):
                 target = stmt.targets[0].id
-                if target in self.reads:
+                if target in self.reads and not self.unread(stmt, loops):
                     out.append(self.at(self.push(target), stmt))
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
                 self.save(stmt, in_loop, out)
@@ -192,6 +193,18 @@ class Tape:
         if not (out and isinstance(out[-1], ast.Break)):
             out += [self.at(self.push(n), block[-1] if block else None) for n in mine]
         return out
+
+    def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
+        """In a loop that runs on threads, whether nothing in the adjoint reads the value a
+        loop-carried name had before this iteration (a sum, whose adjoint does not read it, and
+        that no adjoint code after the reversed loop reads): then it is not recorded. (Serial
+        loops keep the recording either way: their code stays as it was.)"""
+        if not any(id(x) in self.threaded for x in loops):
+            return False
+        if self.future.get(("header", id(end_copy)), {None}):
+            return False
+        self.unrecorded.add(id(end_copy))
+        return True
 
     def save(self, stmt: ast.Assign, in_loop: bool, out: list) -> None:
         target = stmt.targets[0]
@@ -240,7 +253,7 @@ class Tape:
         stmt = marker.node
         if marker.kind == "header":
             target = stmt.targets[0].id
-            if target not in self.reads:
+            if target not in self.reads or id(stmt) in self.unrecorded:
                 return []
             return [self.at(ast.Assign([ast.Name(target, ast.Store())], self.pop(target)), stmt)]
         saved = self.saves.get(id(stmt))
@@ -489,6 +502,10 @@ def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
                 # per marker: that copy made the pass quadratic in the function's length
                 base = stmt.node.targets[0].value.id
                 out[id(stmt)] = {base} & future
+            elif stmt.kind == "header":  # is the value it pops read afterwards?
+                name = stmt.node.targets[0].id
+                key = ("header", id(stmt.node))
+                out[key] = out.get(key, set()) | ({name} & future)
         elif isinstance(stmt, ast.If):
             _future_reads(stmt.body, future, out)
             _future_reads(stmt.orelse, future, out)
