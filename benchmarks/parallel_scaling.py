@@ -5,9 +5,9 @@
 For the loop workloads (benchmarks/workloads/loops.py, gmm-loops) and a per-row example, it
 compiles `s2sad.grad(f, jit="strict")` and `s2sad.grad(f, jit="strict", parallel=True)`, checks
 that they agree, and prints the best of `--repeat` wall-clock runs of each: the serial build, and
-the parallel build with `numba.set_num_threads(1)` and `(2)`. It says where the generated code
-has a `prange` loop (primal, adjoint) and, where it has none, why. Timings on a shared machine
-are noisy: compare the columns of one run, not runs with each other.
+the parallel build with `numba.set_num_threads(1)` and `(2)`, and where the generated code has
+`prange` loops (primal, adjoint; README.md, "Threads", says why a loop stays serial). Timings on
+a shared machine are noisy: compare the columns of one run, not runs with each other.
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ def _cases(mode: str):
     for case in loops.cases(mode) + gmm.cases(mode):
         if case.workload in LOOPS:
             yield f"{case.workload} {case.size_label}", case.numpy_f, case.inputs(), case.wrt
+    if mode == "quick":  # larger grids, where a loop's work outweighs starting the threads
+        yield "stencil-loops N=1000", loops.stencil_loops, loops.stencil_inputs(1000), ("u",)
+        conv = loops.conv1d_inputs(1_000_000, 16)
+        yield "conv1d-loops n=1e6 m=16", loops.conv1d_loops, conv, ("x", "w")
     rng = np.random.default_rng(0)
     rows = 200 if mode == "smoke" else 20_000
     inputs = {"W": rng.normal(size=(64, 64)), "b": rng.normal(size=64)}

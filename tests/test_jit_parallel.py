@@ -255,3 +255,23 @@ def test_parallel_and_serial_builds_share_nothing():
     assert serial.compiled is not threaded.compiled
     assert "prange" not in s2sad.source(serial) and "prange" in s2sad.source(threaded)
     assert serial.compiled.jitted.namespace is not threaded.compiled.jitted.namespace
+
+
+def broadcast_and_rows(a, b, x):  # Numba's parallel passes refuse this broadcasting
+    c = a * b
+    out = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = np.sin(x[i]) * x[i]
+    return np.sum(c**2) + np.sum(out)
+
+
+def test_code_numba_will_not_run_on_threads_runs_compiled_without_them():
+    args = (RNG.normal(size=(2, 1, 3)), RNG.normal(size=(4, 1)), X)
+    g = s2sad.grad(broadcast_and_rows, wrt=(0, 1, 2), jit=True, parallel=True)
+    with pytest.warns(s2sad.jit.JitFallbackWarning, match="on threads: .*without threads"):
+        got = g(*args)
+    for a, b in zip(got, s2sad.grad(broadcast_and_rows, wrt=(0, 1, 2))(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+    jitted = g.compiled.jitted
+    assert not jitted.threads and jitted.namespace is not None and not jitted.failed
+    assert "in prange(" in s2sad.source(g)

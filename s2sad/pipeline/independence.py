@@ -372,7 +372,7 @@ def owned_arrays(stmts: list, params) -> set[str]:
     return owned | (set(params) - set(values))
 
 
-def walk_loops(stmts: list, outside_of, after=()):
+def walk_loops(stmts: list, after=()):
     """Each `for` loop with the statements after it (its enclosing blocks' too), outermost
     first; a loop's inner loops come after it."""
     for k, stmt in enumerate(stmts):
@@ -381,8 +381,8 @@ def walk_loops(stmts: list, outside_of, after=()):
             yield stmt, rest
         if isinstance(stmt, (ast.For, ast.While, ast.If)):
             inner_after = (stmt.body if isinstance(stmt, (ast.For, ast.While)) else []) + rest
-            yield from walk_loops(stmt.body, outside_of, inner_after)
-            yield from walk_loops(stmt.orelse, outside_of, rest)
+            yield from walk_loops(stmt.body, inner_after)
+            yield from walk_loops(stmt.orelse, rest)
 
 
 def independent_loops(stmts: list, params, rank_of, parsed=None) -> set[int]:
@@ -391,7 +391,7 @@ def independent_loops(stmts: list, params, rank_of, parsed=None) -> set[int]:
     owned = owned_arrays(stmts, params)
     found: set[int] = set()
     inside: set[int] = set()
-    for loop, after in walk_loops(stmts, None):
+    for loop, after in walk_loops(stmts):
         if id(loop) in inside:
             result = "it is inside a loop that runs on threads"
         else:

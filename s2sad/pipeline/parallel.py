@@ -29,8 +29,7 @@ class Threads:
     def __init__(self, taken: set[str], rank_of):
         self.names = NameAllocator(set(taken))
         self.rank_of = rank_of
-        self.primal_keys: set = set()
-        self.reasons: dict = {}  # (user line, index) -> why its loop stays serial
+        self.primal_keys: set = set()  # (user line, index) of the primal's prange loops
 
     def primal(self, stmts: list, params=(), tail=()) -> list:
         """`stmts` with their independent loops as prange loops (`tail`: code that runs after
@@ -38,7 +37,7 @@ class Threads:
         owned = owned_arrays(stmts, params)
         tail = [s for s in tail if isinstance(s, ast.AST)]
         counts = _loop_keys(stmts)
-        for loop, after in list(walk_loops(stmts, None)):
+        for loop, after in list(walk_loops(stmts)):
             if _in_prange(stmts, loop):
                 continue
             result = plan(loop, after + tail, outside_of(stmts, loop), self._rank, owned)
@@ -47,14 +46,12 @@ class Threads:
                 self.rewrite(result, stmts)
                 if counts.get(key) == 1:
                     self.primal_keys.add(key)
-            else:
-                self.reasons[key] = result
         return stmts
 
     def adjoint(self, stmts: list) -> list:
         """The adjoint loops of the primal's prange loops, as prange loops where race-free."""
         counts = _loop_keys(stmts)
-        for loop, after in list(walk_loops(stmts, None)):
+        for loop, after in list(walk_loops(stmts)):
             key = _key(loop)
             if key not in self.primal_keys or counts.get(key) != 1 or _in_prange(stmts, loop):
                 continue
@@ -65,9 +62,8 @@ class Threads:
             result = plan(loop, after, outside_of(stmts, loop), self._rank, None)
             if isinstance(result, Plan):
                 self.rewrite(result, stmts)
-            else:
+            else:  # stays serial, backwards as it was
                 loop.iter = backward
-                self.reasons[("adjoint",) + key] = result
         return stmts
 
     def _rank(self, name: str):
