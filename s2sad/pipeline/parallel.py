@@ -218,9 +218,16 @@ def _add_into_rows(body: list, name: str, rows: str, thread: str) -> None:
             sub = new.target
             while isinstance(sub.value, ast.Subscript):
                 sub = sub.value
-            if isinstance(sub.value, ast.Name) and sub.value.id == name:
+            if not (isinstance(sub.value, ast.Name) and sub.value.id == name):
+                continue
+            index = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            if sub is new.target and not any(isinstance(e, ast.Slice) for e in index):
+                # `dx[j] += g` as `dx_threads[thread, j] += g`: one element, no view made
+                sub.value = load_name(rows)
+                sub.slice = ast.Tuple([load_name(thread)] + index, ast.Load())
+            else:
                 sub.value = clone(row)
-                _replace(body, stmt, new)
+            _replace(body, stmt, new)
 
 
 __all__ = ["Threads"]
