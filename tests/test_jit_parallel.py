@@ -203,19 +203,30 @@ def test_vjp_jvp_and_jacobian(f, args, wrt):
         np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
 
 
-def test_jvp_loops_run_on_threads_with_an_array_sum_by_rows():
-    g = s2sad.jvp(array_sum, wrt=(0, 1), jit="strict", parallel=True)
-    out, dot = g(X, W, tangent=(X * 0.5, W * 0.25))
-    out0, dot0 = s2sad.jvp(array_sum, wrt=(0, 1))(X, W, tangent=(X * 0.5, W * 0.25))
-    np.testing.assert_allclose((out, dot), (out0, dot0), rtol=1e-12)
-    source = s2sad.source(g)
-    assert "in prange(" in source and "acc_threads" in source and "get_thread_id()" in source
-    g = s2sad.jvp(private_scratch, wrt=0, jit="strict", parallel=True)
+def grown(x, W):  # the sum's shape grows by broadcasting in the first iteration
+    acc = np.zeros((1, W.shape[1]))
+    for i in range(x.shape[0]):
+        acc = acc + x[i] * W
+    return np.sum(acc**2)
+
+
+def test_jvp_loops_run_on_threads_but_array_sums_stay_serial():
     t = np.ones_like(X3)
+    g = s2sad.jvp(private_scratch, wrt=0, jit="strict", parallel=True)
     np.testing.assert_allclose(
         g(X3, 0.6, tangent=t), s2sad.jvp(private_scratch, wrt=0)(X3, 0.6, tangent=t), rtol=1e-12
     )
     assert "in prange(" in s2sad.source(g)
+    for f in (array_sum, grown):
+        g = s2sad.jvp(f, wrt=(0, 1), jit="strict", parallel=True)
+        out, dot = g(X, W, tangent=(X * 0.5, W * 0.25))
+        out0, dot0 = s2sad.jvp(f, wrt=(0, 1))(X, W, tangent=(X * 0.5, W * 0.25))
+        np.testing.assert_allclose((out, dot), (out0, dot0), rtol=1e-12)
+        assert "prange(" not in s2sad.source(g)
+    check_grad(grown, (X, W), wrt=(0, 1))
+    got = s2sad.grad(grown, wrt=(0, 1), jit="strict", parallel=True)(X, W)
+    for a, b in zip(got, s2sad.grad(grown, wrt=(0, 1))(X, W)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
 def test_without_parallel_nothing_changes():

@@ -8,7 +8,9 @@ A loop `for i in range(...)` is independent when one iteration never sees anothe
   loop under another name);
 - every name read in an iteration before the iteration assigns it is a sum: `s = s + e`,
   `s = s - e` or `s += e`, possibly through temporaries (`t = s + a`, `s = t + b`), read nowhere
-  else in the loop; nothing else it assigns is read after the loop;
+  else in the loop, and a number (in adjoint code an array too: an adjoint keeps its primal's
+  shape, where the user's array sum may grow by broadcasting); nothing else it assigns is read
+  after the loop;
 - it leaves by no `break`, pushes or pops no tape, and calls nothing that writes in place
   (other than `add_at`, followed as a write).
 In adjoint code (`plan(..., params=None)`), additions into shared arrays at other indices
@@ -266,6 +268,10 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
         rank = rank_of(ast.Name(name, ast.Load()))
         if rank is None:
             return f"the rank of {name}, which it sums, is not known"
+        if rank != 0 and params is not None:
+            # a row per thread needs the sum's shape before the loop, and the user's sum may
+            # grow by broadcasting ((1, n) + (m, n)); an adjoint keeps its primal's shape
+            return f"{name} is an array sum, whose shape may change in the loop"
         result.sums[name] = chain
     live = set()
     _reads_before_assigned(after, set(), live)

@@ -2,11 +2,11 @@
 written as Numba `prange` loops whose sums are race-free.
 
 A scalar sum (`s = s + a`, through temporaries or not) becomes `s += c`, c the iteration's
-contribution, which Numba reduces per thread. An array sum, and additions into a shared array at
-indices other iterations also add into (`add_at(dw, k, g)`, `dx[j] += g`), go to this thread's
-row of `dw_threads` (`get_thread_id()`), and the rows are added to `dw` after the loop. So the
-numbers are the serial loop's up to the order of the additions. A loop invariant read after the
-loop moves before it. An adjoint loop becomes a `prange` (over the ascending range) only where
+contribution, which Numba reduces per thread. An adjoint's array sum, and additions into a shared
+array at indices other iterations also add into (`add_at(dw, k, g)`, `dx[j] += g`), go to this
+thread's row of `dw_threads` (`get_thread_id()`), and the rows are added to `dw` after the
+loop. So the numbers are the serial loop's up to the order of the additions. A loop invariant
+read after the loop moves before it. An adjoint loop becomes a `prange` (over the ascending range) only where
 its primal loop did, and where its own accesses are race-free. Loops inside a `prange` stay
 serial. Consumes and produces the final statement lists (after lowering).
 """
