@@ -6,6 +6,8 @@ independent and not where it is not; a loop the user wrote over `numba.prange` t
 independent is refused at its line. The numbers must not depend on the number of threads: each
 case also runs on one thread (`numba.set_num_threads(1)`)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -286,3 +288,19 @@ def test_code_numba_will_not_run_on_threads_runs_compiled_without_them():
     jitted = g.compiled.jitted
     assert not jitted.threads and jitted.namespace is not None and not jitted.failed
     assert "in prange(" in s2sad.source(g)
+
+
+def noisy(x, a):  # random draws keep their order: the loop stays serial
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in range(n):
+        y[i] = a * x[i] + np.random.normal()
+    return np.sum(y**2)
+
+
+def test_a_loop_drawing_random_numbers_stays_serial():
+    g = s2sad.jvp(noisy, wrt=1, jit=True, parallel=True)  # forward mode: no tape either way
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (Numba does not compile this jvp: it runs in Python)
+        g(X, 0.5, tangent=1.0)
+    assert "prange(" not in s2sad.source(g) and "np.random.normal()" in s2sad.source(g)

@@ -113,7 +113,10 @@ class _Accesses:
 
     def _call(self, call: ast.Call, inside) -> None:
         name = callee_name(call)
-        if any(k.arg == "out" for k in call.keywords):
+        module = getattr(ir.callee(call.func), "__module__", None) or ""
+        if "random" in ast.unparse(call.func) or module.startswith("numpy.random"):
+            self.hazard = f"`{ast.unparse(call)}` draws random numbers (in order, serially)"
+        elif any(k.arg == "out" for k in call.keywords):
             self.hazard = f"`{ast.unparse(call)}` writes into its `out=`"
         elif isinstance(call.func, ast.Attribute) and name in _WRITING_METHODS:
             base = call.func.value
