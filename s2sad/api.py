@@ -10,10 +10,10 @@ from .compose import composable
 from .cuda import CudaTransformed, cuda_transform
 from .errors import S2SADError
 from .jacobians import Hessian, Jacobian, hessian, jacobian  # noqa: F401  (s2sad.jacobian)
-from .transformed import BatchedJVPTransformed, JVPTransformed, Transformed
+from .transformed import BatchedJVPTransformed, JVPTransformed, Transformed, check_parallel
 
 
-def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
+def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu", parallel=False):
     """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
     array shaped like the input (a tuple of them for a tuple `wrt`). With `batched=True`, `t`
     holds many tangents along a new first axis, and all of them are pushed through in one
@@ -30,13 +30,15 @@ def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu"):
                     "versions; call the jitted jvp once per tangent"
                 )
             return BatchedJVPTransformed(func, wrt, "jvp_batched", False)
-        return JVPTransformed(func, wrt, "jvp", jit)
+        return JVPTransformed(func, wrt, "jvp", jit, parallel=parallel)
 
     return build if f is None else build(f)
 
 
 def _transform_decorator(mode):
-    def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False):
+    def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False, parallel=False):
+        check_parallel(parallel, jit)
+
         def build(func):
             func = composable(func, target, mode)
             if target == "cuda":
@@ -45,7 +47,7 @@ def _transform_decorator(mode):
                 return cuda_transform(func, wrt, mode)
             if target != "cpu":
                 raise ValueError(f"target must be 'cpu' or 'cuda', not {target!r}")
-            return Transformed(func, wrt, mode, jit, has_aux)
+            return Transformed(func, wrt, mode, jit, has_aux, parallel)
 
         return build if f is None else build(f)
 
@@ -69,7 +71,10 @@ grad.__doc__ = """Gradient of a scalar-valued `f` with respect to `wrt` (index, 
     gradient code, as `hessian`), also for a `value_and_grad` (reverse mode only). Refused:
     third derivatives, parameter trees passed to the inner gradient, an inner `vjp`/`jvp`/
     `jacobian`, `has_aux` or `target="cuda"`; `jit=True` runs such code in Python (Numba
-    cannot call the inner object; `jit="strict"` refuses it)."""
+    cannot call the inner object; `jit="strict"` refuses it).
+
+    `parallel=True` (with `jit`): loops whose iterations are independent run on Numba's threads
+    (`prange`), their sums race-free; the numbers are the serial code's up to summation order."""
 vjp = _transform_decorator("vjp")
 vjp.__doc__ = """`vjp(f, wrt)(*args)` returns `(out, pullback)`; `pullback(seed)` is seed^T J.
     With `has_aux=True` (`f` returns `(out, aux)`): `(out, pullback, aux)`."""

@@ -25,6 +25,8 @@ index            For          normalize.control -> reverse  the index (`for <ind
 trips            For          normalize.control -> reverse  the trip counter of a loop that may
                                                             `break`, or None
 iters            While        normalize.control -> reverse  the iteration counter
+prange           For          normalize.control ->          the user wrote it over numba.prange:
+                              parallel                      refused if not independent
 merged           If           normalize.control (pruned by  names assigned on both paths, one name
                               liveness) -> tape             each after the `if`
 op               statement    driver (classify) ->          what the statement computes
@@ -148,6 +150,14 @@ def iters(loop: ast.While) -> Optional[str]:
 
 def set_for_loop(loop: ast.For, carried, live, index: str, trip_counter) -> None:
     loop.header, loop.liveout, loop.trips, loop.index = carried, live, trip_counter, index
+
+
+def asserted_parallel(loop: ast.AST) -> bool:
+    return getattr(loop, "prange", False)
+
+
+def mark_asserted_parallel(loop: ast.AST) -> None:
+    loop.prange = True
 
 
 def set_while_loop(loop: ast.While, carried, live, counter: str) -> None:

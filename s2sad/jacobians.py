@@ -32,16 +32,17 @@ def _basis(x):
 class Jacobian:
     """`jacobian(f, wrt, mode)`: call it like `f`; `s2sad.source` shows the batched code."""
 
-    def __init__(self, f, wrt=0, mode=None, batched=True, jit=False):
+    def __init__(self, f, wrt=0, mode=None, batched=True, jit=False, parallel=False):
         if mode not in (None, "forward", "reverse"):
             raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
-        self.forward = JVPTransformed(f, wrt, "jvp", jit)
-        self.backward = Transformed(f, wrt, "vjp", jit)
+        self.forward = JVPTransformed(f, wrt, "jvp", jit, parallel=parallel)
+        self.backward = Transformed(f, wrt, "vjp", jit, parallel=parallel)
         # the batched helpers have no Numba versions: compiled, it is one sweep per direction
         self.func, self.mode, self.batched = self.backward.func, mode, batched and not jit
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
-        self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r})"
+        threads = ", parallel=True" if parallel else ""
+        self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r}{threads})"
         self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         functools.update_wrapper(self, f)
@@ -228,7 +229,7 @@ def _rows(g, size, x):
     return g
 
 
-def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
+def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False, parallel=False):
     """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
 
     One batched sweep: `mode="reverse"` runs the primal once and pulls the identity over the
@@ -237,8 +238,8 @@ def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False):
     way. The default picks the mode with fewer rows. `batched=False` takes one sweep per basis
     direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
     and tangent code with Numba, one sweep per basis direction (the batched helpers have no
-    Numba versions yet)."""
-    return Jacobian(composable(f, outer="jacobian"), wrt, mode, batched, jit)
+    Numba versions yet); with `parallel=True` as well, their independent loops run on threads."""
+    return Jacobian(composable(f, outer="jacobian"), wrt, mode, batched, jit, parallel)
 
 
 class Hessian:

@@ -11,6 +11,7 @@ pipeline stage: pipeline/lower.py.)
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import marshal
@@ -55,21 +56,71 @@ _IMPORT = (
 )
 
 
+# Numba's parallel options with only `prange` loops on threads: with the others, each whole-array
+# expression becomes a parallel region of its own, inside serial loops too, where starting the
+# threads costs more than the work (a loop GMM's gradient ran 5x slower on one thread), and the
+# loops on threads would no longer be the ones `s2sad.source` shows. Without them, Numba 0.68
+# cannot lower an array expression its rewrite pass fused inside a prange body ("Unsupported
+# op-code encountered: arrayexpr"), so parallel builds also turn rewrites off (`no_rewrites`):
+# normalized code has one operation per statement, which leaves that fusion little to do.
+_PRANGE_ONLY = (
+    '{"prange": True, "fusion": True, "comprehension": False, "reduction": False, '
+    '"inplace_binop": False, "setitem": False, "numpy": False, "stencil": False}'
+)
+
+
+def _has_prange(source: str) -> bool:
+    return any(
+        isinstance(n, ast.For)
+        and isinstance(n.iter, ast.Call)
+        and getattr(n.iter.func, "id", None) == "prange"
+        for n in ast.walk(ast.parse(source))
+    )
+
+
+def _threads_text(threaded: bool) -> str:
+    """What parallel code imports: Numba's `prange` and `get_thread_id`, and `thread_count`, the
+    rows of per-thread partial sums. That is NUMBA_NUM_THREADS (get_thread_id is below it), as a
+    number in the text: cached machine code has it inlined, and the module's name hashes the
+    text, so another setting compiles again. (numba.get_num_threads would keep the function from
+    being cached at all.)"""
+    import numba  # (Numba loads on first use: s2sad imports fast)
+
+    count = int(numba.config.NUMBA_NUM_THREADS)
+    serial = "" if threaded else "  # (compiled without threads: prange is a range)"
+    return (
+        f"from numba import get_thread_id, prange{serial}\n\n"
+        f"thread_count = njit()(lambda: {count})  # NUMBA_NUM_THREADS: rows of partial sums\n"
+    )
+
+
 def module_text(
-    source: str, name: str | None = None, embed: bool = True, constants: str = ""
+    source: str,
+    name: str | None = None,
+    embed: bool = True,
+    constants: str = "",
+    parallel: bool = False,
+    threads: bool = True,
 ) -> str:
     """`source` with each function it defines compiled by Numba, and the Numba helpers before it:
     their text (`embed`, for a standalone module) or an import of s2sad's module of them, which
     a process then compiles once for all generated functions. `constants` (source) stand between
-    the helpers and the functions, whose defaults may read them. (`name` is accepted for older
+    the helpers and the functions, whose defaults may read them. `parallel`: compiled with
+    Numba's `parallel=True`, its `prange` loops on threads (unless `threads=False`: where
+    Numba's parallel passes refuse the code, it runs them as `range`). (`name` is accepted for older
     callers; every top-level function is compiled.)"""
     text = source
     tail = []
+    # a build with no prange loop compiles as a serial one (Numba would warn that it found
+    # nothing to run in parallel), its text still its own
+    threaded = parallel and threads and _has_prange(source)
+    threads = f", parallel={_PRANGE_ONLY}, no_rewrites=True" if threaded else ""
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
-        tail.append(f'{fn} = njit(cache=True, error_model="numpy")(_{fn}_py)')
+        tail.append(f'{fn} = njit(cache=True, error_model="numpy"{threads})(_{fn}_py)')
     head = numba_source(forms_used(constants + "\n" + text)) if embed else _IMPORT
+    head += _threads_text(threaded) if parallel else ""
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
@@ -94,7 +145,14 @@ def code_fingerprint(objects: dict) -> str:
     return digest.hexdigest()
 
 
-def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
+def _module_for(
+    source: str,
+    name: str,
+    fresh: bool = False,
+    callees: str = "",
+    parallel: bool = False,
+    threads: bool = True,
+):
     """The module of `source` compiled by Numba, its functions each compiled on first call.
 
     Its text is written to the checked cache directory under a name hashing the text, the
@@ -102,8 +160,10 @@ def _module_for(source: str, name: str, fresh: bool = False, callees: str = ""):
     compiled from the text itself, not read back. The module enters `sys.modules` (where Numba
     looks it up when it loads cached code) only once it has run, and one thread at a time loads.
     `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
-    `callees` (`code_fingerprint`) names the code of the functions it calls."""
-    text = module_text(source, name, embed=False)
+    `callees` (`code_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
+    parallel=True (its text says so, so a parallel and a serial build never share a module);
+    `threads=False`: a parallel build compiled without Numba's parallel options."""
+    text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
     key = f"{version.__version__}\n{numba_source()}\n{callees}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{short_name(name)}_{digest}"
@@ -137,6 +197,7 @@ class Jitted:
         self.failed = {}  # function name -> the exception Numba raised for it
         self.module_failed = None
         self.reloaded = False
+        self.threads = compiled.parallel  # compiled with Numba's parallel options
         self.lock = threading.Lock()
         self.unfused = None  # the same transform without fused loops, made if Numba needs it
 
@@ -172,6 +233,9 @@ class Jitted:
                             self.reloaded = True
                             self.load(fresh=True)
                     return self(args, strict, name, what)
+                if self.threads and (_is_numba_error(exc) or _shape_assertion(exc)):
+                    # Numba's parallel passes refuse it: compile it without them
+                    return self.without_threads(exc, args, strict, name, what)
                 if not _is_numba_error(exc):
                     raise
                 self.failed[name] = failed = exc
@@ -190,10 +254,34 @@ class Jitted:
                 self.unfused = Jitted(plain)
             return self.unfused
 
+    def without_threads(self, exc, args, strict: bool, name: str, what: str | None):
+        """Compile the same code without Numba's parallel options (its `prange` loops then run
+        as `range` loops), after a warning naming why, and run it."""
+        warnings.warn(
+            f"Numba cannot compile {what or name} on threads: {_reason(exc)}; running it "
+            "compiled without threads",
+            JitFallbackWarning,
+            stacklevel=user_stacklevel(),
+        )
+        with self.lock:
+            if self.threads:
+                self.threads = False
+                self.namespace = None
+                self.failed = {}
+                self.load()
+        return self(args, strict, name, what)
+
     def load(self, fresh: bool = False):
         try:
             callees = code_fingerprint(self.compiled.globals)
-            module = _module_for(self.compiled.source, self.compiled.name, fresh, callees)
+            module = _module_for(
+                self.compiled.source,
+                self.compiled.name,
+                fresh,
+                callees,
+                self.compiled.parallel,
+                self.threads,
+            )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
                 if namespace.setdefault(key, value) is not value:
@@ -320,6 +408,13 @@ def _no_numba_form(exc, source: str) -> str | None:
                 f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
             )
     return None
+
+
+def _shape_assertion(exc) -> bool:
+    """The check Numba's parallel array analysis adds where it takes two arrays to have one
+    shape, failing on NumPy broadcasting it does not follow (`(2, 1, 3) * (4, 1)`): "Sizes of a,
+    b do not match", raised as the compiled code runs."""
+    return isinstance(exc, AssertionError) and bool(re.match(r"Sizes of .* do not match", str(exc)))
 
 
 def _from_numba_cache(exc) -> bool:

@@ -7,6 +7,7 @@ said where it is defined.
 
 from .errors import NonScalarOutputError  # noqa: F401  (grad_seed's; reserved in generated code)
 from .rules.helpers import BATCHED, RUNTIME
+from .threads import get_thread_id, prange, thread_count  # noqa: F401  (parallel loops)
 
 globals().update(RUNTIME)
 globals().update(BATCHED)

@@ -25,6 +25,17 @@ from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
 
 
+def check_parallel(parallel, jit) -> None:
+    """`parallel=True` runs loops on Numba's threads: it needs `jit`."""
+    if parallel not in (False, True):
+        raise ValueError(f"parallel must be False or True, not {parallel!r}")
+    if parallel and not jit:
+        raise S2SADError(
+            "parallel=True runs loops on Numba's threads, so it needs jit=True (or 'strict')",
+            hint="pass jit=True as well, or leave parallel out",
+        )
+
+
 def _check_input(name: str, value) -> None:
     if isinstance(value, (bool, np.bool_)) or (
         isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
@@ -89,10 +100,12 @@ _PLAIN = frozenset({np.ndarray, float, int, np.float64, np.float32, np.int64, bo
 class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
-    def __init__(self, func, wrt, mode: str, jit=False, has_aux=False):
+    def __init__(self, func, wrt, mode: str, jit=False, has_aux=False, parallel=False):
         if jit not in (False, True, "strict"):
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
+        check_parallel(parallel, jit)
         self.jit = jit
+        self.parallel = bool(parallel)
         if isinstance(func, Transformed):
             raise S2SADError(  # (the public transforms pass compose.composed(func) instead)
                 f"internal error: a Transformed of {func!r}; please report this"
@@ -134,6 +147,7 @@ class Transformed:
             trees,
             self.has_aux,
             passed,
+            self.parallel,
         )
 
     def specialized(self, bound):
@@ -150,7 +164,15 @@ class Transformed:
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks, self._last = ranks, (bound.wrt, bound.trees, bound.passed)
         return transform_and_read(
-            self.func, bound.wrt, mode, ranks, jit, bound.trees, self.has_aux, bound.passed
+            self.func,
+            bound.wrt,
+            mode,
+            ranks,
+            jit,
+            bound.trees,
+            self.has_aux,
+            bound.passed,
+            self.parallel,
         )
 
     def _generated_mode(self):
@@ -168,7 +190,10 @@ class Transformed:
 
     def jit_label(self) -> str:
         """The user's transform as they wrote it, for messages about compiling it."""
-        return self.label or f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r})"
+        threads = ", parallel=True" if self.parallel else ""
+        return self.label or (
+            f"s2sad.{self.mode}({self.func.__qualname__}, jit={self.jit!r}{threads})"
+        )
 
     def _jitted_vjp(self, compiled, values, bound):
         """The value from the compiled primal; each pullback runs the compiled sweep (the

@@ -1,8 +1,8 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
-    activity, ranks) -> reverse or forward -> tape -> optimize -> lower and fuse (jit only)
-    -> emit -> load,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse
+    (jit only) or threads (parallel only: independence.py, parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -29,6 +29,8 @@ from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import optimize
+from .independence import independent_loops
+from .parallel import Threads
 from .parse import parse_function
 from .ranks import adjoint_rank, infer_ranks
 from .reverse import reverse
@@ -49,12 +51,20 @@ _FUSE = os.environ.get("S2SAD_FUSE") != "0"
 
 
 def differentiate(
-    func, wrt: tuple[str, ...], mode: str, ranks=None, jit: bool = False, trees=(), has_aux=False
+    func,
+    wrt: tuple[str, ...],
+    mode: str,
+    ranks=None,
+    jit: bool = False,
+    trees=(),
+    has_aux=False,
+    parallel: bool = False,
 ) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
     `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
     `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
-    the value. A function nesting deeply runs on a thread with room; the cyclic collector waits
+    the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py).
+    A function nesting deeply runs on a thread with room; the cyclic collector waits
     meanwhile."""
 
     def parse():
@@ -91,7 +101,8 @@ def differentiate(
 
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
-            return _pipeline(unused.pop() if unused else parse(), wrt, mode, ranks, jit)
+            parsed_ = unused.pop() if unused else parse()
+            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -106,7 +117,7 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
+def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False) -> Compiled:
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
@@ -121,20 +132,25 @@ def _pipeline(parsed, wrt, mode, ranks, jit) -> Compiled:
         ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        source, name, unfused = _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit)
+        source, name, unfused = _forward_mode(
+            parsed, norm, resolver, wrt, ranks, batched, jit, parallel
+        )
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
         source, name, unfused = _reverse_mode(
-            parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
+            parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel
         )
     compiled = load(parsed, resolver, norm, source, name)
     compiled.unfused_code = unfused if unfused != source else None
+    compiled.parallel = parallel
     return compiled
 
 
-def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str, str, str]:
-    """forward -> optimize -> lower -> fuse -> emit: the tangent code's source, its function's
-    name and (jitted) its source unfused."""
+def _forward_mode(
+    parsed, norm, resolver, wrt, ranks, batched, jit, parallel=False
+) -> tuple[str, str, str]:
+    """forward -> optimize -> lower -> fuse or threads -> emit: the tangent code's source, its
+    function's name and (jitted) its source unfused."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
@@ -159,7 +175,13 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
         body = lower_for_numba(body, rank_of)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
-        if _FUSE:
+        if parallel:  # loops on threads; their builds are not fused (yet)
+            independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
+            threads_taken = primal_names | names_mentioned(body + outputs) | norm.taken
+            params = list(norm.params) + list(tangents_in)
+            body = Threads(threads_taken, rank_of).primal(body, params)
+        fused = body
+        if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
             [fused] = fuse([body], rank_of, reads, taken)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
@@ -172,7 +194,7 @@ def _forward_mode(parsed, norm, resolver, wrt, ranks, batched, jit) -> tuple[str
 
 
 def _reverse_mode(
-    parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names
+    parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel=False
 ) -> tuple[str, str]:
     """reverse -> tape -> optimize -> lower -> fuse -> emit: the adjoint code's source, its
     function's name and (jitted) its source unfused."""
@@ -189,7 +211,9 @@ def _reverse_mode(
         batched,
     )
     plain = copy_blocks(norm.stmts)  # the primal before the tape pass adds its pushes
-    primal, tape_inits = _tapes(norm, adjoint, shapes, jit)
+    # loops to run on threads (and a prange the user wrote that cannot be is refused here)
+    threaded = independent_loops(norm.stmts, norm.params, shapes.of, parsed) if parallel else ()
+    primal, tape_inits = _tapes(norm, adjoint, shapes, jit, threaded)
     protected = (
         local_names
         | set(adjoint.seeds)
@@ -199,12 +223,20 @@ def _reverse_mode(
     adjoint.stmts = optimize(adjoint.stmts, protected)
     _refuse_list_cotangents(parsed, adjoint.stmts)
     if jit:
-        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_rank(shapes, adjoint.primal_of))
+        adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
     data = list(resolver.reads.data.values())
+    if parallel:
+        taken = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
+        threads = Threads(taken, adjoint_ranks)
+        if rerun:
+            plain = threads.primal(plain, norm.params, adjoint.stmts)
+        primal = threads.primal(primal, norm.params, adjoint.stmts)
+        adjoint.stmts = threads.adjoint(adjoint.stmts)
     source = emit(
         parsed,
         norm,
@@ -218,7 +250,7 @@ def _reverse_mode(
         jit=jit,
         data=data,
     )
-    if not (jit and _FUSE):
+    if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
     reads = [ast.Name(o, ast.Load()) for o in norm.outputs] + [
@@ -267,7 +299,7 @@ def _refuse_list_cotangents(parsed, stmts) -> None:
 _LIST_ZEROS = "list_cotangent_zeros"
 
 
-def _tapes(norm, adjoint, shapes, jit: bool):
+def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):
     """The tape pass: drops the snapshot copies no later write needs, then records what the
     adjoint reads of overwritten values (filling `adjoint`'s markers). Returns the primal with
     its pushes and the tapes' initializations."""
@@ -285,6 +317,7 @@ def _tapes(norm, adjoint, shapes, jit: bool):
         saved=(lambda read: jit_copy(read, shapes.of(read))) if jit else None,
         recompute=jit or _JIT_FORMS,
         is_int=shapes._is_int,
+        threaded=threaded,
     )
     return primal, tape_inits
 

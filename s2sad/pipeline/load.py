@@ -38,6 +38,7 @@ class Compiled:
     globals: dict  # the functions, classes and modules the source calls, by the name it uses
     rules_version: int = 0
     jitted: object = None  # the Numba-compiled version, made on first use (see jit.py)
+    parallel: bool = False  # compiled with Numba's parallel=True (its loops may be prange loops)
     functions: dict = field(default_factory=dict)  # every function the source defines, by name
     user_names: dict = field(default_factory=dict)  # a global's name in `globals` -> the user's
     # the trailing parameters of every function the source defines: the user's data the code

@@ -27,6 +27,7 @@ STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
 RESERVED = (
     {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda", "np_sign"}
     | {"NonScalarOutputError"}
+    | {"prange", "thread_count", "get_thread_id"}  # loops on threads (s2sad/threads.py)
     | set(RUNTIME)  # private ones too: `s2sad emit` copies them beside the user's constants
     | set(BATCHED)
     | numba_names()

@@ -75,6 +75,10 @@ class Tape:
         self.recompute = False  # recompute cheap values in the adjoint instead of recording
         self.separate_saves = False  # a tape per write for the elements it overwrites
         self.recomputed: dict[int, list[ast.stmt]] = {}  # id(block) -> statements to run again
+        # loops that will run on threads (pipeline/parallel.py): their values are all recomputed
+        # in the adjoint where they can be, since only one thread may push onto a tape
+        self.threaded: set[int] = set()
+        self.unrecorded: set[int] = set()  # ids of end copies whose old value is not recorded
         # statements in program order, and where each array is last written in place
         self.order: dict[int, int] = {}
         self.last_write: dict[str, int] = {}
@@ -160,6 +164,7 @@ class Tape:
                 set(indices),
                 later,
                 lambda read: self.finals.final(read, loops),
+                _pure if any(id(x) in self.threaded for x in loops) else _cheap,
             )
             if again:
                 self.recomputed[id(block)] = again
@@ -188,7 +193,7 @@ class Tape:
                     out += [self.at(self.push(n), stmt) for n in names]
             elif isinstance(stmt, ast.Assign) and ir.is_end_copy(stmt):
                 target = stmt.targets[0].id
-                if target in self.reads:
+                if target in self.reads and not self.unread(stmt, loops):
                     out.append(self.at(self.push(target), stmt))
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript):
                 self.save(stmt, in_loop, out)
@@ -196,6 +201,18 @@ class Tape:
         if not (out and isinstance(out[-1], ast.Break)):
             out += [self.at(self.push(n), block[-1] if block else None) for n in mine]
         return out
+
+    def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
+        """In a loop that runs on threads, whether nothing in the adjoint reads the value a
+        loop-carried name had before this iteration (a sum, whose adjoint does not read it, and
+        that no adjoint code after the reversed loop reads): then it is not recorded. (Serial
+        loops keep the recording either way: their code stays as it was.)"""
+        if not any(id(x) in self.threaded for x in loops):
+            return False
+        if self.future.get(("header", id(end_copy)), {None}):
+            return False
+        self.unrecorded.add(id(end_copy))
+        return True
 
     def save(self, stmt: ast.Assign, in_loop: bool, out: list) -> None:
         target = stmt.targets[0]
@@ -244,7 +261,7 @@ class Tape:
         stmt = marker.node
         if marker.kind == "header":
             target = stmt.targets[0].id
-            if target not in self.reads:
+            if target not in self.reads or id(stmt) in self.unrecorded:
                 return []
             return [self.at(ast.Assign([ast.Name(target, ast.Store())], self.pop(target)), stmt)]
         saved = self.saves.get(id(stmt))
@@ -270,6 +287,7 @@ def _recomputable(
     indices: set[str],
     written: set[str],
     final_read=lambda read: False,
+    cheap=None,
 ):
     """The statements of `block` that compute `names` again, in order, where that needs only
     the indices of the enclosing loops, values no enclosing loop changes, and other such
@@ -305,7 +323,7 @@ def _recomputable(
         if name not in top or name in seen:
             return False
         i, s = top[name]
-        if i >= before or not _cheap(s.value):
+        if i >= before or not (cheap or _cheap)(s.value):
             return False
         reads = names_read([s.value])
         finals = _final_bases(s.value, final_read)
@@ -358,6 +376,23 @@ def _cheap(value: ast.expr) -> bool:
             callee = ir.callee(node.func)
             elementwise = isinstance(callee, np.ufunc) or callee is runtime.snapshot
             if not elementwise and getattr(callee, "__module__", None) != "math":
+                return False
+    return True
+
+
+def _pure(value: ast.expr) -> bool:
+    """Computes the same value when run again: NumPy (but its random numbers), math and
+    s2sad's helpers. (A loop that runs on threads recomputes such values, however costly.)"""
+    for node in walk_nodes(value):
+        if isinstance(node, ast.Call):
+            callee = ir.callee(node.func)
+            module = getattr(callee, "__module__", None) or ""
+            if isinstance(callee, np.ufunc) or module == "math" or module.startswith("s2sad."):
+                continue
+            if callee is None and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("copy", "astype", "reshape", "sum", "T", "transpose"):
+                    continue
+            if not module.startswith("numpy") or module.startswith("numpy.random"):
                 return False
     return True
 
@@ -517,6 +552,10 @@ def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
                 # per marker: that copy made the pass quadratic in the function's length
                 base = stmt.node.targets[0].value.id
                 out[id(stmt)] = {base} & future
+            elif stmt.kind == "header":  # is the value it pops read afterwards?
+                name = stmt.node.targets[0].id
+                key = ("header", id(stmt.node))
+                out[key] = out.get(key, set()) | ({name} & future)
         elif isinstance(stmt, ast.If):
             _future_reads(stmt.body, future, out)
             _future_reads(stmt.orelse, future, out)
@@ -548,17 +587,20 @@ def record(
     saved=None,
     recompute: bool = False,
     is_int=None,
+    threaded=frozenset(),
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
     (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
     `saved(read)` is the expression saving what a subscript write overwrites (by default
-    `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference)."""
+    `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference).
+    `threaded`: the ids of loops that will run on threads, whose values are recomputed."""
     tape = Tape(primal, adjoint, taken, owned, is_int)
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.separate_saves = saved is not None  # compiled code
     tape.recompute = recompute
+    tape.threaded = set(threaded)
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()

@@ -299,6 +299,8 @@ class ControlFlow(ListLoops):
         loop = ast.For(ast.Name(index, ast.Store()), range_call, stmts, [])
         carried = list(header.values()) + ([trips] if trips is not None else [])
         ir.set_for_loop(loop, carried, liveout, index, trips)
+        if _is_prange(node.iter, self.resolver, self.locals):
+            ir.mark_asserted_parallel(loop)
         self.put(loop)
 
     def iteration(self, node: ast.For):
@@ -314,7 +316,7 @@ class ControlFlow(ListLoops):
         trimmed = inner.slice if isinstance(inner, ast.Subscript) else None  # range(...)[:n]
         inner = inner.value if trimmed is not None else inner
         backwards = isinstance(inner, ast.Call) and self.resolver.resolve(inner.func) is range
-        if callee is range or backwards:
+        if callee is range or backwards or _is_prange(it, self.resolver, self.locals):
             if not isinstance(target, ast.Name):
                 raise self.unsupported(target, "this loop target")
             index = self.rebind(target.id)
@@ -444,3 +446,15 @@ class ControlFlow(ListLoops):
         loop = ast.While(test, stmts, [])
         ir.set_while_loop(loop, list(header.values()) + [iters], liveout, iters)
         self.put(loop)
+
+
+def _is_prange(it: ast.expr, resolver, local_names) -> bool:
+    """`numba.prange(...)` (or `prange` imported from numba): a `range` whose iterations the
+    user says are independent (pipeline/independence.py checks it; without threads, a range)."""
+    if not (isinstance(it, ast.Call) and not it.keywords and 1 <= len(it.args) <= 3):
+        return False
+    if isinstance(it.func, ast.Name) and it.func.id in local_names:
+        return False
+    callee = resolver.resolve(it.func)
+    module = getattr(callee, "__module__", "") or ""
+    return getattr(callee, "__name__", "") == "prange" and module.startswith("numba")

@@ -1,0 +1,306 @@
+"""`parallel=True`: independent loops run as Numba `prange` loops, their sums race-free.
+
+Each workload is checked against finite differences and against Python mode, in float64 and
+float32, for grad, vjp, jvp and jacobian; the generated source shows `prange` where the loop is
+independent and not where it is not; a loop the user wrote over `numba.prange` that is not
+independent is refused at its line. The numbers must not depend on the number of threads: each
+case also runs on one thread (`numba.set_num_threads(1)`)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import s2sad
+from conftest import check_grad, check_jvp, check_vjp
+from s2sad.errors import S2SADError, UnsupportedSyntaxError
+
+numba = pytest.importorskip("numba")
+from numba import prange  # noqa: E402  (after the skip: the user's own import)
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def per_row(W, b, x):  # out[i] from row i alone: the rows' values are recomputed, not taped
+    n = x.shape[0]
+    out = np.zeros((n, W.shape[0]))
+    for i in range(n):
+        out[i] = np.tanh(W @ x[i] + b)
+    return np.sum(out**2)
+
+
+def scalar_sum(x, k):  # a scalar accumulator: Numba's reduction, in both sweeps
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.sin(k * x[i]) ** 2
+    s = s - 0.5 * k
+    return s
+
+
+def shared_filter(x, w):  # dw and dx are added into at shared indices: rows per thread
+    n = x.shape[0]
+    m = w.shape[0]
+    y = np.zeros(n - m + 1)
+    for i in range(n - m + 1):
+        acc = 0.0
+        for k in range(m):
+            acc = acc + w[k] * x[i + k]
+        y[i] = acc
+    return np.sum(np.tanh(y))
+
+
+def array_sum(x, W):  # an array sum, through temporaries: its adjoint reads the sum's value
+    # (for its shape) from a tape, so reverse mode stays serial; forward mode sums by rows
+    acc = np.zeros_like(W)
+    for i in range(x.shape[0]):
+        acc = acc + x[i] * W - 0.1 * W * W
+    return np.sum(acc**2)
+
+
+def private_scratch(x, c):  # an array each iteration allocates and fills by element: its
+    # overwritten elements go on a tape, so reverse mode stays serial; forward mode has threads
+    n = x.shape[0]
+    total = 0.0
+    for i in range(n):
+        t = np.zeros(3)
+        for k in range(3):
+            t[k] = np.exp(c * x[i, k])
+        total = total + np.log(np.sum(t))
+    return total
+
+
+def user_prange(x, a):
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in numba.prange(n):
+        y[i] = np.sin(a * x[i]) * x[i]
+    return np.sum(y**2)
+
+
+def user_prange_imported(x, a):
+    s = 0.0
+    for i in prange(x.shape[0]):
+        s = s + a * np.cos(x[i])
+    return s * s
+
+
+def recurrence(x, a):  # y[i] reads y[i - 1]: dependent, stays serial
+    n = x.shape[0]
+    y = np.zeros(n)
+    y[0] = x[0]
+    for i in range(1, n):
+        y[i] = a * y[i - 1] + x[i]
+    return np.mean(y**2)
+
+
+def recurrence_prange(x, a):
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in numba.prange(1, n):
+        y[i] = a * y[i - 1] + x[i]
+    return np.mean(y**2)
+
+
+def carried(x, a):  # s is read in the iteration (not only summed): stays serial
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + a * np.cos(s + x[i])
+    return s
+
+
+def shifted(x, a):  # y[i + 1]: not at the loop's own index (s2sad does not prove it disjoint)
+    n = x.shape[0]
+    y = np.zeros(n + 1)
+    for i in range(n):
+        y[i + 1] = a * x[i] ** 2
+    return np.sum(y**2)
+
+
+RNG = np.random.default_rng(7)
+W, B, XR = RNG.normal(size=(3, 4)), RNG.normal(size=3), RNG.normal(size=(9, 4))
+X = RNG.normal(size=11)
+X3 = RNG.normal(size=(7, 3))
+
+# function, arguments, wrt, whether the primal loop and its adjoint run on threads
+CASES = [
+    (per_row, (W, B, XR), (0, 1, 2), True),
+    (scalar_sum, (X, 0.7), (0, 1), True),
+    (shared_filter, (X, RNG.normal(size=3)), (0, 1), True),
+    (array_sum, (X, W), (0, 1), False),
+    (private_scratch, (X3, 0.6), (0, 1), False),
+    (user_prange, (X, 0.8), (0, 1), True),
+    (user_prange_imported, (X, 0.8), (0, 1), True),
+    (recurrence, (X, 0.7), (0, 1), False),
+    (carried, (X, 0.7), (0, 1), False),
+    (shifted, (X, 0.7), (0, 1), False),
+]
+IDS = [c[0].__name__ for c in CASES]
+
+
+def _args(args, dtype=np.float64):
+    return tuple(np.array(a, dtype=dtype) if isinstance(a, np.ndarray) else a for a in args)
+
+
+def _on_threads(counts, run):
+    """`run()` with each number of Numba threads in `counts`; the results."""
+    before = numba.get_num_threads()
+    try:
+        out = []
+        for n in counts:
+            numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+            out.append(run())
+        return out
+    finally:
+        numba.set_num_threads(before)
+
+
+@pytest.mark.parametrize("f, args, wrt, threaded", CASES, ids=IDS)
+def test_grad_equals_python_mode_and_finite_differences(f, args, wrt, threaded):
+    check_grad(f, args, wrt=wrt)
+    expected = s2sad.grad(f, wrt=wrt)(*args)
+    g = s2sad.grad(f, wrt=wrt, jit="strict", parallel=True)
+    for got in _on_threads((numba.config.NUMBA_NUM_THREADS, 1), lambda: g(*args)):
+        for a, b, x in zip(got, expected, (args[k] for k in wrt)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+            assert np.shape(a) == np.shape(x)
+    source = s2sad.source(g)
+    primal, adjoint = source.split("# adjoint sweep")
+    assert ("prange(" in primal) == threaded, source
+    assert ("prange(" in adjoint) == threaded, source
+    assert "_tape" not in source or not threaded, source
+
+
+@pytest.mark.parametrize("f, args, wrt, threaded", CASES[:3] + CASES[5:6], ids=IDS[:3] + IDS[5:6])
+def test_float32_stays_float32(f, args, wrt, threaded):
+    args32 = _args(args, np.float32)
+    got = s2sad.grad(f, wrt=wrt, jit="strict", parallel=True)(*args32)
+    expected = s2sad.grad(f, wrt=wrt)(*args32)
+    for a, b, x in zip(got, expected, (args32[k] for k in wrt)):
+        assert np.asarray(a).dtype == np.asarray(b).dtype
+        assert np.shape(a) == np.shape(x)
+        np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("f, args, wrt", [c[:3] for c in CASES[:6]], ids=IDS[:6])
+def test_vjp_jvp_and_jacobian(f, args, wrt):
+    check_vjp(f, args, wrt=wrt)
+    check_jvp(f, args, wrt=wrt)
+    rng = np.random.default_rng(1)
+    tangents = tuple(rng.normal(size=np.shape(args[k])) for k in wrt)
+    tangents = tuple(t if np.ndim(args[k]) else float(t) for t, k in zip(tangents, wrt))
+    out, dot = s2sad.jvp(f, wrt=wrt, jit="strict", parallel=True)(*args, tangent=tangents)
+    out0, dot0 = s2sad.jvp(f, wrt=wrt)(*args, tangent=tangents)
+    np.testing.assert_allclose(out, out0, rtol=1e-12)
+    np.testing.assert_allclose(dot, dot0, rtol=1e-11, atol=1e-12)
+    value, pullback = s2sad.vjp(f, wrt=wrt, jit="strict", parallel=True)(*args)
+    for a, b in zip(pullback(0.3), s2sad.vjp(f, wrt=wrt)(*args)[1](0.3)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+    jac = s2sad.jacobian(f, wrt=wrt, jit="strict", parallel=True)(*args)
+    for a, b in zip(jac, s2sad.jacobian(f, wrt=wrt)(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12)
+
+
+def grown(x, W):  # the sum's shape grows by broadcasting in the first iteration
+    acc = np.zeros((1, W.shape[1]))
+    for i in range(x.shape[0]):
+        acc = acc + x[i] * W
+    return np.sum(acc**2)
+
+
+def test_jvp_loops_run_on_threads_but_array_sums_stay_serial():
+    t = np.ones_like(X3)
+    g = s2sad.jvp(private_scratch, wrt=0, jit="strict", parallel=True)
+    np.testing.assert_allclose(
+        g(X3, 0.6, tangent=t), s2sad.jvp(private_scratch, wrt=0)(X3, 0.6, tangent=t), rtol=1e-12
+    )
+    assert "in prange(" in s2sad.source(g)
+    for f in (array_sum, grown):
+        g = s2sad.jvp(f, wrt=(0, 1), jit="strict", parallel=True)
+        out, dot = g(X, W, tangent=(X * 0.5, W * 0.25))
+        out0, dot0 = s2sad.jvp(f, wrt=(0, 1))(X, W, tangent=(X * 0.5, W * 0.25))
+        np.testing.assert_allclose((out, dot), (out0, dot0), rtol=1e-12)
+        assert "prange(" not in s2sad.source(g)
+    check_grad(grown, (X, W), wrt=(0, 1))
+    got = s2sad.grad(grown, wrt=(0, 1), jit="strict", parallel=True)(X, W)
+    for a, b in zip(got, s2sad.grad(grown, wrt=(0, 1))(X, W)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_without_parallel_nothing_changes():
+    g = s2sad.grad(per_row, wrt=(0, 1, 2), jit="strict")
+    g(W, B, XR)
+    source = s2sad.source(g)
+    assert "prange" not in source and "_tape" in source  # the serial code records its rows
+
+
+def test_a_user_prange_that_is_not_independent_is_refused_at_its_line():
+    g = s2sad.grad(recurrence_prange, wrt=(0, 1), jit=True, parallel=True)
+    with pytest.raises(UnsupportedSyntaxError) as info:
+        g(X, 0.7)
+    text = str(info.value)
+    assert "for i in numba.prange(1, n):" in text and "test_jit_parallel.py" in text
+    assert "y" in text  # names the array read at another index
+    # without threads it is a range, in Python and compiled
+    check_grad(recurrence_prange, (X, 0.7), wrt=(0, 1))
+    for jit in (False, "strict"):
+        got = s2sad.grad(recurrence_prange, wrt=(0, 1), jit=jit)(X, 0.7)
+        expected = s2sad.grad(recurrence, wrt=(0, 1))(np.concatenate([[0.0], X[1:]]), 0.7)
+        np.testing.assert_allclose(got[0][1:], expected[0][1:], rtol=1e-12)
+        np.testing.assert_allclose(got[1], expected[1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp", "jvp", "jacobian"])
+def test_parallel_needs_jit(transform):
+    with pytest.raises(S2SADError, match="parallel=True .* needs jit=True"):
+        getattr(s2sad, transform)(per_row, parallel=True)
+
+
+def test_parallel_and_serial_builds_share_nothing():
+    serial = s2sad.grad(scalar_sum, wrt=(0, 1), jit="strict")
+    threaded = s2sad.grad(scalar_sum, wrt=(0, 1), jit="strict", parallel=True)
+    a, b = serial(X, 0.7), threaded(X, 0.7)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-12)
+    assert serial.compiled is not threaded.compiled
+    assert "prange" not in s2sad.source(serial) and "prange" in s2sad.source(threaded)
+    assert serial.compiled.jitted.namespace is not threaded.compiled.jitted.namespace
+
+
+def broadcast_and_rows(a, b, x):  # Numba's parallel passes refuse this broadcasting
+    c = a * b
+    out = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = np.sin(x[i]) * x[i]
+    return np.sum(c**2) + np.sum(out)
+
+
+def test_code_numba_will_not_run_on_threads_runs_compiled_without_them():
+    args = (RNG.normal(size=(2, 1, 3)), RNG.normal(size=(4, 1)), X)
+    g = s2sad.grad(broadcast_and_rows, wrt=(0, 1, 2), jit=True, parallel=True)
+    with pytest.warns(s2sad.jit.JitFallbackWarning, match="on threads: .*without threads"):
+        got = g(*args)
+    for a, b in zip(got, s2sad.grad(broadcast_and_rows, wrt=(0, 1, 2))(*args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
+    jitted = g.compiled.jitted
+    assert not jitted.threads and jitted.namespace is not None and not jitted.failed
+    assert "in prange(" in s2sad.source(g)
+
+
+def noisy(x, a):  # random draws keep their order: the loop stays serial
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in range(n):
+        y[i] = a * x[i] + np.random.normal()
+    return np.sum(y**2)
+
+
+def test_a_loop_drawing_random_numbers_stays_serial():
+    g = s2sad.jvp(noisy, wrt=1, jit=True, parallel=True)  # forward mode: no tape either way
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (Numba does not compile this jvp: it runs in Python)
+        g(X, 0.5, tangent=1.0)
+    assert "prange(" not in s2sad.source(g) and "np.random.normal()" in s2sad.source(g)
