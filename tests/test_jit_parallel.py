@@ -62,8 +62,10 @@ def array_sum(x, W):  # an array sum, through temporaries: its adjoint reads the
     return np.sum(acc**2)
 
 
-def private_scratch(x, c):  # an array each iteration allocates and fills by element: its
-    # overwritten elements go on a tape, so reverse mode stays serial; forward mode has threads
+def private_scratch(x, c):  # an array each iteration allocates and fills by element: the
+    # outer loop records np.sum(t) for the log's rule, so reverse mode stays serial, and the
+    # fill loop inside it stays serial too (threads would start at each row); forward mode
+    # has threads
     n = x.shape[0]
     total = 0.0
     for i in range(n):

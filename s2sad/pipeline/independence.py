@@ -394,15 +394,30 @@ def walk_loops(stmts: list, after=()):
             yield from walk_loops(stmt.orelse, rest)
 
 
+def nested_loops(stmts: list) -> set[int]:
+    """The ids of the loops inside another loop, which run on threads only where the user wrote
+    `prange`: threads there would start and stop at each iteration of the loop outside."""
+    return {
+        id(n)
+        for loop in walk_nodes(ast.Module(stmts, []))
+        if isinstance(loop, (ast.For, ast.While))
+        for n in walk_nodes(ast.Module(loop.body + loop.orelse, []))
+        if isinstance(n, ast.For) and not ir.asserted_parallel(n)
+    }
+
+
 def independent_loops(stmts: list, params, rank_of, parsed=None) -> set[int]:
     """The ids of the outermost independent loops of normalized `stmts`. With `parsed`, a loop
     the user wrote as `numba.prange` that is not independent is refused at its line."""
     owned = owned_arrays(stmts, params)
     found: set[int] = set()
     inside: set[int] = set()
+    nested = nested_loops(stmts)
     for loop, after in walk_loops(stmts):
         if id(loop) in inside:
             result = "it is inside a loop that runs on threads"
+        elif id(loop) in nested:
+            result = "it is inside a loop that runs in order"
         else:
             outside = outside_of(stmts, loop)
             result = plan(loop, after, outside, rank_of, owned)

@@ -17,7 +17,16 @@ import ast
 
 from .. import ir
 from ..astcopy import clone, walk_nodes
-from .independence import Plan, callee_name, outside_of, owned_arrays, plan, statements, walk_loops
+from .independence import (
+    Plan,
+    callee_name,
+    nested_loops,
+    outside_of,
+    owned_arrays,
+    plan,
+    statements,
+    walk_loops,
+)
 from .normalize import NameAllocator
 from .nodes import load_name
 
@@ -37,8 +46,9 @@ class Threads:
         owned = owned_arrays(stmts, params)
         tail = [s for s in tail if isinstance(s, ast.AST)]
         counts = _loop_keys(stmts)
+        nested = nested_loops(stmts)
         for loop, after in list(walk_loops(stmts)):
-            if _in_prange(stmts, loop):
+            if _in_prange(stmts, loop) or id(loop) in nested:
                 continue
             result = plan(loop, after + tail, outside_of(stmts, loop), self._rank, owned)
             key = _key(loop)

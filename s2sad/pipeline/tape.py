@@ -22,11 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import ir, runtime
-from ..rules.helpers import SHAPE_ONLY
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import load_name
 from .names import names_mentioned, names_read, statements_in_order
+from .shape_reads import value_reads
 from .snapshots import FRESH_ALLOCATORS, FinalReads
 
 
@@ -65,7 +65,7 @@ class Tape:
     ):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
-        self.shapes = self.reads - _value_reads(adjoint)  # read for shape and dtype alone
+        self.shapes = self.reads - value_reads(adjoint)  # read for shape and dtype alone
         self.tapes: dict[str, str] = {}  # primal name -> its tape list
         self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
@@ -492,53 +492,12 @@ def _allocated_values(stmts) -> set[str]:
 
 
 def _reads(node) -> set[str]:
-    """The names `node` reads for their values (see `_value_reads`)."""
+    """The names `node` reads for their values (see `shape_reads.value_reads`)."""
     if isinstance(node, list):
         return set().union(*(_reads(n) for n in node)) if node else set()
     if isinstance(node, Marker):
         return set()
-    return _value_reads([node])
-
-
-_SHAPE_FUNCTIONS = {"shape", "ndim", "zeros_like"}  # np.shape(x): x's elements are not read
-_SHAPE_ATTRIBUTES = {"shape", "ndim", "dtype", "size"}
-
-
-def _value_reads(stmts) -> set[str]:
-    """The names the statements read for their elements: every name `names_read` gives, less
-    those read only for their shape or dtype (`unbroadcast(g, x)`, `np.shape(x)`, `x.ndim`).
-    A tape keeps no copy of those, and a write into them need not be undone."""
-    shape_only = set()
-    for node in walk_nodes(ast.Module([s for s in stmts if isinstance(s, ast.AST)], [])):
-        if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRIBUTES:
-            shape_only.add(id(node.value))
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in SHAPE_ONLY:
-            for position, param in SHAPE_ONLY[func.id]:
-                if position < len(node.args):
-                    shape_only.add(id(node.args[position]))
-                shape_only |= {id(k.value) for k in node.keywords if k.arg == param}
-        elif (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "np"
-            and func.attr in _SHAPE_FUNCTIONS
-            and node.args
-        ):
-            shape_only.add(id(node.args[0]))
-    names = set()
-    for stmt in stmts:
-        if not isinstance(stmt, ast.AST):
-            continue
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if id(node) not in shape_only:
-                    names.add(node.id)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                names.add(node.target.id)
-    return names
+    return value_reads([node])
 
 
 def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
