@@ -323,3 +323,22 @@ def test_random_chains_fused_give_python_modes_gradient(tmp_path_factory, text, 
     Jitted.compiled = compiled
     got = in_python(Jitted, x, y, 0.3)  # (the gradients: "grad" has no value)
     assert_close(got, s2sad.grad(module.chain, wrt=(0, 1))(x, y, 0.3), rtol=1e-10)
+
+
+def recomputed_then_aliased(x):
+    """`y` is read only by a later fused run, as `v = y`, and `v` is read after that run: the
+    array itself is named, so it is stored, not recomputed (found by the break-it review: the
+    fused code read `y` unassigned)."""
+    y = np.sin(x * x)
+    m = x > 0.0
+    v = y
+    return np.sum(v * v) + np.sum(np.where(m, x, 0.0))
+
+
+@pytest.mark.parametrize("shape", [(1,), (6,), (3, 4)])
+def test_an_alias_of_a_value_a_later_run_reads_is_stored(shape):
+    x = np.linspace(-1.0, 1.0, int(np.prod(shape))).reshape(shape)
+    want = s2sad.grad(recomputed_then_aliased)(x)
+    np.testing.assert_allclose(s2sad.grad(recomputed_then_aliased, jit="strict")(x), want)
+    out, pullback = s2sad.vjp(recomputed_then_aliased, jit="strict")(x)
+    np.testing.assert_allclose(pullback(1.0), want)

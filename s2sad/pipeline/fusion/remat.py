@@ -8,7 +8,7 @@ from collections import Counter
 
 from ...astcopy import clone, walk_nodes
 from ..names import assign_counts
-from .syntax import SHAPE_ONLY, name_reads, text_of
+from .syntax import SHAPE_ONLY, aliased, name_reads, text_of
 
 # how many operations a value's recipe may hold for a later loop to recompute it, not store it
 _CHEAP = 8
@@ -37,6 +37,12 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
             inside = name_reads([s for s, _ in first.entries])[0][name]
             if not readers or count != first.f.value_reads[name] - inside:
                 continue  # something else reads the array: it is stored anyway
+            if any(
+                kind == "alias" and aliased(s.value) == name
+                for r in readers
+                for s, kind in r.entries
+            ):
+                continue  # `v = y` in a later run names the array itself: it is stored
             statement = next(s for s, _ in reversed(first.entries) if s.targets[0].id == name)
             for r in readers:
                 r.remat[name] = (statement, recipe)
