@@ -115,3 +115,22 @@ def test_matmul_of_stacks_compiles_and_matches_python_mode():
     for g, h in zip(got, want):
         assert g.shape == h.shape
         np.testing.assert_allclose(g, h, rtol=1e-12, atol=1e-12)
+
+
+def negative_powers(x):
+    return np.sum(x**-1) + np.sum(x**-2) + np.sum(np.exp(x) ** -3)
+
+
+def test_a_negative_integer_power_of_zero_is_inf_as_in_python_mode():
+    # Numba raises ZeroDivisionError for 0.0 ** -1 with an integer exponent; NumPy gives inf
+    x = np.array([0.0, 2.0, -1.5])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = s2sad.value_and_grad(negative_powers)(x)
+        got = s2sad.value_and_grad(negative_powers, jit="strict")(x)
+    np.testing.assert_allclose(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1])
+    assert np.isinf(got[1][0])
+    y = np.array([0.5, 2.0, -1.5])
+    np.testing.assert_allclose(
+        s2sad.grad(negative_powers, jit="strict")(y), s2sad.grad(negative_powers)(y), rtol=1e-13
+    )

@@ -146,6 +146,11 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
         def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
             self.generic_visit(node)
+            negative = _negative_int(node.right)
+            if isinstance(node.op, ast.Pow) and negative is not None:
+                # x ** -1: Numba raises ZeroDivisionError at x = 0 for an integer exponent;
+                # NumPy (and Numba's float power) give inf, as Python mode does
+                node.right = ast.Constant(float(negative))
             if isinstance(node.op, ast.MatMult) and not all(
                 rank_of(a) in (1, 2) for a in (node.left, node.right)
             ):  # a stack of matrices, or maybe one: Numba's `@` takes none
@@ -212,6 +217,18 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
+
+
+def _negative_int(node: ast.expr) -> int | None:
+    """The value of an expression of constants that is a negative integer (`-1`, or a rule's
+    `-2 - (-2 != 0)`), else None."""
+    if not _constant(node):
+        return None
+    try:
+        value = eval(compile(ast.Expression(node), "<exponent>", "eval"), {})
+    except Exception:  # left as it is
+        return None
+    return value if type(value) is int and value < 0 else None
 
 
 # np.<name> -> (the helper jitted code calls instead, whether Numba has it over one axis)
