@@ -306,3 +306,52 @@ def test_a_loop_drawing_random_numbers_stays_serial():
         warnings.simplefilter("ignore")  # (Numba does not compile this jvp: it runs in Python)
         g(X, 0.5, tangent=1.0)
     assert "prange(" not in s2sad.source(g) and "np.random.normal()" in s2sad.source(g)
+
+
+def index_after(x):  # the loop's index is read after it: on threads it would be a thread's own
+    n = x.shape[0]
+    out = np.zeros(n)
+    for i in range(n):
+        out[i] = x[i] * 2.0
+    return np.sum(out) * i
+
+
+def from_negative(x):  # range(-n, n) writes each element twice (out[-1] is out[n - 1])
+    n = x.shape[0]
+    out = np.zeros(n)
+    for i in range(-n, n):
+        out[i] = np.sin(x[i]) * (i + n + 1.0)
+    return np.sum(out * out)
+
+
+def user_step(x):
+    out = np.zeros(x.shape[0])
+    for i in prange(0, x.shape[0], 2):
+        out[i] = np.sin(x[i])
+    return np.sum(out)
+
+
+@pytest.mark.parametrize("f", [index_after, from_negative])
+def test_loops_that_threads_would_get_wrong_stay_serial(f):
+    # found by the break-it review: both gave wrong numbers (and races) on threads
+    x = np.linspace(0.1, 1.0, 50)
+    want = s2sad.value_and_grad(f)(x)
+    g = s2sad.value_and_grad(f, jit="strict", parallel=True)
+    for got in _on_threads((numba.config.NUMBA_NUM_THREADS, 1), lambda: g(x)):
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-12)
+    assert "prange(" not in s2sad.source(g)
+    t = np.cos(np.arange(50.0))
+    np.testing.assert_allclose(
+        s2sad.jvp(f, jit="strict", parallel=True)(x, tangent=t)[1],
+        s2sad.jvp(f)(x, tangent=t)[1],
+        rtol=1e-12,
+    )
+
+
+def test_a_refused_prange_says_why_without_claiming_a_dependence():
+    with pytest.raises(UnsupportedSyntaxError) as info:
+        s2sad.grad(user_step, jit="strict", parallel=True)(np.linspace(0.0, 1.0, 6))
+    text = str(info.value)
+    assert "cannot run this prange loop on threads" in text and "range(a, b)" in text
+    assert "independently" not in text.split("hint")[0]

@@ -240,14 +240,32 @@ def _range_args(loop) -> list | None:
     return it.args
 
 
+def _non_negative(node: ast.expr) -> bool:
+    """Whether `node` is an expression of integer constants whose value is 0 or more."""
+    if not all(
+        isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop))
+        for n in walk_nodes(node)
+    ):
+        return False
+    try:
+        value = eval(compile(ast.Expression(node), "<start>", "eval"), {"__builtins__": {}})
+    except Exception:  # not decided here: not proven
+        return False
+    return type(value) is int and value >= 0
+
+
 def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
     """A `Plan` for running `loop` on threads, or why it cannot (a string). `after`: the
     statements that run after it (where its values could be read); `outside`: every statement
     of the function outside it; `rank_of`: a name's rank where known. `params`: a set of arrays
     the code owns (own parameters, fresh allocations) that the loop may write at its index, or
     None to trust every array written (adjoint code, which writes only arrays it owns)."""
-    if _range_args(loop) is None:
+    bounds = _range_args(loop)
+    if bounds is None:
         return "it is not a loop over range(n) or range(a, b)"
+    if len(bounds) == 2 and not _non_negative(bounds[0]):
+        # x[-1] is x[n - 1]: two iterations of range(-n, n) write one element
+        return "its range may start below 0, where indices count from the end"
     i = loop.target.id
     body = loop.body
     if any(isinstance(s, ast.Break) for s, _ in statements(body)):
@@ -278,6 +296,8 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
         result.sums[name] = chain
     live = set()
     _reads_before_assigned(after, set(), live)
+    if i in live:  # on threads, each thread's last index is its own
+        return f"its index {i} is read after it"
     local = (mine - set(result.sums)) & live
     for name in sorted(local):
         invariant = _invariant(name, body, mine | {i} | set(acc.of))
@@ -433,7 +453,7 @@ def independent_loops(stmts: list, params, rank_of, parsed=None) -> set[int]:
             where = ir.src_parsed(loop) or parsed
             raise where.error(
                 UnsupportedSyntaxError,
-                f"this prange loop does not run its iterations independently: {result}",
+                f"s2sad cannot run this prange loop on threads: {result}",
                 ir.src(loop),
                 hint="write it as range(...) (it then runs in order), or give each iteration "
                 "its own outputs (write y[i], sum with s += ...)",
