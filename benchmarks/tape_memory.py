@@ -21,6 +21,7 @@ warm-up call that transforms and compiles.
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 import time
@@ -140,20 +141,29 @@ def short_table():
         )
 
 
-def _option(name: str, default: int) -> int:
-    return int(float(sys.argv[sys.argv.index(name) + 1])) if name in sys.argv else default
+def _options(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Time and peak memory of taped and checkpointed loop gradients."
+    )
+    count = lambda text: int(float(text))  # noqa: E731  (1e6 as well as 1000000)
+    parser.add_argument("--steps", type=count, default=10**6, help="the long scalar loop")
+    parser.add_argument("--array-steps", type=count, default=10**5, help="the array loop")
+    parser.add_argument("--array-size", type=count, default=100, help="floats in its state")
+    parser.add_argument("--skip-short", action="store_true", help="no 10^5-step table")
+    parser.add_argument("--skip-array", action="store_true", help="no array-state loop")
+    parser.add_argument("--no-jit", action="store_true", help="Python mode only")
+    return parser.parse_args(argv)
 
 
 def main():
-    steps = _option("--steps", 10**6)
-    array_steps = _option("--array-steps", 10**5)
-    size = _option("--array-size", 100)
-    if "--skip-short" not in sys.argv:
+    options = _options()
+    steps, array_steps, size = options.steps, options.array_steps, options.array_size
+    if not options.skip_short:
         short_table()
-    modes = [False] if "--no-jit" in sys.argv else [False, True]
+    modes = [False] if options.no_jit else [False, True]
     for jit in modes:
         checkpointed_table("euler", euler, euler_checkpointed, (0.3, 0.8, steps), jit)
-    if "--skip-array" not in sys.argv:
+    if not options.skip_array:
         rng = np.random.default_rng(0)
         y0, k = rng.random(size), 0.5 + rng.random(size)
         label = f"euler over {size} floats"

@@ -194,7 +194,9 @@ class Jitted:
     def __init__(self, compiled):
         self.compiled = compiled
         self.namespace = None
-        self.failed = {}  # function name -> the exception Numba raised for it
+        # (function name, the arguments' kinds) -> the exception Numba raised compiling it for
+        # them: a failure for float32 arrays leaves float64 calls compiled
+        self.failed = {}
         self.module_failed = None
         self.reloaded = False
         self.threads = compiled.parallel  # compiled with Numba's parallel options
@@ -220,7 +222,9 @@ class Jitted:
             with self.lock:
                 if self.namespace is None and self.module_failed is None:
                     self.load()
-        failed = self.module_failed or self.failed.get(name)
+        failed = self.module_failed
+        if failed is None and self.failed:
+            failed = self.failed.get((name, _kinds(args)))
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
@@ -238,7 +242,7 @@ class Jitted:
                     return self.without_threads(exc, args, strict, name, what)
                 if not _is_numba_error(exc):
                     raise
-                self.failed[name] = failed = exc
+                self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
             # fused loops Numba cannot type (other dtypes than float64 meeting in one branch):
             # the code as it was before fusion
@@ -311,6 +315,19 @@ class Jitted:
             stacklevel=user_stacklevel(),
         )
         return self.compiled.functions.get(name, self.compiled.function)(*args)
+
+
+def _kinds(args) -> tuple:
+    """What Numba compiles a function separately for: each argument's type, and an array's
+    dtype, rank, layout and writability."""
+    return tuple(
+        (
+            (a.dtype.str, a.ndim, a.flags.c_contiguous, a.flags.f_contiguous, a.flags.writeable)
+            if isinstance(a, np.ndarray)
+            else (type(a), _kinds(a) if isinstance(a, tuple) else None)
+        )
+        for a in args
+    )
 
 
 def _float32_scalars(dispatcher, args, result):

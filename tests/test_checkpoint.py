@@ -152,6 +152,14 @@ def test_the_primal_is_plain_python():
         s2sad.checkpoint(range(3), snapshots=0)
 
 
+@pytest.mark.parametrize("snaps", [0, -1, 2.5])
+def test_bad_snapshots_are_refused_in_the_gradient_too(snaps):
+    # the gradient never calls the mark itself (new-user trial: snapshots=-1 raised a bare
+    # ZeroDivisionError from inside s2sad, and snapshots=0 was taken)
+    with pytest.raises(ValueError, match="snapshots must be a positive int"):
+        s2sad.grad(euler, wrt=(0, 1))(0.3, 0.8, 15, snaps)
+
+
 def test_generated_code_calls_one_loop_with_the_users_names():
     text = s2sad.source(s2sad.grad(euler, wrt=(0, 1)), 0.3, 0.8, 4, 2)
     line = euler.__code__.co_firstlineno + 2

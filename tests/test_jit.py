@@ -430,3 +430,25 @@ def test_float32_numbers_come_back_as_float32_as_in_python_mode():
         assert type(value) is np.float32 and gx.dtype == np.float32 and type(gs) is np.float32
         value, tangent = s2sad.jvp(float32_energy, jit=jit)(x, s, tangent=np.ones(4, np.float32))
         assert type(value) is np.float32 and type(tangent) is np.float32
+
+
+def halving(y, n):
+    for _ in range(n):
+        y = y * 0.5 + np.sin(y)
+    return np.sum(y)
+
+
+def test_a_failed_compile_for_one_dtype_leaves_the_others_compiled(tmp_path, monkeypatch):
+    # found by the new-user trial: after float32 failed (Numba cannot unify the loop's float32
+    # and float64), float64 calls that had compiled raised the float32 error too
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+    x = np.linspace(0.1, 1.0, 5)
+    g = s2sad.grad(halving, jit="strict")
+    want = s2sad.grad(halving)(x, 20)
+    np.testing.assert_allclose(g(x, 20), want, rtol=1e-12)
+    with pytest.raises(s2sad.jit.JitError, match="float32"):
+        g(x.astype(np.float32), 20)
+    np.testing.assert_allclose(g(x, 20), want, rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # compiled: no fallback warning
+        np.testing.assert_allclose(s2sad.grad(halving, jit=True)(x, 20), want, rtol=1e-12)
