@@ -237,19 +237,23 @@ def _reverse_mode(
             plain = threads.primal(plain, norm.params, adjoint.stmts)
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
-    source = emit(
-        parsed,
-        norm,
-        primal,
-        adjoint,
-        tape_inits,
-        list(wrt),
-        mode,
-        name,
-        plain if rerun else None,
-        jit=jit,
-        data=data,
-    )
+
+    def emitted(primal, adjoint) -> str:
+        return emit(
+            parsed,
+            norm,
+            primal,
+            adjoint,
+            tape_inits,
+            list(wrt),
+            mode,
+            name,
+            plain if rerun else None,
+            jit=jit,
+            data=data,
+        )
+
+    source = emitted(primal, adjoint)
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
@@ -262,20 +266,7 @@ def _reverse_mode(
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], rank_of, reads, taken)
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
-    fused_source = emit(
-        parsed,
-        norm,
-        fused_primal,
-        fused,
-        tape_inits,
-        list(wrt),
-        mode,
-        name,
-        plain if rerun else None,
-        jit=jit,
-        data=data,
-    )
-    return fused_source, name, source
+    return emitted(fused_primal, fused), name, source
 
 
 def _refuse_list_cotangents(parsed, stmts) -> None:

@@ -81,15 +81,17 @@ def names_stored(nodes) -> list[str]:
     return list(names)
 
 
-def names_read(stmts) -> set[str]:
-    """Every name the statements read (tape markers excluded); `x += g` reads x too."""
+def names_read(stmts, skip=frozenset()) -> set[str]:
+    """Every name the statements read (tape markers excluded); `x += g` reads x too. `skip`:
+    the ids of Name nodes not to count."""
     names = set()
     for stmt in stmts:
         if not isinstance(stmt, ast.AST):
             continue
         for node in walk_nodes(stmt):
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                names.add(node.id)
+                if id(node) not in skip:
+                    names.add(node.id)
             elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
                 names.add(node.target.id)
     return names

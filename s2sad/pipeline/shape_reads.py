@@ -11,6 +11,7 @@ import ast
 
 from ..astcopy import walk_nodes
 from ..rules.helpers import SHAPE_ONLY
+from .names import names_read
 
 _SHAPE_FUNCTIONS = {"shape", "ndim", "zeros_like"}  # np.shape(x): x's elements are not read
 _SHAPE_ATTRIBUTES = {"shape", "ndim", "dtype", "size"}
@@ -40,14 +41,4 @@ def value_reads(stmts) -> set[str]:
             and node.args
         ):
             shape_only.add(id(node.args[0]))
-    names = set()
-    for stmt in stmts:
-        if not isinstance(stmt, ast.AST):
-            continue
-        for node in walk_nodes(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                if id(node) not in shape_only:
-                    names.add(node.id)
-            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-                names.add(node.target.id)
-    return names
+    return names_read(stmts, skip=shape_only)
