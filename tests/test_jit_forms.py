@@ -134,3 +134,21 @@ def test_a_negative_integer_power_of_zero_is_inf_as_in_python_mode():
     np.testing.assert_allclose(
         s2sad.grad(negative_powers, jit="strict")(y), s2sad.grad(negative_powers)(y), rtol=1e-13
     )
+
+
+def slices_energy(u, k):
+    c = u[:-1, :-1]
+    dv = u[1:, :-1] - c
+    dh = u[:-1, 1:] - c
+    return np.sum(0.5 * k * (dv * dv + dh * dh) + 0.25 * (c * c - 1.0) ** 2)
+
+
+def test_slice_cotangents_add_into_one_array_in_place():
+    # the first slice's cotangent makes du (an array of zeros of its own); the others add into
+    # it (add_at), not into a fresh array each (du = du + getitem_vjp(...))
+    u = np.random.default_rng(3).normal(size=(7, 6))
+    g = s2sad.grad(slices_energy, wrt="u", jit="strict")
+    np.testing.assert_allclose(g(u, 0.7), s2sad.grad(slices_energy, wrt="u")(u, 0.7), rtol=1e-13)
+    text = s2sad.source(g)
+    assert text.count("du = getitem_vjp(") == 1 and "du = du + getitem_vjp(" not in text
+    assert text.count("add_at(du, ") == 2

@@ -175,11 +175,21 @@ class Reverser(BranchesAndLoops):
             fresh = name == "getitem_vjp" or isinstance(expr, (ast.BinOp, ast.UnaryOp))
             if fresh and self.numpy_array(primal):
                 self.owned.add(d)  # an array made by this statement, nowhere else referenced
+            elif name == "getitem_vjp" and self.jit and not self.batched and self.array(primal):
+                self.owned.add(d)  # Numba's getitem_vjp makes an array of zeros: later reads
+                # of the same array add into it in place (add_at), as in NumPy mode
             else:
                 self.owned.discard(d)
         self.defined.add(d)
         self.zero.discard(d)
         out.append(self.at(assign_to(d, value), src))
+
+    def array(self, primal: str) -> bool:
+        """`primal` known to be an array (rank >= 1), not a list or a tuple's parts."""
+        if primal in self.parted or self.is_list(primal):
+            return False
+        rank = self.rank(load_name(primal))
+        return rank is not None and rank >= 1
 
     def numpy_array(self, primal: str) -> bool:
         """NumPy mode (not jitted, not batched) and `primal` known to be an array (rank >= 1):
