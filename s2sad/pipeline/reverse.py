@@ -176,8 +176,7 @@ class Reverser(BranchesAndLoops):
             if fresh and self.numpy_array(primal):
                 self.owned.add(d)  # an array made by this statement, nowhere else referenced
             elif name == "getitem_vjp" and self.jit and not self.batched and self.array(primal):
-                self.owned.add(d)  # Numba's getitem_vjp makes an array of zeros: later reads
-                # of the same array add into it in place (add_at), as in NumPy mode
+                self.owned.add(d)  # Numba's makes an array of zeros: later reads add into it
             else:
                 self.owned.discard(d)
         self.defined.add(d)
@@ -194,10 +193,7 @@ class Reverser(BranchesAndLoops):
     def numpy_array(self, primal: str) -> bool:
         """NumPy mode (not jitted, not batched) and `primal` known to be an array (rank >= 1):
         its adjoint, where made by an arithmetic operation, is an array no one else holds."""
-        if self.jit or self.batched or primal in self.parted or self.is_list(primal):
-            return False
-        rank = self.rank(load_name(primal))
-        return rank is not None and rank >= 1
+        return not self.jit and not self.batched and self.array(primal)
 
     def sliced(self, expr: ast.Call) -> bool:
         """`getitem_vjp(g, x, index)` in NumPy mode with `x` an array and `index` plain slices
