@@ -195,7 +195,7 @@ def _forward_mode(
 
 def _reverse_mode(
     parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel=False
-) -> tuple[str, str]:
+) -> tuple[str, str, str]:
     """reverse -> tape -> optimize -> lower -> fuse -> emit: the adjoint code's source, its
     function's name and (jitted) its source unfused."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
@@ -262,8 +262,7 @@ def _reverse_mode(
     ]
     taken = set(norm.params) | set(adjoint.seeds) | set(data) | reserved_names(parsed.name)
     taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
-    rank_of = adjoint_rank(shapes, adjoint.primal_of)
-    fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], rank_of, reads, taken)
+    fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
     return emitted(fused_primal, fused), name, source

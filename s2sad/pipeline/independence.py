@@ -32,6 +32,7 @@ from .. import ir
 from ..astcopy import walk_nodes
 from ..errors import UnsupportedSyntaxError
 from .names import assigned, names_mentioned, names_read
+from .nodes import constant_value
 
 # calls that write into an argument: a loop making them is not independent
 _WRITING_METHODS = {"append", "pop", "extend", "insert", "remove", "clear", "sort", "fill"}
@@ -242,15 +243,7 @@ def _range_args(loop) -> list | None:
 
 def _non_negative(node: ast.expr) -> bool:
     """Whether `node` is an expression of integer constants whose value is 0 or more."""
-    if not all(
-        isinstance(n, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop))
-        for n in walk_nodes(node)
-    ):
-        return False
-    try:
-        value = eval(compile(ast.Expression(node), "<start>", "eval"), {"__builtins__": {}})
-    except Exception:  # not decided here: not proven
-        return False
+    value = constant_value(node)
     return type(value) is int and value >= 0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from .. import ir
-from .nodes import index_expr
+from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
 def jit_copy(node: ast.expr, rank) -> ast.expr:
@@ -19,15 +19,6 @@ def jit_copy(node: ast.expr, rank) -> ast.expr:
     if rank is None:
         return ast.Call(ast.Name("snapshot", ast.Load()), [node], [])
     return ast.Call(ast.Attribute(node, "copy", ast.Load()), [], [])
-
-
-def _constant(node: ast.expr) -> bool:
-    """An expression of constants and operators only (`-1.65 * 0.74 < 0.6`)."""
-    return all(
-        isinstance(n, (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop))
-        or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.boolop))
-        for n in ast.walk(node)
-    )
 
 
 def drop_constant_branches(stmts: list) -> list:
@@ -56,12 +47,8 @@ def drop_constant_branches(stmts: list) -> list:
     def decided(test: ast.expr):
         if isinstance(test, ast.Name) and counts.get(test.id) == 1:
             test = values[test.id]
-        if not _constant(test):
-            return None
-        try:
-            return bool(eval(compile(ast.Expression(test), "<condition>", "eval"), {}))
-        except Exception:  # left to Numba
-            return None
+        value = constant_value(test)
+        return None if value is NOT_CONSTANT else bool(value)  # else left to Numba
 
     def block(body: list) -> list:
         out = []
@@ -222,12 +209,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 def _negative_int(node: ast.expr) -> int | None:
     """The value of an expression of constants that is a negative integer (`-1`, or a rule's
     `-2 - (-2 != 0)`), else None."""
-    if not _constant(node):
-        return None
-    try:
-        value = eval(compile(ast.Expression(node), "<exponent>", "eval"), {})
-    except Exception:  # left as it is
-        return None
+    value = constant_value(node)
     return value if type(value) is int and value < 0 else None
 
 

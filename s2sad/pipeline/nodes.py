@@ -83,3 +83,21 @@ def batched_slice(d: str, index: ast.expr, indices: set[str]) -> ast.expr:
     return ast.Call(
         ast.Name("batched_index", ast.Load()), [ast.Name(d, ast.Load()), index_expr(value)], []
     )
+
+
+NOT_CONSTANT = object()  # what `constant_value` gives for an expression it cannot evaluate
+
+
+def constant_value(node: ast.expr):
+    """The value of an expression of constants and operators only (`-1.65 * 0.74 < 0.6`, a
+    rule's exponent `-2 - (-2 != 0)`), else NOT_CONSTANT."""
+    if not all(
+        isinstance(n, (ast.Constant, ast.expr_context, ast.operator, ast.unaryop, ast.cmpop))
+        or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.boolop))
+        for n in ast.walk(node)
+    ):
+        return NOT_CONSTANT
+    try:
+        return eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}})
+    except Exception:  # 1 / 0, say: left to run time
+        return NOT_CONSTANT
