@@ -14,9 +14,10 @@ import numpy as np
 
 from .compose import composable
 from .errors import S2SADError
+from .jit import Jitted
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
-from .transformed import JVPTransformed, Transformed
+from .transformed import JVPTransformed, Transformed, _refuse_complex, unboxed
 from .pullback import tree_output
 from .trees import flatten, unflatten
 
@@ -133,6 +134,10 @@ class Jacobian:
             items = result if self.wrt_tuple else (result,)
             return [leaf for item in items for leaf in flatten(item)[1]]
 
+        if self.backward.jit and self.mode != "forward" and bound.plain:
+            rows = self._compiled_rows(bound, inputs)
+            if rows is not None:
+                return rows
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
@@ -169,6 +174,39 @@ class Jacobian:
                     blocks.append(np.reshape(stacked, np.shape(o) + np.shape(x)))
                 per_output.append(blocks)
         return unflatten(d, [self._conformed(b, inputs, bound) for b in per_output])
+
+    def _compiled_rows(self, bound, inputs):
+        """Reverse mode compiled, for one array output and plain arguments: the compiled
+        pullback once per output element, its rows written straight into the Jacobian's
+        blocks. A Jacobian of a small function called in a Python loop is mostly this loop's
+        overhead, so it skips what `Pullback` checks for seeds a user passes. None where
+        forward mode is the cheaper one, or the output is a tuple or a tree."""
+        backward = self.backward
+        compiled, values = backward.prepared(bound)
+        if compiled.tuple_output or compiled.output is not None:
+            return None
+        out = backward._run(compiled, values, bound)
+        n_in = sum(np.size(x) for x in inputs)
+        if self.mode is None and n_in <= np.size(out):
+            return None
+        sweep = compiled.name + "_sweep"
+        blocks = [np.empty((np.size(out), np.size(x))) for x in inputs]
+        args = (*bound.arguments.values(),)
+        for i, seed in enumerate(_basis(out)):
+            if i == 0:
+                grads = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
+                for g in grads if len(inputs) > 1 else (grads,):
+                    _refuse_complex(g, "gradient")  # every row has the first one's types
+                direct = Jitted.of(compiled).dispatcher(sweep)
+            elif direct is not None:  # compiled for the first row's types: call it directly
+                grads = direct(*args, unboxed(seed), *values)
+            else:
+                grads = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
+            grads = grads if len(inputs) > 1 else (grads,)
+            for block, g in zip(blocks, grads):
+                block[i] = np.ravel(g)
+        blocks = [np.reshape(b, np.shape(out) + np.shape(x)) for b, x in zip(blocks, inputs)]
+        return self._conformed(blocks, inputs, bound)
 
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);

@@ -202,6 +202,10 @@ class Jitted:
         self.threads = compiled.parallel  # compiled with Numba's parallel options
         self.lock = threading.Lock()
         self.unfused = None  # the same transform without fused loops, made if Numba needs it
+        # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
+        self.runs_python = any(
+            getattr(v, "compiles_itself", False) for v in compiled.globals.values()
+        )
 
     @classmethod
     def of(cls, compiled) -> "Jitted":
@@ -215,8 +219,7 @@ class Jitted:
         """Run the compiled `name` (the main function by default) on `args`. `what` names the
         user's transform in messages ("s2sad.grad(f, jit=True)")."""
         name = name or self.compiled.name
-        if any(getattr(v, "compiles_itself", False) for v in self.compiled.globals.values()):
-            # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
+        if self.runs_python:
             return self.compiled.functions.get(name, self.compiled.function)(*args)
         if self.namespace is None and self.module_failed is None:
             with self.lock:
@@ -248,6 +251,16 @@ class Jitted:
             # the code as it was before fusion
             return self.without_fusion()(args, strict, name, what)
         return self.fallback(name, failed, args, strict, what)
+
+    def dispatcher(self, name: str):
+        """Numba's dispatcher of `name`, for a caller that has just run it through `__call__`
+        and calls it again with arguments of the same types; None where that call did not
+        run compiled code (a fallback, threads turned off, s2sad.checkpoint's loops)."""
+        if self.namespace is None or self.failed or self.module_failed or self.runs_python:
+            return None
+        if self.threads != self.compiled.parallel:
+            return None
+        return self.namespace.get(name)
 
     def without_fusion(self) -> "Jitted":
         with self.lock:
@@ -344,8 +357,10 @@ def _float32_scalars(dispatcher, args, result):
 
 
 def _float32(value) -> bool:
+    dtype = getattr(value, "dtype", None)
     return (
-        getattr(value, "dtype", None) == np.float32
+        dtype is not None
+        and dtype.char == "f"
         or isinstance(value, (tuple, list))
         and any(_float32(v) for v in value)
     )

@@ -185,6 +185,48 @@ def test_jitted_jacobian(mode):
         np.testing.assert_allclose(j, p, rtol=1e-12, atol=1e-14)
 
 
+def residuals(cam, x, w):
+    p0 = x[0] - cam[0]
+    p1 = x[1] * cam[1]
+    return np.array([w * p0 * p1, np.sin(p0) + w * w, p1 / cam[2]])
+
+
+def product_sum(a, b):
+    return np.sum(np.einsum("ij,jk->ik", a, b))
+
+
+def test_jitted_jacobian_row_per_output_element():
+    """Reverse mode picked by size (3 outputs, 7 inputs): one compiled pullback per output
+    element, rows written into the blocks; the numbers of NumPy mode and finite differences,
+    and the dtypes and ownership of the inputs'."""
+    cam, x, w = np.array([0.3, 1.2, 2.0]), np.array([0.7, -0.4, 5.0]), 0.6
+    J = s2sad.jacobian(residuals, wrt=(0, 1, 2), jit="strict")
+    for _ in range(2):  # the second call runs the compiled pullback directly after row 0
+        jitted = J(cam, x, w)
+        plain = s2sad.jacobian(residuals, wrt=(0, 1, 2))(cam, x, w)
+        for j, p, a in zip(jitted, plain, (cam, x, w)):
+            assert j.shape == (3,) + np.shape(a) and j.dtype == np.float64
+            np.testing.assert_allclose(j, p, rtol=1e-12, atol=1e-14)
+    eps = 1e-6
+    for k in range(3):  # column k of d/dx by central differences
+        step = np.zeros(3)
+        step[k] = eps
+        fd = (residuals(cam, x + step, w) - residuals(cam, x - step, w)) / (2 * eps)
+        np.testing.assert_allclose(jitted[1][:, k], fd, rtol=1e-6, atol=1e-8)
+    again = J(cam, x, w)
+    assert not np.shares_memory(again[0], jitted[0])
+    single = J(cam.astype(np.float32), x, w)  # float32 blocks for a float32 input
+    assert single[0].dtype == np.float32
+    np.testing.assert_allclose(single[0], plain[0], rtol=1e-5)
+
+
+def test_jitted_jacobian_falls_back_with_the_same_numbers():
+    a, b = np.arange(6.0).reshape(3, 2) / 7, np.ones((2, 3))
+    with pytest.warns(JitFallbackWarning):
+        jitted = s2sad.jacobian(product_sum, wrt=0, mode="reverse", jit=True)(a, b)
+    np.testing.assert_allclose(jitted, s2sad.jacobian(product_sum, wrt=0)(a, b), rtol=1e-12)
+
+
 def test_jitted_vjp_falls_back_with_a_warning():
     a, b = np.ones((3, 2)), np.ones((2, 3))
 
