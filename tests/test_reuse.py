@@ -391,11 +391,15 @@ def _reused(source: str, ranks: dict[str, int], keep=()) -> str:
 def test_the_pass_refuses_aliases_it_cannot_see_through():
     ranks = dict.fromkeys("abcdtuvwxyz", 1)
     # t reaches a helper (which may return it), a tuple, an attribute, an index, a loop
-    for use in ("v = helper(t)", "v = (t, x)", "v = t.T", "v = t[0]", "o.t = t", "v = t"):
+    uses = ("v = helper(t)", "v = (t, x)", "v = t.T", "v = t[0]", "o.t = t", "v = t", "v[0] = t")
+    for use in uses + ("q += t", "q[0] += t"):  # (q: a list, or of unknown rank)
         text = _reused(f"t = x * y\n{use}\nw = x + y\nz = v * w", ranks, keep="xyz")
         assert "spare(t" not in text, text
     text = _reused("t = x * y\nfor i in r:\n    a = t\nw = x + y", ranks, keep="xyz")
     assert "spare(t" not in text
+    # added into an array: read for its elements
+    text = _reused("t = x * y\na += t\nb[0] += t\nw = x + y", ranks, keep="xyzab")
+    assert "w = np.add(x, y, out=spare(t, x, y))" in text
     # t bound twice, or not by an elementwise operation, or kept (returned)
     for define in ("t = x * y\nt = t + 1.0", "t = helper(x)", "t = x[1:]", "t = np.asarray(x)"):
         assert "spare(t" not in _reused(f"{define}\nw = x + y", ranks, keep="xyz")

@@ -49,7 +49,8 @@ _UFUNCS = frozenset(
 )
 # functions whose result shares memory with none of their positional arguments
 _FRESH = frozenset("sum mean prod max min amax amin dot matmul vdot inner outer".split())
-_SAFE, _SHAPE, _UNSAFE = "safe", "shape", "unsafe"
+_BIND, _SAFE, _SHAPE, _UNSAFE = "bind", "safe", "shape", "unsafe"
+_KIND = {True: _SAFE, False: _UNSAFE}
 _GUARD = "spare"
 
 
@@ -62,8 +63,16 @@ def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) 
     flat = [s for block in blocks for s in block]
     if not all(isinstance(s, ast.AST) for s in flat):
         return blocks
-    free_at = _buffers(flat, keep)
-    shape = _shape_keys(flat, rank_of, primal_of)
+    ranks: dict[str, int | None] = {}
+
+    def rank(name: str) -> int | None:
+        if name not in ranks:
+            ranks[name] = rank_of(ast.Name(name, ast.Load()))
+        return ranks[name]
+
+    rewritable = {id(s) for s in flat if _rewritable(s)}
+    free_at = _buffers(flat, keep, rank, rewritable)
+    shape = _shape_keys(flat, rank, primal_of, rewritable)
     ready: dict[int, list[str]] = {}  # rank -> buffers free now, the latest freed last
     by_index: dict[int, list[str]] = {}
     for name, index in free_at.items():
@@ -71,13 +80,11 @@ def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) 
     rewritten = {}
     for i, stmt in enumerate(flat):
         for name in by_index.get(i, ()):
-            rank = rank_of(ast.Name(name, ast.Load()))
-            if rank:
-                ready.setdefault(rank, []).append(name)
-        if not _rewritable(stmt):
+            if rank(name):
+                ready.setdefault(rank(name), []).append(name)
+        if id(stmt) not in rewritable:
             continue
-        rank = rank_of(stmt.targets[0]) or rank_of(stmt.value)
-        pool = ready.get(rank) if rank else None
+        pool = ready.get(rank(stmt.targets[0].id) or rank_of(stmt.value))
         if not pool:
             continue
         operands = _operands(stmt.value)
@@ -95,7 +102,7 @@ def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) 
     return out
 
 
-def _buffers(flat: list, keep: set[str]) -> dict[str, int]:
+def _buffers(flat: list, keep: set[str], rank, rewritable: set[int]) -> dict[str, int]:
     """The temporaries whose arrays may be reused, each with the index of the first statement
     that may take it."""
     shape_ids = shape_only_reads(flat)
@@ -104,10 +111,10 @@ def _buffers(flat: list, keep: set[str]) -> dict[str, int]:
     last: dict[str, int] = {}
     refused: set[str] = set(keep)
     for i, stmt in enumerate(flat):
-        for name, kind in _mentions(stmt, shape_ids):
-            if kind == "bind":
+        for name, kind in _mentions(stmt, shape_ids, rank):
+            if kind == _BIND:
                 bindings[name] = bindings.get(name, 0) + 1
-                if _fresh_definition(stmt):
+                if id(stmt) in rewritable or _fresh_definition(stmt):
                     defined[name] = i
                 else:
                     refused.add(name)
@@ -122,7 +129,7 @@ def _buffers(flat: list, keep: set[str]) -> dict[str, int]:
     }
 
 
-def _shape_keys(flat: list, rank_of, primal_of: dict):
+def _shape_keys(flat: list, rank, primal_of: dict, rewritable: set[int]):
     """A function giving each name a key shared by names known to have one shape: an adjoint
     has its primal's, and an elementwise result that of its operands of its own rank, where
     those share one key (others broadcast into it). A hint for choosing a buffer: `spare`
@@ -137,77 +144,76 @@ def _shape_keys(flat: list, rank_of, primal_of: dict):
         return name
 
     for stmt in flat:
-        if not _rewritable(stmt):
+        if id(stmt) not in rewritable:
             continue
-        rank = rank_of(stmt.value)
+        target = stmt.targets[0].id
         operands = _operands(stmt.value)
-        ranks = [rank_of(ast.Name(n, ast.Load())) for n in operands]
-        if rank is None or None in ranks:
+        if rank(target) is None or any(rank(n) is None for n in operands):
             continue
-        keys = {key(n) for n, r in zip(operands, ranks) if r == rank}
+        keys = {key(n) for n in operands if rank(n) == rank(target)}
         if len(keys) == 1:
-            same[stmt.targets[0].id] = keys.pop()
+            same[target] = keys.pop()
     return key
 
 
-def _mentions(stmt, shape_ids):
+def _mentions(stmt, shape_ids: set[int], rank) -> list[tuple[str, str]]:
     """(name, kind) for each name the top-level statement mentions: "bind" (its target), "safe"
-    (an operand of arithmetic, a ufunc or a reduction, or written into), "shape" (read for its
-    shape and dtype only) or "unsafe"."""
+    (an operand of arithmetic, a ufunc, a comparison, a product or a reduction, or written
+    into), "shape" (read for its shape and dtype only) or "unsafe"."""
     if not isinstance(stmt, (ast.Assign, ast.AugAssign)):
         return [(n.id, _UNSAFE) for n in walk_nodes(stmt) if isinstance(n, ast.Name)]
-    parent = {}
-    for node in walk_nodes(stmt):
-        for child in ast.iter_child_nodes(node):
-            parent[id(child)] = node
-    found = []
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-    for node in walk_nodes(stmt):
-        if not isinstance(node, ast.Name):
-            continue
-        if isinstance(node.ctx, ast.Store):
-            if isinstance(stmt, ast.AugAssign):
-                found.append((node.id, _SAFE))  # `t += g`: written in place
-            else:
-                single = len(targets) == 1 and targets[0] is node
-                found.append((node.id, "bind" if single else _UNSAFE))
-        elif id(node) in shape_ids:
-            found.append((node.id, _SHAPE))
-        elif _written(node, parent, targets):
-            found.append((node.id, _SAFE))  # `t[i] = v`, `t[i] += v`
+    found: list[tuple[str, str]] = []
+    todo: list[tuple[ast.AST, bool]] = []  # (node, read only by an operation making an array)
+    if isinstance(stmt, ast.Assign):
+        single = len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        for target in stmt.targets:
+            _target(target, _BIND if single else _UNSAFE, found, todo)
+        todo.append((stmt.value, False))  # `v = t` makes a second name
+    else:
+        _target(stmt.target, _SAFE, found, todo)  # `t += g`: written in place
+        base = _base(stmt.target)  # `a += t` adds its elements into an array `a`
+        todo.append((stmt.value, isinstance(base, ast.Name) and bool(rank(base.id))))
+    while todo:
+        node, operand = todo.pop()
+        if isinstance(node, ast.Name):
+            found.append((node.id, _SHAPE if id(node) in shape_ids else _KIND[operand]))
+        elif isinstance(node, (ast.BinOp, ast.Compare)) or (
+            isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+        ):
+            todo += [(child, True) for child in ast.iter_child_nodes(node)]
+        elif isinstance(node, ast.Call) and _inputs(node):
+            inputs = _inputs(node)  # (not a positional `out`, a keyword, the function)
+            todo += [(a, i < inputs) for i, a in enumerate(node.args)]
+            todo += [(k.value, False) for k in node.keywords] + [(node.func, False)]
         else:
-            found.append((node.id, _SAFE if _operand(node, parent, stmt) else _UNSAFE))
+            todo += [(child, False) for child in ast.iter_child_nodes(node)]
     return found
 
 
-def _written(node, parent, targets) -> bool:
-    """`node` is the array a subscript target writes into."""
-    up = parent.get(id(node))
-    while isinstance(up, ast.Subscript) and up.value is node:
-        if up in targets:
-            return True
-        node, up = up, parent.get(id(up))
-    return False
+def _target(target, kind: str, found: list, todo: list) -> None:
+    """The names an assignment's target mentions: a name bound (`kind`), an array written
+    into (`t[i] = v`: safe; `a[i] = t` may make a list or an object array hold `t` itself),
+    anything else unsafe."""
+    if isinstance(target, ast.Name):
+        found.append((target.id, kind))
+        return
+    if not isinstance(target, ast.Subscript):
+        found += [(n.id, _UNSAFE) for n in walk_nodes(target) if isinstance(n, ast.Name)]
+        return
+    while isinstance(target, ast.Subscript):
+        todo.append((target.slice, False))
+        target = target.value
+    if isinstance(target, ast.Name):
+        found.append((target.id, _SAFE))
+    else:
+        todo.append((target, False))
 
 
-def _operand(node, parent, stmt) -> bool:
-    """`node` is read only as an operand of operations that make new arrays, up to the value
-    the statement assigns."""
-    child, up = node, parent.get(id(node))
-    if up is stmt:  # `a[i] = t`, `a += t` copy its elements; `v = t` makes a second name
-        return isinstance(stmt, ast.AugAssign) or all(
-            isinstance(t, ast.Subscript) for t in stmt.targets
-        )
-    while up is not stmt:
-        if isinstance(up, ast.Call):
-            if child not in up.args[: _inputs(up)]:
-                return False  # (a positional `out`, a keyword, the function)
-        elif not isinstance(up, (ast.BinOp, ast.Compare)) and not (
-            isinstance(up, ast.UnaryOp) and isinstance(up.op, ast.USub)
-        ):
-            return False
-        child, up = up, parent.get(id(up))
-    return child is stmt.value
+def _base(target: ast.expr) -> ast.expr:
+    """The array a target writes into: `a` of `a`, `a[i]` and `a[i][j]`."""
+    while isinstance(target, ast.Subscript):
+        target = target.value
+    return target
 
 
 def _np_name(call: ast.Call) -> str | None:
