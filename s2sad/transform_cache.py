@@ -56,13 +56,13 @@ def transform_and_read(
 
     The cache keys on the code object, wrt, mode, ranks, jit, the parameter trees' structures
     (`trees`: see pipeline/driver.differentiate), has_aux, parallel (loops on threads) and reuse
-    (NumPy-mode grad and value_and_grad writing into dying temporaries, for the user's own
+    (NumPy-mode grad, value_and_grad and vjp writing into dying temporaries, for the user's own
     gradients: code s2sad differentiates again is made without); `passed` holds the functions
     passed as arguments, by parameter name (their data is read from them). A cached transform serves a
     call if no rule was registered since and `read` finds every function, class and module it
     used unchanged (helpers by their code); data is never part of the key or of the cache."""
     parallel = bool(jit and parallel)
-    reuse = bool(reuse and not jit and mode in ("grad", "value_and_grad"))
+    reuse = bool(reuse and not jit and mode in ("grad", "value_and_grad", "vjp"))
     key = (func.__code__, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse)
     for hit in _CACHE.get(key, ()):
         if hit.rules_version != VERSION[0]:

@@ -69,8 +69,8 @@ def differentiate(
     `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
     `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
     the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py);
-    `reuse` (NumPy-mode grad and value_and_grad): elementwise results go into dying temporaries'
-    arrays (pipeline/reuse.py), for code that nothing differentiates again.
+    `reuse` (NumPy-mode grad, value_and_grad and vjp): elementwise results go into dying
+    temporaries' arrays (pipeline/reuse.py), for code that nothing differentiates again.
     A function nesting deeply runs on a thread with room; the cyclic collector waits
     meanwhile."""
 
@@ -109,7 +109,7 @@ def differentiate(
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
             parsed_ = unused.pop() if unused else parse()
-            reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad")
+            reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad", "vjp")
             return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused)
 
     try:
@@ -252,23 +252,16 @@ def _reverse_mode(
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
     _refuse_list_cotangents(parsed, adjoint.stmts)
-    if reuse:  # (NumPy-mode grad and value_and_grad only: see differentiate)
-        keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
-        keep |= names_mentioned([g for g in adjoint.grads if isinstance(g, ast.AST)])
-        keep |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
-        primal, adjoint.stmts = reuse_buffers(
-            [primal, adjoint.stmts],
-            adjoint_rank(shapes, adjoint.primal_of),
-            keep,
-            adjoint.primal_of,
-        )
+    # a jitted pullback is always the re-running sweep: Numba compiles no closures
+    rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
+    if reuse:  # (NumPy mode, grad, value_and_grad and vjp only: see differentiate)
+        closure = mode == "vjp" and not rerun
+        primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
     name = f"{mode}_{parsed.name}"
-    # a jitted pullback is always the re-running sweep: Numba compiles no closures
-    rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
     data = list(resolver.reads.data.values())
     if parallel:
         taken = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
@@ -306,6 +299,21 @@ def _reverse_mode(
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
     return emitted(fused_primal, fused), name, source
+
+
+def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
+    """Buffer reuse (pipeline/reuse.py) over the primal and the adjoint, which it rewrites in
+    place; returns the primal. A pullback `closure` runs its adjoint once per call over the
+    primal's values: only arrays the adjoint itself makes serve it, never the primal's."""
+    keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
+    keep |= names_mentioned([g for g in adjoint.grads if isinstance(g, ast.AST)])
+    keep |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
+    if closure:
+        keep |= assigned(norm.stmts) | assigned([s for s in primal if isinstance(s, ast.AST)])
+    primal, adjoint.stmts = reuse_buffers(
+        [primal, adjoint.stmts], adjoint_rank(shapes, adjoint.primal_of), keep, adjoint.primal_of
+    )
+    return primal
 
 
 def _refuse_list_cotangents(parsed, stmts) -> None:
