@@ -101,7 +101,7 @@ class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
     def __init__(self, func, wrt, mode: str, jit=False, has_aux=False, parallel=False, reuse=False):
-        """`reuse`: NumPy-mode grad and value_and_grad code writes elementwise results into
+        """`reuse`: NumPy-mode grad, value_and_grad and vjp code writes elementwise results into
         dying temporaries' arrays (pipeline/reuse.py); for the user's own gradients, never for
         code s2sad differentiates again (forward mode refuses `out=`)."""
         if jit not in (False, True, "strict"):

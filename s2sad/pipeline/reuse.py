@@ -2,9 +2,10 @@
 array of a temporary that has died, `c = np.add(a, b, out=spare(t, a, b))`, instead of
 allocating and sweeping a fresh one (a large gradient then stays in memory it already touched).
 
-Only the user's own `grad` and `value_and_grad` get it (the transform cache's `reuse` flag): the
-Hessian and the compose rules run forward mode over gradient code, which refuses `out=`, and
-transform it without reuse.
+Only the user's own `grad`, `value_and_grad` and `vjp` get it (the transform cache's `reuse`
+flag): the Hessian and the compose rules run forward mode over gradient code, which refuses
+`out=`, and transform it without reuse. A pullback closure gets it only for the arrays its own
+adjoint makes (pipeline/driver.py keeps the primal's names out of it).
 
 What a statement `c = <elementwise>` taking the array of `t` needs, proven here:
 - `t` is bound once in the function, at its top level, by arithmetic, a float ufunc, a product or
