@@ -53,6 +53,7 @@ _FRESH = frozenset("sum mean prod max min amax amin dot matmul vdot inner outer"
 _BIND, _SAFE, _SHAPE, _UNSAFE = "bind", "safe", "shape", "unsafe"
 _KIND = {True: _SAFE, False: _UNSAFE}
 _GUARD = "spare"
+_LOOK = 32  # how many of the latest freed buffers a statement considers
 
 
 def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) -> list[list]:
@@ -89,11 +90,11 @@ def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) 
         if not pool:
             continue
         operands = _operands(stmt.value)
-        # one known to have the result's shape, else an operand dying here (likely to), else
-        # the latest freed
-        want = shape(stmt.targets[0].id)
-        buffer = next((b for b in reversed(pool) if shape(b) == want), None)
-        buffer = buffer or next((b for b in reversed(pool) if b in operands), pool[-1])
+        # of the latest freed (a bounded look, for long functions), one known to have the
+        # result's shape, else an operand dying here (likely to), else the latest
+        want, recent = shape(stmt.targets[0].id), pool[: -_LOOK - 1 : -1]
+        buffer = next((b for b in recent if shape(b) == want), None)
+        buffer = buffer or next((b for b in recent if b in operands), pool[-1])
         pool.remove(buffer)
         rewritten[id(stmt)] = _with_out(stmt, buffer, operands)
     out, start = [], 0
