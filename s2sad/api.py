@@ -47,7 +47,8 @@ def _transform_decorator(mode):
                 return cuda_transform(func, wrt, mode)
             if target != "cpu":
                 raise ValueError(f"target must be 'cpu' or 'cuda', not {target!r}")
-            return Transformed(func, wrt, mode, jit, has_aux, parallel)
+            # the user's own gradient: NumPy mode reuses dying temporaries (pipeline/reuse.py)
+            return Transformed(func, wrt, mode, jit, has_aux, parallel, reuse=True)
 
         return build if f is None else build(f)
 

@@ -1,5 +1,5 @@
 """The transform cache: the entry point the wrappers call. A transform is made once per code
-object, `wrt`, mode, ranks, jit and parallel, and serves every later call whose function still reads the
+object, `wrt`, mode, ranks, jit, parallel and reuse, and serves every later call whose function still reads the
 same helpers, classes and modules (`Compiled.read` checks them, and reads the data at each call).
 
 Consumes a Python function; produces a `Compiled` (pipeline/load.py) and the data values its
@@ -13,7 +13,7 @@ from .pipeline.driver import differentiate
 from .pipeline.load import Compiled
 from .rules.registry import VERSION
 
-# code object, wrt, mode, ranks, jit, trees, has_aux, parallel -> the transforms made for functions with that code (most
+# code object, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse -> the transforms made for functions with that code (most
 # recent first): a few variants for functions whose scopes name different helpers
 _CACHE: dict[tuple, tuple[Compiled, ...]] = {}
 _VARIANTS = 8
@@ -29,12 +29,15 @@ def transform(
     has_aux: bool = False,
     passed: dict | None = None,
     parallel: bool = False,
+    reuse: bool = False,
 ) -> Compiled:
     """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
     or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
     the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
     (`transform_and_read` gives both)."""
-    return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux, passed, parallel)[0]
+    return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux, passed, parallel, reuse)[
+        0
+    ]
 
 
 def transform_and_read(
@@ -47,23 +50,27 @@ def transform_and_read(
     has_aux: bool = False,
     passed: dict | None = None,
     parallel: bool = False,
+    reuse: bool = False,
 ) -> tuple[Compiled, tuple]:
     """The transform and the data values its function takes after the arguments, read now.
 
     The cache keys on the code object, wrt, mode, ranks, jit, the parameter trees' structures
-    (`trees`: see pipeline/driver.differentiate), has_aux and parallel (loops on threads); `passed` holds the functions
+    (`trees`: see pipeline/driver.differentiate), has_aux, parallel (loops on threads) and reuse
+    (NumPy-mode grad, value_and_grad and vjp writing into dying temporaries, for the user's own
+    gradients: code s2sad differentiates again is made without); `passed` holds the functions
     passed as arguments, by parameter name (their data is read from them). A cached transform serves a
     call if no rule was registered since and `read` finds every function, class and module it
     used unchanged (helpers by their code); data is never part of the key or of the cache."""
     parallel = bool(jit and parallel)
-    key = (func.__code__, wrt, mode, ranks, jit, trees, has_aux, parallel)
+    reuse = bool(reuse and not jit and mode in ("grad", "value_and_grad", "vjp"))
+    key = (func.__code__, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse)
     for hit in _CACHE.get(key, ()):
         if hit.rules_version != VERSION[0]:
             continue
         values = hit.read(func, passed)
         if values is not None:
             return hit, values
-    compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux, parallel)
+    compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse)
     # one assignment replaces the tuple: threads reading the cache see the old or the new one
     _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
     values = compiled.read(func, passed)

@@ -100,12 +100,16 @@ _PLAIN = frozenset({np.ndarray, float, int, np.float64, np.float32, np.int64, bo
 class Transformed:
     """A differentiated function: call it like the original, read it with `s2sad.source`."""
 
-    def __init__(self, func, wrt, mode: str, jit=False, has_aux=False, parallel=False):
+    def __init__(self, func, wrt, mode: str, jit=False, has_aux=False, parallel=False, reuse=False):
+        """`reuse`: NumPy-mode grad, value_and_grad and vjp code writes elementwise results into
+        dying temporaries' arrays (pipeline/reuse.py); for the user's own gradients, never for
+        code s2sad differentiates again (forward mode refuses `out=`)."""
         if jit not in (False, True, "strict"):
             raise ValueError(f"jit must be False, True or 'strict', not {jit!r}")
         check_parallel(parallel, jit)
         self.jit = jit
         self.parallel = bool(parallel)
+        self.reuse = bool(reuse)
         if isinstance(func, Transformed):
             raise S2SADError(  # (the public transforms pass compose.composed(func) instead)
                 f"internal error: a Transformed of {func!r}; please report this"
@@ -148,6 +152,7 @@ class Transformed:
             self.has_aux,
             passed,
             self.parallel,
+            self.reuse,
         )
 
     def specialized(self, bound):
@@ -173,6 +178,7 @@ class Transformed:
             self.has_aux,
             bound.passed,
             self.parallel,
+            self.reuse,
         )
 
     def _generated_mode(self):

@@ -33,6 +33,7 @@ from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
 from .ranks import adjoint_rank, infer_ranks
+from .reuse import reuse_buffers
 from .reverse import reverse
 from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
 from .tangent import Forward, prune
@@ -48,6 +49,9 @@ _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
 # Jitted code fuses elementwise runs into loop nests (pipeline/fuse.py); S2SAD_FUSE=0 leaves
 # them as array statements, to compare the two
 _FUSE = os.environ.get("S2SAD_FUSE") != "0"
+# NumPy-mode gradients write elementwise results into dying temporaries' arrays
+# (pipeline/reuse.py); S2SAD_REUSE=0 leaves every result a fresh array, to compare the two
+_REUSE = os.environ.get("S2SAD_REUSE") != "0"
 
 
 def differentiate(
@@ -59,11 +63,14 @@ def differentiate(
     trees=(),
     has_aux=False,
     parallel: bool = False,
+    reuse: bool = False,
 ) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
     `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
     `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
-    the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py).
+    the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py);
+    `reuse` (NumPy-mode grad, value_and_grad and vjp): elementwise results go into dying
+    temporaries' arrays (pipeline/reuse.py), for code that nothing differentiates again.
     A function nesting deeply runs on a thread with room; the cyclic collector waits
     meanwhile."""
 
@@ -102,7 +109,8 @@ def differentiate(
     def run() -> Compiled:  # a second run (with room) starts from a fresh parse
         with without_gc_pauses():
             parsed_ = unused.pop() if unused else parse()
-            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel)
+            reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad", "vjp")
+            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -117,7 +125,7 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False) -> Compiled:
+def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Compiled:
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
@@ -138,7 +146,18 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False) -> Compiled:
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
         source, name, unfused = _reverse_mode(
-            parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel
+            parsed,
+            norm,
+            resolver,
+            wrt,
+            mode,
+            ranks,
+            batched,
+            jit,
+            active,
+            local_names,
+            parallel,
+            reuse,
         )
     compiled = load(parsed, resolver, norm, source, name)
     compiled.unfused_code = unfused if unfused != source else None
@@ -194,10 +213,21 @@ def _forward_mode(
 
 
 def _reverse_mode(
-    parsed, norm, resolver, wrt, mode, ranks, batched, jit, active, local_names, parallel=False
+    parsed,
+    norm,
+    resolver,
+    wrt,
+    mode,
+    ranks,
+    batched,
+    jit,
+    active,
+    local_names,
+    parallel=False,
+    reuse=False,
 ) -> tuple[str, str, str]:
-    """reverse -> tape -> optimize -> lower -> fuse -> emit: the adjoint code's source, its
-    function's name and (jitted) its source unfused."""
+    """reverse -> tape -> optimize (buffer reuse) -> lower -> fuse -> emit: the adjoint code's
+    source, its function's name and (jitted) its source unfused."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(
         norm.stmts,
@@ -222,13 +252,16 @@ def _reverse_mode(
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
     _refuse_list_cotangents(parsed, adjoint.stmts)
+    # a jitted pullback is always the re-running sweep: Numba compiles no closures
+    rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
+    if reuse:  # (NumPy mode, grad, value_and_grad and vjp only: see differentiate)
+        closure = mode == "vjp" and not rerun
+        primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
     name = f"{mode}_{parsed.name}"
-    # a jitted pullback is always the re-running sweep: Numba compiles no closures
-    rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
     data = list(resolver.reads.data.values())
     if parallel:
         taken = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
@@ -266,6 +299,21 @@ def _reverse_mode(
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
     return emitted(fused_primal, fused), name, source
+
+
+def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
+    """Buffer reuse (pipeline/reuse.py) over the primal and the adjoint, which it rewrites in
+    place; returns the primal. A pullback `closure` runs its adjoint once per call over the
+    primal's values: only arrays the adjoint itself makes serve it, never the primal's."""
+    keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
+    keep |= names_mentioned([g for g in adjoint.grads if isinstance(g, ast.AST)])
+    keep |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
+    if closure:
+        keep |= assigned(norm.stmts) | assigned([s for s in primal if isinstance(s, ast.AST)])
+    primal, adjoint.stmts = reuse_buffers(
+        [primal, adjoint.stmts], adjoint_rank(shapes, adjoint.primal_of), keep, adjoint.primal_of
+    )
+    return primal
 
 
 def _refuse_list_cotangents(parsed, stmts) -> None:

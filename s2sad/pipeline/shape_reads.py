@@ -21,6 +21,12 @@ def value_reads(stmts) -> set[str]:
     """The names the statements read for their elements: every name `names_read` gives, less
     those read only for their shape or dtype (`unbroadcast(g, x)`, `np.shape(x)`, `x.ndim`).
     A tape keeps no copy of those, and a write into them need not be undone."""
+    return names_read(stmts, skip=shape_only_reads(stmts))
+
+
+def shape_only_reads(stmts) -> set[int]:
+    """The ids of the Name nodes (and other operands) the statements read only for their shape
+    and dtype (see value_reads)."""
     shape_only = set()
     for node in walk_nodes(ast.Module([s for s in stmts if isinstance(s, ast.AST)], [])):
         if isinstance(node, ast.Attribute) and node.attr in _SHAPE_ATTRIBUTES:
@@ -41,4 +47,4 @@ def value_reads(stmts) -> set[str]:
             and node.args
         ):
             shape_only.add(id(node.args[0]))
-    return names_read(stmts, skip=shape_only)
+    return shape_only

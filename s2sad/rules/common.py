@@ -277,6 +277,36 @@ def shape_stub(x):
     return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
 
 
+# below this many elements a fresh array costs about what reusing one saves (`spare`)
+SPARE_SIZE = 65536
+
+
+@helper(nondiff=True)
+def spare(buffer, *operands):
+    """The array of a temporary nothing reads again (pipeline/reuse.py), for an elementwise
+    result over `operands` to be written into (`out=`) where it fits exactly: a float array
+    owning its memory, large enough that a fresh one costs more (SPARE_SIZE elements), with the
+    operands' broadcast shape and each array operand's dtype (numbers Python's own), sharing
+    memory with no other operand. Else None: the result is a fresh array."""
+    if type(buffer) is not np.ndarray or buffer.size < SPARE_SIZE or buffer.base is not None:
+        return None
+    dtype = buffer.dtype
+    if dtype.kind != "f" or not buffer.flags.writeable:
+        return None
+    shapes = []
+    for x in operands:
+        if type(x) is np.ndarray or isinstance(x, np.generic):
+            if x.dtype != dtype or (x is not buffer and np.may_share_memory(x, buffer)):
+                return None
+            shapes.append(x.shape)
+        elif type(x) not in (float, int, bool):
+            return None
+    try:
+        return buffer if np.broadcast_shapes(*shapes) == buffer.shape else None
+    except ValueError:  # the operation raises its own error
+        return None
+
+
 @numba_of(shape_stub)
 def _shape_stub(x):
     if _array(x):
