@@ -203,6 +203,34 @@ def test_unknown_objects_methods_and_attributes_are_refused_by_name(func, name):
     assert f"{HERE}:{func.__code__.co_firstlineno + 1}:" in str(info.value)
 
 
+def reads_locals(x):
+    t = x * 2.0
+    return np.sum(locals()["t"])
+
+
+def reads_eval(x):
+    t = np.sin(x)
+    return np.sum(eval("t"))
+
+
+def counts_vars(x):
+    return np.sum(x * len(vars()))
+
+
+@pytest.mark.parametrize(
+    "func, name", [(reads_locals, "locals"), (reads_eval, "eval"), (counts_vars, "vars")]
+)
+@pytest.mark.parametrize("transform", [s2sad.grad, s2sad.value_and_grad, s2sad.jacobian])
+def test_reading_the_frame_by_name_is_refused(func, name, transform):
+    """The generated code's frame holds other names (and reused buffers) than the user's:
+    locals(), eval and vars would read other values, and no derivative flows through them."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        transform(func)(np.ones(3))
+    assert f"'{name}' reads the function's variables by name" in str(info.value)
+    line = func.__code__.co_firstlineno + (1 if func is counts_vars else 2)
+    assert f"{HERE}:{line}:" in str(info.value)
+
+
 def test_a_method_of_the_users_object_is_inlined():
     """`_SCALER.scale(x)` and `_SCALER(x)` are the user's methods: inlined with self the object
     (its k read as data), no longer refused."""

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 import math
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from .. import ir, runtime
 from ..astcopy import clone
-from ..errors import NameResolutionError
+from ..errors import NameResolutionError, UnsupportedSyntaxError
 from .reserved import s2sad_object
 
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
@@ -115,6 +117,11 @@ class Reads:
         )
 
 
+# builtins and functions that read a frame's variables by their names
+_FRAME_READERS = (builtins.locals, builtins.vars, builtins.eval, builtins.exec, builtins.dir)
+_FRAME_READERS += (builtins.globals, sys._getframe, inspect.currentframe, inspect.stack)
+
+
 class Resolver:
     """Looks up free names through the closure, the globals and the builtins."""
 
@@ -187,16 +194,31 @@ class Resolver:
             return made[name], None
         if name in self.closure:
             spec = (self.index, "closure", self.parsed.func.__code__.co_freevars.index(name), ())
-            return self.closure[name], spec
+            return self._seen(self.closure[name], name, node), spec
         for scope in (self.globals, vars(builtins)):
             if name in scope:
-                return scope[name], (self.index, "global", name, ())
+                return self._seen(scope[name], name, node), (self.index, "global", name, ())
         raise self.parsed.error(
             NameResolutionError,
             f"name '{name}' is not defined",
             node,
             hint="define it at module level or in the enclosing function before the first call",
         )
+
+    def _seen(self, value, name: str, node: ast.AST):
+        """`value`, unless it reads the frame's variables by name: the generated code's frame
+        holds other names (and buffers reused), so such a read gives other values, and no
+        derivative flows through it."""
+        if any(value is f for f in _FRAME_READERS):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"'{name}' reads the function's variables by name, which s2sad cannot follow "
+                "(the generated code renames and reuses them)",
+                node,
+                hint="refer to the variables directly, or compute the value outside the "
+                "differentiated function and pass it in",
+            )
+        return value
 
     def resolve(self, node: ast.expr):
         """The object a Name or Attribute chain denotes, or None if it starts at a local name."""
