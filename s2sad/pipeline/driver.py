@@ -46,7 +46,7 @@ from .treereturns import tree_returns
 # an array that nothing writes afterwards is a view rather than a copy. S2SAD_JIT_FORMS=1 makes
 # the Python code take them too, for testing them against the whole test suite.
 _JIT_FORMS = os.environ.get("S2SAD_JIT_FORMS") == "1"
-# Jitted code fuses elementwise runs into loop nests (pipeline/fuse.py); S2SAD_FUSE=0 leaves
+# Jitted code fuses elementwise runs into loop nests (pipeline/fusion/); S2SAD_FUSE=0 leaves
 # them as array statements, to compare the two
 _FUSE = os.environ.get("S2SAD_FUSE") != "0"
 # NumPy-mode gradients write elementwise results into dying temporaries' arrays
