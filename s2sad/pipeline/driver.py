@@ -37,6 +37,7 @@ from .reverse import reverse
 from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
+from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
 
@@ -226,6 +227,7 @@ def _reverse_mode(
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
+        tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
