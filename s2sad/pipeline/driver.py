@@ -19,6 +19,7 @@ from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
+from .accumulate import accumulate_in_place
 from .activity import active_names
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
@@ -228,6 +229,8 @@ def _reverse_mode(
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
+        if not parallel:  # (threads add into rows of their own)
+            adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
     name = f"{mode}_{parsed.name}"
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
