@@ -115,7 +115,7 @@ class CudaTransformed:
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
         compiled = transform_and_read(self.func, self.wrt, self.mode, ranks, True)[0]
-        if "_tape = []" in compiled.code:
+        if "_tape = []" in compiled.code or "_tape = shape_tape()" in compiled.code:
             raise UnsupportedSyntaxError(
                 f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
                 hint="use target='cpu' (jit=True) for loops whose adjoint records values",

@@ -19,6 +19,7 @@ from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
+from .accumulate import accumulate_in_place
 from .activity import active_names
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
@@ -38,6 +39,7 @@ from .reverse import reverse
 from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
+from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
 
@@ -261,6 +263,9 @@ def _reverse_mode(
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
+        tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
+        if not parallel:  # (threads add into rows of their own)
+            adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
     name = f"{mode}_{parsed.name}"
     data = list(resolver.reads.data.values())
     if parallel:

@@ -105,7 +105,10 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
     `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
     `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
-    expression. `rank_of` gives the rank of an expression where known."""
+    expression. The cotangents of two vectors' product are written out (`g * b` for
+    `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of `g * z + g * z`, the two
+    cotangents of `np.dot(z, z)`, where the helpers made three arrays. `rank_of` gives the rank
+    of an expression where known."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -194,6 +197,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
             if text == "np.matmul" and len(node.args) == 2 and not node.keywords:
                 if not all(rank_of(a) in (1, 2) for a in node.args):
                     node.func = ast.Name("matmul_stacks", ast.Load())  # Numba: no stacks
+            other = _VECTOR_PRODUCTS.get(text)
+            if (
+                other is not None
+                and len(node.args) == 3
+                and not node.keywords
+                and rank_of(node.args[1]) == rank_of(node.args[2]) == 1
+            ):
+                return ast.BinOp(node.args[0], ast.Mult(), node.args[other])
             lowered = _lowered_reduction(text, node)
             if lowered is not None:
                 return lowered
@@ -212,6 +223,9 @@ def _negative_int(node: ast.expr) -> int | None:
     value = constant_value(node)
     return value if type(value) is int and value < 0 else None
 
+
+# a product's cotangent helper -> the operand that multiplies `g` where both are vectors
+_VECTOR_PRODUCTS = {"dot_vjp_lhs": 2, "dot_vjp_rhs": 1, "matmul_vjp_lhs": 2, "matmul_vjp_rhs": 1}
 
 # np.<name> -> (the helper jitted code calls instead, whether Numba has it over one axis)
 _REDUCTIONS = {

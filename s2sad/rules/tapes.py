@@ -1,0 +1,81 @@
+"""Tapes of values the adjoint reads only for their shape and dtype (`unbroadcast(g, x)`).
+
+Generated Python keeps such a tape as a list of stand-ins (`x_tape.append(shape_stub(x))`,
+`x = x_tape.pop()`). Compiled by Numba, that is a list append and pop per loop iteration, about
+as much as a stencil's or a recurrence's own arithmetic, for a value whose shape never changes:
+a scalar's. So jitted code calls these helpers instead. Their Numba forms keep nothing for a
+scalar (its type, fixed when Numba compiles the function, says all the adjoint asks): the push
+does nothing, and the pop gives back the name's current value, which has that type. An array's
+shape goes on the tape as integers, and comes back as a stand-in of that shape and dtype.
+Anything else is kept as the list kept it. The NumPy forms are the lists themselves (the Python
+fallback of a jitted function).
+"""
+
+import typing
+
+import numpy as np
+
+from .common import shape_stub
+from .helpers import helper, numba_of
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
+    from numba.cpython.unsafe.tuple import tuple_setitem
+    from numba.np.numpy_support import as_dtype
+
+
+@helper(nondiff=True)
+def shape_tape():
+    """An empty tape of shapes."""
+    return []
+
+
+@numba_of(shape_tape)
+def _shape_tape():
+    def empty():
+        dims = [0]  # typed as a list of integers, then emptied
+        dims.pop()
+        return dims
+
+    return empty
+
+
+@helper(nondiff=True)
+def shape_push(tape, x):
+    """Record the shape and dtype of `x`."""
+    tape.append(shape_stub(x))
+
+
+@numba_of(shape_push)
+def _shape_push(tape, x):
+    if isinstance(x, types.Array):
+
+        def dims(tape, x):
+            for n in x.shape:
+                tape.append(n)
+
+        return dims
+    return lambda tape, x: None
+
+
+@helper(nondiff=True)
+def shape_pop(tape, x):
+    """A value with the shape and dtype `x` had where it was recorded (its elements unread);
+    `x` is the name's current value."""
+    return tape.pop()
+
+
+@numba_of(shape_pop)
+def _shape_pop(tape, x):
+    if isinstance(x, types.Array):
+        zero = np.zeros((), as_dtype(x.dtype))  # a constant of the compiled code
+        ndim = x.ndim
+
+        def stand_in(tape, x):
+            shape = x.shape
+            for k in range(ndim - 1, -1, -1):
+                shape = tuple_setitem(shape, k, tape.pop())
+            return np.broadcast_to(zero, shape)
+
+        return stand_in
+    return lambda tape, x: x
