@@ -54,6 +54,17 @@ def gmm_like(alphas, means, x):
     return np.sum(np.log(np.sum(np.exp(terms - shift), axis=0)) + shift[0])
 
 
+def masked(x, y):
+    keep = x > 0.0
+    t = np.where(keep[:, None], x[:, None] * y, np.sin(y))
+    return np.sum(t * t)
+
+
+def joined(x, y):
+    z = np.concatenate([x * y, np.tanh(x)], axis=1)  # of rank 2: the analysis knows it now
+    return np.sum(z * z + np.exp(-z) * x[:, :1])
+
+
 def _mlp_args(n=5, d=4, k=6, c=3):
     r = rng(3)
     labels = np.eye(c)[r.integers(0, c, size=n)]
@@ -82,6 +93,8 @@ CASES = {
         lambda: [rng().normal(size=3), rng(1).normal(size=(3, 2)), rng(2).normal(size=(5, 2))],
         (0, 1),
     ),
+    "masked": (masked, lambda: [rng().normal(size=5), rng(1).normal(size=(5, 3))], (0, 1)),
+    "joined": (joined, lambda: [rng().normal(size=(4, 3)), rng(1).normal(size=(4, 3))], (0, 1)),
 }
 # the sums and broadcasts the fused code leaves to NumPy: gmm_like's `-unbroadcast(dcentred,
 # centred_item)`, after `getitem_vjp` (which no run takes) in the adjoint

@@ -141,6 +141,8 @@ class Run:
         # each array read -> the loop axis (None: index 0) each of its axes follows
         self.maps: dict[str, tuple] = {}
         self.reductions: dict[str, tuple] = {}  # an axis sum -> its map, the array of its shape
+        self.masks: set[str] = set()  # arrays read as np.where's condition (of any dtype)
+        self.numbers: set[str] = set()  # arrays read as numbers (float64, checked)
         self.depth = depth  # how many loops it is in
         self.remat: dict[str, tuple] = {}  # an input -> (its statement, its recipe): recomputed
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
@@ -298,6 +300,7 @@ class Run:
         elementwise over the run's shape, broadcasting arrays into it; else None."""
         reads: list = []
         witnesses: list = []
+        masks: list = []
         maps: dict = {}
         everything = {k for k in range(self.rank) if k not in self.units}
 
@@ -348,6 +351,12 @@ class Run:
                 return union(args)
             if name == "np.where" and len(args) == 3:
                 cond = args[0]
+                if isinstance(cond, ast.Name) and self.f.rank(cond) not in (0, None):
+                    # a mask, read by its truth: of any dtype
+                    if cond.id in self.assigned or array(cond.id, self.map_of(cond.id)) is None:
+                        return None
+                    masks.append(cond.id)
+                    return union(args[1:]) | array(cond.id, self.map_of(cond.id))
                 if not (
                     isinstance(cond, ast.Compare) and all(isinstance(o, COMPARE) for o in cond.ops)
                 ):
@@ -376,7 +385,9 @@ class Run:
         if visit(node) != everything:
             return None
         self.maps.update(maps)
-        return reads, witnesses
+        self.masks.update(masks)
+        self.numbers.update(reads)
+        return reads + masks, witnesses
 
     def _expanded_view(self, node: ast.Subscript, rank: int):
         """The map of `x` in `x[:, None]`, `x[None, :, :]` (whole slices and new axes) read by
@@ -459,13 +470,15 @@ class Run:
         if self.plain():
             test = ast.Call(load("fusible"), [load(a) for a in arrays], [])
         else:
-            test = guard(maps, sizes, self.full())
+            test = guard(maps, sizes, self.full(), self.masks - self.numbers)
         return before + [ast.If(test, fused, unfused)] + after
 
     def plain(self) -> bool:
         """Whether the run reads and writes arrays of one shape alone (its guard `fusible`)."""
         full = self.full()
-        return not (self.units or self.reductions) and all(m == full for m in self.maps.values())
+        if self.units or self.reductions or self.masks:
+            return False
+        return all(m == full for m in self.maps.values())
 
     def undefined(self, fused: list) -> set[str]:
         """The names read after the run that its fused branch leaves unassigned (Numba would

@@ -91,10 +91,13 @@ def _subscript_units(node: ast.Subscript, found: dict, rank) -> frozenset:
             units.add(out)
             out += 1
         elif isinstance(item, ast.Slice):
-            lower, upper = constant_int(item.lower), constant_int(item.upper)
+            lower = 0 if item.lower is None else constant_int(item.lower)
+            upper = constant_int(item.upper)
             step = constant_int(item.step) if item.step is not None else 1
             whole = item.lower is None and item.upper is None and item.step is None
             if whole and axis in mine:
+                units.add(out)
+            elif step == 1 and lower == -1 and item.upper is None:  # `x[:, -1:]`
                 units.add(out)
             elif (
                 lower is not None
@@ -177,10 +180,12 @@ def size(name: str, axis: int) -> ast.expr:
     return ast.Subscript(shape, ast.Constant(axis), ast.Load())
 
 
-def guard(maps: dict, sizes: dict, full: tuple) -> ast.expr:
+def guard(maps: dict, sizes: dict, full: tuple, masks: set) -> ast.expr:
     """`float64_arrays(a, b) and b.shape == a.shape and c.shape[0] == a.shape[1] and ...`: the
-    arrays' shapes are those the run's index maps assume."""
-    checks: list = [ast.Call(load("float64_arrays"), [load(n) for n in maps], [])]
+    arrays' shapes are those the run's index maps assume; those read only as `np.where`'s
+    condition (`masks`) may have any dtype."""
+    numbers = [load(n) for n in maps if n not in masks]
+    checks: list = [ast.Call(load("float64_arrays"), numbers, [])]
     anchor = next((n for n, m in maps.items() if m == full), None)
     for name, mapping in maps.items():
         if anchor is not None and name != anchor and mapping == full:
