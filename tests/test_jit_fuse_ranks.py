@@ -65,6 +65,12 @@ def joined(x, y):
     return np.sum(z * z + np.exp(-z) * x[:, :1])
 
 
+def view_of_sum(x):
+    s = np.sum(x * x, axis=1, keepdims=True)
+    v = s[:, :1]  # a view of a sum the run computes: not moved above it
+    return np.sum(v * x)
+
+
 def _mlp_args(n=5, d=4, k=6, c=3):
     r = rng(3)
     labels = np.eye(c)[r.integers(0, c, size=n)]
@@ -95,6 +101,7 @@ CASES = {
     ),
     "masked": (masked, lambda: [rng().normal(size=5), rng(1).normal(size=(5, 3))], (0, 1)),
     "joined": (joined, lambda: [rng().normal(size=(4, 3)), rng(1).normal(size=(4, 3))], (0, 1)),
+    "view_of_sum": (view_of_sum, lambda: [rng().normal(size=(4, 3))], (0,)),
 }
 # the sums and broadcasts the fused code leaves to NumPy: gmm_like's `-unbroadcast(dcentred,
 # centred_item)`, after `getitem_vjp` (which no run takes) in the adjoint

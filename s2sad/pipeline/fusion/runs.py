@@ -143,6 +143,7 @@ class Run:
         self.reductions: dict[str, tuple] = {}  # an axis sum -> its map, the array of its shape
         self.masks: set[str] = set()  # arrays read as np.where's condition (of any dtype)
         self.numbers: set[str] = set()  # arrays read as numbers (float64, checked)
+        self._pending = None
         self.depth = depth  # how many loops it is in
         self.remat: dict[str, tuple] = {}  # an input -> (its statement, its recipe): recomputed
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
@@ -164,13 +165,15 @@ class Run:
         ):
             return False
         target, value = stmt.targets[0].id, stmt.value
+        self._pending = None  # what _elementwise found in the statement
         if target in self.inputs or target in self.witnesses or target in self.sums:
             return False
         if any(h.targets[0].id == target for h in self.hoisted):
             return False
         rank = self.f.rank(stmt.targets[0])
         if isinstance(rank, int) and 1 <= rank <= self.rank and self._view(value):
-            if target in self.mentioned or value.value.id in self.assigned:
+            source = value.value.id
+            if target in self.mentioned or source in self.assigned or source in self.sums:
                 return False
             return self._add(stmt, "hoisted", target, [], [])
         if rank == 0 and text_of(getattr(value, "func", None)) == "np.sum":
@@ -202,6 +205,11 @@ class Run:
         return self._add(stmt, "alias" if source is not None else "element", target, *found)
 
     def _add(self, stmt, kind: str, target: str, reads: list, witnesses: list) -> bool:
+        if self._pending is not None:
+            maps, masks, numbers = self._pending
+            self.maps.update(maps)
+            self.masks.update(masks)
+            self.numbers.update(numbers)
         for name in reads:
             if name not in self.assigned:
                 self.inputs.setdefault(name)
@@ -384,9 +392,7 @@ class Run:
 
         if visit(node) != everything:
             return None
-        self.maps.update(maps)
-        self.masks.update(masks)
-        self.numbers.update(reads)
+        self._pending = (maps, masks, reads)  # kept if the statement is taken (_add)
         return reads + masks, witnesses
 
     def _expanded_view(self, node: ast.Subscript, rank: int):
