@@ -191,18 +191,31 @@ class Run:
             found = self._elementwise(summed)
             if found is None or target in self.mentioned or target in self.assigned:
                 return False
-            self.reductions[target] = (mapping, witness, summed)
             witnesses = found[1] + ([witness] if witness else [])
+            if not self._agree(witnesses):
+                return False
+            self.reductions[target] = (mapping, witness, summed)
             return self._add(stmt, "reduce", target, found[0], witnesses)
         if rank != self.rank:
             return False
         found = self._elementwise(value)
-        if found is None:
+        if found is None or not self._agree(found[1]):
             return False
         source = aliased(value)
         if source is not None and (target in self.f.written or source in self.f.written):
             return False  # the original shares the array that is written into later
         return self._add(stmt, "alias" if source is not None else "element", target, *found)
+
+    def _agree(self, witnesses: list) -> bool:
+        """Whether the arrays read for their shape are read (if at all) by broadcasting's map,
+        the one the shape they stand for assumes."""
+        pending = self._pending[0] if self._pending else {}
+        for name in witnesses:
+            if name not in self.assigned:
+                mapping = self.map_of(name)
+                if self.maps.get(name, mapping) != mapping or pending.get(name, mapping) != mapping:
+                    return False
+        return True
 
     def _add(self, stmt, kind: str, target: str, reads: list, witnesses: list) -> bool:
         if self._pending is not None:
