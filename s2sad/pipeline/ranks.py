@@ -191,6 +191,19 @@ class Ranks:
             return self.shape_rank(args[0])
         if callee in _REDUCTIONS:
             return self.reduction(args, keywords)
+        if callee is np.concatenate and args and isinstance(args[0], (ast.List, ast.Tuple)):
+            ranks = {self.of(e) for e in args[0].elts}  # of one rank, joined along an axis
+            axis = keywords.get("axis", args[1] if len(args) > 1 else None)
+            if isinstance(axis, ast.Constant) and axis.value is None:
+                return 1
+            rank = ranks.pop() if len(ranks) == 1 else None
+            return rank if isinstance(rank, int) and rank >= 1 else None
+        if callee is runtime.concatenate_vjp and len(args) > 2:
+            pieces, k = args[1], args[2]  # the cotangent of piece k: that piece's rank
+            if isinstance(pieces, (ast.List, ast.Tuple)) and isinstance(k, ast.Constant):
+                if isinstance(k.value, int) and 0 <= k.value < len(pieces.elts):
+                    return self.of(pieces.elts[k.value])
+            return None
         if callee is np.stack and args and isinstance(args[0], (ast.List, ast.Tuple)):
             ranks = [self.of(e) for e in args[0].elts]  # of equal shapes, one axis more
             return None if not ranks or None in ranks else max(ranks) + 1

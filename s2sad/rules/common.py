@@ -563,3 +563,19 @@ def _fusible(*arrays):
         return same
 
     return same_shape
+
+
+@helper(nondiff=True)
+def float64_arrays(*arrays):
+    """Whether a fused loop nest broadcasting arrays across ranks (pipeline/fusion) may stand
+    for the array statements it replaces, with the shape comparisons that follow it: in
+    compiled code, when the arrays are float64. Python runs the array statements: False."""
+    return False
+
+
+@numba_of(float64_arrays)
+def _float64_arrays(*arrays):
+    # as fusible: other dtypes compile the unfused code (jit.py)
+    if not all(_array(t) and t.dtype == types.float64 for t in arrays):
+        return None
+    return lambda *arrays: True

@@ -28,8 +28,14 @@ later fused run alone reads is recomputed there when cheap (remat.py). It consum
 statement lists; the unfused lists stay as they were (the driver emits both, and jit.py falls
 back to the unfused code where Numba cannot type the fused one).
 
+A run may broadcast across ranks: lower-rank arrays and axes known to have length 1
+(`keepdims`, `x[:, None]`) are read through NumPy's index maps (`b[i1]`, `s[i0, 0]`), sums over
+an axis (`np.sum(t, axis=1)`, `unbroadcast(g, b)` to a lower rank) are accumulated into their
+arrays, and the guard is `float64_arrays(...)` followed by comparisons of the actual shapes with
+those the maps assume (shapes.py).
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
-syntax.py holds what they share.
+shapes.py holds the index maps and guards across ranks, syntax.py what they all share.
 """
 
 from __future__ import annotations

@@ -7,20 +7,22 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import clone
-from .syntax import SHAPE_ONLY, aliased, assign, empty, load, name_reads, origin, store, text_of
+from .syntax import SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
 
 
 class Emitter:
     """The fused branch of a run: allocations, the loop nest, the shape stand-ins."""
 
-    def __init__(self, run, arrays: list[str]):
+    def __init__(self, run, maps: dict, sizes: dict):
         self.run, self.f = run, run.f
-        self.anchor = arrays[0]
+        self.maps, self.sizes = maps, sizes  # each array's index map; each loop's size
+        # an array of the run's shape, if it reads one
+        self.anchor = next((n for n, m in maps.items() if m == run.full()), None)
         self.index = self.f.indices(run.rank)
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind != "sum":
+            if kind not in ("sum", "reduce"):
                 self.final[stmt.targets[0].id] = k
         self.live, self.standins = set(), []
         for name in self.final:
@@ -36,12 +38,23 @@ class Emitter:
             return clone(self.scalar[name])
         if name in self.run.remat:
             return self.translate(self.run.remat[name][1])
-        return self.at(name, ast.Load())
+        return self.at(name, ast.Load(), self.maps.get(name))
 
-    def at(self, name: str, ctx) -> ast.expr:
-        index = [ast.Name(i, ast.Load()) for i in self.index]
+    def at(self, name: str, ctx, mapping=None) -> ast.expr:
+        """`name`'s element: indexed by the loops its axes follow (the run's own shape where
+        `mapping` is None), 0 along its axes of length 1."""
+        mapping = self.run.full() if mapping is None else mapping
+        index = [ast.Constant(0) if k is None else load(self.index[k]) for k in mapping]
         item = index[0] if len(index) == 1 else ast.Tuple(index, ast.Load())
         return ast.Subscript(ast.Name(name, ast.Load()), item, ctx)
+
+    def shape(self, mapping=None) -> ast.expr:
+        """The shape of an array with `mapping` (the run's own shape where it is None)."""
+        if mapping is None and self.anchor is not None:
+            return ast.Attribute(load(self.anchor), "shape", ast.Load())
+        mapping = self.run.full() if mapping is None else mapping
+        sizes = [ast.Constant(1) if k is None else clone(self.sizes[k]) for k in mapping]
+        return ast.Tuple(sizes, ast.Load())
 
     def translate(self, node: ast.expr) -> ast.expr:
         """`node` on one element: an array read at the loop's index, a value the run assigned
@@ -50,6 +63,8 @@ class Emitter:
             return clone(node)
         if isinstance(node, ast.Name):
             return self.element(node.id)
+        if isinstance(node, ast.Subscript):  # `x[:, None]`: x read by its own map
+            return self.element(node.value.id)
         if isinstance(node, ast.BinOp):
             return ast.BinOp(self.translate(node.left), node.op, self.translate(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -66,16 +81,32 @@ class Emitter:
             return self.translate(node.args[0])
         return ast.Call(clone(node.func), [self.translate(a) for a in node.args], [])
 
+    def empty(self) -> ast.expr:
+        return ast.Call(ast.Attribute(load("np"), "empty", ast.Load()), [self.shape()], [])
+
     def statements(self) -> list:
         run = self.run
         head, body, tail = [], [], []
         allocated, aliases = [], []
         for k, (stmt, kind) in enumerate(run.entries):
             target = stmt.targets[0].id
-            value = self.translate(stmt.value.args[0] if kind == "sum" else stmt.value)
+            if kind == "reduce":
+                mapping, witness, summed = run.reductions[target]
+                value = self.translate(summed)
+            else:
+                value = self.translate(stmt.value.args[0] if kind == "sum" else stmt.value)
             if kind == "sum":
                 head.append(origin(assign(target, ast.Constant(0.0)), stmt))
                 body.append(origin(ast.AugAssign(store(target), ast.Add(), value), stmt))
+                continue
+            if kind == "reduce":  # a sum over axes: added into its array, zeroed before
+                shape = self.shape(mapping)
+                if witness is not None:
+                    shape = ast.Attribute(load(witness), "shape", ast.Load())
+                zeros = ast.Call(ast.Attribute(load("np"), "zeros", ast.Load()), [shape], [])
+                head.append(origin(assign(target, zeros), stmt))
+                added = self.at(target, ast.Store(), mapping)
+                body.append(origin(ast.AugAssign(added, ast.Add(), value), stmt))
                 continue
             stored = self.final[target] == k and target in self.live
             later = name_reads([s for s, _ in run.entries[k + 1 :]])[0][target] > 0
@@ -92,7 +123,7 @@ class Emitter:
             if stored:
                 # an array the run also reads as an input is written into a new one
                 out = self.f.fresh(f"{target}_out") if target in run.inputs else target
-                head.append(origin(assign(out, empty(self.anchor)), stmt))
+                head.append(origin(assign(out, self.empty()), stmt))
                 allocated.append(out)
                 if out != target:
                     tail.append(assign(target, load(out)))
@@ -111,17 +142,20 @@ class Emitter:
             if stored:
                 body.append(origin(ast.Assign([self.at(out, ast.Store())], load(element)), stmt))
         stand = allocated[0] if allocated else self.anchor
-        tail += aliases + [assign(n, load(stand)) for n in self.standins]
+        if stand is None and self.standins:  # an array of the run's shape, for its shape alone
+            stand = self.standins[0]
+            tail.append(assign(stand, self.empty()))
+        tail += aliases + [assign(n, load(stand)) for n in self.standins if n != stand]
         body = _without_dead_elements(body)
         return head + (self.loops(body) if body else []) + tail
 
     def loops(self, body: list) -> list:
-        """`body` in a loop nest over the anchor's shape, the last axis innermost."""
+        """`body` in a loop nest over the run's shape, the last axis innermost (none along its
+        axes of length 1)."""
         for k in reversed(range(self.run.rank)):
-            size = ast.Subscript(
-                ast.Attribute(load(self.anchor), "shape", ast.Load()), ast.Constant(k), ast.Load()
-            )
-            iterate = ast.Call(load("range"), [size], [])
+            if k in self.run.units:
+                continue
+            iterate = ast.Call(load("range"), [clone(self.sizes[k])], [])
             body = [ast.For(store(self.index[k]), iterate, body, [])]
         return body
 

@@ -26,13 +26,15 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
     unstable |= {n for n, c in counts.items() if c > 1} | in_loops
     fusing = [r for r in runs if r.fuses()]
     for k, first in enumerate(fusing):
-        if first.depth:
+        if first.depth or not first.plain():
             continue
         for name, recipe in _recipes(first).items():
             names = {n.id for n in walk_nodes(recipe) if isinstance(n, ast.Name)}
             if name in unstable or names & unstable or names & _assigned_by(fusing):
                 continue
             readers = [r for r in fusing[k + 1 :] if name in r.inputs]
+            if not all(r.plain() for r in readers):
+                continue  # a run broadcasting the value reads it with another index map
             count = sum(name_reads([s for s, _ in r.entries])[0][name] for r in readers)
             inside = name_reads([s for s, _ in first.entries])[0][name]
             if not readers or count != first.f.value_reads[name] - inside:

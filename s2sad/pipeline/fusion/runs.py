@@ -7,6 +7,15 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from .loops import Emitter
+from .shapes import (
+    axis_reduction,
+    expansion,
+    guard,
+    right_aligned,
+    size,
+    unit_axes,
+    units_of,
+)
 from .syntax import (
     BINOPS,
     COMPARE,
@@ -31,6 +40,7 @@ class Fuser:
         self.taken = taken
         self.runs: list = []
         self._indices: list[str] = []
+        self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
 
     def indices(self, rank: int) -> list[str]:
         """The loop indices of a nest of `rank` loops: `i0, i1, ...`, one set for every run (no
@@ -67,6 +77,8 @@ class Fuser:
             if matmul or any(r is None for r in ranks):
                 return self.rank_of(node)
             return max(ranks, default=0)
+        if expansion(node) is not None:
+            return self.rank(node.args[1])
         if isinstance(node, ast.Call) and text_of(node.func) in SHAPE_ONLY and len(node.args) > 1:
             rank = self.rank(node.args[1])
             if text_of(node.func) == "unbroadcast" and self.rank(node.args[0]) != rank:
@@ -106,28 +118,38 @@ class Fuser:
         ):
             return None
         value = stmt.value
-        if text_of(getattr(value, "func", None)) == "np.sum" and value.args:
+        summed = text_of(getattr(value, "func", None)) in ("np.sum", "sum_over", "unbroadcast")
+        if summed and value.args:  # over the array summed, its axes of length 1 not looped
             rank = self.rank(value.args[0])
+            units = units_of(value.args[0], self.units, self.rank)
         else:
             rank = self.rank(stmt.targets[0])
+            units = self.units.get(stmt.targets[0].id, frozenset())
         if not isinstance(rank, int) or rank < 1:
             return None
-        run = Run(self, rank, depth)
+        run = Run(self, rank, depth, units)
         return run if run.take(stmt) else None
 
 
 class Run:
     """A run being gathered: its statements, what it reads and assigns."""
 
-    def __init__(self, fuser: Fuser, rank: int, depth: int):
+    def __init__(self, fuser: Fuser, rank: int, depth: int, units=frozenset()):
         self.f = fuser
         self.rank = rank
+        self.units = units  # the axes of the run's shape of length 1, not looped over
+        # each array read -> the loop axis (None: index 0) each of its axes follows
+        self.maps: dict[str, tuple] = {}
+        self.reductions: dict[str, tuple] = {}  # an axis sum -> its map, the array of its shape
+        self.masks: set[str] = set()  # arrays read as np.where's condition (of any dtype)
+        self.numbers: set[str] = set()  # arrays read as numbers (float64, checked)
+        self._pending = None
         self.depth = depth  # how many loops it is in
         self.remat: dict[str, tuple] = {}  # an input -> (its statement, its recipe): recomputed
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
         self.stmts: list = []  # every statement taken, in order (the unfused branch)
         self.hoisted: list = []  # views and arithmetic on numbers, moved above the run
-        self.entries: list = []  # (statement, kind): "element", "alias" or "sum"
+        self.entries: list = []  # (statement, kind): "element", "alias", "sum" or "reduce"
         self.assigned: dict[str, None] = {}  # names the run assigns elementwise, in order
         self.inputs: dict[str, None] = {}  # rank-r arrays read before the run assigns them
         self.witnesses: dict[str, None] = {}  # arrays read for their shape alone
@@ -143,13 +165,15 @@ class Run:
         ):
             return False
         target, value = stmt.targets[0].id, stmt.value
+        self._pending = None  # what _elementwise found in the statement
         if target in self.inputs or target in self.witnesses or target in self.sums:
             return False
         if any(h.targets[0].id == target for h in self.hoisted):
             return False
         rank = self.f.rank(stmt.targets[0])
-        if rank == self.rank and self._view(value):
-            if target in self.mentioned or value.value.id in self.assigned:
+        if isinstance(rank, int) and 1 <= rank <= self.rank and self._view(value):
+            source = value.value.id
+            if target in self.mentioned or source in self.assigned or source in self.sums:
                 return False
             return self._add(stmt, "hoisted", target, [], [])
         if rank == 0 and text_of(getattr(value, "func", None)) == "np.sum":
@@ -161,29 +185,57 @@ class Run:
             if target in self.mentioned or not self._scalar(value):
                 return False
             return self._add(stmt, "hoisted", target, [], [])
+        reduction = self._reduction(value)
+        if reduction is not None:
+            summed, mapping, witness = reduction
+            found = self._elementwise(summed)
+            if found is None or target in self.mentioned or target in self.assigned:
+                return False
+            witnesses = found[1] + ([witness] if witness else [])
+            if not self._agree(witnesses):
+                return False
+            self.reductions[target] = (mapping, witness, summed)
+            return self._add(stmt, "reduce", target, found[0], witnesses)
         if rank != self.rank:
             return False
         found = self._elementwise(value)
-        if found is None:
+        if found is None or not self._agree(found[1]):
             return False
         source = aliased(value)
         if source is not None and (target in self.f.written or source in self.f.written):
             return False  # the original shares the array that is written into later
         return self._add(stmt, "alias" if source is not None else "element", target, *found)
 
+    def _agree(self, witnesses: list) -> bool:
+        """Whether the arrays read for their shape are read (if at all) by broadcasting's map,
+        the one the shape they stand for assumes."""
+        pending = self._pending[0] if self._pending else {}
+        for name in witnesses:
+            if name not in self.assigned:
+                mapping = self.map_of(name)
+                if self.maps.get(name, mapping) != mapping or pending.get(name, mapping) != mapping:
+                    return False
+        return True
+
     def _add(self, stmt, kind: str, target: str, reads: list, witnesses: list) -> bool:
+        if self._pending is not None:
+            maps, masks, numbers = self._pending
+            self.maps.update(maps)
+            self.masks.update(masks)
+            self.numbers.update(numbers)
         for name in reads:
             if name not in self.assigned:
                 self.inputs.setdefault(name)
         for name in witnesses:
             if name not in self.assigned:
                 self.witnesses.setdefault(name)
+                self.maps.setdefault(name, self.map_of(name))
         self.stmts.append(stmt)
         if kind == "hoisted":
             self.hoisted.append(stmt)
         else:
             self.entries.append((stmt, kind))
-            if kind == "sum":
+            if kind in ("sum", "reduce"):
                 self.sums.add(target)
             else:
                 self.assigned.setdefault(target)
@@ -191,14 +243,16 @@ class Run:
         return True
 
     def _view(self, value) -> bool:
-        """`u[1:, :-1]`: a slice of an array of the run's rank, every axis kept."""
+        """`u[1:, :-1]`, `v[:, None]`: a slice of an array, every axis kept, new ones of length 1
+        (read by the run as an array of that shape)."""
         if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
             return False
         items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
-        return self.f.rank(value.value) == self.rank and all(
+        slices = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+        return self.f.rank(value.value) == len(slices) and all(
             isinstance(i, ast.Slice)
             and all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
-            for i in items
+            for i in slices
         )
 
     def _scalar(self, node) -> bool:
@@ -215,50 +269,190 @@ class Run:
                 return False
         return True
 
+    def full(self) -> tuple:
+        """The map of an array of the run's shape."""
+        return tuple(None if k in self.units else k for k in range(self.rank))
+
+    def map_of(self, name: str):
+        """How `name`'s axes follow the run's loops: its own where the run assigns it, else
+        NumPy's broadcasting (right-aligned, index 0 along its axes of length 1)."""
+        if name in self.assigned:
+            return self.full()
+        q = self.f.rank(load(name))
+        if not isinstance(q, int) or not 1 <= q <= self.rank:
+            return None
+        return right_aligned(self.rank, q, self.f.units.get(name, frozenset()), self.units)
+
+    def _reduction(self, value):
+        """(the array summed, the map of the sum, the array of its shape) of a sum over axes of
+        the run's shape: `np.sum(g, axis=1)`, `sum_over(g, 1, True)`, `unbroadcast(g, b)` (or
+        its negative) to a lower rank or to axes of length 1."""
+        found = axis_reduction(value, self.f.rank)
+        if found is not None:
+            summed, axis, keep = found
+            if self.f.rank(summed) != self.rank:
+                return None
+            mapping = list(self.full())
+            if keep:
+                mapping[axis] = None
+            else:
+                del mapping[axis]
+            return (summed, tuple(mapping), None) if mapping else None
+        negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
+        if negated:
+            value = value.operand
+        if not (
+            isinstance(value, ast.Call)
+            and text_of(value.func) == "unbroadcast"
+            and len(value.args) == 2
+            and not value.keywords
+            and isinstance(value.args[1], ast.Name)
+        ):
+            return None
+        witness = value.args[1].id
+        mapping = self.map_of(witness)
+        if witness in self.assigned or witness in self.sums or mapping in (None, self.full()):
+            return None
+        summed = ast.UnaryOp(ast.USub(), value.args[0]) if negated else value.args[0]
+        return summed, mapping, witness
+
     def _elementwise(self, node):
-        """(the rank-r names `node` reads, the names it reads for their shape), where `node`
-        is elementwise over the run's arrays; else None."""
+        """(the arrays `node` reads, the names it reads for their shape), where `node` is
+        elementwise over the run's shape, broadcasting arrays into it; else None."""
         reads: list = []
         witnesses: list = []
+        masks: list = []
+        maps: dict = {}
+        everything = {k for k in range(self.rank) if k not in self.units}
 
-        def visit(n) -> bool:
+        def array(name: str, mapping):
+            """The loop axes `name` covers read with `mapping`; None where it cannot be."""
+            if mapping is None or name in self.sums:
+                return None
+            if name not in self.assigned:
+                if maps.setdefault(name, mapping) != mapping:
+                    return None
+                if self.maps.get(name, mapping) != mapping:
+                    return None
+            return {k for k in mapping if k is not None}
+
+        def visit(n):
             rank = self.f.rank(n)
             if rank == 0:
-                return self._scalar(n)
-            if rank != self.rank:
-                return False
+                return set() if self._scalar(n) else None
+            if not isinstance(rank, int) or rank > self.rank:
+                return None
             if isinstance(n, ast.Name):
                 reads.append(n.id)
-                return True
+                return array(n.id, self.map_of(n.id))
+            if isinstance(n, ast.Subscript):  # `x[None, :, :]`: x's axes moved right
+                mapping = self._expanded_view(n, rank)
+                if mapping is None:
+                    return None
+                reads.append(n.value.id)
+                return array(n.value.id, mapping)
             if isinstance(n, ast.BinOp):
-                return isinstance(n.op, BINOPS) and visit(n.left) and visit(n.right)
+                return union([n.left, n.right]) if isinstance(n.op, BINOPS) else None
             if isinstance(n, ast.UnaryOp):
-                return isinstance(n.op, (ast.USub, ast.UAdd)) and visit(n.operand)
-            if not isinstance(n, ast.Call) or n.keywords:
-                return False
+                return union([n.operand]) if isinstance(n.op, (ast.USub, ast.UAdd)) else None
+            if not isinstance(n, ast.Call):
+                return None
             name, args = text_of(n.func), n.args
+            expanded = expansion(n)
+            if expanded is not None:
+                g, mapping = self._expanded(*expanded)
+                if mapping is None or array(g, mapping) is None:
+                    return None
+                reads.append(g)
+                witnesses.append(expanded[1].id)
+                return everything
+            if n.keywords:
+                return None
             if name in UFUNCS:
-                return all(visit(a) for a in args)
+                return union(args)
             if name == "np.where" and len(args) == 3:
                 cond = args[0]
+                if isinstance(cond, ast.Name) and self.f.rank(cond) not in (0, None):
+                    # a mask, read by its truth: of any dtype
+                    if cond.id in self.assigned or array(cond.id, self.map_of(cond.id)) is None:
+                        return None
+                    masks.append(cond.id)
+                    return union(args[1:]) | array(cond.id, self.map_of(cond.id))
                 if not (
-                    isinstance(cond, ast.Compare)
-                    and all(isinstance(o, COMPARE) for o in cond.ops)
-                    and self.f.rank(cond) in (0, self.rank)
+                    isinstance(cond, ast.Compare) and all(isinstance(o, COMPARE) for o in cond.ops)
                 ):
-                    return False
-                operands = [cond.left] + cond.comparators + args[1:]
-                return all(visit(a) for a in operands)
+                    return None
+                return union([cond.left] + cond.comparators + args[1:])
             if name in SHAPE_ONLY and len(args) == 2 and isinstance(args[1], ast.Name):
-                if self.f.rank(args[1]) != self.rank or args[1].id in self.sums:
-                    return False
-                if name == "unbroadcast" and self.f.rank(args[0]) != self.rank:
-                    return False
-                witnesses.append(args[1].id)
-                return visit(args[0])
-            return False
+                witness = args[1].id
+                if witness in self.sums or self.map_of(witness) != self.full():
+                    return None
+                covered = visit(args[0])
+                if covered is None or (name == "unbroadcast" and covered != everything):
+                    return None
+                witnesses.append(witness)
+                return everything
+            return None
 
-        return (reads, witnesses) if visit(node) else None
+        def union(operands: list):
+            covered: set = set()
+            for operand in operands:
+                found = visit(operand)
+                if found is None:
+                    return None
+                covered |= found
+            return covered
+
+        if visit(node) != everything:
+            return None
+        self._pending = (maps, masks, reads)  # kept if the statement is taken (_add)
+        return reads + masks, witnesses
+
+    def _expanded_view(self, node: ast.Subscript, rank: int):
+        """The map of `x` in `x[:, None]`, `x[None, :, :]` (whole slices and new axes) read by
+        the run, an array it does not assign; None for other subscripts."""
+        x = node.value
+        if not isinstance(x, ast.Name) or x.id in self.assigned or x.id in self.sums:
+            return None
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        units = self.f.units.get(x.id, frozenset())
+        q = self.f.rank(x)
+        if not isinstance(q, int):
+            return None
+        whole = [i for i in items if isinstance(i, ast.Slice)]
+        items = items + [ast.Slice()] * (q - len(whole))  # the axes after those named
+        mapping, out = [], self.rank - rank  # the loop axis of each axis of the subscript
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value is None:
+                out += 1
+            elif isinstance(item, ast.Slice) and item.lower is item.upper is item.step is None:
+                j = len(mapping)
+                if j not in units and out in self.units:
+                    return None
+                mapping.append(None if j in units else out)
+                out += 1
+            else:
+                return None
+        if len(mapping) != q or out != self.rank:
+            return None
+        return tuple(mapping)
+
+    def _expanded(self, g, x, axis: int, keep: bool):
+        """(g's name, its map) of `expand_reduced(g, x, axis=k, keepdims=...)`: `g` broadcast
+        along the reduced axis of `x`, an array of the run's shape; (None, None) otherwise."""
+        if not (isinstance(g, ast.Name) and isinstance(x, ast.Name)):
+            return None, None
+        if x.id in self.sums or self.map_of(x.id) != self.full() or g.id in self.assigned:
+            return None, None
+        if not -self.rank <= axis < self.rank or self.f.rank(g) != self.rank - (not keep):
+            return None, None
+        mapping = list(self.full())
+        if keep:
+            mapping[axis % self.rank] = None
+        else:
+            del mapping[axis % self.rank]
+        units = self.f.units.get(g.id, frozenset())
+        return g.id, tuple(None if j in units else k for j, k in enumerate(mapping))
 
     # ------------------------------------------------------------------ emitting
     def fuses(self) -> bool:
@@ -274,17 +468,36 @@ class Run:
         for _, recipe in self.remat.values():
             inputs += [n.id for n in walk_nodes(recipe) if isinstance(n, ast.Name)]
         arrays = [n for n in dict.fromkeys(inputs + list(self.witnesses)) if self.f.rank(load(n))]
+        maps = {n: self.maps.get(n, self.full()) for n in arrays}
+        sizes = {}  # each loop axis -> the size of an array along it (of the run's shape first)
+        ordered = sorted(maps.items(), key=lambda item: item[1] != self.full())
+        for name, mapping in ordered:
+            for j, k in enumerate(mapping):
+                if k is not None:
+                    sizes.setdefault(k, size(name, j))
+        if len(sizes) + len(self.units) != self.rank:  # never expected: a loop of no size
+            return list(self.stmts)
         last = max(self.stmts.index(s) for s, _ in self.entries)
         after = self.stmts[last + 1 :]  # views and numbers after the last entry stay there
         before = [s for s in self.hoisted if s not in after]
         # the values the fused loop recomputes, computed again where it does not run
         again = [origin(assign(x, clone(r)), s) for x, (s, r) in self.remat.items()]
-        fused = Emitter(self, arrays).statements()
+        fused = Emitter(self, maps, sizes).statements()
         if self.undefined(fused):  # never expected: the statements as they were are right
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
-        guard = ast.Call(load("fusible"), [load(a) for a in arrays], [])
-        return before + [ast.If(guard, fused, unfused)] + after
+        if self.plain():
+            test = ast.Call(load("fusible"), [load(a) for a in arrays], [])
+        else:
+            test = guard(maps, sizes, self.full(), self.masks - self.numbers)
+        return before + [ast.If(test, fused, unfused)] + after
+
+    def plain(self) -> bool:
+        """Whether the run reads and writes arrays of one shape alone (its guard `fusible`)."""
+        full = self.full()
+        if self.units or self.reductions or self.masks:
+            return False
+        return all(m == full for m in self.maps.values())
 
     def undefined(self, fused: list) -> set[str]:
         """The names read after the run that its fused branch leaves unassigned (Numba would
