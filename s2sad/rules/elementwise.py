@@ -311,6 +311,7 @@ def _real_only(g, x):
 defvjp(np.real, "val", val="real_only(g, val)", jvp=ELEMENTWISE)
 defvjp(np.imag, "val", val="0.0 * real_only(g, val)", jvp=ELEMENTWISE)
 unary(np.conjugate, "real_only(g, x)")  # np.conj is np.conjugate
+defvjp(np.real_if_close, "a, tol=100", a="real_only(g, a)", jvp=ELEMENTWISE)
 # nan_to_num: 1 where x is finite, 0 where a value replaced it; copy=False writes into x
 defvjp(
     np.nan_to_num,
@@ -360,6 +361,7 @@ defvjp(
 
 nondiff(
     np.sign,
+    np.angle,  # of a real value: 0 or pi (differentiated values are never complex)
     np.floor,
     np.ceil,
     np.round,
