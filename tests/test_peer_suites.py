@@ -22,9 +22,10 @@ import numpy as np
 import pytest
 
 import peer_autograd as ag
+import peer_jax as pj
 import peer_tangent as tg
 import s2sad
-from conftest import check_grad, check_vjp
+from conftest import check_grad, check_jvp, check_vjp
 from s2sad.jit import JitFallbackWarning
 
 HERE = Path(__file__).parent
@@ -548,3 +549,104 @@ def test_jit_gives_numpy_modes_numbers(case):
     for a, b in zip(got, plain):
         assert type(a) is type(b) and np.shape(a) == np.shape(b)
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+# ----------------------------------------------------------------------------- JAX's grad records
+
+
+@pytest.mark.parametrize(
+    "f, x, slope, curvature",
+    [
+        (pj.arcsinh_sum, 0.0, 1.0, 0.0),
+        (pj.arcsinh_sum, 1000.0, 1 / np.sqrt(1 + 1e6), -1000.0 / (1 + 1e6) ** 1.5),
+        (pj.arccosh_sum, 1000.0, 1 / np.sqrt(1e6 - 1), -1000.0 / (1e6 - 1) ** 1.5),
+        (pj.arctanh_sum, 0.0, 1.0, 0.0),
+        (pj.sinc_sum, 0.0, 0.0, -(np.pi**2) / 3),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_special_values_to_second_order(f, x, slope, curvature):
+    for arg in (x, np.array([x])):
+        g, h = s2sad.grad(f)(arg), s2sad.hessian(f)(arg)
+        assert type(g) is type(arg) and np.shape(h) == np.shape(arg) * 2
+        np.testing.assert_allclose(g, np.reshape(slope, np.shape(arg)), rtol=1e-12)
+        np.testing.assert_allclose(h, np.reshape(curvature, np.shape(h)), rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("f", [pj.logaddexp_sum, pj.logaddexp2_sum], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "shapes", [((), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((2, 3, 4), (2, 1, 4))], ids=str
+)
+def test_logaddexp_of_broadcasting_operands_to_second_order(f, shapes):
+    a, b = r(*shapes[0], low=-0.9, high=0.9), r(*shapes[1], seed=1, low=-0.9, high=0.9)
+    a = float(a) if a.ndim == 0 else a
+    check_grad(f, (a, b), wrt=(0, 1))
+    hess = s2sad.hessian(f)(a, b)
+    grad_a = s2sad.grad(f)
+    # the Hessian's columns are central differences of the gradient
+    for k in range(np.size(a)):
+        step = np.zeros(np.shape(a))
+        step.flat[k] = 1e-6
+        column = (grad_a(a + step, b) - grad_a(a - step, b)) / 2e-6
+        np.testing.assert_allclose(
+            np.reshape(hess, (np.size(a), np.size(a)))[:, k], np.ravel(column), rtol=1e-6, atol=1e-8
+        )
+
+
+# ----------------------------------------------------------------------------- Tangent's other modes
+
+# a tuple indexed by a run-time int becomes np.stack(...)[i]: the value and its tangent are
+# np.float64 where the function returns a Python float (the numbers are right)
+NUMPY_SCALAR_OUTPUT = {"pick_from_tuple"}
+
+
+@pytest.mark.parametrize("case", TANGENT + AUTOGRAD, ids=lambda c: c.id)
+def test_forward_mode_against_finite_differences(case):
+    """Tangent's forward-mode tests: every function through s2sad.jvp."""
+    if case.id not in NUMPY_SCALAR_OUTPUT:
+        check_jvp(case.f, case.args, case.wrt)
+        return
+    indices = _indices(case.f, case.wrt)
+    tangents = tuple(float(k + 1) for k in range(len(indices)))
+    value, tangent = s2sad.jvp(case.f, wrt=case.wrt)(*case.args, tangent=tangents)
+    assert value == case.f(*case.args) and type(tangent) is np.float64
+    moved = [list(case.args), list(case.args)]
+    for i, t in zip(indices, tangents):
+        moved[0][i] += 1e-6 * t
+        moved[1][i] -= 1e-6 * t
+    assert tangent == pytest.approx((case.f(*moved[0]) - case.f(*moved[1])) / 2e-6, rel=1e-6)
+
+
+def _moved_arg(args, i, k, step):
+    out = list(copy.deepcopy(args))
+    if isinstance(out[i], np.ndarray):
+        out[i].flat[k] += step
+    else:
+        out[i] = out[i] + step
+    return out
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in TANGENT + AUTOGRAD if c.kind == "grad"], ids=lambda c: c.id
+)
+def test_hessian_against_differences_of_the_gradient(case):
+    """Tangent's reverse-over-reverse and Hessian-vector tests: s2sad.hessian in each argument."""
+    for i in _indices(case.f, case.wrt):
+        x = case.args[i]
+        if case.id == "norm_nuc":
+            with pytest.raises(ValueError, match="no second derivative of np.linalg.norm"):
+                s2sad.hessian(case.f, wrt=i)(*case.args)
+            return
+        hess = s2sad.hessian(case.f, wrt=i)(*copy.deepcopy(case.args))
+        assert np.shape(hess) == np.shape(x) * 2
+        grad = s2sad.grad(case.f, wrt=i)
+        for k in range(np.size(x)):
+            column = grad(*_moved_arg(case.args, i, k, 1e-5)) - grad(
+                *_moved_arg(case.args, i, k, -1e-5)
+            )
+            np.testing.assert_allclose(
+                np.reshape(hess, (np.size(x), -1))[:, k],
+                np.ravel(column) / 2e-5,
+                rtol=1e-5,
+                atol=1e-6,
+            )

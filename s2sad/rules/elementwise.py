@@ -285,6 +285,8 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 astype = getattr(np, "astype", _astype)
 defvjp(astype, "x, dtype, /, *, copy=True, device=None", x="g", jvp=ELEMENTWISE)
 defvjp(float, "x=0.0, /", x="g", jvp=ELEMENTWISE)
+for _float_type in (np.float64, np.float32, np.float16):  # np.float64(x): a cast, as astype
+    defvjp(_float_type, "x=0.0, /", x="g", jvp=ELEMENTWISE)
 unary(abs, "g * np.sign(x)")
 
 
@@ -387,6 +389,8 @@ nondiff(
     round,
     int,
     bool,
+    # np.int64(x) and its kin: integers, piecewise constant in x
+    *(np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_),
 )
 
 # a filled array: the cotangent of the fill value sums what each element received, unless the
