@@ -528,3 +528,10 @@ def _add_all(*args):
 
 def varargs_call(x):
     return _add_all(x, x / 3.0)
+
+
+W7 = np.linspace(-1.0, 2.0, 7)
+
+
+def partition_weighted(x):
+    return np.sum(np.partition(x, 3) * W7) + np.sum(x[np.argpartition(x, 2)] * W7)

@@ -650,3 +650,19 @@ def test_hessian_against_differences_of_the_gradient(case):
                 rtol=1e-5,
                 atol=1e-6,
             )
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")  # objmode: not disk-cached
+def test_jitted_partition_keeps_numpys_order():
+    """Numba's np.partition and np.argpartition put the elements other than the kth in another
+    order than NumPy's: jitted code calls NumPy's, so a value that depends on that order (and
+    its gradient and tangent) are NumPy mode's."""
+    x = r(7, seed=3)
+    value, grad = s2sad.value_and_grad(ag.partition_weighted)(x)
+    assert value == pytest.approx(ag.partition_weighted(x), rel=1e-14)
+    check_grad(ag.partition_weighted, (x,))
+    value_jit, grad_jit = s2sad.value_and_grad(ag.partition_weighted, jit="strict")(x)
+    assert value_jit == pytest.approx(value, rel=1e-14)
+    np.testing.assert_allclose(grad_jit, grad, rtol=1e-14)
+    tangent = s2sad.jvp(ag.partition_weighted, jit="strict")(x, tangent=grad)[1]
+    assert tangent == pytest.approx(s2sad.jvp(ag.partition_weighted)(x, tangent=grad)[1], rel=1e-14)
