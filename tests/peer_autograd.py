@@ -535,3 +535,39 @@ W7 = np.linspace(-1.0, 2.0, 7)
 
 def partition_weighted(x):
     return np.sum(np.partition(x, 3) * W7) + np.sum(x[np.argpartition(x, 2)] * W7)
+
+
+def _weighted(w, *terms, scale=1.0):
+    total = 0.0
+    for k, t in enumerate(terms):
+        total = total + w[k] * np.sum(t**2)
+    return scale * total + len(terms)
+
+
+def varargs_loop(x, w):
+    return _weighted(w, x, np.sin(x), x[:2], scale=2.0)
+
+
+def _first_times_rest(*args):
+    return args[0] * np.stack(args[1:])
+
+
+def varargs_slice(x):
+    return np.sum(_first_times_rest(x, x * 2, np.cos(x)))
+
+
+def _unpacked(*args):
+    a, b = args
+    return a * b
+
+
+def varargs_unpacked(x):
+    return np.sum(_unpacked(x, np.exp(x))) + _add_all() + _add_all(1.0, 2.0)
+
+
+def _options(x, **opts):
+    return x * opts["a"] + opts["b"]
+
+
+def kwargs_call(x):
+    return np.sum(_options(x, a=x, b=2.0))

@@ -517,10 +517,28 @@ def test_helpers_called_twice_and_through_partial():
     np.testing.assert_allclose(g, (H + H.T) @ r(5), atol=1e-14)
 
 
+@pytest.mark.parametrize(
+    "f, args, wrt",
+    [
+        (ag.varargs_call, (3.0,), 0),  # autograd's `lambda *args: sum(args)`
+        (ag.varargs_loop, (r(3), r(3, seed=1)), (0, 1)),
+        (ag.varargs_slice, (r(3),), 0),
+        (ag.varargs_unpacked, (r(3),), 0),
+    ],
+    ids=lambda v: getattr(v, "__name__", None),
+)
+def test_helpers_taking_star_args(f, args, wrt):
+    """A helper's *args is the tuple of the call's extra arguments, in every mode."""
+    check_grad(f, args, wrt)
+    check_jvp(f, args, wrt)
+
+
 def test_refusals_name_the_construct_file_and_line():
     """What the peers' suites exercise and s2sad does not differentiate yet: refused by name."""
-    with pytest.raises(s2sad.S2SADError, match=r"peer_autograd\.py:\d+: \*args .*'args'"):
-        s2sad.grad(ag.varargs_call)(3.0)  # a helper taking *args
+    with pytest.raises(
+        s2sad.S2SADError, match=r"peer_autograd\.py:\d+: \*args and \*\*kwargs.*'opts'"
+    ):
+        s2sad.grad(ag.kwargs_call)(r(3))  # a helper's own **kwargs
     with pytest.raises(s2sad.S2SADError, match=r"peer_tangent\.py:\d+: .*list comprehensions"):
         s2sad.grad(tg.sum_of_comprehension)(r(4))  # a comprehension over an array's items
 
