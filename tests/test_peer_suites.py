@@ -375,24 +375,13 @@ NOT_IN_JAX = {
 # cannot run and a sample of the rest; autograd sees every function without in-place writes
 JAX_SAMPLE = {
     "tangled_branches[0.8]",
-    "local_def_in_loop",
     "bilinear",
-    "logistic_regression",
-    "batched_matmul_transposed",
     "index_mixed",
     "einsum_ellipsis",
-    "tensordot_axes",
     "linspace_5",
     "det_of[3d]",
-    "solve_of[3d]",
-    "slogdet_of",
     "norm_nuc",
     "eigh_sym",
-    "svd_values[3d]",
-    "pinv_of",
-    "max_equal_rows[-1]",
-    "maximum_equal_2d",
-    "array_2d_fanout",
 }
 PURE = [c for c in TANGENT + AUTOGRAD if c.pure]
 ORACLE_CASES = [pytest.param(c, "autograd", id=f"{c.id}-autograd") for c in PURE] + [
@@ -541,17 +530,27 @@ def test_refusals_name_the_construct_file_and_line():
         s2sad.grad(ag.kwargs_call)(r(3))  # a helper's own **kwargs
     with pytest.raises(s2sad.S2SADError, match=r"peer_tangent\.py:\d+: .*list comprehensions"):
         s2sad.grad(tg.sum_of_comprehension)(r(4))  # a comprehension over an array's items
+    with pytest.raises(
+        s2sad.S2SADError, match=r"peer_autograd\.py:\d+: no derivative rule for np\.linalg\.eig\b"
+    ):
+        s2sad.vjp(ag.eig_real)(spd(3))  # eigenvalues of a general matrix (complex in general)
 
 
 # ----------------------------------------------------------------------------- jit=True
 
-JIT_SAMPLE = ["rnn", "tangled_branches[0.8]", "logistic_regression", "index_mixed"]
+JIT_SAMPLE = ["rnn", "logistic_regression", "index_mixed"]
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """A cache directory of the test's own, so that the jitted code really compiles."""
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize(
     "case", [c for c in TANGENT + AUTOGRAD if c.id in JIT_SAMPLE], ids=lambda c: c.id
 )
-def test_jit_gives_numpy_modes_numbers(case):
+def test_jit_gives_numpy_modes_numbers(case, fresh_cache):
     """jit=True compiles or falls back with a warning; either way NumPy mode's numbers."""
     seed = _seeds(case.f(*copy.deepcopy(case.args)), np.random.default_rng(0))
     seed = seed if case.kind == "vjp" else None
@@ -670,17 +669,10 @@ def test_hessian_against_differences_of_the_gradient(case):
             )
 
 
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")  # objmode: not disk-cached
-def test_jitted_partition_keeps_numpys_order():
-    """Numba's np.partition and np.argpartition put the elements other than the kth in another
-    order than NumPy's: jitted code calls NumPy's, so a value that depends on that order (and
-    its gradient and tangent) are NumPy mode's."""
+def test_partition_weighted_by_position():
+    """A value that depends on the order np.partition leaves the other elements in (its jitted
+    form, which must keep NumPy's order, is in tests/test_jit_corpus.py)."""
     x = r(7, seed=3)
-    value, grad = s2sad.value_and_grad(ag.partition_weighted)(x)
-    assert value == pytest.approx(ag.partition_weighted(x), rel=1e-14)
+    assert s2sad.value_and_grad(ag.partition_weighted)(x)[0] == ag.partition_weighted(x)
     check_grad(ag.partition_weighted, (x,))
-    value_jit, grad_jit = s2sad.value_and_grad(ag.partition_weighted, jit="strict")(x)
-    assert value_jit == pytest.approx(value, rel=1e-14)
-    np.testing.assert_allclose(grad_jit, grad, rtol=1e-14)
-    tangent = s2sad.jvp(ag.partition_weighted, jit="strict")(x, tangent=grad)[1]
-    assert tangent == pytest.approx(s2sad.jvp(ag.partition_weighted)(x, tangent=grad)[1], rel=1e-14)
+    check_jvp(ag.partition_weighted, (x,))
