@@ -58,6 +58,7 @@ import test_rules_nondiff as nd  # noqa: E402
 import test_rules_reductions as red  # noqa: E402
 import test_rules_scans_layout as sl  # noqa: E402
 import test_rules_shape_indexing as sh  # noqa: E402
+import peer_autograd as pa  # noqa: E402
 import test_rules_sort as so  # noqa: E402
 import test_trust_refusals as tr  # noqa: E402
 import test_lists as tl  # noqa: E402
@@ -214,6 +215,9 @@ CORPUS = [
     # sorting (test_rules_sort.py): Numba's np.sort takes no axis
     (so.weighted_sorted_cube, (distinct(6),), 0, "grad"),
     (so.sort_last, (distinct(5),), 0, "jvp"),
+    # np.partition, np.argpartition: NumPy's order of the other elements (test_peer_suites.py)
+    (pa.partition_weighted, (distinct(7),), 0, "grad"),
+    (pa.partition_weighted, (distinct(7),), 0, "jvp"),
     # elementwise breadth (test_rules_breadth_elementwise.py)
     (eb.fmax_of, (r(3, 4), r(4, seed=1)), 0, "vjp"),
     (eb.sinc_sum, (r(5, low=-2, high=2),), 0, "grad"),

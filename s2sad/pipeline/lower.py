@@ -104,11 +104,13 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
     `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
-    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the trace over the last two axes `trace_last`, and `np.where` of numbers a conditional
-    expression. The cotangents of two vectors' product are written out (`g * b` for
-    `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of `g * z + g * z`, the two
-    cotangents of `np.dot(z, z)`, where the helpers made three arrays. `rank_of` gives the rank
-    of an expression where known."""
+    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the
+    trace over the last two axes `trace_last`, `np.where` of numbers a conditional expression,
+    and `np.partition`/`np.argpartition` calls into NumPy's (`numpy_partition`: Numba's put
+    the other elements in another order). The cotangents of two vectors' product are written
+    out (`g * b` for `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of
+    `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
+    `rank_of` gives the rank of an expression where known."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -162,6 +164,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 )
             if text == "np.add.at":
                 node.func = ast.Name("add_at", ast.Load())
+            if text in ("np.partition", "np.argpartition"):  # Numba's orders differ from NumPy's
+                node.func = ast.Name(f"numpy_{text[3:]}", ast.Load())
             if (
                 text == "np.array"
                 and len(node.args) == 1

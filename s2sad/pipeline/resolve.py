@@ -34,6 +34,14 @@ from .reserved import s2sad_object
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
 
 
+def _named_alias(spelled: str | None, prefix: str, obj, name: str) -> bool:
+    """Whether `spelled` already names `obj` by its own __name__ in the same module, and `name`
+    is another alias (np.long of np.int64, np.asin of np.arcsin): the spelling users read in
+    NumPy's documentation, and the one NumPy 1.x also has (np.bool_ stays: np.bool is 2.x only)."""
+    own = getattr(obj, "__name__", None)
+    return spelled == f"{prefix}.{own}" and name != own and own != "bool"
+
+
 def _canonical_table() -> dict[int, str]:
     table: dict[int, str] = {}
     for prefix, module in [("math", math), ("np.linalg", np.linalg), ("np", np)]:
@@ -41,6 +49,8 @@ def _canonical_table() -> dict[int, str]:
             if not name.startswith("_"):
                 obj = getattr(module, name)
                 if callable(obj) or isinstance(obj, float):
+                    if _named_alias(table.get(id(obj)), prefix, obj, name):
+                        continue  # np.int32, not np.intc; np.arcsin, not np.asin
                     table[id(obj)] = f"{prefix}.{name}"
     table[id(runtime.stop_gradient)] = "stop_gradient"
     table[id(runtime.scatter_added)] = "scatter_added"  # what np.add.at statements become

@@ -385,6 +385,9 @@ class TreeExpressions:
                     hint="transform a function taking the tree's leaves (def f(W, b, x)) "
                     "and pass it p['W'], p['b']",
                 )
+            literal = sequence_literals(self._plain, e, values, keywords)
+            if literal is not None:
+                return literal
             raise self.refuse(
                 e,
                 f"{shown.text} is a parameter tree passed to {ast.unparse(e.func)}, which is not "
@@ -442,6 +445,31 @@ class TreeExpressions:
         if isinstance(v, tuple):
             return ast.Starred(self.expr_of(v[1], where), ast.Load())
         return self.leaf(v, where) if isinstance(v, str) else self.expr_of(v, where)
+
+
+def sequence_literals(plain, e, values, keywords):
+    """The call `e` to a library function with each tuple or list tree of leaves it passes
+    written as the literal of those leaves (`sum(args)` in a helper taking *args:
+    `sum((args_0, args_1))`), which the rules read element by element; None where it passes
+    another tree. `plain` writes a leaf or a value as an expression."""
+
+    def literal(v):
+        if not isinstance(v, Node):
+            return plain(v, e)
+        if v.d.kind not in ("tuple", "list") or any(isinstance(i, Node) for i in v.items):
+            return None
+        elts = [plain(i, e) for i in v.items]
+        return ast.copy_location((ast.Tuple if v.d.kind == "tuple" else ast.List)(elts), e)
+
+    args = [literal(v) for v in values]
+    given = [literal(v) for _, v in keywords]
+    if any(a is None for a in args + given):
+        return None
+    e.args = args
+    for (k, _), v in zip(keywords, given):
+        k.value = v
+    e.keywords = [k for k, _ in keywords]
+    return e
 
 
 class _Arg:

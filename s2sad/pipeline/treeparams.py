@@ -77,13 +77,14 @@ def flat_signature(func, trees: dict) -> inspect.Signature:
 
 
 def star_trees(func, n_args: int, keyword_names) -> tuple[dict, dict] | None:
-    """For a call of a functools.wraps wrapper taking *args/**kwargs: its star parameters as
-    trees of the call's arguments (a tuple of `n_args`, a dict of the keywords), and the
-    keyword arguments' names among its leaves. None for other functions."""
+    """For a call of a helper taking *args, or of a functools.wraps wrapper taking *args and
+    **kwargs: its star parameters as trees of the call's arguments (a tuple of `n_args`, a dict
+    of the keywords), and the keyword arguments' names among its leaves. None for other
+    functions (a helper's own **kwargs stays refused)."""
     code = func.__code__
-    if not hasattr(func, "__wrapped__") or not code.co_flags & (
-        inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
-    ):
+    # any helper's *args (a tuple of the call's extra arguments); **kwargs only a wrapper's
+    stars = inspect.CO_VARARGS | (inspect.CO_VARKEYWORDS if hasattr(func, "__wrapped__") else 0)
+    if not code.co_flags & stars or code.co_flags & ~stars & inspect.CO_VARKEYWORDS:
         return None
     params = inspect.signature(func, follow_wrapped=False).parameters.values()
     named = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

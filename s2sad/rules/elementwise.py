@@ -285,6 +285,8 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 astype = getattr(np, "astype", _astype)
 defvjp(astype, "x, dtype, /, *, copy=True, device=None", x="g", jvp=ELEMENTWISE)
 defvjp(float, "x=0.0, /", x="g", jvp=ELEMENTWISE)
+for _float_type in (np.float64, np.float32, np.float16):  # np.float64(x): a cast, as astype
+    defvjp(_float_type, "x=0.0, /", x="g", jvp=ELEMENTWISE)
 unary(abs, "g * np.sign(x)")
 
 
@@ -311,6 +313,7 @@ def _real_only(g, x):
 defvjp(np.real, "val", val="real_only(g, val)", jvp=ELEMENTWISE)
 defvjp(np.imag, "val", val="0.0 * real_only(g, val)", jvp=ELEMENTWISE)
 unary(np.conjugate, "real_only(g, x)")  # np.conj is np.conjugate
+defvjp(np.real_if_close, "a, tol=100", a="real_only(g, a)", jvp=ELEMENTWISE)
 # nan_to_num: 1 where x is finite, 0 where a value replaced it; copy=False writes into x
 defvjp(
     np.nan_to_num,
@@ -360,6 +363,7 @@ defvjp(
 
 nondiff(
     np.sign,
+    np.angle,  # of a real value: 0 or pi (differentiated values are never complex)
     np.floor,
     np.ceil,
     np.round,
@@ -385,6 +389,8 @@ nondiff(
     round,
     int,
     bool,
+    # np.int64(x) and its kin: integers, piecewise constant in x
+    *(np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_),
 )
 
 # a filled array: the cotangent of the fill value sums what each element received, unless the

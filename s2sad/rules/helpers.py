@@ -53,6 +53,7 @@ _TYPE_TESTS: dict[str, object] = {}  # name -> function of Numba types that form
 NUMBA_NAMES = {
     "types": ("numba", "types"),
     "literal_unroll": ("numba", "literal_unroll"),
+    "objmode": ("numba", "objmode"),
     "tuple_setitem": ("numba.cpython.unsafe.tuple", "tuple_setitem"),
     "as_dtype": ("numba.np.numpy_support", "as_dtype"),
 }
@@ -179,7 +180,7 @@ def numba_names() -> set[str]:
 
 _HEADER = (
     "import math\n\nimport numpy as np\n"
-    "from numba import literal_unroll, njit, types\n"
+    "from numba import literal_unroll, njit, objmode, types\n"
     "from numba.cpython.unsafe.tuple import tuple_setitem\n"
     "from numba.extending import overload\n"
     "from numba.np.numpy_support import as_dtype\n"

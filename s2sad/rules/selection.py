@@ -21,7 +21,7 @@ from .helpers import batched_helper, helper, numba_jitable, numba_of, type_test
 from .registry import ELEMENTWISE, defvjp, explicit, linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
-    from numba import types  # noqa: F401
+    from numba import objmode, types  # noqa: F401
 
 # ----------------------------------------------------------------------------- take
 
@@ -463,6 +463,47 @@ def _partitioned_like(t, a, ans, axis=-1):
     if not (_array(t) and _array(a) and t.ndim == 1 and a.ndim == 1):
         return None
     return lambda t, a, ans, axis=-1: t[_partition_order(a, ans, axis)]
+
+
+@helper
+def numpy_partition(a, kth, axis=-1, kind="introselect"):
+    """np.partition in jitted code (pipeline/lower.py): Numba's own leaves the elements other
+    than the `kth` in another order than NumPy's, which is another function's value."""
+    return np.partition(a, kth, axis=axis, kind=kind)
+
+
+@helper
+def numpy_argpartition(a, kth, axis=-1, kind="introselect"):
+    """np.argpartition in jitted code, for the same reason as numpy_partition."""
+    return np.argpartition(a, kth, axis=axis, kind=kind)
+
+
+@numba_of(numpy_partition)
+def _numpy_partition(a, kth, axis=-1, kind="introselect"):
+    if not _array(a):
+        return None
+    result = types.Array(a.dtype, a.ndim, "C")
+
+    def impl(a, kth, axis=-1, kind="introselect"):
+        with objmode(out=result):  # NumPy's order: a call out of the compiled code
+            out = np.ascontiguousarray(np.partition(a, kth, axis=axis, kind=kind))
+        return out
+
+    return impl
+
+
+@numba_of(numpy_argpartition)
+def _numpy_argpartition(a, kth, axis=-1, kind="introselect"):
+    if not _array(a):
+        return None
+    result = types.Array(types.intp, a.ndim, "C")
+
+    def impl(a, kth, axis=-1, kind="introselect"):
+        with objmode(out=result):
+            out = np.ascontiguousarray(np.argpartition(a, kth, axis=axis, kind=kind))
+        return out
+
+    return impl
 
 
 defvjp(
