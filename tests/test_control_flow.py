@@ -744,3 +744,87 @@ def test_a_nested_defs_return_inside_a_loop_is_its_own():
     x = np.array([0.3, -0.7, 1.2])
     np.testing.assert_allclose(s2sad.grad(nested_def_in_a_loop)(x), np.full(3, 3.0))
     check_grad(nested_def_in_a_loop, (x,))
+
+
+# --------------------------------------------- names an `if` in a loop assigns, read after it
+
+
+def leaky_square(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            y = x[i]
+        else:
+            y = 0.1 * x[i]
+        s = s + y * y
+    return s
+
+
+def assigned_on_one_path(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if i == 0 or x[i] > 0.5:
+            y = x[i] * 2.0
+        s = s + y * y
+    return s
+
+
+def nested_branches(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > -5:
+            if x[i] > 0:
+                y = x[i]
+            else:
+                y = 0.1 * x[i]
+        else:
+            y = 3.0 * x[i]
+        s = s + y * y
+    return s
+
+
+def branch_in_while(x):
+    s = 0.0
+    i = 0
+    while i < x.shape[0]:
+        if x[i] > 0:
+            y = np.sin(x[i])
+        else:
+            y = x[i] ** 3
+        s = s + y * y
+        i = i + 1
+    return s
+
+
+def rows_in_branches(A, v):
+    s = 0.0
+    for k in range(A.shape[0]):
+        if k % 2 == 0:
+            z = A[k] * v
+        else:
+            z = np.cos(A[k]) * v
+        s = s + np.sum(np.sin(z)) * (k + 1)
+    return s
+
+
+X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (leaky_square, (X_SIGNS,)),
+        (assigned_on_one_path, (X_SIGNS,)),
+        (nested_branches, (X_SIGNS,)),
+        (branch_in_while, (X_SIGNS,)),
+        (rows_in_branches, (np.arange(12.0).reshape(4, 3) / 5 - 1, np.array([0.3, -1.0, 2.0]))),
+    ],
+)
+def test_a_name_an_if_assigns_in_a_loop_and_read_after_it(f, args):
+    """Both branches assign `y` (under one name: no merge), or one does: the value the
+    statements after the `if` read comes back for every reversed iteration, not the next
+    iteration's (a wrong gradient in every mode before)."""
+    check_grad(f, args)
+    check_vjp(f, args)
+    python = s2sad.grad(f)(*args)
+    np.testing.assert_allclose(s2sad.grad(f, jit=True)(*args), python, rtol=1e-12)

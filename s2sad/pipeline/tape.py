@@ -25,7 +25,7 @@ from .. import ir, runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import load_name
-from .names import names_mentioned, names_read, statements_in_order
+from .names import names_mentioned, names_read, names_stored, statements_in_order
 from .shape_reads import value_reads
 from .snapshots import FRESH_ALLOCATORS, FinalReads
 
@@ -53,6 +53,13 @@ def _owned(block: list[ast.stmt]) -> list[str]:
         elif isinstance(stmt, ast.If):
             for n in ir.merged(stmt):
                 names.setdefault(n)
+            # a name its branches assign under one name (both `y = ...`, no merge made), or on
+            # one path only, that the block reads outside the `if`: the block's own too, so
+            # that its value comes back where the reversed block starts, before those reads
+            others = names_mentioned([s for s in block if s is not stmt])
+            for n in names_stored(stmt.body + stmt.orelse):
+                if n in others:
+                    names.setdefault(n)
         elif isinstance(stmt, (ast.For, ast.While)):
             for n in ir.liveout(stmt):
                 names.setdefault(n)
