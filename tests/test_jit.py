@@ -185,6 +185,34 @@ def test_jitted_jacobian(mode):
         np.testing.assert_allclose(j, p, rtol=1e-12, atol=1e-14)
 
 
+def until_over(x, p):
+    k = p[0]
+    s = 0.0
+    i = 0
+    while True:
+        s = s + k * x[i] ** 2
+        k = k * 0.9
+        i += 1
+        if s > 2.0 or i >= x.shape[0]:
+            break
+    return s
+
+
+def test_while_true_with_a_break_gives_python_modes_numbers():
+    """Numba 0.68 miscompiles this loop's `while True:` as normalized (the values assigned
+    before the break): compiled, the loop tests `forever()`, which it does not fold."""
+    x, p = np.array([0.79, 0.8, 1.07, 0.6, 0.9, 0.95]), np.array([1.0])
+    jitted = s2sad.value_and_grad(until_over, wrt=(0, 1), jit="strict")
+    assert "while forever():" in s2sad.source(jitted, x, p)
+    value, (dx, dp) = jitted(x, p)
+    e_value, (e_dx, e_dp) = s2sad.value_and_grad(until_over, wrt=(0, 1))(x, p)
+    assert value == pytest.approx(until_over(x, p), rel=1e-14)
+    assert value == pytest.approx(e_value, rel=1e-14)
+    np.testing.assert_allclose(dx, e_dx, rtol=1e-13)
+    np.testing.assert_allclose(dp, e_dp, rtol=1e-13)
+    assert dx[3:].tolist() == [0.0, 0.0, 0.0]  # the elements after the break
+
+
 def residuals(cam, x, w):
     p0 = x[0] - cam[0]
     p1 = x[1] * cam[1]

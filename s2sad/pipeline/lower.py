@@ -110,7 +110,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     the other elements in another order). The cotangents of two vectors' product are written
     out (`g * b` for `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of
     `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
-    `rank_of` gives the rank of an expression where known."""
+    A `while True:` loop tests `forever()`, which Numba does not fold (folded, it miscompiles
+    some loops left by a `break`). `rank_of` gives the rank of an expression where known."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -134,6 +135,15 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 new = ast.Expr(call)
                 ir.copy_origin(new, node)
                 return new
+            return node
+
+        def visit_While(self, node: ast.While) -> ast.stmt:
+            self.generic_visit(node)
+            test = constant_value(node.test)
+            if test is not NOT_CONSTANT and test:
+                # Numba 0.68 miscompiles some `while True:` loops left by a `break` (the values
+                # assigned before the break, numba#5267-like): a call it cannot fold is safe
+                node.test = ast.Call(ast.Name("forever", ast.Load()), [], [])
             return node
 
         def visit_BinOp(self, node: ast.BinOp) -> ast.expr:

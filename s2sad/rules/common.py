@@ -566,6 +566,18 @@ def _fusible(*arrays):
 
 
 @helper(nondiff=True)
+def forever():
+    """The test of a `while True:` loop in compiled code (pipeline/lower.py): Numba miscompiles
+    some loops whose test it can fold."""
+    return True
+
+
+@numba_of(forever)
+def _forever():
+    return lambda: True
+
+
+@helper(nondiff=True)
 def float64_arrays(*arrays):
     """Whether a fused loop nest broadcasting arrays across ranks (pipeline/fusion) may stand
     for the array statements it replaces, with the shape comparisons that follow it: in
