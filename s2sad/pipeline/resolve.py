@@ -127,7 +127,8 @@ class Reads:
         )
 
 
-# builtins and functions that read a frame's variables by their names
+# builtins and functions that read a frame's variables by their names (or hand out a name's
+# object: getattr(builtins, "eval"))
 _FRAME_READERS = (builtins.locals, builtins.vars, builtins.eval, builtins.exec, builtins.dir)
 _FRAME_READERS += (builtins.globals, sys._getframe, inspect.currentframe, inspect.stack)
 
@@ -222,8 +223,8 @@ class Resolver:
         if any(value is f for f in _FRAME_READERS):
             raise self.parsed.error(
                 UnsupportedSyntaxError,
-                f"'{name}' reads the function's variables by name, which s2sad cannot follow "
-                "(the generated code renames and reuses them)",
+                f"'{name}' reads variables by their names, which s2sad cannot follow (the "
+                "generated code renames the function's variables and reuses their arrays)",
                 node,
                 hint="refer to the variables directly, or compute the value outside the "
                 "differentiated function and pass it in",
@@ -259,6 +260,7 @@ class Resolver:
                     f"'{ast.unparse(node.value)}' has no attribute '{node.attr}'",
                     node,
                 )
+            value = self._seen(value, ast.unparse(node), node)
             if spec is None or any(base is m for m in _CANONICAL_MODULES):
                 return value, None
             spec = spec[:3] + (spec[3] + (node.attr,),)
