@@ -134,10 +134,15 @@ class Jacobian:
             items = result if self.wrt_tuple else (result,)
             return [leaf for item in items for leaf in flatten(item)[1]]
 
-        if self.backward.jit and self.mode != "forward" and bound.plain:
-            rows = self._compiled_rows(bound, inputs)
-            if rows is not None:
-                return rows
+        if self.backward.jit and bound.plain:
+            if self.mode != "forward":
+                rows = self._compiled_rows(bound, inputs)
+                if rows is not None:
+                    return rows
+            if self.mode != "reverse":
+                columns = self._compiled_columns(bound, inputs)
+                if columns is not None:
+                    return columns
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
@@ -206,6 +211,46 @@ class Jacobian:
             for block, g in zip(blocks, grads):
                 block[i] = np.ravel(g)
         blocks = [np.reshape(b, np.shape(out) + np.shape(x)) for b, x in zip(blocks, inputs)]
+        return self._conformed(blocks, inputs, bound)
+
+    def _compiled_columns(self, bound, inputs):
+        """Forward mode compiled, for one array output and plain arguments: the compiled jvp
+        once per input element, after the first column calling Numba's dispatcher directly
+        (as `_compiled_rows`). None where the output is a tuple or a tree, or reverse mode is
+        the cheaper one."""
+        forward = self.forward
+        compiled, values = forward.prepared(bound)
+        if compiled.tuple_output or compiled.output is not None:
+            return None
+        jitted, args = Jitted.of(compiled), (*bound.arguments.values(),)
+        zeros = [unboxed(np.zeros(np.shape(x))) for x in inputs]
+        sizes = [np.size(x) for x in inputs]
+        offsets = np.cumsum([0] + sizes)
+        columns = direct = out = None
+        for k, x in enumerate(inputs):
+            for i, e in enumerate(_basis(x)):
+                tangents = (*zeros[:k], unboxed(e), *zeros[k + 1 :])
+                if direct is not None:
+                    out, dot = direct(*args, *tangents, *values)
+                else:
+                    out, dot = jitted(
+                        (*args, *tangents, *values),
+                        strict=forward.jit == "strict",
+                        what=forward.jit_label(),
+                    )
+                    if columns is None:
+                        if self.mode is None and offsets[-1] > np.size(out):
+                            return None
+                        _refuse_complex(dot, "tangent")  # every column has the first one's types
+                        columns = np.empty((np.size(out), offsets[-1]))
+                    direct = jitted.dispatcher(compiled.name)
+                columns[:, offsets[k] + i] = np.ravel(dot)
+        if columns is None:  # nothing to differentiate: no call ran
+            return None
+        blocks = [
+            np.reshape(columns[:, offsets[k] : offsets[k + 1]], np.shape(out) + np.shape(x))
+            for k, x in enumerate(inputs)
+        ]
         return self._conformed(blocks, inputs, bound)
 
     def _conformed(self, blocks, inputs, bound):

@@ -248,6 +248,25 @@ def test_jitted_jacobian_row_per_output_element():
     np.testing.assert_allclose(single[0], plain[0], rtol=1e-5)
 
 
+def decay(p, t):
+    return p[0] * np.exp(-p[1] * t) + p[2] * np.sin(p[3] * t) - p[4]
+
+
+@pytest.mark.parametrize("mode", [None, "forward"])
+def test_jitted_jacobian_column_per_input_element(mode):
+    """Forward mode (picked by size: 12 outputs, 5 inputs): one compiled jvp per input
+    element, columns written into the blocks; NumPy mode's numbers, finite differences."""
+    p, t = np.array([1.0, 0.5, 0.3, 2.0, 0.1]), np.linspace(0.0, 1.0, 12)
+    J = s2sad.jacobian(decay, mode=mode, jit="strict")
+    first, second = J(p, t), J(p, t)
+    assert first.shape == (12, 5) and not np.shares_memory(first, second)
+    np.testing.assert_allclose(first, s2sad.jacobian(decay)(p, t), rtol=1e-13)
+    np.testing.assert_array_equal(first, second)
+    fd = np.array([(decay(p + e, t) - decay(p - e, t)) / 2e-6 for e in np.eye(5) * 1e-6]).T
+    np.testing.assert_allclose(first, fd, rtol=1e-6, atol=1e-8)
+    assert J(p.astype(np.float32), t).dtype == np.float32
+
+
 def test_jitted_jacobian_falls_back_with_the_same_numbers():
     a, b = np.arange(6.0).reshape(3, 2) / 7, np.ones((2, 3))
     with pytest.warns(JitFallbackWarning):
