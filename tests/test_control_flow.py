@@ -807,6 +807,17 @@ def rows_in_branches(A, v):
     return s
 
 
+def sum_until_over(x):
+    s = 0.0
+    i = 0
+    while True:
+        s = s + x[i] ** 2
+        i += 1
+        if s > 2.0 or i >= x.shape[0]:
+            break
+    return s
+
+
 X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
 
 
@@ -818,6 +829,7 @@ X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
         (nested_branches, (X_SIGNS,)),
         (branch_in_while, (X_SIGNS,)),
         (rows_in_branches, (np.arange(12.0).reshape(4, 3) / 5 - 1, np.array([0.3, -1.0, 2.0]))),
+        (sum_until_over, (np.array([0.79, 0.8, 1.07, 0.6, 0.9, 0.95]),)),
     ],
 )
 def test_a_name_an_if_assigns_in_a_loop_and_read_after_it(f, args):

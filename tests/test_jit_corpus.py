@@ -118,6 +118,9 @@ CORPUS = [
     (cf.with_break, (np.array([0.5, 0.9, 1.2, 0.3]),), 0, "grad"),
     (cf.rows, (cf.W.T, cf.B[:2]), (0, 1), "grad"),
     (cf.branch_in_loop, (A,), 0, "grad"),
+    (cf.leaky_square, (cf.X_SIGNS,), 0, "grad"),
+    (cf.branch_in_while, (cf.X_SIGNS,), 0, "vjp"),
+    (cf.sum_until_over, (np.array([0.79, 0.8, 1.07, 0.6, 0.9, 0.95]),), 0, "grad"),  # forever
     (cf.write_in_branch_in_loop, (A,), 0, "grad"),
     (cf.while_break_continue, (A,), 0, "grad"),
     (cf.fill_by_index, (A,), 0, "grad"),
