@@ -6,10 +6,12 @@ compatible shapes, reductions over random axes, matmul/dot/einsum chains, reshap
 concatenate/stack, indexing reads (ints, slices, integer arrays, boolean masks), in-place writes
 into fresh arrays, `if`/`elif`/`else` on data, `for` and `while` loops with carried state (with
 `break`/`continue`), calls to helper functions and local lambdas, the `math` module on scalars,
-and scalar, array or tuple outputs. Gated constructs (`EXTRAS`, all on by default) add what
-binds late or shares memory: arrays written in place through a second name or a view, writes
-through repeated indices, nested defs reading a variable rebound before the call or keeping a
-default rebound after the def, and functions made by a factory closing over captured values.
+and scalar, array or tuple outputs. Gated constructs (`EXTRAS`; `DEFAULT_EXTRAS`, on by default,
+are all but the last) add what binds late or shares memory: arrays written in place through a
+second name or a view, writes through repeated indices, nested defs reading a variable rebound
+before the call or keeping a default rebound after the def, and functions made by a factory
+closing over captured values; and `loop-branch`: if/elif/else in loops assigning names read after
+the if and by later iterations.
 
 The same seed always gives the same program. Every program is written twice from one stream of
 random choices: the *plain* version, which s2sad differentiates, and the *probe* version, where
