@@ -14,8 +14,9 @@ against vjp pullbacks. `--modes` picks a subset. With `--jit` (the default) ever
 differentiated with `jit=True` (grad, or one vjp pullback for array outputs), which must agree with
 Python mode to 1e-10 relative whether Numba compiled it or it fell back to Python with a
 JitFallbackWarning. `--extras` picks the gated constructs of tests/fuzzgen.py (aliases and views
-written in place, repeated-index writes, closures and nested defaults, factories; all by
-default, `none` for the programs older generators wrote). The summary counts correct programs,
+written in place, repeated-index writes, closures and nested defaults, factories, branches in
+loops assigning names read after them (loop-branch); all by default, `none` for the programs
+older generators wrote). The summary counts correct programs,
 clean S2SADError refusals by class and by mode, failures grouped by signature (with example seeds
 to rerun with --seed) and by gated construct, jit outcomes, and test points rejected near kinks.
 Exit status 1 when any program failed.

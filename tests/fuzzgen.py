@@ -6,10 +6,12 @@ compatible shapes, reductions over random axes, matmul/dot/einsum chains, reshap
 concatenate/stack, indexing reads (ints, slices, integer arrays, boolean masks), in-place writes
 into fresh arrays, `if`/`elif`/`else` on data, `for` and `while` loops with carried state (with
 `break`/`continue`), calls to helper functions and local lambdas, the `math` module on scalars,
-and scalar, array or tuple outputs. Gated constructs (`EXTRAS`, all on by default) add what
-binds late or shares memory: arrays written in place through a second name or a view, writes
-through repeated indices, nested defs reading a variable rebound before the call or keeping a
-default rebound after the def, and functions made by a factory closing over captured values.
+and scalar, array or tuple outputs. Gated constructs (`EXTRAS`; `DEFAULT_EXTRAS`, on by default,
+are all but the last) add what binds late or shares memory: arrays written in place through a
+second name or a view, writes through repeated indices, nested defs reading a variable rebound
+before the call or keeping a default rebound after the def, and functions made by a factory
+closing over captured values; and `loop-branch`: if/elif/else in loops assigning names read after
+the if and by later iterations.
 
 The same seed always gives the same program. Every program is written twice from one stream of
 random choices: the *plain* version, which s2sad differentiates, and the *probe* version, where
@@ -79,9 +81,15 @@ JIT_RTOL = 1e-10  # jitted and Python-mode derivatives must agree to this (relat
 #                 with `k` rebound after the def
 #   factory       the function is made by a factory closing over an array and a float (one of
 #                 them a module constant); a second instance with other values is checked too
-EXTRAS = ("alias", "repeat-index", "closure", "factory")
-DEFAULT_EXTRAS = frozenset(EXTRAS)
+#   loop-branch   an if/elif/else in a loop body assigning a name in its arms (all of them, or
+#                 some with a def earlier in the body or before the loop), read after the if, by
+#                 the next iteration (the next iteration's `if` too), written into an array row
+#                 by row, with a `break` ending an arm; not in DEFAULT_EXTRAS (the CI seeds keep
+#                 their programs): tests/test_fuzz.py runs a few seeds of its own with it
+EXTRAS = ("alias", "repeat-index", "closure", "factory", "loop-branch")
+DEFAULT_EXTRAS = frozenset(EXTRAS) - {"loop-branch"}
 P_EXTRA = {"alias": 0.035, "closure": 0.03, "repeat-index": 0.1, "factory": 0.12}
+P_LOOP_BRANCH = 0.6  # per loop (and for a last loop in the function), when "loop-branch" is on
 
 
 # =============================================================================== the probe
@@ -249,6 +257,8 @@ class Gen:
     def __init__(self, seed: int, probe: bool, extras=DEFAULT_EXTRAS):
         self.r = random.Random(seed)
         self.rx = random.Random(f"extras-{seed}")  # decides where the gated constructs go
+        self.rb = random.Random(f"loop-branch-{seed}")  # and loop-branch, apart (its own stream)
+        self.force_branch = False  # the next loop gets a loop-branch
         self.extras = frozenset(extras)
         assert self.extras <= set(EXTRAS), sorted(self.extras - set(EXTRAS))
         self.seed = seed
@@ -1081,6 +1091,144 @@ class Gen:
         that disabling them leaves the main stream (and so every program) as it was."""
         return self.rx.random() < P_EXTRA[name] and name in self.extras
 
+    def loop_branch_plan(self, carry, idx, lo, hi):
+        """Whether this loop gets a branch assigning a name read after it (loop-branch), and how;
+        drawn from a stream of its own, so that without it every program stays as it was. What
+        must exist before the loop (the name's first value, an array the loop writes row by row)
+        is emitted here."""
+        if "loop-branch" not in self.extras or not carry:
+            return None
+        if not self.force_branch and self.rb.random() >= P_LOOP_BRANCH:
+            return None
+        v = carry[0]
+        shape = self.pick([v.shape, (), self.target_shape()], [3, 2, 1])
+        plan = {
+            "v": v,
+            "shape": shape,
+            "name": self.fresh("y"),
+            "idx": idx if idx is not None and lo == 0 else None,
+            # all: every arm assigns a new name; body: a def earlier in the body and some arms;
+            # carried: a def before the loop and some arms (the arm reads the previous value)
+            "form": self.pick(["all", "body", "carried"], [3, 2, 2]),
+            "arms": self.pick([2, 3, 1], [4, 3, 1]),
+            "nested": self.chance(0.25),
+            "next": self.chance(0.35),  # the next iteration's if reads it (needs a def before)
+            "write": None,
+            "break": self.chance(0.2),
+        }
+        if plan["form"] == "all" and plan["arms"] == 1:
+            plan["arms"] = 2
+        if plan["next"] and plan["form"] != "carried":
+            plan["form"] = "carried"
+        if plan["form"] == "carried":
+            e = self.squash(self.rhs(shape, 1), 2.0)
+            self.emit(f"{plan['name']} = {e.code}")
+        if plan["idx"] is not None and self.chance(0.4) and len(shape) < 3:
+            buf = self.fresh("w")
+            self.emit(f"{buf} = np.zeros({(hi,) + shape!r})")
+            plan["write"] = buf
+        self.features.add("loop-branch")
+        return plan
+
+    def branch_cond(self, idx):
+        """A condition for a loop-branch arm: on data (probed) or on the loop index."""
+        if idx is not None and self.chance(0.35):
+            self.features.add("loop-branch-index-cond")
+            return self.pick([f"{idx} % 2 == 0", f"{idx} > 0", f"{idx} < 2", f"{idx} == 1"])
+        c = self.squash(self.expr((), 1), 5)
+        return self.cond(c.code, self.pick([">", "<"]), repr(self.const(-1, 1)))
+
+    def loop_branch_arm(self, plan, b, n_arms):
+        """One arm's statements: maybe a statement, maybe a nested if, then the name."""
+        name, shape = plan["name"], plan["shape"]
+        if self.chance(0.3):
+            self.body(1, 1)
+        assign = plan["form"] == "all" or b == 0 or self.chance(0.6)
+        if plan["nested"] and b == 0 and assign:
+            self.features.add("loop-branch-nested")
+            self.emit(f"if {self.branch_cond(plan['idx'])}:")
+            for k in range(2):
+                if k:
+                    self.emit("else:")
+                self.ind += 1
+                e = self.squash(self.rhs(shape, self.r.randint(1, 2)), 5)
+                self.emit(f"{name} = {e.code}")
+                self.ind -= 1
+            return
+        if not assign:
+            if b == n_arms - 1 or self.chance(0.5):
+                self.emit(f"{name} = {name} * {self.const(0.3, 0.9)}")
+            else:
+                if self.chance(0.5):
+                    self.body(1, 1)
+                else:
+                    self.emit("pass")
+            return
+        e = self.squash(self.rhs(shape, self.r.randint(1, 2)), 5)
+        if plan["form"] == "carried" and self.chance(0.5):
+            self.emit(f"{name} = {self.const(0.2, 0.6)} * {name} + {e.code}")
+        else:
+            self.emit(f"{name} = {e.code}")
+
+    def loop_branch(self, plan):
+        """The if/elif/else of `plan` in the loop body, and the reads of its name after it."""
+        name, shape, v = plan["name"], plan["shape"], plan["v"]
+        if plan["form"] == "body":
+            e = self.squash(self.rhs(shape, 1), 5)
+            self.emit(f"{name} = {e.code}")
+        if plan["form"] != "all":
+            self.env.append(Var(name, shape, 5.0, "float" if shape == () else "array"))
+        before = list(self.env)
+        n_arms = plan["arms"]
+        brk = plan["break"] and n_arms == 2
+        for b in range(n_arms):
+            self.env = list(before)
+            if b == 0 and brk:
+                probe = v.name if v.shape == () else f"np.sum({v.name})"
+                self.emit(f"if {self.cond(probe, '>', repr(self.const(-1, 2)))}:")
+            elif b == 0:
+                self.emit(f"if {self.branch_cond(plan['idx'])}:")
+            elif b == n_arms - 1:
+                self.emit("else:")
+            else:
+                self.emit(f"elif {self.branch_cond(plan['idx'])}:")
+            self.ind += 1
+            self.loop_branch_arm(plan, b, n_arms)
+            if brk and b == 0:
+                # `if c: ...; break` with an else: the arm's assignments come before the break
+                self.emit("break")
+                self.features.add("loop-branch-break")
+            self.ind -= 1
+        self.env = before
+        self.features.add("loop-branch-elif" if n_arms == 3 else "loop-branch-if")
+        self.env = [w for w in self.env if w.name != name]
+        self.env.append(Var(name, shape, 5.0, "float" if shape == () else "array"))
+        # read after the if: by the carry (the next iteration reads it through that too)
+        self.emit(f"{v.name} = {self.const(0.2, 0.7)} * {v.name} + {self.branch_read(plan)}")
+        v.bound += 4.0
+        if plan["write"]:
+            self.emit(f"{plan['write']}[{plan['idx']}] = {name}")
+            self.features.add("loop-branch-write")
+
+    def branch_read(self, plan):
+        """A term of the carry's shape reading the branch's name (|y| <= 5 keeps it below 1.1),
+        mostly one whose derivative needs the value of the name (tanh's reuses its output)."""
+        y = plan["name"]
+        read = self.pick(
+            [f"np.tanh({y})", f"0.04 * {y} * {y}", f"0.2 * {y} * np.cos({y})"], [1, 2, 1]
+        )
+        if _broadcasts_to(plan["shape"], plan["v"].shape):
+            return read
+        return f"np.mean({read})"
+
+    def loop_branch_next(self, plan):
+        """At the top of the body: an if whose arm reads the name the previous iteration's if
+        assigned (before this iteration assigns it again)."""
+        v = plan["v"]
+        self.emit(f"if {self.branch_cond(plan['idx'])}:")
+        self.emit(f"    {v.name} = {self.const(0.2, 0.7)} * {v.name} + {self.branch_read(plan)}")
+        self.features.add("loop-branch-next")
+
     def extra_statement(self) -> bool:
         if self.extra("alias"):
             self.s_alias()
@@ -1482,6 +1630,7 @@ class Gen:
         self.features.add("for")
         trips = max(hi - lo, 1)
         carry = self.carried()
+        plan = self.loop_branch_plan(carry, idx, lo, hi)
         self.emit(head)
         self.ind += 1
         before = list(self.env)
@@ -1496,8 +1645,12 @@ class Gen:
         if jump == "continue":
             c = self.squash(self.expr((), 1), 5)
             self.emit(f"if {self.cond(c.code, self.pick(['>', '<']), repr(self.const(-1, 1)))}:")
-            self.emit(f"    continue")
+            self.emit("    continue")
             self.features.add("continue")
+        if plan and plan["next"]:
+            self.loop_branch_next(plan)
+        if plan and jump == "break":
+            plan["break"] = False  # one break a loop
         for v in carry:
             if self.chance(0.3):
                 self.body(1, 1)
@@ -1519,6 +1672,8 @@ class Gen:
             else:
                 b = self.carry_update(v, trips)
             v.bound = max(v.bound, b)
+        if plan:
+            self.loop_branch(plan)
         if jump == "break":
             s = carry[0]
             probe = s.name if s.shape == () else f"np.sum({s.name})"
@@ -1529,6 +1684,9 @@ class Gen:
         self.loop_depth -= 1
         self.ind -= 1
         self.env = before
+        if plan and plan["write"]:
+            w = plan["write"]
+            self.env.append(Var(w, (hi,) + plan["shape"], 5.0, "array"))
         for v in carry:
             if v.bound > 30:
                 self.emit(f"{v.name} = np.tanh({v.name})")
@@ -1548,6 +1706,7 @@ class Gen:
             self.emit(f"{k} = 0")
         limit = self.pick([0.5, 1.0, 2.0, 3.0])
         carry = self.carried() if self.chance(0.5) else []
+        plan = self.loop_branch_plan(carry, None, 0, 0)
         self.emit(f"while {self.cond(t, '<', repr(limit))}:")
         self.ind += 1
         self.loop_depth += 1
@@ -1558,13 +1717,19 @@ class Gen:
         self.emit(f"{t} = {t} + {p} + 0.3")
         self.features.add("while")
         trips = int((limit + 1.0) / 0.3) + 1
+        if plan and plan["next"]:
+            self.loop_branch_next(plan)
         for v in carry:
             v.bound = max(v.bound, self.carry_update(v, trips))
+        if plan:
+            self.loop_branch(plan)
         if use_k:
             self.emit(f"{k} += 1")
         self.block_depth -= 1
         self.loop_depth -= 1
         self.ind -= 1
+        if plan and plan["form"] != "carried":  # the loop may not run: no value after it
+            self.env = [w for w in self.env if w.name != plan["name"]]
         self.env.append(Var(t, (), limit + ub + 1, "float"))
         if use_k:
             self.env.append(Var(k, (), trips, "int"))
@@ -1863,6 +2028,11 @@ class Gen:
             self.out_shape = [self.target_shape() for _ in range(self.pick([2, 3], [3, 1]))]
         for _ in range(r.randint(2, 6)):
             self.statement(allow_return=True)
+        if "loop-branch" in self.extras and self.rb.random() < P_LOOP_BRANCH:
+            # a loop of the function itself, last, so that the output reads what it carries
+            self.force_branch = True
+            self.s_for()
+            self.force_branch = False
         ret = self.output()
         self.emit(f"return {ret}")
         fname = f"fz{self.seed}"
