@@ -280,3 +280,16 @@ def test_random_broadcasting_fused_gives_python_modes_gradient(tmp_path_factory,
     expected = s2sad.grad(module.f, wrt=(0, 1))(a, b)
     assert_close(got, expected, rtol=1e-10)
     assert got[0].shape == a.shape and got[1].shape == b.shape
+
+
+def where_of_slices(x, w):
+    q = np.where(w[2:4] < -0.39, w[2:4], x[1:3])
+    return np.sum(-1.68 * np.cos(q) + q**2)
+
+
+def test_a_where_of_slices_is_left_unfused_with_the_same_numbers():
+    """np.where of a comparison whose branch values are slices the loop cannot read: left as
+    array statements (a TypeError in the fusion pass, before)."""
+    x, w = np.array([0.3, -0.5, 0.8, 0.1]), np.array([0.2, -0.7, -0.5, 0.9])
+    jitted = s2sad.grad(where_of_slices, wrt=1, jit="strict")(x, w)
+    np.testing.assert_allclose(jitted, s2sad.grad(where_of_slices, wrt=1)(x, w), rtol=1e-12)

@@ -905,3 +905,21 @@ def view_by_call_read_after_write(x):
 def test_a_view_made_by_a_call_read_after_a_write_is_refused():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="`w` may be a view of `y`"):
         s2sad.grad(view_by_call_read_after_write)(X.copy())
+
+
+def view_rebound_in_branches(x):
+    y = x * 1.0
+    v = y[0:2]
+    y[1:] = np.tanh(v)
+    if x[0] > 0.0:
+        v = v + x[1]
+    else:
+        v = 0.5 * v
+    return np.sum(v)
+
+
+def test_a_view_read_in_branches_after_a_write_is_refused_by_name():
+    """The view's base is read in both branches after the write (an internal KeyError while
+    the refusal was built, before)."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`v` may be a view of"):
+        s2sad.grad(view_rebound_in_branches)(np.array([0.3, -0.5, 0.8]))

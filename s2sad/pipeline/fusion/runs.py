@@ -377,7 +377,8 @@ class Run:
                     if cond.id in self.assigned or array(cond.id, self.map_of(cond.id)) is None:
                         return None
                     masks.append(cond.id)
-                    return union(args[1:]) | array(cond.id, self.map_of(cond.id))
+                    values = union(args[1:])  # None: a branch value the loop cannot read
+                    return None if values is None else values | array(cond.id, self.map_of(cond.id))
                 if not (
                     isinstance(cond, ast.Compare) and all(isinstance(o, COMPARE) for o in cond.ops)
                 ):

@@ -356,15 +356,17 @@ class Memory:
                 )
             )
         if node.id in self.stale:  # refused unless it is a scalar (an element is no view)
+            # (after branches that rebind it, the array it may view is not tracked by name)
+            base = self.views.get(node.id)
+            shown = f"`{base}`" if base else "an array"
             self.hazards.append(
                 (
                     env[node.id],
                     node,
-                    f"`{node.id}` may be a view of `{self.views[node.id]}`, which is written in "
-                    f"place after `{node.id}` was assigned; s2sad does not follow writes through "
-                    "views",
+                    f"`{node.id}` may be a view of {shown}, which is written in place after "
+                    f"`{node.id}` was assigned; s2sad does not follow writes through views",
                     f"assign `{node.id}` from a copy (`....copy()`), or read "
-                    f"`{self.views[node.id]}` itself after the write",
+                    f"{shown} itself after the write",
                 )
             )
 
