@@ -818,6 +818,19 @@ def sum_until_over(x):
     return s
 
 
+def break_before_the_carry(x):
+    s = np.zeros(2)
+    for i in range(3):
+        if x[i] > 0.19:
+            continue
+        if x[i] < 0.0:
+            s = s + x[i]
+        if np.sum(s) > -5.0:
+            break
+        s = 0.3 * s
+    return np.sum(s * s)
+
+
 X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
 
 
@@ -830,6 +843,10 @@ X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
         (branch_in_while, (X_SIGNS,)),
         (rows_in_branches, (np.arange(12.0).reshape(4, 3) / 5 - 1, np.array([0.3, -1.0, 2.0]))),
         (sum_until_over, (np.array([0.79, 0.8, 1.07, 0.6, 0.9, 0.95]),)),
+        # the break taken in the first iteration that runs, before the carried value's next
+        # one is made (an UnboundLocalError in the generated code, before)
+        (break_before_the_carry, (np.array([-0.57, 1.14, -0.77]),)),
+        (break_before_the_carry, (np.array([0.5, -0.2, -0.77]),)),
     ],
 )
 def test_a_name_an_if_assigns_in_a_loop_and_read_after_it(f, args):

@@ -25,7 +25,8 @@ from .. import ir, runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import load_name
-from .names import names_mentioned, names_read, names_stored, statements_in_order
+from .names import names_mentioned, names_read, statements_in_order
+from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
 from .snapshots import FRESH_ALLOCATORS, FinalReads
 
@@ -37,33 +38,6 @@ class Marker:
     kind: str  # "block" | "header" | "restore" | "kill"
     node: object  # the primal block (list id), the end-copy or the subscript write
     src: ast.stmt | None = None
-
-
-def _owned(block: list[ast.stmt]) -> list[str]:
-    """Names a block assigns at its own level, in order (not loop-carried copies or counters)."""
-    names: dict[str, None] = {}
-    for stmt in block:
-        if isinstance(stmt, ast.Assign) and not ir.is_end_copy(stmt) and not ir.is_counter(stmt):
-            for t in stmt.targets:
-                if isinstance(t, ast.Name):
-                    names.setdefault(t.id)
-                elif isinstance(t, ast.Tuple):
-                    for e in t.elts:
-                        names.setdefault(e.id)
-        elif isinstance(stmt, ast.If):
-            for n in ir.merged(stmt):
-                names.setdefault(n)
-            # a name its branches assign under one name (both `y = ...`, no merge made), or on
-            # one path only, that the block reads outside the `if`: the block's own too, so
-            # that its value comes back where the reversed block starts, before those reads
-            others = names_mentioned([s for s in block if s is not stmt])
-            for n in names_stored(stmt.body + stmt.orelse):
-                if n in others:
-                    names.setdefault(n)
-        elif isinstance(stmt, (ast.For, ast.While)):
-            for n in ir.liveout(stmt):
-                names.setdefault(n)
-    return list(names)
 
 
 class Tape:
@@ -156,7 +130,7 @@ class Tape:
             defs = _definitions(block)
             mine = [
                 n
-                for n in _owned(block)
+                for n in owned(block)
                 if n in self.reads and not _invariant(defs.get(n, []), n, varying or {})
             ]
         else:
@@ -192,9 +166,9 @@ class Tape:
                 merged = {n: max(varying.get(n, 0), c) for n, c in inner.items()}
                 merged.update({n: c for n, c in varying.items() if n not in inner})
                 index = (stmt.target.id,) if isinstance(stmt, ast.For) else ()
-                stmt.body = self.primal(
-                    stmt.body, True, [], merged, indices + index, loops + (stmt,)
-                )
+                body = stmt.body
+                stmt.body = self.primal(body, True, [], merged, indices + index, loops + (stmt,))
+                out += [self.at(b, stmt) for b in bound_for_breaks(body, self.recorded)]
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
