@@ -83,6 +83,16 @@ def test_program(fuzz_seed, workdir, request):
 # programs crashed inside s2sad (a KeyError building a refusal; an unbound name at a break)
 LOOP_BRANCH_SEEDS = [0, 1, 2, 3, 4, 5, 6, 9, 10, 11, 16, 17, 18, 19, 21, 22, 23, 25, 26, 27]
 LOOP_BRANCH_SEEDS += [38, 58]
+# the shapes a loop-branch takes (fuzzgen features), every one among LOOP_BRANCH_SEEDS' programs
+LOOP_BRANCH_SHAPES = {
+    "loop-branch-if",
+    "loop-branch-elif",
+    "loop-branch-nested",
+    "loop-branch-next",
+    "loop-branch-write",
+    "loop-branch-break",
+    "loop-branch-index-cond",
+}
 
 
 @pytest.mark.parametrize("seed", LOOP_BRANCH_SEEDS)
@@ -105,16 +115,7 @@ def test_loop_branch_seeds_cover_the_shapes():
     features = set()
     for seed in LOOP_BRANCH_SEEDS:
         features |= fuzzgen.generate(seed, extras=("loop-branch",)).features
-    required = {
-        "loop-branch-if",
-        "loop-branch-elif",
-        "loop-branch-nested",
-        "loop-branch-next",
-        "loop-branch-write",
-        "loop-branch-break",
-        "loop-branch-index-cond",
-    }
-    assert required <= features, sorted(required - features)
+    assert LOOP_BRANCH_SHAPES <= features, sorted(LOOP_BRANCH_SHAPES - features)
 
 
 # ----------------------------------------------------------------------------- the harness itself
@@ -218,16 +219,7 @@ def test_extras_are_gated():
         "repeat-index": {"write-repeated-index"},
         "closure": {"closure-closure", "closure-default"},
         "factory": {"factory"},
-        "loop-branch": {
-            "loop-branch",
-            "loop-branch-if",
-            "loop-branch-elif",
-            "loop-branch-nested",
-            "loop-branch-next",
-            "loop-branch-write",
-            "loop-branch-break",
-            "loop-branch-index-cond",
-        },
+        "loop-branch": {"loop-branch"} | LOOP_BRANCH_SHAPES,
     }
     assert set(gated) == set(fuzzgen.EXTRAS)
     assert fuzzgen.DEFAULT_EXTRAS == set(fuzzgen.EXTRAS) - {"loop-branch"}

@@ -22,6 +22,7 @@ from s2sad.pipeline.reuse import reuse_buffers
 from s2sad.rules import common
 from s2sad.rules.common import spare
 from s2sad.transformed import Transformed
+from test_jit_fuse import fd_grad
 
 
 @pytest.fixture(autouse=True)
@@ -151,22 +152,6 @@ WORKLOADS = [
     (read_by_adjoint, lambda r: (r.normal(size=6), r.normal(size=6)), ("x", "y")),
     (read_in_loop, lambda r: (r.normal(size=6) * 0.3, 3), ("x",)),
 ]
-
-
-def fd_grad(f, args, index, eps=1e-6):
-    """Central differences of f with respect to argument `index` (a float64 array)."""
-    x = np.array(args[index], dtype=float)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        a = list(args)
-        a[index] = up
-        hi = f(*a)
-        a[index] = down
-        g[i] = (hi - f(*a)) / (2 * eps)
-    return g
 
 
 def _pair(f, wrt, mode="grad", **options):
@@ -521,7 +506,8 @@ def test_reuse_off_by_environment(tmp_path):
         print("same")
         """)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, S2SAD_REUSE="0", PYTHONPATH=root)
+    tests = os.path.join(root, "tests")  # test_reuse imports test_jit_fuse as pytest does
+    env = dict(os.environ, S2SAD_REUSE="0", PYTHONPATH=os.pathsep.join([root, tests]))
     env["S2SAD_CACHE_DIR"] = str(tmp_path)
     run = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True

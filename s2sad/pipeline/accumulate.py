@@ -20,6 +20,7 @@ from collections import Counter
 
 from ..astcopy import walk_nodes
 from .names import names_mentioned
+from .nodes import assigned_name
 
 # helper -> (the matrix operand, the vector operand, which of (g, vector) comes first)
 _OUTER = {"matmul_vjp_lhs": (1, 2, ("g", "b")), "matmul_vjp_rhs": (2, 1, ("a", "g"))}
@@ -71,9 +72,7 @@ def _outer_factors(stmt, rank_of) -> list | None:
     """(u, v) where `stmt` is `X = matmul_vjp_lhs(g, A, b)` with A a matrix and b a vector
     (u, v = g, b), or `X = matmul_vjp_rhs(g, a, B)` (u, v = a, g); else None."""
     if not (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
+        assigned_name(stmt) is not None
         and isinstance(stmt.value, ast.Call)
         and isinstance(stmt.value.func, ast.Name)
         and stmt.value.func.id in _OUTER

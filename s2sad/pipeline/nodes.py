@@ -22,6 +22,14 @@ def assign_to(name: str, value: ast.expr) -> ast.Assign:
     return ast.Assign([ast.Name(name, ast.Store())], value)
 
 
+def assigned_name(stmt: ast.AST) -> str | None:
+    """The name `stmt` binds where it is `name = value`, else None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+        return target.id if isinstance(target, ast.Name) else None
+    return None
+
+
 def index_expr(node: ast.expr) -> ast.expr:
     """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
     if isinstance(node, ast.Slice):

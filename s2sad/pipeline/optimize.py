@@ -30,15 +30,13 @@ import ast
 import heapq
 from collections import Counter
 
+from .nodes import assigned_name
+
 
 def _is_copy(stmt) -> tuple[str, str] | None:
-    if (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
-        and isinstance(stmt.value, ast.Name)
-    ):
-        return stmt.targets[0].id, stmt.value.id
+    target = assigned_name(stmt)
+    if target is not None and isinstance(stmt.value, ast.Name):
+        return target, stmt.value.id
     return None
 
 

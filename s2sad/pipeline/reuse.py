@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import ir
 from ..astcopy import walk_nodes
+from .nodes import assigned_name
 from .shape_reads import shape_only_reads
 
 _OPERATORS = {
@@ -167,7 +168,7 @@ def _mentions(stmt, shape_ids: set[int], rank) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     todo: list[tuple[ast.AST, bool]] = []  # (node, read only by an operation making an array)
     if isinstance(stmt, ast.Assign):
-        single = len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)
+        single = assigned_name(stmt) is not None
         for target in stmt.targets:
             _target(target, _BIND if single else _UNSAFE, found, todo)
         todo.append((stmt.value, False))  # `v = t` makes a second name
@@ -278,11 +279,7 @@ def _fresh_definition(stmt) -> bool:
 
 def _rewritable(stmt) -> bool:
     """`c = <one operation over elementwise operands>`, which takes `out=`."""
-    if not (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.targets[0], ast.Name)
-    ):
+    if assigned_name(stmt) is None:
         return False
     value = stmt.value
     return isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Call)) and _elementwise(value)

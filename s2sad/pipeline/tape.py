@@ -24,7 +24,7 @@ import numpy as np
 from .. import ir, runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
-from .nodes import load_name
+from .nodes import assigned_name, load_name
 from .names import names_mentioned, names_read, statements_in_order
 from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
@@ -284,9 +284,7 @@ def _recomputable(
     top: dict[str, tuple[int, ast.Assign]] = {}
     for i, s in enumerate(block):
         if (
-            isinstance(s, ast.Assign)
-            and len(s.targets) == 1
-            and isinstance(s.targets[0], ast.Name)
+            assigned_name(s) is not None
             and not ir.is_end_copy(s)
             and not ir.is_counter(s)
             and counts.get(s.targets[0].id) == 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import clone, walk_nodes
+from ..nodes import assigned_name
 from .loops import Emitter
 from .shapes import (
     axis_reduction,
@@ -111,11 +112,7 @@ class Fuser:
 
     def start(self, stmt, depth: int):
         """A run beginning with `stmt`, or None where no run can."""
-        if not (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-        ):
+        if assigned_name(stmt) is None:
             return None
         value = stmt.value
         summed = text_of(getattr(value, "func", None)) in ("np.sum", "sum_over", "unbroadcast")
@@ -158,13 +155,10 @@ class Run:
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
-        if not (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-        ):
+        target = assigned_name(stmt)
+        if target is None:
             return False
-        target, value = stmt.targets[0].id, stmt.value
+        value = stmt.value
         self._pending = None  # what _elementwise found in the statement
         if target in self.inputs or target in self.witnesses or target in self.sums:
             return False
