@@ -132,6 +132,9 @@ class Tape:
                 n
                 for n in owned(block)
                 if n in self.reads and not _invariant(defs.get(n, []), n, varying or {})
+                # a branch's name its enclosing block records already comes back where that
+                # reversed block starts
+                and not any(n in owed for owed in exits)
             ]
         else:
             mine = []
