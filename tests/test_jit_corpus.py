@@ -105,6 +105,7 @@ CORPUS = [
     # control flow: loops, branches, while, break, in-place writes (test_control_flow.py)
     (cf.euler, (0.7, 1.3, 50), (0, 1), "grad"),
     (jp.mahalanobis, (jp.Q, jp.MEANS, jp.XS), (0, 1, 2), "grad"),  # add_outer_at
+    (jp.vector_times_matrix, (jp.A.astype(np.float32), jp.V), (0, 1), "grad"),  # sum_zeros_like
     # Python as people write it: enumerate(zip), tuples of subscripts, dicts, return in a loop,
     # integers read from an array written later (test_python_constructs.py)
     (pc.weighted, (pc.X, pc.W), (0, 1), "grad"),

@@ -250,6 +250,50 @@ def test_reading_the_frame_by_name_is_refused(func, name, transform):
     assert f"{HERE}:{line}:" in str(info.value)
 
 
+def eval_by_getattr(x):
+    t = np.sin(x)
+    return np.sum(getattr(builtins, "eval")("t"))
+
+
+def eval_by_computed_getattr(x):
+    reader = getattr(builtins, "ev" + "al")
+    return np.sum(reader("x * x"))
+
+
+def eval_by_import(x):
+    return np.sum(__import__("builtins").eval("x * x"))
+
+
+def eval_from_builtins_dict(x):
+    return np.sum(vars(builtins)["eval"]("x * x"))
+
+
+@pytest.mark.parametrize(
+    "func, what",
+    [
+        (eval_by_getattr, "'getattr(builtins, 'eval')' reads variables by their names"),
+        (eval_by_computed_getattr, "by a name computed at run time"),
+        (eval_by_import, "'__import__' hands out objects by name"),
+        (eval_from_builtins_dict, "'vars' reads variables by their names"),
+    ],
+)
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_frame_reader_reached_indirectly_is_refused(func, what, jit):
+    """Even where no differentiated value is passed to the call (the string names it), the
+    value read depends on x: refused at transform time, not a silent zero gradient."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        s2sad.grad(func, jit=jit)(np.ones(3))
+    assert what in str(info.value)
+    assert f"{HERE}:" in str(info.value)
+
+
+def test_getattr_of_a_module_by_a_constant_name_still_differentiates():
+    def f(x):
+        return np.sum(np.cos(x) * getattr(np, "pi"))
+
+    np.testing.assert_allclose(s2sad.grad(f)(np.ones(3)), -np.pi * np.sin(np.ones(3)))
+
+
 def test_a_method_of_the_users_object_is_inlined():
     """`_SCALER.scale(x)` and `_SCALER(x)` are the user's methods: inlined with self the object
     (its k read as data), no longer refused."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
 import inspect
 import math
 import sys
@@ -127,10 +128,11 @@ class Reads:
         )
 
 
-# builtins and functions that read a frame's variables by their names (or hand out a name's
-# object: getattr(builtins, "eval"))
+# builtins and functions that read a frame's variables by their names, and those that hand
+# out any module's objects by a name computed at run time (`__import__("builtins").eval`)
 _FRAME_READERS = (builtins.locals, builtins.vars, builtins.eval, builtins.exec, builtins.dir)
 _FRAME_READERS += (builtins.globals, sys._getframe, inspect.currentframe, inspect.stack)
+_NAME_HANDERS = (builtins.__import__, importlib.import_module, vars(builtins))
 
 
 class Resolver:
@@ -220,16 +222,41 @@ class Resolver:
         """`value`, unless it reads the frame's variables by name: the generated code's frame
         holds other names (and buffers reused), so such a read gives other values, and no
         derivative flows through it."""
-        if any(value is f for f in _FRAME_READERS):
+        reads = any(value is f for f in _FRAME_READERS)
+        if reads or any(value is f for f in _NAME_HANDERS):
+            what = "reads variables by their names" if reads else "hands out objects by name"
             raise self.parsed.error(
                 UnsupportedSyntaxError,
-                f"'{name}' reads variables by their names, which s2sad cannot follow (the "
-                "generated code renames the function's variables and reuses their arrays)",
+                f"'{name}' {what}, which s2sad cannot follow (the generated code renames the "
+                "function's variables and reuses their arrays; `eval` and the like read them)",
                 node,
                 hint="refer to the variables directly, or compute the value outside the "
                 "differentiated function and pass it in",
             )
         return value
+
+    def check_getattr(self, call: ast.Call, callee) -> None:
+        """Refuses `getattr(module, name)` unless `name` is a string constant naming an object
+        `_seen` lets through: a computed name can hand out `eval` and the like."""
+        if callee is not getattr or not call.args:
+            return
+        module = self.resolve(call.args[0])
+        if not isinstance(module, types.ModuleType):
+            return
+        name = call.args[1] if len(call.args) > 1 else None
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            found = getattr(module, name.value, _NOT_FOUND)
+            if found is not _NOT_FOUND:
+                self._seen(found, ast.unparse(call), call)
+            return
+        raise self.parsed.error(
+            UnsupportedSyntaxError,
+            f"'{ast.unparse(call)}' takes an attribute of a module by a name computed at run "
+            "time, which s2sad cannot follow (it may hand out `eval` or another reader of the "
+            "function's variables)",
+            call,
+            hint=f"write the attribute out (`{ast.unparse(call.args[0])}.name`)",
+        )
 
     def resolve(self, node: ast.expr):
         """The object a Name or Attribute chain denotes, or None if it starts at a local name."""

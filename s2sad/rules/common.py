@@ -343,6 +343,23 @@ def _zeros_like(x):
     return lambda x: 0.0
 
 
+@helper(nondiff=True)
+def sum_zeros_like(x):
+    """The zero a loop adds an array's cotangents into (pipeline/reverse_control.py): in
+    Python as `zeros_like`, the first addition promoting it as NumPy does."""
+    return zeros_like(x)
+
+
+@numba_of(sum_zeros_like)
+def _sum_zeros_like(x):
+    # Numba types a name once, so the sum starts in the type NumPy's first addition of a
+    # float64 cotangent would give it (float32 + float64 is float64): a float32 input's
+    # cotangent, summed over the loop as in Python, is cast back when returned
+    if _array(x) and isinstance(x.dtype, types.Float) and x.dtype.bitwidth < 64:
+        return lambda x: np.zeros(x.shape)
+    return _zeros_like(x)
+
+
 @batched_helper
 def batched_zeros(batch, x):
     """A zero cotangent or tangent: `batch` rows shaped like `x`.

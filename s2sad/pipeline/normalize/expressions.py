@@ -238,6 +238,7 @@ class Expressions(Flattener):
         else:
             new_func = self.rename(func)
             ir.set_callee(new_func, self.resolver.resolve(func))
+            self.resolver.check_getattr(node, ir.callee(new_func))
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise self.unsupported(node, "starred arguments (*args) in a call")
         if any(k.arg is None for k in node.keywords):

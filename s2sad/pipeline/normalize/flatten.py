@@ -223,6 +223,7 @@ class _Rename(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id in self.norm.local_funcs:
             raise self.norm.unsupported(node, "a call of a local function inside this expression")
         callee = self.norm.resolver.resolve(node.func)
+        self.norm.resolver.check_getattr(node, callee)
         self.generic_visit(node)
         if callee is not None:
             ir.set_callee(node.func, callee)
