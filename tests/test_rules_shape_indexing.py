@@ -147,6 +147,10 @@ def copy_fn(x):
     return np.copy(x)
 
 
+def layouts(x):  # the same values in another memory layout: the cotangent passes through
+    return np.ascontiguousarray(np.asfortranarray(x.T) * 2.0) + np.asanyarray(x.T)
+
+
 def broadcast_to(x):
     return np.broadcast_to(x, (2, 3, 4))
 
@@ -188,6 +192,8 @@ SHAPE_OPS = [
     (newaxis_both_ends, (3, 4)),
     (copy_method, (3, 4)),
     (copy_fn, (3, 4)),
+    (layouts, (3, 4)),
+    (layouts, (2, 3, 2)),
     (broadcast_to, (3, 4)),
     (broadcast_to, (1, 4)),
     (broadcast_to, (3, 1)),
@@ -200,6 +206,20 @@ SHAPE_OPS = [
 def test_shape_op(f, shape):
     g = check_vjp(f, (r(*shape),))
     assert g.shape == shape
+
+
+def test_layout_changes_in_every_mode():
+    """np.ascontiguousarray and np.asfortranarray compile with Numba (np.asanyarray does not)."""
+
+    def f(x):
+        return np.sum(np.ascontiguousarray(np.asfortranarray(x * 2.0).T) ** 2)
+
+    x = r(3, 4)
+    expected = 8.0 * x
+    for jit in (False, "strict"):
+        np.testing.assert_allclose(s2sad.grad(f, jit=jit)(x), expected, rtol=1e-13)
+        value, tangent = s2sad.jvp(f, jit=jit)(x, tangent=np.ones_like(x))
+        np.testing.assert_allclose(tangent, np.sum(expected), rtol=1e-13)
 
 
 def test_reshape_chain_exact():

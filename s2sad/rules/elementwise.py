@@ -267,6 +267,14 @@ defvjp(
     jvp=ELEMENTWISE,
 )
 defvjp(
+    np.asanyarray,
+    "a, dtype=None, order=None, *, device=None, copy=None, like=None",
+    a="g",
+    jvp=ELEMENTWISE,
+)
+for _layout in (np.ascontiguousarray, np.asfortranarray):  # the same values, another layout
+    defvjp(_layout, "a, dtype=None, *, like=None", a="g", jvp=ELEMENTWISE)
+defvjp(
     np.array,
     "object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, like=None",
     literal={"ndmin": (0,)},  # more dimensions: a reshape this rule does not make
