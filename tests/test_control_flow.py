@@ -834,6 +834,48 @@ def break_before_the_carry(x):
 X_SIGNS = np.array([1.0, -2.0, 3.0, 0.3, -0.7, 0.9])
 
 
+def returns_from_while_true(x):  # left only by its returns: nothing after the loop runs
+    s = 0.0
+    i = 0
+    while True:
+        s = s + x[i] ** 2
+        i += 1
+        if s > 2.0:
+            return s * 2.0
+        if i >= x.shape[0]:
+            return s
+
+
+def returns_from_while_true_past_an_inner_break(x):  # the inner loop's break is its own
+    s = 0.0
+    i = 0
+    while True:
+        for j in range(2):
+            s = s + x[i] * np.sin(x[j])
+            if s > 1.5:
+                break
+        i += 1
+        if i >= x.shape[0]:
+            return s * s
+
+
+@pytest.mark.parametrize(
+    "f, x",
+    [
+        (returns_from_while_true, np.array([0.79, 0.8, 1.07, 0.6])),  # the first return
+        (returns_from_while_true, np.array([0.79, 0.8])),  # the second
+        (returns_from_while_true_past_an_inner_break, np.array([0.79, 0.8, 1.07, 0.6])),
+        (returns_from_while_true_past_an_inner_break, np.array([0.3, -0.2, 0.5])),
+    ],
+)
+def test_a_while_true_left_only_by_return(f, x):
+    """Refused before as "does not return a value on every path"."""
+    check_grad(f, (x,))
+    check_vjp(f, (x,))
+    check_jvp(f, (x,))
+    np.testing.assert_allclose(s2sad.grad(f, jit="strict")(x), s2sad.grad(f)(x), rtol=1e-12)
+
+
 @pytest.mark.parametrize(
     "f, args",
     [

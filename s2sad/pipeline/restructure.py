@@ -148,6 +148,9 @@ def _loop_returns(loop, rest: list[ast.stmt], result: ast.expr, parsed, fresh) -
     start.end_lineno, start.end_col_offset = loop.lineno, len(line.encode())  # its first line
     new_loop = body_of(loop)
     after = lift_returns(rest, result, parsed, fresh)
+    endless = isinstance(loop, ast.While) and isinstance(loop.test, ast.Constant)
+    if endless and loop.test.value and not _contains_outside_loops(loop.body, ast.Break):
+        after = lift_returns(exits.pop(), result, parsed, fresh)  # left only by its returns
     for k in reversed(range(len(exits))):
         test = ast.Compare(ast.Name(flag, ast.Load()), [ast.Eq()], [ast.Constant(k + 1)])
         branch = at(ast.If(test, lift_returns(exits[k], result, parsed, fresh), after), loop)
