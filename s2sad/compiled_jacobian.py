@@ -248,6 +248,8 @@ class WholeJacobians:
         if fast is None:
             if len(self.calls) > 64:  # many kinds, seldom the same: start counting again
                 self.calls.clear()
+            if len(self.fast) > 64:  # (kinds differ by shape: the texts are the same)
+                self.fast.clear()
             self.calls[key] = self.calls.get(key, 0) + 1
             if self.calls[key] < CALLS_BEFORE_COMPILING:
                 return
@@ -312,7 +314,8 @@ class FastJacobian:
     def __init__(self, jitted, named_text, func, compiled, args, values, blocks, wrt_tuple):
         self.jitted, (self.name, self.text) = jitted, named_text
         self.func, self.compiled = func, compiled
-        self.made = (args, values, blocks, wrt_tuple)
+        # what the guard checks (not the arrays themselves: they stay the caller's to free)
+        self.made = (_kinds(args), _kinds(values), blocks, wrt_tuple)
         self.off = self.reloaded = False
         self.call = _guarded_call(self, self.whole(), *self.made)
 
@@ -340,6 +343,14 @@ class FastJacobian:
             self.call = _declined
 
 
+def _kinds(values) -> list[tuple]:
+    """Each value's type, and an array's dtype and rank: what the guard checks."""
+    return [
+        (type(v), v.dtype, v.ndim) if type(v) is np.ndarray else (type(v), None, None)
+        for v in values
+    ]
+
+
 def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
     """A Python function of the call's arguments: the guard, the data read now, the blocks
     allocated, the whole Jacobian run into them. Generated per kind, straight-line code (every
@@ -358,12 +369,12 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
     }
     names = [f"a{k}" for k in range(len(args))]
     checks = []
-    for k, (a, n) in enumerate(zip(args, names)):
-        env[f"T{k}"] = type(a)
+    for k, ((kind, dtype, ndim), n) in enumerate(zip(args, names)):
+        env[f"T{k}"] = kind
         checks.append(f"type({n}) is T{k}")
-        if type(a) is np.ndarray:
-            env[f"D{k}"] = a.dtype
-            checks.append(f"{n}.dtype is D{k} and {n}.ndim == {a.ndim}")
+        if dtype is not None:
+            env[f"D{k}"] = dtype
+            checks.append(f"{n}.dtype is D{k} and {n}.ndim == {ndim}")
     lines = [
         "def call(args):",
         f"    if len(args) != {len(args)}:",
@@ -382,12 +393,12 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
         lines.append("        return None")
     if values:
         value_checks = []
-        for k, (v, n) in enumerate(zip(values, value_names)):
-            env[f"VT{k}"] = type(v)
+        for k, ((kind, dtype, ndim), n) in enumerate(zip(values, value_names)):
+            env[f"VT{k}"] = kind
             value_checks.append(f"type({n}) is VT{k}")
-            if type(v) is np.ndarray:
-                env[f"VD{k}"], env[f"VN{k}"] = v.dtype, v.ndim
-                value_checks.append(f"{n}.dtype is VD{k} and {n}.ndim == VN{k}")
+            if dtype is not None:
+                env[f"VD{k}"] = dtype
+                value_checks.append(f"{n}.dtype is VD{k} and {n}.ndim == {ndim}")
         lines.append(f"    {', '.join(value_names)}{',' if len(values) == 1 else ''} = values")
         lines.append(f"    if not ({' and '.join(value_checks)}):")
         lines.append("        return None")
