@@ -257,6 +257,20 @@ def test_a_global_changed_between_calls(monkeypatch):
         J(x, y)
 
 
+def test_a_closure_cell_changed_between_calls():
+    k = 2.0
+
+    def f(x):
+        return np.sin(x) * k
+
+    x = np.array([0.3, -0.2])
+    J, plain = s2sad.jacobian(f, jit="strict"), s2sad.jacobian(f)
+    for k in (2.0, 3.0, np.float32(4.0), np.array([1.0, -1.0])):  # f reads the cell
+        for _ in range(3):
+            assert_same(J(x), plain(x))
+        assert served(J, (x,))
+
+
 def helper(x):
     return np.sin(x)
 
