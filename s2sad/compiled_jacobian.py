@@ -7,13 +7,14 @@ The Numba function (`rows_text`, `columns_text`) runs the compiled pullback once
 element (reverse mode), or the compiled jvp once per input element (forward mode), as the
 compiled path does from Python, and writes each row or column into blocks the caller
 allocates: one call per Jacobian instead of one per row, and no blocks built in Python. The
-guard in front of it (`FastJacobian.call`, generated per kind of arguments) checks exactly what
-the compiled path decided on: each argument's type, an array's dtype and shape (its ranks, the
-mode, the blocks' shapes and dtypes), the function's code, the rules' version, and the kinds of
-the user's data read now (globals, closure cells) as the compiled path reads them at each
-call. Anything else, and any exception, goes back to the compiled path, which raises or warns
-exactly as before; a Numba failure to compile the whole-Jacobian function turns it off for
-that kind.
+guard in front of it (`FastJacobian.call`, generated per kind of arguments) checks what the
+compiled path decided on: each argument's type, an array's dtype and rank (the transform is
+made for the ranks; the blocks take the dtypes), the function's code, the rules' version, and
+the kinds of the user's data read now (globals, closure cells) as the compiled path reads them
+at each call; the Numba function checks the shapes against the blocks' (the mode and the
+blocks were chosen for them) before it writes. Anything else, and any exception, goes back to
+the compiled path, which raises or warns exactly as before; Numba failing to compile the
+whole-Jacobian function turns it off for that kind.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .rules.registry import VERSION
 # a few times does not win back; one called in a loop does (about 2 µs a call, not 40)
 CALLS_BEFORE_COMPILING = 16
 
-# the argument and data types the guard checks by type alone (numbers), or by dtype and shape
+# the argument and data types the guard checks by type alone (numbers), or by dtype and rank
 _NUMBERS = (float, int, np.float64, np.float32, np.int64)
 _FLOAT_BLOCKS = (np.dtype(np.float32), np.dtype(np.float64))
 
