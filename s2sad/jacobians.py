@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from .compiled_jacobian import WholeJacobians
 from .compose import composable
 from .errors import S2SADError
 from .jit import Jitted
@@ -46,9 +47,21 @@ class Jacobian:
         self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r}{threads})"
         self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
+        # jitted: the whole Jacobian compiled for each kind of arguments it is called with often
+        self._whole = WholeJacobians(self.wrt_tuple, on=bool(jit))
         functools.update_wrapper(self, f)
 
     def __call__(self, *args, **kwargs):
+        fast = self._whole.last
+        if fast is not None and not kwargs:  # (compiled_jacobian.py)
+            try:
+                result = fast.call(args)
+            except Exception as exc:  # noqa: BLE001  (the compiled path runs again, and raises)
+                result = fast.failed(exc)
+            if result is None:
+                result = self._whole.other(args)
+            if result is not None:
+                return result
         bound = self.backward._bind(args, kwargs)
         if not self.batched:
             return self._per_basis(bound, args, kwargs)
@@ -136,11 +149,11 @@ class Jacobian:
 
         if self.backward.jit and bound.plain:
             if self.mode != "forward":
-                rows = self._compiled_rows(bound, inputs)
+                rows = self._compiled_rows(bound, inputs, (args, kwargs))
                 if rows is not None:
                     return rows
             if self.mode != "reverse":
-                columns = self._compiled_columns(bound, inputs)
+                columns = self._compiled_columns(bound, inputs, (args, kwargs))
                 if columns is not None:
                     return columns
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
@@ -180,12 +193,13 @@ class Jacobian:
                 per_output.append(blocks)
         return unflatten(d, [self._conformed(b, inputs, bound) for b in per_output])
 
-    def _compiled_rows(self, bound, inputs):
+    def _compiled_rows(self, bound, inputs, given):
         """Reverse mode compiled, for one array output and plain arguments: the compiled
         pullback once per output element, its rows written straight into the Jacobian's
         blocks. A Jacobian of a small function called in a Python loop is mostly this loop's
         overhead, so it skips what `Pullback` checks for seeds a user passes. None where
-        forward mode is the cheaper one, or the output is a tuple or a tree."""
+        forward mode is the cheaper one, or the output is a tuple or a tree. `given`: the
+        call's own (args, kwargs)."""
         backward = self.backward
         compiled, values = backward.prepared(bound)
         if compiled.tuple_output or compiled.output is not None:
@@ -197,9 +211,10 @@ class Jacobian:
         sweep = compiled.name + "_sweep"
         blocks = [np.empty((np.size(out), np.size(x))) for x in inputs]
         args = (*bound.arguments.values(),)
+        first = None
         for i, seed in enumerate(_basis(out)):
             if i == 0:
-                grads = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
+                grads = first = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
                 for g in grads if len(inputs) > 1 else (grads,):
                     _refuse_complex(g, "gradient")  # every row has the first one's types
                 direct = Jitted.of(compiled).dispatcher(sweep)
@@ -211,9 +226,10 @@ class Jacobian:
             for block, g in zip(blocks, grads):
                 block[i] = np.ravel(g)
         blocks = [np.reshape(b, np.shape(out) + np.shape(x)) for b, x in zip(blocks, inputs)]
+        self._whole.remember(backward, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
 
-    def _compiled_columns(self, bound, inputs):
+    def _compiled_columns(self, bound, inputs, given):
         """Forward mode compiled, for one array output and plain arguments: the compiled jvp
         once per input element, after the first column calling Numba's dispatcher directly
         (as `_compiled_rows`). None where the output is a tuple or a tree, or reverse mode is
@@ -226,7 +242,7 @@ class Jacobian:
         zeros = [unboxed(np.zeros(np.shape(x))) for x in inputs]
         sizes = [np.size(x) for x in inputs]
         offsets = np.cumsum([0] + sizes)
-        columns = direct = out = None
+        columns = direct = out = first = None
         for k, x in enumerate(inputs):
             for i, e in enumerate(_basis(x)):
                 tangents = (*zeros[:k], unboxed(e), *zeros[k + 1 :])
@@ -242,7 +258,7 @@ class Jacobian:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None
                         _refuse_complex(dot, "tangent")  # every column has the first one's types
-                        columns = np.empty((np.size(out), offsets[-1]))
+                        columns, first = np.empty((np.size(out), offsets[-1])), dot
                     direct = jitted.dispatcher(compiled.name)
                 columns[:, offsets[k] + i] = np.ravel(dot)
         if columns is None:  # nothing to differentiate: no call ran
@@ -251,6 +267,7 @@ class Jacobian:
             np.reshape(columns[:, offsets[k] : offsets[k + 1]], np.shape(out) + np.shape(x))
             for k, x in enumerate(inputs)
         ]
+        self._whole.remember(forward, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
 
     def _conformed(self, blocks, inputs, bound):
@@ -321,7 +338,9 @@ def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False, parallel=False):
     way. The default picks the mode with fewer rows. `batched=False` takes one sweep per basis
     direction instead (the slower reference). `jit=True` or `"strict"` compiles the pullback
     and tangent code with Numba, one sweep per basis direction (the batched helpers have no
-    Numba versions yet); with `parallel=True` as well, their independent loops run on threads."""
+    Numba versions yet), all of them in one compiled call for a kind of arguments it is called
+    with often (compiled_jacobian.py); with `parallel=True` as well, their independent loops
+    run on threads."""
     return Jacobian(composable(f, outer="jacobian"), wrt, mode, batched, jit, parallel)
 
 
