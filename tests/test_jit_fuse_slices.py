@@ -28,6 +28,32 @@ def strided(x, s, t):
     return np.sum(a * a * b)
 
 
+def three_d(u, w):
+    a = u[1:, :, ::2]
+    b = u[:-1, ::-1, 1::2]
+    return np.sum(a * b * w + a)
+
+
+def thin(u, w):
+    a = u[:, 2:3]
+    b = u[:, 0:1]
+    return np.sum(a * b * w)
+
+
+def in_loop(u, n):
+    s = 0.0
+    for i in range(n):
+        c = u[:-1, 1:]
+        d = u[1:, :-1] - c
+        s = s + np.sum(d * d * c)
+        u = u * 0.9 + 0.1
+    return s
+
+
+def rows(u):
+    return np.sum(u[1:] * u[:-1] * u[:-1])
+
+
 def two_shapes(u):
     a = u[1:, :]
     b = u[:, 1:]
@@ -117,6 +143,27 @@ def test_negative_steps_and_runtime_bounds():
     )
 
 
+@pytest.mark.parametrize("f, shapes", [(three_d, [(4, 5, 6), (3, 5, 3)]), (thin, [(4, 5), (4, 1)])])
+def test_steps_reversed_axes_and_axes_of_length_one(f, shapes):
+    u, w = rng().normal(size=shapes[0]), rng(1).normal(size=shapes[1])
+    jitted = s2sad.grad(f, wrt="u", jit="strict")
+    got = jitted(u, w)
+    assert fused_ran(jitted)
+    np.testing.assert_allclose(got, s2sad.grad(f, wrt="u")(u, w), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(f, (u, w), 0), rtol=1e-6, atol=1e-7)
+    assert "du = np.zeros(u.shape)" in s2sad.source(jitted)
+
+
+def test_a_loop_adding_into_its_carried_gradient_keeps_its_add_at():
+    """`add_at(du, ...)` into the gradient a loop carries (not made by the run) stays as it was."""
+    u = rng().normal(size=(5, 6))
+    jitted = s2sad.grad(in_loop, wrt="u", jit="strict")
+    got = jitted(u, 3)
+    np.testing.assert_allclose(got, s2sad.grad(in_loop, wrt="u")(u, 3), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(in_loop, (u, 3), 0), rtol=1e-6, atol=1e-7)
+    assert "add_at(du, " in s2sad.source(jitted)
+
+
 def test_slices_of_two_shapes_are_not_joined():
     u = rng().normal(size=(4, 5))
     jitted = s2sad.grad(two_shapes, wrt="u", jit="strict")
@@ -133,6 +180,16 @@ def test_a_parallel_build_does_not_fuse_its_scatters():
     got = parallel(u, 0.7)
     np.testing.assert_allclose(got, s2sad.grad(stencil, wrt="u")(u, 0.7), rtol=1e-12, atol=1e-12)
     assert "du[i0 + 1, i1]" not in s2sad.source(parallel)
+
+
+def test_slices_of_the_leading_axis_alone():
+    """`u[1:]` of a matrix: its index `slice(1, None, None)` names one axis of two."""
+    u = rng().normal(size=(5, 3))
+    compiled = transform(rows, ("u",), "grad", (("u", 2),), True)
+    got, calls = in_python(compiled, u)
+    np.testing.assert_allclose(got, s2sad.grad(rows, wrt="u")(u), rtol=1e-12, atol=1e-12)
+    assert calls == 0 and "du[i0 + 1, i1] += " in compiled.source
+    assert "u[1:].shape == " in compiled.source
 
 
 # ----------------------------------------------------------------------------- random slices
@@ -172,8 +229,8 @@ def _text(part: tuple) -> str:
 
 @st.composite
 def _cases(draw):
-    rank = draw(st.integers(1, 2))
-    shape = tuple(draw(st.integers(0, 5)) for _ in range(rank))
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(0, 5 if rank < 3 else 3)) for _ in range(rank))
     axes = [draw(_axis(n)) for n in shape]
     first = ", ".join(_text(a[0]) for a in axes)
     second = ", ".join(_text(a[1]) for a in axes)

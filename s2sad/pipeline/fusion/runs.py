@@ -170,6 +170,8 @@ class Run:
         value = stmt.value
         if target in self.inputs or target in self.witnesses or target in self.sums:
             return False
+        if target in self.sliced.values():  # the shape its scatters' positions are read from
+            return False
         if any(h.targets[0].id == target for h in self.hoisted):
             return False
         rank = self.f.rank(stmt.targets[0])

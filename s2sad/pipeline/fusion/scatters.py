@@ -133,6 +133,8 @@ def with_slices_checked(test: ast.expr, run, maps: dict, sizes: dict) -> ast.exp
 
 def view(source: str, slices: tuple) -> ast.expr:
     """`u[:-1, 1:]`: the slice of `source` written as a subscript."""
+    while len(slices) > 1 and slices[-1] == (None, None, None):  # `u[1:]`, not `u[1:, :]`
+        slices = slices[:-1]
     items = [ast.Slice(*(clone(p) if p is not None else None for p in axis)) for axis in slices]
     item = items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
     return ast.Subscript(load(source), item, ast.Load())
