@@ -34,8 +34,14 @@ an axis (`np.sum(t, axis=1)`, `unbroadcast(g, b)` to a lower rank) are accumulat
 arrays, and the guard is `float64_arrays(...)` followed by comparisons of the actual shapes with
 those the maps assume (shapes.py).
 
+The adjoint's scatters of basic slices join a run over the slices' shape (scatters.py):
+`du = getitem_vjp(g, u, (slice(1, None, None), ...))` and the `add_at(du, index, h)` of the
+other slices of `u` become `du = np.zeros(u.shape)` above the loops and `du[i0 + 1, i1] += g_i`
+inside, each slice's shape checked by the guard.
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
-shapes.py holds the index maps and guards across ranks, syntax.py what they all share.
+shapes.py holds the index maps and guards across ranks, scatters.py the slices added into, and
+syntax.py what they all share.
 """
 
 from __future__ import annotations

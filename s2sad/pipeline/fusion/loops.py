@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import clone
+from .scatters import position
 from .syntax import SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
 
 
@@ -22,7 +23,7 @@ class Emitter:
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind not in ("sum", "reduce"):
+            if kind not in ("sum", "reduce", "scatter"):
                 self.final[stmt.targets[0].id] = k
         self.live, self.standins = set(), []
         for name in self.final:
@@ -89,6 +90,9 @@ class Emitter:
         head, body, tail = [], [], []
         allocated, aliases = [], []
         for k, (stmt, kind) in enumerate(run.entries):
+            if kind == "scatter":  # added into the elements of `du` the slice covers
+                head, body = self.scatter(stmt, head, body)
+                continue
             target = stmt.targets[0].id
             if kind == "reduce":
                 mapping, witness, summed = run.reductions[target]
@@ -149,6 +153,20 @@ class Emitter:
         body = _without_dead_elements(body)
         return head + (self.loops(body) if body else []) + tail
 
+    def scatter(self, stmt, head: list, body: list) -> tuple[list, list]:
+        """`head` and `body` with a scatter's zeroed array (for `getitem_vjp`), its slices'
+        starts, and its addition into the element an iteration reaches."""
+        scatter = self.run.scatters[id(stmt)]
+        source = self.run.sliced[scatter.target]
+        if scatter.source is not None:
+            zeros = ast.Call(ast.Attribute(load("np"), "zeros", ast.Load()), [_shape(source)], [])
+            head = head + [origin(assign(scatter.target, zeros), stmt)]
+        index = [None if k in self.run.units else self.index[k] for k in range(self.run.rank)]
+        starts, element = position(scatter, source, index, self.f.fresh)
+        head = head + [origin(s, stmt) for s in starts]
+        added = ast.AugAssign(element, ast.Add(), self.translate(scatter.value))
+        return head, body + [origin(added, stmt)]
+
     def loops(self, body: list) -> list:
         """`body` in a loop nest over the run's shape, the last axis innermost (none along its
         axes of length 1)."""
@@ -172,3 +190,7 @@ def _without_dead_elements(body: list) -> list:
         kept.append(stmt)
         needed |= {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
     return kept[::-1]
+
+
+def _shape(name: str) -> ast.expr:
+    return ast.Attribute(load(name), "shape", ast.Load())

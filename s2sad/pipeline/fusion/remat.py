@@ -8,6 +8,7 @@ from collections import Counter
 
 from ...astcopy import clone, walk_nodes
 from ..names import assign_counts
+from ..nodes import assigned_name
 from .syntax import SHAPE_ONLY, aliased, name_reads, text_of
 
 # how many operations a value's recipe may hold for a later loop to recompute it, not store it
@@ -45,7 +46,7 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
                 for s, kind in r.entries
             ):
                 continue  # `v = y` in a later run names the array itself: it is stored
-            statement = next(s for s, _ in reversed(first.entries) if s.targets[0].id == name)
+            statement = next(s for s, _ in reversed(first.entries) if assigned_name(s) == name)
             for r in readers:
                 r.remat[name] = (statement, recipe)
             first.rematerialized.add(name)
@@ -55,10 +56,10 @@ def _recipes(run) -> dict:
     """Each value the run assigns once -> its expression over the run's inputs, where cheap
     and free of s2sad's helpers (whose identity holds only for equal shapes)."""
     known: dict = {}
-    assigned = Counter(s.targets[0].id for s, kind in run.entries if kind != "sum")
-    for stmt, kind in run.entries:
-        if kind == "sum":
-            continue
+    # (sums and scatters are added into, never read in the run)
+    entries = [(s, kind) for s, kind in run.entries if kind not in ("sum", "scatter")]
+    assigned = Counter(s.targets[0].id for s, _ in entries)
+    for stmt, kind in entries:
         target = stmt.targets[0].id
 
         class Expand(ast.NodeTransformer):

@@ -8,6 +8,7 @@ import ast
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
 from .loops import Emitter
+from .scatters import scatter_of, takes_scatter, with_slices_checked
 from .shapes import (
     axis_reduction,
     expansion,
@@ -114,11 +115,13 @@ class Fuser:
         """A run beginning with `stmt`, or None where no run can."""
         if assigned_name(stmt) is None:
             return None
-        value = stmt.value
+        value, scatter = stmt.value, scatter_of(stmt, self.rank)
         summed = text_of(getattr(value, "func", None)) in ("np.sum", "sum_over", "unbroadcast")
-        if summed and value.args:  # over the array summed, its axes of length 1 not looped
-            rank = self.rank(value.args[0])
-            units = units_of(value.args[0], self.units, self.rank)
+        # over the array summed (its axes of length 1 not looped), or the slice scattered
+        over = scatter.value if scatter else value.args[0] if summed and value.args else None
+        if over is not None:
+            rank = self.rank(over)
+            units = units_of(over, self.units, self.rank)
         else:
             rank = self.rank(stmt.targets[0])
             units = self.units.get(stmt.targets[0].id, frozenset())
@@ -152,15 +155,22 @@ class Run:
         self.witnesses: dict[str, None] = {}  # arrays read for their shape alone
         self.sums: set[str] = set()
         self.mentioned: set[str] = set()
+        self.sliced: dict[str, str] = {}  # an array the run scatters into -> the array sliced
+        self.scatters: dict[int, object] = {}  # id of a scatter statement -> its Scatter
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
+        self._pending = None  # what _elementwise found in the statement
+        scatter = scatter_of(stmt, self.f.rank)
+        if scatter is not None:
+            return takes_scatter(self, stmt, scatter)
         target = assigned_name(stmt)
         if target is None:
             return False
         value = stmt.value
-        self._pending = None  # what _elementwise found in the statement
         if target in self.inputs or target in self.witnesses or target in self.sums:
+            return False
+        if target in self.sliced.values():  # the shape its scatters' positions are read from
             return False
         if any(h.targets[0].id == target for h in self.hoisted):
             return False
@@ -229,7 +239,7 @@ class Run:
             self.hoisted.append(stmt)
         else:
             self.entries.append((stmt, kind))
-            if kind in ("sum", "reduce"):
+            if kind in ("sum", "reduce", "scatter"):
                 self.sums.add(target)
             else:
                 self.assigned.setdefault(target)
@@ -485,6 +495,8 @@ class Run:
             test = ast.Call(load("fusible"), [load(a) for a in arrays], [])
         else:
             test = guard(maps, sizes, self.full(), self.masks - self.numbers)
+        if self.sliced:  # the arrays sliced are float64, each slice of the run's shape
+            test = with_slices_checked(test, self, maps, sizes)
         return before + [ast.If(test, fused, unfused)] + after
 
     def plain(self) -> bool:

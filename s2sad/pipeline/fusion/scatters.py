@@ -1,0 +1,188 @@
+"""Scatters in a fused run: the adjoint of basic slices (`u[1:, :-1]`) adds each slice's
+cotangent into the gradient of the array sliced, `du = getitem_vjp(g, u, index)` and then
+`add_at(du, index, h)` for the other slices of `u`. Each is a pass over memory of its own; in a
+run over the slices' shape they join the loop nest instead: `du` is zeroed once above it and
+each iteration adds into the elements its slices cover (`du[i0 + 1, i1] += h_i`), one pass.
+
+Only slices along every axis (no integers, arrays or new axes), with numbers for bounds and
+steps, and only into an array the run itself zeroed (its `getitem_vjp`): no statement of the run
+reads it, so the order of the additions is the only change (each element's are summed in the
+order of the iterations that reach it). The guard checks the dtype of the array sliced and that
+each slice has the run's shape (`u[:-1, 1:].shape == c.shape`), so the positions written are
+those of the slice. The loops run serially: builds on threads are not fused."""
+
+from __future__ import annotations
+
+import ast
+from typing import NamedTuple
+
+from ...astcopy import clone
+from .shapes import constant_int, shape_of, size
+from .syntax import load, store, text_of
+
+
+class Scatter(NamedTuple):
+    target: str  # the array added into (`du`)
+    source: str | None  # the array sliced (`u`) where the statement makes `du`; None: add_at
+    slices: tuple  # (lower, upper, step) of each axis, None where omitted
+    value: ast.expr  # the cotangent added (`g`)
+
+
+def scatter_of(stmt, rank) -> Scatter | None:
+    """`du = getitem_vjp(g, u, index)` or `add_at(du, index, g)` with `index` slices along
+    every axis of an array of known rank (the trailing ones may be omitted); else None."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target, call = stmt.targets[0], stmt.value
+        if not (isinstance(target, ast.Name) and _call(call, "getitem_vjp")):
+            return None
+        g, source, index = call.args
+        if not isinstance(source, ast.Name):
+            return None
+        target, source = target.id, source.id
+    elif isinstance(stmt, ast.Expr) and _call(stmt.value, "add_at"):
+        array, index, g = stmt.value.args
+        if not isinstance(array, ast.Name):
+            return None
+        target, source = array.id, None
+    else:
+        return None
+    r = rank(load(target))
+    slices = _slices(index, r) if isinstance(r, int) and r >= 1 else None
+    if slices is None or not isinstance(g, ast.Name):
+        return None
+    return Scatter(target, source, slices, g)
+
+
+def _call(node, name: str) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and text_of(node.func) == name
+        and len(node.args) == 3
+        and not node.keywords
+    )
+
+
+def _slices(index, rank: int):
+    """The (lower, upper, step) of each axis of `slice(1, None, None)` or a tuple of them."""
+    items = index.elts if isinstance(index, ast.Tuple) else [index]
+    if len(items) > rank:
+        return None
+    parts = []
+    for item in items:
+        if not (
+            isinstance(item, ast.Call)
+            and text_of(item.func) == "slice"
+            and 1 <= len(item.args) <= 3
+            and not item.keywords
+        ):
+            return None
+        args = list(item.args)
+        if len(args) == 1:  # slice(stop)
+            args = [ast.Constant(None)] + args
+        args += [ast.Constant(None)] * (3 - len(args))
+        parts.append(tuple(None if _is_none(a) else a for a in args))
+    return tuple(parts) + ((None, None, None),) * (rank - len(items))
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def takes_scatter(run, stmt, scatter: Scatter) -> bool:
+    """Whether `run` takes `du = getitem_vjp(g, u, index)` (`du` zeroed, then added into) or a
+    later `add_at(du, index, g)` into that `du`, `g` of the run's shape; it does if so."""
+    target, source = scatter.target, scatter.source
+    if source is None:  # added into: only an array this run made
+        source = run.sliced.get(target)
+        if source is None:
+            return False
+    elif target in run.mentioned or source in run.assigned or source in run.sums:
+        return False
+    if run.f.rank(load(source)) != run.rank or target in run.inputs:
+        return False
+    bounds = [p for axis in scatter.slices for p in axis if p is not None]
+    if not all(run._scalar(p) for p in bounds):
+        return False
+    found = run._elementwise(scatter.value)
+    if found is None or not run._agree(found[1]):
+        return False
+    run.sliced[target] = source
+    run.scatters[id(stmt)] = scatter
+    return run._add(stmt, "scatter", target, *found)
+
+
+def with_slices_checked(test: ast.expr, run, maps: dict, sizes: dict) -> ast.expr:
+    """A run's guard `test` and the checks of its scatters: the arrays sliced are float64, and
+    each slice has the run's shape (`u[:-1, 1:].shape == c.shape`)."""
+    anchor = next((n for n, m in maps.items() if m == run.full()), None)
+    shape = shape_of(sizes, run.rank)
+    if anchor is not None:
+        shape = ast.Attribute(load(anchor), "shape", ast.Load())
+    sliced = [load(s) for s in dict.fromkeys(run.sliced.values())]
+    checks = test.values if isinstance(test, ast.BoolOp) else [test]
+    checks = checks + [ast.Call(load("float64_arrays"), sliced, [])]
+    seen = set()
+    for scatter in run.scatters.values():
+        subscript = view(run.sliced[scatter.target], scatter.slices)
+        if ast.dump(subscript) not in seen:
+            seen.add(ast.dump(subscript))
+            whole = ast.Attribute(subscript, "shape", ast.Load())
+            checks.append(ast.Compare(whole, [ast.Eq()], [clone(shape)]))
+    return ast.BoolOp(ast.And(), checks)
+
+
+def view(source: str, slices: tuple) -> ast.expr:
+    """`u[:-1, 1:]`: the slice of `source` written as a subscript."""
+    while len(slices) > 1 and slices[-1] == (None, None, None):  # `u[1:]`, not `u[1:, :]`
+        slices = slices[:-1]
+    items = [ast.Slice(*(clone(p) if p is not None else None for p in axis)) for axis in slices]
+    item = items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
+    return ast.Subscript(load(source), item, ast.Load())
+
+
+def position(scatter: Scatter, source: str, index: list, fresh) -> tuple[list, ast.expr]:
+    """(the statements computing the slices' starts, hoisted above the loops; the element of
+    the array added into that a loop iteration reaches). `index` holds each axis's loop index
+    (None: an axis of length 1, index 0)."""
+    hoisted, items = [], []
+    for k, ((lower, upper, step), i) in enumerate(zip(scatter.slices, index)):
+        by = 1 if step is None else constant_int(step)
+        low = 0 if lower is None else constant_int(lower)
+        if by is not None and by > 0 and low is not None and low >= 0:
+            start = ast.Constant(low)  # (the slice is not empty where the loop runs)
+        elif by is not None and by < 0 and lower is None:
+            start = ast.BinOp(size(source, k), ast.Sub(), ast.Constant(1))
+        else:
+            name = fresh(f"{scatter.target}_start{k}")
+            parts = [
+                clone(p) if p is not None else ast.Constant(None) for p in (lower, upper, step)
+            ]
+            indices = ast.Attribute(ast.Call(load("slice"), parts, []), "indices", ast.Load())
+            first = ast.Subscript(
+                ast.Call(indices, [size(source, k)], []), ast.Constant(0), ast.Load()
+            )
+            hoisted.append(ast.Assign([store(name)], first))
+            start = load(name)
+        if i is None:
+            stride = None
+        elif by is None:  # a step known at run time
+            stride = ast.BinOp(clone(step), ast.Mult(), load(i))
+        else:
+            stride = (
+                load(i) if abs(by) == 1 else ast.BinOp(ast.Constant(abs(by)), ast.Mult(), load(i))
+            )
+        items.append(_plus(start, stride, by))
+    item = items[0] if len(items) == 1 else ast.Tuple(items, ast.Load())
+    return hoisted, ast.Subscript(load(scatter.target), item, ast.Store())
+
+
+def _plus(start: ast.expr, stride, by) -> ast.expr:
+    """`start + stride` (`start - stride` for a constant negative step), a 0 left out."""
+    if stride is None:
+        return start
+    negative = by is not None and by < 0
+    if not negative and isinstance(start, ast.Constant) and start.value == 0:
+        return stride
+    if negative or by is None:
+        return ast.BinOp(start, ast.Sub() if negative else ast.Add(), stride)
+    return ast.BinOp(stride, ast.Add(), start)  # `i0 + 1`
