@@ -234,3 +234,23 @@ def test_emitted_jit_module_carries_only_the_helpers_it_calls(tmp_path):
     got = generated.grad_spring_energy(*args)
     for e, g in zip(expected, got if isinstance(got, tuple) else (got,)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_emitted_jit_module_of_a_loop_runs_standalone(tmp_path):
+    """A loop summing an input's cotangent starts the sum with `sum_zeros_like`, whose Numba
+    form the module must carry in full (it called one the module did not define)."""
+    out = tmp_path / "smooth_jit.py"
+    result = _run(
+        "emit", "examples/loops.py:smooth", "--jit", "--wrt", "x", "--wrt", "a", "-o", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert "sum_zeros_like(" in out.read_text()
+    assert _import_without_s2sad(out).startswith("ok")
+    spec = importlib.util.spec_from_file_location("smooth_jit", out)
+    generated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generated)
+    module = cli._load_module(EXAMPLES / "loops.py")
+    args = module.inputs(np.random.default_rng(0))["smooth"]
+    expected = s2sad.grad(module.smooth, wrt=(0, 1))(*args)
+    for e, g in zip(expected, generated.grad_smooth(*args)):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)

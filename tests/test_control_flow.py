@@ -877,6 +877,20 @@ def test_a_while_true_left_only_by_return(f, x):
 
 
 @pytest.mark.parametrize(
+    "f", [returns_from_while_true, returns_from_while_true_past_an_inner_break, sum_until_over]
+)
+def test_the_jitted_vjp_value_of_a_while_true(f):
+    """The value a jitted vjp returns comes from its own primal function, which tests
+    `forever()` too (Numba 0.68 miscompiled its `while True:`: a wrong value, the pullback
+    right)."""
+    x = np.array([0.79, 0.8, 1.07, 0.6, 0.9])
+    for jit in (True, "strict"):
+        value, pullback = s2sad.vjp(f, jit=jit)(x)
+        np.testing.assert_allclose(value, f(x), rtol=1e-14)
+        np.testing.assert_allclose(pullback(1.0), s2sad.grad(f)(x), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
     "f, args",
     [
         (leaky_square, (X_SIGNS,)),

@@ -222,6 +222,21 @@ def test_layout_changes_in_every_mode():
         np.testing.assert_allclose(tangent, np.sum(expected), rtol=1e-13)
 
 
+def layout_of_a_number(s):  # a 0-d array or number comes back a (1,) array
+    return np.sum(np.ascontiguousarray(s) * np.array([1.0, 2.0, 3.0])) + np.sum(
+        np.asfortranarray(s * s)
+    )
+
+
+@pytest.mark.parametrize("s", [np.array(0.5), np.float64(0.5), 0.5])
+def test_layout_change_of_a_number_gives_its_shape_back(s):
+    for jit in (False, True):
+        g = s2sad.grad(layout_of_a_number, jit=jit)(s)
+        assert np.shape(g) == () and g == 7.0
+        np.testing.assert_allclose(s2sad.hessian(layout_of_a_number)(s), 2.0)
+        np.testing.assert_allclose(s2sad.jacobian(layout_of_a_number, jit=jit)(s), 7.0)
+
+
 def test_reshape_chain_exact():
     def f(x):
         y = x.reshape(2, 3)

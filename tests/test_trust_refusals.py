@@ -10,7 +10,9 @@
 
 import builtins
 import functools
+import importlib
 import math
+import operator
 import os
 import sys
 import warnings
@@ -268,6 +270,66 @@ def eval_from_builtins_dict(x):
     return np.sum(vars(builtins)["eval"]("x * x"))
 
 
+READERS = {"e": eval}
+PARTIAL_EVAL = functools.partial(eval, "x * x")
+
+
+class _Holder:
+    f = eval
+
+
+class _Peek:  # called with no differentiated argument: it reads its caller's frame
+    def __call__(self):
+        return sys._getframe(1).f_locals["x"] ** 2
+
+
+def _peek():
+    return sys._getframe(1).f_locals["x"] ** 2
+
+
+PEEK = _Peek()
+
+
+def eval_in_a_dict(x):
+    return np.sum(READERS["e"]("x * x"))
+
+
+def eval_through_sys_modules(x):
+    return np.sum(sys.modules["builtins"].eval("x * x"))
+
+
+def eval_through_importlib(x):
+    return np.sum(importlib.__import__("builtins").eval("x * x"))
+
+
+def eval_through_attrgetter(x):
+    return np.sum(operator.attrgetter("eval")(builtins)("x * x"))
+
+
+def eval_partial(x):
+    return np.sum(PARTIAL_EVAL())
+
+
+def eval_of_an_object_by_getattr(x):
+    return np.sum(getattr(_Holder, "f")("x * x"))
+
+
+def eval_through_globals_of_a_function(x):
+    return np.sum(eval_in_a_dict.__globals__["READERS"]["e"]("x * x"))
+
+
+def eval_through_a_modules_dict(x):
+    return np.sum(np.lib.__dict__["__builtins__"]["eval"]("x * x"))
+
+
+def helper_reads_its_callers_frame(x):
+    return np.sum(_peek())
+
+
+def object_reads_its_callers_frame(x):
+    return np.sum(PEEK())
+
+
 @pytest.mark.parametrize(
     "func, what",
     [
@@ -275,6 +337,16 @@ def eval_from_builtins_dict(x):
         (eval_by_computed_getattr, "by a name computed at run time"),
         (eval_by_import, "'__import__' hands out objects by name"),
         (eval_from_builtins_dict, "'vars' reads variables by their names"),
+        (eval_in_a_dict, "'READERS' reads variables by their names"),
+        (eval_through_sys_modules, "'sys.modules' hands out objects by name"),
+        (eval_through_importlib, "'importlib.__import__' hands out objects by name"),
+        (eval_through_attrgetter, "'operator.attrgetter' hands out objects by name"),
+        (eval_partial, "'PARTIAL_EVAL' reads variables by their names"),
+        (eval_of_an_object_by_getattr, "'getattr(_Holder, 'f')' reads variables by their names"),
+        (eval_through_globals_of_a_function, ".__globals__' hands out objects by name"),
+        (eval_through_a_modules_dict, "'np.lib.__dict__' hands out objects by name"),
+        (helper_reads_its_callers_frame, "'_peek' reads variables by their names"),
+        (object_reads_its_callers_frame, "'PEEK' reads variables by their names"),
     ],
 )
 @pytest.mark.parametrize("jit", [False, True])

@@ -263,6 +263,8 @@ def _reverse_mode(
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
+        if rerun:  # the value function a re-running pullback's vjp returns with it
+            plain = lower_for_numba(plain, shapes.of)
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)

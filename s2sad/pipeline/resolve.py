@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-import importlib
-import inspect
 import math
-import sys
 import types
 from dataclasses import dataclass, field
 
@@ -30,6 +27,7 @@ import numpy as np
 from .. import ir, runtime
 from ..astcopy import clone
 from ..errors import NameResolutionError, UnsupportedSyntaxError
+from . import frame_readers
 from .reserved import s2sad_object
 
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
@@ -128,13 +126,6 @@ class Reads:
         )
 
 
-# builtins and functions that read a frame's variables by their names, and those that hand
-# out any module's objects by a name computed at run time (`__import__("builtins").eval`)
-_FRAME_READERS = (builtins.locals, builtins.vars, builtins.eval, builtins.exec, builtins.dir)
-_FRAME_READERS += (builtins.globals, sys._getframe, inspect.currentframe, inspect.stack)
-_NAME_HANDERS = (builtins.__import__, importlib.import_module, vars(builtins))
-
-
 class Resolver:
     """Looks up free names through the closure, the globals and the builtins."""
 
@@ -219,21 +210,22 @@ class Resolver:
         )
 
     def _seen(self, value, name: str, node: ast.AST):
-        """`value`, unless it reads the frame's variables by name: the generated code's frame
-        holds other names (and buffers reused), so such a read gives other values, and no
-        derivative flows through it."""
-        reads = any(value is f for f in _FRAME_READERS)
-        if reads or any(value is f for f in _NAME_HANDERS):
-            what = "reads variables by their names" if reads else "hands out objects by name"
-            raise self.parsed.error(
-                UnsupportedSyntaxError,
-                f"'{name}' {what}, which s2sad cannot follow (the generated code renames the "
-                "function's variables and reuses their arrays; `eval` and the like read them)",
-                node,
-                hint="refer to the variables directly, or compute the value outside the "
-                "differentiated function and pass it in",
-            )
+        """`value`, unless it reads the frame's variables by name, or hands out objects by a
+        name given at run time (frame_readers.py)."""
+        what = frame_readers.what_it_does(value)
+        if what is not None:
+            raise self.reader_refused(name, node, what)
         return value
+
+    def reader_refused(self, name: str, node: ast.AST, what: str):
+        return self.parsed.error(
+            UnsupportedSyntaxError,
+            f"'{name}' {what}, which s2sad cannot follow (the generated code renames the "
+            "function's variables and reuses their arrays; `eval` and the like read them)",
+            node,
+            hint="refer to the variables directly, or compute the value outside the "
+            "differentiated function and pass it in",
+        )
 
     def check_getattr(self, call: ast.Call, callee) -> None:
         """Refuses `getattr(module, name)` unless `name` is a string constant naming an object
@@ -241,14 +233,16 @@ class Resolver:
         if callee is not getattr or not call.args:
             return
         module = self.resolve(call.args[0])
-        if not isinstance(module, types.ModuleType):
-            return
         name = call.args[1] if len(call.args) > 1 else None
         if isinstance(name, ast.Constant) and isinstance(name.value, str):
-            found = getattr(module, name.value, _NOT_FOUND)
+            if name.value in frame_readers.NAMESPACE_ATTRIBUTES:
+                raise self.reader_refused(ast.unparse(call), call, frame_readers.HANDS_OUT)
+            found = getattr(module, name.value, _NOT_FOUND) if module is not None else _NOT_FOUND
             if found is not _NOT_FOUND:
                 self._seen(found, ast.unparse(call), call)
             return
+        if not isinstance(module, types.ModuleType):
+            return  # an attribute of the user's own object by a computed name
         raise self.parsed.error(
             UnsupportedSyntaxError,
             f"'{ast.unparse(call)}' takes an attribute of a module by a name computed at run "
@@ -281,6 +275,10 @@ class Resolver:
             if base is None:
                 return None, None
             value = getattr(base, node.attr, _NOT_FOUND)
+            if node.attr in frame_readers.NAMESPACE_ATTRIBUTES or (
+                node.attr == "__dict__" and isinstance(base, types.ModuleType)
+            ):
+                raise self.reader_refused(ast.unparse(node), node, frame_readers.HANDS_OUT)
             if value is _NOT_FOUND:
                 raise self.parsed.error(
                     NameResolutionError,

@@ -156,7 +156,37 @@ def _loop_returns(loop, rest: list[ast.stmt], result: ast.expr, parsed, fresh) -
         branch = at(ast.If(test, lift_returns(exits[k], result, parsed, fresh), after), loop)
         ir.mark_synthetic(branch)
         after = [branch]
+    if not exits and not _reads(new_loop, flag):  # its one exit needs no flag
+        return [_unflagged(new_loop, flag)] + after
     return [start, new_loop] + after
+
+
+def _reads(node, name: str) -> bool:
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for n in ast.walk(node)
+    )
+
+
+def _unflagged(node, flag: str):
+    """`node` without its assignments of `flag` (copied where changed)."""
+
+    def block(stmts):
+        out = []
+        for stmt in stmts:
+            if isinstance(stmt, ast.Assign) and [getattr(t, "id", None) for t in stmt.targets] == [
+                flag
+            ]:
+                continue
+            if isinstance(stmt, (ast.If, ast.For, ast.While)):
+                stmt = copy.copy(stmt)
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            out.append(stmt)
+        return out
+
+    node = copy.copy(node)
+    node.body = block(node.body)
+    return node
 
 
 def always_assigns(stmts: list[ast.stmt], name: str) -> bool:

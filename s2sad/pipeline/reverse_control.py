@@ -195,11 +195,6 @@ class BranchesAndLoops:
             d = self.adjoint.get(primal)
             if d is not None and primal in self.active:
                 self.defined.add(d)
-        if self.jit:  # Numba types a name once: a float32 input's sum starts as float64 would
-            for init in inits:
-                zero = getattr(init, "value", None)
-                if isinstance(zero, ast.Call) and getattr(zero.func, "id", "") == "zeros_like":
-                    zero.func.id = "sum_zeros_like"
         for primal in body_names - carried:
             d = self.adjoint.get(primal)
             if d is not None:

@@ -355,9 +355,11 @@ def _sum_zeros_like(x):
     # Numba types a name once, so the sum starts in the type NumPy's first addition of a
     # float64 cotangent would give it (float32 + float64 is float64): a float32 input's
     # cotangent, summed over the loop as in Python, is cast back when returned
-    if _array(x) and isinstance(x.dtype, types.Float) and x.dtype.bitwidth < 64:
-        return lambda x: np.zeros(x.shape)
-    return _zeros_like(x)
+    if _array(x):
+        if isinstance(x.dtype, types.Float) and x.dtype.bitwidth >= 64:
+            return lambda x: np.zeros(x.shape, dtype=x.dtype)
+        return lambda x: np.zeros(x.shape)  # float64, as the sum of an integer's cotangents
+    return lambda x: 0.0
 
 
 @batched_helper
@@ -384,7 +386,7 @@ def stack_rows(rows):
     return np.stack([np.asarray(r) for r in rows])
 
 
-@helper
+@helper(jvp=linear("g"))
 def reshape_like(g, x):
     """`g` in the shape of `x` (the adjoint of a reshape; jitted code calls it, since Numba
     reshapes only contiguous arrays)."""

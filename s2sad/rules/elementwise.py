@@ -272,8 +272,6 @@ defvjp(
     a="g",
     jvp=ELEMENTWISE,
 )
-for _layout in (np.ascontiguousarray, np.asfortranarray):  # the same values, another layout
-    defvjp(_layout, "a, dtype=None, *, like=None", a="g", jvp=ELEMENTWISE)
 defvjp(
     np.array,
     "object, dtype=None, *, copy=True, order='K', subok=False, ndmin=0, like=None",

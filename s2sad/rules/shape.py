@@ -11,7 +11,7 @@ import numpy as np
 
 from .common import _array, _integer, _shift, batched_broadcast_to
 from .helpers import batched_helper, batched_of, helper, numba_of
-from .registry import defvjp, linear
+from .registry import ELEMENTWISE, defvjp, linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
@@ -42,6 +42,15 @@ defvjp(
     batched={"a": "batched_reshape(g, np.shape(a), order=order)"},
     jvp=linear("a", batched=batched_reshape),
 )
+
+for _layout in (np.ascontiguousarray, np.asfortranarray):  # the same values in another layout,
+    defvjp(  # and a number or 0-d array as a (1,) array
+        _layout,
+        "a, dtype=None, *, like=None",
+        a="reshape_like(g, a)",
+        batched={"a": "batched_reshape(g, np.shape(a))"},
+        jvp=ELEMENTWISE,
+    )
 
 
 @batched_helper
