@@ -44,6 +44,14 @@ def _check_input(name: str, value) -> None:
             f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
             hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt",
         )
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        kind = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise NonDifferentiableInputError(
+            f"argument '{name}' is a {kind}, a subclass of np.ndarray whose operations differ "
+            "from NumPy's on plain arrays (masks, matrix products, units); s2sad differentiates "
+            "plain arrays",
+            hint=f"pass np.asarray({name}) (for a masked array, apply its mask in the function)",
+        )
     dtype = (
         np.result_type(value)
         if isinstance(value, (np.ndarray, np.generic, float))

@@ -231,6 +231,20 @@ def test_integer_and_non_float_inputs(bad):
         s2sad.grad(two_params)(bad, np.ones(3))
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]), np.matrix([[1.0, 2.0, 3.0]])],
+    ids=["masked", "matrix"],
+)
+@pytest.mark.parametrize("transform", [s2sad.grad, s2sad.jacobian, s2sad.hessian])
+def test_array_subclasses_are_refused(bad, transform):
+    """Their operations differ from plain arrays' (a masked sum skips elements, `*` of
+    matrices is a product): differentiated as plain arrays, the gradient was silently wrong."""
+    with pytest.raises(s2sad.NonDifferentiableInputError, match="subclass of np.ndarray") as info:
+        transform(two_params)(bad, np.ones(3))
+    assert "np.asarray(x)" in str(info.value)
+
+
 def test_integer_input_is_fine_when_not_differentiated():
     assert s2sad.grad(two_params, wrt="y")(np.arange(3), np.ones(3)).tolist() == [0.0, 1.0, 2.0]
 
