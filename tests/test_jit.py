@@ -541,3 +541,32 @@ def test_a_failed_compile_for_one_dtype_leaves_the_others_compiled(tmp_path, mon
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # compiled: no fallback warning
         np.testing.assert_allclose(s2sad.grad(halving, jit=True)(x, 20), want, rtol=1e-12)
+
+
+def two_residuals(p, x):
+    a = np.sin(p[0]) * x[0]
+    b = p[1] * x[1] ** 2
+    return np.array([a - b, a * b])
+
+
+def exp_of_sum(x):
+    return np.exp(np.sum(x))
+
+
+def test_the_jitted_pullbacks_sweep_computes_only_what_its_adjoint_reads():
+    """The value function gives the value; the sweep the pullback re-runs drops the output's
+    statements where its adjoint does not read them (not where it does: exp's cotangent)."""
+    p, x = np.array([0.3, 0.5]), np.array([1.0, 2.0])
+    v = s2sad.vjp(two_residuals, wrt=(0, 1), jit="strict")
+    value, pullback = v(p, x)
+    np.testing.assert_allclose(value, two_residuals(p, x))
+    expected = s2sad.vjp(two_residuals, wrt=(0, 1))(p, x)[1](np.array([1.0, -2.0]))
+    for got, want in zip(pullback(np.array([1.0, -2.0])), expected):
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+    sweep = s2sad.source(v, p, x).split("def vjp_two_residuals_sweep")[1].splitlines()
+    code = "\n".join(line for line in sweep if not line.strip().startswith("#"))
+    assert "np.array(" not in code and "a - b" not in code and "b = b_item * b_pow" in code
+    e = s2sad.vjp(exp_of_sum, jit="strict")
+    value, pullback = e(x)
+    np.testing.assert_allclose(pullback(1.0), np.exp(3.0) * np.ones(2), rtol=1e-14)
+    assert "np.exp(" in s2sad.source(e, x).split("def vjp_exp_of_sum_sweep")[1]

@@ -29,7 +29,7 @@ from .load import Compiled, load, without_gc_pauses
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
-from .optimize import optimize
+from .optimize import drop_unread, optimize
 from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
@@ -268,6 +268,8 @@ def _reverse_mode(
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
+    if rerun:  # the sweep's own copy of the primal: the value is the value function's
+        primal = drop_unread(primal, adjoint.stmts, names_mentioned(adjoint.grads))
     name = f"{mode}_{parsed.name}"
     data = list(resolver.reads.data.values())
     if parallel:

@@ -301,3 +301,50 @@ def optimize(stmts: list, protected: set[str]) -> list:
     module = ast.Module(stmts, [])
     _Optimizer(module.body, protected).run()
     return module.body
+
+
+_PURE_BUILTINS = frozenset({"float", "int", "abs", "min", "max", "len"})
+
+
+def _pure(expr: ast.expr) -> bool:
+    """Whether computing `expr` changes nothing: arithmetic, subscripts and calls of NumPy's
+    functions (not np.random's, which advance a generator) or a few builtins."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                if func.id not in _PURE_BUILTINS:
+                    return False
+                continue
+            chain = []
+            while isinstance(func, ast.Attribute):
+                chain.append(func.attr)
+                func = func.value
+            if not (isinstance(func, ast.Name) and func.id == "np") or "random" in chain:
+                return False
+        elif isinstance(node, (ast.NamedExpr, ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom)):
+            return False
+    return True
+
+
+def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
+    """`stmts` without the top-level assignments of pure values to names that nothing reads:
+    not `stmts`, not the statements `later` (the adjoint), not `keep`. A re-running pullback's
+    sweep computes the function's value only where its adjoint reads it."""
+    while True:
+        reads = Counter(
+            n.id
+            for n in ast.walk(ast.Module(list(stmts) + list(later), []))
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        )
+        kept = [
+            s
+            for s in stmts
+            if (name := assigned_name(s)) is None
+            or reads[name]
+            or name in keep
+            or not _pure(s.value)
+        ]
+        if len(kept) == len(stmts):
+            return kept
+        stmts = kept
