@@ -220,9 +220,9 @@ def test_two_helpers_of_one_name_are_refused():
 
 
 def test_helpers_read_only_what_a_standalone_module_has():
-    """`s2sad emit` copies the helpers a gradient calls, each by its source, with the number
-    constants they read: every other global a helper reads must be a registered helper (so it is
-    copied too), a module or a builtin. (Batched helpers serve `s2sad.jacobian` only, which
+    """`s2sad emit` copies the helpers a gradient calls, each by its source, with the number and
+    string constants they read: every other global a helper reads must be a registered helper (so
+    it is copied too), a module or a builtin. (Batched helpers serve `s2sad.jacobian` only, which
     `s2sad emit` does not write.)"""
     import builtins
     import types
@@ -236,7 +236,7 @@ def test_helpers_read_only_what_a_standalone_module_has():
             if g not in RUNTIME
             and not hasattr(builtins, g)
             and not isinstance(func.__globals__.get(g), types.ModuleType)
-            and type(func.__globals__.get(g)) not in (int, float, tuple)
+            and type(func.__globals__.get(g)) not in (int, float, str, tuple)
             and g != "NonScalarOutputError"  # grad_seed's; standalone modules define it
         )
         for name, func in RUNTIME.items()

@@ -1,7 +1,9 @@
 """Rank inference: the number of dimensions of each value, where the arguments' ranks decide it.
 
 The transform is specialized on the ranks of the arguments (a Python float and a 0-d array are
-rank 0, an array its `ndim`). Knowing that a value is a scalar lets the adjoint skip
+rank 0, an array its `ndim`), and on the dtype kind of integer and boolean arrays, which index:
+`a[:, idx]` has `a.ndim - 1 + idx.ndim` axes for an integer `idx`, `a.ndim - idx.ndim + 1` for
+a boolean one. Knowing that a value is a scalar lets the adjoint skip
 `unbroadcast` for it, so a scalar loop records only what its rules read, not shapes. A value
 whose rank the analysis cannot tell is `None`, and the generic code stays. `adjoint_rank` reads
 an adjoint expression's rank off its primal's (for lowering to Numba).
@@ -51,11 +53,17 @@ _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 
 
-def rank_of_argument(value) -> int | None:
+_INDEX_KINDS = {"b": "b", "i": "i", "u": "i"}  # dtype kind -> how it indexes: mask, integers
+
+
+def rank_of_argument(value):
+    """The rank the transform is specialized on: an int (None for what is not a number or an
+    array), and for an integer or boolean array the pair (rank, "i" or "b")."""
     if isinstance(value, (float, int, np.generic)):
         return 0
     if isinstance(value, np.ndarray):
-        return value.ndim
+        kind = _INDEX_KINDS.get(value.dtype.kind)
+        return value.ndim if kind is None else (value.ndim, kind)
     return None
 
 
@@ -68,8 +76,14 @@ def _join(a, b):
 
 
 class Ranks:
-    def __init__(self, params: dict[str, int | None], indices: set[str]):
-        self.rank: dict[str, object] = dict(params)
+    def __init__(self, params: dict[str, object], indices: set[str]):
+        """`params`: each parameter's `rank_of_argument`."""
+        self.rank: dict[str, object] = {
+            n: r[0] if isinstance(r, tuple) else r for n, r in params.items()
+        }
+        # names of integer or boolean arrays -> "i" or "b" (rank_of_argument), where every
+        # assignment says so (the arguments' from the key: never a guess)
+        self.kinds: dict[str, object] = {n: r[1] for n, r in params.items() if isinstance(r, tuple)}
         self.indices = indices
         self.ints: dict[str, bool] = {}  # names every assignment of which is an int
         # list name -> the rank of every value appended to it: the values a gradient's tapes
@@ -127,7 +141,7 @@ class Ranks:
         if base is None:
             return None
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        rank = base
+        rank, advanced = base, []  # the ranks the index arrays broadcast to
         for item in items:
             if isinstance(item, ast.Slice):
                 continue
@@ -137,9 +151,31 @@ class Ranks:
                 continue
             elif self._is_int(item):
                 rank -= 1
-            else:
-                return None  # an array index
-        return rank if rank >= 0 else None
+            else:  # an index array: an integer one takes an axis, a boolean one its rank
+                r, kind = self.of(item), self.kind(item)
+                if not isinstance(r, int) or kind is None or (kind == "b" and r == 0):
+                    return None
+                rank -= r if kind == "b" else 1
+                advanced.append(1 if kind == "b" else r)
+            if rank < 0:
+                return None
+        return rank + max(advanced, default=0)
+
+    def kind(self, node: ast.expr):
+        """ "b" or "i" for a boolean or integer array (or an element of one), where known."""
+        if isinstance(node, ast.Name):
+            value = self.kinds.get(node.id)
+            return value if isinstance(value, str) else None
+        if isinstance(node, ast.Compare):
+            return "b"
+        if isinstance(node, ast.Subscript):
+            return self.kind(node.value)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
+            return self.kind(node.operand)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
+            kinds = {self.kind(node.left), self.kind(node.right)}
+            return "b" if kinds == {"b"} else None
+        return None
 
     def _is_int(self, node: ast.expr) -> bool:
         if isinstance(node, ast.Constant):
@@ -183,6 +219,8 @@ class Ranks:
             return self.of(args[1])
         if callee is runtime.grad_seed:
             return 0
+        if callee in (np.eye, np.identity):
+            return 2
         if callee in (np.sort, np.argsort) and args:  # along an axis; flattened for axis=None
             axis = keywords.get("axis", args[1] if len(args) > 1 else None)
             flat = isinstance(axis, ast.Constant) and axis.value is None
@@ -272,11 +310,11 @@ class Ranks:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
         }
         for _ in range(20):  # loop-carried names settle in a few rounds
-            before = (dict(self.rank), dict(self.ints), dict(self.elements))
+            before = (dict(self.rank), dict(self.ints), dict(self.elements), dict(self.kinds))
             self._next_ints: dict[str, bool] = {}
             self._block(stmts)
             self.ints = self._next_ints
-            if before == (self.rank, self.ints, self.elements):
+            if before == (self.rank, self.ints, self.elements, self.kinds):
                 return
 
     def _block(self, stmts):
@@ -297,12 +335,15 @@ class Ranks:
                 if isinstance(target, ast.Name) and popped is not None:
                     value = self.elements.get(popped, _BOTTOM)  # (nothing appended yet: bottom)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
+                    self.kinds[target.id] = None
                     self._next_ints[target.id] = False
                 elif isinstance(target, ast.Name):
                     if self._is_list(stmt.value):
                         self.lists.add(target.id)
                     value = self.of(stmt.value)
                     self.rank[target.id] = _join(self.rank.get(target.id, _BOTTOM), value)
+                    kind = self.kind(stmt.value)
+                    self.kinds[target.id] = _join(self.kinds.get(target.id, _BOTTOM), kind)
                     is_int = self._is_int(stmt.value)
                     self._next_ints[target.id] = self._next_ints.get(target.id, True) and is_int
                 elif isinstance(target, ast.Tuple):
@@ -310,6 +351,7 @@ class Ranks:
                     sizes = isinstance(value, ast.Attribute) and value.attr == "shape"
                     for e in target.elts:
                         self.rank[e.id] = _join(self.rank.get(e.id, _BOTTOM), 0) if sizes else None
+                        self.kinds[e.id] = None
                         self._next_ints[e.id] = self._next_ints.get(e.id, True) and sizes
 
     def _is_list(self, value: ast.expr) -> bool:

@@ -105,33 +105,36 @@ def batched_unbroadcast(g, x):
 
 @numba_jitable
 def _sum_to(g, shape, lead):
-    """Sum `g` down to `shape` (its trailing axes, each equal or 1), undoing broadcasting."""
+    """Sum `g` down to `shape` (its trailing axes, each equal or 1), undoing broadcasting: row by
+    row along g's last axis (summed, or added to out's), an odometer over g's other axes
+    keeping the row's offset in `out` (from each axis' stride there, 0 where summed)."""
     out = np.zeros(shape, dtype=g.dtype)
-    flat_out = out.reshape(-1)
-    flat = np.ascontiguousarray(g).reshape(-1)
-    gshape = g.shape
-    n_out = flat_out.size
-    trailing = True  # g is out repeated along leading axes only
-    for d in range(len(shape)):
-        if shape[d] != gshape[d + lead]:
-            trailing = False
-    if trailing and n_out > 0:
-        for r in range(flat.size // n_out):
-            flat_out += flat[r * n_out : (r + 1) * n_out]
-        return out
-    for k in range(flat.size):
-        rem = k
-        o = 0
-        stride = 1
-        for d in range(len(gshape) - 1, lead - 1, -1):
-            n = gshape[d]
-            i = rem % n
-            rem //= n
-            m = shape[d - lead]
-            if m != 1:
-                o += i * stride
-            stride *= m
-        flat_out[o] += flat[k]
+    flat_out, flat = out.reshape(-1), np.ascontiguousarray(g).reshape(-1)
+    nd, inner = g.ndim, g.shape[-1]
+    strides, counter = np.zeros(nd, np.int64), np.zeros(nd, np.int64)
+    stride, o = 1, 0
+    for d in range(nd - 1, lead - 1, -1):
+        if shape[d - lead] != 1:
+            strides[d] = stride
+        stride *= shape[d - lead]
+    for start in range(0, flat.size if inner > 0 else 0, max(inner, 1)):
+        if strides[nd - 1] == 0:
+            total = flat[start]
+            for i in range(start + 1, start + inner):
+                total += flat[i]
+            flat_out[o] += total
+        else:
+            for i in range(inner):
+                flat_out[o + i] += flat[start + i]
+        d = nd - 2
+        while d >= 0:  # the next row: the odometer's step
+            counter[d] += 1
+            o += strides[d]
+            if counter[d] < g.shape[d]:
+                break
+            o -= strides[d] * g.shape[d]
+            counter[d] = 0
+            d -= 1
     return out
 
 
@@ -146,6 +149,8 @@ def _unbroadcast(g, x):
     if g.ndim < x.ndim:
         return lambda g, x: np.zeros(x.shape, dtype=g.dtype) + g
     lead = g.ndim - x.ndim
+    if g.ndim == 0:  # both 0-d
+        return lambda g, x: g
     if lead == 0:
 
         def same_rank(g, x):

@@ -159,13 +159,13 @@ def _global_names(code) -> set[str]:
 
 
 def constants_read(funcs) -> dict[str, str]:
-    """The module-level number and tuple constants the functions read (`_BERNOULLI`), as source
-    lines for a module that copies the functions (`s2sad emit`)."""
+    """The module-level number, string and tuple constants the functions read (`_BERNOULLI`), as
+    source lines for a module that copies the functions (`s2sad emit`)."""
     found = {}
     for func in funcs:
         for name in sorted(_global_names(func.__code__)):
             value = func.__globals__.get(name)
-            if type(value) in (int, float, tuple) and name not in found:
+            if type(value) in (int, float, str, tuple) and name not in found:
                 found[name] = f"{name} = {value!r}"
     return found
 

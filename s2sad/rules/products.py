@@ -35,9 +35,9 @@ def _mm_impl(a, b):
         if a.ndim < 2 or b.ndim < 2 or a.ndim > 3 or b.ndim > 3:
             return None
         if a.dtype == b.dtype:
-            return lambda a, b: _mm_stacks(a, b)
+            return lambda a, b: _mm_stacks(a, b, 0)
         common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
-        return lambda a, b: _mm_stacks(a.astype(common), b.astype(common))
+        return lambda a, b: _mm_stacks(a.astype(common), b.astype(common), 0)
     if a.dtype == b.dtype:
         return lambda a, b: a @ b
     common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
@@ -45,16 +45,24 @@ def _mm_impl(a, b):
 
 
 @numba_jitable
-def _mm_stacks(a, b):
-    """`a @ b` for a stack of matrices (3-D) and a matrix or a stack, one product per matrix."""
+def _mm_stacks(a, b, transposed):
+    """`a @ b` for a stack of matrices (3-D) and a matrix or a stack, one BLAS product per matrix
+    written into the result; with `transposed` 1 `a @ swapaxes(b)`, 2 `swapaxes(a) @ b` (the
+    cotangents'), reading the matrix transposed (Numba's dot copies a swapped stack's matrices)."""
     p = a.shape[0] if a.ndim == 3 else 1
     q = b.shape[0] if b.ndim == 3 else 1
     if p != q and p != 1 and q != 1:
         raise ValueError("matmul: the stacks' lengths do not broadcast")
-    n = max(p, q)
-    out = np.empty((n, a.shape[-2], b.shape[-1]), dtype=a.dtype)
-    for i in range(n):
-        out[i] = np.dot(_matrix(a, i if p > 1 else 0), _matrix(b, i if q > 1 else 0))
+    rows = a.shape[-1] if transposed == 2 else a.shape[-2]
+    out = np.empty((max(p, q), rows, b.shape[-2] if transposed == 1 else b.shape[-1]), a.dtype)
+    for i in range(max(p, q)):
+        left, right = _matrix(a, i if p > 1 else 0), _matrix(b, i if q > 1 else 0)
+        if transposed == 1:
+            np.dot(left, right.T, out[i])
+        elif transposed == 2:
+            np.dot(left.T, right, out[i])
+        else:
+            np.dot(left, right, out[i])
     return out
 
 
@@ -121,6 +129,8 @@ def _matmul_vjp_lhs(g, a, b):
     if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
         if a.ndim == 1 or b.ndim == 1:
             return None
+        if g.dtype == b.dtype and g.ndim == 3:
+            return lambda g, a, b: unbroadcast(_mm_stacks(g, b, 1), a)
         return lambda g, a, b: unbroadcast(_mm(g, np.swapaxes(b, -1, -2)), a)
     if a.ndim == 1 and b.ndim == 1:
         return lambda g, a, b: g * b
@@ -166,6 +176,8 @@ def _matmul_vjp_rhs(g, a, b):
     if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
         if a.ndim == 1 or b.ndim == 1:
             return None
+        if a.dtype == g.dtype and g.ndim == 3:
+            return lambda g, a, b: unbroadcast(_mm_stacks(a, g, 2), b)
         return lambda g, a, b: unbroadcast(_mm(np.swapaxes(a, -1, -2), g), b)
     if a.ndim == 1 and b.ndim == 1:
         return lambda g, a, b: g * a
@@ -344,6 +356,8 @@ defvjp(
 
 # ----------------------------------------------------------------------------- einsum
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"  # einsum's subscript letters
+
 
 @helper
 def einsum_parts(subscripts):
@@ -379,20 +393,13 @@ def einsum_explicit(subscripts, operands, k=0, lead=0):
             out += sorted(i for i in set(flat) if flat.count(i) == 1)
 
         def spell(sub):
-            return "".join(
-                (
-                    "..."
-                    if i is Ellipsis
-                    else "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"[i]
-                )
-                for i in sub
-            )
+            return "".join("..." if i is Ellipsis else _LETTERS[i] for i in sub)
 
         text = ",".join(spell(sub) for sub in subs) + "->" + spell(out)
         k = (k + 1) // 2
     ins, out = einsum_parts(text)
     if "..." in text:
-        free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in text]
+        free = [c for c in _LETTERS if c not in text]
         dims = [
             np.ndim(x) - (lead if i == k else 0) - len(s.replace("...", "")) if "..." in s else 0
             for i, (s, x) in enumerate(zip(ins, arrays))
@@ -414,15 +421,7 @@ def einsum_cotangent(g, ins, out, arrays, k, batch=False):
         for c, n in zip(s, np.shape(x)):
             sizes[c] = max(sizes.get(c, 1), n)
     target = ins[k]
-    z = (
-        next(
-            c
-            for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-            if c not in "".join(ins) + out
-        )
-        if batch
-        else ""
-    )
+    z = next(c for c in _LETTERS if c not in "".join(ins) + out) if batch else ""
     others = [s for i, s in enumerate(ins) if i != k]
     other_ops = [op for i, op in enumerate(arrays) if i != k]
     available = set(out).union(*others) if others else set(out)
@@ -510,11 +509,7 @@ def batched_einsum(subscripts, *operands, which=0):
     """np.einsum with the batch on operand `which` (in the sublist form: 0 is the first array,
     else a position in `operands`): one more letter for the batch axis."""
     ins, out, arrays, k = einsum_explicit(subscripts, operands, which, lead=1)
-    z = next(
-        c
-        for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-        if c not in "".join(ins) + out
-    )
+    z = next(c for c in _LETTERS if c not in "".join(ins) + out)
     ins[k] = z + ins[k]
     return np.einsum(",".join(ins) + "->" + z + out, *arrays)
 
