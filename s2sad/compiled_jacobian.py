@@ -23,7 +23,7 @@ import inspect
 
 import numpy as np
 
-from .jit import Jitted, _from_numba_cache, _is_numba_error, _module_for, _shape_assertion
+from .jit import _from_numba_cache, _is_numba_error, _module_for, _shape_assertion
 from .rules.registry import VERSION
 
 # compiled-path calls with one kind of arguments before that kind gets its whole compiled
@@ -231,9 +231,10 @@ class WholeJacobians:
             self.last = fast
         return result
 
-    def remember(self, owner, compiled, values, bound, given, out, first):
+    def remember(self, owner, ran, compiled, values, bound, given, out, first):
         """After a call the compiled path completed (`owner`: the vjp transform, for rows, or
-        the jvp one; `first`: the first row's gradients, or the first column): count calls of
+        the jvp one; `ran`: the Jitted whose code computed the rows or columns, None where
+        Python did; `first`: the first row's gradients, or the first column): count calls of
         its kind, and make the whole compiled Jacobian for the kind once it is called often
         (again where the data's kinds or the output's shape changed since)."""
         args, kwargs = given
@@ -257,19 +258,18 @@ class WholeJacobians:
         elif fast.off or fast.made_for == _made_for(values, out):
             self.last = None if fast.off else fast
             return
-        fast = self._made(owner, compiled, values, bound, args, out, first)
+        fast = self._made(owner, ran, compiled, values, bound, args, out, first)
         if fast is not None:
             self.fast[key] = self.last = fast
 
-    def _made(self, owner, compiled, values, bound, args, out, first):
+    def _made(self, owner, jitted, compiled, values, bound, args, out, first):
         """The whole compiled Jacobian for this call's kind, or None where the compiled path
         did not run Numba's code, or the output or first row is not an array or number of the
         kind the texts are written for."""
         inputs = [bound.arguments[n] for n in bound.wrt]
         rows = owner.mode == "vjp"
-        jitted = Jitted.of(compiled)
         names = [compiled.name, compiled.name + "_sweep"] if rows else [compiled.name]
-        if any(jitted.dispatcher(n) is None for n in names):
+        if jitted is None or any(jitted.namespace.get(n) is None for n in names):
             return None
         ranks = [_rank(x) for x in inputs]
         out_rank = _rank(out)

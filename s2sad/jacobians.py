@@ -217,7 +217,8 @@ class Jacobian:
                 grads = first = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
                 for g in grads if len(inputs) > 1 else (grads,):
                     _refuse_complex(g, "gradient")  # every row has the first one's types
-                direct = Jitted.of(compiled).dispatcher(sweep)
+                ran = Jitted.of(compiled).ran(sweep, (*args, unboxed(seed), *values))
+                direct = None if ran is None else ran.namespace.get(sweep)
             elif direct is not None:  # compiled for the first row's types: call it directly
                 grads = direct(*args, unboxed(seed), *values)
             else:
@@ -226,7 +227,7 @@ class Jacobian:
             for block, g in zip(blocks, grads):
                 block[i] = np.ravel(g)
         blocks = [np.reshape(b, np.shape(out) + np.shape(x)) for b, x in zip(blocks, inputs)]
-        self._whole.remember(backward, compiled, values, bound, given, out, first)
+        self._whole.remember(backward, ran, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
 
     def _compiled_columns(self, bound, inputs, given):
@@ -242,7 +243,7 @@ class Jacobian:
         zeros = [unboxed(np.zeros(np.shape(x))) for x in inputs]
         sizes = [np.size(x) for x in inputs]
         offsets = np.cumsum([0] + sizes)
-        columns = direct = out = first = None
+        columns = direct = out = first = ran = None
         for k, x in enumerate(inputs):
             for i, e in enumerate(_basis(x)):
                 tangents = (*zeros[:k], unboxed(e), *zeros[k + 1 :])
@@ -259,7 +260,8 @@ class Jacobian:
                             return None
                         _refuse_complex(dot, "tangent")  # every column has the first one's types
                         columns, first = np.empty((np.size(out), offsets[-1])), dot
-                    direct = jitted.dispatcher(compiled.name)
+                    ran = jitted.ran(compiled.name, (*args, *tangents, *values))
+                    direct = None if ran is None else ran.namespace.get(compiled.name)
                 columns[:, offsets[k] + i] = np.ravel(dot)
         if columns is None:  # nothing to differentiate: no call ran
             return None
@@ -267,7 +269,7 @@ class Jacobian:
             np.reshape(columns[:, offsets[k] : offsets[k + 1]], np.shape(out) + np.shape(x))
             for k, x in enumerate(inputs)
         ]
-        self._whole.remember(forward, compiled, values, bound, given, out, first)
+        self._whole.remember(forward, ran, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
 
     def _conformed(self, blocks, inputs, bound):

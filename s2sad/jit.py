@@ -252,15 +252,18 @@ class Jitted:
             return self.without_fusion()(args, strict, name, what)
         return self.fallback(name, failed, args, strict, what)
 
-    def dispatcher(self, name: str):
-        """Numba's dispatcher of `name`, for a caller that has just run it through `__call__`
-        and calls it again with arguments of the same types; None where that call did not
-        run compiled code (a fallback, threads turned off, s2sad.checkpoint's loops)."""
-        if self.namespace is None or self.failed or self.module_failed or self.runs_python:
+    def ran(self, name: str, args) -> "Jitted | None":
+        """The Jitted whose compiled code ran `name` on `args` in the caller's call through
+        `__call__` just now: this one, or its unfused version where Numba could not type the
+        fused loops for these kinds (float32); None where that call did not run compiled code
+        (a fallback, threads turned off, s2sad.checkpoint's loops)."""
+        if self.namespace is None or self.module_failed or self.runs_python:
             return None
         if self.threads != self.compiled.parallel:
             return None
-        return self.namespace.get(name)
+        if (name, _kinds(args)) in self.failed:
+            return self.unfused.ran(name, args) if self.unfused is not None else None
+        return self
 
     def without_fusion(self) -> "Jitted":
         with self.lock:
@@ -392,14 +395,20 @@ _TELLING = (
 )
 
 
+_FRAMING = ("Failed in ", "- Resolution failure", "During:", "File ", "^")
+
+
 def _reason(exc) -> str:
     """The line of Numba's message that names the operation, and where: the user's line (the
     generated code's `# line N:` comment Numba shows) or else the generated line."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    # else the first line that is not Numba's framing ("Failed in nopython mode pipeline",
+    # "- Resolution failure for ...", "During: ...")
+    plain = [line for line in lines if not line.startswith(_FRAMING)]
     reason = next(
         (line for line in lines if any(t in line for t in _TELLING)),
-        lines[0] if lines else type(exc).__name__,
+        plain[0] if plain else lines[0] if lines else type(exc).__name__,
     )
     where = next(
         (

@@ -570,3 +570,17 @@ def test_the_jitted_pullbacks_sweep_computes_only_what_its_adjoint_reads():
     value, pullback = e(x)
     np.testing.assert_allclose(pullback(1.0), np.exp(3.0) * np.ones(2), rtol=1e-14)
     assert "np.exp(" in s2sad.source(e, x).split("def vjp_exp_of_sum_sweep")[1]
+
+
+def reshaped_rows(p, obs):
+    R = p[0:9].reshape(3, 3)
+    return R @ obs
+
+
+def test_strict_errors_give_numbas_reason_not_its_framing():
+    """Numba's first line ("Failed in nopython mode pipeline ...") says nothing; the reason is
+    further down (a strided slice reshaped: Numba reshapes contiguous arrays only)."""
+    strided = np.asfortranarray(np.arange(120.0).reshape(10, 12))[5]
+    with pytest.raises(JitError) as info:
+        s2sad.jacobian(reshaped_rows, jit="strict")(strided, np.ones(3))
+    assert "contiguous" in str(info.value) and "Failed in" not in str(info.value)

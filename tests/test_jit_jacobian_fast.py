@@ -217,6 +217,27 @@ def test_changing_kinds_of_arguments():
     assert_same(J(cam, X, w=w, feat=feat), plain(cam, X, w, feat))  # by keyword: compiled path
 
 
+def stencil_rows(p, obs):  # a slice-heavy residual: its fused loops are float64 only
+    return np.sin(p[:3] * obs) + 2.0 * p[3:6] ** 2 + p[6:9] * obs
+
+
+@pytest.mark.parametrize("mode", [None, "forward"])
+def test_float32_gets_the_whole_jacobian_from_the_unfused_code(mode):
+    """For float32 Numba compiles the unfused code (the fused loops are float64): the whole
+    Jacobian calls that module's functions (before, it never came, at ~100 µs a call)."""
+    J = s2sad.jacobian(stencil_rows, mode=mode, jit="strict")
+    plain = s2sad.jacobian(stencil_rows, mode=mode)
+    rng = np.random.default_rng(5)
+    calls = [
+        (rng.normal(size=9).astype(np.float32), rng.normal(size=3).astype(np.float32))
+        for _ in range(compiled_jacobian.CALLS_BEFORE_COMPILING + 2)
+    ]
+    for args in calls:
+        assert_same(J(*args), plain(*args), rtol=1e-5)
+    assert served(J, calls[-1])
+    assert J(*calls[0]).dtype == np.float32
+
+
 def test_another_rank_between_calls():
     """Another rank is another transform (the code is specialized on ranks)."""
     rng = np.random.default_rng(2)

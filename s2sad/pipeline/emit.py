@@ -221,6 +221,15 @@ def emit(
             f"def {name}({params}):",
             "    " + docstring(f"{what} of {where} with respect to {', '.join(wrt)}.{note}"),
         ]
+    elif mode == "vjp" and jit and plain_primal is not None:  # no closures in Numba
+        lines = [
+            f"def {name}({params}):",
+            "    "
+            + docstring(
+                f"Value of {where}; {name}_sweep({', '.join(_parameter_names(parsed.tree))}, "
+                f"{', '.join(adjoint.seeds)}) is its pullback to {', '.join(wrt)}.{note}"
+            ),
+        ]
     else:
         lines = [
             f"def {name}({params}):",

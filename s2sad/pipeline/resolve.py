@@ -249,7 +249,8 @@ class Resolver:
             "time, which s2sad cannot follow (it may hand out `eval` or another reader of the "
             "function's variables)",
             call,
-            hint=f"write the attribute out (`{ast.unparse(call.args[0])}.name`)",
+            hint=f"name the attribute in the code (`{ast.unparse(call.args[0])}.sin`), or pass "
+            "the function in as an argument",
         )
 
     def resolve(self, node: ast.expr):

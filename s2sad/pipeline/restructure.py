@@ -105,9 +105,12 @@ def _loop_returns(loop, rest: list[ast.stmt], result: ast.expr, parsed, fresh) -
         return parsed.error(
             UnsupportedSyntaxError,
             "s2sad supports a `return` inside a loop only as the last statement of an `if` "
-            "directly in the loop's body",
+            "(or of its `else`) directly in the loop's body, not of an `elif` or an `if` nested "
+            "in another",
             node,
-            hint="assign the result and `break`, then return after the loop",
+            hint="write each exit as its own `if c: return v` in the loop's body (an `elif` "
+            "becomes a second `if`), or assign the result and `break`, then return after the "
+            "loop",
         )
 
     def body_of(loop_stmt):
