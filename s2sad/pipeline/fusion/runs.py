@@ -237,15 +237,20 @@ class Run:
         return True
 
     def _view(self, value) -> bool:
-        """`u[1:, :-1]`, `v[:, None]`: a slice of an array, every axis kept, new ones of length 1
-        (read by the run as an array of that shape)."""
+        """`u[1:, :-1]`, `v[:, None]`, `w[k, :b]`: a slice of an array, every axis kept or taken
+        at an index computed above the run (a row of a matrix), new ones of length 1 (read by the
+        run as an array of that shape)."""
         if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
             return False
         items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
         slices = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+        kept = [i for i in slices if isinstance(i, ast.Slice)]
+        if kept != slices and (not kept or len(slices) != len(items)):
+            return False  # an index beside a new axis, or no axis kept: not a view taken here
         return self.f.rank(value.value) == len(slices) and all(
-            isinstance(i, ast.Slice)
-            and all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
+            all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
+            if isinstance(i, ast.Slice)
+            else self._scalar(i)
             for i in slices
         )
 
