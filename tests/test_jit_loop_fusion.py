@@ -1,7 +1,8 @@
 """Loop bodies of jitted gradients (issue #17's LSTM): rows of a parameter matrix taken at a
-loop's index (`w[k, :n]`) join the fused runs as views computed above them; a value recorded
-for its shape alone (`shape_push`) is not stored by a run; a tape push of a fresh snapshot
-copies it once. Each must give Python mode's numbers and finite differences', with breaks,
+loop's index (`w[k, :n]`) join the fused runs as views computed above them; the adjoint's adds
+into such rows (`add_at(dw, (k, slice(...)), v)`) join them too, added element by element; a
+value recorded for its shape alone (`shape_push`) is not stored by a run; a tape push of a fresh
+snapshot copies it once; a run's guard compares each array with the first, two at a time. Each must give Python mode's numbers and finite differences', with breaks,
 branches, rows written in place and shapes that change from one iteration to the next."""
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def test_rows_at_the_loops_index_join_the_fused_run():
     jitted = _check(gates, args, (0, 1))
     source = s2sad.source(jitted, *args)
     # the row views come first, and the product reading them is inside the run
-    assert "if fusible(c_item, c_item2, c_item3):" in source
+    assert "if fusible(c_item, c_item2) and fusible(c_item, c_item3):" in source
     assert "c_mul_i = c_item[i0] * c_item2[i0]" in source
 
 
@@ -123,7 +124,8 @@ def test_a_value_recorded_for_its_shape_is_not_stored():
     # `c_mul` is recorded for its shape alone: the fused branch names an array of its shape
     assert "shape_push(c_mul_tape, c_mul)" in source
     assert "c_mul = np.empty(" not in source
-    fused_branch = source.split("if fusible(c_item, c_item2, c_item3):")[1].split("else:")[0]
+    guard = "if fusible(c_item, c_item2) and fusible(c_item, c_item3):"
+    fused_branch = source.split(guard)[1].split("else:")[0]
     assert "c_mul = c\n" in fused_branch
     # the fused code, run by Python with its guards true, gives the same numbers
     expected = s2sad.grad(gates, wrt=(0, 1))(*args)
@@ -183,3 +185,35 @@ def test_the_lstm_workload(layers, steps):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14)
         fd = fd_grad(lstm.lstm_objective, args, i)
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-9)
+
+
+def test_the_adjoints_adds_into_rows_join_the_fused_run():
+    x = lstm.make_inputs(2, 4)
+    jitted = s2sad.grad(lstm.lstm_objective, wrt=lstm.WRT, jit="strict")
+    jitted(**x)
+    source = s2sad.source(jitted, **x)
+    # the adds into the rows of the weights' gradient happen where the values are computed
+    assert "dmain_params_view = dmain_params[B, slice(3 * b, None, None)]" in source
+    assert "dmain_params_view[i0] += dchange_add_i" in source
+    assert "dchange_item3 = np.empty(" not in source
+    # the unfused branch keeps the adds as they were
+    assert "add_at(dmain_params, (B, slice(3 * b, None, None)), dchange_item3)" in source
+    expected = s2sad.grad(lstm.lstm_objective, wrt=lstm.WRT)(**x)
+    for g, e in zip(in_python(jitted, *x.values())[1], expected):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14)
+
+
+def reads_what_it_adds_into(w, xs):
+    """The row of `w` read in the body is also the row the adjoint adds into: `dw` is read by no
+    run it adds into (its adds stay where they were where a read follows)."""
+    total = 0.0
+    for t in range(xs.shape[0]):
+        u = np.tanh(xs[t] * w[0, :] + w[1, :])
+        v = u * w[0, :] + np.sin(w[1, :]) * u
+        total = total + np.sum(v * xs[t])
+    return total
+
+
+def test_adds_into_a_row_read_again_give_python_modes_numbers():
+    r = np.random.default_rng(4)
+    _check(reads_what_it_adds_into, (r.normal(size=(2, 6)), r.uniform(size=(5, 6))), (0, 1))

@@ -11,7 +11,7 @@ as accumulators); slicing views (`v = u[1:, :-1]`) and arithmetic on numbers are
 
 Emitted, a run is
 
-    if fusible(a, b, x):          # the arrays it reads: float64, one shape (compiled code only)
+    if fusible(a, b) and fusible(a, x):   # the arrays it reads: float64, one shape (compiled)
         u = np.empty(a.shape)     # the values read after the run, allocated once
         s = 0.0
         for i0 in range(a.shape[0]):
@@ -34,8 +34,12 @@ an axis (`np.sum(t, axis=1)`, `unbroadcast(g, b)` to a lower rank) are accumulat
 arrays, and the guard is `float64_arrays(...)` followed by comparisons of the actual shapes with
 those the maps assume (shapes.py).
 
+The adjoint's adds into rows of a gradient (`add_at(dw, (k, slice(0, n, None)), v)`) join a run
+that computes `v`: added element by element into a view taken above it (row_adds.py).
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
-shapes.py holds the index maps and guards across ranks, syntax.py what they all share.
+shapes.py holds the index maps and guards across ranks, row_adds.py the adds into rows,
+syntax.py what they all share.
 """
 
 from __future__ import annotations

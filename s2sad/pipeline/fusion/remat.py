@@ -22,7 +22,7 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
     view of them): so the recomputation reads what the first computation read."""
     counts = assign_counts([n for n in nodes if isinstance(n, ast.stmt)])
     in_loops = _assigned_in_loops(nodes)
-    unstable = _reaching(written, _view_links(nodes))
+    unstable = reaching(written, _view_links(nodes))
     unstable |= {n for n, c in counts.items() if c > 1} | in_loops
     fusing = [r for r in runs if r.fuses()]
     for k, first in enumerate(fusing):
@@ -45,7 +45,9 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
                 for s, kind in r.entries
             ):
                 continue  # `v = y` in a later run names the array itself: it is stored
-            statement = next(s for s, _ in reversed(first.entries) if s.targets[0].id == name)
+            statement = next(
+                s for s, k in reversed(first.entries) if k != "scatter" and s.targets[0].id == name
+            )
             for r in readers:
                 r.remat[name] = (statement, recipe)
             first.rematerialized.add(name)
@@ -55,9 +57,9 @@ def _recipes(run) -> dict:
     """Each value the run assigns once -> its expression over the run's inputs, where cheap
     and free of s2sad's helpers (whose identity holds only for equal shapes)."""
     known: dict = {}
-    assigned = Counter(s.targets[0].id for s, kind in run.entries if kind != "sum")
+    assigned = Counter(s.targets[0].id for s, kind in run.entries if kind not in ("sum", "scatter"))
     for stmt, kind in run.entries:
-        if kind == "sum":
+        if kind in ("sum", "scatter"):
             continue
         target = stmt.targets[0].id
 
@@ -134,7 +136,7 @@ def _view_links(nodes) -> dict:
     return links
 
 
-def _reaching(written: set[str], links: dict) -> set[str]:
+def reaching(written: set[str], links: dict) -> set[str]:
     """The names some array written into may share memory with (its views, what it views)."""
     reverse: dict = {}
     for root, targets in links.items():
