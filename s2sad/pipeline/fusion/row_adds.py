@@ -80,7 +80,7 @@ def sharing(nodes) -> dict:
 def _roots(value) -> set[str]:
     if isinstance(value, ast.Call):
         method = value.func.attr if isinstance(value.func, ast.Attribute) else None
-        if method == "copy" or text_of(value.func).split(".")[-1] in _FRESH:
+        if method == "copy" or text_of(value.func) in _FRESH:
             return set()
         found = _roots(value.func.value) if method else set()
         return found | set().union(*(_roots(a) for a in value.args))
@@ -93,9 +93,11 @@ def _roots(value) -> set[str]:
     return set()
 
 
-# calls whose result is a new array, never a view of their arguments
-_FRESH = {"zeros", "zeros_like", "empty", "empty_like", "ones", "ones_like", "full", "full_like"}
-_FRESH |= {"snapshot", "copy"}
+# calls whose result is a new array, never a view of their arguments: NumPy's and s2sad's helpers
+_FRESH = {
+    f"np.{name}"
+    for name in "zeros zeros_like empty empty_like ones ones_like full full_like copy".split()
+} | {"zeros_like", "snapshot"}
 
 
 def _none(node) -> bool:
