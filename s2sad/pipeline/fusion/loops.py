@@ -22,7 +22,7 @@ class Emitter:
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind not in ("sum", "reduce", "scatter"):
+            if kind not in ("sum", "reduce", "row_add"):
                 self.final[stmt.targets[0].id] = k
         self.live, self.standins = set(), []
         for name in self.final:
@@ -89,8 +89,8 @@ class Emitter:
         head, body, tail = [], [], []
         allocated, aliases = [], []
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind == "scatter":  # `add_at(a, j, v)`: v's element added into a's view
-                view, value = run.scatters[id(stmt)]
+            if kind == "row_add":  # `add_at(a, j, v)`: v's element added into a's view
+                view, value = run.row_adds[id(stmt)]
                 added = ast.AugAssign(self.at(view, ast.Store()), ast.Add(), self.element(value))
                 body.append(origin(added, stmt))
                 continue

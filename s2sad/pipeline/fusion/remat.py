@@ -46,7 +46,7 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
             ):
                 continue  # `v = y` in a later run names the array itself: it is stored
             statement = next(
-                s for s, k in reversed(first.entries) if k != "scatter" and s.targets[0].id == name
+                s for s, k in reversed(first.entries) if k != "row_add" and s.targets[0].id == name
             )
             for r in readers:
                 r.remat[name] = (statement, recipe)
@@ -57,9 +57,9 @@ def _recipes(run) -> dict:
     """Each value the run assigns once -> its expression over the run's inputs, where cheap
     and free of s2sad's helpers (whose identity holds only for equal shapes)."""
     known: dict = {}
-    assigned = Counter(s.targets[0].id for s, kind in run.entries if kind not in ("sum", "scatter"))
+    assigned = Counter(s.targets[0].id for s, kind in run.entries if kind not in ("sum", "row_add"))
     for stmt, kind in run.entries:
-        if kind in ("sum", "scatter"):
+        if kind in ("sum", "row_add"):
             continue
         target = stmt.targets[0].id
 

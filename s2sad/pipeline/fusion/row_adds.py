@@ -22,9 +22,9 @@ def took_row_add(run, stmt) -> bool:
     view_stmt, view, value, shared = found
     run.hoisted.append(view_stmt)
     run.maps[view] = run.full()
-    run.scatters[id(stmt)] = (view, value)
-    run.scattered |= shared
-    return run._add(stmt, "scatter", view, [], [view])
+    run.row_adds[id(stmt)] = (view, value)
+    run.added_into |= shared
+    return run._add(stmt, "row_add", view, [], [view])
 
 
 def row_add(run, stmt):
@@ -38,7 +38,7 @@ def row_add(run, stmt):
     a, index, v = call.args
     if not (isinstance(a, ast.Name) and isinstance(v, ast.Name) and v.id in run.assigned):
         return None
-    if names_in([index, v]) & run.scattered:
+    if names_in([index, v]) & run.added_into:
         return None
     items = index.elts if isinstance(index, ast.Tuple) else [index]
     taken = 0  # axes taken at one index
@@ -54,7 +54,7 @@ def row_add(run, stmt):
     if not isinstance(rank, int) or len(items) > rank or rank - taken != run.rank:
         return None
     shared = reaching({a.id}, run.f.shares)
-    if shared & ((run.mentioned - run.scattered) | set(run.assigned)):
+    if shared & ((run.mentioned - run.added_into) | set(run.assigned)):
         return None  # read by the run before (adds into the same array are taken)
     view = run.f.fresh(f"{a.id}_view")
     run.f.known[view] = run.rank

@@ -151,21 +151,21 @@ class Run:
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
         self.stmts: list = []  # every statement taken, in order (the unfused branch)
         self.hoisted: list = []  # views and arithmetic on numbers, moved above the run
-        # (statement, kind): "element", "alias", "sum", "reduce" or "scatter"
+        # (statement, kind): "element", "alias", "sum", "reduce" or "row_add"
         self.entries: list = []
         self.assigned: dict[str, None] = {}  # names the run assigns elementwise, in order
         self.inputs: dict[str, None] = {}  # rank-r arrays read before the run assigns them
         self.witnesses: dict[str, None] = {}  # arrays read for their shape alone
         self.sums: set[str] = set()
         self.mentioned: set[str] = set()
-        self.scatters: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
-        self.scattered: set[str] = set()  # arrays added into, and what may share their memory
+        self.row_adds: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
+        self.added_into: set[str] = set()  # arrays added into, and what may share their memory
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
         if took_row_add(self, stmt):  # `add_at(dw, j, v)`: added element by element
             return True
-        if names_in([stmt]) & self.scattered:
+        if names_in([stmt]) & self.added_into:
             return False  # a read of an array the run adds into
         target = assigned_name(stmt)
         if target is None:
@@ -243,7 +243,7 @@ class Run:
             self.entries.append((stmt, kind))
             if kind in ("sum", "reduce"):
                 self.sums.add(target)
-            elif kind != "scatter":
+            elif kind != "row_add":
                 self.assigned.setdefault(target)
         self.mentioned |= names_in([stmt])
         return True
