@@ -130,7 +130,7 @@ def grad_smooth(x, a):
             y_mul2 = y_sub * y_item3
             y_add = y_mul + y_mul2
             y[i] = y_add
-            y_item2_tape.append(snapshot(y_item2))
+            y_item2_tape.append(y_item2)
             y_mul_tape.append(shape_stub(y_mul))
             y_item3_tape.append(snapshot(y_item3))
             y_mul2_tape.append(shape_stub(y_mul2))

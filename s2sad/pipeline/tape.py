@@ -444,12 +444,23 @@ def _fresh_arrays(stmts) -> set[str]:
     return fresh
 
 
-_ALLOCATING = {np.dot, np.matmul, np.outer, np.concatenate, np.stack, np.sum, np.mean, np.prod}
+_ALLOCATING = {
+    np.dot,
+    np.matmul,
+    np.outer,
+    np.concatenate,
+    np.stack,
+    np.sum,
+    np.mean,
+    np.prod,
+    runtime.snapshot,
+}
 
 
 def _allocated_values(stmts) -> set[str]:
     """Names every assignment of which makes a new array that nothing writes into: arithmetic,
-    ufuncs, products, joins and reductions. Their tape pushes need no copy."""
+    ufuncs, products, joins, reductions and snapshots, or names another such name (`h = h_new`,
+    a loop's end copy). Their tape pushes need no copy."""
     defs: dict[str, list] = {}
     written = set()
     for node in walk_nodes(ast.Module(stmts, [])):
@@ -465,12 +476,19 @@ def _allocated_values(stmts) -> set[str]:
     def allocates(value) -> bool:
         if isinstance(value, (ast.BinOp, ast.UnaryOp)):
             return True
+        if isinstance(value, ast.Name):
+            return value.id in found
         if isinstance(value, ast.Call) and not value.keywords:
             callee = ir.callee(value.func)
             return isinstance(callee, np.ufunc) or callee in _ALLOCATING
         return False
 
-    return {n for n, vs in defs.items() if n not in written and all(map(allocates, vs))}
+    found: set[str] = set()
+    while True:  # names of names: until no name joins
+        more = {n for n, vs in defs.items() if n not in written and all(map(allocates, vs))}
+        if more <= found:
+            return found
+        found |= more
 
 
 def _reads(node) -> set[str]:

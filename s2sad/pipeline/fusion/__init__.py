@@ -11,7 +11,7 @@ as accumulators); slicing views (`v = u[1:, :-1]`) and arithmetic on numbers are
 
 Emitted, a run is
 
-    if fusible(a, b, x):          # the arrays it reads: float64, one shape (compiled code only)
+    if fusible(a, b) and fusible(a, x):   # the arrays it reads: float64, one shape (compiled)
         u = np.empty(a.shape)     # the values read after the run, allocated once
         s = 0.0
         for i0 in range(a.shape[0]):
@@ -39,8 +39,12 @@ The adjoint's scatters of basic slices join a run over the slices' shape (scatte
 other slices of `u` become `du = np.zeros(u.shape)` above the loops and `du[i0 + 1, i1] += g_i`
 inside, each slice's shape checked by the guard.
 
+The adjoint's adds into rows of a gradient (`add_at(dw, (k, slice(0, n, None)), v)`) join a run
+that computes `v`: added element by element into a view taken above it (row_adds.py).
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
-shapes.py holds the index maps and guards across ranks, scatters.py the slices added into, and
+shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
+row_adds.py the adds into rows, and
 syntax.py what they all share.
 """
 

@@ -23,7 +23,7 @@ class Emitter:
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind not in ("sum", "reduce", "scatter"):
+            if kind not in ("sum", "reduce", "scatter", "row_add"):
                 self.final[stmt.targets[0].id] = k
         self.live, self.standins = set(), []
         for name in self.final:
@@ -92,6 +92,11 @@ class Emitter:
         for k, (stmt, kind) in enumerate(run.entries):
             if kind == "scatter":  # added into the elements of `du` the slice covers
                 head, body = self.scatter(stmt, head, body)
+                continue
+            if kind == "row_add":  # `add_at(a, j, v)`: v's element added into a's view
+                view, value = run.row_adds[id(stmt)]
+                added = ast.AugAssign(self.at(view, ast.Store()), ast.Add(), self.element(value))
+                body.append(origin(added, stmt))
                 continue
             target = stmt.targets[0].id
             if kind == "reduce":

@@ -23,7 +23,7 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
     view of them): so the recomputation reads what the first computation read."""
     counts = assign_counts([n for n in nodes if isinstance(n, ast.stmt)])
     in_loops = _assigned_in_loops(nodes)
-    unstable = _reaching(written, _view_links(nodes))
+    unstable = reaching(written, _view_links(nodes))
     unstable |= {n for n, c in counts.items() if c > 1} | in_loops
     fusing = [r for r in runs if r.fuses()]
     for k, first in enumerate(fusing):
@@ -57,7 +57,7 @@ def _recipes(run) -> dict:
     and free of s2sad's helpers (whose identity holds only for equal shapes)."""
     known: dict = {}
     # (sums and scatters are added into, never read in the run)
-    entries = [(s, kind) for s, kind in run.entries if kind not in ("sum", "scatter")]
+    entries = [(s, kind) for s, kind in run.entries if kind not in ("sum", "scatter", "row_add")]
     assigned = Counter(s.targets[0].id for s, _ in entries)
     for stmt, kind in entries:
         target = stmt.targets[0].id
@@ -135,7 +135,7 @@ def _view_links(nodes) -> dict:
     return links
 
 
-def _reaching(written: set[str], links: dict) -> set[str]:
+def reaching(written: set[str], links: dict) -> set[str]:
     """The names some array written into may share memory with (its views, what it views)."""
     reverse: dict = {}
     for root, targets in links.items():

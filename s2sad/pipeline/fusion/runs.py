@@ -9,6 +9,7 @@ from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
 from .loops import Emitter
 from .scatters import scatter_of, takes_scatter, with_slices_checked
+from .row_adds import sharing, took_row_add
 from .shapes import (
     axis_reduction,
     expansion,
@@ -42,6 +43,8 @@ class Fuser:
         self.taken = taken
         self.runs: list = []
         self._indices: list[str] = []
+        self.shares = sharing(nodes)  # name -> the names that may share its memory
+        self.known: dict[str, int] = {}  # the ranks of the views scatter-adds make
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
 
     def indices(self, rank: int) -> list[str]:
@@ -63,6 +66,8 @@ class Fuser:
         (s2sad's helpers, which the analysis knows only by their resolved objects)."""
         if isinstance(node, ast.Constant):
             return 0 if isinstance(node.value, (int, float)) else None
+        if isinstance(node, ast.Name) and node.id in self.known:
+            return self.known[node.id]
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare)) or (
             isinstance(node, ast.Call) and text_of(node.func) in UFUNCS | {"np.where"}
         ):
@@ -149,7 +154,8 @@ class Run:
         self.rematerialized: set[str] = set()  # values other runs recompute, never stored
         self.stmts: list = []  # every statement taken, in order (the unfused branch)
         self.hoisted: list = []  # views and arithmetic on numbers, moved above the run
-        self.entries: list = []  # (statement, kind): "element", "alias", "sum" or "reduce"
+        # (statement, kind): "element", "alias", "sum", "reduce", "scatter" or "row_add"
+        self.entries: list = []
         self.assigned: dict[str, None] = {}  # names the run assigns elementwise, in order
         self.inputs: dict[str, None] = {}  # rank-r arrays read before the run assigns them
         self.witnesses: dict[str, None] = {}  # arrays read for their shape alone
@@ -157,10 +163,16 @@ class Run:
         self.mentioned: set[str] = set()
         self.sliced: dict[str, str] = {}  # an array the run scatters into -> the array sliced
         self.scatters: dict[int, object] = {}  # id of a scatter statement -> its Scatter
+        self.row_adds: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
+        self.added_into: set[str] = set()  # arrays added into, and what may share their memory
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
         self._pending = None  # what _elementwise found in the statement
+        if took_row_add(self, stmt):  # `add_at(dw, j, v)`: added element by element
+            return True
+        if names_in([stmt]) & self.added_into:
+            return False  # a read of an array the run adds into
         scatter = scatter_of(stmt, self.f.rank)
         if scatter is not None:
             return takes_scatter(self, stmt, scatter)
@@ -241,21 +253,28 @@ class Run:
             self.entries.append((stmt, kind))
             if kind in ("sum", "reduce", "scatter"):
                 self.sums.add(target)
-            else:
+            elif kind != "row_add":
                 self.assigned.setdefault(target)
         self.mentioned |= names_in([stmt])
         return True
 
     def _view(self, value) -> bool:
-        """`u[1:, :-1]`, `v[:, None]`: a slice of an array, every axis kept, new ones of length 1
-        (read by the run as an array of that shape)."""
+        """`u[1:, :-1]`, `v[:, None]`, `w[k, :b]`: a slice of an array, every axis kept or taken
+        at an index computed above the run (a row of a matrix), new ones of length 1 (read by the
+        run as an array of that shape)."""
         if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
             return False
         items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
         slices = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+        kept = [i for i in slices if isinstance(i, ast.Slice)]
+        if kept != slices and (not kept or len(slices) != len(items)):
+            return False  # an index beside a new axis, or no axis kept: not a view taken here
         return self.f.rank(value.value) == len(slices) and all(
-            isinstance(i, ast.Slice)
-            and all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
+            (
+                all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
+                if isinstance(i, ast.Slice)
+                else self._scalar(i)
+            )
             for i in slices
         )
 
@@ -492,7 +511,7 @@ class Run:
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
         if self.plain():
-            test = ast.Call(load("fusible"), [load(a) for a in arrays], [])
+            test = _fusible(arrays)
         else:
             test = guard(maps, sizes, self.full(), self.masks - self.numbers)
         if self.sliced:  # the arrays sliced are float64, each slice of the run's shape
@@ -525,3 +544,12 @@ class Run:
             if later > 0 and name not in defined:
                 missing.add(name)
         return missing
+
+
+def _fusible(arrays: list[str]) -> ast.expr:
+    """`fusible(a, b) and fusible(a, c)`: each array against the first (Numba passes a call's
+    arrays as one tuple, which for twenty arrays cost more than the loop they guard)."""
+    if len(arrays) == 1:
+        return ast.Call(load("fusible"), [load(arrays[0])], [])
+    pairs = [ast.Call(load("fusible"), [load(arrays[0]), load(a)], []) for a in arrays[1:]]
+    return pairs[0] if len(pairs) == 1 else ast.BoolOp(ast.And(), pairs)

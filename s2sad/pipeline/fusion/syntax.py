@@ -21,6 +21,9 @@ BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 # helpers that read their second argument for its shape alone
 SHAPE_ONLY = frozenset({"unbroadcast", "expand_reduced"})
+# the same among all calls, the shape tapes' pushes and pops too (rules/tapes.py): a run need not
+# store a value recorded for its shape alone
+SHAPE_READS = SHAPE_ONLY | {"shape_push", "shape_pop"}
 
 
 def names_in(nodes) -> set[str]:
@@ -37,13 +40,14 @@ def text_of(node: ast.expr) -> str:
 
 def name_reads(nodes) -> tuple[Counter, Counter]:
     """How often each name is read for its value, and for its shape alone (the second argument
-    of `unbroadcast` and `expand_reduced`); `x += g` and `x[i] = v` read `x`."""
+    of `unbroadcast`, `expand_reduced`, `shape_push` and `shape_pop`); `x += g` and `x[i] = v`
+    read `x`."""
     shape_only = set()
     for node in nodes:
         for n in walk_nodes(node):
             if (
                 isinstance(n, ast.Call)
-                and text_of(n.func) in SHAPE_ONLY
+                and text_of(n.func) in SHAPE_READS
                 and len(n.args) >= 2
                 and isinstance(n.args[1], ast.Name)
             ):
