@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
-from s2sad.rules import common
+from s2sad.rules import loop_tests
 
 from test_jit_fuse import assert_close, fd_grad, fused_ran, rng
 
@@ -231,7 +231,7 @@ def test_float32_inputs_take_the_unfused_code():
 
 
 def test_the_helpers_guard_is_false_in_python():
-    assert common.float64_arrays(np.zeros(2)) is False
+    assert loop_tests.float64_arrays(np.zeros(2)) is False
 
 
 # random expressions over two arrays of broadcastable shapes (ranks 0 to 3, axes of length 1),

@@ -39,7 +39,7 @@ _WRITING_METHODS = {"append", "pop", "extend", "insert", "remove", "clear", "sor
 _WRITING_METHODS |= {"put", "itemset", "resize", "setfield", "partition", "setflags"}
 _WRITING_FUNCTIONS = {"copyto", "put", "place", "putmask", "fill_diagonal", "put_along_axis"}
 _ALLOCATORS = {"zeros", "zeros_like", "ones", "ones_like", "empty", "empty_like", "full"}
-_ALLOCATORS |= {"full_like", "copy", "array", "snapshot"}
+_ALLOCATORS |= {"full_like", "copy", "array", "snapshot", "sum_zeros_like"}
 
 
 @dataclass

@@ -33,6 +33,7 @@ _LIKE = {
     np.array,
     runtime.snapshot,
     runtime.zeros_like,
+    runtime.sum_zeros_like,
 }
 # s2sad's own helpers in gradient code (which `hessian` reads back): shaped like their second
 # argument, the primal value a cotangent belongs to

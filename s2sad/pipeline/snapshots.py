@@ -73,6 +73,7 @@ def final_reads_need_no_snapshot(stmts, final=lambda read, loops: False) -> None
 FRESH_ALLOCATORS = {
     "zeros",
     "zeros_like",
+    "sum_zeros_like",
     "ones",
     "ones_like",
     "empty",

@@ -348,7 +348,7 @@ def _zeros_like(x):
     return lambda x: 0.0
 
 
-@helper(nondiff=True)
+@helper(nondiff=True, shape_only=("x",))
 def sum_zeros_like(x):
     """The zero a loop adds an array's cotangents into (pipeline/reverse_control.py): in
     Python as `zeros_like`, the first addition promoting it as NumPy does."""

@@ -97,7 +97,7 @@ def _roots(value) -> set[str]:
 _FRESH = {
     f"np.{name}"
     for name in "zeros zeros_like empty empty_like ones ones_like full full_like copy".split()
-} | {"zeros_like", "snapshot"}
+} | {"zeros_like", "sum_zeros_like", "snapshot"}
 
 
 def _none(node) -> bool:

@@ -187,7 +187,7 @@ class Run:
         if any(h.targets[0].id == target for h in self.hoisted):
             return False
         rank = self.f.rank(stmt.targets[0])
-        if isinstance(rank, int) and 1 <= rank <= self.rank and self._view(value):
+        if isinstance(rank, int) and 1 <= rank <= self.rank and _is_view(self, value):
             source = value.value.id
             if target in self.mentioned or source in self.assigned or source in self.sums:
                 return False
@@ -257,26 +257,6 @@ class Run:
                 self.assigned.setdefault(target)
         self.mentioned |= names_in([stmt])
         return True
-
-    def _view(self, value) -> bool:
-        """`u[1:, :-1]`, `v[:, None]`, `w[k, :b]`: a slice of an array, every axis kept or taken
-        at an index computed above the run (a row of a matrix), new ones of length 1 (read by the
-        run as an array of that shape)."""
-        if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
-            return False
-        items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
-        slices = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
-        kept = [i for i in slices if isinstance(i, ast.Slice)]
-        if kept != slices and (not kept or len(slices) != len(items)):
-            return False  # an index beside a new axis, or no axis kept: not a view taken here
-        return self.f.rank(value.value) == len(slices) and all(
-            (
-                all(p is None or self._scalar(p) for p in (i.lower, i.upper, i.step))
-                if isinstance(i, ast.Slice)
-                else self._scalar(i)
-            )
-            for i in slices
-        )
 
     def _scalar(self, node) -> bool:
         """A number computed cheaply from values the run does not assign (evaluated at each
@@ -553,3 +533,24 @@ def _fusible(arrays: list[str]) -> ast.expr:
         return ast.Call(load("fusible"), [load(arrays[0])], [])
     pairs = [ast.Call(load("fusible"), [load(arrays[0]), load(a)], []) for a in arrays[1:]]
     return pairs[0] if len(pairs) == 1 else ast.BoolOp(ast.And(), pairs)
+
+
+def _is_view(run, value) -> bool:
+    """`u[1:, :-1]`, `v[:, None]`, `w[k, :b]`: a slice of an array, every axis kept or taken
+    at an index computed above the run (a row of a matrix), new ones of length 1 (read by the
+    run as an array of that shape)."""
+    if not (isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name)):
+        return False
+    items = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+    slices = [i for i in items if not (isinstance(i, ast.Constant) and i.value is None)]
+    kept = [i for i in slices if isinstance(i, ast.Slice)]
+    if kept != slices and (not kept or len(slices) != len(items)):
+        return False  # an index beside a new axis, or no axis kept: not a view taken here
+    return run.f.rank(value.value) == len(slices) and all(
+        (
+            all(p is None or run._scalar(p) for p in (i.lower, i.upper, i.step))
+            if isinstance(i, ast.Slice)
+            else run._scalar(i)
+        )
+        for i in slices
+    )
