@@ -255,9 +255,9 @@ class WholeJacobians:
             self.calls[key] = self.calls.get(key, 0) + 1
             if self.calls[key] < CALLS_BEFORE_COMPILING:
                 return
-        elif fast.off or fast.made_for == _made_for(values, out):
+        elif fast.off or (fast.made_for == _made_for(values, out) and fast.compiled is compiled):
             self.last = None if fast.off else fast
-            return
+            return  # (another transform: the function, a helper or the rules changed: made anew)
         fast = self._made(owner, ran, compiled, values, bound, args, out, first)
         if fast is not None:
             self.fast[key] = self.last = fast

@@ -184,6 +184,7 @@ class Jacobian:
                     ]
                     _, dot = forward(*args, tangent=given(tangents), **kwargs)
                     for i, t in enumerate(flatten(dot)[1]):
+                        _refuse_complex(t, "Jacobian")
                         columns[i][k].append(np.asarray(t, dtype=float))
             for o, by_input in zip(outs, columns):
                 blocks = []
@@ -319,6 +320,7 @@ def _shapes_key(bound) -> tuple:
 
 def _rows(g, size, x):
     """A batched derivative as float64 rows shaped `(size,) + x.shape`."""
+    _refuse_complex(g, "Jacobian")  # (a complex constant times x: never its real half alone)
     g = np.asarray(g, dtype=float)
     shape = (size,) + np.shape(x)
     if g.ndim == 0 and not g:  # an all-zero derivative may come back as one number

@@ -127,12 +127,23 @@ def module_text(
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
 
 
+_LIBRARIES = ("numpy", "math", "scipy", "numba", "s2sad", "builtins")
+
+
 def code_fingerprint(objects: dict) -> str:
     """A hash of the code of the functions generated code calls (`objects`: name -> object, the
     Numba dispatchers, rules and helpers it reads by name). Numba compiles a called function into
     the caller's machine code and its disk cache does not notice when that function is edited,
     so the generated module's name hashes this too: an edited callee gives a new module."""
     digest = hashlib.sha256()
+    objects = dict(objects)
+    for name, value in list(objects.items()):
+        # a module of the user's: the compiled functions it holds (`userh.h(...)`), which Numba
+        # freezes into the code that reads them by attribute
+        if isinstance(value, types.ModuleType) and not value.__name__.startswith(_LIBRARIES):
+            for attr, member in vars(value).items():
+                if getattr(member, "py_func", None) is not None:
+                    objects[f"{name}.{attr}"] = member
     for name in sorted(objects):
         value = objects[name]
         for candidate in (value, getattr(value, "py_func", None), getattr(value, "func", None)):

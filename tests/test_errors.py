@@ -286,3 +286,18 @@ def test_no_rule_inside_an_inlined_helper_points_at_the_helper():
     with pytest.raises(s2sad.NoRuleError, match="np.gradient") as info:
         s2sad.grad(calls_differencing_helper)(np.ones(3))
     assert f"{HERE}:{_lineno(differencing_helper, 'return np.gradient')}:" in str(info.value)
+
+
+COMPLEX_GAIN = 1 + 2j
+
+
+def times_a_complex_gain(x):
+    return np.sin(x) * COMPLEX_GAIN
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_a_complex_constant_reaching_a_jacobian_is_refused(batched):
+    """Python mode's batched Jacobian made its rows float64, keeping the real half alone (a
+    ComplexWarning the only sign)."""
+    with pytest.raises(s2sad.S2SADError, match="a complex value reached the"):
+        s2sad.jacobian(times_a_complex_gain, batched=batched)(np.array([0.1, 0.2, 0.3]))

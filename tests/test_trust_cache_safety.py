@@ -509,3 +509,22 @@ def test_an_inlined_helpers_renamed_function_name_never_becomes_code(tmp_path):
     )
     x = np.array([0.5, -1.0])
     np.testing.assert_allclose(s2sad.grad(module.f)(x), 2 * x * module.W**2)
+
+
+def test_a_compiled_helper_read_through_a_users_module_is_in_the_fingerprint():
+    """`userh.h(3.0)` in the function: Numba freezes `h` into the generated module's machine
+    code, and its disk cache would keep it after `h` is edited (a stale value in a new process):
+    the module's name hashes the code of the compiled functions a user's module holds."""
+    import types
+
+    def made(body: str):
+        module = types.ModuleType("userh")
+        exec(f"import numba\n@numba.njit\ndef h(v):\n    return {body}\n", vars(module))
+        return module
+
+    twice, five_times = made("v * 2.0"), made("v * 5.0")
+    assert jit.code_fingerprint({"userh": twice}) == jit.code_fingerprint(
+        {"userh": made("v * 2.0")}
+    )
+    assert jit.code_fingerprint({"userh": twice}) != jit.code_fingerprint({"userh": five_times})
+    assert jit.code_fingerprint({"np": np}) == jit.code_fingerprint({"np": np})
