@@ -923,3 +923,38 @@ def test_a_view_read_in_branches_after_a_write_is_refused_by_name():
     the refusal was built, before)."""
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="`v` may be a view of"):
         s2sad.grad(view_rebound_in_branches)(np.array([0.3, -0.5, 0.8]))
+
+
+def writes_what_the_next_pass_aliases(x):
+    prev = x * 0.0
+    s = 0.0
+    for i in range(3):
+        y = x * (i + 1.0)
+        s = s + np.sum(np.sin(y))
+        prev[0] = 1.0  # from the second pass on: a write into the previous pass's y
+        prev = y
+    return s + np.sum(prev)
+
+
+def writes_a_copy_the_next_pass_holds(x):
+    prev = x * 0.0
+    s = 0.0
+    for i in range(3):
+        y = x * (i + 1.0)
+        s = s + np.sum(np.sin(y))
+        prev[0] = 1.0
+        prev = y.copy()
+    return s + np.sum(prev)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_write_through_an_alias_the_loop_carries_is_refused(jit):
+    """Python mode's gradient was silently wrong (by about 1: the tape held the previous pass's
+    y, which the write changed); the jitted one copied its tapes. Refused with the way out."""
+    x = np.array([0.3, 0.5, 0.9, 1.2])
+    with pytest.raises(
+        s2sad.UnsupportedSyntaxError, match="on the next pass the write changes `y`"
+    ) as info:
+        s2sad.grad(writes_what_the_next_pass_aliases, jit=jit)(x)
+    assert "prev = y.copy()" in str(info.value)
+    check_grad(writes_a_copy_the_next_pass_holds, (x,))

@@ -336,6 +336,41 @@ class Memory:
                 if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
                     self.aug_written({n.target.id}, n, env)
         self.written_now(_subscript_stores(body))
+        self._carried_aliases(body)
+
+    def _carried_aliases(self, body: list[ast.stmt]) -> None:
+        """A name the loop writes into (`prev[0] = v`) and binds to another array's memory in
+        the body (`prev = y`, after the write): from the second pass on, the write changes that
+        array, which the tracking of one pass in order does not see. Refused, as a write
+        through an alias is (the adjoint would read the changed values back)."""
+        written = _subscript_stores(body)
+        for node in (n for stmt in body for n in walk_nodes(stmt)):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target = node.targets[0]
+            if not (isinstance(target, ast.Name) and target.id in written):
+                continue
+            shared = sorted(self.memory_roots(node.value) - {target.id})
+            if not shared:
+                continue
+            write = next(
+                n
+                for stmt in body
+                for n in walk_nodes(stmt)
+                if isinstance(n, ast.Subscript)
+                and isinstance(n.ctx, ast.Store)
+                and isinstance(n.value, ast.Name)
+                and n.value.id == target.id
+            )
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{target.id}` is written in place in this loop and bound to `{shared[0]}`'s "
+                f"memory by `{ast.unparse(node)}` (line {node.lineno + self.parsed.line_offset}):"
+                f" on the next pass the write changes `{shared[0]}`; s2sad does not follow "
+                "writes through such aliases",
+                write,
+                hint=f"assign `{target.id} = {ast.unparse(node.value)}.copy()` (a new array)",
+            )
 
     # ------------------------------------------------------------------ hazards
     def read(self, node: ast.Name, env: dict) -> None:
