@@ -123,6 +123,11 @@ def _roots(value) -> set[str]:
 
 def _view_links(nodes) -> dict:
     """Each name -> the names assigned from it that may share its memory."""
+    return assignment_links(nodes, _roots)
+
+
+def assignment_links(nodes, roots) -> dict:
+    """Each name -> the names assigned from a value `roots(value)` says may be (a view of) it."""
     links: dict = {}
     for node in nodes:
         for n in walk_nodes(node):
@@ -130,7 +135,7 @@ def _view_links(nodes) -> dict:
                 targets = {
                     m.id for t in n.targets for m in walk_nodes(t) if isinstance(m, ast.Name)
                 }
-                for root in _roots(n.value):
+                for root in roots(n.value):
                     links.setdefault(root, set()).update(targets)
     return links
 

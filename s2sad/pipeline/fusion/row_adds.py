@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import ast
 
-from ...astcopy import clone, walk_nodes
-from .remat import reaching
+from ...astcopy import clone
+from .remat import assignment_links, reaching
 from .syntax import assign, load, names_in, origin, text_of
 
 
@@ -65,16 +65,7 @@ def row_add(run, stmt):
 def sharing(nodes) -> dict:
     """Each name -> the names assigned from it that may share its memory (as remat.view_links,
     but an array a call makes afresh shares none: `zeros_like(x)`, `x[j].copy()`)."""
-    links: dict = {}
-    for node in nodes:
-        for n in walk_nodes(node):
-            if isinstance(n, ast.Assign):
-                targets = {
-                    m.id for t in n.targets for m in walk_nodes(t) if isinstance(m, ast.Name)
-                }
-                for root in _roots(n.value):
-                    links.setdefault(root, set()).update(targets)
-    return links
+    return assignment_links(nodes, _roots)
 
 
 def _roots(value) -> set[str]:
