@@ -239,8 +239,14 @@ class WholeJacobians:
         (again where the data's kinds or the output's shape changed since)."""
         args, kwargs = given
         inputs = [bound.arguments[n] for n in bound.wrt]
-        if not self.on or kwargs or len(args) != len(bound.arguments):
+        if not self.on or kwargs:
             return
+        n_given = len(args)
+        if n_given != len(bound.arguments):  # the rest left to their defaults, or not a plain call
+            filled = _defaults_filled(owner.func, bound, n_given)
+            if filled is None:
+                return
+            args = (*args, *filled)
         if any(a is not b for a, b in zip(args, bound.arguments.values())):
             return  # (a method's self, a partial's arguments)
         if not fits(args, inputs, values):
@@ -258,11 +264,11 @@ class WholeJacobians:
         elif fast.off or (fast.made_for == _made_for(values, out) and fast.compiled is compiled):
             self.last = None if fast.off else fast
             return  # (another transform: the function, a helper or the rules changed: made anew)
-        fast = self._made(owner, ran, compiled, values, bound, args, out, first)
+        fast = self._made(owner, ran, compiled, values, bound, args, out, first, n_given)
         if fast is not None:
             self.fast[key] = self.last = fast
 
-    def _made(self, owner, jitted, compiled, values, bound, args, out, first):
+    def _made(self, owner, jitted, compiled, values, bound, args, out, first, given):
         """The whole compiled Jacobian for this call's kind, or None where the compiled path
         did not run Numba's code, or the output or first row is not an array or number of the
         kind the texts are written for."""
@@ -287,7 +293,7 @@ class WholeJacobians:
             for x in inputs
         ]
         fast = FastJacobian(
-            jitted, text, owner.func, compiled, args, values, blocks, self.wrt_tuple
+            jitted, text, owner.func, compiled, args, values, blocks, self.wrt_tuple, given
         )
         fast.made_for = _made_for(values, out)
         return fast
@@ -312,12 +318,13 @@ class FastJacobian:
     is of that kind. `call(args)` returns the blocks (one, or a tuple for a tuple `wrt`), or
     None where the call is not of that kind or the compiled path must decide."""
 
-    def __init__(self, jitted, named_text, func, compiled, args, values, blocks, wrt_tuple):
+    def __init__(self, jitted, named_text, func, compiled, args, values, blocks, wrt_tuple, given):
         self.jitted, (self.name, self.text) = jitted, named_text
         self.func, self.compiled = func, compiled
         # what the guard checks (not the arrays themselves: they stay the caller's to free)
         self.made = (_kinds(args), _kinds(values), blocks, wrt_tuple)
         self.off = self.reloaded = False
+        self.given = given  # arguments passed; the rest are the function's defaults
         self.call = _guarded_call(self, self.whole(), *self.made)
 
     def whole(self, fresh: bool = False):
@@ -342,6 +349,20 @@ class FastJacobian:
         elif _is_numba_error(exc) or _shape_assertion(exc):  # (the latter: Numba's threads)
             self.off = True
             self.call = _declined
+
+
+def _defaults_filled(func, bound, n_given: int):
+    """The defaults a call left to the function (its parameters after the `n_given` passed), as
+    `func.__defaults__` holds them; None where the bound values are not those (keyword-only
+    parameters, a method's or a partial's arguments)."""
+    defaults = getattr(func, "__defaults__", None) or ()
+    missing = list(bound.arguments)[n_given:]
+    if not missing or len(missing) > len(defaults):
+        return None
+    tail = defaults[len(defaults) - len(missing) :]
+    if any(bound.arguments[m] is not d for m, d in zip(missing, tail)):
+        return None
+    return tail
 
 
 def _kinds(values) -> list[tuple]:
@@ -376,10 +397,14 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
         if dtype is not None:
             env[f"D{k}"] = dtype
             checks.append(f"{n}.dtype is D{k} and {n}.ndim == {ndim}")
-    lines = [
-        "def call(args):",
-        f"    if len(args) != {len(args)}:",
-        "        return None",
+    lines = ["def call(args):", f"    if len(args) != {fast.given}:", "        return None"]
+    if fast.given < len(args):  # the defaults as they are now (a changed one is checked below)
+        lines += [
+            f"    args = args + f.__defaults__[len(f.__defaults__) - {len(args) - fast.given}:]",
+            f"    if len(args) != {len(args)}:",
+            "        return None",
+        ]
+    lines += [
         f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args",
         f"    if not ({' and '.join(checks)}):",
         "        return None",

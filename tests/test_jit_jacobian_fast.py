@@ -386,3 +386,28 @@ def test_texts_read_as_code():
     )
     assert "rows_cam[i, k0] = d_cam[k0]" in text and "rows_w[i] = d_w" in text
     compile(text, "<text>", "exec")
+
+
+def with_a_default(p, obs, c=2.0):
+    return np.sin(p[:3] * obs) + c * p[3:6] ** 2
+
+
+def test_an_argument_left_to_its_default():
+    """The defaults a call leaves are read at each call, as the compiled path reads them: a
+    changed default gives its numbers, a default of another kind goes the compiled path."""
+    J = s2sad.jacobian(with_a_default, jit="strict")
+    plain = s2sad.jacobian(with_a_default)
+    p, obs = np.linspace(0.1, 0.9, 6), np.array([0.5, -1.0, 2.0])
+    for _ in range(3):
+        assert_same(J(p, obs), plain(p, obs))
+    assert served(J, (p, obs))
+    try:
+        with_a_default.__defaults__ = (3.5,)
+        assert_same(J(p, obs), plain(p, obs))
+        assert served(J, (p, obs))
+        with_a_default.__defaults__ = (np.array([1.0, 2.0, 3.0]),)
+        assert not served(J, (p, obs))
+        assert_same(J(p, obs), plain(p, obs))
+    finally:
+        with_a_default.__defaults__ = (2.0,)
+    assert_same(J(p, obs, c=2.0), plain(p, obs))  # by keyword: the compiled path
