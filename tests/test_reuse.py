@@ -22,7 +22,7 @@ from s2sad.pipeline.reuse import reuse_buffers
 from s2sad.rules import common
 from s2sad.rules.common import spare
 from s2sad.transformed import Transformed
-from test_jit_fuse import fd_grad
+from test_jit_fuse import fd_grad, written  # (written: an alias and a write into a temporary)
 
 
 @pytest.fixture(autouse=True)
@@ -58,15 +58,6 @@ def broadcast(x, b):
     z = np.sin(y) * b - x
     w = z * z + np.exp(-y)
     return np.sum(w / (1.0 + y * y))
-
-
-def written(x, y):
-    z = x * y + 1.0
-    a = z
-    b = a * 2.0 + z
-    w = z * np.sin(z)
-    w[0] = 0.0
-    return np.sum(w * x) + np.sum(a * b)
 
 
 def looped(x, w, n):
