@@ -13,12 +13,7 @@ from ..astcopy import walk_nodes
 from ..rules.helpers import SHAPE_ONLY
 from .names import names_read
 
-_SHAPE_FUNCTIONS = {
-    "shape",
-    "ndim",
-    "zeros_like",
-    "sum_zeros_like",
-}  # np.shape(x): x's elements are not read
+_SHAPE_FUNCTIONS = {"shape", "ndim", "zeros_like"}  # np.shape(x): x's elements are not read
 _SHAPE_ATTRIBUTES = {"shape", "ndim", "dtype", "size"}
 
 
