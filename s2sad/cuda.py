@@ -160,6 +160,7 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}{data}):
         namespace.update(compiled.globals)
         exec(compile(self.source, f"<s2sad cuda {compiled.name}>", "exec"), namespace)
         self._kernel = namespace[f"{compiled.name}_kernel"]
+        self._kernel_namespace = namespace
         self.n_out = n_out
         self.compiled = compiled
 
@@ -175,20 +176,72 @@ def {compiled.name}_kernel({args}{', ' + dots if dots else ''}, {outs}{data}):
         tangents = (
             [] if tangent is None else list(tangent if isinstance(tangent, tuple) else (tangent,))
         )
-        arrays = np.broadcast_arrays(
-            *[np.asarray(a, dtype=np.float64) for a in args],
-            *[np.asarray(t, dtype=np.float64) for t in tangents],
-        )
-        shape = arrays[0].shape
-        flat = [np.ascontiguousarray(a).ravel() for a in arrays]
-        outs = [np.zeros(flat[0].size) for _ in range(self.n_out)]
-        threads = 128
-        blocks = max(1, (flat[0].size + threads - 1) // threads)
-        self._kernel[blocks, threads](*flat, *outs, *values)
-        results = tuple(o.reshape(shape) for o in outs)
+        cuda = self.cuda
+        inputs = [*args, *tangents]
+        if any(_on_device(cuda, a) for a in inputs):
+            flat, shape = self._device_inputs(inputs)
+            outs = [cuda.device_array(flat[0].size, dtype=np.float64) for _ in range(self.n_out)]
+            self._launch(flat, outs, values)
+            results = tuple(o.reshape(shape) for o in outs)
+        else:  # NumPy arrays: copied to the device and the results back, once each
+            arrays = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in inputs])
+            shape = arrays[0].shape
+            flat = [cuda.to_device(np.ascontiguousarray(a).ravel()) for a in arrays]
+            outs = [cuda.device_array(flat[0].size, dtype=np.float64) for _ in range(self.n_out)]
+            self._launch(flat, outs, values)
+            results = tuple(o.copy_to_host().reshape(shape) for o in outs)
         if self.mode == "jvp":
             return results
         return results if self.plain.wrt_tuple else results[0]
+
+    @property
+    def cuda(self):
+        return self._kernel_namespace["cuda"]
+
+    def _launch(self, flat, outs, values):
+        threads = 256
+        blocks = max(1, (flat[0].size + threads - 1) // threads)
+        self._kernel[blocks, threads](*flat, *outs, *values)
+
+    def _device_inputs(self, inputs):
+        """Arrays already on the GPU stay there: one shape, C-contiguous; scalars are spread."""
+        cuda = self.cuda
+        shapes = {tuple(a.shape) for a in inputs if _on_device(cuda, a)}
+        if len(shapes) > 1:
+            raise ValueError(
+                f"{self.func.__name__}'s CUDA kernel got device arrays of shapes "
+                f"{sorted(shapes)}: broadcast them on the device to one shape first "
+                "(or pass NumPy arrays, which are broadcast before they are copied)"
+            )
+        (shape,) = shapes
+        size = int(np.prod(shape))
+        flat = []
+        for name, a in zip(self.params + ["tangent"] * len(inputs), inputs):
+            if _on_device(cuda, a):
+                a = a if cuda.devicearray.is_cuda_ndarray(a) else cuda.as_cuda_array(a)
+                if not a.is_c_contiguous():
+                    raise ValueError(
+                        f"{self.func.__name__}'s CUDA kernel needs C-contiguous device arrays; "
+                        f"{name!r} is not (copy it on the device first)"
+                    )
+                if a.dtype.kind != "f":
+                    raise TypeError(f"{name!r} is a device array of {a.dtype}, not of floats")
+                flat.append(a.reshape(size))
+            elif np.ndim(a) == 0:
+                spread = cuda.device_array(size, dtype=np.float64)
+                spread[:] = float(a)
+                flat.append(spread)
+            else:
+                raise ValueError(
+                    f"{self.func.__name__}'s CUDA kernel got a NumPy array for {name!r} beside "
+                    "device arrays: move it to the device (numba.cuda.to_device) or pass a scalar"
+                )
+        return flat, shape
+
+
+def _on_device(cuda, a) -> bool:
+    """A GPU array: Numba's own, or any with the CUDA array interface (CuPy, PyTorch)."""
+    return hasattr(a, "__cuda_array_interface__") or cuda.devicearray.is_cuda_ndarray(a)
 
 
 def compiled_wrt(transformed, params: list[str]) -> list[str]:

@@ -111,3 +111,35 @@ def test_cuda_refuses_adjoints_that_need_a_tape():
 def test_unknown_target_is_refused():
     with pytest.raises(ValueError, match="target must be"):
         s2sad.grad(softplus, target="tpu")
+
+
+def test_cuda_kernel_keeps_device_arrays_on_the_device():
+    from numba import cuda
+
+    x, y = np.linspace(-1.5, 1.5, 12).reshape(3, 4), np.linspace(-1.0, 0.8, 12).reshape(3, 4)
+    g = s2sad.grad(lorentz, wrt=(0, 1), target="cuda")
+    gx, gy = g(cuda.to_device(x), cuda.to_device(y))
+    assert cuda.devicearray.is_cuda_ndarray(gx) and gx.shape == (3, 4)
+    hx, hy = g(x, y)
+    np.testing.assert_allclose(gx.copy_to_host(), hx, rtol=1e-14)
+    np.testing.assert_allclose(gy.copy_to_host(), hy, rtol=1e-14)
+    # a scalar beside device arrays is spread over them, as NumPy broadcasting would
+    value, tangent = s2sad.jvp(gaussian_mix, wrt=0, target="cuda")(
+        cuda.to_device(x), 0.7, 0.4, tangent=cuda.to_device(np.ones_like(x))
+    )
+    np.testing.assert_allclose(value.copy_to_host(), np.vectorize(gaussian_mix)(x, 0.7, 0.4))
+    np.testing.assert_allclose(
+        tangent.copy_to_host(),
+        s2sad.grad(gaussian_mix, target="cuda")(x, 0.7, 0.4),
+        rtol=1e-12,
+    )
+
+
+def test_cuda_kernel_refuses_mixed_device_inputs():
+    from numba import cuda
+
+    g = s2sad.grad(lorentz, wrt=(0, 1), target="cuda")
+    with pytest.raises(ValueError, match="broadcast them on the device"):
+        g(cuda.to_device(np.ones(3)), cuda.to_device(np.ones(4)))
+    with pytest.raises(ValueError, match="NumPy array for 'y'"):
+        g(cuda.to_device(np.ones(3)), np.ones(3))
