@@ -1,5 +1,6 @@
 """`target="cuda"`: elementwise gradient and tangent kernels (on Numba's simulator without a GPU)."""
 
+import importlib.util
 import math
 
 import numpy as np
@@ -143,3 +144,57 @@ def test_cuda_kernel_refuses_mixed_device_inputs():
         g(cuda.to_device(np.ones(3)), cuda.to_device(np.ones(4)))
     with pytest.raises(ValueError, match="NumPy array for 'y'"):
         g(cuda.to_device(np.ones(3)), np.ones(3))
+
+
+ELEMENTWISE = [
+    *(
+        f"np.{name}(x) * x"
+        for name in "exp log log1p expm1 exp2 log2 log10 sqrt square reciprocal abs fabs sin cos "
+        "tan arcsin arccos arctan arcsinh arctanh sinh cosh tanh deg2rad rad2deg sign".split()
+    ),
+    "np.arccosh(x + 1.5) * x",
+    "np.power(x, 3.0) + np.power(2.5, x)",
+    "np.maximum(x, 0.45) + np.minimum(x, 0.45) + np.fmax(x, 0.2) + np.fmin(x, 0.2)",
+    "np.arctan2(x, 0.3) + np.hypot(x, 0.3) + np.logaddexp(x, 0.2)",
+    "max(x, 0.45) * min(x, 0.2)",
+    "np.where(x > 0.4, x, 2 * x)",
+]
+
+
+@pytest.fixture(scope="module")
+def elementwise_module(tmp_path_factory):
+    """One function per expression, in a file, so that s2sad can read their source."""
+    path = tmp_path_factory.mktemp("cuda_elementwise") / "cuda_elementwise.py"
+    lines = ["import numpy as np", ""]
+    for k, expr in enumerate(ELEMENTWISE + ["np.cbrt(x) * x", "np.clip(x, 0.1, 0.5)"]):
+        lines += [f"def f{k}(x):", f"    return {expr}", ""]
+    path.write_text("\n".join(lines))
+    spec = importlib.util.spec_from_file_location("cuda_elementwise", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("k", range(len(ELEMENTWISE)), ids=ELEMENTWISE)
+def test_cuda_kernel_of_each_scalar_function(elementwise_module, k):
+    """Device code spells NumPy's functions with math's (or a helper): Numba's CUDA target does
+    not compile np.exp on a scalar, which the simulator runs as Python would."""
+    f = getattr(elementwise_module, f"f{k}")
+    x = np.array([0.15, 0.2, 0.45, 0.6, 0.9])
+    g = s2sad.grad(f, target="cuda")
+    source = s2sad.source(g)
+    kept = ("np.maximum(", "np.minimum(", "np.fmax(", "np.fmin(")
+    body = source[source.index("def grad_f") :]
+    for kept_call in kept:
+        body = body.replace(kept_call, "")
+    assert "np." not in body.replace("np_", "")
+    got = g(x)
+    expected = [s2sad.grad(f)(float(v)) for v in x]
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+
+
+def test_cuda_refuses_numpy_functions_it_cannot_compile(elementwise_module):
+    for k in (len(ELEMENTWISE), len(ELEMENTWISE) + 1):
+        f = getattr(elementwise_module, f"f{k}")
+        with pytest.raises(s2sad.UnsupportedSyntaxError, match="no CUDA device form"):
+            s2sad.grad(f, target="cuda")(np.ones(3))
