@@ -293,7 +293,9 @@ def {name}_kernel({signature}):
             self._kernels[arrays] = namespace[f"{self.compiled.name}_kernel"]
         return self._kernels[arrays]
 
-    def __call__(self, *args, tangent=None):
+    def __call__(self, *args, tangent=None, out=None):
+        """`out=`: arrays of the result's shape (one, or a tuple of them) to write into, as
+        NumPy's ufuncs take: on the GPU this saves allocating the results at each call."""
         if len(args) != len(self.params):
             raise TypeError(f"{self.func.__name__} takes {len(self.params)} arguments")
         if self.mode == "jvp" and tangent is None:
@@ -308,7 +310,8 @@ def {name}_kernel({signature}):
         cuda = self._namespace["cuda"]
         inputs = [*args, *tangents]
         scalar = [np.ndim(a) == 0 and not _on_device(cuda, a) for a in inputs]
-        if any(_on_device(cuda, a) for a in inputs):
+        on_device = any(_on_device(cuda, a) for a in inputs)
+        if on_device:
             flat, shape = self._device_inputs(inputs, scalar)
         else:  # NumPy arrays: broadcast, copied to the device, and the results back
             arrays = np.broadcast_arrays(
@@ -318,18 +321,52 @@ def {name}_kernel({signature}):
             copies = iter([cuda.to_device(np.ascontiguousarray(a).ravel()) for a in arrays])
             flat = [float(a) if s else next(copies) for a, s in zip(inputs, scalar)]
         size = int(np.prod(shape))
-        outs = [cuda.device_array(size, dtype=np.float64) for _ in range(self.n_out)]
+        given = self._outputs(out, shape, on_device)
+        outs = (
+            [o.reshape(size) for o in given]
+            if given and on_device
+            else [cuda.device_array(size, dtype=np.float64) for _ in range(self.n_out)]
+        )
         threads = 256
         blocks = max(1, (size + threads - 1) // threads)
         kernel = self._kernel_for(tuple(not s for s in scalar))
         kernel[blocks, threads](*flat, *outs, *values)
-        if any(_on_device(cuda, a) for a in inputs):
+        if given:
+            if not on_device:
+                for o, g in zip(outs, given):
+                    o.copy_to_host(g.reshape(size))
+            results = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        elif on_device:
             results = tuple(o.reshape(shape) for o in outs)
         else:
             results = tuple(o.copy_to_host().reshape(shape) for o in outs)
         if self.mode == "jvp":
             return results
         return results if self.plain.wrt_tuple else results[0]
+
+    def _outputs(self, out, shape, on_device):
+        if out is None:
+            return None
+        cuda = self._namespace["cuda"]
+        given = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(given) != self.n_out:
+            raise ValueError(f"out= needs {self.n_out} arrays, one per result, not {len(given)}")
+        checked = []
+        for o in given:
+            if on_device:
+                if not _on_device(cuda, o):
+                    raise TypeError("with arguments on the GPU, out= takes device arrays")
+                o = o if cuda.devicearray.is_cuda_ndarray(o) else cuda.as_cuda_array(o)
+            elif not isinstance(o, np.ndarray):
+                raise TypeError("with NumPy arguments, out= takes NumPy arrays")
+            contiguous = o.is_c_contiguous() if on_device else o.flags.c_contiguous
+            if tuple(o.shape) != tuple(shape) or o.dtype != np.float64 or not contiguous:
+                raise ValueError(
+                    f"out= arrays must be C-contiguous float64 of shape {tuple(shape)}, "
+                    f"not {o.dtype} of shape {tuple(o.shape)}"
+                )
+            checked.append(o)
+        return checked
 
     def _device_inputs(self, inputs, scalar):
         """Arrays already on the GPU stay there: one shape, C-contiguous; scalars are passed."""

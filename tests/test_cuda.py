@@ -198,3 +198,25 @@ def test_cuda_refuses_numpy_functions_it_cannot_compile(elementwise_module):
         f = getattr(elementwise_module, f"f{k}")
         with pytest.raises(s2sad.UnsupportedSyntaxError, match="no CUDA device form"):
             s2sad.grad(f, target="cuda")(np.ones(3))
+
+
+def test_cuda_kernel_writes_into_out():
+    from numba import cuda
+
+    x, y = np.linspace(-1.5, 1.5, 6), np.linspace(-1.0, 0.8, 6)
+    g = s2sad.grad(lorentz, wrt=(0, 1), target="cuda")
+    expected = g(x, y)
+    gx, gy = cuda.device_array(6), cuda.device_array(6)
+    got = g(cuda.to_device(x), cuda.to_device(y), out=(gx, gy))
+    assert got[0] is gx and got[1] is gy
+    np.testing.assert_allclose(gx.copy_to_host(), expected[0], rtol=1e-14)
+    np.testing.assert_allclose(gy.copy_to_host(), expected[1], rtol=1e-14)
+    hx, hy = np.empty(6), np.empty(6)
+    assert g(x, y, out=(hx, hy))[0] is hx
+    np.testing.assert_allclose(hy, expected[1], rtol=1e-14)
+    with pytest.raises(ValueError, match="needs 2 arrays"):
+        g(x, y, out=hx)
+    with pytest.raises(ValueError, match="C-contiguous float64 of shape"):
+        g(x, y, out=(np.empty(5), np.empty(5)))
+    with pytest.raises(TypeError, match="takes device arrays"):
+        g(cuda.to_device(x), cuda.to_device(y), out=(hx, hy))
