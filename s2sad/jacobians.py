@@ -46,6 +46,7 @@ class Jacobian:
         threads = ", parallel=True" if parallel else ""
         self.forward.label = self.backward.label = f"s2sad.jacobian({shown}, jit={jit!r}{threads})"
         self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
+        self.per_basis_mode = mode  # unbatched (and jitted): the sweeps the last call ran
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
         # jitted: the whole Jacobian compiled for each kind of arguments it is called with often
         self._whole = WholeJacobians(self.wrt_tuple, on=bool(jit))
@@ -151,10 +152,12 @@ class Jacobian:
             if self.mode != "forward":
                 rows = self._compiled_rows(bound, inputs, (args, kwargs))
                 if rows is not None:
+                    self.per_basis_mode = "reverse"
                     return rows
             if self.mode != "reverse":
                 columns = self._compiled_columns(bound, inputs, (args, kwargs))
                 if columns is not None:
+                    self.per_basis_mode = "forward"
                     return columns
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
@@ -164,6 +167,7 @@ class Jacobian:
         d, outs = flatten(out)  # a tuple or tree output: a Jacobian per leaf, in its structure
         n_in = sum(np.size(x) for x in inputs)
         chosen = self.mode or ("forward" if n_in <= sum(np.size(o) for o in outs) else "reverse")
+        self.per_basis_mode = chosen
         per_output = []
         if chosen == "reverse":
             zeros = [np.zeros(np.shape(o)) for o in outs]
@@ -285,7 +289,21 @@ class Jacobian:
         return tuple(blocks) if self.wrt_tuple else blocks[0]
 
     def source(self, *args, **kwargs) -> str:
-        """The batched code a call with these arguments runs (of the last call without any)."""
+        """The batched code a call with these arguments runs (of the last call without any).
+        Jitted (or unbatched): the sweep run once per row (reverse) or column (forward), and
+        the compiled function that runs them all once the Jacobian is called often."""
+        if not self.batched:
+            sweeps = self.forward if self.per_basis_mode == "forward" else self.backward
+            if args or kwargs:
+                return sweeps.specialized(sweeps._bind(args, kwargs)).source
+            shown = sweeps.compiled.source
+            fast = self._whole.last
+            if fast is not None:
+                shown += (
+                    "\n\n# called often with arguments of one kind, this compiled function runs\n"
+                    "# the sweeps above for every row or column\n" + fast.text
+                )
+            return shown
         wrt, trees, passed = self.wrt, (), None
         if args or kwargs:
             bound = self.backward._bind(args, kwargs)

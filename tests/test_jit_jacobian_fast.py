@@ -411,3 +411,17 @@ def test_an_argument_left_to_its_default():
     finally:
         with_a_default.__defaults__ = (2.0,)
     assert_same(J(p, obs, c=2.0), plain(p, obs))  # by keyword: the compiled path
+
+
+def test_source_shows_the_sweeps_and_the_whole_jacobian():
+    """`s2sad.source` of a jitted Jacobian shows what runs: the compiled sweep per row (here
+    reverse mode: 3 outputs, 15 inputs), then the function running them all."""
+    cam, X, w, feat = np.linspace(0.1, 1.1, 11), np.array([0.3, -0.2, 1.5]), 0.8, np.ones(2)
+    jac = s2sad.jacobian(observation, wrt=(0, 1, 2), jit="strict")
+    jac(cam, X, w, feat)
+    before = s2sad.source(jac)
+    assert "def vjp_observation_sweep(" in before and "batched" not in before
+    jac(cam, X, w, feat)
+    after = s2sad.source(jac)
+    assert after.startswith(before) and "runs\n# the sweeps above for every row" in after
+    assert "def vjp_observation_jacobian(" in after
