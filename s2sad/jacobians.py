@@ -53,6 +53,8 @@ class Jacobian:
         functools.update_wrapper(self, f)
 
     def __call__(self, *args, **kwargs):
+        if kwargs:  # the same call by position, which the compiled paths take
+            args, kwargs = self._by_position(args, kwargs)
         fast = self._whole.last
         if fast is not None and not kwargs:  # (compiled_jacobian.py)
             try:
@@ -120,6 +122,19 @@ class Jacobian:
                 per_output.append(self._conformed(blocks, inputs, bound))
         # several outputs (a tuple or a tree): the output's structure outside, wrt's inside
         return tree_output(compiled, _one(tuple(per_output), compiled))
+
+    def _by_position(self, args, kwargs):
+        """Arguments passed by keyword moved to their places, where those before them are all
+        given and each may be passed either way; else the call as it is."""
+        names, params = self.backward._positional, self.backward.signature.parameters
+        if names is None:
+            return args, kwargs
+        given, left = list(args), dict(kwargs)
+        for name in names[len(args) :]:
+            if name not in left or params[name].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+                break
+            given.append(left.pop(name))
+        return (tuple(given), {}) if not left else (args, kwargs)
 
     def _reverse_primal(self, bound, ranks):
         """The outputs (a tuple, one per output leaf), the batched pullback and the transform."""

@@ -185,7 +185,7 @@ def test_results_are_the_callers_own():
         np.testing.assert_array_equal(b, k)
 
 
-def test_changing_kinds_of_arguments():
+def test_changing_kinds_of_arguments(monkeypatch):
     """float32 arrays, a NumPy scalar for the float, other shapes, an int where a float is
     differentiated, between calls of the kind the whole Jacobian was made for: each call
     gives what Python mode gives, with its shapes and dtypes, or raises as it does."""
@@ -214,7 +214,14 @@ def test_changing_kinds_of_arguments():
         assert str(raised.value) == str(cold.value)
     with pytest.raises(TypeError):
         J(cam, X, w)
-    assert_same(J(cam, X, w=w, feat=feat), plain(cam, X, w, feat))  # by keyword: compiled path
+    # by keyword: the same call by position, served by the whole Jacobian
+    assert_same(J(cam, X, w, feat), plain(cam, X, w, feat))
+    with monkeypatch.context() as patched:
+        patched.setattr(J, "_per_basis", lambda *a: pytest.fail("not the whole Jacobian"))
+        assert_same(J(cam, X, w=w, feat=feat), plain(cam, X, w, feat))
+        assert_same(J(cam, feat=feat, X=X, w=w), plain(cam, X, w, feat))
+    with pytest.raises(TypeError):
+        J(cam, X, w, feat, w=w)  # twice: Python's error, as for the function itself
 
 
 def stencil_rows(p, obs):  # a slice-heavy residual: its fused loops are float64 only
@@ -410,7 +417,8 @@ def test_an_argument_left_to_its_default():
         assert_same(J(p, obs), plain(p, obs))
     finally:
         with_a_default.__defaults__ = (2.0,)
-    assert_same(J(p, obs, c=2.0), plain(p, obs))  # by keyword: the compiled path
+    assert_same(J(p, obs, c=2.0), plain(p, obs))  # by keyword: as by position
+    assert_same(J(p, c=4.0, obs=obs), plain(p, obs, 4.0))
 
 
 def test_source_shows_the_sweeps_and_the_whole_jacobian():
