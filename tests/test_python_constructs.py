@@ -8,6 +8,7 @@ tests/test_jit_corpus.py's corpus. What s2sad refuses is refused at the user's l
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import pytest
@@ -577,3 +578,14 @@ def test_jitted_where_numba_compiles_the_derivative(capsys):
     text = s2sad.source(s2sad.grad(checked, wrt=(0, 1), jit=True), X, W)
     assert "print(" not in code(text)
     assert 'raise ValueError("x must be 1-d, got {x.ndim} dimensions")' in text
+
+
+def by_literal_getattr(x, w):
+    s = getattr(np, "sin")(x * w)
+    return np.sum(getattr(s, "T") * getattr(math, "pi"))
+
+
+def test_getattr_of_a_literal_name_is_the_attribute():
+    all_modes(by_literal_getattr, (X, W), (0, 1))
+    text = s2sad.source(s2sad.grad(by_literal_getattr, wrt=(0, 1)), X, W)
+    assert "np.sin(" in text and "s.T" in text

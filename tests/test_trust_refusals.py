@@ -333,7 +333,7 @@ def object_reads_its_callers_frame(x):
 @pytest.mark.parametrize(
     "func, what",
     [
-        (eval_by_getattr, "'getattr(builtins, 'eval')' reads variables by their names"),
+        (eval_by_getattr, "'builtins.eval' reads variables by their names"),
         (eval_by_computed_getattr, "by a name computed at run time"),
         (eval_by_import, "'__import__' hands out objects by name"),
         (eval_from_builtins_dict, "'vars' reads variables by their names"),
@@ -342,7 +342,7 @@ def object_reads_its_callers_frame(x):
         (eval_through_importlib, "'importlib.__import__' hands out objects by name"),
         (eval_through_attrgetter, "'operator.attrgetter' hands out objects by name"),
         (eval_partial, "'PARTIAL_EVAL' reads variables by their names"),
-        (eval_of_an_object_by_getattr, "'getattr(_Holder, 'f')' reads variables by their names"),
+        (eval_of_an_object_by_getattr, "'_Holder.f' reads variables by their names"),
         (eval_through_globals_of_a_function, ".__globals__' hands out objects by name"),
         (eval_through_a_modules_dict, "'np.lib.__dict__' hands out objects by name"),
         (helper_reads_its_callers_frame, "'_peek' reads variables by their names"),

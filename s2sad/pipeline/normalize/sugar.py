@@ -7,6 +7,7 @@ before it reads a function's body (each body, the inlined ones too):
 - `try:` becomes its body, then its `else:` and `finally:` blocks: the derivative is that of
   the path on which the body does not raise (the handlers are not differentiated);
 - a walrus (`(n := len(x))`) becomes an assignment before its statement;
+- `getattr(x, "name")`, of a literal name and without a default, becomes `x.name`;
 - a dict held in a local and read by constant keys (`d = {"a": x, "b": y}; d["a"]`) becomes one
   local per key (`d_a`, `d_b`); a key no literal or write gives is refused (a key that a later
   literal leaves out keeps its value, where Python would raise KeyError).
@@ -17,6 +18,7 @@ What cannot be rewritten so is left as it is, and the flattener refuses it at it
 from __future__ import annotations
 
 import ast
+import builtins
 import copy
 
 import numpy as np
@@ -41,7 +43,7 @@ class Sugar:
         self.made: set[str] = set()  # the locals the rewrites made
 
     def body(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
-        stmts = self.block(stmts)
+        stmts = [_Getattrs(self.resolve).visit(s) for s in self.block(stmts)]
         return _Dicts(self).rewrite(stmts)
 
     # ------------------------------------------------------------------ statements
@@ -132,6 +134,28 @@ class Sugar:
             node,
             hint="assign the value on a line of its own first",
         )
+
+
+class _Getattrs(ast.NodeTransformer):
+    """`getattr(x, "name")`, a literal name and no default, is `x.name`."""
+
+    def __init__(self, resolve):
+        self.resolve = resolve
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if (
+            len(node.args) == 2
+            and not node.keywords
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+            and node.args[1].value.isidentifier()
+            and self.resolve(node.func) is builtins.getattr
+        ):
+            return ast.copy_location(
+                ast.Attribute(node.args[0], node.args[1].value, ast.Load()), node
+            )
+        return node
 
 
 def _walruses(node) -> list[ast.NamedExpr]:
