@@ -5,6 +5,9 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import s2sad
 
@@ -220,3 +223,22 @@ def test_cuda_kernel_writes_into_out():
         g(x, y, out=(np.empty(5), np.empty(5)))
     with pytest.raises(TypeError, match="takes device arrays"):
         g(cuda.to_device(x), cuda.to_device(y), out=(hx, hy))
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    hnp.mutually_broadcastable_shapes(num_shapes=2, min_dims=0, max_dims=3, max_side=3),
+    st.booleans(),
+)
+def test_cuda_kernel_broadcasts_as_numpy(shapes, scalar_y):
+    """NumPy arrays of any broadcastable shapes (or a Python float) give the gradient of each
+    broadcast element, in the broadcast shape."""
+    rng = np.random.default_rng(len(shapes.input_shapes[0]))
+    x = rng.uniform(-1.5, 1.5, shapes.input_shapes[0])
+    y = 0.35 if scalar_y else rng.uniform(-1.5, 1.5, shapes.input_shapes[1])
+    gx, gy = s2sad.grad(lorentz, wrt=(0, 1), target="cuda")(x, y)
+    bx, by = np.broadcast_arrays(x, y)
+    assert gx.shape == gy.shape == bx.shape
+    expected = _elementwise_cpu(lorentz, (bx, by), (0, 1)) if bx.size else np.zeros((2,) + bx.shape)
+    np.testing.assert_allclose(gx, expected[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gy, expected[1], rtol=1e-12, atol=1e-12)
