@@ -10,200 +10,17 @@ records values) is refused: device code has no lists. Without a GPU, Numba's sim
 from __future__ import annotations
 
 import ast
-import builtins
 import inspect
 import math
 
 import numpy as np
 
-from .transform_cache import transform_and_read
+from .cuda_device import HEADER, device_tree, helpers_used, refuse_unknown
+from .errors import NonDifferentiableInputError, S2SADError
+from .pipeline.emit import format_source
 from .pipeline.normalize import NameAllocator, reserved_names
-from .errors import S2SADError, UnsupportedSyntaxError
+from .transform_cache import transform_and_read
 from .transformed import Transformed
-
-# NumPy's scalar functions as device code spells them: `math`'s, or a helper below. Numba's CUDA
-# target does not compile NumPy's ufuncs reliably on scalars (on an H200 with numba-cuda 0.68,
-# np.exp and np.sqrt failed, np.log compiled), so device code calls none but those in _KEPT.
-_MATH = {
-    "exp": "math.exp",
-    "log": "math.log",
-    "log1p": "math.log1p",
-    "expm1": "math.expm1",
-    "log2": "math.log2",
-    "log10": "math.log10",
-    "sqrt": "math.sqrt",
-    "sin": "math.sin",
-    "cos": "math.cos",
-    "tan": "math.tan",
-    "arcsin": "math.asin",
-    "arccos": "math.acos",
-    "arctan": "math.atan",
-    "sinh": "math.sinh",
-    "cosh": "math.cosh",
-    "tanh": "math.tanh",
-    "arcsinh": "math.asinh",
-    "arccosh": "math.acosh",
-    "arctanh": "math.atanh",
-    "arctan2": "math.atan2",
-    "hypot": "math.hypot",
-    "floor": "math.floor",
-    "ceil": "math.ceil",
-    "abs": "math.fabs",
-    "absolute": "math.fabs",
-    "fabs": "math.fabs",
-    "power": "math.pow",
-    "deg2rad": "math.radians",
-    "radians": "math.radians",
-    "rad2deg": "math.degrees",
-    "degrees": "math.degrees",
-    "sign": "np_sign",
-    "square": "np_square",
-    "reciprocal": "np_reciprocal",
-    "exp2": "np_exp2",
-    "logaddexp": "np_logaddexp",
-}
-# compiled on the GPU as they are (NaN-propagating, unlike the builtins max and min)
-_KEPT = {"maximum", "minimum", "fmax", "fmin"}
-
-_DEVICE_HELPERS = """
-import math
-
-import numpy as np
-from numba import cuda
-
-
-@cuda.jit(device=True)
-def grad_seed(out):
-    return 1.0
-
-
-@cuda.jit(device=True)
-def stop_gradient(x):
-    return x
-
-
-@cuda.jit(device=True)
-def zeros_like(x):
-    return 0.0
-
-
-@cuda.jit(device=True)
-def np_sign(x):
-    if x > 0:
-        return 1.0
-    if x < 0:
-        return -1.0
-    return 0.0
-
-
-@cuda.jit(device=True)
-def unbroadcast(g, x):
-    return g
-
-
-@cuda.jit(device=True)
-def nan_skip_split(x1, x2, wins):
-    if math.isnan(x2):
-        return 0.0 if math.isnan(x1) else 1.0
-    return wins * (0.5 if x1 == x2 else 1.0)
-
-
-@cuda.jit(device=True)
-def np_square(x):
-    return x * x
-
-
-@cuda.jit(device=True)
-def np_reciprocal(x):
-    return 1.0 / x
-
-
-@cuda.jit(device=True)
-def np_exp2(x):
-    return math.pow(2.0, x)
-
-
-@cuda.jit(device=True)
-def np_logaddexp(x1, x2):
-    top = max(x1, x2)
-    if math.isinf(top):
-        return x1 + x2 if top < 0 else top
-    return top + math.log1p(math.exp(-abs(x1 - x2)))
-
-
-@cuda.jit(device=True)
-def pow_vjp_exponent(g, ans, x):
-    if x > 0:
-        return g * ans * math.log(x)
-    return 0.0
-
-
-@cuda.jit(device=True)
-def builtin_extremum_vjp(g, args, k, ans):
-    ties = 0
-    for a in args:
-        if a == ans:
-            ties += 1
-    if ties == 0:
-        return 0.0 * g
-    return g * (args[k] == ans) / ties
-
-
-@cuda.jit(device=True)
-def even_split(x1, x2):
-    if x1 == x2:
-        return 0.5
-    return 1.0
-"""
-
-
-class _ToMath(ast.NodeTransformer):
-    """np.sin(x) -> math.sin(x), np.sign(x) -> np_sign(x): device code has math, not ufuncs."""
-
-    def visit_Attribute(self, node):
-        self.generic_visit(node)
-        if isinstance(node.value, ast.Name) and node.value.id == "np" and node.attr in _MATH:
-            return ast.parse(_MATH[node.attr], mode="eval").body
-        return node
-
-    def visit_Call(self, node):
-        self.generic_visit(node)
-        func = node.func
-        if (  # np.sum of a number (an unbroadcast to a scalar) is the number
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id == "np"
-            and func.attr == "sum"
-            and len(node.args) == 1
-            and not node.keywords
-        ):
-            return node.args[0]
-        return node
-
-
-def _unknown_names(tree, namespace) -> list[str]:
-    """Names the device code reads that nothing defines: a helper with no device form."""
-    bound = {a.arg for node in ast.walk(tree) if isinstance(node, ast.arguments) for a in node.args}
-    bound |= {
-        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-    }
-    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    return sorted(read - bound - set(namespace) - set(dir(builtins)))
-
-
-def _numpy_calls(tree) -> list[str]:
-    """NumPy functions left in device code that CUDA does not compile on scalars."""
-    return sorted(
-        {
-            f"np.{node.func.attr}"
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "np"
-            and node.func.attr not in _KEPT
-        }
-    )
 
 
 class CudaTransformed:
@@ -219,18 +36,7 @@ class CudaTransformed:
     def build(self):
         ranks = tuple((p, 0) for p in self.params)
         compiled = transform_and_read(self.func, self.wrt, self.mode, ranks, True)[0]
-        if "_tape = []" in compiled.code or "_tape = shape_tape()" in compiled.code:
-            raise UnsupportedSyntaxError(
-                f"{compiled.name} records values on a tape, which CUDA device code cannot hold",
-                hint="use target='cpu' (jit=True) for loops whose adjoint records values",
-            )
-        tree = _ToMath().visit(ast.parse(compiled.code))
-        if _numpy_calls(tree):
-            raise UnsupportedSyntaxError(
-                f"the gradient of {self.func.__name__} calls {', '.join(_numpy_calls(tree))}, "
-                "which has no CUDA device form here",
-                hint="write it with math's functions, or use target='cpu' (jit=True)",
-            )
+        tree = device_tree(self.func, compiled.code)
         device = ast.unparse(tree).replace(f"def {compiled.name}(", f"def {compiled.name}_py(", 1)
         n_out = len(self.wrt) if self.mode == "grad" else 2
         # the kernel's names: the generated code's for the parameters, and its own unlike them
@@ -242,21 +48,15 @@ class CudaTransformed:
         out = [names.fresh(f"out{k}") for k in range(n_out)]
         self._names = (params, dots, out, i, r)
         self.compiled, self.n_out = compiled, n_out
-        self._device = _DEVICE_HELPERS + "\n\n" + device
+        self._device = HEADER + helpers_used(tree) + "\n\n" + device
         self._device += f"\n\n{compiled.name} = cuda.jit(device=True)({compiled.name}_py)\n"
         self._namespace: dict = {"math": math, "np": np}
         self._namespace.update(compiled.globals)
         exec(compile(self._device, f"<s2sad cuda {compiled.name}>", "exec"), self._namespace)
-        missing = _unknown_names(tree, self._namespace)
-        if missing:
-            raise UnsupportedSyntaxError(
-                f"the gradient of {self.func.__name__} calls {', '.join(missing)}, "
-                "which has no CUDA device form here",
-                hint="use target='cpu' (jit=True)",
-            )
+        refuse_unknown(self.func, tree, self._namespace)
         self._kernels: dict = {}
         every = (True,) * (len(params) + len(dots) * (self.mode == "jvp"))
-        self.source = self._device + self._kernel_text(every)
+        self.source = format_source(self._device + self._kernel_text(every))
         self._kernel = self._kernel_for(every)
 
     def _kernel_text(self, arrays: tuple) -> str:
@@ -294,8 +94,8 @@ def {name}_kernel({signature}):
         return self._kernels[arrays]
 
     def __call__(self, *args, tangent=None, out=None):
-        """`out=`: arrays of the result's shape (one, or a tuple of them) to write into, as
-        NumPy's ufuncs take: on the GPU this saves allocating the results at each call."""
+        """`out=`: arrays of the results' shape and dtype (one, or a tuple of them) to write
+        into, as NumPy's ufuncs take: on the GPU this saves allocating them at each call."""
         if len(args) != len(self.params):
             raise TypeError(f"{self.func.__name__} takes {len(self.params)} arguments")
         if self.mode == "jvp" and tangent is None:
@@ -307,25 +107,40 @@ def {name}_kernel({signature}):
         tangents = (
             [] if tangent is None else list(tangent if isinstance(tangent, tuple) else (tangent,))
         )
+        if self.mode == "jvp" and len(tangents) != len(self.wrt):
+            raise TypeError(
+                f"the jvp kernel of {self.func.__name__} takes {len(self.wrt)} tangent(s), one "
+                f"per argument differentiated (a tuple for several), not {len(tangents)}"
+            )
         cuda = self._namespace["cuda"]
         inputs = [*args, *tangents]
+        names = self.params + [f"the tangent of {w}" for w in self.wrt]
+        for name, a in zip(names, inputs):
+            if not _on_device(cuda, a) and np.iscomplexobj(a):
+                raise NonDifferentiableInputError(
+                    f"{name} is complex: s2sad differentiates real-valued inputs only"
+                )
         scalar = [np.ndim(a) == 0 and not _on_device(cuda, a) for a in inputs]
         on_device = any(_on_device(cuda, a) for a in inputs)
         if on_device:
             flat, shape = self._device_inputs(inputs, scalar)
         else:  # NumPy arrays: broadcast, copied to the device, and the results back
             arrays = np.broadcast_arrays(
-                *[np.asarray(a, dtype=np.float64) for a, s in zip(inputs, scalar) if not s]
+                *[np.asarray(a, dtype=_float(a)) for a, s in zip(inputs, scalar) if not s]
             )
             shape = arrays[0].shape if arrays else ()
             copies = iter([cuda.to_device(np.ascontiguousarray(a).ravel()) for a in arrays])
             flat = [float(a) if s else next(copies) for a, s in zip(inputs, scalar)]
         size = int(np.prod(shape))
-        given = self._outputs(out, shape, on_device)
+        if self.mode == "grad":  # each gradient in its input's float dtype, as on the CPU
+            dtypes = [_float(args[self.params.index(w)]) for w in self.wrt]
+        else:
+            dtypes = [np.result_type(*[_float(a) for a in inputs])] * 2
+        given = self._outputs(out, shape, dtypes, flat if on_device else None)
         outs = (
             [o.reshape(size) for o in given]
             if given and on_device
-            else [cuda.device_array(size, dtype=np.float64) for _ in range(self.n_out)]
+            else [cuda.device_array(size, dtype=d) for d in dtypes]
         )
         threads = 256
         blocks = max(1, (size + threads - 1) // threads)
@@ -344,7 +159,8 @@ def {name}_kernel({signature}):
             return results
         return results if self.plain.wrt_tuple else results[0]
 
-    def _outputs(self, out, shape, on_device):
+    def _outputs(self, out, shape, dtypes, on_gpu):
+        """The arrays `out=` gives, checked (`on_gpu`: the inputs on the device, or None)."""
         if out is None:
             return None
         cuda = self._namespace["cuda"]
@@ -352,20 +168,29 @@ def {name}_kernel({signature}):
         if len(given) != self.n_out:
             raise ValueError(f"out= needs {self.n_out} arrays, one per result, not {len(given)}")
         checked = []
-        for o in given:
-            if on_device:
+        for o, dtype in zip(given, dtypes):
+            if on_gpu is not None:
                 if not _on_device(cuda, o):
                     raise TypeError("with arguments on the GPU, out= takes device arrays")
                 o = o if cuda.devicearray.is_cuda_ndarray(o) else cuda.as_cuda_array(o)
             elif not isinstance(o, np.ndarray):
                 raise TypeError("with NumPy arguments, out= takes NumPy arrays")
-            contiguous = o.is_c_contiguous() if on_device else o.flags.c_contiguous
-            if tuple(o.shape) != tuple(shape) or o.dtype != np.float64 or not contiguous:
+            contiguous = o.is_c_contiguous() if on_gpu is not None else o.flags.c_contiguous
+            if tuple(o.shape) != tuple(shape) or o.dtype != dtype or not contiguous:
                 raise ValueError(
-                    f"out= arrays must be C-contiguous float64 of shape {tuple(shape)}, "
-                    f"not {o.dtype} of shape {tuple(o.shape)}"
+                    f"out= arrays must be C-contiguous {np.dtype(dtype)} of shape "
+                    f"{tuple(shape)}, not {o.dtype} of shape {tuple(o.shape)}"
                 )
             checked.append(o)
+        extents = [_extent(o) for o in checked]
+        for k, e in enumerate(extents):
+            if any(_overlap(e, f) for f in extents[:k]):
+                raise ValueError("out= arrays share memory: give each result its own")
+            # an input may be written over where it is read: each thread reads its element
+            # before it writes it; any other overlap would read another thread's result
+            inputs = [_extent(a) for a in on_gpu or () if not isinstance(a, float)]
+            if any(_overlap(e, f) and e != f for f in inputs):
+                raise ValueError("an out= array overlaps an input without being it")
         return checked
 
     def _device_inputs(self, inputs, scalar):
@@ -397,7 +222,7 @@ def {name}_kernel({signature}):
                     f"{self.func.__name__}'s CUDA kernel needs C-contiguous device arrays; "
                     f"{name!r} is not (copy it on the device first)"
                 )
-            if a.dtype.kind != "f":
+            if a.dtype not in (np.float32, np.float64):
                 raise TypeError(f"{name!r} is a device array of {a.dtype}, not of floats")
             flat.append(a.reshape(size))
         return flat, shape
@@ -406,6 +231,25 @@ def {name}_kernel({signature}):
 def _on_device(cuda, a) -> bool:
     """A GPU array: Numba's own, or any with the CUDA array interface (CuPy, PyTorch)."""
     return hasattr(a, "__cuda_array_interface__") or cuda.devicearray.is_cuda_ndarray(a)
+
+
+def _float(a):
+    """The float dtype a kernel's argument keeps (float32 or float64; others are float64)."""
+    dtype = getattr(a, "dtype", None)
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+def _extent(a) -> tuple:
+    """The bytes a C-contiguous array spans (NumPy's, the GPU's, or the simulator's)."""
+    if hasattr(a, "__cuda_array_interface__"):
+        start = a.__cuda_array_interface__["data"][0]
+    else:  # a NumPy array, or an array of Numba's simulator (which holds one)
+        start = getattr(a, "_ary", a).__array_interface__["data"][0]
+    return start, start + a.size * a.dtype.itemsize
+
+
+def _overlap(e, f) -> bool:
+    return e[0] < f[1] and f[0] < e[1]
 
 
 def compiled_wrt(transformed, params: list[str]) -> list[str]:

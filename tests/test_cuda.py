@@ -199,7 +199,9 @@ def test_cuda_kernel_of_each_scalar_function(elementwise_module, k):
 def test_cuda_refuses_numpy_functions_it_cannot_compile(elementwise_module):
     for k in (len(ELEMENTWISE), len(ELEMENTWISE) + 1):
         f = getattr(elementwise_module, f"f{k}")
-        with pytest.raises(s2sad.UnsupportedSyntaxError, match="no CUDA device form"):
+        with pytest.raises(
+            s2sad.UnsupportedSyntaxError, match=r"cuda_elementwise\.py:\d+: .*no CUDA device form"
+        ):
             s2sad.grad(f, target="cuda")(np.ones(3))
 
 
@@ -242,3 +244,55 @@ def test_cuda_kernel_broadcasts_as_numpy(shapes, scalar_y):
     expected = _elementwise_cpu(lorentz, (bx, by), (0, 1)) if bx.size else np.zeros((2,) + bx.shape)
     np.testing.assert_allclose(gx, expected[0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gy, expected[1], rtol=1e-12, atol=1e-12)
+
+
+def uses_helper_names(x, np_square, np_logaddexp):
+    return np.square(x) * np_square + np.logaddexp(x, np_logaddexp)
+
+
+def signed(x):
+    return np.sign(x) * x
+
+
+def test_cuda_user_names_like_device_helpers_and_odd_inputs():
+    """A user's names like the device helpers' are renamed; sign(NaN) is NaN; complex inputs
+    are refused; float32 inputs give float32 results; a jvp takes one tangent per input."""
+    x = np.array([0.3, 0.6, 1.2])
+    g = s2sad.grad(uses_helper_names, wrt=(0, 1, 2), target="cuda")
+    got = g(x, 2.0, 0.5)
+    for k, v in enumerate(x):
+        cpu = s2sad.grad(uses_helper_names, wrt=(0, 1, 2))(float(v), 2.0, 0.5)
+        np.testing.assert_allclose([r[k] for r in got], cpu, rtol=1e-12)
+    value, tangent = s2sad.jvp(signed, target="cuda")(np.array([np.nan, -2.0]), tangent=1.0)
+    assert np.isnan(value[0]) and value[1] == 2.0 and tangent[1] == -1.0
+    with pytest.raises(s2sad.NonDifferentiableInputError, match="complex"):
+        g(x + 1j, 2.0, 0.5)
+    gx, gs, gl = g(x.astype(np.float32), 2.0, np.float32(0.5))
+    assert (gx.dtype, gs.dtype, gl.dtype) == (np.float32, np.float64, np.float32)
+    value, tangent = s2sad.jvp(signed, target="cuda")(x.astype(np.float32), tangent=np.float32(1))
+    assert value.dtype == tangent.dtype == np.float32
+    with pytest.raises(TypeError, match="takes 1 tangent"):
+        s2sad.jvp(signed, target="cuda")(x, tangent=(x, x))
+
+
+def test_cuda_out_overlapping_an_input_is_refused():
+    from numba import cuda
+
+    x = np.linspace(-1.0, 1.0, 4)
+    g = s2sad.grad(lorentz, wrt=(0, 1), target="cuda")
+    buf = cuda.to_device(np.concatenate([x, [0.0]]))
+    other = cuda.device_array(4)
+    with pytest.raises(ValueError, match="overlaps an input without being it"):
+        g(buf[0:4], cuda.to_device(x), out=(buf[1:5], other))
+    with pytest.raises(ValueError, match="share memory"):
+        g(cuda.to_device(x), cuda.to_device(x), out=(other, other))
+    expected = g(x, x)
+    xd, yd = cuda.to_device(x), cuda.to_device(x)
+    gx, gy = g(xd, yd, out=(xd, yd))  # each thread reads its element before writing it
+    np.testing.assert_allclose(gx.copy_to_host(), expected[0], rtol=1e-14)
+    np.testing.assert_allclose(gy.copy_to_host(), expected[1], rtol=1e-14)
+
+
+def test_cuda_refusals_name_the_line():
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"test_cuda\.py:\d+: .*records values"):
+        s2sad.grad(loop_with_tape, target="cuda")(np.ones(3))

@@ -2,7 +2,7 @@
 generated code uses that are not the user's), `reserved_names` (those of one transform),
 `s2sad_object` (what such a name means) and `STATIC_ATTRS` (array attributes that carry no
 derivative). A leaf module: normalization, name resolution, classification and `register_vjp`
-read it, and it reads only the runtime helpers and the rule table.
+read it, and it reads only the runtime helpers, the rule table and CUDA's device helpers.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from .. import runtime
+from ..cuda_device import HELPERS as CUDA_HELPERS
 from ..rules.helpers import BATCHED, RUNTIME, numba_names
 from ..rules.registry import NAMESPACE
 
@@ -25,7 +26,8 @@ STATIC_ATTRS = {"shape", "ndim", "size", "dtype"}
 # in the generated code (see `hygienic`), so nothing of the user's can shadow them nor they the
 # user's.
 RESERVED = (
-    {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda", "np_sign"}
+    {"np", "math", "pullback", "range", "len", "reversed", "slice", "min", "max", "cuda"}
+    | set(CUDA_HELPERS)  # device code's helpers (s2sad/cuda_device.py)
     | {"NonScalarOutputError"}
     | {"prange", "thread_count", "get_thread_id"}  # loops on threads (s2sad/threads.py)
     | set(RUNTIME)  # private ones too: `s2sad emit` copies them beside the user's constants
