@@ -220,7 +220,7 @@ class WholeJacobians:
         often, or None."""
         if len(self.fast) < 2:
             return None
-        fast = self.fast.get(call_key(args))
+        fast = self.fast.get((len(args), call_key(args)))
         if fast is None or fast is self.last:
             return None
         try:
@@ -242,6 +242,9 @@ class WholeJacobians:
         if not self.on or kwargs:
             return
         n_given = len(args)
+        # the kind: the arguments passed (a call leaving some to defaults is another kind,
+        # whose guard reads the defaults at each call)
+        key = (n_given, call_key(args))
         if n_given != len(bound.arguments):  # the rest left to their defaults, or not a plain call
             filled = _defaults_filled(owner.func, bound, n_given)
             if filled is None:
@@ -251,7 +254,6 @@ class WholeJacobians:
             return  # (a method's self, a partial's arguments)
         if not fits(args, inputs, values):
             return
-        key = call_key(args)
         fast = self.fast.get(key)
         if fast is None:
             if len(self.calls) > 64:  # many kinds, seldom the same: start counting again
@@ -296,6 +298,7 @@ class WholeJacobians:
             jitted, text, owner.func, compiled, args, values, blocks, self.wrt_tuple, given
         )
         fast.made_for = _made_for(values, out)
+        fast.mode = "reverse" if rows else "forward"
         return fast
 
 

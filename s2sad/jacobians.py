@@ -308,11 +308,20 @@ class Jacobian:
         Jitted (or unbatched): the sweep run once per row (reverse) or column (forward), and
         the compiled function that runs them all once the Jacobian is called often."""
         if not self.batched:
-            sweeps = self.forward if self.per_basis_mode == "forward" else self.backward
-            if args or kwargs:
-                return sweeps.specialized(sweeps._bind(args, kwargs)).source
-            shown = sweeps.compiled.source
             fast = self._whole.last
+            if args or kwargs:  # the sweeps such a call runs: the mode its sizes pick
+                bound = self.backward._bind(args, kwargs)
+                mode = self.mode
+                if mode is None:
+                    n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
+                    out = self.backward.target.original(*args, **kwargs)
+                    n_out = sum(np.size(o) for o in flatten(out)[1])
+                    mode = "forward" if n_in <= n_out else "reverse"
+                sweeps = self.forward if mode == "forward" else self.backward
+                return sweeps.specialized(sweeps._bind(args, kwargs)).source
+            mode = fast.mode if fast is not None else self.per_basis_mode
+            sweeps = self.forward if mode == "forward" else self.backward
+            shown = sweeps.compiled.source
             if fast is not None:
                 shown += (
                     "\n\n# called often with arguments of one kind, this compiled function runs\n"

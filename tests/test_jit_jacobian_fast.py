@@ -433,3 +433,35 @@ def test_source_shows_the_sweeps_and_the_whole_jacobian():
     after = s2sad.source(jac)
     assert after.startswith(before) and "runs\n# the sweeps above for every row" in after
     assert "def vjp_observation_jacobian(" in after
+
+
+def test_each_number_of_arguments_given_gets_its_whole_jacobian(monkeypatch):
+    """Calls leaving a default and calls giving it are two kinds: each gets its whole compiled
+    Jacobian (they shared one key, and the one made second never served)."""
+    J = s2sad.jacobian(with_a_default, jit="strict")
+    plain = s2sad.jacobian(with_a_default)
+    p, obs = np.linspace(0.1, 0.9, 6), np.array([0.5, -1.0, 2.0])
+    for _ in range(3):
+        assert_same(J(p, obs, c=1.5), plain(p, obs, 1.5))
+        assert_same(J(p, obs), plain(p, obs))
+    with monkeypatch.context() as patched:
+        patched.setattr(J, "_per_basis", lambda *a: pytest.fail("not the whole Jacobian"))
+        for _ in range(2):
+            assert_same(J(p, obs), plain(p, obs))
+            assert_same(J(p, obs, 1.5), plain(p, obs, 1.5))
+
+
+def project(x, w):
+    return np.sin(x) @ w
+
+
+def test_source_with_arguments_shows_the_mode_they_pick():
+    """Without arguments, the sweeps of the last call; with them, those their sizes pick."""
+    J = s2sad.jacobian(project, jit="strict")
+    x, narrow, broad = np.linspace(0.1, 0.4, 4), np.ones((4, 2)), np.ones((4, 6))
+    J(x, narrow)  # 2 outputs of 4 inputs: reverse, one sweep per row
+    assert "def vjp_project_sweep(" in s2sad.source(J)
+    assert "def jvp_project(" in s2sad.source(J, x, broad)  # 6 outputs: one per column
+    assert "def vjp_project_sweep(" in s2sad.source(J, x, narrow)
+    J(x, broad)
+    assert "def jvp_project(" in s2sad.source(J)
