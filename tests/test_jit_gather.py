@@ -66,6 +66,18 @@ def test_the_gather_reads_the_array_viewed_and_adds_nothing_into_the_gradient():
     assert "du[" not in adjoint.replace("du[j0, j1] = du_j", "")  # one write per element
 
 
+def test_arrays_of_other_layouts_are_read_through_their_strides():
+    """A transposed or strided `u`: Numba compiles the reads `u[j0, j1 - 1]` for its layout."""
+    base = rng().normal(size=(9, 12))
+    jitted = s2sad.grad(stencil, wrt="u", jit="strict")
+    for u in (base.T, base[::2, 1::3]):
+        got = jitted(u, 0.7)
+        assert fused_ran(jitted) and got.shape == u.shape
+        np.testing.assert_allclose(
+            got, s2sad.grad(stencil, wrt="u")(u, 0.7), rtol=1e-12, atol=1e-12
+        )
+
+
 def test_a_five_point_stencil_with_starts_of_two():
     u = rng().normal(size=(6, 7))
     jitted = s2sad.grad(five_point, wrt="u", jit="strict")
