@@ -32,8 +32,9 @@ def transform(
     reuse: bool = False,
 ) -> Compiled:
     """Generate, compile and cache the `mode` transform: "grad", "value_and_grad", "vjp", "jvp",
-    or "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
-    the one-sweep Jacobian). Call its function with `read(func)`'s values after the arguments
+    "vjp_batched"/"jvp_batched" (every cotangent or tangent with a leading batch axis, for
+    the one-sweep Jacobian), or "checked_grad" (a jitted grad: the gradient after the output's
+    kind, `output_kind`, which Transformed checks). Call its function with `read(func)`'s values after the arguments
     (`transform_and_read` gives both)."""
     return transform_and_read(func, wrt, mode, ranks, jit, trees, has_aux, passed, parallel, reuse)[
         0

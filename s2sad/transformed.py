@@ -190,8 +190,9 @@ class Transformed:
         )
 
     def _generated_mode(self):
-        # jitted gradients also return the value, so the scalar check happens here
-        return "value_and_grad" if self.jit and self.mode == "grad" else self.mode
+        # jitted gradients also return the output's kind (`output_kind`), so the scalar check
+        # happens here; the value itself is not computed where the gradient needs none
+        return "checked_grad" if self.jit and self.mode == "grad" else self.mode
 
     def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:

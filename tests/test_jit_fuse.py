@@ -261,7 +261,7 @@ def test_the_stencils_loops_recompute_rather_than_store():
     assert "np.empty(" not in fused_primal and "+= " in fused_primal
     assert "np.sum(" in primal.split("else:")[1]  # the original statements, unfused
     # (one guard, its pairs of arrays on lines of their own)
-    assert len(re.findall(r"if \(?\s*fusible\(", adjoint)) == 1 and "for i1" in adjoint
+    assert len(re.findall(r"if \(?\s*fusible\(", adjoint)) == 1 and "for j1" in adjoint
 
 
 def test_unfusable_code_is_left_alone():

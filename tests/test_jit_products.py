@@ -95,6 +95,6 @@ def test_the_python_forms_run_the_jitted_source():
     g(Q, MEANS, XS)
     namespace = {"np": np, "math": math, **RUNTIME}
     exec(s2sad.source(g), namespace)
-    _, grads = namespace["value_and_grad_mahalanobis"](Q, MEANS, XS)
+    _, grads = namespace["checked_grad_mahalanobis"](Q, MEANS, XS)
     for got, want in zip(grads, s2sad.grad(mahalanobis, wrt=(0, 1, 2))(Q, MEANS, XS)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)

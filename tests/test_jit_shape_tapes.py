@@ -131,7 +131,7 @@ def test_the_python_forms_run_the_jitted_source():
         g(*args)
         namespace = {"np": np, "math": math, **RUNTIME}
         exec(s2sad.source(g), namespace)
-        _, grads = namespace[f"value_and_grad_{f.__name__}"](*args)
+        _, grads = namespace[f"checked_grad_{f.__name__}"](*args)
         expected = s2sad.grad(f, wrt=wrt)(*args)
         for got, want in zip(grads if len(wrt) > 1 else (grads,), expected):
             np.testing.assert_allclose(got, want, rtol=1e-12)

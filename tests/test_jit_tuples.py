@@ -163,7 +163,7 @@ def test_strict_names_a_helper_without_numba_form_and_the_users_line():
     with pytest.raises(JitError) as info:
         s2sad.grad(contracted, jit="strict")(np.ones((3, 2)), np.ones((2, 3)))
     text = str(info.value)
-    assert "NameError" not in text and "value_and_grad_contracted" not in text
+    assert "NameError" not in text and "checked_grad_contracted" not in text
     assert "s2sad.grad(contracted, jit='strict')" in text
     assert "helper einsum_vjp" in text and "has no Numba form" in text
     assert "test_jit_tuples.py line " in text and "np.einsum(" in text
@@ -178,7 +178,7 @@ def test_strict_keeps_numbas_argument_types():
         s2sad.grad(cumulative, jit="strict")(np.ones((2, 3)))
     text = str(info.value)
     assert "s2sad.grad(cumulative, jit='strict')" in text
-    assert "value_and_grad_cumulative" not in text
+    assert "checked_grad_cumulative" not in text
     assert "No implementation of function" in text and "array(float64, 2d" in text
 
 

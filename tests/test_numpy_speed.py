@@ -86,8 +86,8 @@ def test_square_by_product_is_doubled_once():
     g = s2sad.grad(f)
     np.testing.assert_array_equal(g(x, w), 2 * (w * x))
     src = s2sad.source(g, x, w)
-    # (written into a dead temporary's array where one fits: pipeline/reuse.py)
-    doubled = "dx = 2 * (dy * x)" in src or "dx = np.multiply(2, dy * x, out=spare(" in src
+    # (written into a dead temporary's array where one fits, the product first: reuse.py)
+    doubled = "dx = 2 * (dy * x)" in src or "dx = np.multiply(2, dx, out=spare(dx, dx))" in src
     assert doubled and "unbroadcast(dy * x" not in src
 
 

@@ -54,6 +54,8 @@ _FUSE = os.environ.get("S2SAD_FUSE") != "0"
 # NumPy-mode gradients write elementwise results into dying temporaries' arrays
 # (pipeline/reuse.py); S2SAD_REUSE=0 leaves every result a fresh array, to compare the two
 _REUSE = os.environ.get("S2SAD_REUSE") != "0"
+# the modes of a scalar function's gradient ("checked_grad": a jitted grad, see emit)
+_GRADS = ("grad", "value_and_grad", "checked_grad")
 
 
 def differentiate(
@@ -78,7 +80,7 @@ def differentiate(
 
     def parse():
         parsed = parse_function(func, star=[p for p, _, _ in trees])
-        if mode in ("grad", "value_and_grad") and not has_aux:
+        if mode in _GRADS and not has_aux:
             pair = next(
                 (
                     r
@@ -132,7 +134,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     norm, resolver = normalize(parsed, list(wrt), ranks)
-    if mode in ("grad", "value_and_grad") and norm.tuple_output:
+    if mode in _GRADS and norm.tuple_output:
         raise _tuple_return(parsed, len(norm.outputs))
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)

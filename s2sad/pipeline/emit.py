@@ -221,6 +221,15 @@ def emit(
             f"def {name}({params}):",
             "    " + docstring(f"{what} of {where} with respect to {', '.join(wrt)}.{note}"),
         ]
+    elif mode == "checked_grad":
+        lines = [
+            f"def {name}({params}):",
+            "    "
+            + docstring(
+                f"Gradient of {where} with respect to {', '.join(wrt)}, after the output's kind "
+                f"(grad checks it).{note}"
+            ),
+        ]
     elif mode == "vjp" and jit and plain_primal is not None:  # no closures in Numba
         lines = [
             f"def {name}({params}):",
@@ -268,11 +277,14 @@ def emit(
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
-    if mode in ("grad", "value_and_grad"):
+    if mode in ("grad", "value_and_grad", "checked_grad"):
         lines.append("    # adjoint sweep: from the output back to the inputs")
         lines.append(f"    {adjoint.seeds[0]} = grad_seed({norm.outputs[0]})")
         lines += text.block(adjoint.stmts, "    ")
-        value = f"{out}, " if mode == "value_and_grad" else ""
+        # (a jitted grad returns the output's kind, not its value: Numba then drops the code
+        # computing the value where the gradient reads none of it)
+        value = {"value_and_grad": f"{out}, ", "checked_grad": f"output_kind({out}), "}
+        value = value.get(mode, "")
         lines.append(f"    return {value}{'(' + grads + ')' if value and len(wrt) > 1 else grads}")
     else:
         lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")

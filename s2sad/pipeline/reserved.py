@@ -34,7 +34,7 @@ RESERVED = (
     | set(BATCHED)
     | numba_names()
 )
-_MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched")
+_MODES = ("grad", "value_and_grad", "vjp", "jvp", "vjp_batched", "jvp_batched", "checked_grad")
 
 
 def reserved_names(func_name: str) -> set[str]:

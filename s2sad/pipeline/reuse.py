@@ -97,10 +97,10 @@ def reuse_buffers(blocks: list[list], rank_of, keep: set[str], primal_of: dict) 
         buffer = next((b for b in recent if shape(b) == want), None)
         buffer = buffer or next((b for b in recent if b in operands), pool[-1])
         pool.remove(buffer)
-        rewritten[id(stmt)] = _with_out(stmt, buffer, operands)
+        rewritten[id(stmt)] = _split(stmt, buffer, rank) or [_with_out(stmt, buffer, operands)]
     out, start = [], 0
     for block in blocks:
-        out.append([rewritten.get(id(s), s) for s in flat[start : start + len(block)]])
+        out.append([r for s in flat[start : start + len(block)] for r in rewritten.get(id(s), [s])])
         start += len(block)
     return out
 
@@ -301,6 +301,47 @@ def _operands(value) -> list[str]:
         elif isinstance(node, ast.Call):
             todo += reversed(node.args)
     return names
+
+
+def _split(stmt: ast.Assign, buffer: str, rank) -> list | None:
+    """`c = np.multiply(a, b, out=spare(t, a, b))` then `c = np.multiply(2, c, out=spare(c, c))`
+    for `c = 2 * (a * b)`: an operation nested in the statement's, over an array of the result's
+    rank, writes into the buffer too, and the outer one into that result (both checked by
+    `spare`), where the nested one would have made a fresh array. Only where nothing outside
+    the nested operation reads the buffer (it is written before the outer operation reads its
+    other operands) and the statement does not read its own target; else None."""
+    target, value = stmt.targets[0].id, stmt.value
+    if isinstance(value, ast.BinOp):
+        args = [value.left, value.right]
+    elif isinstance(value, ast.UnaryOp):
+        args = [value.operand]
+    else:
+        args = list(value.args)
+    mentioned = [n.id for n in walk_nodes(value) if isinstance(n, ast.Name)]
+    if target in mentioned or not isinstance(rank(target), int) or not rank(target):
+        return None
+    for k, arg in enumerate(args):
+        if not isinstance(arg, (ast.BinOp, ast.UnaryOp, ast.Call)):
+            continue
+        inside = [n.id for n in walk_nodes(arg) if isinstance(n, ast.Name)]
+        if mentioned.count(buffer) != inside.count(buffer):
+            continue  # the buffer is read after the nested operation would write it
+        if not any(rank(n) == rank(target) for n in inside):
+            continue  # (a number, or an array that broadcasts into the result)
+        nested = ir.copy_origin(ast.Assign([ast.Name(target, ast.Store())], arg), stmt)
+        args[k] = ast.Name(target, ast.Load())
+        if isinstance(value, ast.BinOp):
+            outer = ast.BinOp(args[0], value.op, args[1])
+        elif isinstance(value, ast.UnaryOp):
+            outer = ast.UnaryOp(value.op, args[0])
+        else:
+            outer = ast.Call(value.func, args, [])
+        outer = ir.copy_origin(ast.Assign([ast.Name(target, ast.Store())], outer), stmt)
+        return [
+            _with_out(nested, buffer, _operands(arg)),
+            _with_out(outer, target, _operands(outer.value)),
+        ]
+    return None
 
 
 def _with_out(stmt: ast.Assign, buffer: str, operands: list[str]) -> ast.Assign:

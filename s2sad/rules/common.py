@@ -213,6 +213,21 @@ def _grad_seed(out):
 
 
 @helper(nondiff=True)
+def output_kind(out):
+    """What a jitted `grad` returns beside the gradient: the output itself, for `grad_seed`'s
+    check of its kind. Compiled, a float or complex number is 1.0 (the value is not read, so
+    Numba drops the code computing it where the gradient needs none, as JAX's grad does)."""
+    return out
+
+
+@numba_of(output_kind)
+def _output_kind(out):
+    if isinstance(out, (types.Float, types.Complex)):
+        return lambda out: 1.0
+    return lambda out: out  # an array or an integer: grad_seed refuses it, as in Python
+
+
+@helper(nondiff=True)
 def inexact(x):
     """1.0 for a float value, 0.0 for integers and booleans: the weight of a derivative reaching
     a value whose dtype another argument chose (np.full_like(a, v) with an integer `a` is

@@ -37,14 +37,18 @@ those the maps assume (shapes.py).
 The adjoint's scatters of basic slices join a run over the slices' shape (scatters.py):
 `du = getitem_vjp(g, u, (slice(1, None, None), ...))` and the `add_at(du, index, h)` of the
 other slices of `u` become `du = np.zeros(u.shape)` above the loops and `du[i0 + 1, i1] += g_i`
-inside, each slice's shape checked by the guard.
+inside, each slice's shape checked by the guard. Where those adds are all the run makes and
+the slices have steps of 1 and constant starts (the stencil's), the run is a gather instead
+(gather.py): each element of `du` computed once, from the cotangents at shifted positions, which
+LLVM vectorises, as it does reads of a view `c = u[:-1, 1:]` written `u[i0, i1 + 1]`.
 
 The adjoint's adds into rows of a gradient (`add_at(dw, (k, slice(0, n, None)), v)`) join a run
 that computes `v`: added element by element into a view taken above it (row_adds.py).
 
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
-row_adds.py the adds into rows, and
+gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows,
+and
 syntax.py what they all share.
 """
 

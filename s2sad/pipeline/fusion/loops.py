@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import clone
+from .gather import gather_starts, gathered, shifted
 from .scatters import position
 from .syntax import SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
 
@@ -45,7 +46,13 @@ class Emitter:
         """`name`'s element: indexed by the loops its axes follow (the run's own shape where
         `mapping` is None), 0 along its axes of length 1."""
         mapping = self.run.full() if mapping is None else mapping
-        index = [ast.Constant(0) if k is None else load(self.index[k]) for k in mapping]
+        view = self.f.views.get(name) if isinstance(ctx, ast.Load) else None
+        if view is not None and mapping == tuple(range(len(view[1]))):
+            # `u[i0 + 1, i1]` for `v = u[1:, :-1]`: a read LLVM vectorises (gather.py)
+            name = view[0]
+            index = [shifted(load(self.index[k]), s) for k, s in enumerate(view[1])]
+        else:
+            index = [ast.Constant(0) if k is None else load(self.index[k]) for k in mapping]
         item = index[0] if len(index) == 1 else ast.Tuple(index, ast.Load())
         return ast.Subscript(ast.Name(name, ast.Load()), item, ctx)
 
@@ -156,6 +163,9 @@ class Emitter:
             tail.append(assign(stand, self.empty()))
         tail += aliases + [assign(n, load(stand)) for n in self.standins if n != stand]
         body = _without_dead_elements(body)
+        starts = gather_starts(self) if body else None
+        if starts is not None:  # the slices' cotangents gathered, each element once
+            return gathered(self, head, body, starts) + tail
         return head + (self.loops(body) if body else []) + tail
 
     def scatter(self, stmt, head: list, body: list) -> tuple[list, list]:

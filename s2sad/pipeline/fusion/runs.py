@@ -7,6 +7,7 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
+from .gather import base_views
 from .loops import Emitter
 from .scatters import scatter_of, takes_scatter, with_slices_checked
 from .row_adds import sharing, took_row_add
@@ -42,17 +43,20 @@ class Fuser:
         self.written = written_in_place(nodes)
         self.taken = taken
         self.runs: list = []
-        self._indices: list[str] = []
+        self._indices: dict[str, list[str]] = {}
         self.shares = sharing(nodes)  # name -> the names that may share its memory
         self.known: dict[str, int] = {}  # the ranks of the views scatter-adds make
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
+        self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
 
-    def indices(self, rank: int) -> list[str]:
-        """The loop indices of a nest of `rank` loops: `i0, i1, ...`, one set for every run (no
-        fused loop is inside another), renamed where the function has those names."""
-        while len(self._indices) < rank:
-            self._indices.append(self.fresh(f"i{len(self._indices)}"))
-        return self._indices[:rank]
+    def indices(self, rank: int, letter: str = "i") -> list[str]:
+        """The loop indices of a nest of `rank` loops: `i0, i1, ...` (`j0, j1, ...` for a
+        gather's, over the gradient's shape), one set for every run (no fused loop is inside
+        another), renamed where the function has those names."""
+        names = self._indices.setdefault(letter, [])
+        while len(names) < rank:
+            names.append(self.fresh(f"{letter}{len(names)}"))
+        return names[:rank]
 
     def fresh(self, name: str) -> str:
         candidate, k = name, 2

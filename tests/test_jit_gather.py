@@ -1,0 +1,148 @@
+"""Fused runs in the forms LLVM vectorises (s2sad/pipeline/fusion/gather.py), and the jitted
+grad that leaves out the value: the adjoint's slice scatters written as a gather (each element
+of the gradient computed once, from the cotangents at shifted positions, the frame of elements
+some slice misses taken separately), views read through the array they view (`u[j0, j1 - 1]`
+for `c[j0, j1 - 1]` of `c = u[:-1, :-1]`), and `grad(jit=True)` returning `output_kind(value)`,
+so Numba drops the code computing the value. Each must give Python mode's numbers, and finite
+differences', for any shapes, starts and stops, empty and length-1 axes included."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_jit_fuse import fd_grad, fused_ran, rng, stencil
+from test_jit_fuse_slices import in_python
+
+import s2sad
+from s2sad.transform_cache import transform
+
+
+def five_point(u, k):
+    """A five-point stencil: slices with starts 0, 1 and 2 along both axes."""
+    c = u[1:-1, 1:-1]
+    lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4.0 * c
+    return np.sum(k * lap * lap + c * c * c)
+
+
+def rebound(u):
+    """`u` rebound after its view is taken: the view is not read through `u`."""
+    c = u[1:]
+    u = u * 2.0
+    return np.sum(c * c * u[:-1])
+
+
+def integer_output(x):
+    return np.sum(x > 0.0)
+
+
+@pytest.mark.parametrize("shape", [(9, 7), (3, 3), (2, 2), (1, 4), (4, 1), (0, 3), (3, 0)])
+def test_the_stencils_gradient_is_gathered(shape):
+    u = rng().normal(size=shape)
+    jitted = s2sad.grad(stencil, wrt="u", jit="strict")
+    got = jitted(u, 0.7)
+    expected = s2sad.grad(stencil, wrt="u")(u, 0.7)
+    assert got.shape == u.shape and got.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    if u.size:
+        np.testing.assert_allclose(got, fd_grad(stencil, (u, 0.7), 0), rtol=1e-6, atol=1e-7)
+    assert fused_ran(jitted)
+    compiled = transform(stencil, ("u",), "grad", (("u", 2), ("k", 0)), True)
+    du, calls = in_python(compiled, u, 0.7)  # the gather's logic, run by Python
+    np.testing.assert_allclose(du, expected, rtol=1e-12, atol=1e-12)
+    assert calls == 0
+
+
+def test_the_gather_reads_the_array_viewed_and_adds_nothing_into_the_gradient():
+    source = s2sad.source(
+        s2sad.grad(stencil, wrt="u", jit="strict"), rng().normal(size=(5, 4)), 0.7
+    )
+    adjoint = source.split("# adjoint sweep")[1].split("    else:\n        # line")[0]
+    assert "du = np.empty(u.shape)" in adjoint and "du[j0, j1] = du_j" in adjoint
+    assert "for j1 in range(1, c.shape[1]):" in adjoint  # every slice covers these
+    assert "u[j0, j1 - 1]" in adjoint and "u[j0 - 1, j1]" in adjoint  # ddh, ddv shifted
+    assert "c[" not in adjoint and "dv_item[" not in adjoint  # views read through u
+    assert "du[" not in adjoint.replace("du[j0, j1] = du_j", "")  # one write per element
+
+
+def test_arrays_of_other_layouts_are_read_through_their_strides():
+    """A transposed or strided `u`: Numba compiles the reads `u[j0, j1 - 1]` for its layout."""
+    base = rng().normal(size=(9, 12))
+    jitted = s2sad.grad(stencil, wrt="u", jit="strict")
+    for u in (base.T, base[::2, 1::3]):
+        got = jitted(u, 0.7)
+        assert fused_ran(jitted) and got.shape == u.shape
+        np.testing.assert_allclose(
+            got, s2sad.grad(stencil, wrt="u")(u, 0.7), rtol=1e-12, atol=1e-12
+        )
+
+
+def test_a_five_point_stencil_with_starts_of_two():
+    u = rng().normal(size=(6, 7))
+    jitted = s2sad.grad(five_point, wrt="u", jit="strict")
+    got = jitted(u, 0.3)
+    assert fused_ran(jitted) and "du[j0, j1] = du_j" in s2sad.source(jitted)
+    np.testing.assert_allclose(got, s2sad.grad(five_point, wrt="u")(u, 0.3), rtol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(five_point, (u, 0.3), 0), rtol=1e-6, atol=1e-7)
+
+
+def test_a_view_of_a_rebound_array_is_read_as_the_view():
+    u = rng().normal(size=7)
+    jitted = s2sad.grad(rebound, wrt="u", jit="strict")
+    got = jitted(u)
+    np.testing.assert_allclose(got, s2sad.grad(rebound, wrt="u")(u), rtol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(rebound, (u,), 0), rtol=1e-6, atol=1e-7)
+    assert "c[i0]" in s2sad.source(jitted)  # not `u[i0 + 1]`: u names another array there
+
+
+def test_a_jitted_grad_returns_the_outputs_kind_not_its_value():
+    jitted = s2sad.grad(stencil, wrt="u", jit="strict")
+    u = rng().normal(size=(5, 6))
+    jitted(u, 0.7)
+    assert "return output_kind(stencil), du" in s2sad.source(jitted)
+    value, grad = s2sad.value_and_grad(stencil, wrt="u", jit="strict")(u, 0.7)
+    assert value == pytest.approx(stencil(u, 0.7), rel=1e-12)
+    np.testing.assert_allclose(grad, jitted(u, 0.7), rtol=1e-12, atol=1e-12)
+    with pytest.raises(s2sad.NonScalarOutputError):
+        s2sad.grad(integer_output, jit=True)(u)
+
+
+@st.composite
+def _cases(draw):
+    """Two to three slices of one shape with steps of 1 and starts >= 0 (the gather's), as
+    source text, over an array of rank 1 to 3."""
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(0, 6 if rank < 3 else 4)) for _ in range(rank))
+    count = draw(st.integers(2, 3))
+    lengths = [draw(st.integers(0, n)) for n in shape]
+    texts = []
+    for _ in range(count):
+        parts = []
+        for n, length in zip(shape, lengths):
+            start = draw(st.integers(0, n - length))
+            end = start + length
+            stop = end - n if draw(st.booleans()) and end < n else end  # from the end
+            parts.append(f"{start or ''}:{'' if stop == n else stop}")
+        texts.append(", ".join(parts))
+    return shape, texts, lengths
+
+
+@settings(max_examples=40, deadline=None)
+@given(_cases())
+def test_random_slices_gathered_give_python_modes_gradient(tmp_path_factory, case):
+    from conftest import load_module
+
+    shape, texts, lengths = case
+    reads = "\n".join(f"    s{k} = u[{t}]" for k, t in enumerate(texts))
+    terms = " + ".join(f"s{k} * s{(k + 1) % len(texts)} * {k + 1}.0" for k in range(len(texts)))
+    text = f"import numpy as np\n\n\ndef f(u):\n{reads}\n    return np.sum({terms} + np.sin(s0))\n"
+    module = load_module(tmp_path_factory.mktemp("gather"), "gather_case", text)
+    u = rng().normal(size=shape)
+    compiled = transform(module.f, ("u",), "grad", (("u", len(shape)),), True)
+    got, calls = in_python(compiled, u)
+    expected = s2sad.grad(module.f, wrt="u")(u)
+    assert got.shape == u.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    if 1 not in lengths:  # (a slice `u[2:3]` is read by broadcasting: another loop shape)
+        assert calls == 0 and "du_j = 0.0" in compiled.source
