@@ -208,10 +208,10 @@ def _forward_mode(
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
-    unfused = emit_jvp(*args)
+    unfused = emit_jvp(*args, jit=jit)
     if fused is body:
         return unfused, name, unfused
-    return emit_jvp(parsed, norm, fused, *args[3:]), name, unfused
+    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused
 
 
 def _reverse_mode(

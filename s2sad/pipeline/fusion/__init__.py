@@ -31,7 +31,7 @@ back to the unfused code where Numba cannot type the fused one).
 A run may broadcast across ranks: lower-rank arrays and axes known to have length 1
 (`keepdims`, `x[:, None]`) are read through NumPy's index maps (`b[i1]`, `s[i0, 0]`), sums over
 an axis (`np.sum(t, axis=1)`, `unbroadcast(g, b)` to a lower rank) are accumulated into their
-arrays, and the guard is `float64_arrays(...)` followed by comparisons of the actual shapes with
+arrays, and the guard is `float_arrays(...)` followed by comparisons of the actual shapes with
 those the maps assume (shapes.py).
 
 The adjoint's scatters of basic slices join a run over the slices' shape (scatters.py):
