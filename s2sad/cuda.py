@@ -61,6 +61,11 @@ def stop_gradient(x):
 
 
 @cuda.jit(device=True)
+def in_dtype_of(v, x):
+    return v  # the kernel stores each result into an array of its dtype
+
+
+@cuda.jit(device=True)
 def zeros_like(x):
     return 0.0
 
