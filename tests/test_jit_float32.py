@@ -207,7 +207,10 @@ def test_mixed_float32_and_float64_arguments():
     u = rng().normal(size=20).astype(np.float32)
     w = rng(1).uniform(0.5, 1.5, size=19)  # float64
     for jit in MODES:
-        value, (gu, gw) = s2sad.value_and_grad(weighted, wrt=(0, 1), jit=jit)(u, w)
+        transformed = s2sad.value_and_grad(weighted, wrt=(0, 1), jit=jit)
+        value, (gu, gw) = transformed(u, w)
+        # a run over float32 and float64 arrays: Numba compiles the code unfused for these
+        assert not fused_ran(transformed)
         e_value, (eu, ew) = s2sad.value_and_grad(weighted, wrt=(0, 1))(u, w)
         assert gu.dtype == np.float32 and gw.dtype == np.float64
         assert np.asarray(value).dtype == np.asarray(e_value).dtype == np.float64
@@ -215,6 +218,11 @@ def test_mixed_float32_and_float64_arguments():
         # w's gradient is float64 math on float32 values: Python mode's to float64 precision
         np.testing.assert_allclose(gw, ew, rtol=1e-12, atol=1e-12)
         close32(gu, fd_grad(weighted, (u, w), 0))
+        if jit:  # (the same code fuses where both are float64, or both float32)
+            transformed(u.astype(np.float64), w)
+            assert fused_ran(transformed)
+            transformed(u, w.astype(np.float32))
+            assert fused_ran(transformed)
 
 
 # ----------------------------------------------------------------------------- emitted modules
