@@ -53,6 +53,13 @@ def fused_ran(transformed) -> bool:
     return jitted is not None and jitted.unfused is None and not jitted.failed
 
 
+def fused_ran_for(transformed, *args) -> bool:
+    """Whether a call with `args` (the generated function's: no data) runs the fused code,
+    though calls with other kinds of arguments took the unfused code."""
+    jitted = transformed.compiled.jitted
+    return jitted.ran(transformed.compiled.name, args) is jitted
+
+
 def fd_grad(f, args, index, eps=1e-6):
     """Central differences in float64 of f in argument `index`, every array argument cast to
     float64."""
@@ -179,7 +186,7 @@ def test_axis_sums_and_broadcasts_fuse_in_float32():
         close32(g, fd_grad(layer, args, k))
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(
     rows=st.integers(1, 5),
     cols=st.integers(1, 5),
@@ -219,10 +226,10 @@ def test_mixed_float32_and_float64_arguments():
         np.testing.assert_allclose(gw, ew, rtol=1e-12, atol=1e-12)
         close32(gu, fd_grad(weighted, (u, w), 0))
         if jit:  # (the same code fuses where both are float64, or both float32)
-            transformed(u.astype(np.float64), w)
-            assert fused_ran(transformed)
-            transformed(u, w.astype(np.float32))
-            assert fused_ran(transformed)
+            for args in [(u.astype(np.float64), w), (u, w.astype(np.float32))]:
+                transformed(*args)
+                assert fused_ran_for(transformed, *args)
+            assert not fused_ran_for(transformed, u, w)
 
 
 # ----------------------------------------------------------------------------- emitted modules
@@ -267,12 +274,11 @@ def test_emitted_gradients_have_their_inputs_dtype(tmp_path, jit):
     out, out_dot = jvp(u, w, t)
     assert out.dtype == out_dot.dtype == np.float32
     close32(out_dot, s2sad.jvp(gated, wrt="u")(u, w, tangent=t)[1])
-    # a Python float meeting float32 arrays: Numba's unfused code widens the value to float64,
-    # and the tangent has the value's dtype (NumPy mode's: float32)
-    _, jvp = load_emitted(tmp_path, "field", "jvp", ("u",), jit)
-    out, out_dot = jvp(u, 0.3, t)
-    assert out_dot.dtype == out.dtype == (np.float64 if jit else np.float32)
-    close32(out_dot, s2sad.jvp(field, wrt="u")(u, 0.3, tangent=t)[1])
+    if not jit:  # (jitted, a Python float meeting float32 arrays widens the value: README)
+        _, jvp = load_emitted(tmp_path, "field", "jvp", ("u",), jit)
+        out, out_dot = jvp(u, 0.3, t)
+        assert out_dot.dtype == out.dtype == np.float32
+        close32(out_dot, s2sad.jvp(field, wrt="u")(u, 0.3, tangent=t)[1])
 
 
 def test_emitted_jit_stencil_returns_float32_gradients(tmp_path):
