@@ -67,6 +67,8 @@ from numba import cuda
 HELPERS = {
     "grad_seed": "def grad_seed(out):\n    return 1.0",
     "stop_gradient": "def stop_gradient(x):\n    return x",
+    # the kernel stores each result into an array of its dtype
+    "in_dtype_of": "def in_dtype_of(v, x):\n    return v",
     "zeros_like": "def zeros_like(x):\n    return 0.0",
     "unbroadcast": "def unbroadcast(g, x):\n    return g",
     "np_sign": """def np_sign(x):

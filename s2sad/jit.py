@@ -206,7 +206,7 @@ class Jitted:
         self.compiled = compiled
         self.namespace = None
         # (function name, the arguments' kinds) -> the exception Numba raised compiling it for
-        # them: a failure for float32 arrays leaves float64 calls compiled
+        # them: a failure for mixed dtypes leaves the other calls compiled
         self.failed = {}
         self.module_failed = None
         self.reloaded = False
@@ -258,15 +258,15 @@ class Jitted:
                     raise
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
-            # fused loops Numba cannot type (other dtypes than float64 meeting in one branch):
-            # the code as it was before fusion
+            # fused loops Numba cannot type (a run over arrays of several dtypes, or of
+            # integers): the code as it was before fusion
             return self.without_fusion()(args, strict, name, what)
         return self.fallback(name, failed, args, strict, what)
 
     def ran(self, name: str, args) -> "Jitted | None":
         """The Jitted whose compiled code ran `name` on `args` in the caller's call through
         `__call__` just now: this one, or its unfused version where Numba could not type the
-        fused loops for these kinds (float32); None where that call did not run compiled code
+        fused loops for these kinds (a run mixing dtypes); None where that call did not run compiled code
         (a fallback, threads turned off, s2sad.checkpoint's loops)."""
         if self.namespace is None or self.module_failed or self.runs_python:
             return None

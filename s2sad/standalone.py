@@ -283,8 +283,8 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:
     """A standalone module whose function Numba compiles (`s2sad emit --jit`). Its code is not
-    fused (pipeline/fusion): the fused loops compile for float64 arrays only, and a module has
-    no unfused code to fall back on for other dtypes."""
+    fused (pipeline/fusion): the fused loops compile for arrays of one float dtype only, and a
+    module has no unfused code to fall back on for mixed or integer dtypes."""
     if compiled.unfused_code is not None:
         compiled = dataclasses.replace(compiled, code=compiled.unfused_code, unfused_code=None)
     header = [

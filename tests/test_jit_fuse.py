@@ -189,7 +189,10 @@ def test_float32_inputs_keep_python_modes_dtypes():
     y = rng(1).normal(size=(3, 4)).astype(np.float32)
     jitted = s2sad.value_and_grad(chain, wrt=(0, 1), jit="strict")
     value, (gx, gy) = jitted(x, y, 0.3)
-    assert not fused_ran(jitted)  # float64 loops would widen float32 values: the code unfused
+    # the statements between the two runs (`even_split`'s weights) make float64 arrays in
+    # compiled code, which meet float32 ones in the adjoint's run: the code unfused, as Numba
+    # cannot type runs over mixed dtypes
+    assert not fused_ran(jitted)
     e_value, (ex, ey) = s2sad.value_and_grad(chain, wrt=(0, 1))(x, y, 0.3)
     assert gx.dtype == ex.dtype == np.float32 and gy.dtype == np.float32
     assert value == pytest.approx(e_value, rel=1e-5)

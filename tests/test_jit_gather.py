@@ -59,7 +59,7 @@ def test_the_gather_reads_the_array_viewed_and_adds_nothing_into_the_gradient():
         s2sad.grad(stencil, wrt="u", jit="strict"), rng().normal(size=(5, 4)), 0.7
     )
     adjoint = source.split("# adjoint sweep")[1].split("    else:\n        # line")[0]
-    assert "du = np.empty(u.shape)" in adjoint and "du[j0, j1] = du_j" in adjoint
+    assert "du = np.empty(u.shape, " in adjoint and "du[j0, j1] = du_j" in adjoint
     assert "for j1 in range(1, c.shape[1]):" in adjoint  # every slice covers these
     assert "u[j0, j1 - 1]" in adjoint and "u[j0 - 1, j1]" in adjoint  # ddh, ddv shifted
     assert "c[" not in adjoint and "dv_item[" not in adjoint  # views read through u
@@ -100,7 +100,7 @@ def test_a_jitted_grad_returns_the_outputs_kind_not_its_value():
     jitted = s2sad.grad(stencil, wrt="u", jit="strict")
     u = rng().normal(size=(5, 6))
     jitted(u, 0.7)
-    assert "return output_kind(stencil), du" in s2sad.source(jitted)
+    assert "return output_kind(stencil), in_dtype_of(du, u)" in s2sad.source(jitted)
     value, grad = s2sad.value_and_grad(stencil, wrt="u", jit="strict")(u, 0.7)
     assert value == pytest.approx(stencil(u, 0.7), rel=1e-12)
     np.testing.assert_allclose(grad, jitted(u, 0.7), rtol=1e-12, atol=1e-12)

@@ -210,10 +210,10 @@ def _forward_mode(
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
-    unfused = emit_jvp(*args)
+    unfused = emit_jvp(*args, jit=jit)
     if fused is body:
         return unfused, name, unfused
-    return emit_jvp(parsed, norm, fused, *args[3:]), name, unfused
+    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused
 
 
 def _reverse_mode(
@@ -282,7 +282,7 @@ def _reverse_mode(
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
 
-    def emitted(primal, adjoint) -> str:
+    def emitted(primal, adjoint, plain=plain) -> str:
         return emit(
             parsed,
             norm,
@@ -309,7 +309,10 @@ def _reverse_mode(
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
-    return emitted(fused_primal, fused), name, source
+    if rerun:  # the value function, a function of its own: fused on its own
+        outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
+        [plain] = fuse([plain], adjoint_ranks, outputs, taken)
+    return emitted(fused_primal, fused, plain), name, source
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:

@@ -13,7 +13,7 @@ import black
 
 from .. import ir
 from ..astcopy import clone, walk_nodes
-from .names import names_mentioned, names_read
+from .names import assigned, names_mentioned, names_read
 from .tape import without_markers
 
 
@@ -201,7 +201,8 @@ def emit(
     params = _parameters(parsed.tree, data)
     note = _data_note(parsed, data)
     where = _where(parsed)
-    grads = ", ".join(ast.unparse(g) for g in adjoint.grads)
+    rebound = assigned([s for s in primal if isinstance(s, ast.AST)])
+    grads = ", ".join(_returned(adjoint.grads, wrt, jit, rebound))
     text = _Lines(parsed)
     out = _joined(norm.outputs, norm.tuple_output)
     batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
@@ -317,10 +318,12 @@ def emit_jvp(
     name: str,
     batch: str | None = None,
     data: list[str] = (),
+    jit: bool = False,
 ) -> str:
     """Python source of the forward-mode function: primal and tangent statements interleaved
     (`batch`: batched tangents, with the name holding their number of rows); it takes the
-    tangents after the arguments, then the user's `data`."""
+    tangents after the arguments, then the user's `data`. Jitted, each tangent returned is in
+    its output's float dtype (`in_dtype_of`)."""
     params = _parameters(parsed.tree, list(tangents) + list(data))
     where = _where(parsed)
     what = "each row of the tangents" if batch else "the tangents"
@@ -338,12 +341,26 @@ def emit_jvp(
         lines.append(f"    {batch} = len({tangents[0]})  # tangents have one row per direction")
     lines += _Lines(parsed).block(body, "    ")
     out = _joined(norm.outputs, norm.tuple_output)
-    dots = _joined([ast.unparse(o) for o in outputs], norm.tuple_output)
+    dots = _joined(_returned(outputs, norm.outputs, jit), norm.tuple_output)
     if norm.tuple_output:
         lines.append(f"    return ({out}), ({dots})")
     else:
         lines.append(f"    return {out}, {dots}")
     return "\n".join(lines) + "\n"
+
+
+def _returned(values: list, like: list[str], jit: bool, rebound=frozenset()) -> list[str]:
+    """The cotangents (tangents) returned, as source: jitted, each in the float dtype of its
+    input (output) `like`, which Numba may have widened (`in_dtype_of`: no cast where it did
+    not); not for an input the code rebinds (a loop's `x = x_new`), whose dtype may differ."""
+    return [
+        (
+            f"in_dtype_of({ast.unparse(v)}, {name})"
+            if jit and name not in rebound and not isinstance(v, ast.Constant)
+            else ast.unparse(v)
+        )
+        for v, name in zip(values, like)
+    ]
 
 
 def _joined(names, tuple_output: bool) -> str:

@@ -209,7 +209,34 @@ def grad_seed(out):
 
 @numba_of(grad_seed)
 def _grad_seed(out):
-    return lambda out: 1.0  # jitted code differentiates scalar outputs only
+    # jitted code differentiates scalar outputs only; a float32 output's seed is a float32 1,
+    # so the adjoint stays in the output's dtype as in Python (1.0 would promote it to float64)
+    if isinstance(out, types.Float):
+        one = as_dtype(out).type(1)
+        return lambda out: one
+    return lambda out: 1.0
+
+
+@helper(jvp=linear("v"), batch_safe=True, shape_only=("x",))
+def in_dtype_of(v, x):
+    """`v` in the float dtype of `x`, in compiled code: Numba promotes a float32 value that meets
+    a Python float (`0.5 * k * u`) to float64 where NumPy keeps float32, so jitted code returns
+    each gradient through this (and fused loops, pipeline/fusion, their results). NumPy's own
+    promotions already give the dtype in Python: `v` as it is."""
+    return v
+
+
+@numba_of(in_dtype_of)
+def _in_dtype_of(v, x):
+    want = x.dtype if _array(x) else x
+    have = v.dtype if _array(v) else v
+    if not (isinstance(want, types.Float) and isinstance(have, types.Float)) or want == have:
+        return lambda v, x: v  # nothing to cast (a float64 gradient of a float64 input)
+    dtype = as_dtype(want)
+    if _array(v):
+        return lambda v, x: v.astype(dtype)
+    cast = dtype.type
+    return lambda v, x: cast(v)
 
 
 @helper(nondiff=True)

@@ -7,10 +7,23 @@ function) the array statements run: the guards are False there.
 import typing
 
 from .common import _array
-from .helpers import helper, numba_of
+from .helpers import helper, numba_of, type_test
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+
+
+@type_test
+def _one_float_dtype(arrays):
+    """Whether the Numba types `arrays` are arrays of one dtype, float32 or float64: the fused
+    loops allocate their arrays in it and compute their elements from it (and cast what the
+    statements they replace would widen, `in_dtype_of`). Other dtypes, or several, fail to
+    type: jit.py then compiles the code unfused for those arguments, keeping NumPy's
+    promotions (an integer array's values are float64 there)."""
+    if not all(_array(t) for t in arrays):
+        return False
+    dtypes = {t.dtype for t in arrays}
+    return len(dtypes) == 1 and dtypes <= {types.float32, types.float64}
 
 
 @helper(nondiff=True)
@@ -23,10 +36,7 @@ def fusible(*arrays):
 
 @numba_of(fusible)
 def _fusible(*arrays):
-    # float64 only: for other dtypes the fused loops (float64 arrays, a float64 sum) would not
-    # have the types of the statements they replace, which Numba would silently widen where
-    # both meet; it compiles the code unfused instead (jit.py), keeping NumPy's promotions
-    if not all(_array(t) and t.dtype == types.float64 for t in arrays):
+    if not _one_float_dtype(arrays):
         return None
     if len({t.ndim for t in arrays}) != 1:
         return None
@@ -58,16 +68,16 @@ def _forever():
 
 
 @helper(nondiff=True)
-def float64_arrays(*arrays):
+def float_arrays(*arrays):
     """Whether a fused loop nest broadcasting arrays across ranks (pipeline/fusion) may stand
     for the array statements it replaces, with the shape comparisons that follow it: in
-    compiled code, when the arrays are float64. Python runs the array statements: False."""
+    compiled code, when the arrays are float32, or float64, all of one dtype. Python runs the
+    array statements: False."""
     return False
 
 
-@numba_of(float64_arrays)
-def _float64_arrays(*arrays):
-    # as fusible: other dtypes compile the unfused code (jit.py)
-    if not all(_array(t) and t.dtype == types.float64 for t in arrays):
+@numba_of(float_arrays)
+def _float_arrays(*arrays):
+    if not _one_float_dtype(arrays):
         return None
     return lambda *arrays: True

@@ -11,13 +11,15 @@ as accumulators); slicing views (`v = u[1:, :-1]`) and arithmetic on numbers are
 
 Emitted, a run is
 
-    if fusible(a, b) and fusible(a, x):   # the arrays it reads: float64, one shape (compiled)
-        u = np.empty(a.shape)     # the values read after the run, allocated once
-        s = 0.0
+    if fusible(a, b) and fusible(a, x):   # the arrays it reads: one float dtype, one shape
+        u = np.empty(a.shape, a.dtype)   # the values read after the run, allocated once
+        s = 0.0                   # sums accumulate in float64...
         for i0 in range(a.shape[0]):
             ...                   # one statement per original one, on elements
+        s = in_dtype_of(s, a)     # ...then take the run's dtype (float32 stays float32)
     else:
         ...                       # the original statements: broadcasting inputs, and Python
+        u = in_dtype_of(u, a)     # (compiled code widens float32 meeting a Python float)
 
 A value read after the run only for its shape (`unbroadcast(g, t)` in the adjoint) is not
 computed: the fused branch names an array of the run's shape for it (`t = u`). The run stops
@@ -31,7 +33,7 @@ back to the unfused code where Numba cannot type the fused one).
 A run may broadcast across ranks: lower-rank arrays and axes known to have length 1
 (`keepdims`, `x[:, None]`) are read through NumPy's index maps (`b[i1]`, `s[i0, 0]`), sums over
 an axis (`np.sum(t, axis=1)`, `unbroadcast(g, b)` to a lower rank) are accumulated into their
-arrays, and the guard is `float64_arrays(...)` followed by comparisons of the actual shapes with
+arrays, and the guard is `float_arrays(...)` followed by comparisons of the actual shapes with
 those the maps assume (shapes.py).
 
 The adjoint's scatters of basic slices join a run over the slices' shape (scatters.py):

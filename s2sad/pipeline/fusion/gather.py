@@ -143,8 +143,8 @@ def gathered(emitter, head: list, body: list, starts: list) -> list:
     out = []
     for stmt in head:
         if isinstance(stmt, ast.Assign) and stmt.targets[0].id == target:
-            empty = ast.Call(
-                ast.Attribute(load("np"), "empty", ast.Load()), [stmt.value.args[0]], []
+            empty = ast.Call(  # (in the zeros' dtype, the run's)
+                ast.Attribute(load("np"), "empty", ast.Load()), list(stmt.value.args), []
             )
             stmt = origin(assign(target, empty), stmt)
         out.append(stmt)

@@ -15,8 +15,9 @@ from .syntax import SHAPE_ONLY, aliased, assign, load, name_reads, origin, store
 class Emitter:
     """The fused branch of a run: allocations, the loop nest, the shape stand-ins."""
 
-    def __init__(self, run, maps: dict, sizes: dict):
+    def __init__(self, run, maps: dict, sizes: dict, dtype: str):
         self.run, self.f = run, run.f
+        self.dtype = dtype  # an array the run reads, of the float dtype its arrays share
         self.maps, self.sizes = maps, sizes  # each array's index map; each loop's size
         # an array of the run's shape, if it reads one
         self.anchor = next((n for n, m in maps.items() if m == run.full()), None)
@@ -90,12 +91,24 @@ class Emitter:
         return ast.Call(clone(node.func), [self.translate(a) for a in node.args], [])
 
     def empty(self) -> ast.expr:
-        return ast.Call(ast.Attribute(load("np"), "empty", ast.Load()), [self.shape()], [])
+        return ast.Call(
+            ast.Attribute(load("np"), "empty", ast.Load()), self.typed(self.shape()), []
+        )
+
+    def typed(self, shape: ast.expr) -> list:
+        """The arguments of an array allocation of `shape` in the run's dtype."""
+        return [shape, ast.Attribute(load(self.dtype), "dtype", ast.Load())]
+
+    def cast(self, name: str, stmt) -> ast.stmt:
+        """`s = in_dtype_of(s, a)`: a sum, accumulated in float64 (NumPy's float32 sums are
+        pairwise, more accurate than one float32 accumulator), in the run's dtype."""
+        value = ast.Call(load("in_dtype_of"), [load(name), load(self.dtype)], [])
+        return origin(assign(name, value), stmt)
 
     def statements(self) -> list:
         run = self.run
         head, body, tail = [], [], []
-        allocated, aliases = [], []
+        allocated, aliases, casts = [], [], []
         for k, (stmt, kind) in enumerate(run.entries):
             if kind == "scatter":  # added into the elements of `du` the slice covers
                 head, body = self.scatter(stmt, head, body)
@@ -114,6 +127,7 @@ class Emitter:
             if kind == "sum":
                 head.append(origin(assign(target, ast.Constant(0.0)), stmt))
                 body.append(origin(ast.AugAssign(store(target), ast.Add(), value), stmt))
+                casts.append(self.cast(target, stmt))
                 continue
             if kind == "reduce":  # a sum over axes: added into its array, zeroed before
                 shape = self.shape(mapping)
@@ -123,6 +137,7 @@ class Emitter:
                 head.append(origin(assign(target, zeros), stmt))
                 added = self.at(target, ast.Store(), mapping)
                 body.append(origin(ast.AugAssign(added, ast.Add(), value), stmt))
+                casts.append(self.cast(target, stmt))
                 continue
             stored = self.final[target] == k and target in self.live
             later = name_reads([s for s, _ in run.entries[k + 1 :]])[0][target] > 0
@@ -165,8 +180,8 @@ class Emitter:
         body = _without_dead_elements(body)
         starts = gather_starts(self) if body else None
         if starts is not None:  # the slices' cotangents gathered, each element once
-            return gathered(self, head, body, starts) + tail
-        return head + (self.loops(body) if body else []) + tail
+            return gathered(self, head, body, starts) + casts + tail
+        return head + (self.loops(body) if body else []) + casts + tail
 
     def scatter(self, stmt, head: list, body: list) -> tuple[list, list]:
         """`head` and `body` with a scatter's zeroed array (for `getitem_vjp`), its slices'
@@ -174,7 +189,9 @@ class Emitter:
         scatter = self.run.scatters[id(stmt)]
         source = self.run.sliced[scatter.target]
         if scatter.source is not None:
-            zeros = ast.Call(ast.Attribute(load("np"), "zeros", ast.Load()), [_shape(source)], [])
+            zeros = ast.Call(
+                ast.Attribute(load("np"), "zeros", ast.Load()), self.typed(_shape(source)), []
+            )
             head = head + [origin(assign(scatter.target, zeros), stmt)]
         index = [None if k in self.run.units else self.index[k] for k in range(self.run.rank)]
         starts, element = position(scatter, source, index, self.f.fresh)

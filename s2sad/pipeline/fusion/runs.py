@@ -485,21 +485,26 @@ class Run:
                     sizes.setdefault(k, size(name, j))
         if len(sizes) + len(self.units) != self.rank:  # never expected: a loop of no size
             return list(self.stmts)
+        # the array whose dtype the run's arrays share (the guard checks it): its allocations'
+        numbers = [n for n in arrays if n not in self.masks - self.numbers]
+        if not numbers:  # masks alone: nothing to take a float dtype from
+            return list(self.stmts)
         last = max(self.stmts.index(s) for s, _ in self.entries)
         after = self.stmts[last + 1 :]  # views and numbers after the last entry stay there
         before = [s for s in self.hoisted if s not in after]
         # the values the fused loop recomputes, computed again where it does not run
         again = [origin(assign(x, clone(r)), s) for x, (s, r) in self.remat.items()]
-        fused = Emitter(self, maps, sizes).statements()
+        fused = Emitter(self, maps, sizes, numbers[0]).statements()
         if self.undefined(fused):  # never expected: the statements as they were are right
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
+        unfused += _in_run_dtype(fused, unfused, numbers[0], self.stmts[-1])
         if self.plain():
             test = _fusible(arrays)
         else:
             test = guard(maps, sizes, self.full(), self.masks - self.numbers)
-        if self.sliced:  # the arrays sliced are float64, each slice of the run's shape
-            test = with_slices_checked(test, self, maps, sizes)
+        if self.sliced:  # the arrays sliced share the run's dtype, each slice of its shape
+            test = with_slices_checked(test, self, maps, sizes, numbers[0])
         return before + [ast.If(test, fused, unfused)] + after
 
     def plain(self) -> bool:
@@ -528,6 +533,30 @@ class Run:
             if later > 0 and name not in defined:
                 missing.add(name)
         return missing
+
+
+def _in_run_dtype(fused: list, unfused: list, dtype: str, last) -> list:
+    """`t = in_dtype_of(t, a)` for each value both branches assign: the statements widen a
+    float32 value meeting a Python float (`0.5 * k * u`) to float64 in compiled code, where the
+    fused branch, as NumPy, keeps the dtype of the run's arrays (`a`); Numba types a name once,
+    and fails to where the two branches disagree. An identity for float64 runs, and in Python."""
+    defined = _assigned(fused)
+    return [
+        origin(assign(n, ast.Call(load("in_dtype_of"), [load(n), load(dtype)], [])), last)
+        for n in _assigned(unfused)
+        if n in defined
+    ]
+
+
+def _assigned(stmts: list) -> dict:
+    """The names the top-level statements `stmts` assign, in order."""
+    return {
+        t.id: None
+        for s in stmts
+        if isinstance(s, ast.Assign)
+        for t in s.targets
+        if isinstance(t, ast.Name)
+    }
 
 
 def _fusible(arrays: list[str]) -> ast.expr:

@@ -111,16 +111,17 @@ def takes_scatter(run, stmt, scatter: Scatter) -> bool:
     return run._add(stmt, "scatter", target, *found)
 
 
-def with_slices_checked(test: ast.expr, run, maps: dict, sizes: dict) -> ast.expr:
-    """A run's guard `test` and the checks of its scatters: the arrays sliced are float64, and
-    each slice has the run's shape (`u[:-1, 1:].shape == c.shape`)."""
+def with_slices_checked(test: ast.expr, run, maps: dict, sizes: dict, dtype: str) -> ast.expr:
+    """A run's guard `test` and the checks of its scatters: the arrays sliced have the float
+    dtype of the run's array `dtype`, and each slice has the run's shape
+    (`u[:-1, 1:].shape == c.shape`)."""
     anchor = next((n for n, m in maps.items() if m == run.full()), None)
     shape = shape_of(sizes, run.rank)
     if anchor is not None:
         shape = ast.Attribute(load(anchor), "shape", ast.Load())
-    sliced = [load(s) for s in dict.fromkeys(run.sliced.values())]
+    sliced = [load(s) for s in dict.fromkeys([dtype, *run.sliced.values()])]
     checks = test.values if isinstance(test, ast.BoolOp) else [test]
-    checks = checks + [ast.Call(load("float64_arrays"), sliced, [])]
+    checks = checks + [ast.Call(load("float_arrays"), sliced, [])]
     seen = set()
     for scatter in run.scatters.values():
         subscript = view(run.sliced[scatter.target], scatter.slices)

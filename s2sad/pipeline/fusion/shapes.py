@@ -181,11 +181,11 @@ def size(name: str, axis: int) -> ast.expr:
 
 
 def guard(maps: dict, sizes: dict, full: tuple, masks: set) -> ast.expr:
-    """`float64_arrays(a, b) and b.shape == a.shape and c.shape[0] == a.shape[1] and ...`: the
+    """`float_arrays(a, b) and b.shape == a.shape and c.shape[0] == a.shape[1] and ...`: the
     arrays' shapes are those the run's index maps assume; those read only as `np.where`'s
     condition (`masks`) may have any dtype."""
     numbers = [load(n) for n in maps if n not in masks]
-    checks: list = [ast.Call(load("float64_arrays"), numbers, [])]
+    checks: list = [ast.Call(load("float_arrays"), numbers, [])]
     anchor = next((n for n, m in maps.items() if m == full), None)
     for name, mapping in maps.items():
         if anchor is not None and name != anchor and mapping == full:
