@@ -11,6 +11,8 @@ import ast
 
 from .. import ir
 from ..astcopy import walk_nodes
+from .fusion.remat import reaching
+from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
 
 
@@ -86,6 +88,32 @@ FRESH_ALLOCATORS = {
 
 
 _MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
+
+
+def written_memory(primal: list[ast.stmt]) -> set[str] | None:
+    """The names that may share memory with an array the code writes into (`z[1:] = v`), or
+    None where a write this cannot follow is there (`out=`, a mutating call, a write into an
+    attribute). A view of an array no one writes into (`y[:-1]`, `y` rebound, never written)
+    keeps its values: a tape may hold it without a copy."""
+    written = set()
+    for node in walk_nodes(ast.Module(list(primal), [])):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return None
+            written.add(base.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            written.add(node.target.id)  # `a += b` writes into an array
+        elif isinstance(node, ast.Call):
+            if any(k.arg == "out" for k in node.keywords):
+                return None
+            func = node.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short in _MUTATING or (isinstance(func, ast.Attribute) and short == "fill"):
+                return None
+    return reaching(written, sharing(primal))
 
 
 def _bound_targets(node) -> list[str]:

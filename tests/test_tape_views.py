@@ -1,0 +1,108 @@
+"""Tapes of views: a loop's view of an array that nothing writes into (`y[:-1]`, `y` rebound to a
+new array each step, as in an RK4 step) goes on the tape as it is, without a copy; a view that
+may share memory with an array written in place keeps its copy. Each case is checked against
+finite differences, and the jitted gradient against the Python one."""
+
+import ast
+import textwrap
+
+import numpy as np
+import pytest
+
+import s2sad
+from benchmarks.gradbench.evals import ode
+from conftest import _fd
+from s2sad.pipeline.snapshots import written_memory
+
+numba = pytest.importorskip("numba")
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def rebound(x):  # v views y; y is rebound to a new array, never written into
+    y = x * 1.0
+    t = 0.0
+    for i in range(3):
+        z = np.zeros_like(y)
+        v = y[:-1]
+        z[1:] = v * x[1:]
+        t = t + np.sum(z * z)
+        y = y + np.cos(z)
+    return t
+
+
+def written_later(x):  # v views y, which the loop writes into after reading v
+    y = x * 1.0
+    t = 0.0
+    for i in range(3):
+        v = y[:-1]
+        t = t + np.sum(v * x[1:])
+        y[1:] = np.sin(v) + 1.0
+    return t
+
+
+def _tape_pushes(g) -> list[str]:
+    return [line.strip() for line in s2sad.source(g).splitlines() if "_tape.append(" in line]
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (rebound, (np.linspace(0.2, 0.9, 6),)),
+        (written_later, (np.linspace(0.2, 0.9, 6),)),
+        (ode.ode_last, (np.linspace(0.3, 1.2, 7), 4)),
+    ],
+)
+def test_gradients_match_finite_differences_and_python(f, args):
+    python = s2sad.grad(f)(*args)
+    jitted = s2sad.grad(f, jit="strict")(*args)
+    np.testing.assert_allclose(python, _fd(f, args, 0, 1e-6), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(jitted, python, rtol=1e-12, atol=0)
+    assert jitted.shape == args[0].shape and jitted.dtype == args[0].dtype
+
+
+def test_views_of_unwritten_arrays_go_on_the_tape_uncopied():
+    pushes = _tape_pushes(s2sad.grad(rebound, jit="strict"))
+    assert "v_tape.append(v)" in pushes
+    assert "z_tape.append(snapshot(z))" in pushes  # z itself is written into
+    rk4 = _tape_pushes(s2sad.grad(ode.ode_last, jit="strict"))
+    views = [p for p in rk4 if p.startswith("z_item")]
+    assert len(views) == 4 and not any("snapshot" in p for p in views), rk4
+
+
+def _body(source: str) -> list[ast.stmt]:
+    return ast.parse(textwrap.dedent(source)).body
+
+
+def test_written_memory_follows_views_and_calls():
+    shared = written_memory(_body("""
+            y = np.zeros(n)
+            v = y[:-1]
+            w = helper(v)
+            u = v.T
+            a = y + 1.0
+            b = np.zeros_like(y)
+            y[1:] = c
+            """))
+    assert {"y", "v", "w", "u"} <= shared
+    assert not {"a", "b"} & shared  # (c, copied into y, counts too: conservative)
+    rebinding = written_memory(_body("""
+            z = np.zeros_like(y)
+            v = y[:-1]
+            z[1:] = v * x
+            y = y + z
+            """))
+    assert "z" in rebinding and not {"v", "y", "x"} & rebinding
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["np.add(a, b, out=v)", "np.copyto(v, a)", "v.fill(0.0)", "self.a[0] = 1.0"],
+)
+def test_writes_it_cannot_follow_give_up(source):
+    assert written_memory(_body(f"v = y[:-1]\n{source}")) is None
