@@ -1,6 +1,8 @@
 """Tapes of views: a loop's view of an array that nothing writes into (`y[:-1]`, `y` rebound to a
 new array each step, as in an RK4 step) goes on the tape as it is, without a copy; a view that
-may share memory with an array written in place keeps its copy. Each case is checked against
+may share memory with an array written in place keeps its copy, made where the view is bound,
+also where an inlined call returns it (`head(y)`, a tuple of views, a call inside an expression:
+those once went on the tape after the write, silently wrong). Each case is checked against
 finite differences, and the jitted gradient against the Python one."""
 
 import ast
@@ -46,6 +48,43 @@ def written_later(x):  # v views y, which the loop writes into after reading v
     return t
 
 
+def head(a):
+    return a[:-1]
+
+
+def ends(a):
+    return a[:-1], a[1:]
+
+
+def written_via_helper(x):  # as written_later, the view made by an inlined function
+    y = x * 1.0
+    t = 0.0
+    for i in range(3):
+        v = head(y)
+        t = t + np.sum(v * x[1:])
+        y[1:] = np.sin(v) + 1.0
+    return t
+
+
+def written_via_tuple(x):  # views returned in a tuple
+    y = x * 1.0
+    t = 0.0
+    for i in range(3):
+        v, w = ends(y)
+        t = t + np.sum(v * w * x[1:])
+        y[1:] = np.sin(v) + 1.0
+    return t
+
+
+def written_via_expression(x):  # the inlined call is an operand
+    y = x * 1.0
+    t = 0.0
+    for i in range(3):
+        t = t + np.sum(head(y) * x[1:])
+        y[1:] = np.sin(y[:-1]) + 1.0
+    return t
+
+
 def _tape_pushes(g) -> list[str]:
     return [line.strip() for line in s2sad.source(g).splitlines() if "_tape.append(" in line]
 
@@ -55,6 +94,9 @@ def _tape_pushes(g) -> list[str]:
     [
         (rebound, (np.linspace(0.2, 0.9, 6),)),
         (written_later, (np.linspace(0.2, 0.9, 6),)),
+        (written_via_helper, (np.linspace(0.2, 0.9, 6),)),
+        (written_via_tuple, (np.linspace(0.2, 0.9, 6),)),
+        (written_via_expression, (np.linspace(0.2, 0.9, 6),)),
         (ode.ode_last, (np.linspace(0.3, 1.2, 7), 4)),
     ],
 )
