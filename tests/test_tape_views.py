@@ -85,6 +85,46 @@ def written_via_expression(x):  # the inlined call is an operand
     return t
 
 
+def shifted(x, y):  # returns its own array, written before the return
+    z = np.zeros_like(y)
+    z[0] = x[0]
+    z[1:] = x[1:] * y[:-1]
+    return z
+
+
+def steps(x):  # each step binds a new z: the value returned needs no copy
+    y = x * 0.5
+    for _ in range(3):
+        k = shifted(x, y)
+        y = y + 0.3 * k * k
+    return np.sum(y * y)
+
+
+def steps_written_after(x):  # the caller writes into what it got back
+    y = x * 0.5
+    for _ in range(3):
+        k = shifted(x, y)
+        s = np.sum(k * x)
+        k[0] = s
+        y = y + 0.3 * k * k
+    return np.sum(y * y)
+
+
+def grown(x, z):  # writes into the caller's array, then returns it
+    z[1:] = z[1:] + x[1:] * z[:-1]
+    return z
+
+
+def steps_same_array(x):  # one array, bound before the loop, written at every step
+    z = np.zeros_like(x)
+    z[0] = x[0]
+    t = 0.0
+    for _ in range(3):
+        k = grown(x, z)
+        t = t + np.sum(k * x)
+    return t
+
+
 def _tape_pushes(g) -> list[str]:
     return [line.strip() for line in s2sad.source(g).splitlines() if "_tape.append(" in line]
 
@@ -97,6 +137,9 @@ def _tape_pushes(g) -> list[str]:
         (written_via_helper, (np.linspace(0.2, 0.9, 6),)),
         (written_via_tuple, (np.linspace(0.2, 0.9, 6),)),
         (written_via_expression, (np.linspace(0.2, 0.9, 6),)),
+        (steps, (np.linspace(0.2, 0.9, 6),)),
+        (steps_written_after, (np.linspace(0.2, 0.9, 6),)),
+        (steps_same_array, (np.linspace(0.2, 0.9, 6),)),
         (ode.ode_last, (np.linspace(0.3, 1.2, 7), 4)),
     ],
 )
@@ -148,3 +191,14 @@ def test_written_memory_follows_views_and_calls():
 )
 def test_writes_it_cannot_follow_give_up(source):
     assert written_memory(_body(f"v = y[:-1]\n{source}")) is None
+
+
+def _primal(f) -> str:
+    return s2sad.source(s2sad.grad(f)).split("# adjoint sweep:")[0]
+
+
+def test_an_array_bound_afresh_each_step_is_returned_uncopied():
+    assert "k = z" in _primal(steps) and "snapshot(z" not in _primal(steps)
+    rk4 = _primal(ode.ode_last)
+    assert "k1_2 = z2" in rk4 and "snapshot(z" not in rk4
+    assert "k = snapshot(z" in _primal(steps_written_after)  # k is written into later

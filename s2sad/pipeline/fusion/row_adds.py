@@ -62,10 +62,11 @@ def row_add(run, stmt):
     return statement, view, v.id, shared
 
 
-def sharing(nodes) -> dict:
+def sharing(nodes, arrays=frozenset()) -> dict:
     """Each name -> the names assigned from it that may share its memory (as remat.view_links,
-    but an array a call makes afresh shares none: `zeros_like(x)`, `x[j].copy()`)."""
-    return assignment_links(nodes, _roots)
+    but an array a call makes afresh shares none: `zeros_like(x)`, `x[j].copy()`; nor does a
+    value written into elements of one of `arrays`, NumPy arrays)."""
+    return assignment_links(nodes, _roots, arrays)
 
 
 def _roots(value) -> set[str]:
