@@ -99,7 +99,6 @@ CASES = [
     (invariant_value, (np.linspace(0.2, 0.9, 5),)),
     (returned_and_read, (np.linspace(0.2, 0.9, 5),)),
     (filled, (np.linspace(0.2, 0.9, 5), 0.7)),
-    (ode.ode_last, (np.linspace(0.3, 1.2, 7), 4)),
 ]
 
 

@@ -140,7 +140,6 @@ def _tape_pushes(g) -> list[str]:
         (steps, (np.linspace(0.2, 0.9, 6),)),
         (steps_written_after, (np.linspace(0.2, 0.9, 6),)),
         (steps_same_array, (np.linspace(0.2, 0.9, 6),)),
-        (ode.ode_last, (np.linspace(0.3, 1.2, 7), 4)),
     ],
 )
 def test_gradients_match_finite_differences_and_python(f, args):
