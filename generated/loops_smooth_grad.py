@@ -140,7 +140,7 @@ def grad_smooth(x, a):
             y_item4 = snapshot(y[i - 1])
             y[i] = y_item4
             y_item4_tape.append(shape_stub(y_item4))
-        cond_tape.append(snapshot(cond))
+        cond_tape.append(cond)
     # line 23: return np.sum(y**2)
     smooth_pow = y**2
     smooth = np.sum(smooth_pow)

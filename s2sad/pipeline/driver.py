@@ -36,7 +36,12 @@ from .parse import parse_function
 from .ranks import adjoint_rank, infer_ranks
 from .reuse import reuse_buffers
 from .reverse import reverse
-from .snapshots import FinalReads, final_reads_need_no_snapshot, scalar_reads_need_no_snapshot
+from .snapshots import (
+    FinalReads,
+    final_reads_need_no_snapshot,
+    rebound_reads_need_no_snapshot,
+    scalar_reads_need_no_snapshot,
+)
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
 from .shape_tapes import shape_only_tapes
@@ -357,6 +362,7 @@ def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):
     its pushes and the tapes' initializations."""
     taken = norm.taken | names_mentioned([ast.Module(without_markers(adjoint.stmts), [])])
     scalar_reads_need_no_snapshot(norm.stmts, shapes)
+    rebound_reads_need_no_snapshot(norm.stmts)
     if jit or _JIT_FORMS:
         finals = FinalReads(norm.stmts, norm.params, shapes._is_int)
         final_reads_need_no_snapshot(norm.stmts, finals.final)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from ..astcopy import clone
+from .fresh_writes import unread_writes
 from .lower import jit_copy
 from .normalize import NameAllocator
 from .names import assign_counts
@@ -89,6 +90,7 @@ class Reverser(BranchesAndLoops):
         self.defined: set[str] = set()  # adjoint names holding a value
         self.zero: set[str] = set()  # ... of which known (lazily) zero
         self.owned: set[str] = set()  # ... of which own their buffer (safe to update in place)
+        self.unread: set[int] = set()  # ids of writes no later adjoint reads (fresh_writes.py)
         # tuple results carried part by part (`tuple_results`): name -> each part's adjoint
         self.parted: dict[str, list[str | None]] = {}
 
@@ -431,6 +433,7 @@ class Reverser(BranchesAndLoops):
         base = op.target
         if base in self.active:
             d = self.dname(base)
+            unread = id(stmt) in self.unread and d not in self.owned and not self.batched
             if self.live(d):
                 deferred: list[ast.expr] = []
                 index = stmt.targets[0].slice
@@ -439,8 +442,8 @@ class Reverser(BranchesAndLoops):
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
                         rank = self.rank(ast.Subscript(load_name(base), index, ast.Load()))
                         if self.jit and not self.batched:
-                            part = jit_copy(part, rank)
-                        elif self.batched or rank != 0:
+                            part = part if unread else jit_copy(part, rank)
+                        elif (self.batched or rank != 0) and not unread:
                             # a view of dy: copy it, since dy[index] is zeroed just below
                             part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
                         if not is_basic_index(index, ctx.indices | self.int_names()):
@@ -461,10 +464,11 @@ class Reverser(BranchesAndLoops):
                             deferred.append(load_name(held))
                         else:
                             self.accumulate(out, stmt, operand, contribution)
-                d = self.make_owned(out, stmt, base)
-                zero = self.subscript(d, index, ast.Store(), ctx.indices)
-                kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
-                out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
+                if not unread:  # (else dy[index] was read as it is: nothing writes into dy)
+                    d = self.make_owned(out, stmt, base)
+                    zero = self.subscript(d, index, ast.Store(), ctx.indices)
+                    kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
+                    out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
                 for held in deferred:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
@@ -484,6 +488,7 @@ def reverse(
     rev = Reverser(active, taken, ranks, batched)
     rev.jit = jit
     rev.assign_counts = assign_counts(stmts)
+    rev.unread = unread_writes(stmts)
     rev.params = set(params) | set(wrt)
     if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)
         rev.parted = {t: [None] * n for t, n in tuple_results(stmts, outputs).items()}

@@ -11,6 +11,8 @@ import ast
 
 from .. import ir
 from ..astcopy import walk_nodes
+from .fusion.remat import reaching
+from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
 
 
@@ -86,6 +88,32 @@ FRESH_ALLOCATORS = {
 
 
 _MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
+
+
+def written_memory(primal: list[ast.stmt]) -> set[str] | None:
+    """The names that may share memory with an array the code writes into (`z[1:] = v`), or
+    None where a write this cannot follow is there (`out=`, a mutating call, a write into an
+    attribute). A view of an array no one writes into (`y[:-1]`, `y` rebound, never written)
+    keeps its values: a tape may hold it without a copy."""
+    written = set()
+    for node in walk_nodes(ast.Module(list(primal), [])):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return None
+            written.add(base.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            written.add(node.target.id)  # `a += b` writes into an array
+        elif isinstance(node, ast.Call):
+            if any(k.arg == "out" for k in node.keywords):
+                return None
+            func = node.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if short in _MUTATING or (isinstance(func, ast.Attribute) and short == "fill"):
+                return None
+    return reaching(written, sharing(primal))
 
 
 def _bound_targets(node) -> list[str]:
@@ -289,3 +317,75 @@ def _leading_ok(read_items, write_items, index: str, start: int, is_int) -> bool
         if not all(isinstance(e, ast.Slice) or is_int(e) for e in (r, w)):
             return False
     return False
+
+
+def rebound_reads_need_no_snapshot(stmts) -> None:
+    """`k = snapshot(z)` of a whole array keeps what `z` held when a write into it follows. In
+
+        for _ in range(s):
+            z = np.zeros_like(y)     # bound nowhere else
+            z[0] = x[0]
+            z[1:] = x[1:] * y[:-1]
+            k = snapshot(z)          # (an inlined function's `return z`)
+
+    every write into `z` comes before the read, in the block that binds `z` afresh before them:
+    a later write (the next pass's) goes into another array. Where that holds, and nothing that
+    may share the memory of `z` or `k` is written into anywhere else, `k = z`."""
+    bound: dict[str, list] = {}
+    for node in walk_nodes(ast.Module(list(stmts), [])):
+        for name in _bound_targets(node):
+            bound.setdefault(name, []).append(getattr(node, "value", None))
+    arrays = {n for n, vs in bound.items() if len(vs) == 1 and _allocates_fresh(vs[0])}
+    links = sharing(stmts, arrays)
+    for block in _all_blocks(stmts):
+        for p, stmt in enumerate(block):
+            value = getattr(stmt, "value", None)
+            if not (
+                isinstance(stmt, ast.Assign)
+                and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and isinstance(value, ast.Call)
+                and getattr(value.func, "id", "") == "snapshot"
+                and len(value.args) == 1
+                and isinstance(value.args[0], ast.Name)
+            ):
+                continue
+            z = value.args[0].id
+            values = bound.get(z, [])
+            if len(values) != 1 or not _allocates_fresh(values[0]):
+                continue
+            q = next((j for j, s in enumerate(block) if z in _bound_targets(s)), None)
+            if q is None or q > p:
+                continue
+            shared = reaching({z, stmt.targets[0].id}, links) | {z, stmt.targets[0].id}
+            if _written_only_between(stmts, block, q, p, shared):
+                stmt.value = value.args[0]
+
+
+def _all_blocks(stmts):
+    yield stmts
+    for stmt in stmts:
+        if isinstance(stmt, (ast.If, ast.For, ast.While)):
+            yield from _all_blocks(stmt.body)
+            yield from _all_blocks(stmt.orelse)
+
+
+def _written_only_between(stmts, block, q: int, p: int, names: set[str]) -> bool:
+    """Whether every write into the arrays `names` lies in `block[q + 1 : p]` (a write into an
+    element, not `a += b` on the whole: that too is refused)."""
+    inside = {id(n) for s in block[q + 1 : p] for n in walk_nodes(s)}
+    for node in walk_nodes(ast.Module(list(stmts), [])):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if node.target.id in names:
+                return False
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = node.value
+            while isinstance(base, ast.Subscript):
+                base = base.value
+            if not isinstance(base, ast.Name):
+                return False
+            if base.id in names and id(node) not in inside:
+                return False
+        if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
+            return False
+    return True

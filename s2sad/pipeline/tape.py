@@ -28,7 +28,7 @@ from .nodes import assigned_name, load_name
 from .names import names_mentioned, names_read, statements_in_order
 from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
-from .snapshots import FRESH_ALLOCATORS, FinalReads
+from .snapshots import FRESH_ALLOCATORS, FinalReads, written_memory
 
 
 @dataclass
@@ -71,6 +71,7 @@ class Tape:
         self.fresh = _fresh_arrays(primal) | set(owned)
         self.finals = FinalReads(primal, owned, is_int or (lambda node: False))
         self.allocated = _allocated_values(primal)
+        self.written = written_memory(primal)  # None: any array may be written into
         self.mutates = any(
             isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store)
             for n in walk_nodes(ast.Module(primal, []))
@@ -102,7 +103,8 @@ class Tape:
             value = ast.Call(load_name("shape_stub"), [load_name(name)], [])
         if value is None:
             value = load_name(name)
-            if self.mutates and not self.scalar(name) and name not in self.allocated:
+            shared = self.written is None or name in self.written
+            if self.mutates and shared and not self.scalar(name) and name not in self.allocated:
                 # a view of an array written later would change on the tape
                 value = ast.Call(load_name("snapshot"), [value], [])
         call = ast.Call(

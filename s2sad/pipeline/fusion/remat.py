@@ -126,14 +126,23 @@ def _view_links(nodes) -> dict:
     return assignment_links(nodes, _roots)
 
 
-def assignment_links(nodes, roots) -> dict:
-    """Each name -> the names assigned from a value `roots(value)` says may be (a view of) it."""
+def assignment_links(nodes, roots, arrays=frozenset()) -> dict:
+    """Each name -> the names assigned from a value `roots(value)` says may be (a view of) it.
+    A write into elements of one of `arrays` (NumPy arrays, not lists) copies values: no link."""
     links: dict = {}
     for node in nodes:
         for n in walk_nodes(node):
             if isinstance(n, ast.Assign):
                 targets = {
-                    m.id for t in n.targets for m in walk_nodes(t) if isinstance(m, ast.Name)
+                    m.id
+                    for t in n.targets
+                    if not (
+                        isinstance(t, ast.Subscript)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id in arrays
+                    )
+                    for m in walk_nodes(t)
+                    if isinstance(m, ast.Name)
                 }
                 for root in roots(n.value):
                     links.setdefault(root, set()).update(targets)

@@ -10,7 +10,7 @@ import ast
 
 from ...astcopy import clone
 from .remat import assignment_links, reaching
-from .syntax import assign, load, names_in, origin, text_of
+from .syntax import SHAPE_ONLY, assign, load, names_in, origin, text_of
 
 
 def took_row_add(run, stmt) -> bool:
@@ -62,10 +62,11 @@ def row_add(run, stmt):
     return statement, view, v.id, shared
 
 
-def sharing(nodes) -> dict:
+def sharing(nodes, arrays=frozenset()) -> dict:
     """Each name -> the names assigned from it that may share its memory (as remat.view_links,
-    but an array a call makes afresh shares none: `zeros_like(x)`, `x[j].copy()`)."""
-    return assignment_links(nodes, _roots)
+    but an array a call makes afresh shares none: `zeros_like(x)`, `x[j].copy()`; nor does a
+    value written into elements of one of `arrays`, NumPy arrays)."""
+    return assignment_links(nodes, _roots, arrays)
 
 
 def _roots(value) -> set[str]:
@@ -73,6 +74,8 @@ def _roots(value) -> set[str]:
         method = value.func.attr if isinstance(value.func, ast.Attribute) else None
         if method == "copy" or text_of(value.func) in _FRESH:
             return set()
+        if text_of(value.func) in SHAPE_ONLY and value.args:
+            return _roots(value.args[0])  # `unbroadcast(g, x)` is `g` or a sum of it, never `x`
         found = _roots(value.func.value) if method else set()
         return found | set().union(*(_roots(a) for a in value.args))
     if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)):
@@ -88,7 +91,7 @@ def _roots(value) -> set[str]:
 _FRESH = {
     f"np.{name}"
     for name in "zeros zeros_like empty empty_like ones ones_like full full_like copy".split()
-} | {"zeros_like", "sum_zeros_like", "snapshot"}
+} | {"zeros_like", "sum_zeros_like", "snapshot", "as_accumulator", "batched_accumulator"}
 
 
 def _none(node) -> bool:

@@ -129,9 +129,12 @@ class Expressions(Flattener):
         if self.is_atom(node) or (not self.mentions_varied(node) and self.is_cheap(node)):
             return self.rename(node)
         rhs = self.expr(node, base)
-        if isinstance(rhs, (ast.Name, ast.Tuple)) and ir.inlined(rhs):
+        inlined = ir.inlined(rhs)
+        if isinstance(rhs, ast.Name) and inlined and self.memory.written_base(inlined.alias):
+            rhs = snapshot_of(rhs)  # an inlined call's view of an array written in place
+        elif isinstance(rhs, (ast.Name, ast.Tuple)) and inlined:
             return rhs
-        if self.memory.views_written(node):
+        elif self.memory.views_written(node):
             # the array is written in place later: keep this value, not a view of it
             rhs = snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")

@@ -212,6 +212,14 @@ class Memory:
         )
         return written[0] if written else None
 
+    def written_base(self, shared) -> str | None:
+        """The array written in place among what an inlined result may share with the caller
+        (`Inlined.alias`, an element's memory: (the caller's expression, its locals)), if any."""
+        if not shared:
+            return None
+        bases = sorted(b for b in shared[1] if b in self.written and b in self.locals)
+        return bases[0] if bases else None
+
     def views_written(self, node: ast.expr) -> bool:
         """Whether `node` may give a view of an array the function writes in place: a subscript,
         `.T`, or a view-making call such as reshape or transpose."""

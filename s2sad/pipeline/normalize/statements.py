@@ -144,6 +144,9 @@ class Statements(Expressions):
         memory.share(target.id, shared)
         inlined = ir.inlined(rhs)
         if isinstance(rhs, ast.Name) and inlined:
+            # `v = head(y)` returning `y[:-1]`, a view of an array written in place
+            viewed = memory.written_base(inlined.alias)
+        if isinstance(rhs, ast.Name) and inlined and viewed is None:
             name = self.rebind(target.id)  # the inlined result takes the user's name
             rename_in(self.out[start:], rhs.id, name)
             if rhs.id in self.varied:
@@ -187,10 +190,12 @@ class Statements(Expressions):
         for name in names:
             memory.rebound(name)
         if isinstance(whole, ast.Tuple) and len(whole.elts) == len(target.elts):
-            for t, a in zip(target.elts, whole.elts):
-                self.bind(t.id, a, varied=self.atom_varied(a))
             inlined = ir.inlined(whole)
             elements = inlined.elements if inlined else None
+            for k, (t, a) in enumerate(zip(target.elts, whole.elts)):
+                if elements and memory.written_base(elements[k][1]) is not None:
+                    a = snapshot_of(a)  # a view of an array written in place (`return v[:2], ..`)
+                self.bind(t.id, a, varied=self.atom_varied(a))
             memory.unpacked_sharing(names, elements, ast.unparse(value), self.env)
             return whole
         if not self.atom_varied(whole):
