@@ -175,7 +175,9 @@ def _module_for(
     parallel=True (its text says so, so a parallel and a serial build never share a module);
     `threads=False`: a parallel build compiled without Numba's parallel options."""
     text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
-    key = f"{version.__version__}\n{numba_source()}\n{callees}\n{text}"
+    # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
+    # tests set it, would otherwise leave unoptimised code for a later process to load)
+    key = f"{version.__version__}\n{numba_source()}\n{callees}\n{_numba_opt()}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{short_name(name)}_{digest}"
     with _LOAD_LOCK:
@@ -196,6 +198,13 @@ def _module_for(
         exec(compile(text, str(path), "exec"), vars(module))
         sys.modules[module_name] = module
         return module
+
+
+def _numba_opt() -> str:
+    """Numba's optimisation level, as its configuration holds it once loaded."""
+    config = sys.modules.get("numba.core.config")
+    level = getattr(config, "OPT", None)
+    return f"opt={level if level is not None else os.environ.get('NUMBA_OPT', '')}"
 
 
 class Jitted:

@@ -176,6 +176,21 @@ def test_the_disk_cache_is_keyed_on_s2sads_version(tmp_path, monkeypatch):
     assert first.__file__ != second.__file__ and len(list(tmp_path.glob("*.py"))) == 2
 
 
+def test_the_disk_cache_is_keyed_on_numbas_optimisation_level(tmp_path, monkeypatch):
+    """Numba's cache files do not record NUMBA_OPT (the tests run at 0): a process at another
+    level compiles its own module rather than load unoptimised machine code."""
+    from numba.core import config
+
+    from s2sad import jit
+
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    source = "def f(x):\n    return x\n"
+    first = jit._module_for(source, "f")
+    monkeypatch.setattr(config, "OPT", 3 if str(config.OPT) == "0" else 0)
+    second = jit._module_for(source, "f")
+    assert first.__name__ != second.__name__
+
+
 def test_transforming_does_not_format_only_reading_does(monkeypatch):
     """black costs more than the whole transform, so it runs only when the code is read."""
     from s2sad.pipeline import emit
