@@ -280,7 +280,7 @@ def _reverse_mode(
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
 
-    def emitted(primal, adjoint) -> str:
+    def emitted(primal, adjoint, plain) -> str:
         return emit(
             parsed,
             norm,
@@ -295,7 +295,7 @@ def _reverse_mode(
             data=data,
         )
 
-    source = emitted(primal, adjoint)
+    source = emitted(primal, adjoint, plain)
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
@@ -307,7 +307,10 @@ def _reverse_mode(
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
-    return emitted(fused_primal, fused), name, source
+    if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
+        outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
+        [plain] = fuse([plain], adjoint_ranks, outputs, taken - set(adjoint.seeds))
+    return emitted(fused_primal, fused, plain), name, source
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
