@@ -208,25 +208,26 @@ def build_numba_perobs(f, inputs: dict):
 
 
 def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False, **options):
-    """One s2sad.vjp of the residuals per chunk of observations and three pullbacks, seeded
-    with residual r of every observation: pullback r gives row r of every block at once (the
-    blocks' rows are independent across observations). The primal runs once per chunk."""
+    """One s2sad.vjp of the residuals per chunk of observations and its pullback of three seeds
+    (`pullback.stacked`), seed r being residual r of every observation: pullback r gives row r
+    of every block at once (the blocks' rows are independent across observations). The primal
+    runs once per chunk; jitted, the pullback's forward sweep too, and its adjoint per seed."""
     vjp = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
     args = list(inputs.values())
     p = args[2].shape[0]
 
     def run():
         blocks = np.empty((p, 3, SLOTS))
+        seeds = np.zeros((3, min(CHUNK, p), 3))  # seed r: residual r of every observation
+        for r in range(3):
+            seeds[r, :, r] = 1.0
         for lo in range(0, p, CHUNK):
             part = slice(lo, lo + CHUNK)
             out, pullback = vjp(*(a[part] for a in args))
-            for r in range(3):
-                seed = np.zeros_like(out)
-                seed[:, r] = 1.0
-                d_cams, d_X, d_w = pullback(seed)
-                blocks[part, r, :N_CAM] = d_cams
-                blocks[part, r, N_CAM : N_CAM + N_PT] = d_X
-                blocks[part, r, -1] = d_w
+            d_cams, d_X, d_w = pullback.stacked(seeds[:, : out.shape[0]])  # (3, chunk, ...)
+            blocks[part, :, :N_CAM] = d_cams.transpose(1, 0, 2)
+            blocks[part, :, N_CAM : N_CAM + N_PT] = d_X.transpose(1, 0, 2)
+            blocks[part, :, -1] = d_w.T
         return blocks[:, :, :N_CAM], blocks[:, :, N_CAM : N_CAM + N_PT], blocks[:, :, -1]
 
     def probe():  # the transform alone, as for the gradient workloads

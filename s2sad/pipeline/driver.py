@@ -280,6 +280,21 @@ def _reverse_mode(
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
 
+    # many seeds from one point in one compiled call: the adjoint looped over them, where it
+    # reads no tape, writes no primal value and every input is an array (Pullback.stacked)
+    given = dict(ranks or ())
+    rows = (
+        rerun
+        and jit
+        and mode == "vjp"
+        and not parallel
+        and not tape_inits
+        and not norm.tuple_output
+        and len(adjoint.seeds) == 1
+        and all(isinstance(given.get(x), int) and given[x] >= 1 for x in wrt)
+        and not changes_primal(adjoint.stmts, local_names)
+    )
+
     def emitted(primal, adjoint, plain) -> str:
         return emit(
             parsed,
@@ -293,6 +308,7 @@ def _reverse_mode(
             plain if rerun else None,
             jit=jit,
             data=data,
+            rows=rows,
         )
 
     source = emitted(primal, adjoint, plain)
