@@ -114,7 +114,7 @@ class Pullback:
         inputs = [self.bound.arguments[n] for n in self.bound.wrt]
         fresh = self.rows is not None and seeds.dtype.kind == "f"
         if fresh:  # the compiled rows, arrays of their own
-            grads = self.rows(np.array(seeds, dtype=np.float64, order="C"))
+            grads = self.rows(np.ascontiguousarray(seeds, dtype=np.float64))
             grads = grads if len(inputs) > 1 else (grads,)
         else:
             each = [self(s) for s in seeds]

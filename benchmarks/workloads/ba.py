@@ -31,8 +31,9 @@ Two workloads:
 - `ba`: the residuals of all observations at once, written over arrays (the small-angle branch
   becomes np.where). Observations are independent, so reverse mode with one seed per residual,
   the same residual of every observation, gives row r of every block at once: s2sad takes one
-  `s2sad.vjp` of the residuals and calls its pullback three times (the equivalent of
-  vmap(jacrev), and what JAX and PyTorch do). Forward mode, one `s2sad.jvp(..., batched=True)`
+  `s2sad.vjp` of the residuals and pulls the three seeds back at once with
+  `pullback.stacked` (the equivalent of vmap(jacrev), and what JAX and PyTorch do; jitted, one
+  compiled call runs the forward sweep once and the adjoint once per seed). Forward mode, one `s2sad.jvp(..., batched=True)`
   of 15 tangents (vmap(jacfwd)), costs about three times as much (`build_s2sad_forward`). JAX:
   jax.jit(jax.vmap(jax.jacrev(per-observation residual))); PyTorch:
   torch.func.vmap(torch.func.jacrev(...)); autograd has no vmap, so it calls autograd.jacobian
@@ -217,18 +218,17 @@ def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False, **options):
     p = args[2].shape[0]
 
     def run():
-        blocks = np.empty((p, 3, SLOTS))
+        blocks = np.empty((p, 3, N_CAM)), np.empty((p, 3, N_PT)), np.empty((p, 3))
         seeds = np.zeros((3, min(CHUNK, p), 3))  # seed r: residual r of every observation
         for r in range(3):
             seeds[r, :, r] = 1.0
         for lo in range(0, p, CHUNK):
             part = slice(lo, lo + CHUNK)
             out, pullback = vjp(*(a[part] for a in args))
-            d_cams, d_X, d_w = pullback.stacked(seeds[:, : out.shape[0]])  # (3, chunk, ...)
-            blocks[part, :, :N_CAM] = d_cams.transpose(1, 0, 2)
-            blocks[part, :, N_CAM : N_CAM + N_PT] = d_X.transpose(1, 0, 2)
-            blocks[part, :, -1] = d_w.T
-        return blocks[:, :, :N_CAM], blocks[:, :, N_CAM : N_CAM + N_PT], blocks[:, :, -1]
+            rows = pullback.stacked(seeds[:, : out.shape[0]])  # (3, chunk, ...): row r of each
+            for block, row in zip(blocks, rows):
+                block[part] = np.moveaxis(row, 0, 1)
+        return blocks
 
     def probe():  # the transform alone, as for the gradient workloads
         fresh = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
@@ -424,7 +424,7 @@ def cases(mode: str) -> list[Case]:
                 },
                 notes=[
                     "Jacobian blocks (3 x 15 per observation), not a gradient; s2sad: one vjp "
-                    "over all observations and a pullback per residual; JAX, torch: "
+                    "over all observations and pullback.stacked of a seed per residual; JAX, torch: "
                     "vmap(jacrev); autograd: autograd.jacobian per observation"
                 ],
             )
