@@ -304,7 +304,10 @@ def _rows_function(parsed, primal, adjoint, wrt, params, name) -> list[str]:
 
     seed = adjoint.seeds[0]
     stack, row = fresh(f"{seed}_rows"), fresh("row")
-    stacks = [fresh(f"{g}_rows") for g in wrt]
+    stacks = [  # the gradients' names, stacked: dx_rows
+        fresh(f"{g.id if isinstance(g, ast.Name) else 'd' + x}_rows")
+        for g, x in zip(adjoint.grads, wrt)
+    ]
     names = _parameter_names(parsed.tree)
     text = _Lines(parsed)
     lines = [
