@@ -81,10 +81,54 @@ class Pullback:
     """`pullback(seed)`: the vector-Jacobian product for a seed with the output's shape (a tree
     of seeds for a tree output)."""
 
-    def __init__(self, owner, bound, out, pullback, compiled):
+    def __init__(self, owner, bound, out, pullback, compiled, rows=None):
         self.owner, self.bound, self.out = owner, bound, out
         self.pullback, self.tuple_output = pullback, compiled.tuple_output
         self.output = compiled.output
+        self.rows = rows  # the compiled pullback of stacked seeds, where there is one
+
+    def stacked(self, seeds):
+        """The pullbacks of many seeds at this point: `seeds` has a new first axis, one seed
+        shaped like the (array) output per row, and so has each gradient. Jitted, one compiled
+        call runs the forward sweep once and the adjoint once per row (where the adjoint reads
+        no tape and the inputs differentiated are arrays); else one pullback per row."""
+        if self.output is not None or self.tuple_output:
+            raise SeedShapeError(
+                f"pullback.stacked takes one output array; {self.owner.func.__name__} returns "
+                "a tuple or a tree",
+                hint="call the pullback once per seed",
+            )
+        seeds = np.asarray(seeds)
+        if seeds.shape[1:] != np.shape(self.out) or seeds.ndim != np.ndim(self.out) + 1:
+            raise SeedShapeError(
+                f"pullback.stacked takes seeds of shape (rows,) + {np.shape(self.out)} (the "
+                f"output's shape after a first axis of rows), not {seeds.shape}",
+                hint="stack the seeds along a new first axis",
+            )
+        if self.bound.trees:
+            raise SeedShapeError(
+                "pullback.stacked takes inputs differentiated that are arrays or numbers, not "
+                "trees (dicts, lists, dataclasses)",
+                hint="call the pullback once per seed",
+            )
+        inputs = [self.bound.arguments[n] for n in self.bound.wrt]
+        fresh = self.rows is not None and seeds.dtype.kind == "f"
+        if fresh:  # the compiled rows, arrays of their own
+            grads = self.rows(np.ascontiguousarray(seeds, dtype=np.float64))
+            grads = grads if len(inputs) > 1 else (grads,)
+        else:
+            each = [self(s) for s in seeds]
+            grads = list(zip(*each)) if self.owner.wrt_tuple else [each]
+            grads = grads or [()] * len(inputs)
+        out = []
+        for g, x in zip(grads, inputs):
+            dtype = np.result_type(np.asarray(x).dtype, np.float32)
+            shape = (len(seeds),) + np.shape(x)
+            if fresh and g.dtype == dtype and g.shape == shape:
+                out.append(g)
+            else:
+                out.append(np.array(g, dtype=dtype).reshape(shape))
+        return tuple(out) if self.owner.wrt_tuple else out[0]
 
     def __call__(self, seed):
         if self.output is not None:

@@ -224,7 +224,13 @@ class Transformed:
             seeds = tuple(unboxed(s) for s in seeds)
             return self._run(compiled, values, bound, seeds, name=sweep)
 
-        return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
+        rows = compiled.name + "_rows"
+
+        def stacked(seeds):  # (Pullback.stacked's: float64 seeds, one C-ordered array)
+            return self._run(compiled, values, bound, (seeds,), name=rows)
+
+        stacked = stacked if rows in compiled.functions else None
+        return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled, stacked)
 
     def _bind(self, args, kwargs) -> FlatBound:
         """The generated function's arguments for a call: trees as their leaves (callables.py),

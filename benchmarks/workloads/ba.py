@@ -31,8 +31,9 @@ Two workloads:
 - `ba`: the residuals of all observations at once, written over arrays (the small-angle branch
   becomes np.where). Observations are independent, so reverse mode with one seed per residual,
   the same residual of every observation, gives row r of every block at once: s2sad takes one
-  `s2sad.vjp` of the residuals and calls its pullback three times (the equivalent of
-  vmap(jacrev), and what JAX and PyTorch do). Forward mode, one `s2sad.jvp(..., batched=True)`
+  `s2sad.vjp` of the residuals and pulls the three seeds back at once with
+  `pullback.stacked` (the equivalent of vmap(jacrev), and what JAX and PyTorch do; jitted, one
+  compiled call runs the forward sweep once and the adjoint once per seed). Forward mode, one `s2sad.jvp(..., batched=True)`
   of 15 tangents (vmap(jacfwd)), costs about three times as much (`build_s2sad_forward`). JAX:
   jax.jit(jax.vmap(jax.jacrev(per-observation residual))); PyTorch:
   torch.func.vmap(torch.func.jacrev(...)); autograd has no vmap, so it calls autograd.jacobian
@@ -208,26 +209,26 @@ def build_numba_perobs(f, inputs: dict):
 
 
 def build_s2sad_vectorised(f, inputs: dict, wrt, jit=False, **options):
-    """One s2sad.vjp of the residuals per chunk of observations and three pullbacks, seeded
-    with residual r of every observation: pullback r gives row r of every block at once (the
-    blocks' rows are independent across observations). The primal runs once per chunk."""
+    """One s2sad.vjp of the residuals per chunk of observations and its pullback of three seeds
+    (`pullback.stacked`), seed r being residual r of every observation: pullback r gives row r
+    of every block at once (the blocks' rows are independent across observations). The primal
+    runs once per chunk; jitted, the pullback's forward sweep too, and its adjoint per seed."""
     vjp = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
     args = list(inputs.values())
     p = args[2].shape[0]
 
     def run():
-        blocks = np.empty((p, 3, SLOTS))
+        blocks = np.empty((p, 3, N_CAM)), np.empty((p, 3, N_PT)), np.empty((p, 3))
+        seeds = np.zeros((3, min(CHUNK, p), 3))  # seed r: residual r of every observation
+        for r in range(3):
+            seeds[r, :, r] = 1.0
         for lo in range(0, p, CHUNK):
             part = slice(lo, lo + CHUNK)
             out, pullback = vjp(*(a[part] for a in args))
-            for r in range(3):
-                seed = np.zeros_like(out)
-                seed[:, r] = 1.0
-                d_cams, d_X, d_w = pullback(seed)
-                blocks[part, r, :N_CAM] = d_cams
-                blocks[part, r, N_CAM : N_CAM + N_PT] = d_X
-                blocks[part, r, -1] = d_w
-        return blocks[:, :, :N_CAM], blocks[:, :, N_CAM : N_CAM + N_PT], blocks[:, :, -1]
+            rows = pullback.stacked(seeds[:, : out.shape[0]])  # (3, chunk, ...): row r of each
+            for block, row in zip(blocks, rows):
+                block[part] = np.moveaxis(row, 0, 1)
+        return blocks
 
     def probe():  # the transform alone, as for the gradient workloads
         fresh = s2sad.vjp(f, wrt=("cams", "X", "w"), jit=jit, **options)
@@ -423,7 +424,7 @@ def cases(mode: str) -> list[Case]:
                 },
                 notes=[
                     "Jacobian blocks (3 x 15 per observation), not a gradient; s2sad: one vjp "
-                    "over all observations and a pullback per residual; JAX, torch: "
+                    "over all observations and pullback.stacked of a seed per residual; JAX, torch: "
                     "vmap(jacrev); autograd: autograd.jacobian per observation"
                 ],
             )

@@ -287,7 +287,22 @@ def _reverse_mode(
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
 
-    def emitted(primal, adjoint, plain=plain) -> str:
+    # many seeds from one point in one compiled call: the adjoint looped over them, where it
+    # reads no tape, writes no primal value and every input is an array (Pullback.stacked)
+    given = dict(ranks or ())
+    rows = (
+        rerun
+        and jit
+        and mode == "vjp"
+        and not parallel
+        and not tape_inits
+        and not norm.tuple_output
+        and len(adjoint.seeds) == 1
+        and all(isinstance(given.get(x), int) and given[x] >= 1 for x in wrt)
+        and not changes_primal(adjoint.stmts, local_names)
+    )
+
+    def emitted(primal, adjoint, plain) -> str:
         return emit(
             parsed,
             norm,
@@ -300,9 +315,10 @@ def _reverse_mode(
             plain if rerun else None,
             jit=jit,
             data=data,
+            rows=rows,
         )
 
-    source = emitted(primal, adjoint)
+    source = emitted(primal, adjoint, plain)
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
@@ -314,9 +330,9 @@ def _reverse_mode(
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
     fused.stmts = fused_adjoint
-    if rerun:  # the value function, a function of its own: fused on its own
+    if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
-        [plain] = fuse([plain], adjoint_ranks, outputs, taken)
+        [plain] = fuse([plain], adjoint_ranks, outputs, taken - set(adjoint.seeds))
     return emitted(fused_primal, fused, plain), name, source
 
 

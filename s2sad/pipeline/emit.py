@@ -190,13 +190,15 @@ def emit(
     plain_primal=None,
     jit: bool = False,
     data: list[str] = (),
+    rows: bool = False,
 ) -> str:
     """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function.
 
     A vjp with `plain_primal` re-runs the recording sweep on each pullback call (see below); with
     `jit` it is two top-level functions and no closure, which Numba compiles: `vjp_f(args)`
-    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents. Every top-level
-    function takes the user's `data` (globals, closure values) last."""
+    returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents; with `rows`
+    also `vjp_f_rows(args, stacked seeds)` (see `_rows_function`). Every top-level function
+    takes the user's `data` (globals, closure values) last."""
     data = list(data)
     params = _parameters(parsed.tree, data)
     note = _data_note(parsed, data)
@@ -274,6 +276,8 @@ def emit(
         lines += ["    " + b for b in batch]
         lines += text.block(adjoint.stmts, "    ")
         lines.append(f"    return {grads}")
+        if rows:
+            lines += _rows_function(parsed, primal, adjoint, wrt, names + data, f"{name}_rows")
         return "\n".join(lines) + "\n"
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
@@ -294,6 +298,49 @@ def emit(
         lines.append(f"        return {grads}")
         lines.append(f"    return {'(' + out + ')' if norm.tuple_output else out}, pullback")
     return "\n".join(lines) + "\n"
+
+
+def _rows_function(parsed, primal, adjoint, wrt, params, name) -> list[str]:
+    """`name(args, seeds)`: the recording forward sweep once, then the adjoint once per row of
+    `seeds` (many seeds pulled back from one point: each residual of independent observations),
+    each input's cotangents stacked along a new first axis. For an adjoint that reads no tape and
+    writes no primal value (the driver checks), and inputs that are arrays: it is the sweep's
+    text, its adjoint inside a loop over the rows."""
+    taken = names_mentioned([s for s in primal + adjoint.stmts if isinstance(s, ast.AST)])
+    taken |= set(params) | set(adjoint.seeds)
+
+    def fresh(base: str) -> str:
+        while base in taken:
+            base += "_"
+        taken.add(base)
+        return base
+
+    seed = adjoint.seeds[0]
+    stack, row = fresh(f"{seed}_rows"), fresh("row")
+    stacks = [  # the gradients' names, stacked: dx_rows
+        fresh(f"{g.id if isinstance(g, ast.Name) else 'd' + x}_rows")
+        for g, x in zip(adjoint.grads, wrt)
+    ]
+    names = _parameter_names(parsed.tree)
+    text = _Lines(parsed)
+    lines = [
+        "",
+        "",
+        f"def {name}({', '.join(names + [stack] + params[len(names):])}):",
+        f'    """The recording forward sweep of {parsed.name} once, then its adjoint once per row of',
+        f'    {stack} (a seed each); each cotangent stacked along a new first axis."""',
+    ]
+    lines += _own_copies(names, primal, "    ")
+    lines += text.block(primal, "    ")
+    lines.append("    # adjoint sweep, once per seed: from the output back to the inputs")
+    lines += [f"    {r} = np.empty(({stack}.shape[0],) + {x}.shape)" for r, x in zip(stacks, wrt)]
+    lines.append(f"    for {row} in range({stack}.shape[0]):")
+    lines.append(f"        {seed} = {stack}[{row}]")
+    lines += text.block(adjoint.stmts, "        ")
+    for r, g in zip(stacks, adjoint.grads):
+        lines.append(f"        {r}[{row}] = {ast.unparse(g)}")
+    lines.append(f"    return {', '.join(stacks)}")
+    return lines
 
 
 def _batch_line(adjoint, seed: str | None) -> list[str]:
