@@ -4,16 +4,12 @@ matmul transposes only the last two axes and sums broadcast batches. Numba's mat
 vectors and matrices (no stacks), so their Numba forms cover those four cases.
 """
 
-import typing
-
 import numpy as np
 
 from .common import _array, _flat, _lift, _shift, batched_unbroadcast, reshape_like, unbroadcast
 from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of
+from .matrix_products import _mm, _mm_stacks
 from .registry import defvjp, explicit, linear, multilinear
-
-if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
-    from numba.np.numpy_support import as_dtype
 
 # ----------------------------------------------------------------------------- matmul
 
@@ -21,60 +17,6 @@ if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
 @helper
 def _mT(a):
     return np.swapaxes(a, -1, -2)
-
-
-def _mm(a, b):
-    return a @ b
-
-
-@numba_of(_mm)
-def _mm_impl(a, b):
-    """a @ b where the dtypes differ (a float32 primal meets a float64 cotangent): Numba's
-    matmul takes one dtype, so both go to the common one."""
-    if a.ndim > 2 or b.ndim > 2:  # stacks: Numba's matmul takes none
-        if a.ndim < 2 or b.ndim < 2 or a.ndim > 3 or b.ndim > 3:
-            return None
-        if a.dtype == b.dtype:
-            return lambda a, b: _mm_stacks(a, b, 0)
-        common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
-        return lambda a, b: _mm_stacks(a.astype(common), b.astype(common), 0)
-    if a.dtype == b.dtype:
-        return lambda a, b: a @ b
-    common = np.promote_types(as_dtype(a.dtype), as_dtype(b.dtype))
-    return lambda a, b: a.astype(common) @ b.astype(common)
-
-
-@numba_jitable
-def _mm_stacks(a, b, transposed):
-    """`a @ b` for a stack of matrices (3-D) and a matrix or a stack, one BLAS product per matrix
-    written into the result; with `transposed` 1 `a @ swapaxes(b)`, 2 `swapaxes(a) @ b` (the
-    cotangents'), reading the matrix transposed (Numba's dot copies a swapped stack's matrices)."""
-    p = a.shape[0] if a.ndim == 3 else 1
-    q = b.shape[0] if b.ndim == 3 else 1
-    if p != q and p != 1 and q != 1:
-        raise ValueError("matmul: the stacks' lengths do not broadcast")
-    rows = a.shape[-1] if transposed == 2 else a.shape[-2]
-    out = np.empty((max(p, q), rows, b.shape[-2] if transposed == 1 else b.shape[-1]), a.dtype)
-    for i in range(max(p, q)):
-        left, right = _matrix(a, i if p > 1 else 0), _matrix(b, i if q > 1 else 0)
-        if transposed == 1:
-            np.dot(left, right.T, out[i])
-        elif transposed == 2:
-            np.dot(left.T, right, out[i])
-        else:
-            np.dot(left, right, out[i])
-    return out
-
-
-def _matrix(a, i):
-    """Matrix `i` of a stack, or the matrix itself (in Numba only)."""
-
-
-@numba_of(_matrix)
-def _matrix_impl(a, i):
-    if a.ndim == 3:
-        return lambda a, i: a[i]
-    return lambda a, i: a
 
 
 @helper

@@ -10,7 +10,8 @@ import numpy as np
 from .common import _absent, _array, _lift, batched_expand_reduced, batched_unbroadcast
 from .common import expand_reduced, unbroadcast
 from .helpers import batched_helper, batched_of, helper, numba_of
-from .products import _mm, _mT, _outer
+from .matrix_products import _mm
+from .products import _mT, _outer
 from .reductions import extremum_vjp
 from .registry import defvjp, explicit, reduction
 

@@ -464,9 +464,21 @@ class Run:
 
     # ------------------------------------------------------------------ emitting
     def fuses(self) -> bool:
-        """Whether the run is worth a loop: two array statements or more, over arrays it reads."""
-        worth = sum(1 for _, kind in self.entries if kind != "alias")
+        """Whether the run is worth a loop: two arrays or more made, over arrays it reads (one
+        statement may make several: the adjoint's `dz = g * a + g * b` makes three)."""
+        worth = sum(self._made(stmt) for stmt, kind in self.entries if kind != "alias")
         return worth >= 2 and bool(self.inputs or self.witnesses)
+
+    def _made(self, stmt) -> int:
+        """How many arrays an elementwise statement makes unfused: one per operation on arrays
+        in an element statement, one for any other statement."""
+        operations = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.Call)
+        made = sum(
+            1
+            for n in walk_nodes(stmt.value)
+            if isinstance(n, operations) and (self.f.rank(n) or 0) >= 1
+        )
+        return max(made, 1)
 
     def emit(self) -> list:
         """The run's statements: fused where it is worth it, else as they were."""
