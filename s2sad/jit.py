@@ -200,6 +200,21 @@ def _module_for(
         return module
 
 
+def _float64_meets_32(args) -> bool:
+    """A float32 array beside a float64 array or NumPy float64 number: NumPy computes in
+    float64 there (only Python's floats are weak), but Numba types np.float64 as it types a
+    Python float, and a fused float32 run would take it for one. The unfused code keeps
+    NumPy's dtypes."""
+    f32 = f64 = False
+    for a in args:
+        if type(a) is np.ndarray:
+            f32 = f32 or a.dtype == np.float32
+            f64 = f64 or a.dtype == np.float64
+        elif type(a) is np.float64:
+            f64 = True
+    return f32 and f64
+
+
 def _numba_opt() -> str:
     """Numba's optimisation level, as its configuration holds it once loaded."""
     config = sys.modules.get("numba.core.config")
@@ -248,6 +263,8 @@ class Jitted:
         failed = self.module_failed
         if failed is None and self.failed:
             failed = self.failed.get((name, _kinds(args)))
+        if failed is None and self.compiled.unfused_code is not None and _float64_meets_32(args):
+            return self.without_fusion()(args, strict, name, what)
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
@@ -281,7 +298,9 @@ class Jitted:
             return None
         if self.threads != self.compiled.parallel:
             return None
-        if (name, _kinds(args)) in self.failed:
+        if (name, _kinds(args)) in self.failed or (
+            self.compiled.unfused_code is not None and _float64_meets_32(args)
+        ):
             return self.unfused.ran(name, args) if self.unfused is not None else None
         return self
 

@@ -290,3 +290,31 @@ def test_emitted_jit_stencil_returns_float32_gradients(tmp_path):
     g64 = grad(u.astype(np.float64), k)
     assert g64.dtype == np.float64
     np.testing.assert_allclose(g64, s2sad.grad(energy2d)(u.astype(np.float64), k), rtol=1e-12)
+
+
+def sum_of_float64(u, w):
+    s = np.sum(w * w)  # a float64 number: NumPy keeps float64 where it meets float32
+    return np.sum(u * s) * 1e-40
+
+
+def scaled(u, k):
+    return np.sum((k * u) ** 2) * 1e-60
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+def test_float64_numbers_meeting_float32_arrays_stay_float64(jit):
+    """A float64 array or np.float64 beside float32 arrays runs the unfused code: Numba types
+    np.float64 as a Python float, which a fused float32 run would compute in float32 (inf
+    here, where NumPy's float64 gives 6.0)."""
+    u, w = np.ones(3, np.float32), np.full(2, 1e20)
+    value, (du, dw) = s2sad.value_and_grad(sum_of_float64, wrt=(0, 1), jit=jit)(u, w)
+    expected, (eu, ew) = s2sad.value_and_grad(sum_of_float64, wrt=(0, 1))(u, w)
+    assert value == pytest.approx(float(expected), rel=1e-12) and np.isfinite(value)
+    np.testing.assert_allclose(dw, ew, rtol=1e-12)
+    assert du.dtype == np.float32 and dw.dtype == np.float64
+    u = np.full(4, 1e30, np.float32)
+    for k in (np.float64(1e10), np.array(1e10)):
+        value, (du, dk) = s2sad.value_and_grad(scaled, wrt=(0, 1), jit=jit)(u, k)
+        expected, (eu, ek) = s2sad.value_and_grad(scaled, wrt=(0, 1))(u, k)
+        assert value == pytest.approx(float(expected), rel=1e-12)
+        assert float(dk) == pytest.approx(float(ek), rel=1e-12)
