@@ -202,7 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--smoke",
         action="store_true",
-        help="tiny sizes, a few seconds: checks the runner, times nothing useful",
+        help="tiny sizes: checks the runner, times nothing useful (minutes from an empty jit "
+        "cache, Numba compiling every jitted gradient; about two with a warm one)",
     )
     args = ap.parse_args(argv)
     mode = "smoke" if args.smoke else "quick" if args.quick else "full"

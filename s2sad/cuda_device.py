@@ -155,7 +155,8 @@ def device_tree(func, code: str):
     if calls:
         raise UnsupportedSyntaxError(
             f"{where(func, calls[0])}: the gradient of {func.__name__} calls "
-            f"{', '.join(calls)}, which has no CUDA device form here",
+            f"{', '.join(calls)}, which {'have' if len(calls) > 1 else 'has'} no CUDA device "
+            "form here",
             hint="write it with math's functions, or use target='cpu' (jit=True)",
         )
     return tree
@@ -171,8 +172,9 @@ def refuse_unknown(func, tree, namespace) -> None:
     missing = sorted(read - bound - set(namespace) - set(dir(builtins)))
     if missing:
         raise UnsupportedSyntaxError(
-            f"{where(func, None)}: the gradient of {func.__name__} calls {', '.join(missing)}, "
-            "which has no CUDA device form here",
+            f"{where(func, None)}: the gradient of {func.__name__} needs s2sad's "
+            f"{', '.join(missing)}, which CUDA device code lacks: target='cuda' differentiates "
+            "functions of numbers (the body of an elementwise kernel), not of arrays",
             hint="use target='cpu' (jit=True)",
         )
 
