@@ -175,10 +175,10 @@ class Reverser(BranchesAndLoops):
         else:
             value = expr
             fresh = name == "getitem_vjp" or isinstance(expr, (ast.BinOp, ast.UnaryOp))
-            if fresh and self.numpy_array(primal):
-                self.owned.add(d)  # an array made by this statement, nowhere else referenced
-            elif name == "getitem_vjp" and self.jit and not self.batched and self.array(primal):
-                self.owned.add(d)  # Numba's makes an array of zeros: later reads add into it
+            if fresh and not self.batched and self.array(primal):
+                # an array made by this statement, nowhere else referenced (NumPy's or Numba's;
+                # getitem_vjp's zeros): later reads of slices add into it
+                self.owned.add(d)
             else:
                 self.owned.discard(d)
         self.defined.add(d)

@@ -7,6 +7,7 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
+from .extents import differ, extents, movable_up, over
 from .gather import base_views
 from .loops import Emitter
 from .scatters import scatter_of, takes_scatter, with_slices_checked
@@ -14,7 +15,9 @@ from .row_adds import sharing, took_row_add
 from .shapes import (
     axis_reduction,
     expansion,
+    fusible_test,
     guard,
+    in_run_dtype,
     right_aligned,
     size,
     unit_axes,
@@ -48,6 +51,7 @@ class Fuser:
         self.known: dict[str, int] = {}  # the ranks of the views scatter-adds make
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
         self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
+        self.extents = extents(nodes, self.rank)  # name -> its axes' lengths, symbolically
 
     def indices(self, rank: int, letter: str = "i") -> list[str]:
         """The loop indices of a nest of `rank` loops: `i0, i1, ...` (`j0, j1, ...` for a
@@ -106,9 +110,15 @@ class Fuser:
         loop or branch as (statement, its body gathered, its else gathered)."""
         out: list = []
         run = None
-        for stmt in stmts:
+        stmts = list(stmts)
+        while stmts:
+            stmt = stmts.pop(0)
             if run is not None and run.take(stmt):
                 continue
+            if run is not None and run.other_shape:  # its statements further on, moved up
+                for later in movable_up(stmts, stmt):
+                    if run.take(later):
+                        stmts.remove(later)
             run = self.start(stmt, depth)
             if run is not None:
                 out.append(run)
@@ -169,9 +179,24 @@ class Run:
         self.scatters: dict[int, object] = {}  # id of a scatter statement -> its Scatter
         self.row_adds: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
         self.added_into: set[str] = set()  # arrays added into, and what may share their memory
+        self.extent = None  # the axes of the run's shape, symbolically (extents.py), if known
+        self.other_shape = False  # whether the statement last refused is over another shape
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
+        """Whether `stmt` joins the run: one over a shape provably not the run's does not."""
+        shape = over(stmt, self.f.rank, self.f.extents)
+        self.other_shape = shape is not None and self.extent is not None
+        if self.other_shape and differ(self.extent, shape):
+            return False
+        self.other_shape = False
+        if not self._take(stmt):
+            return False
+        if shape is not None and len(shape) == self.rank and self.extent is None:
+            self.extent = shape
+        return True
+
+    def _take(self, stmt) -> bool:
         self._pending = None  # what _elementwise found in the statement
         if took_row_add(self, stmt):  # `add_at(dw, j, v)`: added element by element
             return True
@@ -205,7 +230,7 @@ class Run:
             if target in self.mentioned or not self._scalar(value):
                 return False
             return self._add(stmt, "hoisted", target, [], [])
-        reduction = self._reduction(value)
+        reduction = _reduction(self, value)
         if reduction is not None:
             summed, mapping, witness = reduction
             found = self._elementwise(summed)
@@ -289,39 +314,6 @@ class Run:
         if not isinstance(q, int) or not 1 <= q <= self.rank:
             return None
         return right_aligned(self.rank, q, self.f.units.get(name, frozenset()), self.units)
-
-    def _reduction(self, value):
-        """(the array summed, the map of the sum, the array of its shape) of a sum over axes of
-        the run's shape: `np.sum(g, axis=1)`, `sum_over(g, 1, True)`, `unbroadcast(g, b)` (or
-        its negative) to a lower rank or to axes of length 1."""
-        found = axis_reduction(value, self.f.rank)
-        if found is not None:
-            summed, axis, keep = found
-            if self.f.rank(summed) != self.rank:
-                return None
-            mapping = list(self.full())
-            if keep:
-                mapping[axis] = None
-            else:
-                del mapping[axis]
-            return (summed, tuple(mapping), None) if mapping else None
-        negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
-        if negated:
-            value = value.operand
-        if not (
-            isinstance(value, ast.Call)
-            and text_of(value.func) == "unbroadcast"
-            and len(value.args) == 2
-            and not value.keywords
-            and isinstance(value.args[1], ast.Name)
-        ):
-            return None
-        witness = value.args[1].id
-        mapping = self.map_of(witness)
-        if witness in self.assigned or witness in self.sums or mapping in (None, self.full()):
-            return None
-        summed = ast.UnaryOp(ast.USub(), value.args[0]) if negated else value.args[0]
-        return summed, mapping, witness
 
     def _elementwise(self, node):
         """(the arrays `node` reads, the names it reads for their shape), where `node` is
@@ -510,9 +502,9 @@ class Run:
         if self.undefined(fused):  # never expected: the statements as they were are right
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
-        unfused += _in_run_dtype(fused, unfused, numbers[0], self.stmts[-1])
+        unfused += in_run_dtype(fused, unfused, numbers[0], self.stmts[-1])
         if self.plain():
-            test = _fusible(arrays)
+            test = fusible_test(arrays)
         else:
             test = guard(maps, sizes, self.full(), self.masks - self.numbers)
         if self.sliced:  # the arrays sliced share the run's dtype, each slice of its shape
@@ -547,39 +539,6 @@ class Run:
         return missing
 
 
-def _in_run_dtype(fused: list, unfused: list, dtype: str, last) -> list:
-    """`t = in_dtype_of(t, a)` for each value both branches assign: the statements widen a
-    float32 value meeting a Python float (`0.5 * k * u`) to float64 in compiled code, where the
-    fused branch, as NumPy, keeps the dtype of the run's arrays (`a`); Numba types a name once,
-    and fails to where the two branches disagree. An identity for float64 runs, and in Python."""
-    defined = _assigned(fused)
-    return [
-        origin(assign(n, ast.Call(load("in_dtype_of"), [load(n), load(dtype)], [])), last)
-        for n in _assigned(unfused)
-        if n in defined
-    ]
-
-
-def _assigned(stmts: list) -> dict:
-    """The names the top-level statements `stmts` assign, in order."""
-    return {
-        t.id: None
-        for s in stmts
-        if isinstance(s, ast.Assign)
-        for t in s.targets
-        if isinstance(t, ast.Name)
-    }
-
-
-def _fusible(arrays: list[str]) -> ast.expr:
-    """`fusible(a, b) and fusible(a, c)`: each array against the first (Numba passes a call's
-    arrays as one tuple, which for twenty arrays cost more than the loop they guard)."""
-    if len(arrays) == 1:
-        return ast.Call(load("fusible"), [load(arrays[0])], [])
-    pairs = [ast.Call(load("fusible"), [load(arrays[0]), load(a)], []) for a in arrays[1:]]
-    return pairs[0] if len(pairs) == 1 else ast.BoolOp(ast.And(), pairs)
-
-
 def _is_view(run, value) -> bool:
     """`u[1:, :-1]`, `v[:, None]`, `w[k, :b]`: a slice of an array, every axis kept or taken
     at an index computed above the run (a row of a matrix), new ones of length 1 (read by the
@@ -599,3 +558,37 @@ def _is_view(run, value) -> bool:
         )
         for i in slices
     )
+
+
+def _reduction(run, value):
+    """(the array summed, the map of the sum, the array of its shape) of a sum over axes of
+    the run's shape: `np.sum(g, axis=1)`, `sum_over(g, 1, True)`, `unbroadcast(g, b)` (or
+    its negative) to a lower rank or to axes of length 1."""
+    found = axis_reduction(value, run.f.rank)
+    if found is not None:
+        summed, axis, keep = found
+        if run.f.rank(summed) != run.rank:
+            return None
+        mapping = list(run.full())
+        if keep:
+            mapping[axis] = None
+        else:
+            del mapping[axis]
+        return (summed, tuple(mapping), None) if mapping else None
+    negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
+    if negated:
+        value = value.operand
+    if not (
+        isinstance(value, ast.Call)
+        and text_of(value.func) == "unbroadcast"
+        and len(value.args) == 2
+        and not value.keywords
+        and isinstance(value.args[1], ast.Name)
+    ):
+        return None
+    witness = value.args[1].id
+    mapping = run.map_of(witness)
+    if witness in run.assigned or witness in run.sums or mapping in (None, run.full()):
+        return None
+    summed = ast.UnaryOp(ast.USub(), value.args[0]) if negated else value.args[0]
+    return summed, mapping, witness

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import walk_nodes
-from .syntax import SHAPE_ONLY, UFUNCS, load, text_of
+from .syntax import SHAPE_ONLY, UFUNCS, assign, load, origin, text_of
 
 # s2sad's reductions over an axis as the lowering writes them: `sum_over(x, 1, True)`
 _OVER = frozenset({"sum_over", "max_over", "min_over", "mean_over", "prod_over"})
@@ -197,3 +197,36 @@ def guard(maps: dict, sizes: dict, full: tuple, masks: set) -> ast.expr:
             if ast.dump(expected) != ast.dump(size(name, j)):  # not the size itself
                 checks.append(ast.Compare(size(name, j), [ast.Eq()], [expected]))
     return ast.BoolOp(ast.And(), checks) if len(checks) > 1 else checks[0]
+
+
+def in_run_dtype(fused: list, unfused: list, dtype: str, last) -> list:
+    """`t = in_dtype_of(t, a)` for each value both branches assign: the statements widen a
+    float32 value meeting a Python float (`0.5 * k * u`) to float64 in compiled code, where the
+    fused branch, as NumPy, keeps the dtype of the run's arrays (`a`); Numba types a name once,
+    and fails to where the two branches disagree. An identity for float64 runs, and in Python."""
+    defined = _assigned(fused)
+    return [
+        origin(assign(n, ast.Call(load("in_dtype_of"), [load(n), load(dtype)], [])), last)
+        for n in _assigned(unfused)
+        if n in defined
+    ]
+
+
+def _assigned(stmts: list) -> dict:
+    """The names the top-level statements `stmts` assign, in order."""
+    return {
+        t.id: None
+        for s in stmts
+        if isinstance(s, ast.Assign)
+        for t in s.targets
+        if isinstance(t, ast.Name)
+    }
+
+
+def fusible_test(arrays: list[str]) -> ast.expr:
+    """`fusible(a, b) and fusible(a, c)`: each array against the first (Numba passes a call's
+    arrays as one tuple, which for twenty arrays cost more than the loop they guard)."""
+    if len(arrays) == 1:
+        return ast.Call(load("fusible"), [load(arrays[0])], [])
+    pairs = [ast.Call(load("fusible"), [load(arrays[0]), load(a)], []) for a in arrays[1:]]
+    return pairs[0] if len(pairs) == 1 else ast.BoolOp(ast.And(), pairs)

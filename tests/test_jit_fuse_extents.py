@@ -1,0 +1,103 @@
+"""Runs keep to one shape (s2sad/pipeline/fusion/extents.py): statements over `u[1:, :]` and
+over `u[:, 1:]` are not fused into one loop nest whose guard could never pass, so each fused
+loop runs; statements of one shape further on are moved up to join their run."""
+
+import ast
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import s2sad
+from s2sad.pipeline.fusion.extents import axes_of, differ
+
+pytest.importorskip("numba")
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+from test_jit_fuse import fd_grad, rng  # noqa: E402
+
+
+def energy(u, k):
+    dx = u[1:, :] - u[:-1, :]
+    dy = u[:, 1:] - u[:, :-1]
+    return 0.5 * k * (np.sum(dx * dx) + np.sum(dy * dy)) + np.sum(u**4)
+
+
+def guards(transformed, *args):
+    """(what the generated function returns run by Python, each fused guard's verdict): a
+    False is a run sent to its unfused branch."""
+    function = transformed.compiled.function
+    namespace = function.__globals__
+    kept, verdicts = namespace["fusible"], []
+
+    def fusible(*arrays):
+        verdicts.append(all(a.shape == arrays[0].shape for a in arrays))
+        return verdicts[-1]
+
+    namespace["fusible"] = fusible
+    try:
+        return function(*args), verdicts
+    finally:
+        namespace["fusible"] = kept
+
+
+def test_differences_along_two_axes_fuse_apart_and_every_loop_runs():
+    u = rng().normal(size=(9, 7))
+    jitted = s2sad.grad(energy, jit="strict")
+    got = jitted(u, 0.7)
+    np.testing.assert_allclose(got, s2sad.grad(energy)(u, 0.7), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(energy, (u, 0.7), 0), rtol=1e-6, atol=1e-7)
+    (_, du), verdicts = guards(jitted, u, 0.7)
+    np.testing.assert_allclose(du, got, rtol=1e-12, atol=1e-12)
+    assert verdicts and all(verdicts)
+    source = s2sad.source(jitted)
+    # each difference computed inside the loop that sums its square, none stored
+    assert "dx = dx_item - dx_item2" in source.split("else:")[1]
+    assert source.count("for i0 in range(") >= 4
+
+
+def slice_terms(u, w):
+    a = np.tanh(u[1:, :] * w) - u[:-1, :]
+    b = u[:, 2:] * u[:, :-2]
+    c = u[1:, 1:] - u[:-1, :-1]
+    s = np.sum(a * a) + np.sum(np.sin(b)) + np.sum(c**3)
+    return s + np.sum(u * u)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(2, 6), st.integers(3, 7), st.floats(0.3, 1.5))
+def test_random_shapes_of_several_slices(n, m, w):
+    u = np.random.default_rng(n * 10 + m).normal(size=(n, m))
+    jitted = s2sad.grad(slice_terms, wrt=(0, 1), jit="strict")
+    got = jitted(u, w)
+    expected = s2sad.grad(slice_terms, wrt=(0, 1))(u, w)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-11, atol=1e-12)
+    (_, (du, dw)), verdicts = guards(jitted, u, w)
+    np.testing.assert_allclose(du, expected[0], rtol=1e-11, atol=1e-12)
+    assert all(verdicts)
+
+
+def _axes(text: str, ranks: dict, found=None):
+    node = ast.parse(text, mode="eval").body
+
+    def rank(n):
+        if isinstance(n, ast.Name):
+            return ranks.get(n.id)
+        if isinstance(n, ast.Subscript):
+            return rank(n.value)
+        return max((rank(o) for o in ast.iter_child_nodes(n) if rank(o) is not None), default=None)
+
+    return axes_of(node, found or {}, rank)
+
+
+def test_extents_of_slices():
+    ranks = {"u": 2, "v": 2}
+    assert differ(_axes("u[1:, :]", ranks), _axes("u[:-1, 1:]", ranks))
+    assert not differ(_axes("u[1:, :]", ranks), _axes("u[:-1, :] * 2.0", ranks))
+    assert not differ(_axes("u[1:, :]", ranks), _axes("v[1:, :]", ranks))  # other arrays: unknown
+    assert differ(_axes("u", ranks), _axes("u[slice(None, -1, None), :]", ranks))
+    assert not differ(_axes("u[:0, :]", ranks), _axes("u[:-1, :]", ranks))  # (u[:0] is empty)
+    steps = _axes("u[::2, :]", ranks)
+    assert not differ(steps, _axes("u", ranks)) and not differ(steps, _axes("u[1:, :]", ranks))
