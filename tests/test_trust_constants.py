@@ -72,7 +72,7 @@ def test_a_new_closure_per_batch_reuses_one_transform(jit):
     x = np.array([1.0, 2.0])
     for k in range(1, 6):
         np.testing.assert_array_equal(s2sad.grad(make(float(k)), jit=jit)(x), 2 * k * x)
-    mode = "value_and_grad" if jit else "grad"
+    mode = "checked_grad" if jit else "grad"
     keys = [key for key in stage._CACHE if key[0] is make(1.0).__code__ and key[2] == mode]
     assert len(keys) == 1 and len(stage._CACHE[keys[0]]) == 1
 
@@ -289,7 +289,7 @@ def test_two_processes_share_a_cache_with_the_same_text_and_other_constants(tmp_
         )
         results.append(_gradient_in_a_new_process(tmp_path, project))
     assert results == [repr([2.0, 4.0]), repr([20.0, 40.0])]
-    assert len(list((tmp_path / "shared").glob("s2sad_value_and_grad_loss_*.py"))) == 1
+    assert len(list((tmp_path / "shared").glob("s2sad_checked_grad_loss_*.py"))) == 1
 
 
 def test_an_edited_numba_function_the_gradient_calls_is_compiled_again(tmp_path):
