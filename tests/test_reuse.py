@@ -285,6 +285,16 @@ def mixed_ints(x, m):
 # ----------------------------------------------------------------------------- broadcasting
 
 
+def broadcastable(a: list, b: list, seed: int):
+    """Two random arrays whose shapes (from the lengths `a`, `b`) broadcast together."""
+    rank = max(len(a), len(b))
+    a = [1] * (rank - len(a)) + a
+    b = [1] * (rank - len(b)) + b
+    b = [y if x == 1 or y == 1 or x == y else 1 for x, y in zip(a, b)]
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=a), rng.normal(size=b)
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     st.lists(st.sampled_from([1, 2, 3]), min_size=0, max_size=3),
@@ -294,12 +304,7 @@ def mixed_ints(x, m):
 def test_random_broadcast_shapes(a, b, seed):
     """Operands of random broadcastable shapes: a result of another shape than a dying
     temporary never goes into its array (`spare` refuses), and the numbers are unchanged."""
-    rank = max(len(a), len(b))
-    a = [1] * (rank - len(a)) + a
-    b = [1] * (rank - len(b)) + b
-    b = [y if x == 1 or y == 1 or x == y else 1 for x, y in zip(a, b)]
-    rng = np.random.default_rng(seed)
-    x, y = rng.normal(size=a), rng.normal(size=b)
+    x, y = broadcastable(a, b, seed)
     reused, fresh = _pair(broadcast_pair, ("x", "y"))
     got, want = reused(x, y), fresh(x, y)
     for g, w, v in zip(got, want, (x, y)):

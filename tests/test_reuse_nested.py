@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_jit_fuse import fd_grad
-from test_reuse import _pair, _reused, stencil
+from test_reuse import _pair, _reused, broadcastable, stencil
 
 import s2sad
 from s2sad.rules import common
@@ -74,12 +74,7 @@ def nested(x, y):
 def test_random_broadcast_shapes_through_nested_operations(a, b, seed):
     """A nested result of a smaller shape than the outer one never goes into a buffer of the
     outer's shape (`spare` refuses), and the numbers are those of the code without reuse."""
-    rank = max(len(a), len(b))
-    a = [1] * (rank - len(a)) + a
-    b = [1] * (rank - len(b)) + b
-    b = [y if x == 1 or y == 1 or x == y else 1 for x, y in zip(a, b)]
-    rng = np.random.default_rng(seed)
-    x, y = rng.normal(size=a), rng.normal(size=b)
+    x, y = broadcastable(a, b, seed)
     reused, fresh = _pair(nested, ("x", "y"))
     got, want = reused(x, y), fresh(x, y)
     for g, w, v in zip(got, want, (x, y)):

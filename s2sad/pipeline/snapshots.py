@@ -98,12 +98,10 @@ def written_memory(primal: list[ast.stmt]) -> set[str] | None:
     written = set()
     for node in walk_nodes(ast.Module(list(primal), [])):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = node.value
-            while isinstance(base, ast.Subscript):
-                base = base.value
-            if not isinstance(base, ast.Name):
+            base = _stored_base(node)
+            if base is None:
                 return None
-            written.add(base.id)
+            written.add(base)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             written.add(node.target.id)  # `a += b` writes into an array
         elif isinstance(node, ast.Call):
@@ -379,13 +377,17 @@ def _written_only_between(stmts, block, q: int, p: int, names: set[str]) -> bool
             if node.target.id in names:
                 return False
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = node.value
-            while isinstance(base, ast.Subscript):
-                base = base.value
-            if not isinstance(base, ast.Name):
-                return False
-            if base.id in names and id(node) not in inside:
+            base = _stored_base(node)
+            if base is None or (base in names and id(node) not in inside):
                 return False
         if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
             return False
     return True
+
+
+def _stored_base(node: ast.Subscript):
+    """The name a subscript store writes into (`a[i][j] = v`: `a`), or None (an attribute's)."""
+    base = node.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base.id if isinstance(base, ast.Name) else None
