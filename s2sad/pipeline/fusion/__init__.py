@@ -47,11 +47,15 @@ LLVM vectorises, as it does reads of a view `c = u[:-1, 1:]` written `u[i0, i1 +
 The adjoint's adds into rows of a gradient (`add_at(dw, (k, slice(0, n, None)), v)`) join a run
 that computes `v`: added element by element into a view taken above it (row_adds.py).
 
+A run keeps to one shape (extents.py): a statement over a shape provably another (`u[1:, :]`
+beside `u`, the lengths of their axes derived from the slices) does not join it, whose guard
+would otherwise send every call to the unfused branch; statements further on of the run's
+shape, independent of those between, move up to join it.
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
 gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows,
-and
-syntax.py what they all share.
+extents.py the lengths of the axes, and syntax.py what they all share.
 """
 
 from __future__ import annotations
