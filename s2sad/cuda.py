@@ -115,15 +115,16 @@ def {name}_kernel({signature}):
         cuda = self._namespace["cuda"]
         inputs = [*args, *tangents]
         names = self.params + [f"the tangent of {w}" for w in self.wrt]
-        for name, a in zip(names, inputs):
-            if not _on_device(cuda, a) and np.iscomplexobj(a):
+        gpu = [_on_device(cuda, a) for a in inputs]  # each input: a GPU array or not
+        for name, a, g in zip(names, inputs, gpu):
+            if not g and np.iscomplexobj(a):
                 raise NonDifferentiableInputError(
                     f"{name} is complex: s2sad differentiates real-valued inputs only"
                 )
-        scalar = [np.ndim(a) == 0 and not _on_device(cuda, a) for a in inputs]
-        on_device = any(_on_device(cuda, a) for a in inputs)
+        scalar = [np.ndim(a) == 0 and not g for a, g in zip(inputs, gpu)]
+        on_device = any(gpu)
         if on_device:
-            flat, shape = self._device_inputs(inputs, scalar)
+            flat, shape = self._device_inputs(inputs, names, gpu, scalar)
         else:  # NumPy arrays: broadcast, copied to the device, and the results back
             arrays = np.broadcast_arrays(
                 *[np.asarray(a, dtype=_float(a)) for a, s in zip(inputs, scalar) if not s]
@@ -183,20 +184,20 @@ def {name}_kernel({signature}):
                 )
             checked.append(o)
         extents = [_extent(o) for o in checked]
+        # an input may be written over where it is read: each thread reads its element before
+        # it writes it; any other overlap would read another thread's result
+        inputs = [_extent(a) for a in on_gpu or () if not isinstance(a, float)]
         for k, e in enumerate(extents):
             if any(_overlap(e, f) for f in extents[:k]):
                 raise ValueError("out= arrays share memory: give each result its own")
-            # an input may be written over where it is read: each thread reads its element
-            # before it writes it; any other overlap would read another thread's result
-            inputs = [_extent(a) for a in on_gpu or () if not isinstance(a, float)]
             if any(_overlap(e, f) and e != f for f in inputs):
                 raise ValueError("an out= array overlaps an input without being it")
         return checked
 
-    def _device_inputs(self, inputs, scalar):
+    def _device_inputs(self, inputs, names, gpu, scalar):
         """Arrays already on the GPU stay there: one shape, C-contiguous; scalars are passed."""
         cuda = self._namespace["cuda"]
-        shapes = {tuple(a.shape) for a in inputs if _on_device(cuda, a)}
+        shapes = {tuple(a.shape) for a, g in zip(inputs, gpu) if g}
         if len(shapes) > 1:
             raise ValueError(
                 f"{self.func.__name__}'s CUDA kernel got device arrays of shapes "
@@ -206,12 +207,11 @@ def {name}_kernel({signature}):
         (shape,) = shapes
         size = int(np.prod(shape))
         flat = []
-        names = self.params + ["tangent"] * (len(inputs) - len(self.params))
-        for name, a, s in zip(names, inputs, scalar):
+        for name, a, g, s in zip(names, inputs, gpu, scalar):
             if s:
                 flat.append(float(a))
                 continue
-            if not _on_device(cuda, a):
+            if not g:
                 raise ValueError(
                     f"{self.func.__name__}'s CUDA kernel got a NumPy array for {name!r} beside "
                     "device arrays: move it to the device (numba.cuda.to_device) or pass a scalar"
