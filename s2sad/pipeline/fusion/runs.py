@@ -115,7 +115,7 @@ class Fuser:
             stmt = stmts.pop(0)
             if run is not None and run.take(stmt):
                 continue
-            if run is not None and run.other_shape:  # its statements further on, moved up
+            if run is not None and run.over_another_shape(stmt):  # its later ones moved up
                 for later in movable_up(stmts, stmt):
                     if run.take(later):
                         stmts.remove(later)
@@ -180,21 +180,21 @@ class Run:
         self.row_adds: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
         self.added_into: set[str] = set()  # arrays added into, and what may share their memory
         self.extent = None  # the axes of the run's shape, symbolically (extents.py), if known
-        self.other_shape = False  # whether the statement last refused is over another shape
 
     # ------------------------------------------------------------------ gathering
     def take(self, stmt) -> bool:
         """Whether `stmt` joins the run: one over a shape provably not the run's does not."""
-        shape = over(stmt, self.f.rank, self.f.extents)
-        self.other_shape = shape is not None and self.extent is not None
-        if self.other_shape and differ(self.extent, shape):
+        if self.over_another_shape(stmt) or not self._take(stmt):
             return False
-        self.other_shape = False
-        if not self._take(stmt):
-            return False
-        if shape is not None and len(shape) == self.rank and self.extent is None:
-            self.extent = shape
+        if self.extent is None:
+            shape = over(stmt, self.f.rank, self.f.extents)
+            if shape is not None and len(shape) == self.rank:
+                self.extent = shape
         return True
+
+    def over_another_shape(self, stmt) -> bool:
+        shape = over(stmt, self.f.rank, self.f.extents)
+        return shape is not None and self.extent is not None and differ(self.extent, shape)
 
     def _take(self, stmt) -> bool:
         self._pending = None  # what _elementwise found in the statement
