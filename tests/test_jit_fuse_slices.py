@@ -249,23 +249,31 @@ def _unit(part: tuple) -> bool:
     return upper is not None and upper - lower == 1 and (lower >= 0 or upper < 0)
 
 
-@settings(max_examples=40, deadline=None)
-@given(_cases())
-def test_random_slices_scattered_in_the_loop_give_python_modes_gradient(tmp_path_factory, case):
+def fused_in_python(tmp_path_factory, name: str, text: str, shape: tuple):
+    """The fused code of `f(u)` in the module `text`, run by Python at a random `u` of `shape`,
+    checked against Python mode's gradient. Returns (how many scatters it left to helpers,
+    the transform)."""
     from conftest import load_module
 
-    shape, first, second, unit = case
-    text = (
-        "import numpy as np\n\n\ndef f(u):\n"
-        f"    a = u[{first}]\n    b = u[{second}]\n"
-        "    return np.sum(a * b + np.sin(a) * a)\n"
-    )
-    module = load_module(tmp_path_factory.mktemp("slices"), "slices_case", text)
+    module = load_module(tmp_path_factory.mktemp(name), name, text)
     u = rng().normal(size=shape)
     compiled = transform(module.f, ("u",), "grad", (("u", len(shape)),), True)
     got, calls = in_python(compiled, u)
     expected = s2sad.grad(module.f, wrt="u")(u)
     assert got.shape == u.shape
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    return calls, compiled
+
+
+@settings(max_examples=40, deadline=None)
+@given(_cases())
+def test_random_slices_scattered_in_the_loop_give_python_modes_gradient(tmp_path_factory, case):
+    shape, first, second, unit = case
+    text = (
+        "import numpy as np\n\n\ndef f(u):\n"
+        f"    a = u[{first}]\n    b = u[{second}]\n"
+        "    return np.sum(a * b + np.sin(a) * a)\n"
+    )
+    calls, _ = fused_in_python(tmp_path_factory, "slices_case", text, shape)
     if not unit:
         assert calls == 0  # both slices' cotangents added in the loop
