@@ -37,6 +37,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
 )
 from .errors import S2SADError
 from .rules.helpers import RUNTIME, forms_used, numba_source
+from .rules.tapes import ROW_TAPE_MISFIT
 from .pipeline.names import defined_functions
 
 
@@ -280,7 +281,7 @@ class Jitted:
                 if self.threads and (_is_numba_error(exc) or _shape_assertion(exc)):
                     # Numba's parallel passes refuse it: compile it without them
                     return self.without_threads(exc, args, strict, name, what)
-                if not _is_numba_error(exc):
+                if not _is_numba_error(exc) and not _row_misfit(exc, self.compiled):
                     raise
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
@@ -506,6 +507,16 @@ def _from_numba_cache(exc) -> bool:
             return True
         tb = tb.tb_next
     return False
+
+
+def _row_misfit(exc, compiled) -> bool:
+    """The fused code's tape of rows met a value of another shape (rules/tapes.py): its code
+    without fused loops, which keeps lists, runs the call instead."""
+    return (
+        type(exc) is ValueError
+        and str(exc) == ROW_TAPE_MISFIT
+        and compiled.unfused_code is not None
+    )
 
 
 def _is_numba_error(exc) -> bool:

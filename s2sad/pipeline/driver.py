@@ -44,6 +44,7 @@ from .snapshots import (
 )
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
+from .row_tapes import row_tapes
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
@@ -302,7 +303,7 @@ def _reverse_mode(
         and not changes_primal(adjoint.stmts, local_names)
     )
 
-    def emitted(primal, adjoint, plain) -> str:
+    def emitted(primal, adjoint, plain, tape_inits=tape_inits) -> str:
         return emit(
             parsed,
             norm,
@@ -329,11 +330,15 @@ def _reverse_mode(
     taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
-    fused.stmts = fused_adjoint
+    # the fused code keeps loops' tapes in rows; the unfused code, its fallback, keeps lists
+    taken |= names_mentioned(fused_primal + fused_adjoint) | norm.taken
+    row_inits, fused_primal, fused.stmts = row_tapes(
+        tape_inits, fused_primal, fused_adjoint, taken, adjoint_ranks
+    )
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
         [plain] = fuse([plain], adjoint_ranks, outputs, taken - set(adjoint.seeds))
-    return emitted(fused_primal, fused, plain), name, source
+    return emitted(fused_primal, fused, plain, row_inits), name, source
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:

@@ -79,3 +79,66 @@ def _shape_pop(tape, x):
 
         return stand_in
     return lambda tape, x: x
+
+
+# Tapes of rows (pipeline/row_tapes.py): in jitted code, where a loop's trip count is known
+# when it starts, a value it records once an iteration goes into a row of one array made at the
+# first push, not onto a list: one allocation a loop where the list kept one array a step (and
+# held them all), no list traffic, and the adjoint reads the rows back from one block. A value
+# that does not fit its row (another shape) raises a ValueError saying ROW_TAPE_MISFIT, and the
+# call runs again in the code without fused loops, which keeps lists (jit.py). The NumPy forms
+# are lists: Python mode keeps the arrays themselves, which costs less there than a copy.
+ROW_TAPE_MISFIT = "s2sad: a value recorded in a loop does not fit its tape's rows"
+
+
+@helper(nondiff=True)
+def row_tape(x, capacity):
+    """A tape for `capacity` values like `x`: compiled, an array of `capacity` rows shaped like
+    `x`, made at the first push; in Python, a list."""
+    return []
+
+
+@numba_of(row_tape)
+def _row_tape(x, capacity):
+    if isinstance(x, types.Array):
+        return lambda x, capacity: np.empty((capacity,) + x.shape, x.dtype)
+    if isinstance(x, (types.Number, types.Boolean)):
+        dtype = as_dtype(x)
+        return lambda x, capacity: np.empty(capacity, dtype)
+    return None
+
+
+@helper(nondiff=True)
+def push_row(tape, k, x):
+    """Record `x` as the tape's `k`-th value (from 0)."""
+    tape.append(x)
+
+
+@numba_of(push_row)
+def _push_row(tape, k, x):
+    if isinstance(x, types.Array):
+
+        def array_push(tape, k, x):
+            if k >= tape.shape[0] or x.shape != tape.shape[1:]:
+                raise ValueError(ROW_TAPE_MISFIT)
+            tape[k] = x
+
+        return array_push
+
+    def number_push(tape, k, x):
+        if k >= tape.shape[0]:
+            raise ValueError(ROW_TAPE_MISFIT)
+        tape[k] = x
+
+    return number_push
+
+
+@helper(nondiff=True)
+def pop_row(tape, k):
+    """The tape's `k`-th value, the last recorded and not yet popped."""
+    return tape.pop()
+
+
+@numba_of(pop_row)
+def _pop_row(tape, k):
+    return lambda tape, k: tape[k]
