@@ -23,10 +23,12 @@ shape, a large array) goes onto a list beside them, so the rows need no proof of
 The values pushed together at one place (the end of a loop's body) share one count. A tape
 stays a list where it is pushed at more than one place (a `break` pushes what the body's end
 would), popped other than into a name as one run, where the name it is popped into is written
-into by the adjoint (a row is a copy, not the array the primal had), or where a loop around the
-push is a `while` or a `for` whose trip count an enclosing loop may change (`range(t)` in a
-loop over `t`). The pass runs on the jitted transform only (not on threads), after the shape
-tapes (pipeline/shape_tapes.py); it consumes and produces statement lists."""
+into by the adjoint (a row is a copy, not the array the primal had), where its value is an
+array bound to a subscript (a view, which a list keeps without copying its elements), where
+the value's rank is not known, or where a loop around the push is a `while` or a `for` whose
+trip count an enclosing loop may change (`range(t)` in a loop over `t`). The pass runs on the
+fused jitted code only (not on threads): the unfused code, its fallback, keeps lists. It
+consumes and produces statement lists."""
 
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def row_tapes(
     pops: dict[str, list] = {t: [] for t in tapes}  # tape -> [(block, pop)]
     _find_pops(adjoint, tapes, pops)
     written = _written(adjoint)
+    views = _views(primal, rank_of)
     ok = {
         t
         for t in tapes
@@ -73,6 +76,7 @@ def row_tapes(
         and _known_trips(pushes[t][0][2])
         and pops[t][0][1].targets[0].id not in written
         and isinstance(rank_of(pops[t][0][1].targets[0]), int)
+        and pops[t][0][1].targets[0].id not in views
     }
     names = NameAllocator(taken | names_mentioned(inits + primal + adjoint))
     converted: set[str] = set()
@@ -215,6 +219,22 @@ def _written(stmts: list) -> set[str]:
             target = target.value
         if isinstance(target, ast.Name):
             out.add(target.id)
+    return out
+
+
+def _views(primal: list, rank_of) -> set[str]:
+    """Arrays bound to a subscript (`z = y[:-1]`, likely a view): a list keeps such a view
+    without a copy, where a row would copy its elements (the RK4 ODE's were slower so)."""
+    out = set()
+    for node in walk_nodes(ast.Module(primal, [])):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Subscript)
+            and rank_of(node.targets[0]) != 0
+        ):
+            out.add(node.targets[0].id)
     return out
 
 
