@@ -31,6 +31,12 @@ def rk4_steps(y, k, n):  # an array state: each step records arrays of y's shape
     return np.sum(y * y)
 
 
+def strided_steps(y, k, n):  # range(1, n, 2): the trip count is len(range(1, n, 2))
+    for t in range(1, n, 2):
+        y = y + 0.1 * np.sin(k * y + t)
+    return np.sum(y * y)
+
+
 def gated_layers(x, w, n, m):  # nested loops: the inner trip count m is known at the start
     h = np.zeros_like(x)
     total = 0.0
@@ -104,6 +110,15 @@ def test_known_trip_count_records_rows():
     assert ".append(" not in source  # every tape of the loop became rows
     check_grad(rk4_steps, (y, k, 12), wrt=("y", "k"))
     _same_as_python(rk4_steps, (y, k, 12), ("y", "k"))
+
+
+def test_range_with_start_and_step():
+    y, k = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 1.5, 5)
+    g = s2sad.grad(strided_steps, wrt=("y", "k"), jit="strict")
+    assert "row_tape(y, len(range(1, n, 2)))" in _fused_source(g, y, k, 9)
+    for n in (0, 2, 9):
+        check_grad(strided_steps, (y, k, n), wrt=("y", "k"))
+        _same_as_python(strided_steps, (y, k, n), ("y", "k"))
 
 
 def test_no_iterations_and_one():

@@ -331,9 +331,12 @@ def _reverse_mode(
     fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
     fused = copy.copy(adjoint)
     # the fused code keeps loops' tapes in rows; the unfused code, its fallback, keeps lists
-    taken |= names_mentioned(fused_primal + fused_adjoint) | norm.taken
     row_inits, fused_primal, fused.stmts = row_tapes(
-        tape_inits, fused_primal, fused_adjoint, taken, adjoint_ranks
+        tape_inits,
+        fused_primal,
+        fused_adjoint,
+        taken | names_mentioned(fused_primal + fused_adjoint) | norm.taken,
+        adjoint_ranks,
     )
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
