@@ -52,6 +52,9 @@ def _transform_decorator(mode):
 
         return build if f is None else build(f)
 
+    # Python's own errors about the call then name the transform (`grad() got an unexpected
+    # keyword argument 'argnums'`), not this factory
+    make.__name__ = make.__qualname__ = mode
     return make
 
 

@@ -207,3 +207,12 @@ def test_tracebacks_show_generated_lines():
 
 def needs_positive(x):
     return np.sum(np.sqrt(x))  # the adjoint divides by sqrt(x)
+
+
+@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp", "jvp", "jacobian"])
+def test_a_keyword_of_another_library_is_refused_in_the_transforms_name(transform):
+    # JAX's `argnums` is `wrt` here; Python's message must name the transform, not a factory
+    with pytest.raises(
+        TypeError, match=rf"^{transform}\(\) got an unexpected keyword argument 'argnums'"
+    ):
+        getattr(s2sad, transform)(np.sin, argnums=0)
