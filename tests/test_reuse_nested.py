@@ -82,3 +82,40 @@ def test_random_broadcast_shapes_through_nested_operations(a, b, seed):
         np.testing.assert_array_equal(g, w)
     if x.size == y.size == 6:
         np.testing.assert_allclose(got[0], fd_grad(nested, (x, y), 0), rtol=1e-5, atol=1e-7)
+
+
+def test_an_operation_nested_twice_goes_into_the_buffer_first():
+    ranks = dict.fromkeys("tuwxyz", 1)
+    text = _reused("t = x * y\nw = y * (1 - t**2)\nz = np.sum(w)", ranks, keep="xyz")
+    assert (
+        "w = np.square(t, out=spare(t, t))\nw = np.subtract(1, w, out=spare(w, w))\n"
+        "w = np.multiply(y, w, out=spare(w, y, w))"
+    ) in text
+
+
+def tanh_layer(x, y):
+    h = np.tanh(x * y)
+    return np.sum(h * x + y)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from([1, 2, 3]), min_size=0, max_size=3),
+    st.lists(st.sampled_from([1, 2, 3]), min_size=0, max_size=3),
+    st.integers(0, 2**31 - 1),
+)
+def test_the_tanh_adjoint_makes_no_fresh_array_and_keeps_the_numbers(a, b, seed):
+    """`dh * (1 - h**2)`: the square, the difference and the product in one buffer (np.square
+    is what NumPy's `h**2` computes: the numbers are those of the code without reuse, bit for
+    bit), whatever the shapes."""
+    x, y = broadcastable(a, b, seed)
+    reused, fresh = _pair(tanh_layer, ("x", "y"))
+    got, want = reused(x, y), fresh(x, y)
+    text = s2sad.source(reused, x, y)
+    if np.ndim(x) or np.ndim(y):
+        assert "np.square(h, out=spare(" in text, text
+    for g, w, v in zip(got, want, (x, y)):
+        assert g.shape == v.shape and g.dtype == v.dtype
+        np.testing.assert_array_equal(g, w)
+    if x.size == y.size == 6:
+        np.testing.assert_allclose(got[1], fd_grad(tanh_layer, (x, y), 1), rtol=1e-5, atol=1e-7)

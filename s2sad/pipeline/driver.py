@@ -29,7 +29,7 @@ from .load import Compiled, load, without_gc_pauses
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
-from .optimize import drop_unread, optimize
+from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
@@ -261,6 +261,7 @@ def _reverse_mode(
         | names_mentioned(adjoint.grads)
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
+    adjoint.stmts = read_primal_values(primal, adjoint.stmts, norm.params)
     _refuse_list_cotangents(parsed, adjoint.stmts)
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))

@@ -30,6 +30,7 @@ import ast
 import heapq
 from collections import Counter
 
+from .fusion.syntax import written_in_place
 from .nodes import assigned_name
 
 
@@ -348,3 +349,70 @@ def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
         if len(kept) == len(stmts):
             return kept
         stmts = kept
+
+
+# NumPy functions of one array, pure: the same argument gives the same value
+_UNARY = frozenset(
+    "sin cos tan sinh cosh tanh arcsin arccos arctan arcsinh arccosh arctanh exp exp2 expm1 "
+    "log log2 log10 log1p sqrt cbrt square reciprocal".split()
+)
+
+
+def _unary_call(node) -> tuple[str, str] | None:
+    """(`f`, `x`) for `np.f(x)` of a name, one positional argument."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "np"
+        and node.func.attr in _UNARY
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Name)
+        and not node.keywords
+    ):
+        return node.func.attr, node.args[0].id
+    return None
+
+
+class _ReadComputed(ast.NodeTransformer):
+    """`np.f(x)` becomes `y` where the primal computed `y = np.f(x)`."""
+
+    def __init__(self, computed: dict):
+        self.computed = computed
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        name = self.computed.get(_unary_call(node))
+        return ast.copy_location(ast.Name(name, ast.Load()), node) if name else node
+
+
+def read_primal_values(primal: list, adjoint: list, params) -> list:
+    """The adjoint with `np.f(x)` read as `y` where the primal's top level computed
+    `y = np.f(x)`: a rule's `g * np.cos(x)` beside the primal's `c = np.cos(x)` (BA's
+    rotation), where the adjoint would compute the cosine again (once per seed in a stacked
+    pullback). Only where `y` is bound once in the function, `x` once before it at the top
+    level (or a parameter never bound), and neither is written into anywhere."""
+    nodes = [s for s in list(primal) + list(adjoint) if isinstance(s, ast.AST)]
+    bound = Counter(
+        n.id
+        for n in ast.walk(ast.Module(nodes, []))
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    )
+    written = written_in_place(nodes)
+    computed: dict[tuple[str, str], str] = {}
+    before: set[str] = {p for p in params if bound[p] == 0}
+    for stmt in primal:
+        name = assigned_name(stmt) if isinstance(stmt, ast.AST) else None
+        call = _unary_call(stmt.value) if name is not None else None
+        if (
+            call is not None
+            and call[1] in before
+            and bound[name] == 1
+            and not {name, call[1]} & written
+        ):
+            computed.setdefault(call, name)
+        if name is not None and bound[name] == 1:
+            before.add(name)
+    if not computed:
+        return adjoint
+    return [_ReadComputed(computed).visit(s) if isinstance(s, ast.AST) else s for s in adjoint]

@@ -9,7 +9,7 @@ import ast
 from ...astcopy import clone
 from .gather import gather_starts, gathered, shifted
 from .scatters import position
-from .syntax import SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
+from .syntax import LANES, SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
 
 
 class Emitter:
@@ -88,7 +88,10 @@ class Emitter:
             return ast.IfExp(cond, yes, no)
         if name in SHAPE_ONLY:
             return self.translate(node.args[0])
-        return ast.Call(clone(node.func), [self.translate(a) for a in node.args], [])
+        args = [self.translate(a) for a in node.args]
+        if name in LANES and len(args) == 1:
+            return ast.Call(load(LANES[name]), args, [])
+        return ast.Call(clone(node.func), args, [])
 
     def empty(self) -> ast.expr:
         return ast.Call(

@@ -17,6 +17,8 @@ UFUNCS = frozenset(
         "log10 log1p log2 maximum minimum negative sign sin sinh sqrt square tan tanh"
     ).split()
 )
+# ufuncs whose element fused loops compute by a helper LLVM vectorises (rules/lanes.py)
+LANES = {"np.tanh": "tanh_lanes"}
 BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 # helpers that read their second argument for its shape alone
