@@ -1,7 +1,7 @@
 """The fused runs' guards in a process's jitted code (jit.py). Numba compiles the fused branches
 alone, each guard's `else:` a `raise ShapesNotFused()`; a call whose arrays broadcast where a
-fused run takes one shape raises it, naming the guard, and runs in the code with that guard's
-`else:` branch, compiled then (`Jitted.with_branches`), as do later calls of those shapes.
+fused run takes one shape raises it, and runs in the code with the `else:` branches, compiled
+then (`Jitted.with_branches`), as do later calls of those shapes.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import numpy as np
 
 class ShapesNotFused(Exception):
     """Raised by a process's jitted code where a fused run's guard fails (its arrays broadcast):
-    `Jitted` runs the call in the code with that guard's `else:` branch (its number the
-    exception's argument: see `fused_only`)."""
+    `Jitted` runs the call in the code with the `else:` branches (see `fused_only`)."""
 
 
 # the tests in front of fused runs (pipeline/fusion): their `else:` holds the original statements
@@ -27,15 +26,14 @@ def _is_guard(test: ast.expr) -> bool:
     )
 
 
-def fused_only(source: str, keep: frozenset = frozenset()) -> str:
+def fused_only(source: str) -> str:
     """`source` with the `else:` branch of each fused run's guard replaced by `raise
-    ShapesNotFused(k)`, k the guard's number in the text (counted from 0), except the guards
-    numbered in `keep`; the rest of the text (comments too) as it was.
+    ShapesNotFused()`, the rest of the text (comments too) as it was.
 
     Those branches are the original array statements, for inputs that broadcast; Numba compiles
     each array expression into broadcasting loops of its own, so they were most of the machine
     code and of the compile time of a fused gradient (BA's pullback: three quarters of it), for
-    calls that seldom take them. The process compiles a branch only once a call takes it
+    calls that seldom take them. The process compiles them only once a call takes one
     (`Jitted.with_branches`); `s2sad.source` shows them and a standalone module (`s2sad emit
     --jit`) keeps them."""
     lines = source.splitlines(keepends=True)
@@ -47,17 +45,15 @@ def fused_only(source: str, keep: frozenset = frozenset()) -> str:
                 spans.append((first, node.orelse[-1].end_lineno, node.orelse[0].col_offset))
     spans.sort()
     outer = [s for s in spans if not any(o[0] < s[0] and s[1] <= o[1] for o in spans)]
-    for k, (first, last, indent) in reversed(list(enumerate(outer))):  # lines stay put
-        if k in keep:
-            continue
+    for first, last, indent in reversed(outer):  # the last first: lines stay put
         start = first - 1  # comments between `else:` and the statement go too
         while lines[start - 1].strip() != "else:":
             start -= 1
-        lines[start:last] = [" " * indent + f"raise ShapesNotFused({k})\n"]
+        lines[start:last] = [" " * indent + "raise ShapesNotFused()\n"]
     return "".join(lines)
 
 
-BROADCAST_KEPT = 256  # shapes remembered to take branches, per Jitted (then it starts over)
+BROADCAST_KEPT = 256  # shapes remembered to take the branches, per Jitted (then it starts over)
 
 
 def shapes(args) -> tuple:

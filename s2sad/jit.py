@@ -228,12 +228,12 @@ class Jitted:
     """The functions of a generated source compiled by Numba on their first call, or their
     Python fallbacks."""
 
-    def __init__(self, compiled, keep: frozenset = frozenset()):
+    def __init__(self, compiled, branches: bool = False):
         self.compiled = compiled
-        # the fused runs' guards whose `else:` branches Numba compiles (the others raise
-        # ShapesNotFused: fused_guards.py), and the Jitted with more of them, by the guards kept
-        self.keep = keep
-        self.branched: dict[frozenset, Jitted] = {}
+        # compile the fused runs' `else:` branches too (else each raises ShapesNotFused, and
+        # `branched`, the code with them, runs the calls that take one: fused_guards.py)
+        self.branches = branches or compiled.unfused_code is None
+        self.branched = None
         self.namespace = None
         # (function name, the arguments' kinds) -> the exception Numba raised compiling it for
         # them: a failure for mixed dtypes leaves the other calls compiled
@@ -244,8 +244,8 @@ class Jitted:
         self.lock = threading.Lock()
         self.unfused = None  # the same transform without fused loops, made if Numba needs it
         # (name, kinds, shapes) of calls whose arrays broadcast where a fused run takes one
-        # shape (ShapesNotFused) -> the guards whose branches run them (`branched`)
-        self.broadcast: dict[tuple, frozenset] = {}
+        # shape (ShapesNotFused): `branched` runs them
+        self.broadcast = set()
         # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
         self.runs_python = any(
             getattr(v, "compiles_itself", False) for v in compiled.globals.values()
@@ -274,23 +274,23 @@ class Jitted:
             failed = self.failed.get((name, _kinds(args)))
         if failed is None and self.compiled.unfused_code is not None and _float64_meets_32(args):
             return self.without_fusion()(args, strict, name, what)
-        keep = self.broadcasts(name, args) if failed is None else None
-        if keep is not None:
-            return self.with_branches(keep)(args, strict, name, what)
+        if failed is None and self.broadcasts(name, args):
+            return self.with_branches()(args, strict, name, what)
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
                 return _float32_scalars(dispatcher, args, dispatcher(*args))
-            except ShapesNotFused as exc:
-                # arrays that broadcast where a fused run takes one shape: the code with that
-                # guard's `else:` branch runs the call, and those shapes from now on (nothing
-                # the call made is kept: generated code copies the arguments it writes into)
-                keep = self.keep | {exc.args[0]}
+            except ShapesNotFused:
+                # arrays that broadcast where a fused run takes one shape: the code with the
+                # `else:` branches runs the call, and those shapes from now on (nothing the call
+                # made is kept: generated code copies the arguments it writes into). All of
+                # them: GMM's fused runs over arrays of unrelated lengths fail four guards, and
+                # code with one branch more per failure compiled five times
                 with self.lock:
                     if len(self.broadcast) >= BROADCAST_KEPT:
                         self.broadcast.clear()
-                    self.broadcast[name, _kinds(args), shapes(args)] = keep
-                return self.with_branches(keep)(args, strict, name, what)
+                    self.broadcast.add((name, _kinds(args), shapes(args)))
+                return self.with_branches()(args, strict, name, what)
             except Exception as exc:
                 if _from_numba_cache(exc) and not self.reloaded:
                     # a damaged cache file: delete it and compile again, trusting nothing
@@ -324,26 +324,20 @@ class Jitted:
             self.compiled.unfused_code is not None and _float64_meets_32(args)
         ):
             return self.unfused.ran(name, args) if self.unfused is not None else None
-        keep = self.broadcasts(name, args)
-        if keep is not None:
-            branched = self.branched.get(keep)
-            return branched.ran(name, args) if branched is not None else None
+        if self.broadcasts(name, args):
+            return self.branched.ran(name, args) if self.branched is not None else None
         return self
 
-    def broadcasts(self, name: str, args) -> frozenset | None:
-        """For a call of `name` on `args` with shapes for which a fused run's guard failed, the
-        guards whose `else:` branches run it; else None."""
-        if not self.broadcast:
-            return None
-        return self.broadcast.get((name, _kinds(args), shapes(args)))
+    def broadcasts(self, name: str, args) -> bool:
+        """Whether a call of `name` on `args` has shapes for which a fused run's guard failed."""
+        return bool(self.broadcast) and (name, _kinds(args), shapes(args)) in self.broadcast
 
-    def with_branches(self, keep: frozenset) -> "Jitted":
-        """The same code compiled with the `else:` branches of the guards `keep`, made on first
-        use."""
+    def with_branches(self) -> "Jitted":
+        """The same code compiled with the fused runs' `else:` branches, made on first use."""
         with self.lock:
-            if keep not in self.branched:
-                self.branched[keep] = Jitted(self.compiled, keep)
-            return self.branched[keep]
+            if self.branched is None:
+                self.branched = Jitted(self.compiled, branches=True)
+            return self.branched
 
     def without_fusion(self) -> "Jitted":
         with self.lock:
@@ -375,8 +369,8 @@ class Jitted:
         try:
             callees = code_fingerprint(self.compiled.globals)
             source = self.compiled.source
-            if self.compiled.unfused_code is not None:  # (else nothing fused)
-                source = fused_only(source, self.keep)
+            if not self.branches:
+                source = fused_only(source)
             module = _module_for(
                 source,
                 self.compiled.name,
