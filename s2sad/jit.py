@@ -36,6 +36,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     user_stacklevel,
 )
 from .errors import S2SADError
+from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import RUNTIME, forms_used, numba_source
 from .rules.tapes import ROW_TAPE_MISFIT
 from .pipeline.names import defined_functions
@@ -53,6 +54,7 @@ class JitFallbackWarning(UserWarning):
 _IMPORT = (
     "import math\n\nimport numpy as np\n\n"
     "from s2sad.numba_helpers import *  # noqa: F401,F403\n"
+    "from s2sad.fused_guards import ShapesNotFused\n"
     "from s2sad.jit import trusted_njit as njit\n"
 )
 
@@ -227,8 +229,12 @@ class Jitted:
     """The functions of a generated source compiled by Numba on their first call, or their
     Python fallbacks."""
 
-    def __init__(self, compiled):
+    def __init__(self, compiled, branches: bool = False):
         self.compiled = compiled
+        # compile the fused runs' `else:` branches too (else each raises ShapesNotFused, and
+        # `branched`, the code with them, runs the calls that take one: fused_guards.py)
+        self.branches = branches or compiled.unfused_code is None
+        self.branched = None
         self.namespace = None
         # (function name, the arguments' kinds) -> the exception Numba raised compiling it for
         # them: a failure for mixed dtypes leaves the other calls compiled
@@ -238,6 +244,9 @@ class Jitted:
         self.threads = compiled.parallel  # compiled with Numba's parallel options
         self.lock = threading.Lock()
         self.unfused = None  # the same transform without fused loops, made if Numba needs it
+        # (name, kinds, shapes) of calls whose arrays broadcast where a fused run takes one
+        # shape (ShapesNotFused): `branched` runs them
+        self.broadcast = set()
         # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
         self.runs_python = any(
             getattr(v, "compiles_itself", False) for v in compiled.globals.values()
@@ -266,10 +275,23 @@ class Jitted:
             failed = self.failed.get((name, _kinds(args)))
         if failed is None and self.compiled.unfused_code is not None and _float64_meets_32(args):
             return self.without_fusion()(args, strict, name, what)
+        if failed is None and self.broadcasts(name, args):
+            return self.with_branches()(args, strict, name, what)
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
                 return _float32_scalars(dispatcher, args, dispatcher(*args))
+            except ShapesNotFused:
+                # arrays that broadcast where a fused run takes one shape: the code with the
+                # `else:` branches runs the call, and those shapes from now on (nothing the call
+                # made is kept: generated code copies the arguments it writes into). All of
+                # them: GMM's fused runs over arrays of unrelated lengths fail four guards, and
+                # code with one branch more per failure compiled five times
+                with self.lock:
+                    if len(self.broadcast) >= BROADCAST_KEPT:
+                        self.broadcast.clear()
+                    self.broadcast.add((name, _kinds(args), shapes(args)))
+                return self.with_branches()(args, strict, name, what)
             except Exception as exc:
                 if _from_numba_cache(exc) and not self.reloaded:
                     # a damaged cache file: delete it and compile again, trusting nothing
@@ -303,7 +325,20 @@ class Jitted:
             self.compiled.unfused_code is not None and _float64_meets_32(args)
         ):
             return self.unfused.ran(name, args) if self.unfused is not None else None
+        if self.broadcasts(name, args):
+            return self.branched.ran(name, args) if self.branched is not None else None
         return self
+
+    def broadcasts(self, name: str, args) -> bool:
+        """Whether a call of `name` on `args` has shapes for which a fused run's guard failed."""
+        return bool(self.broadcast) and (name, _kinds(args), shapes(args)) in self.broadcast
+
+    def with_branches(self) -> "Jitted":
+        """The same code compiled with the fused runs' `else:` branches, made on first use."""
+        with self.lock:
+            if self.branched is None:
+                self.branched = Jitted(self.compiled, branches=True)
+            return self.branched
 
     def without_fusion(self) -> "Jitted":
         with self.lock:
@@ -334,8 +369,11 @@ class Jitted:
     def load(self, fresh: bool = False):
         try:
             callees = code_fingerprint(self.compiled.globals)
+            source = self.compiled.source
+            if not self.branches:
+                source = fused_only(source)
             module = _module_for(
-                self.compiled.source,
+                source,
                 self.compiled.name,
                 fresh,
                 callees,

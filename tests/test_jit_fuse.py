@@ -166,6 +166,11 @@ def test_broadcasting_inputs_take_the_original_statements(shapes):
     np.testing.assert_allclose(gx, ex, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gy, ey, rtol=1e-12, atol=1e-12)
     assert fused_ran(jitted)
+    code = jitted.compiled.jitted
+    # the fused loops where the shapes agree; else the code with the `else:` branches
+    # (fused_guards.py)
+    ran = code.ran(jitted.compiled.name, (x, y, 0.3))
+    assert ran is (code if x.shape == y.shape else code.branched) and ran is not None
     assert_close(in_python(jitted, x, y, 0.3)[1], (ex, ey))
 
 
