@@ -101,3 +101,26 @@ def test_extents_of_slices():
     assert not differ(_axes("u[:0, :]", ranks), _axes("u[:-1, :]", ranks))  # (u[:0] is empty)
     steps = _axes("u[::2, :]", ranks)
     assert not differ(steps, _axes("u", ranks)) and not differ(steps, _axes("u[1:, :]", ranks))
+
+
+def matrix_between(u, P):
+    a = np.sin(u) * 2.0
+    v = np.cos(u[1:]) * 3.0  # another shape: the run of `a` ends here
+    c = P @ u  # no elementwise statement: the run does not take it
+    b = a * c + u  # of the run's shape, but it reads `c`: it must stay after it
+    return np.sum(b) + np.sum(v)
+
+
+def test_a_statement_moved_up_never_passes_one_it_reads():
+    u, P = rng().normal(size=6), rng().normal(size=(6, 6))
+    jitted = s2sad.grad(matrix_between, wrt=(0, 1), jit="strict")
+    got = jitted(u, P)
+    want = s2sad.grad(matrix_between, wrt=(0, 1))(u, P)
+    for g, w, k in zip(got, want, (0, 1)):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, fd_grad(matrix_between, (u, P), k), rtol=1e-6, atol=1e-7)
+    # the fused code itself, run by Python: a name read before its statement would raise
+    (_, grads), verdicts = guards(jitted, u, P)
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    assert verdicts and all(verdicts)

@@ -140,10 +140,11 @@ def over(stmt, rank, found: dict):
     return axes_of(value, found, rank)
 
 
-def movable_up(stmts: list, refused) -> list:
-    """The statements after `refused` that may run before it and those between: plain
-    assignments to names, among plain assignments, reading nothing they assign and assigning
-    nothing they read (the run moving them up takes each only if it fits)."""
+def moved_up(stmts: list, refused, take) -> list:
+    """The statements after `refused` that `take` (the run's) accepted, to run before it and
+    those between: plain assignments to names, among plain assignments, reading nothing the
+    statements they pass assign and assigning nothing those read. One the run does not take
+    stays where it is, and is passed like `refused`: what reads its name stays after it."""
     skipped = [refused]
     found = []
     for stmt in stmts[:32]:
@@ -152,8 +153,10 @@ def movable_up(stmts: list, refused) -> list:
         if _plain(stmt):
             mine = {stmt.targets[0].id}
             theirs = {s.targets[0].id for s in skipped}
-            if not (names_in([stmt.value]) & theirs) and not any(
-                mine & names_in([s]) for s in skipped
+            if (
+                not (names_in([stmt.value]) & theirs)
+                and not any(mine & names_in([s]) for s in skipped)
+                and take(stmt)
             ):
                 found.append(stmt)
                 continue

@@ -7,7 +7,7 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
-from .extents import differ, extents, movable_up, over
+from .extents import differ, extents, moved_up, over
 from .gather import base_views
 from .loops import Emitter
 from .scatters import scatter_of, takes_scatter, with_slices_checked
@@ -116,9 +116,8 @@ class Fuser:
             if run is not None and run.take(stmt):
                 continue
             if run is not None and run.over_another_shape(stmt):  # its later ones moved up
-                for later in movable_up(stmts, stmt):
-                    if run.take(later):
-                        stmts.remove(later)
+                for later in moved_up(stmts, stmt, run.take):
+                    stmts.remove(later)
             run = self.start(stmt, depth)
             if run is not None:
                 out.append(run)
