@@ -386,10 +386,11 @@ def _kinds(args) -> tuple:
 
 
 def _float32_scalars(dispatcher, args, result):
-    """`result` with the float32 numbers Numba returned as Python floats made np.float32 again,
-    as NumPy code returns them (a float32 function's value, or a jvp's tangent)."""
+    """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
+    code returns them where NumPy values went in (a function's value, or a jvp's tangent): a
+    float32 one np.float32, a float64 one np.float64. Python numbers in, Python numbers out."""
     if not any(_float32(a) for a in args):
-        return result
+        return _float64s(result) if any(map(_numpy_value, args)) else result
     try:
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         returns = dispatcher.overloads[signature].signature.return_type
@@ -408,14 +409,30 @@ def _float32(value) -> bool:
     )
 
 
+def _numpy_value(value) -> bool:
+    return isinstance(value, (np.ndarray, np.generic)) or (
+        isinstance(value, tuple) and any(map(_numpy_value, value))
+    )
+
+
+def _float64s(value):
+    """`value` with each Python float in it (or in its tuples) an np.float64: with no float32
+    argument, Numba's floats are float64."""
+    if type(value) is float:
+        return np.float64(value)
+    if type(value) is tuple:
+        return tuple(_float64s(v) for v in value)
+    return value
+
+
 def _retyped(value, numba_type):
     if isinstance(value, tuple):
         parts = getattr(numba_type, "types", None)
         if parts is None or len(parts) != len(value):
             return value
         return tuple(_retyped(v, t) for v, t in zip(value, parts))
-    if type(value) is float and str(numba_type) == "float32":
-        return np.float32(value)
+    if type(value) is float:
+        return np.float32(value) if str(numba_type) == "float32" else np.float64(value)
     return value
 
 

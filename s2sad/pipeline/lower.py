@@ -104,7 +104,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
     `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
-    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the
+    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/folds.py; sums and
+    means everywhere, which add float32 in float64 there as NumPy's pairwise sums keep), the
     trace over the last two axes `trace_last`, `np.where` of numbers a conditional expression,
     and `np.partition`/`np.argpartition` calls into NumPy's (`numpy_partition`: Numba's put
     the other elements in another order). The cotangents of two vectors' product are written
@@ -267,8 +268,14 @@ def _lowered_reduction(text: str, node: ast.Call) -> ast.expr | None:
     axis = given.get("axis", ast.Constant(None))
     keep = given.get("keepdims", ast.Constant(False))
     no_axis = isinstance(axis, ast.Constant) and axis.value is None
-    if "a" not in given or (
-        isinstance(keep, ast.Constant) and keep.value is False and (no_axis or has_axis)
-    ):
+    plain = isinstance(keep, ast.Constant) and keep.value is False
+    if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
         return None
+    if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
+        return None  # a tuple of axes, or one known only when compiled: left to Numba
     return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep], [])
+
+
+# the reductions lowered even where Numba has them: its sums of float32 add in float32, one
+# element after another, where NumPy's add pairwise (rules/folds.py adds them in float64)
+_EXACT = ("sum_over", "mean_over")

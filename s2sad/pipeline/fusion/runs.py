@@ -35,6 +35,7 @@ from .syntax import (
     origin,
     name_reads,
     text_of,
+    whole_sum,
     written_in_place,
 )
 
@@ -221,10 +222,11 @@ class Run:
             if target in self.mentioned or source in self.assigned or source in self.sums:
                 return False
             return self._add(stmt, "hoisted", target, [], [])
-        if rank == 0 and text_of(getattr(value, "func", None)) == "np.sum":
-            if len(value.args) != 1 or value.keywords or target in self.mentioned:
+        summed = whole_sum(value)
+        if rank == 0 and summed is not None:
+            if target in self.mentioned:
                 return False
-            found = self._elementwise(value.args[0])
+            found = self._elementwise(summed)
             return found is not None and self._add(stmt, "sum", target, *found)
         if rank == 0:
             if target in self.mentioned or not self._scalar(value):
