@@ -356,13 +356,18 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        reason = _no_numba_form(failed, self.compiled.source) or _reason(failed)
+        widened = _widened(failed, self.compiled.source)
+        reason = widened or _no_numba_form(failed, self.compiled.source) or _reason(failed)
         message = f"Numba cannot compile {what or name}: {reason}"
         if strict:
             raise JitError(
                 message,
-                hint="use jit=True to fall back to Python, or keep to "
-                "operations Numba supports in nopython mode",
+                hint=(
+                    _WIDENED_HINT
+                    if widened
+                    else "use jit=True to fall back to Python, or keep to "
+                    "operations Numba supports in nopython mode"
+                ),
             )
         warnings.warn(
             message + "; running the Python version",
@@ -387,10 +392,10 @@ def _kinds(args) -> tuple:
 
 def _float32_scalars(dispatcher, args, result):
     """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
-    code returns them where NumPy values went in (a function's value, or a jvp's tangent): a
-    float32 one np.float32, a float64 one np.float64. Python numbers in, Python numbers out."""
+    code returns them (a function's value, or a jvp's tangent): a float32 one np.float32, a
+    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives)."""
     if not any(_float32(a) for a in args):
-        return _float64s(result) if any(map(_numpy_value, args)) else result
+        return _float64s(result)
     try:
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         returns = dispatcher.overloads[signature].signature.return_type
@@ -406,12 +411,6 @@ def _float32(value) -> bool:
         and dtype.char == "f"
         or isinstance(value, (tuple, list))
         and any(_float32(v) for v in value)
-    )
-
-
-def _numpy_value(value) -> bool:
-    return isinstance(value, (np.ndarray, np.generic)) or (
-        isinstance(value, tuple) and any(map(_numpy_value, value))
     )
 
 
@@ -505,6 +504,42 @@ def _no_numba_form(exc, source: str) -> str | None:
                 f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
             )
     return None
+
+
+_WIDENED_HINT = (
+    "keep the value in its dtype where the loop computes it (`y = (y + h / 6.0 * k)"
+    ".astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python version instead"
+)
+
+
+def _widened(exc, source: str) -> str | None:
+    """For a value a loop carries that Numba computes in float64 from float32 (Numba's types
+    widen a float32 array meeting a Python float, `h / 6.0 * k`, where NumPy 2 keeps float32:
+    NEP 50): which, and the user's line computing it, from the generated code's comments."""
+    found = re.search(
+        r"Cannot unify array\((float\d+), \d+d, \w+\) and array\((float\d+), \d+d, \w+\) "
+        r"for '([A-Za-z_]\w*)\.",
+        str(exc),
+    )
+    if not found or {found.group(1), found.group(2)} != {"float32", "float64"}:
+        return None
+    name, lines, line, comment = found.group(3), source.splitlines(), None, None
+    copied = [m.group(1) for t in lines if (m := re.match(rf"\s*{name} = (\w+)$", t))]
+    for target in copied[-1:] + [name]:  # the value copied into it (`y = y_new`), else itself
+        for text in lines:
+            stripped = text.strip()
+            if stripped.startswith("# line "):
+                comment = stripped[2:]
+            elif re.match(rf"{target} = ", stripped) and line is None:
+                line = comment
+    origin = re.search(r"\((\S+\.py):\d+\)", source)
+    number, _, code = (line or "").partition(": ")
+    where = f" at {origin.group(1) if origin else 'the function'} {number} (`{code}`)"
+    return (
+        f"'{name}' is float32 as the loop starts and float64 after a step{where if line else ''}: "
+        "compiled code computes a float32 array meeting a Python float (or a float64 value) "
+        "in float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+    )
 
 
 def _shape_assertion(exc) -> bool:
