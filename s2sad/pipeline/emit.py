@@ -204,8 +204,9 @@ def emit(
     note = _data_note(parsed, data)
     where = _where(parsed)
     names = _parameter_names(parsed.tree) + data
-    kept, keep_lines = _inputs_kept(primal, adjoint, wrt, names, jit)
-    grads = ", ".join(_returned(adjoint.grads, wrt, jit, kept))
+    swept = mode in ("grad", "value_and_grad", "checked_grad") or plain_primal is not None
+    as_given, given_lines = _inputs_kept(primal, adjoint, wrt, names, jit and swept)
+    grads = ", ".join(_returned(adjoint.grads, wrt, jit, as_given))
     text = _Lines(parsed)
     out = _joined(norm.outputs, norm.tuple_output)
     batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
@@ -270,7 +271,7 @@ def emit(
             f"def {sweep}({', '.join(names + adjoint.seeds + data)}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
-        lines += keep_lines
+        lines += given_lines
         lines += _own_copies(names, primal, "    ")
         lines += _tape_lines(tape_inits, "    ")
         lines += text.block(primal, "    ")
@@ -281,8 +282,7 @@ def emit(
         if rows:
             lines += _rows_function(parsed, primal, adjoint, wrt, names + data, f"{name}_rows")
         return "\n".join(lines) + "\n"
-    if mode in ("grad", "value_and_grad", "checked_grad"):
-        lines += keep_lines
+    lines += given_lines
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
