@@ -158,6 +158,13 @@ def _reduce_how(a, axis, keepdims, float_only=False):
     return None
 
 
+@type_test
+def _whole_plain(axis, keepdims):
+    """No axis and no `keepdims` (left out, or given as None and False)."""
+    keep = isinstance(keepdims, types.BooleanLiteral) and keepdims.literal_value is False
+    return _absent(axis) and (keep or _absent(keepdims, False))
+
+
 @numba_of(max_over)
 def _max_over(a, axis=None, keepdims=False):
     how = _reduce_how(a, axis, keepdims)
@@ -210,7 +217,7 @@ def _sum_over(a, axis=None, keepdims=False):
         if how == "axis":
             return lambda a, axis=None, keepdims=False: np.sum(a, axis=axis)
         return None
-    if not _array(a) and _absent(axis) and _absent(keepdims, False):  # a number
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number
         return lambda a, axis=None, keepdims=False: np.sum(a)
     if how == "whole":
         return lambda a, axis=None, keepdims=False: _total(a)
@@ -240,8 +247,8 @@ def _mean32(a):
 
 @numba_of(mean_over)
 def _mean_over(a, axis=None, keepdims=False):
-    whole = _absent(axis) and _absent(keepdims, False)
-    if whole and (not _array(a) or not isinstance(a.dtype, (types.Float, types.Complex))):
+    numbers = not _array(a) or not isinstance(a.dtype, (types.Float, types.Complex))
+    if numbers and _whole_plain(axis, keepdims):
         return lambda a, axis=None, keepdims=False: np.mean(a)  # a number, or integers
     how = _reduce_how(a, axis, keepdims, float_only=True)
     if how in ("whole", "kept") and a.dtype == types.float32:

@@ -495,6 +495,9 @@ class Run:
         numbers = [n for n in arrays if n not in self.masks - self.numbers]
         if not numbers:  # masks alone: nothing to take a float dtype from
             return list(self.stmts)
+        # one the run does not rebind first (`dk = dk + t * c`: `t`), so that the unfused
+        # branch's casts after its statements read the dtype the run started with
+        numbers.sort(key=lambda n: n in self.assigned)
         last = max(self.stmts.index(s) for s, _ in self.entries)
         after = self.stmts[last + 1 :]  # views and numbers after the last entry stay there
         before = [s for s in self.hoisted if s not in after]
