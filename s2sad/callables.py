@@ -179,10 +179,7 @@ class Target:
         `args` and `kwargs`)."""
         if not self.star:
             return self.flat(self.bind(args, kwargs), check, self.items)
-        try:
-            inner = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.func.__name__}(): {exc}") from None
+        inner = _bound(self.signature, self.func.__name__, args, kwargs)
         bound = self.bind(inner.args, inner.kwargs)
         params = [p for p in self.func_signature.parameters.values()]
         stars = {p.kind: p.name for p in params if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
@@ -214,10 +211,7 @@ class Target:
         """The function's arguments for a call of the callable (defaults applied)."""
         if self.keywords:
             kwargs = {**self.keywords, **kwargs}
-        try:
-            bound = self.func_signature.bind(*self.prefix, *args, **kwargs)
-        except TypeError as exc:
-            raise TypeError(f"{self.func.__name__}(): {exc}") from None
+        bound = _bound(self.func_signature, self.func.__name__, (*self.prefix, *args), kwargs)
         bound.apply_defaults()
         return bound
 
@@ -294,6 +288,24 @@ class Target:
         out.plain = all(d is None for d, _ in layout)
         out.passed = passed
         return out
+
+
+def _bound(signature, name: str, args, kwargs) -> inspect.BoundArguments:
+    """`signature.bind(*args, **kwargs)`, its errors worded as Python's call would word them: a
+    keyword the function has no parameter for is named before any missing argument (inspect
+    reports the missing one first)."""
+    try:
+        return signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        params = signature.parameters.values()
+        if not any(p.kind == p.VAR_KEYWORD for p in params):
+            named = {p.name for p in params if p.kind != p.POSITIONAL_ONLY}
+            unexpected = next((k for k in kwargs if k not in named), None)
+            if unexpected is not None:
+                raise TypeError(
+                    f"{name}() got an unexpected keyword argument '{unexpected}'"
+                ) from None
+        raise TypeError(f"{name}(): {exc}") from None
 
 
 def _path(text: str):

@@ -395,13 +395,18 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        reason = _no_numba_form(failed, self.compiled.source) or _reason(failed)
+        widened = _widened(failed, self.compiled.source)
+        reason = widened or _no_numba_form(failed, self.compiled.source) or _reason(failed)
         message = f"Numba cannot compile {what or name}: {reason}"
         if strict:
             raise JitError(
                 message,
-                hint="use jit=True to fall back to Python, or keep to "
-                "operations Numba supports in nopython mode",
+                hint=(
+                    _WIDENED_HINT
+                    if widened
+                    else "use jit=True to fall back to Python, or keep to "
+                    "operations Numba supports in nopython mode"
+                ),
             )
         warnings.warn(
             message + "; running the Python version",
@@ -425,10 +430,11 @@ def _kinds(args) -> tuple:
 
 
 def _float32_scalars(dispatcher, args, result):
-    """`result` with the float32 numbers Numba returned as Python floats made np.float32 again,
-    as NumPy code returns them (a float32 function's value, or a jvp's tangent)."""
+    """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
+    code returns them (a function's value, or a jvp's tangent): a float32 one np.float32, a
+    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives)."""
     if not any(_float32(a) for a in args):
-        return result
+        return _float64s(result)
     try:
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         returns = dispatcher.overloads[signature].signature.return_type
@@ -447,14 +453,24 @@ def _float32(value) -> bool:
     )
 
 
+def _float64s(value):
+    """`value` with each Python float in it (or in its tuples) an np.float64: with no float32
+    argument, Numba's floats are float64."""
+    if type(value) is float:
+        return np.float64(value)
+    if type(value) is tuple:
+        return tuple(_float64s(v) for v in value)
+    return value
+
+
 def _retyped(value, numba_type):
     if isinstance(value, tuple):
         parts = getattr(numba_type, "types", None)
         if parts is None or len(parts) != len(value):
             return value
         return tuple(_retyped(v, t) for v, t in zip(value, parts))
-    if type(value) is float and str(numba_type) == "float32":
-        return np.float32(value)
+    if type(value) is float:
+        return np.float32(value) if str(numba_type) == "float32" else np.float64(value)
     return value
 
 
@@ -527,6 +543,42 @@ def _no_numba_form(exc, source: str) -> str | None:
                 f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
             )
     return None
+
+
+_WIDENED_HINT = (
+    "keep the value in its dtype where the loop computes it (`y = (y + h / 6.0 * k)"
+    ".astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python version instead"
+)
+
+
+def _widened(exc, source: str) -> str | None:
+    """For a value a loop carries that Numba computes in float64 from float32 (Numba's types
+    widen a float32 array meeting a Python float, `h / 6.0 * k`, where NumPy 2 keeps float32:
+    NEP 50): which, and the user's line computing it, from the generated code's comments."""
+    found = re.search(
+        r"Cannot unify array\((float\d+), \d+d, \w+\) and array\((float\d+), \d+d, \w+\) "
+        r"for '([A-Za-z_]\w*)\.",
+        str(exc),
+    )
+    if not found or {found.group(1), found.group(2)} != {"float32", "float64"}:
+        return None
+    name, lines, line, comment = found.group(3), source.splitlines(), None, None
+    copied = [m.group(1) for t in lines if (m := re.match(rf"\s*{name} = (\w+)$", t))]
+    for target in copied[-1:] + [name]:  # the value copied into it (`y = y_new`), else itself
+        for text in lines:
+            stripped = text.strip()
+            if stripped.startswith("# line "):
+                comment = stripped[2:]
+            elif re.match(rf"{target} = ", stripped) and line is None:
+                line = comment
+    origin = re.search(r"\((\S+\.py):\d+\)", source)
+    number, _, code = (line or "").partition(": ")
+    where = f" at {origin.group(1) if origin else 'the function'} {number} (`{code}`)"
+    return (
+        f"'{name}' is float32 as the loop starts and float64 after a step{where if line else ''}: "
+        "compiled code computes a float32 array meeting a Python float (or a float64 value) "
+        "in float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+    )
 
 
 def _shape_assertion(exc) -> bool:

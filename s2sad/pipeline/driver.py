@@ -26,7 +26,7 @@ from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
-from .lower import drop_constant_branches, jit_copy, lower_for_numba
+from .lower import carried_in_dtype, drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import drop_unread, optimize, read_primal_values
@@ -271,6 +271,8 @@ def _reverse_mode(
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
+        in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
+        adjoint.stmts = carried_in_dtype(adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks)
         primal = lower_for_numba(primal, shapes.of)
         if rerun:  # the value function a re-running pullback's vjp returns with it
             plain = lower_for_numba(plain, shapes.of)

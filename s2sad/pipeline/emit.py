@@ -203,8 +203,10 @@ def emit(
     params = _parameters(parsed.tree, data)
     note = _data_note(parsed, data)
     where = _where(parsed)
-    rebound = assigned([s for s in primal if isinstance(s, ast.AST)])
-    grads = ", ".join(_returned(adjoint.grads, wrt, jit, rebound))
+    names = _parameter_names(parsed.tree) + data
+    swept = mode in ("grad", "value_and_grad", "checked_grad") or plain_primal is not None
+    as_given, given_lines = _inputs_kept(primal, adjoint, wrt, names, jit and swept)
+    grads = ", ".join(_returned(adjoint.grads, wrt, jit, as_given))
     text = _Lines(parsed)
     out = _joined(norm.outputs, norm.tuple_output)
     batch = _batch_line(adjoint, adjoint.seeds[0] if adjoint.seeds else None)
@@ -269,6 +271,7 @@ def emit(
             f"def {sweep}({', '.join(names + adjoint.seeds + data)}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
+        lines += given_lines
         lines += _own_copies(names, primal, "    ")
         lines += _tape_lines(tape_inits, "    ")
         lines += text.block(primal, "    ")
@@ -279,6 +282,7 @@ def emit(
         if rows:
             lines += _rows_function(parsed, primal, adjoint, wrt, names + data, f"{name}_rows")
         return "\n".join(lines) + "\n"
+    lines += given_lines
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
     lines += text.block(primal, "    ")
@@ -396,17 +400,41 @@ def emit_jvp(
     return "\n".join(lines) + "\n"
 
 
-def _returned(values: list, like: list[str], jit: bool, rebound=frozenset()) -> list[str]:
+def _returned(values: list, like: list[str], jit: bool, kept=None) -> list[str]:
     """The cotangents (tangents) returned, as source: jitted, each in the float dtype of its
     input (output) `like`, which Numba may have widened (`in_dtype_of`: no cast where it did
-    not); not for an input the code rebinds (a loop's `x = x_new`), whose dtype may differ."""
+    not); for an input the code rebinds (a loop's `x = x_new`), in that of the input as given,
+    which `kept` names."""
+    kept = kept or {}
     return [
         (
-            f"in_dtype_of({ast.unparse(v)}, {name})"
-            if jit and name not in rebound and not isinstance(v, ast.Constant)
+            f"in_dtype_of({ast.unparse(v)}, {kept.get(name, name)})"
+            if jit and not isinstance(v, ast.Constant)
             else ast.unparse(v)
         )
         for v, name in zip(values, like)
+    ]
+
+
+def _inputs_kept(primal, adjoint, wrt, names: list, jit: bool) -> tuple[dict, list[str]]:
+    """Jitted: for each input in `wrt` the code rebinds (`v = np.tanh(A[k] @ v)`), a name for
+    it as given (`v_given = v`), whose dtype its gradient is returned in; and those lines."""
+    code = [s for s in primal if isinstance(s, ast.AST)]
+    rebound = [x for x in wrt if x in assigned(code)] if jit else []
+    if not rebound:
+        return {}, []
+    taken = names_mentioned(code + [s for s in adjoint.stmts if isinstance(s, ast.AST)])
+    taken |= set(names) | set(adjoint.seeds)
+    kept = {}
+    for x in rebound:
+        name = f"{x}_given"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        kept[x] = name
+    return kept, [
+        f"    {kept[x]} = {x}  # as given, for its gradient's dtype (rebound below)"
+        for x in rebound
     ]
 
 

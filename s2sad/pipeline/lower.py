@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from .. import ir
+from .names import names_read
 from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
@@ -104,7 +105,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
     `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
     `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
-    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/reductions.py), the
+    `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/folds.py; sums and
+    means everywhere, which add float32 in float64 there as NumPy's pairwise sums keep), the
     trace over the last two axes `trace_last`, `np.where` of numbers a conditional expression,
     and `np.partition`/`np.argpartition` calls into NumPy's (`numpy_partition`: Numba's put
     the other elements in another order). The cotangents of two vectors' product are written
@@ -219,7 +221,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and rank_of(node.args[1]) == rank_of(node.args[2]) == 1
             ):
                 return ast.BinOp(node.args[0], ast.Mult(), node.args[other])
-            lowered = _lowered_reduction(text, node)
+            lowered = _lowered_reduction(text, node, rank_of)
             if lowered is not None:
                 return lowered
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
@@ -229,6 +231,61 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
+
+
+def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of) -> list:
+    """The adjoint's loops with each cotangent they carry from one iteration to the next kept in
+    the dtype it entered with: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy,
+    dy_entry)` last. Numba types a name once, and a float32 cotangent meeting a Python float
+    (`dy * (h / 6.0)`) is float64 there, where NumPy keeps float32: without the cast the loop
+    does not compile. Numbers unify (float32 and float64 make a float64): arrays only. (The
+    primal's own values are left as they are: where NumPy itself widens them, so does Numba.
+    `taken`: the names in use, mutated.)"""
+
+    def block(body: list) -> list:
+        wide = set()  # sums a loop adds into, float64 from the start (`sum_zeros_like`)
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body)
+                stmt.body = _kept(stmt.body, wide)
+            elif isinstance(stmt, ast.If):
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                call = getattr(stmt.value, "func", None)
+                if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
+                    wide.add(stmt.targets[0].id)
+        return body
+
+    def _kept(body: list, wide: set) -> list:
+        code = [s for s in body if isinstance(s, ast.AST)]
+        seen, carried = set(), []
+        for stmt in code:
+            fresh = names_read([stmt]) - seen - wide
+            carried += sorted(
+                n for n in fresh if n in primal_of and rank_of(ast.Name(n, ast.Load())) != 0
+            )
+            if isinstance(stmt, ast.Assign):
+                seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        first, last = [], []
+        for name in dict.fromkeys(n for n in carried if n in seen):
+            entry = f"{name}_entry"
+            while entry in taken:
+                entry += "_"
+            taken.add(entry)
+            first.append(_assign(entry, ast.Name(name, ast.Load()), code[0]))
+            cast = ast.Call(
+                ast.Name("in_dtype_of", ast.Load()),
+                [ast.Name(name, ast.Load()), ast.Name(entry, ast.Load())],
+                [],
+            )
+            last.append(_assign(name, cast, code[-1]))
+        return first + body + last
+
+    return block(list(stmts))
+
+
+def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
+    return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
 
 
 def _negative_int(node: ast.expr) -> int | None:
@@ -253,7 +310,7 @@ _REDUCTIONS = {
 }
 
 
-def _lowered_reduction(text: str, node: ast.Call) -> ast.expr | None:
+def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
     """`np.max(x, axis=1, keepdims=True)` as `max_over(x, 1, True)`, for the reductions over an
     axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has."""
     if text not in _REDUCTIONS or not 1 <= len(node.args) <= 2:
@@ -267,8 +324,16 @@ def _lowered_reduction(text: str, node: ast.Call) -> ast.expr | None:
     axis = given.get("axis", ast.Constant(None))
     keep = given.get("keepdims", ast.Constant(False))
     no_axis = isinstance(axis, ast.Constant) and axis.value is None
-    if "a" not in given or (
-        isinstance(keep, ast.Constant) and keep.value is False and (no_axis or has_axis)
-    ):
+    plain = isinstance(keep, ast.Constant) and keep.value is False
+    if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
         return None
+    if plain and no_axis and rank_of(given["a"]) == 0:  # of a number: nothing to add up
+        return None
+    if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
+        return None  # a tuple of axes, or one known only when compiled: left to Numba
     return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep], [])
+
+
+# the reductions lowered even where Numba has them: its sums of float32 add in float32, one
+# element after another, where NumPy's add pairwise (rules/folds.py adds them in float64)
+_EXACT = ("sum_over", "mean_over")

@@ -7,7 +7,7 @@ also the order `s2sad emit` copies helpers into a standalone module.
 """
 
 # the families, in the order standalone modules list their helpers
-from . import common, reductions, elementwise, mathfuncs, products, solvers  # noqa: F401
+from . import common, folds, reductions, elementwise, mathfuncs, products, solvers  # noqa: F401
 from . import contractions, decompositions, matrix_functions  # noqa: F401
 from . import decomposition_tangents  # noqa: F401
 from . import scans, shape, indexing, stacking, splitting, selection, statistics  # noqa: F401

@@ -135,7 +135,7 @@ def over(stmt, rank, found: dict):
     value, scatter = stmt.value, scatter_of(stmt, rank)
     if scatter is not None:
         value = scatter.value
-    elif text_of(getattr(value, "func", None)) == "np.sum" and value.args:
+    elif text_of(getattr(value, "func", None)) in ("np.sum", "sum_over") and value.args:
         value = value.args[0]
     return axes_of(value, found, rank)
 

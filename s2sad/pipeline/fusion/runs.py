@@ -35,6 +35,7 @@ from .syntax import (
     origin,
     name_reads,
     text_of,
+    whole_sum,
     written_in_place,
 )
 
@@ -220,10 +221,11 @@ class Run:
             if target in self.mentioned or source in self.assigned or source in self.sums:
                 return False
             return self._add(stmt, "hoisted", target, [], [])
-        if rank == 0 and text_of(getattr(value, "func", None)) == "np.sum":
-            if len(value.args) != 1 or value.keywords or target in self.mentioned:
+        summed = whole_sum(value)
+        if rank == 0 and summed is not None:
+            if target in self.mentioned:
                 return False
-            found = self._elementwise(value.args[0])
+            found = self._elementwise(summed)
             return found is not None and self._add(stmt, "sum", target, *found)
         if rank == 0:
             if target in self.mentioned or not self._scalar(value):
@@ -492,6 +494,9 @@ class Run:
         numbers = [n for n in arrays if n not in self.masks - self.numbers]
         if not numbers:  # masks alone: nothing to take a float dtype from
             return list(self.stmts)
+        # one the run does not rebind first (`dk = dk + t * c`: `t`), so that the unfused
+        # branch's casts after its statements read the dtype the run started with
+        numbers.sort(key=lambda n: n in self.assigned)
         last = max(self.stmts.index(s) for s, _ in self.entries)
         after = self.stmts[last + 1 :]  # views and numbers after the last entry stay there
         before = [s for s in self.hoisted if s not in after]

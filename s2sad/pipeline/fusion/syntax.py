@@ -40,6 +40,20 @@ def text_of(node: ast.expr) -> str:
     return ""
 
 
+def whole_sum(value) -> ast.expr | None:
+    """The array a full sum adds up: `np.sum(t)`, or `sum_over(t, None, False)` as lowering
+    writes it for Numba; else None."""
+    if not isinstance(value, ast.Call) or value.keywords:
+        return None
+    name, args = text_of(value.func), value.args
+    if name == "np.sum" and len(args) == 1:
+        return args[0]
+    plain = [isinstance(a, ast.Constant) for a in args[1:]] == [True, True]
+    if name == "sum_over" and len(args) == 3 and plain and args[1].value is None:
+        return args[0] if args[2].value is False else None
+    return None
+
+
 def name_reads(nodes) -> tuple[Counter, Counter]:
     """How often each name is read for its value, and for its shape alone (the second argument
     of `unbroadcast`, `expand_reduced`, `shape_push` and `shape_pop`); `x += g` and `x[i] = v`

@@ -1,0 +1,266 @@
+"""The reductions Numba lacks, or sums less exactly than NumPy, as helpers jitted code calls in
+their place (pipeline/lower.py rewrites `np.max(x, axis=1, keepdims=True)` into
+`max_over(x, 1, True)` and `np.sum(x)` into `sum_over(x, None, False)`): max, min and prod over
+an axis, mean and sum whole or over an axis, and any of them with `keepdims`. Each NumPy form is
+the call it replaces; each Numba form loops over the reduced axis moved to the front. Sums of
+float32 add in float64 and round once: Numba's own add in float32, one element after another,
+where NumPy's add pairwise (a million float32 numbers would lose three or four digits).
+"""
+
+import typing
+
+import numpy as np
+
+from .common import _absent, _array, _integer
+from .helpers import helper, numba_jitable, numba_of, type_test
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
+    from numba.cpython.unsafe.tuple import tuple_setitem
+
+
+@helper
+def max_over(a, axis=None, keepdims=False):
+    return np.max(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def min_over(a, axis=None, keepdims=False):
+    return np.min(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def prod_over(a, axis=None, keepdims=False):
+    return np.prod(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def sum_over(a, axis=None, keepdims=False):
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def mean_over(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+@numba_jitable
+def _to_front(a, axis):
+    """`a` (a view) with axis `axis` (non-negative) first, the others in their order."""
+    perm = a.shape
+    perm = tuple_setitem(perm, 0, axis)
+    j = 1
+    for i in range(a.ndim):
+        if i != axis:
+            perm = tuple_setitem(perm, j, i)
+            j += 1
+    return np.transpose(a, perm)
+
+
+_MAX, _MIN, _PROD, _SUM = 0, 1, 2, 3  # the folds `_fold` makes
+
+
+@numba_jitable
+def _added64(a):
+    """The sum of `a`'s elements (a float32 array's), added in float64."""
+    total = 0.0
+    for e in a.flat:
+        total += e
+    return total
+
+
+@helper
+def _total(a):
+    """The sum of every element of `a` in its dtype (its Numba form adds float32 in float64)."""
+    return np.sum(a)
+
+
+@numba_of(_total)
+def _total_impl(a):
+    if _array(a) and a.dtype == types.float32:
+        return lambda a: np.float32(_added64(a))
+    return lambda a: np.sum(a)
+
+
+@numba_jitable
+def _whole(v, kind):
+    if kind == _MAX:
+        return np.max(v)  # NaN spreads, as in np.max
+    if kind == _MIN:
+        return np.min(v)
+    if kind == _PROD:
+        return np.prod(v)
+    return _total(v)
+
+
+@numba_jitable
+def _fold(a, axis, kind):
+    """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
+    ax = axis if axis >= 0 else axis + a.ndim
+    if ax == a.ndim - 1:  # the last axis: one contiguous row per result
+        rows = np.ascontiguousarray(a).reshape((-1, a.shape[ax]))
+        out = np.empty(rows.shape[0], dtype=a.dtype)
+        for r in range(rows.shape[0]):
+            out[r] = _whole(rows[r], kind)
+        return out.reshape(a.shape[:-1])
+    t = _to_front(a, ax)  # else whole slices, combined elementwise
+    out = t[0].copy()
+    for k in range(1, t.shape[0]):
+        if kind == _MAX:
+            np.maximum(out, t[k], out)
+        elif kind == _MIN:
+            np.minimum(out, t[k], out)
+        elif kind == _PROD:
+            out *= t[k]
+        else:
+            out += t[k]
+    return out
+
+
+@numba_jitable
+def _ones(a):
+    """The shape of `a` with every length 1 (a whole reduction's kept dimensions)."""
+    shape = a.shape
+    for i in range(a.ndim):
+        shape = tuple_setitem(shape, i, 1)
+    return shape
+
+
+@numba_jitable
+def _kept(out, a, axis):
+    """`out`, reduced over axis `axis` of `a`, with that axis kept with length 1."""
+    return out.reshape(tuple_setitem(a.shape, axis if axis >= 0 else axis + a.ndim, 1))
+
+
+@numba_jitable
+def _front(a, axis):
+    return _to_front(a, axis if axis >= 0 else axis + a.ndim)
+
+
+@type_test
+def _reduce_how(a, axis, keepdims, float_only=False):
+    """How a lowered reduction of these Numba types goes: "whole" (every element), "kept"
+    (every element, dimensions kept), "axis", "kept axis" (one int axis), or None (a tuple of
+    axes, `keepdims` not known when compiling, or an integer product or mean, which NumPy
+    widens: left to Numba's refusal)."""
+    if _absent(keepdims, False):
+        keep = False
+    elif isinstance(keepdims, types.BooleanLiteral):
+        keep = keepdims.literal_value
+    else:
+        return None
+    if not _array(a) or (float_only and not isinstance(a.dtype, (types.Float, types.Complex))):
+        return None
+    if _absent(axis) or (a.ndim == 1 and _integer(axis)):
+        return "kept" if keep else "whole"
+    if _integer(axis):
+        return "kept axis" if keep else "axis"
+    return None
+
+
+@type_test
+def _whole_plain(axis, keepdims):
+    """No axis and no `keepdims` (left out, or given as None and False)."""
+    keep = isinstance(keepdims, types.BooleanLiteral) and keepdims.literal_value is False
+    return _absent(axis) and (keep or _absent(keepdims, False))
+
+
+@numba_of(max_over)
+def _max_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.max(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.max(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MAX)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MAX), a, axis)
+    return None
+
+
+@numba_of(min_over)
+def _min_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.min(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.min(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MIN)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MIN), a, axis)
+    return None
+
+
+@numba_of(prod_over)
+def _prod_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims, float_only=True)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.prod(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.prod(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _PROD)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _PROD), a, axis)
+    return None
+
+
+@numba_of(sum_over)
+def _sum_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how is not None and not isinstance(a.dtype, (types.Float, types.Complex)):
+        # integers and booleans: Numba's own sums, which widen them as NumPy does
+        if how == "whole":
+            return lambda a, axis=None, keepdims=False: np.sum(a)
+        if how == "axis":
+            return lambda a, axis=None, keepdims=False: np.sum(a, axis=axis)
+        return None
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number
+        return lambda a, axis=None, keepdims=False: np.sum(a)
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: _total(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), _total(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, _SUM)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _SUM), a, axis)
+    return None
+
+
+@numba_jitable
+def _fold_mean(a, axis):
+    out = _fold(a, axis, _SUM)
+    out /= a.shape[
+        axis if axis >= 0 else axis + a.ndim
+    ]  # in place: float32 stays float32, as in np.mean
+    return out
+
+
+@numba_jitable
+def _mean32(a):
+    """The mean of a float32 array, its sum added in float64."""
+    return np.float32(_added64(a) / a.size)
+
+
+@numba_of(mean_over)
+def _mean_over(a, axis=None, keepdims=False):
+    numbers = not _array(a) or not isinstance(a.dtype, (types.Float, types.Complex))
+    if numbers and _whole_plain(axis, keepdims):
+        return lambda a, axis=None, keepdims=False: np.mean(a)  # a number, or integers
+    how = _reduce_how(a, axis, keepdims, float_only=True)
+    if how in ("whole", "kept") and a.dtype == types.float32:
+        if how == "whole":
+            return lambda a, axis=None, keepdims=False: _mean32(a)
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), _mean32(a))
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.mean(a)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.mean(a))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: _fold_mean(a, axis)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False: _kept(_fold_mean(a, axis), a, axis)
+    return None

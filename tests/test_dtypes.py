@@ -1,0 +1,218 @@
+"""Types and dtypes through every transform and mode (Python, jit=True, jit="strict", modules
+`s2sad emit --jit` writes): a gradient, tangent or Jacobian has its input's type, shape and
+dtype (float32 and float64 arrays, 0-d arrays, NumPy scalars, Python floats), a value the type
+NumPy mode gives it, and jitted float32 sums add as exactly as NumPy's pairwise ones. Also: a
+loop's float32 cotangent keeps its dtype in compiled code, a loop value Numba widens is refused
+by name, and a wrong keyword argument is named as Python names it."""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad.cli import emit_text
+from s2sad.jit import JitError, JitFallbackWarning
+
+MODES = [False, True, "strict"]
+
+KINDS = {
+    "float32 array": lambda: np.linspace(0.1, 0.9, 4, dtype=np.float32),
+    "float64 array": lambda: np.linspace(0.1, 0.9, 4),
+    "float32 0-d": lambda: np.array(0.3, dtype=np.float32),
+    "np.float32": lambda: np.float32(0.3),
+    "np.float64": lambda: np.float64(0.3),
+    "Python float": lambda: 0.3,
+}
+
+
+def total(x, flag):  # no Python number meets x: every mode keeps float32 (README: values)
+    return np.sum(np.sin(x) * x) if flag else np.sum(x * x)
+
+
+def field(x, flag):
+    return np.sin(x) * x if flag else x * x
+
+
+def scaled(x, n):  # compiled, float32 meeting these is float64: the gradient is still x's
+    return np.sum(np.sin(x) * x * 0.5) * n
+
+
+def same_kind(got, like, what):
+    """`got` has exactly the type, dtype and shape of `like`."""
+    assert type(got) is type(like), f"{what}: {type(got).__name__} for {type(like).__name__}"
+    assert np.shape(got) == np.shape(like), what
+    if isinstance(like, (np.ndarray, np.generic)):
+        assert got.dtype == like.dtype, f"{what}: {got.dtype} for {like.dtype}"
+
+
+def tolerance(x) -> float:
+    return 1e-5 if np.result_type(x) == np.float32 else 1e-12
+
+
+@pytest.mark.parametrize("jit", MODES)
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_every_transform_keeps_the_inputs_type_and_numpy_modes_value_type(kind, jit):
+    x, n = KINDS[kind](), True  # (a bool beside it, outside wrt)
+    rtol = tolerance(x)
+    value, grad = s2sad.value_and_grad(total, jit=jit)(x, n)
+    e_value, e_grad = s2sad.value_and_grad(total)(x, n)
+    same_kind(value, e_value, "value")
+    same_kind(grad, x, "value_and_grad")
+    np.testing.assert_allclose(grad, e_grad, rtol=rtol)
+    np.testing.assert_allclose(value, e_value, rtol=rtol)
+    same_kind(s2sad.grad(total, jit=jit)(x, n), x, "grad")
+    out, pullback = s2sad.vjp(field, jit=jit)(x, n)
+    e_out = field(x, n)
+    same_kind(out, e_out, "vjp's value")
+    pulled = pullback(np.ones_like(e_out))
+    same_kind(pulled, x, "pullback")
+    np.testing.assert_allclose(pulled, np.cos(x) * x + np.sin(x), rtol=rtol)
+    out, tangent = s2sad.jvp(field, jit=jit)(x, n, tangent=np.ones_like(x))
+    same_kind(out, e_out, "jvp's value")
+    same_kind(tangent, e_out, "jvp's tangent")
+    jac = s2sad.jacobian(field, jit=jit)(x, n)
+    assert np.shape(jac) == np.shape(x) * 2 and np.result_type(jac) == np.result_type(x)
+    if not jit:  # (hessian takes no jit)
+        hess = s2sad.hessian(total)(x, n)
+        assert np.shape(hess) == np.shape(x) * 2 and np.result_type(hess) == np.result_type(x)
+
+
+@pytest.mark.parametrize("jit", MODES)
+@pytest.mark.parametrize("kind", ["float32 array", "np.float32"])
+def test_a_gradient_numba_widens_comes_back_in_the_inputs_dtype(kind, jit):
+    x = KINDS[kind]()
+    grad = s2sad.grad(scaled, jit=jit)(x, 3)
+    same_kind(grad, x, "grad")
+    np.testing.assert_allclose(grad, s2sad.grad(scaled)(x, 3), rtol=1e-5)
+
+
+def rebinding(v, A):  # the parameter is rebound in a loop: its gradient is still v's dtype
+    s = 0.0
+    for k in range(A.shape[0]):
+        v = np.tanh(A[k] @ v)
+        s = s + np.sum(v * v)
+    return s
+
+
+def load_emitted(tmp_path, name: str, mode: str, wrt):
+    text = emit_text(f"{__file__}:{name}", list(wrt), mode, jit=True)
+    path = tmp_path / f"dtypes_{name}_{mode}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, f"{mode}_{name}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_rebound_parameters_gradient_keeps_its_dtype_jitted_and_emitted(tmp_path, dtype):
+    rng = np.random.default_rng(0)
+    v, A = rng.normal(size=4).astype(dtype), rng.normal(size=(3, 4, 4)).astype(dtype)
+    expected = s2sad.grad(rebinding, wrt=("v", "A"))(v, A)
+    emitted = load_emitted(tmp_path, "rebinding", "grad", ("v", "A"))
+    for got in (emitted(v, A), s2sad.grad(rebinding, wrt=("v", "A"), jit="strict")(v, A)):
+        for g, e, a in zip(got, expected, (v, A)):
+            same_kind(g, a, "gradient")
+            np.testing.assert_allclose(g, e, rtol=tolerance(a), atol=tolerance(a))
+
+
+# ----------------------------------------------------------------------------- float32 sums
+
+
+def unfused_sums(u):  # sums over two shapes, a strided slice: Numba's own sum would add in f32
+    return np.sum((u[1:] - u[:-1]) ** 2) + np.sum(u[::3] ** 3)
+
+
+def strided_mean(u):
+    return np.mean(u[::2] ** 2)
+
+
+def row_sums(u):
+    return np.sum(np.sum(u[:, ::2], axis=1) ** 2)
+
+
+@pytest.mark.parametrize(
+    "f, shape", [(unfused_sums, 300_000), (strided_mean, 1_000_000), (row_sums, (2, 300_000))]
+)
+def test_jitted_float32_sums_are_as_exact_as_numpys(f, shape):
+    u = np.random.default_rng(1).uniform(0.5, 1.5, size=shape).astype(np.float32)
+    truth = f(u.astype(np.float64))
+    value, grad = s2sad.value_and_grad(f, jit="strict")(u)
+    e_value, e_grad = s2sad.value_and_grad(f)(u)
+    assert value.dtype == grad.dtype == np.float32
+    assert abs(value - truth) / truth < 1e-6  # Numba's float32 sum: about 1e-4 here
+    assert abs(e_value - truth) / truth < 1e-6
+    np.testing.assert_allclose(grad, e_grad, rtol=1e-5, atol=1e-6 * np.max(np.abs(e_grad)))
+
+
+# ----------------------------------------------------------------------------- loops
+
+
+def stepped(y0, A, h, n):  # the user keeps the state float32; its cotangent must stay so too
+    y = y0
+    for _ in range(n):
+        y = (y + h / 6.0 * np.tanh(A @ y)).astype(y0.dtype)
+    return np.sum(y**2)
+
+
+def widened(y0, w, h, n):
+    y = y0
+    for _ in range(n):
+        y = y + h / 6.0 * w * np.tanh(y)
+    return np.sum(y**2)
+
+
+def test_a_loops_float32_cotangent_keeps_its_dtype_in_compiled_code():
+    rng = np.random.default_rng(2)
+    y0, A = rng.random(6).astype(np.float32), rng.random((6, 6)).astype(np.float32)
+    expected = s2sad.grad(stepped, wrt=("y0", "A"))(y0, A, 0.1, 5)
+    got = s2sad.grad(stepped, wrt=("y0", "A"), jit="strict")(y0, A, 0.1, 5)
+    for g, e in zip(got, expected):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, e, rtol=1e-5)
+
+
+def test_a_loop_value_numba_widens_is_refused_by_name_and_line():
+    rng = np.random.default_rng(3)
+    y0, w = rng.random(5).astype(np.float32), rng.random(5)  # NumPy widens y too
+    with pytest.raises(JitError) as err:
+        s2sad.grad(widened, jit="strict")(y0, w, 0.1, 3)
+    text = str(err.value)
+    assert "'y' is float32 as the loop starts and float64 after a step" in text
+    assert "test_dtypes.py line" in text and "astype(y0.dtype)" in text
+    with pytest.warns(JitFallbackWarning, match="'y' is float32"):
+        got = s2sad.grad(widened, jit=True)(y0, w, 0.1, 3)
+    np.testing.assert_allclose(got, s2sad.grad(widened)(y0, w, 0.1, 3), rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- arguments
+
+
+def residual(p, obs, scale=2.0):
+    return scale * np.sin(p) - obs
+
+
+TRANSFORMS = {
+    "grad": lambda jit: s2sad.grad(lambda p, obs, scale=2.0: np.sum(residual(p, obs)), jit=jit),
+    "vjp": lambda jit: s2sad.vjp(residual, jit=jit),
+    "jvp": lambda jit: (lambda *a, **k: s2sad.jvp(residual, jit=jit)(*a, tangent=a[0], **k)),
+    "jacobian": lambda jit: s2sad.jacobian(residual, jit=jit),
+}
+
+
+@pytest.mark.parametrize("jit", MODES)
+@pytest.mark.parametrize("transform", list(TRANSFORMS))
+def test_a_wrong_keyword_is_named_as_python_names_it(transform, jit):
+    f = TRANSFORMS[transform](jit)
+    p, obs = np.arange(3.0), np.zeros(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", JitFallbackWarning)
+        for _ in range(20 if transform == "jacobian" else 1):  # (jitted: faster after 16)
+            f(p, obs)
+    for call in (lambda: f(p, obs, wrong=1), lambda: f(p, wrong=1)):
+        with pytest.raises(TypeError, match="got an unexpected keyword argument 'wrong'"):
+            call()
