@@ -23,7 +23,8 @@ import inspect
 
 import numpy as np
 
-from .jit import _from_numba_cache, _is_numba_error, _module_for, _shape_assertion
+from .jit import _module_for
+from .numba_failures import from_numba_cache, is_numba_error, shape_assertion
 from .rules.registry import VERSION
 
 # compiled-path calls with one kind of arguments before that kind gets its whole compiled
@@ -346,10 +347,10 @@ class FastJacobian:
         Numba's parallel array analysis that the compiled path answers by compiling without
         threads; the user's own errors leave it on (the compiled path runs again, and raises
         them). Returns None: the compiled path's turn."""
-        if _from_numba_cache(exc) and not self.reloaded:
+        if from_numba_cache(exc) and not self.reloaded:
             self.reloaded = True
             self.call = _guarded_call(self, self.whole(fresh=True), *self.made)
-        elif _is_numba_error(exc) or _shape_assertion(exc):  # (the latter: Numba's threads)
+        elif is_numba_error(exc) or shape_assertion(exc):  # (the latter: Numba's threads)
             self.off = True
             self.call = _declined
 

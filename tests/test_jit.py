@@ -404,11 +404,13 @@ def test_np_where_of_numbers_in_a_loop():
 def test_numba_linear_algebra_without_scipy_is_a_compile_failure(monkeypatch):
     """Numba compiles np.dot and np.linalg with SciPy; without it the ImportError it raises while
     compiling is reported like any compile failure (JitError, or the warned fallback)."""
-    from s2sad import jit
+    from s2sad import numba_failures
 
     missing = ImportError("scipy 0.16+ is required for linear algebra")
-    assert jit._is_numba_error(missing) and not jit._is_numba_error(ImportError("other"))
-    assert "scipy" in jit._reason(missing)
+    assert numba_failures.is_numba_error(missing) and not numba_failures.is_numba_error(
+        ImportError("other")
+    )
+    assert "scipy" in numba_failures.numba_reason(missing)
 
 
 def rotation_loss(x):

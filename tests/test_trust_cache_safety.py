@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad import diskcache, jit
+from s2sad import diskcache, jit, numba_failures
 from s2sad.jit import CacheWarning, JitError, JitFallbackWarning
 from conftest import load_module
 
@@ -284,8 +284,8 @@ def test_failures_inside_numba_are_compile_failures_and_the_codes_own_errors_are
         lowers_float16()
     with pytest.raises(ValueError) as own:
         raises(1.0)
-    assert jit._is_numba_error(inside.value)
-    assert not jit._is_numba_error(own.value)
+    assert numba_failures.is_numba_error(inside.value)
+    assert not numba_failures.is_numba_error(own.value)
 
 
 def reshaped_transpose(x):
