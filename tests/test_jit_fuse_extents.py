@@ -124,3 +124,22 @@ def test_a_statement_moved_up_never_passes_one_it_reads():
     for g, w in zip(grads, want):
         np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
     assert verdicts and all(verdicts)
+
+
+def sorted_between(u, Q):
+    a = np.sin(u) * 2.0
+    v = np.cos(u[1:]) * 3.0  # another shape: the run of `a` ends here
+    t = Q.sort()  # noqa: F841  (sorts the data in place; t is None)
+    b = a * Q + u  # must read Q sorted: it cannot move above the sort
+    return np.sum(b * b) + np.sum(v)
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+def test_nothing_moves_up_past_a_write_in_place(jit):
+    u, Q = np.array([0.3, -0.2, 0.5, 0.1]), np.array([3.0, 1.0, 2.0, 0.5])
+    value, grad = s2sad.value_and_grad(sorted_between, jit=jit)(u, Q.copy())
+    want_value, want_grad = s2sad.value_and_grad(sorted_between)(u, Q.copy())
+    assert value == pytest.approx(sorted_between(u.copy(), Q.copy()), rel=1e-14)
+    assert value == pytest.approx(want_value, rel=1e-14)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, fd_grad(sorted_between, (u, Q), 0), rtol=1e-6, atol=1e-7)

@@ -17,7 +17,7 @@ from ...astcopy import walk_nodes
 from ..nodes import assigned_name
 from .scatters import scatter_of
 from .shapes import _SAME_SHAPE, constant_int
-from .syntax import SHAPE_ONLY, names_in, text_of
+from .syntax import SHAPE_ONLY, names_in, text_of, written_in_place
 
 _fresh = itertools.count()
 
@@ -144,11 +144,13 @@ def moved_up(stmts: list, refused, take) -> list:
     """The statements after `refused` that `take` (the run's) accepted, to run before it and
     those between: plain assignments to names, among plain assignments, reading nothing the
     statements they pass assign and assigning nothing those read. One the run does not take
-    stays where it is, and is passed like `refused`: what reads its name stays after it."""
+    stays where it is, and is passed like `refused`: what reads its name stays after it. Nothing
+    moves past a statement that writes into an array (`t = Q.sort()`, `out=`): what it writes
+    may be read through any view."""
     skipped = [refused]
     found = []
     for stmt in stmts[:32]:
-        if not all(_plain(s) for s in skipped):
+        if not all(_plain(s) for s in skipped) or written_in_place(skipped[-1:]):
             break
         if _plain(stmt):
             mine = {stmt.targets[0].id}

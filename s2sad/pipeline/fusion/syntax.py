@@ -80,14 +80,23 @@ def name_reads(nodes) -> tuple[Counter, Counter]:
 
 # calls that write into their first argument, and methods that write into their array
 _WRITING_CALLS = frozenset(
-    {"add_at", "np.copyto", "np.put", "np.place", "np.putmask", "np.fill_diagonal"}
+    {
+        "add_at",
+        "np.copyto",
+        "np.put",
+        "np.place",
+        "np.putmask",
+        "np.fill_diagonal",
+        "np.put_along_axis",
+        "np.random.shuffle",
+    }
 )
 _WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "resize", "partition"})
 
 
 def written_in_place(nodes) -> set[str]:
     """Names of arrays the function writes into: `x[i] = v`, `x += g`, `add_at(x, ...)`,
-    `np.copyto(x, ...)`, `f(..., out=x)`, `x.fill(0)`."""
+    `np.copyto(x, ...)`, `np.add.at(x, ...)`, `f(..., out=x)`, `x.fill(0)`."""
     found = set()
     for node in nodes:
         for n in walk_nodes(node):
@@ -101,6 +110,8 @@ def written_in_place(nodes) -> set[str]:
                     targets.append(n.args[0])
                 if isinstance(n.func, ast.Attribute) and n.func.attr in _WRITING_METHODS:
                     targets.append(n.func.value)
+                if isinstance(n.func, ast.Attribute) and n.func.attr == "at" and n.args:
+                    targets.append(n.args[0])  # a ufunc's unbuffered `np.add.at(x, i, v)`
                 targets += [k.value for k in n.keywords if k.arg == "out"]
             for target in targets:
                 while isinstance(target, (ast.Subscript, ast.Attribute)):
