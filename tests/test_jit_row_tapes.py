@@ -216,3 +216,18 @@ def test_python_forms_are_lists():
     push_row(tape, 0, a)
     push_row(tape, 1, b)
     assert pop_row(tape, 1) is b and pop_row(tape, 0) is a and tape == []
+
+
+def unnamed_steps(x, n):  # `for _ in range(n)`: the count is named after the steps
+    h = x
+    for _ in range(n):
+        h = np.tanh(h * 0.9) + x
+    return np.sum(h * h)
+
+
+def test_a_loop_over_underscore_names_its_count_step_taped():
+    x = np.linspace(-1.0, 1.0, 5)
+    source = _fused_source(s2sad.grad(unnamed_steps, jit="strict"), x, 4)
+    assert "step_taped = 0" in source and "__taped" not in source
+    check_grad(unnamed_steps, (x, 4), wrt=0)
+    _same_as_python(unnamed_steps, (x, 4), 0)

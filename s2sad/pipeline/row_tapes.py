@@ -92,12 +92,13 @@ def row_tapes(
         at = sorted(_index(pop_block, s) for s in popped)
         if not all(_pop_like(pop_block[i]) for i in range(at[0], at[-1] + 1)):
             continue  # the pops are not one run: the count could not go down once for all
-        count = names.fresh(f"{loops[-1].target.id}_taped")
+        stem = loops[-1].target.id.strip("_") or "step"  # `for _ in range(n)`: step_taped
+        count = names.fresh(f"{stem}_taped")
         counts.append(assign_to(count, ast.Constant(0)))
         converted.update(tapes_here)
         capacity = _capacity(loops)
         if len(pushed) > 1 and not isinstance(capacity, ast.Name):
-            trips = names.fresh(f"{loops[-1].target.id}_trips")
+            trips = names.fresh(f"{stem}_trips")
             bound = _copied(assign_to(trips, capacity), pushed[0])
             capacity = load_name(trips)
         else:
