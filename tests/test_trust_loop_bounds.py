@@ -110,6 +110,20 @@ def inner_rebound_both(y, m, k):
     return y
 
 
+def shape_bound(y, x):
+    for t in range(x.shape[0]):
+        y = y * x[0]
+        x = x[1:] * 1.0
+    return y
+
+
+def len_bound(y, x):
+    for t in range(1, len(x)):
+        y = y * x[-1]
+        x = x[:-1]
+    return y
+
+
 def array_state(x, n):
     s = 0.0
     for t in range(n):
@@ -148,6 +162,9 @@ CASES = [
     (inner_rebound_in_inner, (2.0, 3, 2), 0, 1.1 ** (2 + 3 + 4)),
     (inner_rebound_in_outer, (2.0, 3, 2), 0, 1.1 ** (2 + 3 + 4)),
     (inner_rebound_both, (2.0, 3, 4), 0, None),
+    (shape_bound, (2.0, A), 0, np.prod(A)),
+    (shape_bound, (2.0, A), 1, None),
+    (len_bound, (2.0, A), (0, 1), None),
     (array_state, (X, 3), 0, None),
     (rows_into_array, (X, 3), 0, None),
 ]
@@ -172,7 +189,10 @@ def test_jit_gives_the_python_numbers(f, args, wrt, exact):
     expected = s2sad.grad(f, wrt=wrt)(*args)
     for jit in (True, "strict"):
         got = s2sad.grad(f, wrt=wrt, jit=jit)(*args)
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-14)
+        pairs = zip(got, expected) if isinstance(wrt, tuple) else [(got, expected)]
+        for a, b in pairs:
+            assert np.shape(a) == np.shape(b)
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
         if exact is not None:
             assert got == pytest.approx(exact, rel=1e-12)
 

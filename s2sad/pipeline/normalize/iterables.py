@@ -32,8 +32,8 @@ class Iterables(ListLoops):
             self.locals.add(seq.id)  # a temp of its own, assigned before the loop
             self.env.setdefault(seq.id, seq.id)
             return seq
-        base = seq.id if isinstance(seq, ast.Name) else role
-        base = self.parsed.original.get(base, base)
+        read = [n.id for n in ast.walk(seq) if isinstance(n, ast.Name)]  # n, or x of x.shape[0]
+        base = self.parsed.original.get(read[0], read[0])
         name = self.synthesize(f"{base}_{role}" if role != "range" else f"{base}_bound")
         self.append(name, seq, varied=self.atom_varied(seq))
         return ast.Name(name, ast.Load())
