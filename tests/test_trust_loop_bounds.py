@@ -221,6 +221,8 @@ def stepped(y, n):
 @pytest.mark.parametrize("jit", [False, True])
 def test_checkpointed_loop_iterates_over_the_entry_values(jit):
     assert s2sad.grad(stepped, jit=jit)(2.0, 5) == pytest.approx(1.5**5, rel=1e-12)
+    value, tangent = s2sad.jvp(stepped, jit=jit)(2.0, 5, tangent=1.0)
+    assert (value, tangent) == pytest.approx((2.0 * 1.5**5, 1.5**5), rel=1e-12)
 
 
 def test_emit_jit_iterates_over_the_entry_values(tmp_path):
