@@ -124,6 +124,30 @@ def len_bound(y, x):
     return y
 
 
+def with_break(y, n):
+    for t in range(n):
+        if y > 10.0:
+            break
+        y = y * 1.5
+        n = n - 1
+    return y
+
+
+def countdown_twice(y, n):
+    return countdown(y, n) + countdown(y * 2.0, n + 1)  # inlined twice
+
+
+def inside_while(y, m, k):
+    i = 0
+    while i < m:
+        for j in range(k):
+            y = y * 1.1
+            k = k - 1
+        k = i + 3
+        i = i + 1
+    return y
+
+
 def array_state(x, n):
     s = 0.0
     for t in range(n):
@@ -165,6 +189,9 @@ CASES = [
     (shape_bound, (2.0, A), 0, np.prod(A)),
     (shape_bound, (2.0, A), 1, None),
     (len_bound, (2.0, A), (0, 1), None),
+    (with_break, (2.0, 9), 0, 1.5**4),
+    (countdown_twice, (2.0, 3), 0, 1.5**3 + 2.0 * 1.5**4),
+    (inside_while, (2.0, 3, 2), 0, 1.1 ** (2 + 3 + 4)),
     (array_state, (X, 3), 0, None),
     (rows_into_array, (X, 3), 0, None),
 ]
