@@ -282,7 +282,7 @@ class CheckpointedLoop:
 
         elif sweep is None:  # the pullback is a closure over the forward run's values
 
-            count, seeds = len(args), len(wrt)
+            count, seeds = len(args), len(self.state)  # a cotangent per state name
 
             def sweep(*rest):
                 _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])

@@ -29,6 +29,7 @@ The package, one concern per module:
 - flatten.py: the walk's state (current SSA names, statements written) and its primitives;
 - expressions.py / statements.py / control.py / inline.py: the layers of the one recursive walk
   (expressions to atoms; assignments; if/for/while and their merges, returns lifted; inlining);
+- iterables.py: what a `for` loop iterates over, kept at its entry value (sequences, bounds);
 - lists.py / list_loops.py: lists of differentiated values, followed element by element while
   their contents are known (reads become list literals), and the loops and comprehensions over
   them unrolled;

@@ -7,7 +7,7 @@ assignments of the result at the end of each path (`lift`).
   `s_new` and copies it back (`s = s_new`, an `end_copy`) at the end of the body and before each
   `break`; the loop lists the carried names in `header` and those first assigned in the body in
   `liveout` (pruned later by liveness.py).
-- `for row in x`, `enumerate` and `zip` become loops over an index.
+- `for row in x`, `enumerate` and `zip` become loops over an index (iterables.py).
 - A user name that varies with `wrt` in some iteration varies from the first
   (`mark_loop_varied`, by dependence.py).
 """
@@ -20,10 +20,10 @@ from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
 from ..dependence import assignment_flows, dependents
-from ..names import names_stored
+from ..names import names_read, names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
-from .list_loops import ListLoops
+from .iterables import Iterables
 from .sugar import Sugar
 
 
@@ -44,6 +44,9 @@ def _breaks(stmt: ast.stmt) -> bool:
     return False
 
 
+_BOUND_ROLES = {0: [], 1: ["stop"], 2: ["start", "stop"], 3: ["start", "stop", "step"]}
+
+
 def _span(pairs) -> ast.Call:
     """`range(len(a))`, or `range(min(len(a), len(b)))` for the pairs of a `zip`."""
     lengths = [ast.Call(ast.Name("len", ast.Load()), [s], []) for _, s in pairs]
@@ -51,7 +54,7 @@ def _span(pairs) -> ast.Call:
     return ast.Call(ast.Name("range", ast.Load()), [stop], [])
 
 
-class ControlFlow(ListLoops):
+class ControlFlow(Iterables):
     """Flattening of `if`, `for` and `while` (see the module docstring)."""
 
     def __init__(self, *args, **kwargs):
@@ -319,13 +322,21 @@ class ControlFlow(ListLoops):
         if callee is range or backwards or _is_prange(it, self.resolver, self.locals):
             if not isinstance(target, ast.Name):
                 raise self.unsupported(target, "this loop target")
-            index = self.rebind(target.id)
             bounds = inner.args if backwards else it.args
-            span = ast.Call(
-                ast.Name("range", ast.Load()), [self.atom(a, "range") for a in bounds], []
-            )
+            roles = _BOUND_ROLES[len(bounds)] if len(bounds) <= 3 else ["range"] * len(bounds)
+            rebound = set(names_stored(node.body)) | {target.id}
+            atoms = [self.entry_bound(a, role, rebound) for a, role in zip(bounds, roles)]
             if trimmed is not None:
-                span = ast.Subscript(span, self.index(trimmed, "range"), ast.Load())
+                trimmed = self.index(trimmed, "range")
+                if isinstance(trimmed, ast.Slice):
+                    trimmed.lower, trimmed.upper, trimmed.step = [
+                        None if p is None else self.entry_bound(p, "range", rebound, renamed=True)
+                        for p in (trimmed.lower, trimmed.upper, trimmed.step)
+                    ]
+            index = self.rebind(target.id)
+            span = ast.Call(ast.Name("range", ast.Load()), atoms, [])
+            if trimmed is not None:
+                span = ast.Subscript(span, trimmed, ast.Load())
             if backwards:  # as in s2sad's own adjoint loops
                 span = ast.Call(ast.Name("reversed", ast.Load()), [span], [])
             return index, span, lambda: None
@@ -339,6 +350,9 @@ class ControlFlow(ListLoops):
         ):
             counter, item = target.elts
             first = (it.args[1:] + [k.value for k in it.keywords] + [None])[0]
+            stored = set(names_stored(node.body))
+            if first is not None and names_read([first]) & stored:  # else read where it is
+                first = self.entry_bound(first, "start", stored)
             pairs = self.zipped(it.args[0], item, node.body) or [
                 (item, self.sequence_of(it.args[0], node.body))
             ]
@@ -376,57 +390,6 @@ class ControlFlow(ListLoops):
         raise self.unsupported(
             node, "this kind of `for` loop (use range, enumerate, zip or " "an array)"
         )
-
-    def zipped(self, it: ast.expr, target: ast.expr, body: list[ast.stmt]):
-        """For `zip(a, b)` read into a tuple target `(u, v)`: [(u, a's items), (v, b's items)]
-        (a `zip` inside, read into a tuple, likewise); else None."""
-        if not (
-            isinstance(it, ast.Call)
-            and isinstance(target, ast.Tuple)
-            and not (isinstance(it.func, ast.Name) and it.func.id in self.locals)
-            and self.resolver.resolve(it.func) is zip
-            and not it.keywords
-            and it.args
-            and len(target.elts) == len(it.args)
-        ):
-            return None
-        pairs = []
-        for t, a in zip(target.elts, it.args):
-            pairs += self.zipped(a, t, body) or [(t, self.sequence_of(a, body))]
-        return pairs
-
-    def bind_items(self, pairs, at: ast.Name) -> None:
-        """Each target of the loop bound to its sequence's item at index `at`."""
-        for t, seq in pairs:
-            self.assign_target(t, ast.Subscript(seq, at, ast.Load()))
-
-    def sequence_of(self, node: ast.expr, body: list[ast.stmt]) -> ast.Name:
-        """What a `for` loop iterates over, as a name of its own: Python evaluates it once, so a
-        body that rebinds the name must not change the rows the loop reads. The rows it binds
-        are views of what `node` may share memory with (`for row in y: y += 1.0`)."""
-        shared = self.memory.shared_bases(node)
-        seq = self.atom(node, "items")
-        seq = self._sequence_name(node, seq, body)
-        memory = self.memory
-        memory.share(seq.id, memory.sharing.get(seq.id, set()) | shared - {seq.id})
-        return seq
-
-    def _sequence_name(self, node: ast.expr, seq: ast.expr, body: list[ast.stmt]) -> ast.Name:
-        rebound = isinstance(node, ast.Name) and node.id in names_stored(body)
-        if rebound or not isinstance(seq, ast.Name) or seq.id not in self.env.values():
-            name = (
-                self.names.fresh(f"{getattr(node, 'id', 'items')}_items")
-                if rebound
-                else (seq.id if isinstance(seq, ast.Name) else self.names.fresh("items"))
-            )
-            if rebound or not isinstance(seq, ast.Name):
-                self.append(name, seq, varied=self.atom_varied(seq))
-            self.locals.add(name)
-            self.env.setdefault(name, name)
-            return ast.Name(name, ast.Load())
-        self.locals.add(seq.id)  # already an SSA name: it reads as itself from here on
-        self.env.setdefault(seq.id, seq.id)
-        return seq
 
     def while_(self, node: ast.While) -> None:
         if node.orelse:
