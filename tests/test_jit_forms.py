@@ -152,3 +152,23 @@ def test_slice_cotangents_add_into_one_array_in_place():
     text = s2sad.source(g)
     assert text.count("du = getitem_vjp(") == 1 and "du = du + getitem_vjp(" not in text
     assert text.count("add_at(du, ") == 2
+
+
+def joined_twice(x):
+    return np.sum(np.concatenate((x, x)) ** 2)
+
+
+def joined_list(x, y):
+    return np.sum(np.concatenate([x, y * 2.0]) ** 2)
+
+
+@pytest.mark.parametrize("f, args", [(joined_twice, 1), (joined_list, 2)])
+def test_concatenate_with_its_axis_left_out_compiles(f, args):
+    # the omitted axis reaches the Numba form of concatenate_vjp as Python's 0, not a type
+    xs = [np.array([0.5, -1.2, 0.3]), np.array([2.0, 0.1])][:args]
+    wrt = tuple(range(args))
+    got = s2sad.grad(f, wrt=wrt, jit="strict")(*xs)
+    want = s2sad.grad(f, wrt=wrt)(*xs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    np.testing.assert_allclose(want[0], 4 * xs[0] if args == 1 else 2 * xs[0], rtol=1e-12)

@@ -757,3 +757,52 @@ def test_a_write_into_an_argument_is_refused_even_when_assigned(f, transform):
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="writes into its arguments") as info:
         getattr(s2sad, transform)(f)(x)
     assert f"{Path(__file__).name}:" in str(info.value)
+
+
+def _sorted_data(u, m):
+    a = np.sin(u) * m
+    m.sort()
+    return np.sum(a * m + u)
+
+
+def _filled_data(u, m):
+    a = np.sin(u) * m
+    m.fill(3.0)
+    return np.sum(a * m + u)
+
+
+def _copied_into_data(u, m):
+    a = np.sin(u) * m
+    np.copyto(m, np.full(m.shape, 5.0))
+    return np.sum(a * m + u)
+
+
+def _positional_out_into_data(u, m):
+    a = np.sin(u) * m
+    np.multiply(m, 3.0, m)
+    return np.sum(a * m + u)
+
+
+def _sorted_before_use(u, m):  # the write comes first: a new binding, followed
+    m = np.sort(m)
+    a = np.sin(u) * m
+    return np.sum(a * m + u)
+
+
+@pytest.mark.parametrize(
+    "f", [_sorted_data, _filled_data, _copied_into_data, _positional_out_into_data]
+)
+def test_a_write_into_data_a_derivative_reads_is_refused(f):
+    # the adjoint of `a = np.sin(u) * m` reads m: after the write it would read the new values
+    u, m = np.linspace(0.1, 0.9, 5), np.linspace(2.0, 1.0, 5)
+    with pytest.raises(s2sad.S2SADError, match=r"writes into `m` in place") as raised:
+        s2sad.grad(f)(u, m.copy())
+    assert "bind a new array instead" in str(raised.value)
+
+
+def test_a_new_binding_of_data_is_followed():
+    u, m = np.linspace(0.1, 0.9, 5), np.linspace(2.0, 1.0, 5)
+    ms = np.sort(m)
+    np.testing.assert_allclose(
+        s2sad.grad(_sorted_before_use)(u, m), np.cos(u) * ms * ms + 1.0, rtol=1e-12
+    )

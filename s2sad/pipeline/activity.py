@@ -68,10 +68,18 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
     differentiated values, it may write them into an array (`np.copyto`, `np.put`, `np.add.at`,
     `out=`, a helper writing into its parameter) where the derivative cannot see it. Refuse it,
     rather than miss the write. `followed(stmt)` says which such calls the caller differentiates
-    itself; printing is harmless."""
+    itself; printing is harmless. A write into an array no derivative flows through is
+    refused too where a differentiated operation reads that array (`a = np.sin(u) * m`, then
+    `m.sort()`): its derivative reads the array after the write."""
+    needed = set().union(*(op.reads for op in ops if op.reads & varied))
     for op in ops:
         stmt = op.stmt
-        if not op.reads & varied or followed(stmt):
+        if followed(stmt):
+            continue
+        if not op.reads & varied:
+            written = _arrays_written(stmt) & needed
+            if written:
+                _refuse_write_into_read(parsed, stmt, sorted(written)[0])
             continue
         assigned = isinstance(stmt, ast.Assign) and _writes_in_place(stmt.value, op.kind)
         if not assigned and op.kind != "effect":
@@ -101,6 +109,39 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             "for repeated indices a loop `for k in range(n): y[idx[k]] += v[k]`), or wrap "
             "values that need no derivative in s2sad.stop_gradient",
         )
+
+
+def _arrays_written(stmt) -> set[str]:
+    """The names of arrays a call statement writes into: an in-place method's object
+    (`m.sort()`), a writing function's first argument (`np.copyto(m, k)`), an `out=` array, a
+    ufunc's positional out (`np.multiply(m, 3.0, m)`)."""
+    value = getattr(stmt, "value", None)
+    if not isinstance(stmt, (ast.Expr, ast.Assign)) or not isinstance(value, ast.Call):
+        return set()
+    func, found = value.func, []
+    if isinstance(func, ast.Attribute) and func.attr in _IN_PLACE_METHODS:
+        found.append(func.value)
+    callee = ir.callee(func)
+    if (callee in _IN_PLACE or callee is np.random.shuffle) and value.args:
+        found.append(value.args[0])
+    if isinstance(callee, np.ufunc) and len(value.args) > callee.nin:
+        found += value.args[callee.nin :]
+    found += [k.value for k in value.keywords if k.arg == "out"]
+    return {n.id for n in found if isinstance(n, ast.Name)}
+
+
+def _refuse_write_into_read(parsed, stmt, name: str):
+    where = ir.src_parsed(stmt) or parsed
+    raise where.error(
+        UnsupportedSyntaxError,
+        f"`{ast.unparse(stmt.value.func)}(...)` writes into `{name}` in place, and a "
+        f"differentiated operation reads `{name}`: its derivative would read the values "
+        "written after it",
+        ir.src(stmt),
+        hint=f"bind a new array instead (`{name} = np.sort({name})`, "
+        f"`{name} = np.full_like({name}, v)`, `{name} = k.copy()`, "
+        f"`{name} = np.multiply({name}, 3.0)`), which s2sad follows",
+    )
 
 
 def _sources(op) -> set[str]:

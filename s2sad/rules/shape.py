@@ -207,7 +207,7 @@ def batched_concatenate_vjp(g, arrays, k, axis=0):
 
 @numba_of(concatenate_vjp)
 def _concatenate_vjp(g, arrays, k, axis=0):
-    if not _array(g) or not _integer(axis) and not isinstance(axis, types.Omitted):
+    if not _array(g) or not (_integer(axis) or isinstance(axis, (int, types.Omitted))):
         return None
 
     def impl(g, arrays, k, axis=0):
