@@ -42,7 +42,13 @@ class Marker:
 
 class Tape:
     def __init__(
-        self, primal: list[ast.stmt], adjoint: list, taken: set[str], owned=(), is_int=None
+        self,
+        primal: list[ast.stmt],
+        adjoint: list,
+        taken: set[str],
+        owned=(),
+        is_int=None,
+        returned=(),
     ):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
@@ -77,7 +83,9 @@ class Tape:
             for n in walk_nodes(ast.Module(primal, []))
         )
         self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
-        _future_reads(adjoint, set(), self.future)
+        # the returned cotangents are read after the sweep: dx[0] = 0.0 of `x[0] = 3.0` on a
+        # parameter x is what makes its gradient zero there, never a dead store
+        _future_reads(adjoint, set(returned), self.future)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
             if marker.kind in ("restore", "kill"):  # `y[idx] = ...`: idx's elements are read
@@ -549,14 +557,16 @@ def record(
     recompute: bool = False,
     is_int=None,
     threaded=frozenset(),
+    returned=(),
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
     (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
     `saved(read)` is the expression saving what a subscript write overwrites (by default
     `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference).
-    `threaded`: the ids of loops that will run on threads, whose values are recomputed."""
-    tape = Tape(primal, adjoint, taken, owned, is_int)
+    `threaded`: the ids of loops that will run on threads, whose values are recomputed.
+    `returned`: the names the returned cotangents read after the sweep."""
+    tape = Tape(primal, adjoint, taken, owned, is_int, returned)
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.separate_saves = saved is not None  # compiled code
