@@ -106,6 +106,33 @@ def read_before(x, k):
     return np.sum(y * x) * k
 
 
+def in_while(x, k):  # the kept zeroing reads i as it was in that iteration: i is taped
+    i = 0
+    while i < 2:
+        x[i] = 1.0
+        i += 1
+    return np.sum(x * x) * k
+
+
+def in_while_read_before(x, k):  # dx is read before the loop too (main gave [4, 4, 2, 10])
+    z = x * 2.0
+    i = 0
+    while i < 2:
+        x[i] = k
+        i += 1
+    return np.sum(x * x) + np.sum(z)
+
+
+def local_in_while(x, k):
+    y = x * 1.0
+    z = y * 2.0
+    i = 0
+    while i < 2:
+        y[i] = k
+        i += 1
+    return np.sum(y * y) + np.sum(z)
+
+
 def tuple_index(a, k):
     a[0, 1] = 3.0
     return np.sum(a * a) * k
@@ -145,6 +172,9 @@ CASES = [
     (loop_const, X),
     (in_branch, X),
     (read_before, X),
+    (in_while, X),
+    (in_while_read_before, X),
+    (local_in_while, X),
     (tuple_index, A),
     (row, A),
     (row_neg, A),
@@ -168,6 +198,8 @@ EXACT = [  # x = [1, 2, 3, 4], k = 0.7
     (in_loop, [0.0, 0.0, 6.0, 8.0], 2 * K),
     (in_branch, [0.0, 4 * K, 6 * K, 8 * K], 9 + 4 + 9 + 16),
     (times_zero, [0.0, 4 * K, 6 * K, 8 * K], 4 + 9 + 16),
+    (in_while, [0.0, 0.0, 6 * K, 8 * K], 2 + 9 + 16),
+    (in_while_read_before, [2.0, 2.0, 8.0, 10.0], 4 * K),
 ]
 
 

@@ -88,11 +88,15 @@ class Tape:
         _future_reads(adjoint, set(returned), self.future)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
-            if marker.kind in ("restore", "kill"):  # `y[idx] = ...`: idx's elements are read
-                self.shapes -= names_mentioned([marker.node.targets[0].slice])
-            if marker.kind != "restore":
+            if marker.kind not in ("restore", "kill"):
                 continue
+            # `y[idx] = ...`: idx's elements are read
+            self.shapes -= names_mentioned([marker.node.targets[0].slice])
             base = marker.node.targets[0].value.id
+            if marker.kind == "kill":  # `dy[idx] = 0.0`, kept: it reads idx as it was then
+                if base in self.future[id(marker)]:
+                    self.reads |= names_mentioned([marker.node.targets[0].slice])
+                continue
             if base not in self.fresh or base in self.future[id(marker)]:
                 self.restored.add(id(marker.node))
                 self.reads |= names_mentioned([marker.node.targets[0].slice])
