@@ -41,15 +41,7 @@ class Marker:
 
 
 class Tape:
-    def __init__(
-        self,
-        primal: list[ast.stmt],
-        adjoint: list,
-        taken: set[str],
-        owned=(),
-        is_int=None,
-        returned=(),
-    ):
+    def __init__(self, primal: list, adjoint: list, taken: set, owned=(), is_int=None, returned=()):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
         self.shapes = self.reads - value_reads(adjoint)  # read for shape and dtype alone
@@ -90,17 +82,15 @@ class Tape:
         for marker in _markers(adjoint):
             if marker.kind not in ("restore", "kill"):
                 continue
-            # `y[idx] = ...`: idx's elements are read
-            self.shapes -= names_mentioned([marker.node.targets[0].slice])
+            index = names_mentioned([marker.node.targets[0].slice])
+            self.shapes -= index  # `y[idx] = ...`: idx's elements are read
             base = marker.node.targets[0].value.id
-            if marker.kind == "kill":  # `dy[idx] = 0.0`, kept: it reads idx as it was then
-                if base in self.future[id(marker)]:
-                    self.reads |= names_mentioned([marker.node.targets[0].slice])
-                continue
-            if base not in self.fresh or base in self.future[id(marker)]:
+            kept = base in self.future[id(marker)]  # (a kept `dy[idx] = 0.0` reads idx then)
+            if marker.kind == "restore" and (kept or base not in self.fresh):
                 self.restored.add(id(marker.node))
-                self.reads |= names_mentioned([marker.node.targets[0].slice])
                 self.shapes.discard(base)  # its elements are written back: a stub would not do
+            if kept or id(marker.node) in self.restored:
+                self.reads |= index
 
     def tape(self, name) -> str:
         """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
