@@ -17,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import s2sad
 from conftest import _fd, check_grad, check_jvp, check_vjp, load_module
@@ -114,13 +117,13 @@ def in_while(x, k):  # the kept zeroing reads i as it was in that iteration: i i
     return np.sum(x * x) * k
 
 
-def in_while_read_before(x, k):  # dx is read before the loop too (main gave [4, 4, 2, 10])
+def in_while_read_before(x, k):  # dx is read before the loop too (gave [4, 4, 2, 10] * k)
     z = x * 2.0
     i = 0
     while i < 2:
-        x[i] = k
+        x[i] = 1.0
         i += 1
-    return np.sum(x * x) + np.sum(z)
+    return (np.sum(x * x) + np.sum(z)) * k
 
 
 def local_in_while(x, k):
@@ -146,6 +149,11 @@ def row(a, k):
 def row_neg(a, k):
     a[-1, :] = k
     return np.sum(a * a)
+
+
+def at_index(x, i):  # i: an integer argument, not differentiated
+    x[i] = 0.5
+    return np.sum(x * x)
 
 
 def vector(x, k):  # a vector output, for the Jacobians
@@ -199,7 +207,7 @@ EXACT = [  # x = [1, 2, 3, 4], k = 0.7
     (in_branch, [0.0, 4 * K, 6 * K, 8 * K], 9 + 4 + 9 + 16),
     (times_zero, [0.0, 4 * K, 6 * K, 8 * K], 4 + 9 + 16),
     (in_while, [0.0, 0.0, 6 * K, 8 * K], 2 + 9 + 16),
-    (in_while_read_before, [2.0, 2.0, 8.0, 10.0], 4 * K),
+    (in_while_read_before, [2 * K, 2 * K, 8 * K, 10 * K], 27 + 20),
 ]
 
 
@@ -213,6 +221,19 @@ def test_exact_gradients(f, dx, dk, jit):
     np.testing.assert_allclose(gx, dx, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(gk, dk, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(dot, np.sum(dx), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_random_shapes_and_positions(data):
+    shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=4))
+    x = data.draw(hnp.arrays(np.float64, shape, elements=st.floats(-3, 3)))
+    i = data.draw(st.integers(-shape[0], shape[0] - 1))
+    expected = 2 * x
+    expected[i] = 0.0
+    got = s2sad.grad(at_index)(x.copy(), i)
+    assert got.shape == x.shape and got.dtype == x.dtype
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_the_reported_function():
