@@ -8,6 +8,11 @@ gradient of a parameter overwritten by a store came back with the old elements' 
 against float64 central differences (conftest) and, for the first cases, exact values: grad,
 vjp and jvp in Python mode, the batched and per-direction Jacobians both ways, and the jitted
 grad against the Python one.
+
+A sibling: a kept zeroing `dx[i] = 0.0` reads `i` as it was when the write ran, so `i` must be
+taped as a restore's index is; a while loop writing `x[i]` zeroed the elements at the final `i`.
+Writes s2sad does not follow (`x.fill`, `np.copyto`, a write through an alias of a parameter)
+are refused at transform time, naming the line.
 """
 
 import subprocess
