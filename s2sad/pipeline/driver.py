@@ -403,6 +403,7 @@ def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):
         recompute=jit or _JIT_FORMS,
         is_int=shapes._is_int,
         threaded=threaded,
+        returned=names_mentioned(adjoint.grads),
     )
     return primal, tape_inits
 

@@ -41,9 +41,7 @@ class Marker:
 
 
 class Tape:
-    def __init__(
-        self, primal: list[ast.stmt], adjoint: list, taken: set[str], owned=(), is_int=None
-    ):
+    def __init__(self, primal: list, adjoint: list, taken: set, owned=(), is_int=None, returned=()):
         self.names = NameAllocator(taken)
         self.reads = names_read(adjoint)
         self.shapes = self.reads - value_reads(adjoint)  # read for shape and dtype alone
@@ -77,18 +75,22 @@ class Tape:
             for n in walk_nodes(ast.Module(primal, []))
         )
         self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
-        _future_reads(adjoint, set(), self.future)
+        # the returned cotangents are read after the sweep: dx[0] = 0.0 of `x[0] = 3.0` on a
+        # parameter x is what makes its gradient zero there, never a dead store
+        _future_reads(adjoint, set(returned), self.future)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
-            if marker.kind in ("restore", "kill"):  # `y[idx] = ...`: idx's elements are read
-                self.shapes -= names_mentioned([marker.node.targets[0].slice])
-            if marker.kind != "restore":
+            if marker.kind not in ("restore", "kill"):
                 continue
+            index = names_mentioned([marker.node.targets[0].slice])
+            self.shapes -= index  # `y[idx] = ...`: idx's elements are read
             base = marker.node.targets[0].value.id
-            if base not in self.fresh or base in self.future[id(marker)]:
+            kept = base in self.future[id(marker)]  # (a kept `dy[idx] = 0.0` reads idx then)
+            if marker.kind == "restore" and (kept or base not in self.fresh):
                 self.restored.add(id(marker.node))
-                self.reads |= names_mentioned([marker.node.targets[0].slice])
                 self.shapes.discard(base)  # its elements are written back: a stub would not do
+            if kept or id(marker.node) in self.restored:
+                self.reads |= index
 
     def tape(self, name) -> str:
         """The tape of a name, or of one write's saved elements (a key `(base, id)`)."""
@@ -549,14 +551,16 @@ def record(
     recompute: bool = False,
     is_int=None,
     threaded=frozenset(),
+    returned=(),
 ):
     """Insert pushes into `primal`, fill the markers of `adjoint`; returns both and the tape
     initializations. `owned` names parameters the emitted code copies before writing into them
     (emit's `_own_copies`): like fresh arrays, they need restoring only for the adjoint's sake.
     `saved(read)` is the expression saving what a subscript write overwrites (by default
     `read.copy()`). `is_int(expr)` tells integer index expressions (from rank inference).
-    `threaded`: the ids of loops that will run on threads, whose values are recomputed."""
-    tape = Tape(primal, adjoint, taken, owned, is_int)
+    `threaded`: the ids of loops that will run on threads, whose values are recomputed.
+    `returned`: the names the returned cotangents read after the sweep."""
+    tape = Tape(primal, adjoint, taken, owned, is_int, returned)
     tape.scalar = scalar
     tape.saved = saved or _copy
     tape.separate_saves = saved is not None  # compiled code
