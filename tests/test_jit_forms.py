@@ -172,3 +172,33 @@ def test_concatenate_with_its_axis_left_out_compiles(f, args):
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-12)
     np.testing.assert_allclose(want[0], 4 * xs[0] if args == 1 else 2 * xs[0], rtol=1e-12)
+
+
+def summed_empty_rows(x, k):
+    return np.sum(np.sum(x[k:k], axis=0) * x[0])
+
+
+def averaged_empty_rows(x, k):
+    return np.sum(np.mean(x[k:k], axis=0) * x[0])
+
+
+def beyond_the_axes(x):
+    return np.sum(np.max(x, axis=-3) * x[0])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("f", [summed_empty_rows, averaged_empty_rows])
+def test_a_fold_over_an_empty_axis_gives_numpys_identity_not_memory_past_the_array(f):
+    x = np.arange(12.0).reshape(4, 3) + 1
+    want_value, want_grad = s2sad.value_and_grad(f)(x, 2)
+    value, grad = s2sad.value_and_grad(f, jit="strict")(x, 2)
+    np.testing.assert_array_equal(value, want_value)  # 0.0, or nan for the mean
+    np.testing.assert_array_equal(grad, want_grad)
+
+
+def test_a_fold_over_an_axis_the_array_lacks_raises():
+    x = np.arange(6.0).reshape(2, 3)
+    with pytest.raises(np.exceptions.AxisError):
+        s2sad.grad(beyond_the_axes)(x)
+    with pytest.raises(ValueError, match="out of bounds"):
+        s2sad.grad(beyond_the_axes, jit="strict")(x)

@@ -97,6 +97,14 @@ def _whole(v, kind):
 def _fold(a, axis, kind):
     """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
     ax = axis if axis >= 0 else axis + a.ndim
+    if ax < 0 or ax >= a.ndim:
+        raise ValueError("axis is out of bounds for the array's number of dimensions")
+    if a.shape[ax] == 0:  # nothing to fold: the identity, where the fold has one (as NumPy)
+        if kind == _SUM:
+            return np.zeros(_to_front(a, ax).shape[1:], a.dtype)
+        if kind == _PROD:
+            return np.ones(_to_front(a, ax).shape[1:], a.dtype)
+        raise ValueError("zero-size array to reduction operation which has no identity")
     if ax == a.ndim - 1:  # the last axis: one contiguous row per result
         rows = np.ascontiguousarray(a).reshape((-1, a.shape[ax]))
         out = np.empty(rows.shape[0], dtype=a.dtype)
@@ -151,7 +159,8 @@ def _reduce_how(a, axis, keepdims, float_only=False):
         return None
     if not _array(a) or (float_only and not isinstance(a.dtype, (types.Float, types.Complex))):
         return None
-    if _absent(axis) or (a.ndim == 1 and _integer(axis)):
+    outside = isinstance(axis, types.IntegerLiteral) and axis.literal_value not in (0, -1)
+    if _absent(axis) or (a.ndim == 1 and _integer(axis) and not outside):
         return "kept" if keep else "whole"
     if _integer(axis):
         return "kept axis" if keep else "axis"
