@@ -70,6 +70,8 @@ def _load_module(file: Path):
 def _wrt(func, names):
     if not names:
         return 0
+    # `--wrt 1` is the second parameter, as `wrt=1` is (no Python name is all digits)
+    names = [int(n) if n.isdigit() else n for n in names]
     return tuple(names) if len(names) > 1 else names[0]
 
 
@@ -235,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--wrt",
         action="append",
         metavar="NAME",
-        help="differentiate with respect to this parameter (repeatable; "
+        help="differentiate with respect to this parameter, by name or position (repeatable; "
         "default: the first parameter)",
     )
     common.add_argument(

@@ -254,3 +254,8 @@ def test_emitted_jit_module_of_a_loop_runs_standalone(tmp_path):
     expected = s2sad.grad(module.smooth, wrt=(0, 1))(*args)
     for e, g in zip(expected, generated.grad_smooth(*args)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_wrt_by_position_is_the_same_module_as_by_name():
+    by_name = cli.emit_text("examples/mlp.py:loss", ["W1"], "grad")
+    assert cli.emit_text("examples/mlp.py:loss", ["0"], "grad") == by_name

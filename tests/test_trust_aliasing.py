@@ -958,3 +958,18 @@ def test_a_write_through_an_alias_the_loop_carries_is_refused(jit):
         s2sad.grad(writes_what_the_next_pass_aliases, jit=jit)(x)
     assert "prev = y.copy()" in str(info.value)
     check_grad(writes_a_copy_the_next_pass_holds, (x,))
+
+
+def doubled_rows(B):
+    s = 0.0
+    for r in B:
+        r *= 2.0
+        s = s + np.sum(r * r)
+    return s
+
+
+def test_a_write_into_a_loops_row_is_refused_with_a_hint_in_the_users_names():
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        s2sad.grad(doubled_rows)(np.ones((3, 2)))
+    hint = str(info.value).split("hint:")[1]
+    assert "`r = r.copy()`" in hint and "_index" not in hint

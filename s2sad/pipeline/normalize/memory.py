@@ -17,6 +17,7 @@ assignment (`arrays_written`).
 from __future__ import annotations
 
 import ast
+import re
 import builtins
 
 import numpy as np
@@ -318,8 +319,8 @@ class Memory:
                     f"`{ast.unparse(node)}` writes in place into `{target}`, which may share "
                     f"memory with `{self.aliases[current]}` (it was assigned from it); s2sad "
                     "does not follow writes through such aliases",
-                    f"write `{_rebinding(node)}` to make a new array, or assign `{target}` "
-                    f"from a copy (`{target} = {self.aliases[current]}.copy()`)",
+                    f"write `{_rebinding(node)}` to make a new array, or "
+                    + _copy_of(target, self.aliases[current]),
                 )
             )
         self.aug_written({target}, node, env)
@@ -484,3 +485,11 @@ def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:
     ):
         return False
     return all(shapes.of(i) == 0 for i in items) and shapes.of(value.value) == len(items)
+
+
+def _copy_of(target: str, alias: str) -> str:
+    """The copy a hint suggests: of what `target` was bound from, unless that is a row of a
+    loop over an array (`B[r_index]`, a name the user never wrote): then of `target` itself."""
+    if re.search(r"\b\w+_index\b", alias):
+        return f"copy `{target}` before the write (`{target} = {target}.copy()`)"
+    return f"assign `{target}` from a copy (`{target} = {alias}.copy()`)"
