@@ -76,7 +76,8 @@ def matmul_vjp_lhs(g, a, b):
     if a_nd == 1 and b_nd == 1:
         return g * b
     if a_nd <= 2 and b_nd <= 2:  # no batch axes: plain products, nothing to unbroadcast
-        return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ b.T)
+        # np.transpose, not .T: an operand the user passes as a nested list works in the primal
+        return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ np.transpose(b))
     if b_nd == 1:
         return unbroadcast(np.expand_dims(g, -1) * b, a)
     if a_nd == 1:
@@ -90,7 +91,7 @@ def matmul_vjp_rhs(g, a, b):
     if a_nd == 1 and b_nd == 1:
         return g * a
     if a_nd <= 2 and b_nd <= 2:
-        return np.outer(a, g) if a_nd == 1 else a.T @ g
+        return np.outer(a, g) if a_nd == 1 else np.transpose(a) @ g
     if a_nd == 1:
         return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
     if b_nd == 1:

@@ -79,7 +79,7 @@ def matmul_vjp_rhs(g, a, b):
     if a_nd == 1 and b_nd == 1:
         return g * a
     if a_nd <= 2 and b_nd <= 2:
-        return np.outer(a, g) if a_nd == 1 else a.T @ g
+        return np.outer(a, g) if a_nd == 1 else np.transpose(a) @ g
     if a_nd == 1:
         return unbroadcast(np.expand_dims(a, -1) * np.expand_dims(g, -2), b)
     if b_nd == 1:

@@ -216,3 +216,16 @@ def test_a_keyword_of_another_library_is_refused_in_the_transforms_name(transfor
         TypeError, match=rf"^{transform}\(\) got an unexpected keyword argument 'argnums'"
     ):
         getattr(s2sad, transform)(np.sin, argnums=0)
+
+
+def _tanh_layer(w, b, x):
+    return np.sum(np.tanh(x @ w + b) ** 2)
+
+
+def test_a_nested_list_passed_for_data_works_as_in_the_primal():
+    # NumPy's `@` takes a list; the products' adjoints must too (they read `.T` before)
+    w, rows = np.linspace(0.1, 0.3, 3), [[1.0, -1.0, 0.5]] * 4
+    got = s2sad.grad(_tanh_layer)(w, 0.2, rows)
+    np.testing.assert_allclose(got, s2sad.grad(_tanh_layer)(w, 0.2, np.array(rows)), rtol=1e-14)
+    got_w = s2sad.grad(lambda W, x: np.sum((x @ W) ** 2))(np.eye(3), [[1.0, 2.0, 3.0]])
+    np.testing.assert_allclose(got_w, 2 * np.outer([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), rtol=1e-14)
