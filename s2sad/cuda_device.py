@@ -139,12 +139,21 @@ class _ToMath(ast.NodeTransformer):
             and not node.keywords
         ):
             return node.args[0]
+        if (  # as are the whole sums and means jitted code is lowered to
+            isinstance(func, ast.Name)
+            and func.id in ("sum_over", "mean_over")
+            and len(node.args) == 3
+            and all(isinstance(a, ast.Constant) for a in node.args[1:])
+            and [a.value for a in node.args[1:]] == [None, False]
+            and not node.keywords
+        ):
+            return node.args[0]
         return node
 
 
 def device_tree(func, code: str):
     """The generated code as device code, or a refusal of what CUDA cannot compile."""
-    if "_tape = []" in code or "_tape = shape_tape()" in code:
+    if "_tape = []" in code or "_tape = shape_tape()" in code or "push_row(" in code:
         raise UnsupportedSyntaxError(
             f"{where(func, None)}: the gradient of {func.__name__} records values on a tape "
             "(a loop), which CUDA device code cannot hold",

@@ -130,7 +130,8 @@ def sorted_between(u, Q):
     a = np.sin(u) * 2.0
     v = np.cos(u[1:]) * 3.0  # another shape: the run of `a` ends here
     t = Q.sort()  # noqa: F841  (sorts the data in place; t is None)
-    b = a * Q + u  # must read Q sorted: it cannot move above the sort
+    c = Q * 2.0  # of the run's shape, data only: it must read Q sorted, after the sort
+    b = a * c + u
     return np.sum(b * b) + np.sum(v)
 
 

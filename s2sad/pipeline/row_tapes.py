@@ -92,7 +92,8 @@ def row_tapes(
         at = sorted(_index(pop_block, s) for s in popped)
         if not all(_pop_like(pop_block[i]) for i in range(at[0], at[-1] + 1)):
             continue  # the pops are not one run: the count could not go down once for all
-        stem = loops[-1].target.id.strip("_") or "step"  # `for _ in range(n)`: step_taped
+        stem = loops[-1].target.id.strip("_")  # `for _ in range(n)`: step_taped
+        stem = stem if stem.isidentifier() else "step"
         count = names.fresh(f"{stem}_taped")
         counts.append(assign_to(count, ast.Constant(0)))
         converted.update(tapes_here)
