@@ -30,6 +30,14 @@ def assigned_name(stmt: ast.AST) -> str | None:
     return None
 
 
+def stored_base(node: ast.Subscript) -> str | None:
+    """The name a subscript store writes into (`a[i][j] = v`: `a`), or None (an attribute's)."""
+    base = node.value
+    while isinstance(base, ast.Subscript):
+        base = base.value
+    return base.id if isinstance(base, ast.Name) else None
+
+
 def index_expr(node: ast.expr) -> ast.expr:
     """A subscript's index as an ordinary expression: 1:3 becomes slice(1, 3, None)."""
     if isinstance(node, ast.Slice):

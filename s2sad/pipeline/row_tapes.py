@@ -36,7 +36,7 @@ import ast
 
 from ..astcopy import clone, walk_nodes
 from .names import names_mentioned
-from .nodes import assign_to, call_of, load_name
+from .nodes import assign_to, call_of, load_name, stored_base
 from .normalize import NameAllocator
 from .shape_tapes import _copied
 
@@ -272,12 +272,8 @@ def _assigned(loop) -> set[str]:
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             out.add(node.id)
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = node.value
-            while isinstance(base, ast.Subscript):
-                base = base.value
-            if isinstance(base, ast.Name):
-                out.add(base.id)
-    return out
+            out.add(stored_base(node))
+    return out - {None}
 
 
 def _push_groups(block: list, ok: set, pushes: dict):

@@ -14,6 +14,7 @@ from ..astcopy import walk_nodes
 from .fusion.remat import reaching
 from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
+from .nodes import stored_base
 
 
 def scalar_reads_need_no_snapshot(stmts, shapes) -> None:
@@ -98,7 +99,7 @@ def written_memory(primal: list[ast.stmt]) -> set[str] | None:
     written = set()
     for node in walk_nodes(ast.Module(list(primal), [])):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = _stored_base(node)
+            base = stored_base(node)
             if base is None:
                 return None
             written.add(base)
@@ -377,17 +378,9 @@ def _written_only_between(stmts, block, q: int, p: int, names: set[str]) -> bool
             if node.target.id in names:
                 return False
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = _stored_base(node)
+            base = stored_base(node)
             if base is None or (base in names and id(node) not in inside):
                 return False
         if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
             return False
     return True
-
-
-def _stored_base(node: ast.Subscript):
-    """The name a subscript store writes into (`a[i][j] = v`: `a`), or None (an attribute's)."""
-    base = node.value
-    while isinstance(base, ast.Subscript):
-        base = base.value
-    return base.id if isinstance(base, ast.Name) else None

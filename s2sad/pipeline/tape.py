@@ -24,7 +24,7 @@ import numpy as np
 from .. import ir, runtime
 from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
-from .nodes import assigned_name, load_name
+from .nodes import assigned_name, load_name, stored_base
 from .names import names_mentioned, names_read, statements_in_order
 from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
@@ -471,11 +471,7 @@ def _allocated_values(stmts) -> set[str]:
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
             defs.setdefault(node.targets[0].id, []).append(node.value)
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
-            base = node.value
-            while isinstance(base, ast.Subscript):
-                base = base.value
-            if isinstance(base, ast.Name):
-                written.add(base.id)
+            written.add(stored_base(node))
 
     def allocates(value) -> bool:
         if isinstance(value, (ast.BinOp, ast.UnaryOp)):
