@@ -84,6 +84,7 @@ from benchmarks.runner.builders import load_peers  # noqa: E402
 from benchmarks.runner.cases import run_case  # noqa: E402
 from benchmarks.runner.plan import jit_cache, make_plan, select  # noqa: E402
 from benchmarks.runner.checks import RTOL  # noqa: E402
+from benchmarks.runner.cost import summary as cost_summary  # noqa: E402
 from benchmarks.runner.report import report  # noqa: E402
 from benchmarks.workloads import all_cases, workload_names  # noqa: E402
 
@@ -224,7 +225,7 @@ def main(argv=None) -> int:
     _quiet_numba()
     plan, plan_notes = make_plan(mode, left_out)
     plan_notes.append(cache_note)
-    results = []
+    results, case_wall = [], []
     for i, case in enumerate(cases, 1):
         t0 = time.perf_counter()
         print(
@@ -234,7 +235,9 @@ def main(argv=None) -> int:
             flush=True,
         )
         results.append(run_case(case, available, plan))
-        print(f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+        case_wall.append(time.perf_counter() - t0)
+        print(f"{case_wall[-1]:.1f} s", file=sys.stderr, flush=True)
+    print(cost_summary(results, case_wall, time.perf_counter() - started), file=sys.stderr)
 
     text = report(results, machine, plan_notes)
     print(text)

@@ -48,6 +48,11 @@ def test_an_array_row_has_a_jitted_gradient_and_the_best_of_both():
     assert best["median_s"] == min(row["s2sad"]["median_s"], jit["median_s"])
     assert best["form"] == ("jit" if jit["median_s"] < row["s2sad"]["median_s"] else "numpy")
     assert "jax_ratio" not in best  # JAX missing: no ratio
+    cost = row["run_cost"]  # the runner's own time, by phase (not a reported number)
+    assert {"first call: s2sad-jit", "timed x3: s2sad-jit", "checks", "gc between rounds"} <= set(
+        cost
+    )
+    assert all(c["wall_s"] >= 0 and c["cpu_s"] >= 0 for c in cost.values())
     text = report.report([row], "machine", [])
     header = text.splitlines()[2]
     assert "s2sad jit ∇" in header and "best/JAX" in header

@@ -14,6 +14,7 @@ from benchmarks.workloads.common import size_label
 from .builders import as_float_arrays, build_s2sad, has_jit_gradient, peer_builder
 from .builders import s2sad_builder
 from .checks import Reference, check
+from .cost import Ledger
 from .jit_rows import JitRun
 from .timing import Entry, first_line, is_refusal, median_transform, stats, time_interleaved
 from .timing import warm_up
@@ -25,21 +26,27 @@ BUDGETS = {"smoke": (0.05, 3, 3), "quick": (0.25, 3, 10), "full": (2.5, 5, 30)}
 def run_case(case, available, plan) -> dict:
     """The row of `case` (a dict, as results.json holds it), timed as `plan` says (plan.py)."""
     budget, min_reps, max_reps = BUDGETS[plan.mode]
-    inputs = case.inputs()
+    ledger = Ledger()
+    with ledger.phase("setup: inputs"):
+        inputs = case.inputs()
     row = {"workload": case.workload, "size": case.size_label, "notes": list(case.notes)}
     args = list(inputs.values())
     primal = Entry("primal", lambda: case.numpy_f(*args))
-    s2, s2sad_entries, s2sad_fetch = _s2sad_row(case, inputs)
-    peer_info, peer_entries, peer_fetch, peer_size = _peer_rows(case, available, s2sad_entries)
+    with ledger.phase("setup: s2sad (transform x3)"):
+        s2, s2sad_entries, s2sad_fetch = _s2sad_row(case, inputs)
+    with ledger.phase("setup: peers"):
+        peer_info, peer_entries, peer_fetch, peer_size = _peer_rows(case, available, s2sad_entries)
 
     jit = None
     if has_jit_gradient(case):
-        jit = JitRun(case, available, peer_entries, peer_size, plan.parallel and case.parallel)
+        with ledger.phase("setup: jit rows (transform x3)"):
+            jit = JitRun(case, available, peer_entries, peer_size, plan.parallel and case.parallel)
     entries = [primal] + list(s2sad_entries.values()) + list(peer_entries.values())
     if jit is not None:
         entries += jit.entries()
     for e in entries:
         warm_up(e)
+        ledger.add(f"first call: {e.key}", e.first_s, e.first_cpu_s)
     main_s2sad = s2sad_entries.get(case.size_label)
     if main_s2sad is not None:
         s2["first_call_s"] = main_s2sad.first_s
@@ -48,53 +55,56 @@ def run_case(case, available, plan) -> dict:
         elif main_s2sad.error:
             s2["status"] = "error: " + main_s2sad.error
             s2["traceback"] = main_s2sad.trace
-    time_interleaved(entries, budget, min_reps, max_reps)
+    time_interleaved(entries, budget, min_reps, max_reps, ledger)
+    for e in entries:
+        ledger.add(f"timed x{len(e.times)}: {e.key}", sum(e.times), e.loop_cpu_s)
+    with ledger.phase("checks"):
+        # gradients from the warm-up calls, for the checks
+        known = {}
+        for peer, e in peer_entries.items():
+            if e.error is None:
+                try:
+                    known[(peer, size_label(peer_size[peer]))] = peer_fetch[peer](e.result)
+                except Exception:
+                    pass
+        reference = Reference(case, available, known)
 
-    # gradients from the warm-up calls, for the checks
-    known = {}
-    for peer, e in peer_entries.items():
-        if e.error is None:
-            try:
-                known[(peer, size_label(peer_size[peer]))] = peer_fetch[peer](e.result)
-            except Exception:
-                pass
-    reference = Reference(case, available, known)
-
-    row["primal"] = stats(primal)
-    if primal.error:
-        row["primal"]["status"] = "error: " + primal.error
-    if main_s2sad is not None and main_s2sad.error is None:
-        s2.update(stats(main_s2sad))
-        if "transform_s" not in s2 and s2.get("median_s") is not None:
-            s2["transform_s"] = max(main_s2sad.first_s - s2["median_s"], 0.0)
-        got = check(s2sad_fetch(main_s2sad.result), reference, case.size)
-        if got is not None:
-            s2["check"] = got
-    row["s2sad"] = s2
-    numpy_mode = None
-    if main_s2sad is not None and main_s2sad.error is None:
-        numpy_mode = s2sad_fetch(main_s2sad.result)
-
-    for peer, e in peer_entries.items():
-        info = peer_info[peer]
-        if e.error is not None:
-            info["status"] = "error: " + e.error
-            continue
-        info.update(stats(e))
-        info["first_call_s"] = e.first_s
-        lab = size_label(peer_size[peer])
-        s2e = s2sad_entries.get(lab)
-        if s2e is not None and s2e.median is not None and e.median:
-            info["s2sad_ratio"] = s2e.median / e.median
-            info["s2sad_at_size_s"] = s2e.median
-        if (peer, lab) in known:
-            got = check(known[(peer, lab)], reference, peer_size[peer], exclude=peer)
+        row["primal"] = stats(primal)
+        if primal.error:
+            row["primal"]["status"] = "error: " + primal.error
+        if main_s2sad is not None and main_s2sad.error is None:
+            s2.update(stats(main_s2sad))
+            if "transform_s" not in s2 and s2.get("median_s") is not None:
+                s2["transform_s"] = max(main_s2sad.first_s - s2["median_s"], 0.0)
+            got = check(s2sad_fetch(main_s2sad.result), reference, case.size)
             if got is not None:
-                info["check"] = got
-    row["peers"] = peer_info
-    row["jit"] = jit.summary(reference, numpy_mode) if jit is not None else {"status": "n/a"}
-    row["jit"]["numba_primal"] = bool(case.jit)
-    row["best"] = best_of(row)
+                s2["check"] = got
+        row["s2sad"] = s2
+        numpy_mode = None
+        if main_s2sad is not None and main_s2sad.error is None:
+            numpy_mode = s2sad_fetch(main_s2sad.result)
+
+        for peer, e in peer_entries.items():
+            info = peer_info[peer]
+            if e.error is not None:
+                info["status"] = "error: " + e.error
+                continue
+            info.update(stats(e))
+            info["first_call_s"] = e.first_s
+            lab = size_label(peer_size[peer])
+            s2e = s2sad_entries.get(lab)
+            if s2e is not None and s2e.median is not None and e.median:
+                info["s2sad_ratio"] = s2e.median / e.median
+                info["s2sad_at_size_s"] = s2e.median
+            if (peer, lab) in known:
+                got = check(known[(peer, lab)], reference, peer_size[peer], exclude=peer)
+                if got is not None:
+                    info["check"] = got
+        row["peers"] = peer_info
+        row["jit"] = jit.summary(reference, numpy_mode) if jit is not None else {"status": "n/a"}
+        row["jit"]["numba_primal"] = bool(case.jit)
+        row["best"] = best_of(row)
+    row["run_cost"] = ledger.as_dict()
     return row
 
 
