@@ -10,7 +10,8 @@ block_until_ready; PyTorch: CPU float64, torch.autograd.grad; autograd: autograd
 called once to warm up (that first call is reported separately: s2sad's transform, JAX's trace
 and compile), then timed in interleaved rounds, one call of each per round, so that the machine's
 drifts hit every peer alike. The table gives medians. The garbage collector is off during each
-timed call and while the transform is timed, as in timeit.
+timed call and while the transform is timed, as in timeit. The run's own time, by case and
+phase, goes to stderr at its end and to results.json (`run_cost`).
 
 Every library runs on one thread by default (--threads 1: NumPy's BLAS, PyTorch's OpenMP, XLA):
 on a small machine shared with other work, multi-threaded BLAS swings by 10x from run to run.
