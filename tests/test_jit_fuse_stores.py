@@ -95,6 +95,16 @@ def test_the_rk4_right_hand_side_writes_its_product_in_the_loop():
     assert STORED.search(primal) and "[1:].shape == " in primal and "float_arrays(" in primal
 
 
+def test_forward_mode_writes_the_store_and_its_tangent_in_the_loop():
+    x, v = rng().normal(size=8), rng(1).normal(size=8)
+    jitted = s2sad.jvp(rhs_steps, wrt="x", jit="strict")
+    out, tangent = jitted(x, 3, tangent=v)
+    expected = s2sad.jvp(rhs_steps, wrt="x")(x, 3, tangent=v)
+    np.testing.assert_allclose((out, tangent), expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tangent, s2sad.grad(rhs_steps)(x, 3) @ v, rtol=1e-10)
+    assert len(STORED.findall(s2sad.source(jitted))) == 2  # z and its tangent
+
+
 @pytest.mark.parametrize("f", [self_shifted, view_before])
 def test_a_store_into_an_array_the_run_reads_is_not_fused(f):
     jitted = _grads(f, (rng().normal(size=7), rng(1).normal(size=7)))
