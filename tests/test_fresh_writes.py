@@ -15,7 +15,7 @@ import s2sad
 from benchmarks.gradbench.evals import ode
 from conftest import _fd
 from s2sad import ir
-from s2sad.pipeline.fresh_writes import _apart, unread_writes
+from s2sad.pipeline.fresh_writes import _apart, overwritten_zeros, unread_writes
 
 numba = pytest.importorskip("numba")
 
@@ -205,3 +205,67 @@ def test_apart_agrees_with_numpy(a, b):
                 masks.append(mask)
             if len(masks) == 2:
                 assert not (masks[0] & masks[1]).any(), (text_a, text_b, n, m)
+
+
+# ------------------------------------- zeros overwritten before they are read (jitted code)
+
+
+def _emptied(body: str) -> bool:
+    """Whether `overwritten_zeros` takes the first statement of `body` (emitted code)."""
+    stmts = ast.parse(body).body
+    return overwritten_zeros(stmts) == {id(stmts[0])}
+
+
+def test_overwritten_zeros():
+    covered = {
+        "the rk4 right-hand side": "z = np.zeros_like(y)\nz[0] = x[0]\nt = x[1:] * y[:-1]\n"
+        "z[1:] = t",
+        "from the back": "z = np.zeros(n)\nz[:-1] = a\nz[-1] = b",
+        "in three, out of order": "z = np.zeros(n)\nz[2:] = a\nz[:1] = b\nz[1:2] = c",
+        "rows": "z = np.zeros((n, m))\nz[0] = a\nz[1:, :] = b",
+    }
+    for why, body in covered.items():
+        assert _emptied(body), why
+    refused = {
+        "a gap": "z = np.zeros(n)\nz[0] = a\nz[2:] = b",
+        "one part": "z = np.zeros(n)\nz[1:] = a",
+        "read between": "z = np.zeros(n)\nz[0] = a\ns = z * 2\nz[1:] = b",
+        "value reads z": "z = np.zeros(n)\nz[0] = a\nz[1:] = z[:-1]",
+        "augmented": "z = np.zeros(n)\nz[0] = a\nz[1:] += b",
+        "a step of 2": "z = np.zeros(n)\nz[::2] = a\nz[1::2] = b",
+        "a column left": "z = np.zeros((n, m))\nz[:, 1:] = a\nz[0] = b",
+        "an index unknown": "z = np.zeros(n)\nz[:k] = a\nz[k:] = b",
+        "a branch between": "z = np.zeros(n)\nz[0] = a\nif c:\n    b = 1\nz[1:] = b",
+        "a loop between": "z = np.zeros(n)\nz[0] = a\nfor i in r:\n    b = i\nz[1:] = b",
+        "ones": "z = np.ones(n)\nz[0] = a\nz[1:] = b",
+    }
+    for why, body in refused.items():
+        assert not _emptied(body), why
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ITEM, min_size=1, max_size=4))
+def test_overwritten_zeros_agrees_with_numpy(items):
+    """Where the writes are taken as covering the array, NumPy's writes leave no element
+    unwritten, at every length."""
+    texts = [_spelled(i) for i in items]
+    body = "z = np.zeros(n)\n" + "".join(f"z[{t}] = 1.0\n" for t in texts)
+    if not _emptied(body):
+        return
+    for n in range(0, 9):
+        z = np.full(n, np.nan)
+        try:
+            for t in texts:
+                exec(f"z[{t}] = 1.0", {"z": z})
+        except IndexError:
+            continue  # (an integer out of range raises in both)
+        assert not np.isnan(z).any(), (texts, n)
+
+
+def test_the_rk4_steps_compiled_make_their_right_hand_side_empty():
+    jitted = s2sad.grad(shifted, jit="strict")
+    x = np.linspace(0.2, 0.9, 6)
+    np.testing.assert_allclose(jitted(x), s2sad.grad(shifted)(x), rtol=1e-12, atol=1e-15)
+    primal = s2sad.source(jitted).split("# adjoint sweep")[0]
+    code = "\n".join(line for line in primal.splitlines() if not line.strip().startswith("#"))
+    assert "z = np.empty_like(y)" in code and "np.zeros_like" not in code

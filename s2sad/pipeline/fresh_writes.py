@@ -161,3 +161,76 @@ def _int(node):
     ):
         return -node.operand.value
     return None
+
+
+# Zeros overwritten before they are read. In `z = np.zeros_like(y); z[0] = a; z[1:] = b` the
+# zeros are never read: `np.empty_like(y)` makes the same values without a pass over memory.
+# Compiled code alone takes it (pipeline/fusion), where that pass was a fifth of the RK4 step's.
+_ZEROS = {"np.zeros": "np.empty", "np.zeros_like": "np.empty_like"}
+
+
+def overwritten_zeros(block: list[ast.stmt]) -> set[int]:
+    """The ids of the statements `z = np.zeros_like(y)` or `z = np.zeros(shape)` of `block`
+    (emitted code: `np` is NumPy) after which, before anything leaves the block or mentions `z`
+    otherwise, writes `z[index] = v` (`v` and `index` not reading `z`) cover every element of
+    `z`: along its first axis, slices of step 1 and integers whose bounds follow one another
+    from 0 to the end, every other axis whole, whatever the array's length."""
+    found: set[int] = set()
+    for k, stmt in enumerate(block):
+        if _zeros_call(stmt) is None:
+            continue
+        name, pieces = stmt.targets[0].id, []
+        for later in block[k + 1 :]:
+            if not isinstance(later, (ast.Assign, ast.AugAssign, ast.Expr)):
+                break  # a loop, a branch, a return: it may leave the block with z unwritten
+            if not any(isinstance(n, ast.Name) and n.id == name for n in walk_nodes(later)):
+                continue
+            index = _write_into(later, name)
+            piece = _range(index[0]) if index else None
+            if piece is None or not all(_whole(i) for i in index[1:]):
+                break
+            pieces.append(piece)
+            if _cover(pieces):
+                found.add(id(stmt))
+                break
+    return found
+
+
+def emptied(stmt: ast.Assign) -> ast.Assign:
+    """`z = np.empty_like(y)` for `z = np.zeros_like(y)` (and `np.empty` for `np.zeros`)."""
+    call = _zeros_call(stmt)
+    module, name = _ZEROS[f"np.{call.func.attr}"].split(".")
+    func = ast.Attribute(ast.Name(module, ast.Load()), name, ast.Load())
+    new = ast.Assign(stmt.targets, ast.Call(func, call.args, call.keywords))
+    return ir.copy_origin(new, stmt)
+
+
+def _zeros_call(stmt):
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    value = stmt.value
+    if not (isinstance(stmt.targets[0], ast.Name) and isinstance(value, ast.Call)):
+        return None
+    func = value.func
+    if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
+        return None
+    return value if f"{func.value.id}.{func.attr}" in _ZEROS else None
+
+
+def _whole(item) -> bool:
+    return isinstance(item, ast.Slice) and item.lower is item.upper is item.step is None
+
+
+def _cover(pieces: list) -> bool:
+    """Whether ranges (`_range`'s) chain from position 0 to the open end, each starting where
+    one before it stops (as written: from the front, or from the back, for any length)."""
+    position, left = 0, list(pieces)
+    while left:
+        nxt = next((p for p in left if p[0] == position and p[1] != position), None)
+        if nxt is None:
+            return False
+        if nxt[1] is None:
+            return True
+        position = nxt[1]
+        left.remove(nxt)
+    return False

@@ -63,6 +63,7 @@ from __future__ import annotations
 import ast
 import copy
 
+from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
 from .syntax import names_in
@@ -72,11 +73,27 @@ def fuse(blocks: list[list], rank_of, reads: list, taken: set[str]) -> list[list
     """The statement lists of one generated function with their fusible runs fused. `rank_of`
     gives an expression's rank (None where unknown); `reads` are the other nodes of the function
     that read values (its outputs and returned gradients); `taken`, every name it uses."""
+    blocks = [_without_zeroing(b) for b in blocks]
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes))
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
     return [_emitted(g) for g in gathered]
+
+
+def _without_zeroing(stmts: list) -> list:
+    """`stmts` where zeros every element of which is written before it is read are made empty
+    (fresh_writes.overwritten_zeros), in copies: the unfused code keeps the original."""
+    overwritten = overwritten_zeros(stmts)
+    out: list = []
+    for stmt in stmts:
+        if id(stmt) in overwritten:
+            stmt = emptied(stmt)
+        elif isinstance(stmt, (ast.For, ast.While, ast.If)):
+            stmt = copy.copy(stmt)
+            stmt.body, stmt.orelse = _without_zeroing(stmt.body), _without_zeroing(stmt.orelse)
+        out.append(stmt)
+    return out
 
 
 def _emitted(items: list) -> list:

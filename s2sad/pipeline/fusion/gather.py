@@ -89,7 +89,7 @@ def gather_starts(emitter) -> list | None:
     """The start along each axis of each scatter of the run, in order, where the run can be a
     gather (see the module's docstring); else None."""
     run = emitter.run
-    if not run.scatters or run.units or emitter.live:
+    if not run.scatters or run.stores or run.units or emitter.live:
         return None
     if any(kind not in ("element", "alias", "scatter") for _, kind in run.entries):
         return None

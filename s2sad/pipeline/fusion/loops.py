@@ -25,7 +25,7 @@ class Emitter:
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
-            if kind not in ("sum", "reduce", "scatter", "row_add"):
+            if kind not in ("sum", "reduce", "scatter", "row_add", "store"):
                 self.final[stmt.targets[0].id] = k
         self.live, self.standins = set(), []
         for name in self.final:
@@ -116,6 +116,9 @@ class Emitter:
             if kind == "scatter":  # added into the elements of `du` the slice covers
                 head, body = self.scatter(stmt, head, body)
                 continue
+            if kind == "store":  # `z[1:] = t`: t's element written where the slices reach
+                head, body = self.scatter(stmt, head, body)
+                continue
             if kind == "row_add":  # `add_at(a, j, v)`: v's element added into a's view
                 view, value = run.row_adds[id(stmt)]
                 added = ast.AugAssign(self.at(view, ast.Store()), ast.Add(), self.element(value))
@@ -188,10 +191,11 @@ class Emitter:
 
     def scatter(self, stmt, head: list, body: list) -> tuple[list, list]:
         """`head` and `body` with a scatter's zeroed array (for `getitem_vjp`), its slices'
-        starts, and its addition into the element an iteration reaches."""
-        scatter = self.run.scatters[id(stmt)]
-        source = self.run.sliced[scatter.target]
-        if scatter.source is not None:
+        starts, and its addition into the element an iteration reaches (a store's write)."""
+        stored = self.run.stores.get(id(stmt))
+        scatter = stored or self.run.scatters[id(stmt)]
+        source = scatter.target if stored else self.run.sliced[scatter.target]
+        if scatter.source is not None and not stored:
             zeros = ast.Call(
                 ast.Attribute(load("np"), "zeros", ast.Load()), self.typed(_shape(source)), []
             )
@@ -199,7 +203,10 @@ class Emitter:
         index = [None if k in self.run.units else self.index[k] for k in range(self.run.rank)]
         starts, element = position(scatter, source, index, self.f.fresh)
         head = head + [origin(s, stmt) for s in starts]
-        added = ast.AugAssign(element, ast.Add(), self.translate(scatter.value))
+        value = self.translate(scatter.value)
+        if stored:
+            return head, body + [origin(ast.Assign([element], value), stmt)]
+        added = ast.AugAssign(element, ast.Add(), value)
         return head, body + [origin(added, stmt)]
 
     def loops(self, body: list) -> list:

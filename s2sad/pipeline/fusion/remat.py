@@ -56,8 +56,10 @@ def _recipes(run) -> dict:
     """Each value the run assigns once -> its expression over the run's inputs, where cheap
     and free of s2sad's helpers (whose identity holds only for equal shapes)."""
     known: dict = {}
-    # (sums and scatters are added into, never read in the run)
-    entries = [(s, kind) for s, kind in run.entries if kind not in ("sum", "scatter", "row_add")]
+    # (sums and scatters are added into, stores written into: never read in the run)
+    entries = [
+        (s, kind) for s, kind in run.entries if kind not in ("sum", "scatter", "row_add", "store")
+    ]
     assigned = Counter(s.targets[0].id for s, _ in entries)
     for stmt, kind in entries:
         target = stmt.targets[0].id

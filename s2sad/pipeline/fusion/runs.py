@@ -10,7 +10,7 @@ from ..nodes import assigned_name
 from .extents import differ, extents, moved_up, over
 from .gather import base_views
 from .loops import Emitter
-from .scatters import scatter_of, takes_scatter, with_slices_checked
+from .scatters import copied_into, scatter_of, takes_slices, with_slices_checked
 from .row_adds import sharing, took_row_add
 from .shapes import (
     axis_reduction,
@@ -49,6 +49,7 @@ class Fuser:
         self.runs: list = []
         self._indices: dict[str, list[str]] = {}
         self.shares = sharing(nodes)  # name -> the names that may share its memory
+        self.copied_into = copied_into(nodes, self.written, rank_of)  # (for stores)
         self.known: dict[str, int] = {}  # the ranks of the views scatter-adds make
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
         self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
@@ -177,6 +178,7 @@ class Run:
         self.mentioned: set[str] = set()
         self.sliced: dict[str, str] = {}  # an array the run scatters into -> the array sliced
         self.scatters: dict[int, object] = {}  # id of a scatter statement -> its Scatter
+        self.stores: dict[int, object] = {}  # id of a store into slices -> its Scatter
         self.row_adds: dict[int, tuple] = {}  # id(add_at statement) -> (its view, the value)
         self.added_into: set[str] = set()  # arrays added into, and what may share their memory
         self.extent = None  # the axes of the run's shape, symbolically (extents.py), if known
@@ -202,9 +204,9 @@ class Run:
             return True
         if names_in([stmt]) & self.added_into:
             return False  # a read of an array the run adds into
-        scatter = scatter_of(stmt, self.f.rank)
-        if scatter is not None:
-            return takes_scatter(self, stmt, scatter)
+        taken = takes_slices(self, stmt)  # a scatter or a store into slices, if it is one
+        if taken is not None:
+            return taken
         target = assigned_name(stmt)
         if target is None:
             return False
@@ -283,7 +285,7 @@ class Run:
             self.entries.append((stmt, kind))
             if kind in ("sum", "reduce", "scatter"):
                 self.sums.add(target)
-            elif kind != "row_add":
+            elif kind not in ("row_add", "store"):
                 self.assigned.setdefault(target)
         self.mentioned |= names_in([stmt])
         return True
@@ -511,7 +513,7 @@ class Run:
             test = fusible_test(arrays)
         else:
             test = guard(maps, sizes, self.full(), self.masks - self.numbers)
-        if self.sliced:  # the arrays sliced share the run's dtype, each slice of its shape
+        if self.sliced or self.stores:  # the arrays sliced: the run's dtype, slices its shape
             test = with_slices_checked(test, self, maps, sizes, numbers[0])
         return before + [ast.If(test, fused, unfused)] + after
 

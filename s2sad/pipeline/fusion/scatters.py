@@ -9,7 +9,14 @@ steps, and only into an array the run itself zeroed (its `getitem_vjp`): no stat
 reads it, so the order of the additions is the only change (each element's are summed in the
 order of the iterations that reach it). The guard checks the dtype of the array sliced and that
 each slice has the run's shape (`u[:-1, 1:].shape == c.shape`), so the positions written are
-those of the slice. The loops run serially: builds on threads are not fused."""
+those of the slice. The loops run serially: builds on threads are not fused.
+
+A store into slices of an array (`z[1:] = t`, the primal of `z[1:] = x[1:] * y[:-1]`) joins a
+run over the slices' shape too: each iteration writes the element its slices cover
+(`z[i0 + 1] = t_i`), where Numba would make `t` and copy it through its generic slice
+assignment. Only where no statement of the run before it reads anything that may share memory
+with `z`, and none after it does (so no iteration reads an element another wrote); the guard
+checks `z`'s dtype and the slices' shape as for scatters."""
 
 from __future__ import annotations
 
@@ -17,6 +24,8 @@ import ast
 from typing import NamedTuple
 
 from ...astcopy import clone
+from .remat import reaching
+from .row_adds import sharing
 from .shapes import constant_int, shape_of, size
 from .syntax import load, store, text_of
 
@@ -53,6 +62,61 @@ def scatter_of(stmt, rank) -> Scatter | None:
     return Scatter(target, source, slices, g)
 
 
+def store_of(stmt, rank) -> Scatter | None:
+    """`z[1:] = t` (a name `t`), slices along every axis of an array `z` of known rank (the
+    trailing ones may be omitted); else None. Its `source` is `z`, whose shape the slices cut."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    target, value = stmt.targets[0], stmt.value
+    if not (
+        isinstance(target, ast.Subscript)
+        and isinstance(target.value, ast.Name)
+        and isinstance(value, ast.Name)
+    ):
+        return None
+    r = rank(load(target.value.id))
+    slices = _slices(target.slice, r) if isinstance(r, int) and r >= 1 else None
+    if slices is None:
+        return None
+    return Scatter(target.value.id, target.value.id, slices, value)
+
+
+def takes_slices(run, stmt) -> bool | None:
+    """Whether `run` takes `stmt`, a scatter or a store into slices; None where it is neither."""
+    scatter = scatter_of(stmt, run.f.rank)
+    if scatter is not None:
+        return takes_scatter(run, stmt, scatter)
+    stored = store_of(stmt, run.f.rank)
+    return None if stored is None else takes_store(run, stmt, stored)
+
+
+def copied_into(nodes, written: set[str], rank_of) -> dict:
+    """Each name -> the names that may share its memory (row_adds.sharing), where a write into
+    elements of an array of known rank (`z[1:] = t`: a NumPy array, not a list) copies values."""
+    arrays = {n for n in written if isinstance(rank_of(load(n)), int) and rank_of(load(n)) >= 1}
+    return sharing(nodes, arrays)
+
+
+def takes_store(run, stmt, found: Scatter) -> bool:
+    """Whether `run` takes the store `found` (`stmt`), of a value of the run's shape into an
+    array nothing the run has read or assigned may share memory with; it does if so, and then
+    takes nothing more that may."""
+    z = found.target
+    if run.units or run.f.rank(load(z)) != run.rank or z in run.sliced:
+        return False
+    if not all(run._scalar(p) for axis in found.slices for p in axis if p is not None):
+        return False
+    shared = reaching({z}, run.f.copied_into)
+    if shared & (run.mentioned | set(run.assigned) | set(run.inputs) | run.sums):
+        return False
+    elements = run._elementwise(found.value)
+    if elements is None or not run._agree(elements[1]):
+        return False
+    run.stores[id(stmt)] = found
+    run.added_into |= shared
+    return run._add(stmt, "store", z, *elements)
+
+
 def _call(node, name: str) -> bool:
     return (
         isinstance(node, ast.Call)
@@ -69,6 +133,11 @@ def _slices(index, rank: int):
         return None
     parts = []
     for item in items:
+        if isinstance(item, ast.Slice):  # `z[1:]`, as a store's target is written
+            parts.append(
+                tuple(None if _is_none(p) else p for p in (item.lower, item.upper, item.step))
+            )
+            continue
         if not (
             isinstance(item, ast.Call)
             and text_of(item.func) == "slice"
@@ -85,7 +154,7 @@ def _slices(index, rank: int):
 
 
 def _is_none(node) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
+    return node is None or isinstance(node, ast.Constant) and node.value is None
 
 
 def takes_scatter(run, stmt, scatter: Scatter) -> bool:
@@ -119,12 +188,13 @@ def with_slices_checked(test: ast.expr, run, maps: dict, sizes: dict, dtype: str
     shape = shape_of(sizes, run.rank)
     if anchor is not None:
         shape = ast.Attribute(load(anchor), "shape", ast.Load())
-    sliced = [load(s) for s in dict.fromkeys([dtype, *run.sliced.values()])]
+    stored = [s.target for s in run.stores.values()]
+    sliced = [load(s) for s in dict.fromkeys([dtype, *run.sliced.values(), *stored])]
     checks = test.values if isinstance(test, ast.BoolOp) else [test]
     checks = checks + [ast.Call(load("float_arrays"), sliced, [])]
     seen = set()
-    for scatter in run.scatters.values():
-        subscript = view(run.sliced[scatter.target], scatter.slices)
+    for scatter in [*run.scatters.values(), *run.stores.values()]:
+        subscript = view(scatter.source or run.sliced[scatter.target], scatter.slices)
         if ast.dump(subscript) not in seen:
             seen.add(ast.dump(subscript))
             whole = ast.Attribute(subscript, "shape", ast.Load())
