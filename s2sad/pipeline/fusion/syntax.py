@@ -18,7 +18,7 @@ UFUNCS = frozenset(
     ).split()
 )
 # ufuncs whose element fused loops compute by a helper LLVM vectorises (rules/lanes.py)
-LANES = {"np.tanh": "tanh_lanes"}
+LANES = {"np.tanh": "tanh_lanes", "np.exp": "exp_lanes", "np.log": "log_lanes"}
 BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Pow)
 COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 # helpers that read their second argument for its shape alone
