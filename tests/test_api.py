@@ -209,13 +209,56 @@ def needs_positive(x):
     return np.sum(np.sqrt(x))  # the adjoint divides by sqrt(x)
 
 
-@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp", "jvp", "jacobian"])
-def test_a_keyword_of_another_library_is_refused_in_the_transforms_name(transform):
-    # JAX's `argnums` is `wrt` here; Python's message must name the transform, not a factory
-    with pytest.raises(
-        TypeError, match=rf"^{transform}\(\) got an unexpected keyword argument 'argnums'"
-    ):
-        getattr(s2sad, transform)(np.sin, argnums=0)
+TRANSFORMS = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_keyword_of_another_library_says_which_of_s2sads_to_use(transform):
+    # JAX's `argnums` (autograd's `argnum`) is `wrt` here: a TypeError naming the transform, the
+    # line that called it, and the call to write instead
+    for keyword in ("argnums", "argnum"):
+        with pytest.raises(s2sad.TransformKeywordError) as err:
+            getattr(s2sad, transform)(_two_args, **{keyword: 1})
+        text = str(err.value)
+        assert isinstance(err.value, TypeError)
+        assert f"{transform}() got an unexpected keyword argument '{keyword}'" in text
+        assert f"test_api.py:{err.tb.tb_lineno}: " in text
+        assert f"write {transform}(f, wrt=1)" in text
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_has_aux_is_taken_where_it_is_meant_and_its_misspelling_is_named(transform):
+    if transform in ("grad", "value_and_grad", "vjp"):
+        with pytest.raises(s2sad.TransformKeywordError, match="did you mean `has_aux=`"):
+            getattr(s2sad, transform)(_with_aux, hasaux=True)
+        x = np.array([0.5, 1.5])
+        got = getattr(s2sad, transform)(_with_aux, has_aux=True)(x)
+        aux = got[0][1] if transform == "value_and_grad" else got[-1]
+        gradient = got[1](1.0) if transform == "vjp" else got[1] if transform != "grad" else got[0]
+        assert aux == "aux"
+        np.testing.assert_allclose(gradient, 2 * x)
+        return
+    for keyword in ("has_aux", "hasaux"):
+        with pytest.raises(
+            s2sad.TransformKeywordError, match="is for grad, value_and_grad and vjp"
+        ):
+            getattr(s2sad, transform)(_with_aux, **{keyword: True})
+
+
+def test_an_unknown_keyword_lists_the_ones_the_transform_takes():
+    with pytest.raises(s2sad.TransformKeywordError) as err:
+        s2sad.grad(_two_args, wtr="y")
+    assert "did you mean `wrt=`? grad takes `wrt=`, `jit=`" in str(err.value)
+    with pytest.raises(s2sad.TransformKeywordError, match="real floating-point inputs only"):
+        s2sad.jacobian(_two_args, holomorphic=True)
+
+
+def _two_args(x, y):
+    return np.sum(np.sin(x) * y)
+
+
+def _with_aux(x):
+    return np.sum(x**2), "aux"
 
 
 def _tanh_layer(w, b, x):
