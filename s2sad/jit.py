@@ -38,6 +38,7 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
+    axis_error,
     from_numba_cache,
     is_numba_error,
     no_numba_form,
@@ -410,6 +411,8 @@ class Jitted:
             or numba_reason(failed, self.compiled.source)
         )
         message = f"Numba cannot compile {what or name}: {reason}"
+        if strict and axis_error(failed):  # the user's error, as Python mode raises it
+            raise axis_error(failed) from None
         if strict:
             raise JitError(
                 message,

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
+
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
 
@@ -347,6 +349,13 @@ def _enclosing_if(lines: list, at: int) -> int | None:
             continue
         return i if text.strip().startswith("if ") else None
     return None
+
+
+def axis_error(exc) -> Exception | None:
+    """NumPy's AxisError, with NumPy's message, for Numba refusing an axis out of bounds as it
+    types a reduction (`x.sum(axis=2)` of a matrix): the error Python mode raises."""
+    found = re.search(r"axis (-?\d+) is out of bounds for array of dimension (\d+)", str(exc))
+    return np.exceptions.AxisError(int(found.group(1)), int(found.group(2))) if found else None
 
 
 def shape_assertion(exc) -> bool:

@@ -141,3 +141,21 @@ def test_numbas_message_names_no_generated_variable():
     reason = numba_reason(said, source)
     assert "ds_mul" not in reason
     assert "for the derivative of the `*` computing 's' at line" in reason
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: np.sum(np.sum(x, axis=3)),  # s2sad's sum_over refuses it as it runs
+        lambda x: np.sum(np.max(x, axis=-3, keepdims=True)),
+        lambda x: np.sum(x.sum(axis=2)),  # Numba refuses it as it types
+    ],
+    ids=["sum", "max-keepdims", "method"],
+)
+def test_a_bad_axis_is_numpys_axis_error_under_jit_as_in_python_mode(f):
+    x = np.ones((2, 3))
+    with pytest.raises(np.exceptions.AxisError) as python:
+        s2sad.grad(f)(x)
+    with pytest.raises(np.exceptions.AxisError) as strict:
+        s2sad.grad(f, jit="strict")(x)
+    assert str(strict.value) == str(python.value)

@@ -98,7 +98,7 @@ def _fold(a, axis, kind):
     """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
     ax = axis if axis >= 0 else axis + a.ndim
     if ax < 0 or ax >= a.ndim:
-        raise ValueError("axis is out of bounds for the array's number of dimensions")
+        raise np.exceptions.AxisError(axis, a.ndim)  # NumPy's error and message
     if a.shape[ax] == 0:  # nothing to fold: the identity, where the fold has one (as NumPy)
         if kind == _SUM:
             return np.zeros(_to_front(a, ax).shape[1:], a.dtype)
