@@ -267,3 +267,16 @@ def test_reduction_methods_var_std_and_integer_sums_compile_and_match_python_mod
     text = s2sad.source(s2sad.grad(reduction_methods, jit="strict"), x, m)
     assert "mean_over(x, 0, False)" in text and "std_over(x, -1, True, 1)" in text
     check_vjp(reduction_methods, (x, m))
+
+
+def outer_of_literals(x):  # Numba compiles np.outer of a list literal: the adjoint takes it too
+    return np.sum(np.outer(x, [0.3, 1.2]) ** 2) + np.sum(np.outer([2.0, -1.0], x) * x)
+
+
+def test_the_outer_product_of_a_list_literal_compiles_and_matches_python_mode():
+    x = np.array([0.5, -0.7, 1.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s2sad.jit.JitFallbackWarning)
+        got = s2sad.grad(outer_of_literals, jit="strict")(x)
+    np.testing.assert_allclose(got, s2sad.grad(outer_of_literals)(x), rtol=1e-13)
+    check_vjp(outer_of_literals, (x,))

@@ -534,6 +534,8 @@ def _flat(v):
 def _flat_impl(v):
     if _array(v):
         return lambda v: np.ravel(v)
+    if isinstance(v, types.List) and isinstance(v.dtype, types.Number):  # data given as a list
+        return lambda v: np.asarray(v)
     return lambda v: np.full(1, v)
 
 
