@@ -91,7 +91,7 @@ def test_a_while_loop_that_widens_names_its_header_and_step():
 def test_an_if_binding_two_dtypes_names_the_if_and_its_bindings_not_a_loop(f, lines):
     text = _refusal(f, X32, W64, 1.0)
     assert "loop" not in text
-    assert f"'y' is float32 on one path and float64 on another through the `if` at" in text
+    assert "'y' is float32 on one path and float64 on another through the `if` at" in text
     assert _at(f, "if c > 0:") in text
     assert "bound by " + " and by ".join(_at(f, line) for line in lines) in text
     assert "hint: bind one dtype on every path" in text
