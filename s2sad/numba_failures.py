@@ -71,6 +71,10 @@ def numba_reason(exc, source: str = "") -> str:
     if user and " at line " not in reason:
         number, _, code = user.partition(": ")
         return reason[:400] + f" (at {number}: `{code[:120]}`)"
+    generated = source.splitlines()
+    at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
+    if at is not None and " at line " not in reason:  # the generated line's user line
+        return reason[:400] + f" (at {_user_line(generated, at)})"
     shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
 

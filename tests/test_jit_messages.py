@@ -159,3 +159,15 @@ def test_a_bad_axis_is_numpys_axis_error_under_jit_as_in_python_mode(f):
     with pytest.raises(np.exceptions.AxisError) as strict:
         s2sad.grad(f, jit="strict")(x)
     assert str(strict.value) == str(python.value)
+
+
+def test_a_generated_line_numba_quotes_is_told_as_the_users_line():
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    generated = next(t.strip() for t in source.splitlines() if t.strip().startswith("ds_mul ="))
+    said = _NumbaSays(
+        "No implementation of function Function(<function unbroadcast>) found for signature:\n"
+        f' >>> unbroadcast(array(float64, 1d, C), list)\nFile "gen.py", line 9:\n    {generated}\n'
+    )
+    reason = numba_reason(said, source)
+    assert reason.endswith(f"(at {_at(_shape_of_names, 's = np.sin(x) + np.cos(x) * 2.0')})")
+    assert "ds_mul" not in reason
