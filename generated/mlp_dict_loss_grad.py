@@ -68,8 +68,8 @@ def _mT(a):
 def matmul_vjp_lhs(g, a, b):
     """Cotangent of `a` in `a @ b`: batched, 1-D operands as in np.matmul."""
     a_nd, b_nd = np.ndim(a), np.ndim(b)
-    if a_nd == 1 and b_nd == 1:
-        return g * b
+    if a_nd == 1 and b_nd == 1:  # (np.multiply: `b` may be a list, `g` a NumPy number)
+        return np.multiply(g, b)
     if a_nd <= 2 and b_nd <= 2:  # no batch axes: plain products, nothing to unbroadcast
         # np.transpose, not .T: an operand the user passes as a nested list works in the primal
         return np.outer(g, b) if b_nd == 1 else (b @ g if a_nd == 1 else g @ np.transpose(b))
@@ -84,7 +84,7 @@ def matmul_vjp_rhs(g, a, b):
     """Cotangent of `b` in `a @ b`: batched, 1-D operands as in np.matmul."""
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
-        return g * a
+        return np.multiply(g, a)
     if a_nd <= 2 and b_nd <= 2:
         return np.outer(a, g) if a_nd == 1 else np.transpose(a) @ g
     if a_nd == 1:

@@ -77,7 +77,7 @@ def matmul_vjp_rhs(g, a, b):
     """Cotangent of `b` in `a @ b`: batched, 1-D operands as in np.matmul."""
     a_nd, b_nd = np.ndim(a), np.ndim(b)
     if a_nd == 1 and b_nd == 1:
-        return g * a
+        return np.multiply(g, a)
     if a_nd <= 2 and b_nd <= 2:
         return np.outer(a, g) if a_nd == 1 else np.transpose(a) @ g
     if a_nd == 1:

@@ -17,6 +17,7 @@ from .errors import (
     SeedShapeError,
     SourceChangedError,
     SourceUnavailableError,
+    TransformKeywordError,
     UnsupportedSyntaxError,
     WrtError,
 )
@@ -46,4 +47,5 @@ __all__ = [
     "NonDifferentiableInputError",
     "NonScalarOutputError",
     "SeedShapeError",
+    "TransformKeywordError",
 ]

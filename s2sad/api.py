@@ -9,15 +9,17 @@ from __future__ import annotations
 from .compose import composable
 from .cuda import CudaTransformed, cuda_transform
 from .errors import S2SADError
+from .keywords import refuse
 from .jacobians import Hessian, Jacobian, hessian, jacobian  # noqa: F401  (s2sad.jacobian)
 from .transformed import BatchedJVPTransformed, JVPTransformed, Transformed, check_parallel
 
 
-def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu", parallel=False):
+def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu", parallel=False, **unknown):
     """Forward mode: `jvp(f, wrt)(*args, tangent=t)` returns `(out, out_tangent)`; `t` is an
     array shaped like the input (a tuple of them for a tuple `wrt`). With `batched=True`, `t`
     holds many tangents along a new first axis, and all of them are pushed through in one
     sweep: the result has that axis too (`vmap` of a jvp over the tangents)."""
+    refuse("jvp", unknown, ("wrt", "batched", "jit", "target", "parallel"))
 
     def build(func):
         func = composable(func, target)
@@ -36,7 +38,8 @@ def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu", parallel=False
 
 
 def _transform_decorator(mode):
-    def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False, parallel=False):
+    def make(f=None, wrt=0, *, jit=False, target="cpu", has_aux=False, parallel=False, **unknown):
+        refuse(mode, unknown, ("wrt", "jit", "target", "has_aux", "parallel"))
         check_parallel(parallel, jit)
 
         def build(func):
@@ -52,8 +55,7 @@ def _transform_decorator(mode):
 
         return build if f is None else build(f)
 
-    # Python's own errors about the call then name the transform (`grad() got an unexpected
-    # keyword argument 'argnums'`), not this factory
+    # Python's own errors about the call then name the transform, not this factory
     make.__name__ = make.__qualname__ = mode
     return make
 

@@ -75,3 +75,8 @@ class NonScalarOutputError(S2SADError, ValueError):
 
 class SeedShapeError(S2SADError, ValueError):
     """A `vjp` seed whose shape differs from the output's."""
+
+
+class TransformKeywordError(S2SADError, TypeError):
+    """A keyword the transform does not take (`argnums=`): a TypeError, as Python's own, that
+    says which keyword of s2sad's to use instead."""

@@ -16,6 +16,7 @@ from .compiled_jacobian import WholeJacobians
 from .compose import composable
 from .errors import S2SADError
 from .jit import Jitted
+from .keywords import refuse
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed, _refuse_complex, unboxed
@@ -375,7 +376,7 @@ def _rows(g, size, x):
     return g
 
 
-def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False, parallel=False):
+def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False, parallel=False, **unknown):
     """The Jacobian, shaped `out.shape + arg.shape` (a tuple of them for a tuple `wrt`).
 
     One batched sweep: `mode="reverse"` runs the primal once and pulls the identity over the
@@ -387,6 +388,7 @@ def jacobian(f, wrt=0, mode=None, batched=True, *, jit=False, parallel=False):
     Numba versions yet), all of them in one compiled call for a kind of arguments it is called
     with often (compiled_jacobian.py); with `parallel=True` as well, their independent loops
     run on threads."""
+    refuse("jacobian", unknown, ("wrt", "mode", "batched", "jit", "parallel"))
     return Jacobian(composable(f, outer="jacobian"), wrt, mode, batched, jit, parallel)
 
 
@@ -540,8 +542,9 @@ def _keywords(bound, names: dict) -> dict:
     return {names.get(k, k): v for k, v in bound.kwargs.items()}
 
 
-def hessian(f, wrt=0, batched=True):
+def hessian(f, wrt=0, batched=True, **unknown):
     """The Hessian of a scalar `f`, shaped `arg.shape + arg.shape`: forward mode applied to the
     gradient code s2sad generates (forward over reverse), in one sweep whose tangents carry the
     identity over the argument's elements (`batched=False`: one sweep per element)."""
+    refuse("hessian", unknown, ("wrt", "batched"))
     return Hessian(composable(f, outer="hessian"), wrt, batched)

@@ -38,14 +38,14 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
-    WIDENED_HINT,
+    axis_error,
     from_numba_cache,
     is_numba_error,
     no_numba_form,
     numba_reason,
     row_misfit,
     shape_assertion,
-    widened_in_loop,
+    two_types,
 )
 from .pipeline.names import defined_functions
 
@@ -361,7 +361,7 @@ class Jitted:
         """Compile the same code without Numba's parallel options (its `prange` loops then run
         as `range` loops), after a warning naming why, and run it."""
         warnings.warn(
-            f"Numba cannot compile {what or name} on threads: {numba_reason(exc)}; running it "
+            f"Numba cannot compile {what or name} on threads: {numba_reason(exc, self.compiled.source)}; running it "
             "compiled without threads",
             JitFallbackWarning,
             stacklevel=user_stacklevel(),
@@ -403,14 +403,21 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        widened = widened_in_loop(failed, self.compiled.source)
-        reason = widened or no_numba_form(failed, self.compiled.source) or numba_reason(failed)
+        widened = two_types(failed, self.compiled.source)
+        reason = (
+            widened[0]
+            if widened
+            else no_numba_form(failed, self.compiled.source)
+            or numba_reason(failed, self.compiled.source)
+        )
         message = f"Numba cannot compile {what or name}: {reason}"
+        if strict and axis_error(failed):  # the user's error, as Python mode raises it
+            raise axis_error(failed) from None
         if strict:
             raise JitError(
                 message,
                 hint=(
-                    WIDENED_HINT
+                    widened[1]
                     if widened
                     else "use jit=True to fall back to Python, or keep to "
                     "operations Numba supports in nopython mode"

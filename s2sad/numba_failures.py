@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
+
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
 
@@ -30,10 +32,22 @@ _TELLING = (
 _FRAMING = ("Failed in ", "- Resolution failure", "During:", "File ", "^")
 
 
-def numba_reason(exc) -> str:
+def numba_reason(exc, source: str = "") -> str:
     """The line of Numba's message that names the operation, and where: the user's line (the
-    generated code's `# line N:` comment Numba shows) or else the generated line."""
+    generated code's `# line N:` comment Numba shows) or else the generated line; the generated
+    code's names in it told in the user's terms (`in_user_terms`)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    text = _DEFINED.sub(_defined_at, text)
+    if source:
+        text = re.sub(
+            r"'([A-Za-z_]\w*)(?:\.\d+)?'",
+            lambda m: (
+                in_user_terms(m.group(1), source)
+                if re.search(rf"^\s*{m.group(1)} \+?= ", source, re.M)
+                else m.group(0)
+            ),
+            text,
+        )
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     # else the first line that is not Numba's framing ("Failed in nopython mode pipeline",
     # "- Resolution failure for ...", "During: ...")
@@ -54,11 +68,29 @@ def numba_reason(exc) -> str:
         given = next((line for line in lines if line.startswith(">>>")), "")
         reason += f" {given[3:].strip()}" if given else ""
     user = next((line[2:] for line in lines if line.startswith("# line ")), "")
-    if user:
+    if user and " at line " not in reason:
         number, _, code = user.partition(": ")
         return reason[:400] + f" (at {number}: `{code[:120]}`)"
+    generated = source.splitlines()
+    at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
+    if at is not None and " at line " not in reason:  # the generated line's user line
+        return reason[:400] + f" (at {_user_line(generated, at)})"
     shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
+
+
+_DEFINED = re.compile(r"defined at (\S+\.py) \((\d+)\)")
+
+
+def _defined_at(found) -> str:
+    """Numba's `defined at <generated file> (N)` as the user's line its comment names."""
+    try:
+        with open(found.group(1), encoding="utf-8") as module:
+            lines = module.read().splitlines()
+    except OSError:
+        return found.group(0)
+    at = int(found.group(2)) - 1
+    return f"at {_user_line(lines, at)}" if 0 <= at < len(lines) else found.group(0)
 
 
 def no_numba_form(exc, source: str) -> str | None:
@@ -83,40 +115,251 @@ def no_numba_form(exc, source: str) -> str | None:
     return None
 
 
-WIDENED_HINT = (
-    "keep the value in its dtype where the loop computes it (`y = (y + h / 6.0 * k)"
-    ".astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python version instead"
+_WIDENS = (
+    "compiled code computes a float32 array meeting a Python float (or a float64 value) in "
+    "float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+)
+_HINTS = {
+    "widens": "keep the value in its dtype where the loop computes it (`y = (y + h / 6.0 * k)"
+    ".astype(y0.dtype)`)",
+    "narrows": "give the value the loop's dtype before the loop (`y = y0.astype(np.float32)`), or "
+    "keep the step in float64",
+    "branch": "bind one dtype on every path (`y = (x * w).astype(x.dtype)`)",
+}
+_UNIFY = re.compile(
+    r"Cannot unify (.+?) and (.+?) for '([A-Za-z_]\w*)(?:\.\d+)?', defined at (\S+?\.py) \((\d+)\)"
+)
+_OTHER = (
+    "Numba gives a name one type on every path, where Python lets a name change its type",
+    "give the value one type before the loop and after each step (`s = 0.0` for a number, "
+    "`np.asarray(...)` for an array, `.astype(...)` for a dtype)",
 )
 
 
-def widened_in_loop(exc, source: str) -> str | None:
-    """For a value a loop carries that Numba computes in float64 from float32 (Numba's types
-    widen a float32 array meeting a Python float, `h / 6.0 * k`, where NumPy 2 keeps float32:
-    NEP 50): which, and the user's line computing it, from the generated code's comments."""
-    found = re.search(
-        r"Cannot unify array\((float\d+), \d+d, \w+\) and array\((float\d+), \d+d, \w+\) "
-        r"for '([A-Za-z_]\w*)\.",
-        str(exc),
-    )
-    if not found or {found.group(1), found.group(2)} != {"float32", "float64"}:
+def two_types(exc, source: str) -> tuple | None:
+    """For a name Numba types two ways on two paths (mostly float32 and float64: its types widen
+    a float32 array meeting a Python float, `h / 6.0 * k`, where NumPy 2 keeps float32, NEP 50):
+    what, where and what to do, as `(reason, hint)`. Numba's message names the point where the
+    paths meet (`defined at file (line)` in the generated module): a loop's header, where the
+    first type is the one the loop starts with (Numba types the entry before the body, which
+    reads it), or the statement after an `if`, whose paths it does not order."""
+    found = _UNIFY.search(str(exc))
+    if not found:
         return None
-    name, lines, line, comment = found.group(3), source.splitlines(), None, None
-    copied = [m.group(1) for t in lines if (m := re.match(rf"\s*{name} = (\w+)$", t))]
-    for target in copied[-1:] + [name]:  # the value copied into it (`y = y_new`), else itself
-        for text in lines:
-            stripped = text.strip()
-            if stripped.startswith("# line "):
-                comment = stripped[2:]
-            elif re.match(rf"{target} = ", stripped) and line is None:
-                line = comment
+    first, second, name = _kind(found.group(1)), _kind(found.group(2)), found.group(3)
+    floats = {first, second} == {"float32", "float64"}
+    named = in_user_terms(name, source)
+    try:
+        with open(found.group(4), encoding="utf-8") as module:
+            lines = module.read().splitlines()
+    except OSError:
+        lines = []
+    at = int(found.group(5)) - 1
+    if not 0 <= at < len(lines):
+        return None
     origin = re.search(r"\((\S+\.py):\d+\)", source)
-    number, _, code = (line or "").partition(": ")
-    where = f" at {origin.group(1) if origin else 'the function'} {number} (`{code}`)"
+    file = origin.group(1) if origin else "the function"
+    at = _loop_header(lines, at)
+    if lines[at].strip().startswith(("for ", "while ")):
+        where = f" at {_user_line(lines, _computing(lines, name, at))}"
+        kind = ("widens" if first == "float32" else "narrows") if floats else None
+        why, hint = {
+            "widens": (_WIDENS, _HINTS["widens"]),
+            "narrows": (
+                "Numba gives a name one type, and a float32 value computed before the loop is "
+                "float64 in compiled code where it meets a Python float or a float64 value",
+                _HINTS["narrows"],
+            ),
+            None: _OTHER,
+        }[kind]
+        return (
+            f"{named} is {first} as the loop at {file} {_user_line(lines, at)} starts and "
+            f"{second} after a step{where}: {why}",
+            hint
+            + (", or pass float64 arrays" if floats else "")
+            + "; jit=True runs the Python version instead",
+        )
+    branch = _enclosing_if(lines, at)
+    if branch is None:
+        return None
+    first, second = sorted((first, second))  # (the paths are in no order)
+    bound = []
+    for i in range(branch + 1, at):
+        if re.match(rf"\s*{name} = ", lines[i]):
+            told = _bound_at(lines, name, i, branch)
+            bound += [told] if told not in bound else []
     return (
-        f"'{name}' is float32 as the loop starts and float64 after a step{where if line else ''}: "
-        "compiled code computes a float32 array meeting a Python float (or a float64 value) "
-        "in float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+        f"{named} is {first} on one path and {second} on another through the `if` at {file} "
+        f"{_user_line(lines, branch)}, bound by "
+        + " and by ".join(bound)
+        + f": {_WIDENS if floats else _OTHER[0]}",
+        (_HINTS["branch"] + ", or pass float64 arrays" if floats else _OTHER[1])
+        + "; jit=True runs the Python version instead",
     )
+
+
+def _kind(numba_type: str) -> str:
+    """Numba's type in words: the dtype alone for a float array with rank (the pair the message
+    compares has one rank), `a 0-d float64 array`, `a float64 number`."""
+    array = re.fullmatch(r"array\((\w+), (\d+)d, \w+\)", numba_type)
+    if array and array.group(2) == "0":
+        return f"a 0-d {array.group(1)} array"
+    if array:
+        return array.group(1)
+    return (
+        f"a {numba_type} number"
+        if re.fullmatch(r"(float|int|uint|complex)\d+", numba_type)
+        else numba_type
+    )
+
+
+def _bound_at(lines: list, name: str, at: int, branch: int) -> str:
+    """The user's line binding `name` at line `at` of an `if`'s arm; for the copy s2sad puts in
+    an arm that does not bind it (`y_1_2 = y`), where that value was bound before the `if`."""
+    copied = re.match(rf"\s*{name} = (\w+)$", lines[at])
+    if copied and not lines[at - 1].strip().startswith("# line "):
+        source = copied.group(1)
+        before = [i for i in range(branch) if re.match(rf"\s*{source} = ", lines[i])]
+        return _user_line(lines, before[-1]) if before else f"the argument '{source}'"
+    return _user_line(lines, at)
+
+
+def _loop_header(lines: list, at: int) -> int:
+    """The loop whose header block line `at` starts, else `at`: Numba places a `while` loop's
+    merge at the first statement of its body (where the condition is tested again)."""
+    for i in range(at - 1, -1, -1):
+        text = lines[i].strip()
+        if text and not text.startswith("#"):
+            inner = len(lines[at]) - len(lines[at].lstrip()) > len(lines[i]) - len(
+                lines[i].lstrip()
+            )
+            return i if inner and text.startswith(("for ", "while ")) else at
+    return at
+
+
+# what versions, loop copies, fused loops' elements and outputs add to a name
+_ORDINAL = re.compile(r"(?:_\d+)+$|_(?:new|entry|stop|out\d*|i|tape)$")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+def in_user_terms(name: str, source: str) -> str:
+    """A name of the generated code as the user knows it: their own variable (`'y'` for the
+    merge copy `y_1_2` or Numba's `y.3`), the derivative of one (`dy`), or else the operation and
+    the user's line that computes it (`ds_add`: the derivative of the `add` computing 's' at
+    line 4 (`s = a + b`))."""
+    name = name.split(".")[0]
+    lines = source.splitlines()
+    users = {
+        word
+        for text in lines
+        if text.strip().startswith("# line ")
+        for word in _IDENT.findall(text.strip().partition(": ")[2])
+    }
+    function = re.search(r"\bof (\w+) \(\S+\.py:\d+\)", source)
+    value = function.group(1) if function else None
+    if value:  # the function's own name stands for its value in the generated code
+        users.add(value)
+
+    def told(user: str) -> str:
+        return f"the value {user} returns" if user == value else f"'{user}'"
+
+    own = _as_user_name(name, users)
+    if own:
+        return told(own)
+    derivative = name.startswith("d") and _as_user_name(name[1:], users)
+    if derivative:
+        return f"the derivative of {told(derivative)}"
+    at = next((i for i, t in enumerate(lines) if re.match(rf"\s*{name} \+?= ", t)), None)
+    where = f" at {_user_line(lines, at)}" if at is not None else ""
+    made = re.fullmatch(r"(d?)([A-Za-z_]\w*?)_([a-z]+)\d*", _stripped(name))
+    if made and made.group(2) in users:
+        op = _OPERATORS.get(made.group(3), made.group(3) + "(...)")
+        what = f"the `{op}` computing {told(made.group(2))}{where}"
+        return f"the derivative of {what}" if made.group(1) else what
+    return f"a value s2sad computes{where or ' (' + name + ')'}"
+
+
+_OPERATORS = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "neg": "-",
+    "matmul": "@",
+}
+
+
+def _stripped(name: str) -> str:
+    """`name` without the suffixes versions and copies add."""
+    while True:
+        stripped = _ORDINAL.sub("", name)
+        if stripped == name or not stripped:
+            return name
+        name = stripped
+
+
+def _as_user_name(name: str, users: set) -> str | None:
+    """`name` as one of the user's names, through the suffixes versions and copies add."""
+    while name not in users:
+        stripped = _ORDINAL.sub("", name)
+        if stripped == name or not stripped:
+            return None
+        name = stripped
+    return name
+
+
+def _user_line(lines: list, at: int) -> str:
+    """`line N (`code`)`: the user's line the generated code's comment above `at` quotes."""
+    for text in reversed(lines[: at + 1]):
+        if text.strip().startswith("# line "):
+            number, _, code = text.strip()[2:].partition(": ")
+            return f"{number} (`{code}`)"
+    return f"generated line {at + 1}"
+
+
+def _computing(lines: list, name: str, header: int) -> int:
+    """The line of the loop at `header` that computes `name`'s next value: the value copied
+    into it (`y = y_new`), else `name`'s own assignment."""
+    indent = len(lines[header]) - len(lines[header].lstrip())
+    body = []
+    for i in range(header + 1, len(lines)):
+        if lines[i].strip() and len(lines[i]) - len(lines[i].lstrip()) <= indent:
+            break
+        body.append(i)
+    copied = [m.group(1) for i in body if (m := re.match(rf"\s*{name} = (\w+)$", lines[i]))]
+    for target in copied[-1:] + [name]:
+        for i in body:
+            if re.match(rf"\s*{target} = ", lines[i]):
+                return i
+    return header
+
+
+def _enclosing_if(lines: list, at: int) -> int | None:
+    """The `if` whose paths meet at line `at`: the compound statement just above it at its
+    indentation (through its `else:`)."""
+    indent = len(lines[at]) - len(lines[at].lstrip())
+    for i in range(at - 1, -1, -1):
+        text = lines[i]
+        if not text.strip() or text.strip().startswith("#"):
+            continue
+        if len(text) - len(text.lstrip()) > indent:
+            continue
+        if len(text) - len(text.lstrip()) < indent:
+            return None
+        if text.strip().startswith(("else:", "elif ")):
+            continue
+        return i if text.strip().startswith("if ") else None
+    return None
+
+
+def axis_error(exc) -> Exception | None:
+    """NumPy's AxisError, with NumPy's message, for Numba refusing an axis out of bounds as it
+    types a reduction (`x.sum(axis=2)` of a matrix): the error Python mode raises."""
+    found = re.search(r"axis (-?\d+) is out of bounds for array of dimension (\d+)", str(exc))
+    return np.exceptions.AxisError(int(found.group(1)), int(found.group(2))) if found else None
 
 
 def shape_assertion(exc) -> bool:

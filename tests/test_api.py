@@ -9,6 +9,7 @@ from numpy import exp as np_exp
 from numpy.linalg import norm as np_norm
 
 import s2sad
+from conftest import check_vjp
 
 SCALE = 3.0
 
@@ -209,13 +210,56 @@ def needs_positive(x):
     return np.sum(np.sqrt(x))  # the adjoint divides by sqrt(x)
 
 
-@pytest.mark.parametrize("transform", ["grad", "value_and_grad", "vjp", "jvp", "jacobian"])
-def test_a_keyword_of_another_library_is_refused_in_the_transforms_name(transform):
-    # JAX's `argnums` is `wrt` here; Python's message must name the transform, not a factory
-    with pytest.raises(
-        TypeError, match=rf"^{transform}\(\) got an unexpected keyword argument 'argnums'"
-    ):
-        getattr(s2sad, transform)(np.sin, argnums=0)
+TRANSFORMS = ["grad", "value_and_grad", "vjp", "jvp", "jacobian", "hessian"]
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_a_keyword_of_another_library_says_which_of_s2sads_to_use(transform):
+    # JAX's `argnums` (autograd's `argnum`) is `wrt` here: a TypeError naming the transform, the
+    # line that called it, and the call to write instead
+    for keyword in ("argnums", "argnum"):
+        with pytest.raises(s2sad.TransformKeywordError) as err:
+            getattr(s2sad, transform)(_two_args, **{keyword: 1})
+        text = str(err.value)
+        assert isinstance(err.value, TypeError)
+        assert f"{transform}() got an unexpected keyword argument '{keyword}'" in text
+        assert f"test_api.py:{err.tb.tb_lineno}: " in text
+        assert f"write {transform}(f, wrt=1)" in text
+
+
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_has_aux_is_taken_where_it_is_meant_and_its_misspelling_is_named(transform):
+    if transform in ("grad", "value_and_grad", "vjp"):
+        with pytest.raises(s2sad.TransformKeywordError, match="did you mean `has_aux=`"):
+            getattr(s2sad, transform)(_with_aux, hasaux=True)
+        x = np.array([0.5, 1.5])
+        got = getattr(s2sad, transform)(_with_aux, has_aux=True)(x)
+        aux = got[0][1] if transform == "value_and_grad" else got[-1]
+        gradient = got[1](1.0) if transform == "vjp" else got[1] if transform != "grad" else got[0]
+        assert aux == "aux"
+        np.testing.assert_allclose(gradient, 2 * x)
+        return
+    for keyword in ("has_aux", "hasaux"):
+        with pytest.raises(
+            s2sad.TransformKeywordError, match="is for grad, value_and_grad and vjp"
+        ):
+            getattr(s2sad, transform)(_with_aux, **{keyword: True})
+
+
+def test_an_unknown_keyword_lists_the_ones_the_transform_takes():
+    with pytest.raises(s2sad.TransformKeywordError) as err:
+        s2sad.grad(_two_args, wtr="y")
+    assert "did you mean `wrt=`? grad takes `wrt=`, `jit=`" in str(err.value)
+    with pytest.raises(s2sad.TransformKeywordError, match="real floating-point inputs only"):
+        s2sad.jacobian(_two_args, holomorphic=True)
+
+
+def _two_args(x, y):
+    return np.sum(np.sin(x) * y)
+
+
+def _with_aux(x):
+    return np.sum(x**2), "aux"
 
 
 def _tanh_layer(w, b, x):
@@ -229,3 +273,40 @@ def test_a_nested_list_passed_for_data_works_as_in_the_primal():
     np.testing.assert_allclose(got, s2sad.grad(_tanh_layer)(w, 0.2, np.array(rows)), rtol=1e-14)
     got_w = s2sad.grad(lambda W, x: np.sum((x @ W) ** 2))(np.eye(3), [[1.0, 2.0, 3.0]])
     np.testing.assert_allclose(got_w, 2 * np.outer([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]), rtol=1e-14)
+
+
+_ROW, _ROWS, _SQUARE = [0.3, -1.2, 2.0], [[1.0, 2.0, 0.5], [3.0, -4.0, 1.5]], [[1.0, 2.0, 0.5]] * 3
+_EXPONENTS = [0.0, 1.5, 2.0]  # a zero exponent: its adjoint's x ** (0 - 0), never x ** -1
+LIST_DATA = {  # (f of x and the data, x's shape, the data)
+    "dot of two vectors": (lambda x, d: np.dot(d, x) ** 2, (3,), _ROW),
+    "dot of a matrix and a vector": (lambda x, d: np.sum(np.dot(x, d) ** 2), (2, 3), _ROW),
+    "dot of matrices": (lambda x, d: np.sum(np.dot(d, x) ** 2), (3, 3), _ROWS),
+    "vector @ vector": (lambda x, d: (d @ x) ** 2, (3,), _ROW),
+    "outer": (lambda x, d: np.sum(np.outer(d, x) ** 2), (3,), _ROW),
+    "inner": (lambda x, d: np.sum(np.inner(d, x) ** 2), (2, 3), _ROWS),
+    "tensordot": (lambda x, d: np.sum(np.tensordot(x, d, axes=([0], [1])) ** 2), (3, 2), _ROWS),
+    "einsum": (lambda x, d: np.sum(np.einsum("ij,j->i", x, d) ** 2), (2, 3), _ROW),
+    "kron": (lambda x, d: np.sum(np.kron(d, x) ** 2), (2, 3), _ROWS),
+    "where": (lambda x, d: np.sum(np.where(x > 0.5, d, x) ** 2), (2, 3), _ROW),
+    "broadcast +": (lambda x, d: np.sum((x + d) ** 2), (2, 3), _ROW),
+    "broadcast /": (lambda x, d: np.sum(d / x), (2, 3), _SQUARE[:2]),
+    "power, list exponent": (lambda x, d: np.sum(x**d), (2, 3), _EXPONENTS),
+    "power, list base": (lambda x, d: np.sum(np.power(np.abs(d), x)), (2, 3), _ROW),
+    "arctan2": (lambda x, d: np.sum(np.arctan2(x, d) + np.arctan2(d, x)), (2, 3), _ROW),
+    "convolve": (lambda x, d: np.sum(np.convolve(x, d) ** 2), (4,), _ROW),
+    "trapezoid": (lambda x, d: np.trapezoid(x, d), (3,), _ROW),
+    "polyval at data": (lambda x, d: np.sum(np.polyval(x, d)), (3,), _ROW),
+}
+
+
+@pytest.mark.parametrize("case", list(LIST_DATA), ids=list(LIST_DATA))
+def test_a_list_passed_for_data_works_as_in_the_primal(case):
+    # the adjoints read operands by NumPy's functions (np.transpose, np.multiply, np.square,
+    # np.not_equal, np.asarray), which take lists as the primal's calls do
+    f, shape, data = LIST_DATA[case]
+    x = np.random.default_rng(4).uniform(0.2, 1.0, shape)
+    got = s2sad.grad(f)(x, data)
+    want = s2sad.grad(f)(x, np.array(data))
+    assert got.shape == x.shape and got.dtype == x.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    check_vjp(f, (x, np.array(data)))  # and the array's gradient is right

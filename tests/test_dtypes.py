@@ -182,8 +182,8 @@ def test_a_loop_value_numba_widens_is_refused_by_name_and_line():
     with pytest.raises(JitError) as err:
         s2sad.grad(widened, jit="strict")(y0, w, 0.1, 3)
     text = str(err.value)
-    assert "'y' is float32 as the loop starts and float64 after a step" in text
-    assert "test_dtypes.py line" in text and "astype(y0.dtype)" in text
+    assert "'y' is float32 as the loop at test_dtypes.py line" in text
+    assert "starts and float64 after a step at line" in text and "astype(y0.dtype)" in text
     with pytest.warns(JitFallbackWarning, match="'y' is float32"):
         got = s2sad.grad(widened, jit=True)(y0, w, 0.1, 3)
     np.testing.assert_allclose(got, s2sad.grad(widened)(y0, w, 0.1, 3), rtol=1e-12)

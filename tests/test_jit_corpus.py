@@ -259,6 +259,13 @@ CORPUS = [
     (nd.int_axis, (r(3, 4), -1), 0, "grad"),
     # reductions over an axis that Numba lacks, lowered to s2sad's own forms (test_jit_forms.py)
     (jf.axis_reductions, (r(4, 5), r(5, seed=1)), (0, 1), "grad"),
+    # reduction methods, var/std over an axis (var_over, std_over), integer sums kept
+    (
+        jf.reduction_methods,
+        (r(4, 5, low=1.0, high=3.0), np.arange(20).reshape(4, 5) % 7),
+        0,
+        "grad",
+    ),
 ]
 
 

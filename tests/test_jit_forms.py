@@ -200,5 +200,83 @@ def test_a_fold_over_an_axis_the_array_lacks_raises():
     x = np.arange(6.0).reshape(2, 3)
     with pytest.raises(np.exceptions.AxisError):
         s2sad.grad(beyond_the_axes)(x)
-    with pytest.raises(ValueError, match="out of bounds"):
+    with pytest.raises(np.exceptions.AxisError, match="out of bounds"):
         s2sad.grad(beyond_the_axes, jit="strict")(x)
+
+
+def test_var_std_and_integer_sums_give_numpys_values_dtypes_and_shapes():
+    from s2sad.numba_helpers import std_over, sum_over, var_over
+
+    def spreads(x, m):
+        return (
+            var_over(x, 1, False, 0),
+            var_over(x, -1, True, 1),
+            std_over(x, 0, True, 0),
+            std_over(x, None, False, 1),
+            var_over(x, None, True, 0),
+            sum_over(m, 0, True),  # integers kept: Numba's sums, NumPy's dtype
+            sum_over(m, None, True),
+            std_over(x[:1], 0, False, 1),  # no degrees of freedom left: nan, as NumPy's
+        )
+
+    numpy = lambda x, m: (
+        np.var(x, axis=1),
+        np.var(x, axis=-1, keepdims=True, ddof=1),
+        np.std(x, axis=0, keepdims=True),
+        np.std(x, ddof=1),
+        np.var(x, keepdims=True),
+        np.sum(m, axis=0, keepdims=True),
+        np.sum(m, keepdims=True),
+        np.std(x[:1], axis=0, ddof=1),
+    )
+    compiled = numba.njit(spreads)
+    rng = np.random.default_rng(2)
+    m = rng.integers(-5, 5, (3, 4))
+    for dtype in (np.float64, np.float32):
+        x = rng.standard_normal((3, 4)).astype(dtype) + 2
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            wanted = numpy(x, m)
+        for got, want in zip(compiled(x, m), wanted):
+            assert np.shape(got) == np.shape(want)
+            if np.ndim(want):
+                assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=3e-6 if dtype == np.float32 else 1e-13)
+
+
+def reduction_methods(x, m):
+    a = x.mean(axis=0) * x.sum(axis=1, keepdims=True)
+    b = x.max(axis=1) + x.min(axis=0, keepdims=True).T[:, 0] @ np.ones((x.shape[1], 4))
+    c = x.prod(axis=0) * x.std(axis=-1, keepdims=True, ddof=1)
+    d = x.var(axis=1) + np.var(x, axis=0, keepdims=True)[0, :4] + np.std(x, ddof=1)
+    e = np.sum(x * m.sum(axis=0, keepdims=True)) * np.sum(m, axis=1, keepdims=True)
+    return np.sum(a**2) + np.sum(b * d) + np.sum(c) + np.sum(e)
+
+
+def test_reduction_methods_var_std_and_integer_sums_compile_and_match_python_mode():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 5)) + 2.0
+    m = rng.integers(-3, 4, (4, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s2sad.jit.JitFallbackWarning)
+        value, grad = s2sad.value_and_grad(reduction_methods, jit="strict")(x, m)
+    want_value, want = s2sad.value_and_grad(reduction_methods)(x, m)
+    assert value == pytest.approx(want_value, rel=1e-13)
+    assert grad.shape == want.shape and grad.dtype == want.dtype
+    np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
+    text = s2sad.source(s2sad.grad(reduction_methods, jit="strict"), x, m)
+    assert "mean_over(x, 0, False)" in text and "std_over(x, -1, True, 1)" in text
+    check_vjp(reduction_methods, (x, m))
+
+
+def outer_of_literals(x):  # Numba compiles np.outer of a list literal: the adjoint takes it too
+    return np.sum(np.outer(x, [0.3, 1.2]) ** 2) + np.sum(np.outer([2.0, -1.0], x) * x)
+
+
+def test_the_outer_product_of_a_list_literal_compiles_and_matches_python_mode():
+    x = np.array([0.5, -0.7, 1.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s2sad.jit.JitFallbackWarning)
+        got = s2sad.grad(outer_of_literals, jit="strict")(x)
+    np.testing.assert_allclose(got, s2sad.grad(outer_of_literals)(x), rtol=1e-13)
+    check_vjp(outer_of_literals, (x,))

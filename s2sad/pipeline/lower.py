@@ -221,7 +221,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and rank_of(node.args[1]) == rank_of(node.args[2]) == 1
             ):
                 return ast.BinOp(node.args[0], ast.Mult(), node.args[other])
-            lowered = _lowered_reduction(text, node, rank_of)
+            function = _as_function(node, rank_of)
+            lowered = _lowered_reduction(ast.unparse(function.func), function, rank_of)
             if lowered is not None:
                 return lowered
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
@@ -307,7 +308,26 @@ _REDUCTIONS = {
     "np.prod": ("prod_over", False),
     "np.mean": ("mean_over", False),
     "np.sum": ("sum_over", True),
+    "np.var": ("var_over", False),
+    "np.std": ("std_over", False),
 }
+_SPREADS = ("var_over", "std_over")  # which take `ddof`
+
+
+def _as_function(node: ast.Call, rank_of) -> ast.Call:
+    """A reduction method of an array (`x.mean(axis=0)`, `x.sum(0, keepdims=True)`) as the
+    NumPy function it is (`np.mean(x, axis=0)`), so it is lowered as that is; any other call as
+    it is."""
+    func = node.func
+    if (
+        isinstance(func, ast.Attribute)
+        and f"np.{func.attr}" in _REDUCTIONS
+        and not (isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"))
+        and rank_of(func.value) is not None
+    ):
+        np_func = ast.Attribute(ast.Name("np", ast.Load()), func.attr, ast.Load())
+        return ast.Call(np_func, [func.value, *node.args], node.keywords)
+    return node
 
 
 def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
@@ -317,21 +337,25 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
         return None
     name, has_axis = _REDUCTIONS[text]
     given = dict(zip(("a", "axis"), node.args))
+    takes = ("a", "axis", "keepdims") + (("ddof",) if name in _SPREADS else ())
     for k in node.keywords:
-        if k.arg not in ("a", "axis", "keepdims") or k.arg in given:
+        if k.arg not in takes or k.arg in given:
             return None  # dtype=, out=, initial=, where=: left to Numba
         given[k.arg] = k.value
     axis = given.get("axis", ast.Constant(None))
     keep = given.get("keepdims", ast.Constant(False))
+    ddof = given.get("ddof", ast.Constant(0))
     no_axis = isinstance(axis, ast.Constant) and axis.value is None
     plain = isinstance(keep, ast.Constant) and keep.value is False
+    plain = plain and isinstance(ddof, ast.Constant) and ddof.value == 0
     if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
         return None
     if plain and no_axis and rank_of(given["a"]) == 0:  # of a number: nothing to add up
         return None
     if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
         return None  # a tuple of axes, or one known only when compiled: left to Numba
-    return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep], [])
+    spread = [ddof] if name in _SPREADS else []
+    return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep, *spread], [])
 
 
 # the reductions lowered even where Numba has them: its sums of float32 add in float32, one

@@ -532,8 +532,8 @@ def _flat(v):
 
 @numba_of(_flat)
 def _flat_impl(v):
-    if _array(v):
-        return lambda v: np.ravel(v)
+    if _array(v) or isinstance(v, types.List):  # (data the user gives as a list of numbers)
+        return lambda v: np.ravel(np.asarray(v))
     return lambda v: np.full(1, v)
 
 

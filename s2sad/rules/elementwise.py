@@ -28,7 +28,8 @@ def _pow_base(args: dict) -> str:
             return "g * 2 * x1"
         return f"g * {c!r} * x1 ** {c - 1!r}"
     # where x2 is 0 the exponent is 0 too: x2 * x1 ** 0 is 0, where x2 * x1 ** -1 is 0 * inf
-    return "unbroadcast(g * x2 * x1 ** (x2 - (x2 != 0)), x1)"
+    # (np.not_equal: `x2 != 0` of a list is one bool)
+    return "unbroadcast(g * x2 * x1 ** (x2 - np.not_equal(x2, 0)), x1)"
 
 
 def _math_pow_base(args: dict) -> str:
@@ -141,8 +142,8 @@ unary(np.arcsinh, "g / np.sqrt(x**2 + 1)")
 unary(np.arctanh, "g / (1 - x**2)")
 binary(
     np.arctan2,
-    "unbroadcast(g * x2 / (x1**2 + x2**2), x1)",
-    "unbroadcast(-g * x1 / (x1**2 + x2**2), x2)",
+    "unbroadcast(g * x2 / (np.square(x1) + np.square(x2)), x1)",  # (either may be a list)
+    "unbroadcast(-g * x1 / (np.square(x1) + np.square(x2)), x2)",
 )
 binary(np.hypot, "unbroadcast(g * x1 / ans, x1)", "unbroadcast(g * x2 / ans, x2)")
 # infinite at 1, as np.arcsin is at 1; (x - 1) * (x + 1) keeps its digits near 1

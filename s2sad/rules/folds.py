@@ -1,7 +1,8 @@
 """The reductions Numba lacks, or sums less exactly than NumPy, as helpers jitted code calls in
 their place (pipeline/lower.py rewrites `np.max(x, axis=1, keepdims=True)` into
 `max_over(x, 1, True)` and `np.sum(x)` into `sum_over(x, None, False)`): max, min and prod over
-an axis, mean and sum whole or over an axis, and any of them with `keepdims`. Each NumPy form is
+an axis, mean and sum whole or over an axis, var and std over an axis or with `ddof`, and any of
+them with `keepdims` (integer sums too). Each NumPy form is
 the call it replaces; each Numba form loops over the reduced axis moved to the front. Sums of
 float32 add in float64 and round once: Numba's own add in float32, one element after another,
 where NumPy's add pairwise (a million float32 numbers would lose three or four digits).
@@ -42,6 +43,16 @@ def sum_over(a, axis=None, keepdims=False):
 @helper
 def mean_over(a, axis=None, keepdims=False):
     return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+@helper
+def var_over(a, axis=None, keepdims=False, ddof=0):
+    return np.var(a, axis=axis, keepdims=keepdims, ddof=ddof)
+
+
+@helper
+def std_over(a, axis=None, keepdims=False, ddof=0):
+    return np.std(a, axis=axis, keepdims=keepdims, ddof=ddof)
 
 
 @numba_jitable
@@ -98,7 +109,7 @@ def _fold(a, axis, kind):
     """`a` reduced over its axis `axis` by the fold `kind` (one of _MAX, _MIN, _PROD, _SUM)."""
     ax = axis if axis >= 0 else axis + a.ndim
     if ax < 0 or ax >= a.ndim:
-        raise ValueError("axis is out of bounds for the array's number of dimensions")
+        raise np.exceptions.AxisError(axis, a.ndim)  # NumPy's error and message
     if a.shape[ax] == 0:  # nothing to fold: the identity, where the fold has one (as NumPy)
         if kind == _SUM:
             return np.zeros(_to_front(a, ax).shape[1:], a.dtype)
@@ -225,6 +236,10 @@ def _sum_over(a, axis=None, keepdims=False):
             return lambda a, axis=None, keepdims=False: np.sum(a)
         if how == "axis":
             return lambda a, axis=None, keepdims=False: np.sum(a, axis=axis)
+        if how == "kept":
+            return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.sum(a))
+        if how == "kept axis":
+            return lambda a, axis=None, keepdims=False: _kept(np.sum(a, axis=axis), a, axis)
         return None
     if not _array(a) and _whole_plain(axis, keepdims):  # a number
         return lambda a, axis=None, keepdims=False: np.sum(a)
@@ -272,4 +287,91 @@ def _mean_over(a, axis=None, keepdims=False):
         return lambda a, axis=None, keepdims=False: _fold_mean(a, axis)
     if how == "kept axis":
         return lambda a, axis=None, keepdims=False: _kept(_fold_mean(a, axis), a, axis)
+    return None
+
+
+@numba_jitable
+def _squares_all(a):
+    """The sum of the squared deviations of `a`'s elements from their mean, in float64."""
+    mean = _added64(a) / a.size
+    total = 0.0
+    for e in a.flat:
+        total += (e - mean) * (e - mean)
+    return total
+
+
+@numba_jitable
+def _spread(total, count):
+    """A variance from its sum of squares, NumPy's at no degrees of freedom (nan, or inf)."""
+    if count <= 0:
+        return np.inf if total > 0 else np.nan
+    return total / count
+
+
+@numba_jitable
+def _fold_var(a, axis, ddof):
+    mean = _kept(_fold_mean(a, axis), a, axis)  # (raises NumPy's AxisError for a bad axis)
+    centered = a - mean
+    out = _fold(centered * centered, axis, _SUM)
+    count = a.shape[axis if axis >= 0 else axis + a.ndim] - ddof
+    for i in range(out.size):  # (one by one: Numba's float division by 0 raises)
+        out.flat[i] = _spread(out.flat[i], count)
+    return out
+
+
+@numba_jitable
+def _var_all(a, ddof):
+    return _spread(_squares_all(a), a.size - ddof)
+
+
+@numba_jitable
+def _std_all(a, ddof):
+    return np.sqrt(_var_all(a, ddof))
+
+
+@numba_jitable
+def _fold_std(a, axis, ddof):
+    return np.sqrt(_fold_var(a, axis, ddof))
+
+
+@type_test
+def _spread_how(a, axis, keepdims, ddof):
+    """`_reduce_how` for var and std (floats only: NumPy's of integers are float64), with a
+    `ddof` that is an int."""
+    return _reduce_how(a, axis, keepdims, True) if _absent(ddof, 0) or _integer(ddof) else None
+
+
+@numba_of(var_over)
+def _var_over(a, axis=None, keepdims=False, ddof=0):
+    how = _spread_how(a, axis, keepdims, ddof)
+    if how == "whole" and a.dtype == types.float32:  # added in float64, rounded once
+        return lambda a, axis=None, keepdims=False, ddof=0: np.float32(_var_all(a, ddof))
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False, ddof=0: _var_all(a, ddof)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False, ddof=0: np.full(
+            _ones(a), _var_all(a, ddof), a.dtype
+        )
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False, ddof=0: _fold_var(a, axis, ddof)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False, ddof=0: _kept(_fold_var(a, axis, ddof), a, axis)
+    return None
+
+
+@numba_of(std_over)
+def _std_over(a, axis=None, keepdims=False, ddof=0):
+    how = _spread_how(a, axis, keepdims, ddof)
+    if how == "whole" and a.dtype == types.float32:
+        return lambda a, axis=None, keepdims=False, ddof=0: np.float32(_std_all(a, ddof))
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False, ddof=0: _std_all(a, ddof)
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False, ddof=0: np.full(
+            _ones(a), _std_all(a, ddof), a.dtype
+        )
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False, ddof=0: _fold_std(a, axis, ddof)
+    if how == "kept axis":
+        return lambda a, axis=None, keepdims=False, ddof=0: _kept(_fold_std(a, axis, ddof), a, axis)
     return None

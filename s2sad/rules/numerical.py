@@ -43,7 +43,8 @@ def _poly_basis(x, n, order=0):
     coef = np.ones(n)
     for k in range(order):
         coef = coef * (powers - k)
-    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    x = np.asarray(x)
+    x = x.astype(np.result_type(x, np.float64), copy=False)
     return coef * x[..., None] ** np.maximum(powers - order, 0)
 
 
@@ -95,7 +96,8 @@ def _widths(y, x, dx, axis):
         shape = [1] * ndim
         shape[ax] = np.shape(y)[ax] - 1
         return np.full(shape, dx, dtype=np.float64)
-    x = np.asarray(x, dtype=np.result_type(x, np.float64))
+    x = np.asarray(x)  # (a list: np.result_type reads a list as a dtype's fields)
+    x = x.astype(np.result_type(x, np.float64), copy=False)
     if x.ndim == 1:
         shape = [1] * ndim
         shape[ax] = x.shape[0] - 1
@@ -294,7 +296,9 @@ def conv_vjp(g, a, v, start):
     """The cotangent for `a` of the full convolution of a and v sliced from `start` (the length
     of `g`): a_i gets sum_j g_{i+j} v_j, g padded to the full length."""
     n, m = np.shape(a)[-1], np.shape(v)[-1]
-    full = np.zeros(np.shape(g)[:-1] + (n + m - 1,), dtype=np.result_type(g, v, np.float32))
+    full = np.zeros(
+        np.shape(g)[:-1] + (n + m - 1,), dtype=np.result_type(g, np.asarray(v), np.float32)
+    )
     full[..., start : start + np.shape(g)[-1]] = g
     windows = np.lib.stride_tricks.sliding_window_view(full, m, axis=-1)
     return np.matmul(windows, np.asarray(v)[..., None])[..., 0]

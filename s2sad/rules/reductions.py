@@ -18,7 +18,7 @@ from .common import (
     batched_expand_reduced,
     expand_reduced,
 )
-from .folds import _SUM, _fold, _front, _kept
+from .folds import _SUM, _fold, _fold_mean, _front, _kept
 from .helpers import batched_helper, batched_of, helper, numba_of
 from .registry import defvjp, explicit, linear, multilinear, nondiff, reduction
 
@@ -281,6 +281,14 @@ def batched_var_vjp(g, x, axis=None, ddof=0, keepdims=False):
 def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
     if not _array(x):
         return lambda g, x, axis=None, ddof=0, keepdims=False: 0.0 * g
+    if _integer(axis):
+
+        def one_axis(g, x, axis=None, ddof=0, keepdims=False):
+            centered = x - _kept(_fold_mean(x, axis), x, axis)
+            scale = 2.0 / (x.shape[axis if axis >= 0 else axis + x.ndim] - ddof)
+            return expand_reduced(g, x, axis, keepdims) * scale * centered
+
+        return one_axis
     if not _absent(axis):
         return None
 
@@ -333,6 +341,19 @@ def batched_std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
 
 @numba_of(std_vjp)
 def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
+    if _array(x) and _integer(axis):
+
+        def one_axis(g, x, ans, axis=None, ddof=0, keepdims=False):
+            centered = x - _kept(_fold_mean(x, axis), x, axis)
+            n = x.shape[axis if axis >= 0 else axis + x.ndim]
+            scale = expand_reduced(ans, x, axis, keepdims) * (n - ddof)
+            return (
+                expand_reduced(g, x, axis, keepdims)
+                * centered
+                / np.where(scale == 0, np.inf, scale)
+            )
+
+        return one_axis
     if not _array(x) or not _absent(axis):
         return None
 

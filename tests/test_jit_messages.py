@@ -1,0 +1,173 @@
+"""jit="strict" refusals in the user's terms: a name Numba types two ways says on which paths
+(a loop's entry and its step, in that order, or an `if`'s arms) at the user's lines, and a
+name of the generated code is told as the user's variable, its derivative or the operation."""
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad.jit import JitError
+from s2sad.numba_failures import in_user_terms, numba_reason
+
+X32, W64 = np.linspace(0.1, 0.9, 4).astype(np.float32), np.linspace(1.0, 2.0, 4)
+
+
+def narrowed(x, n):
+    y = x * 1.0
+    for _ in range(n):
+        y = (y * 0.5).astype(np.float32)
+    return np.sum(y**2)
+
+
+def stepped_while(y0, w, h, n):
+    y = y0
+    i = 0
+    while i < n:
+        y = y + h * w * y
+        i += 1
+    return np.sum(y**2)
+
+
+def two_arms(x, w, c):
+    if c > 0:
+        y = x
+    else:
+        y = x * w
+    return np.sum(y**2)
+
+
+def one_arm(x, w, c):
+    y = x
+    if c > 0:
+        y = x * w
+    return np.sum(y**2)
+
+
+def zero_d_state(x, n):
+    s = np.zeros(())
+    for i in range(n):
+        s = s + x[i] * 2.0
+    return s
+
+
+def _refusal(f, *args):
+    with pytest.raises(JitError) as err:
+        s2sad.grad(f, jit="strict")(*args)
+    return str(err.value)
+
+
+def _at(f, text):
+    """`line N (`code`)` for the line of `f` holding `text`, as the messages quote it."""
+    lines, first = inspect.getsourcelines(f)
+    i = next(i for i, line in enumerate(lines) if text in line)
+    return f"line {first + i} (`{lines[i].strip()}`)"
+
+
+def test_a_loop_that_narrows_float64_to_float32_says_so_in_that_order():
+    text = _refusal(narrowed, np.ones(4), 3)
+    assert f"'y' is float64 as the loop at test_jit_messages.py {_at(narrowed, 'for _ in')}" in text
+    assert (
+        "range(n):`) starts and float32 after a step at " + _at(narrowed, "y = (y * 0.5)") in text
+    )
+    assert "before the loop" in text  # the hint: where to give it the loop's dtype
+
+
+def test_a_while_loop_that_widens_names_its_header_and_step():
+    text = _refusal(stepped_while, X32, W64, 0.1, 3)
+    assert (
+        f"'y' is float32 as the loop at test_jit_messages.py {_at(stepped_while, 'while i')}"
+        in text
+    )
+    assert "float64 after a step at " + _at(stepped_while, "y = y + h * w * y") in text
+
+
+@pytest.mark.parametrize(
+    "f, lines",
+    [(two_arms, ("y = x", "y = x * w")), (one_arm, ("y = x * w", "y = x"))],
+)
+def test_an_if_binding_two_dtypes_names_the_if_and_its_bindings_not_a_loop(f, lines):
+    text = _refusal(f, X32, W64, 1.0)
+    assert "loop" not in text
+    assert "'y' is float32 on one path and float64 on another through the `if` at" in text
+    assert _at(f, "if c > 0:") in text
+    assert "bound by " + " and by ".join(_at(f, line) for line in lines) in text
+    assert "hint: bind one dtype on every path" in text
+
+
+def test_a_zero_d_array_becoming_a_number_in_a_loop_is_told_in_words():
+    text = _refusal(zero_d_state, np.arange(3.0), 3)
+    assert "'s' is a 0-d float64 array as the loop at" in text
+    assert "and a float64 number after a step at " + _at(zero_d_state, "s = s + x[i]") in text
+    assert "`s = 0.0` for a number" in text
+
+
+def _shape_of_names(x, c):
+    s = np.sin(x) + np.cos(x) * 2.0
+    if c > 0:
+        s = s * x
+    return np.sum(s**2)
+
+
+def test_generated_names_are_told_as_the_users_variables_or_operations():
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    line3 = _at(_shape_of_names, "s = np.sin(x) + np.cos(x) * 2.0")
+    told = {
+        "s_1_2": "'s'",  # the merge copy of the `if`
+        "s_1_2.3": "'s'",  # and Numba's version of it
+        "ds_1_2": "the derivative of 's'",
+        "dx_out2": "the derivative of 'x'",  # a fused loop's output
+        "s_mul": f"the `*` computing 's' at {line3}",
+        "ds_mul": f"the derivative of the `*` computing 's' at {line3}",
+        "_shape_of_names_pow": "the `**` computing the value _shape_of_names returns at line",
+    }
+    for name, words in told.items():
+        assert re.search(rf"\b{name.split('.')[0]}\b", source)  # a name the code has
+        assert in_user_terms(name, source).startswith(words), name
+
+
+class _NumbaSays(Exception):
+    pass
+
+
+def test_numbas_message_names_no_generated_variable():
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    said = _NumbaSays(
+        "Failed in nopython mode pipeline (step: nopython frontend)\n"
+        "Cannot unify array(float64, 1d, C) and UniTuple(float64, 2) for 'ds_mul.2'"
+    )
+    reason = numba_reason(said, source)
+    assert "ds_mul" not in reason
+    assert "for the derivative of the `*` computing 's' at line" in reason
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: np.sum(np.sum(x, axis=3)),  # s2sad's sum_over refuses it as it runs
+        lambda x: np.sum(np.max(x, axis=-3, keepdims=True)),
+        lambda x: np.sum(x.sum(axis=2)),  # Numba refuses it as it types
+    ],
+    ids=["sum", "max-keepdims", "method"],
+)
+def test_a_bad_axis_is_numpys_axis_error_under_jit_as_in_python_mode(f):
+    x = np.ones((2, 3))
+    with pytest.raises(np.exceptions.AxisError) as python:
+        s2sad.grad(f)(x)
+    with pytest.raises(np.exceptions.AxisError) as strict:
+        s2sad.grad(f, jit="strict")(x)
+    assert str(strict.value) == str(python.value)
+
+
+def test_a_generated_line_numba_quotes_is_told_as_the_users_line():
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    generated = next(t.strip() for t in source.splitlines() if t.strip().startswith("ds_mul ="))
+    said = _NumbaSays(
+        "No implementation of function Function(<function unbroadcast>) found for signature:\n"
+        f' >>> unbroadcast(array(float64, 1d, C), list)\nFile "gen.py", line 9:\n    {generated}\n'
+    )
+    reason = numba_reason(said, source)
+    assert reason.endswith(f"(at {_at(_shape_of_names, 's = np.sin(x) + np.cos(x) * 2.0')})")
+    assert "ds_mul" not in reason
