@@ -2,9 +2,15 @@
 this fresh process with an empty S2SAD_CACHE_DIR and print, as one JSON line, s2sad's transform
 time, the first jitted call's wall and CPU time, the CPU time of Numba's passes (exclusive of
 the functions they compile inside them), of each function compiled (the generated gradient,
-s2sad's helpers, Numba's own library) and of LLVM's optimisation and code generation.
+s2sad's helpers, Numba's own library) and of LLVM's optimisation and code generation; and by origin (the generated code, s2sad's Numba
+helpers, Numba's own library) that CPU time and the number of specialisations compiled (each
+function once per signature: every one is typed, lowered, optimised and turned into machine code
+of its own before its caller links it in).
 
     S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py gmm   # empties the directory first
+    S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py array20   # a 20-statement function
+    S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py gmm --warm   # a second process:
+    # the cache kept, the first call loads Numba's machine code from disk
 
 CPU times are the compiling thread's (time.thread_time), which other load on the machine
 changes less than wall time. Each workload wants a process of its own: a process compiles
@@ -21,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from numba.core import codegen, event  # noqa: E402
@@ -32,6 +40,15 @@ from benchmarks.workloads import all_cases  # noqa: E402
 LLVM = collections.Counter()  # LLVM's stages, CPU seconds
 PASSES = collections.Counter()  # Numba's passes, CPU seconds
 FUNCTIONS = collections.Counter()  # the functions Numba compiled, CPU seconds
+ORIGINS = collections.Counter()  # generated / s2sad helpers / numba, CPU seconds
+COMPILED = collections.Counter()  # the same origins, specialisations compiled
+
+
+def origin(module: str) -> str:
+    """Who wrote a compiled function: s2sad's generated module, its helpers, or Numba."""
+    if module.startswith("s2sad_"):
+        return "generated"
+    return "s2sad helpers" if module.startswith("s2sad") else "numba library"
 
 
 def timed(owner, name: str, label: str) -> None:
@@ -65,39 +82,85 @@ class Passes(event.Listener):
         name, _, function = ev.data["name"].partition(" [")
         PASSES[name] += spent - inner
         FUNCTIONS[function.rstrip("]")] += spent - inner
+        ORIGINS[origin(ev.data["module"])] += spent - inner
+        if name == "nopython_type_inference":
+            COMPILED[origin(ev.data["module"])] += 1
 
 
-def main(workload: str) -> dict:
+def array20(w, b, x, y):
+    """A user's array function of 20 statements (a new user's trial of a cold compile)."""
+    h = x @ w + b
+    a = np.tanh(h)
+    e = np.exp(-a * a)
+    s = np.sin(a) + np.cos(e)
+    t = s * s - 0.5 * a
+    u = np.log(1.0 + t * t)
+    v = np.sqrt(u + 1.0)
+    z = v * e + a
+    m = np.mean(z, axis=0)
+    c = z - m
+    q = c * c
+    r = np.sum(q, axis=1)
+    p = r / (1.0 + np.max(r))
+    d = p - y
+    l1 = np.sum(d * d)
+    l2 = np.sum(w * w)
+    l3 = np.sum(np.abs(b))
+    g = np.maximum(z, 0.1)
+    l4 = np.mean(np.log(g))
+    return l1 + 0.01 * l2 + 0.001 * l3 + 0.1 * l4
+
+
+def array20_case() -> tuple:
+    """`array20`'s gradient in w and b, compiled on its first call, and its transform time."""
+    rng = np.random.default_rng(0)
+    args = [rng.normal(size=s) for s in ((8, 16), (16,), (64, 8), (64,))]
+    g, run, _ = build_s2sad_jit(array20, dict(zip("wbxy", args)), ("w", "b"))
+    return run, timing.transform_seconds(g, args)
+
+
+def workload_case(workload: str) -> tuple:
+    """A benchmark workload's jitted gradient at `--quick` size, its transform time and size."""
+    case = next(c for c in all_cases("quick") if c.workload == workload)
+    inputs = case.inputs()
+    if "s2sad-jit" in case.build:
+        run, _, probe = case.build["s2sad-jit"](case.numpy_f, inputs, case.wrt)
+        return run, timing.probe_seconds(probe), case.size_label
+    g, run, _ = build_s2sad_jit(case.numpy_f, inputs, case.wrt)
+    return run, timing.transform_seconds(g, list(inputs.values())), case.size_label
+
+
+def main(workload: str, warm: bool = False) -> dict:
     cache = os.environ.get("S2SAD_CACHE_DIR")
     if not cache:
         raise SystemExit("set S2SAD_CACHE_DIR to a directory this script may empty")
-    shutil.rmtree(cache, ignore_errors=True)
+    if not warm:
+        shutil.rmtree(cache, ignore_errors=True)
     timed(codegen.CPUCodeLibrary, "_optimize_functions", "optimise functions")
     timed(codegen.CPUCodeLibrary, "_optimize_final_module", "optimise module")
     timed(codegen.CPUCodeLibrary, "_finalize_final_module", "machine code")
-    case = next(c for c in all_cases("quick") if c.workload == workload)
-    inputs = case.inputs()
     with event.install_listener("numba:run_pass", Passes()):
-        if "s2sad-jit" in case.build:
-            run, _, probe = case.build["s2sad-jit"](case.numpy_f, inputs, case.wrt)
-            transform = timing.probe_seconds(probe)
+        if workload == "array20":
+            run, transform = array20_case()
+            size = "20 statements"
         else:
-            g, run, _ = build_s2sad_jit(case.numpy_f, inputs, case.wrt)
-            transform = timing.transform_seconds(g, list(inputs.values()))
+            run, transform, size = workload_case(workload)
         wall, cpu = time.perf_counter(), time.process_time()
-        run()  # transforms again (the caches were emptied) and compiles
+        run()  # transforms again (the caches were emptied) and compiles, or loads (`--warm`)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {
         "workload": workload,
-        "size": case.size_label,
+        "size": size,
         "transform_s": transform,
         "first_call_wall_s": round(wall, 2),
         "first_call_cpu_s": round(cpu, 2),
         "llvm_cpu_s": {k: round(v, 2) for k, v in LLVM.items()},
         "passes_cpu_s": {k: round(v, 2) for k, v in PASSES.most_common(8)},
         "functions_cpu_s": {k: round(v, 2) for k, v in FUNCTIONS.most_common(12)},
+        "by_origin_cpu_s": {k: round(v, 2) for k, v in ORIGINS.most_common()},
+        "specialisations": dict(COMPILED.most_common()),
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])))
+    print(json.dumps(main(sys.argv[1], warm="--warm" in sys.argv[2:])))
