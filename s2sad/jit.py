@@ -440,15 +440,20 @@ def _kinds(args) -> tuple:
 def _float32_scalars(dispatcher, args, result):
     """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
     code returns them (a function's value, or a jvp's tangent): a float32 one np.float32, a
-    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives)."""
-    if not any(_float32(a) for a in args):
-        return _float64s(result)
+    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives).
+    The compiled signature says which, even with no float32 argument (`np.sum(x, dtype=...)`)."""
+    if not _has_float(result):
+        return result
     try:
         signature = tuple(dispatcher.typeof_pyval(a) for a in args)
         returns = dispatcher.overloads[signature].signature.return_type
-    except Exception:  # noqa: BLE001  (not a compiled signature: leave the result as it is)
-        return result
+    except Exception:  # noqa: BLE001  (not a compiled signature: as with no float32 argument)
+        return result if any(_float32(a) for a in args) else _float64s(result)
     return _retyped(result, returns)
+
+
+def _has_float(value) -> bool:
+    return type(value) is float or type(value) is tuple and any(_has_float(v) for v in value)
 
 
 def _float32(value) -> bool:

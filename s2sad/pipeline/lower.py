@@ -235,53 +235,92 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
 def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of) -> list:
     """The adjoint's loops with each cotangent they carry from one iteration to the next kept in
-    the dtype it entered with: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy,
-    dy_entry)` last. Numba types a name once, and a float32 cotangent meeting a Python float
-    (`dy * (h / 6.0)`) is float64 there, where NumPy keeps float32: without the cast the loop
-    does not compile. Numbers unify (float32 and float64 make a float64): arrays only. (The
-    primal's own values are left as they are: where NumPy itself widens them, so does Numba.
-    `taken`: the names in use, mutated.)"""
+    one dtype: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy, dy_entry)` last. Numba
+    types a name once, and a float32 cotangent meeting a Python float (`dy * (h / 6.0)`) is
+    float64 there, where NumPy keeps float32: without the cast the loop does not compile. Where
+    a float64 array it meets makes it float64 in NumPy too (`dy * w`), it is widened before the
+    loop (`dy = widened_by(dy, w)`, the arrays read before the loop that its step depends on),
+    so the loop carries it in float64 as Python mode does. Numbers unify (float32 and float64
+    make a float64): arrays only. (The primal's own values are left as they are: where NumPy
+    itself widens them, so does Numba. `taken`: the names in use, mutated.)"""
 
     def block(body: list) -> list:
         wide = set()  # sums a loop adds into, float64 from the start (`sum_zeros_like`)
+        out = []
         for stmt in body:
             if isinstance(stmt, (ast.For, ast.While)):
                 stmt.body = block(stmt.body)
-                stmt.body = _kept(stmt.body, wide)
+                widen, stmt.body = _kept(stmt.body, wide)
+                out += [ir.copy_origin(w, stmt) for w in widen]
             elif isinstance(stmt, ast.If):
                 stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
             elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
                 call = getattr(stmt.value, "func", None)
                 if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
                     wide.add(stmt.targets[0].id)
-        return body
+            out.append(stmt)
+        return out
 
-    def _kept(body: list, wide: set) -> list:
+    def _kept(body: list, wide: set) -> tuple[list, list]:
         code = [s for s in body if isinstance(s, ast.AST)]
-        seen, carried = set(), []
+        seen, carried, before = set(), [], set()
         for stmt in code:
-            fresh = names_read([stmt]) - seen - wide
-            carried += sorted(
-                n for n in fresh if n in primal_of and rank_of(ast.Name(n, ast.Load())) != 0
-            )
+            fresh = names_read([stmt]) - seen
+            before |= {n for n in fresh if rank_of(ast.Name(n, ast.Load())) != 0}
+            carried += sorted(n for n in fresh - wide if n in primal_of and n in before)
             if isinstance(stmt, ast.Assign):
                 seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        first, last = [], []
+        widen, first, last = [], [], []
         for name in dict.fromkeys(n for n in carried if n in seen):
+            arrays = sorted(
+                a
+                for a in (_step_reads(code, name) & before) - {name}
+                if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
+            )
+            if arrays:
+                args = [ast.Name(name, ast.Load())] + [ast.Name(a, ast.Load()) for a in arrays]
+                widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
             entry = f"{name}_entry"
             while entry in taken:
                 entry += "_"
             taken.add(entry)
             first.append(_assign(entry, ast.Name(name, ast.Load()), code[0]))
             cast = ast.Call(
-                ast.Name("in_dtype_of", ast.Load()),
-                [ast.Name(name, ast.Load()), ast.Name(entry, ast.Load())],
-                [],
+                _load("in_dtype_of"), [ast.Name(name, ast.Load()), ast.Name(entry, ast.Load())], []
             )
             last.append(_assign(name, cast, code[-1]))
-        return first + body + last
+        return widen, first + body + last
 
     return block(list(stmts))
+
+
+def _step_reads(code: list, name: str) -> set:
+    """The names a loop body's new value of `name` is computed from, through the values the
+    body assigns (each statement's reads, where it assigns one of them)."""
+    needed, grew = {name}, True
+    while grew:
+        grew = False
+        for stmt in code:
+            if _targets(stmt) & needed and not names_read([stmt]) <= needed:
+                needed |= names_read([stmt])
+                grew = True
+    return needed
+
+
+def _targets(stmt) -> set:
+    if isinstance(stmt, ast.Assign):
+        return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        return {stmt.target.id}
+    if isinstance(stmt, (ast.If, ast.For, ast.While)):
+        return {
+            n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+    return set()
+
+
+def _load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
 
 
 def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
@@ -313,14 +352,20 @@ _REDUCTIONS = {
 def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
     """`np.max(x, axis=1, keepdims=True)` as `max_over(x, 1, True)`, for the reductions over an
     axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has."""
-    if text not in _REDUCTIONS or not 1 <= len(node.args) <= 2:
+    if text not in _REDUCTIONS or len(node.args) > 3:
         return None
     name, has_axis = _REDUCTIONS[text]
-    given = dict(zip(("a", "axis"), node.args))
+    given = dict(zip(("a", "axis", "dtype"), node.args))
     for k in node.keywords:
-        if k.arg not in ("a", "axis", "keepdims") or k.arg in given:
-            return None  # dtype=, out=, initial=, where=: left to Numba
+        if k.arg not in ("a", "axis", "keepdims", "dtype") or k.arg in given:
+            return None  # out=, initial=, where=: left to Numba
         given[k.arg] = k.value
+    dtype = given.pop("dtype", ast.Constant(None))
+    if not (isinstance(dtype, ast.Constant) and dtype.value is None):
+        if name not in _EXACT or "a" not in given:
+            return None  # np.prod(a, dtype=...): left to Numba
+        # Numba's np.sum ignores a narrower dtype= and its np.mean takes none: `a` cast first
+        given["a"] = ast.Call(ast.Name("summed_in", ast.Load()), [given["a"], dtype], [])
     axis = given.get("axis", ast.Constant(None))
     keep = given.get("keepdims", ast.Constant(False))
     no_axis = isinstance(axis, ast.Constant) and axis.value is None
@@ -328,6 +373,7 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
     if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
         return None
     if plain and no_axis and rank_of(given["a"]) == 0:  # of a number: nothing to add up
+        # (`summed_in(x, dtype)`'s rank is unknown here: a number cast, summed as a number)
         return None
     if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
         return None  # a tuple of axes, or one known only when compiled: left to Numba

@@ -11,6 +11,7 @@ from .helpers import helper, numba_of, type_test
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+    from numba.np.numpy_support import as_dtype
 
 
 @type_test
@@ -81,3 +82,24 @@ def _float_arrays(*arrays):
     if not _one_float_dtype(arrays):
         return None
     return lambda *arrays: True
+
+
+@helper(nondiff=True)
+def widened_by(v, *arrays):
+    """`v`, a cotangent an adjoint loop carries, in the widest float dtype of it and `arrays`
+    (those its step reads): compiled, a float32 cotangent a float64 array meets is float64 after
+    a step, as in NumPy, and the loop carries it so from the start (pipeline/lower.py). NumPy
+    widens it itself: `v` as it is."""
+    return v
+
+
+@numba_of(widened_by)
+def _widened_by(v, *arrays):
+    dtypes = [t.dtype for t in arrays if _array(t) and isinstance(t.dtype, types.Float)]
+    if not _array(v) or not isinstance(v.dtype, types.Float) or not dtypes:
+        return lambda v, *arrays: v
+    wide = max(dtypes + [v.dtype], key=lambda t: t.bitwidth)
+    if wide.bitwidth <= v.dtype.bitwidth:
+        return lambda v, *arrays: v
+    dtype = as_dtype(wide)
+    return lambda v, *arrays: v.astype(dtype)
