@@ -38,9 +38,11 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
+    MIXED_HINT,
     WIDENED_HINT,
     from_numba_cache,
     is_numba_error,
+    mixed_product,
     no_numba_form,
     numba_reason,
     row_misfit,
@@ -404,16 +406,21 @@ class Jitted:
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
         widened = widened_in_loop(failed, self.compiled.source)
-        reason = widened or no_numba_form(failed, self.compiled.source) or numba_reason(failed)
-        message = f"Numba cannot compile {what or name}: {reason}"
+        mixed = None if widened else mixed_product(failed, self.compiled.source)
+        reason = widened or mixed or no_numba_form(failed, self.compiled.source)
+        message = f"Numba cannot compile {what or name}: {reason or numba_reason(failed)}"
         if strict:
             raise JitError(
                 message,
                 hint=(
                     WIDENED_HINT
                     if widened
-                    else "use jit=True to fall back to Python, or keep to "
-                    "operations Numba supports in nopython mode"
+                    else (
+                        MIXED_HINT
+                        if mixed
+                        else "use jit=True to fall back to Python, or keep to "
+                        "operations Numba supports in nopython mode"
+                    )
                 ),
             )
         warnings.warn(

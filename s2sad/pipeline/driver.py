@@ -26,7 +26,13 @@ from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
-from .lower import carried_in_dtype, drop_constant_branches, jit_copy, lower_for_numba
+from .lower import (
+    carried_in_dtype,
+    drop_constant_branches,
+    jit_copy,
+    lower_for_numba,
+    numbers_carried,
+)
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import drop_unread, optimize, read_primal_values
@@ -273,9 +279,10 @@ def _reverse_mode(
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
         adjoint.stmts = carried_in_dtype(adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks)
-        primal = lower_for_numba(primal, shapes.of)
+        adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks)
+        primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of)
         if rerun:  # the value function a re-running pullback's vjp returns with it
-            plain = lower_for_numba(plain, shapes.of)
+            plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of)
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)

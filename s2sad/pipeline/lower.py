@@ -294,6 +294,33 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of) -> list:
     return block(list(stmts))
 
 
+def numbers_carried(stmts: list, rank_of) -> list:
+    """Each loop's carried values of rank 0 as numbers before it (`s = as_number(s)`): a 0-d
+    array (`np.zeros(())`, a 0-d input) is a number after a step of `s = s + x` in compiled code,
+    as in NumPy, and Numba gives a name one type."""
+
+    def block(body: list) -> list:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body)
+                code = [s for s in stmt.body if isinstance(s, ast.AST)]
+                seen, carried = set(), []
+                for s in code:
+                    carried += sorted(names_read([s]) - seen)
+                    seen |= _targets(s)
+                for name in dict.fromkeys(n for n in carried if n in seen):
+                    if rank_of(ast.Name(name, ast.Load())) == 0:
+                        call = ast.Call(_load("as_number"), [_load(name)], [])
+                        out.append(ir.copy_origin(_assign(name, call, stmt), stmt))
+            elif isinstance(stmt, ast.If):
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            out.append(stmt)
+        return out
+
+    return block(list(stmts))
+
+
 def _step_reads(code: list, name: str) -> set:
     """The names a loop body's new value of `name` is computed from, through the values the
     body assigns (each statement's reads, where it assigns one of them)."""

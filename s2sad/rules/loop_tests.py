@@ -103,3 +103,18 @@ def _widened_by(v, *arrays):
         return lambda v, *arrays: v
     dtype = as_dtype(wide)
     return lambda v, *arrays: v.astype(dtype)
+
+
+@helper(nondiff=True)
+def as_number(v):
+    """`v`, a number a loop carries, as a number: compiled, a 0-d array (`s = np.zeros(())`, or
+    a 0-d input) is a number after the first `s = s + x`, and Numba gives a name one type
+    (pipeline/lower.py). NumPy's arithmetic makes the same number of it: `v` as it is."""
+    return v
+
+
+@numba_of(as_number)
+def _as_number(v):
+    if _array(v) and v.ndim == 0:
+        return lambda v: v[()]
+    return lambda v: v
