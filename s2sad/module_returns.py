@@ -41,7 +41,7 @@ def _returned(function, args, inputs, mode):
     result = function(*args)
     signature = tuple(function.typeof_pyval(a) for a in args)
     returns = function.overloads[signature].signature.return_type
-    if mode == "jvp":
+    if mode in ("jvp", "vjp"):  # (a vjp's function returns the value; its sweep, gradients)
         return _retyped(result, returns)
     value, grads = result if mode == "value_and_grad" else (None, result)
     if len(inputs) == 1:

@@ -26,13 +26,8 @@ from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
-from .lower import (
-    carried_in_dtype,
-    drop_constant_branches,
-    jit_copy,
-    lower_for_numba,
-    numbers_carried,
-)
+from .carried import assigned_before, carried_in_dtype, numbers_carried
+from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import drop_unread, optimize, read_primal_values
@@ -278,11 +273,15 @@ def _reverse_mode(
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
-        adjoint.stmts = carried_in_dtype(adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks)
-        adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks)
-        primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of)
+        params = list(norm.params) + list(resolver.reads.data.values()) + list(adjoint.seeds)
+        given = assigned_before(primal, params)
+        adjoint.stmts = carried_in_dtype(
+            adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks, given
+        )
+        adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
+        primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of, params)
         if rerun:  # the value function a re-running pullback's vjp returns with it
-            plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of)
+            plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of, params)
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)

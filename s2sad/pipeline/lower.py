@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 
 from .. import ir
-from .names import names_read
 from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
@@ -231,127 +230,6 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
-
-
-def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of) -> list:
-    """The adjoint's loops with each cotangent they carry from one iteration to the next kept in
-    one dtype: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy, dy_entry)` last. Numba
-    types a name once, and a float32 cotangent meeting a Python float (`dy * (h / 6.0)`) is
-    float64 there, where NumPy keeps float32: without the cast the loop does not compile. Where
-    a float64 array it meets makes it float64 in NumPy too (`dy * w`), it is widened before the
-    loop (`dy = widened_by(dy, w)`, the arrays read before the loop that its step depends on),
-    so the loop carries it in float64 as Python mode does. Numbers unify (float32 and float64
-    make a float64): arrays only. (The primal's own values are left as they are: where NumPy
-    itself widens them, so does Numba. `taken`: the names in use, mutated.)"""
-
-    def block(body: list) -> list:
-        wide = set()  # sums a loop adds into, float64 from the start (`sum_zeros_like`)
-        out = []
-        for stmt in body:
-            if isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = block(stmt.body)
-                widen, stmt.body = _kept(stmt.body, wide)
-                out += [ir.copy_origin(w, stmt) for w in widen]
-            elif isinstance(stmt, ast.If):
-                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
-            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
-                call = getattr(stmt.value, "func", None)
-                if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
-                    wide.add(stmt.targets[0].id)
-            out.append(stmt)
-        return out
-
-    def _kept(body: list, wide: set) -> tuple[list, list]:
-        code = [s for s in body if isinstance(s, ast.AST)]
-        seen, carried, before = set(), [], set()
-        for stmt in code:
-            fresh = names_read([stmt]) - seen
-            before |= {n for n in fresh if rank_of(ast.Name(n, ast.Load())) != 0}
-            carried += sorted(n for n in fresh - wide if n in primal_of and n in before)
-            if isinstance(stmt, ast.Assign):
-                seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        widen, first, last = [], [], []
-        for name in dict.fromkeys(n for n in carried if n in seen):
-            arrays = sorted(
-                a
-                for a in (_step_reads(code, name) & before) - {name}
-                if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
-            )
-            if arrays:
-                args = [ast.Name(name, ast.Load())] + [ast.Name(a, ast.Load()) for a in arrays]
-                widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
-            entry = f"{name}_entry"
-            while entry in taken:
-                entry += "_"
-            taken.add(entry)
-            first.append(_assign(entry, ast.Name(name, ast.Load()), code[0]))
-            cast = ast.Call(
-                _load("in_dtype_of"), [ast.Name(name, ast.Load()), ast.Name(entry, ast.Load())], []
-            )
-            last.append(_assign(name, cast, code[-1]))
-        return widen, first + body + last
-
-    return block(list(stmts))
-
-
-def numbers_carried(stmts: list, rank_of) -> list:
-    """Each loop's carried values of rank 0 as numbers before it (`s = as_number(s)`): a 0-d
-    array (`np.zeros(())`, a 0-d input) is a number after a step of `s = s + x` in compiled code,
-    as in NumPy, and Numba gives a name one type."""
-
-    def block(body: list) -> list:
-        out = []
-        for stmt in body:
-            if isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = block(stmt.body)
-                code = [s for s in stmt.body if isinstance(s, ast.AST)]
-                seen, carried = set(), []
-                for s in code:
-                    carried += sorted(names_read([s]) - seen)
-                    seen |= _targets(s)
-                for name in dict.fromkeys(n for n in carried if n in seen):
-                    if rank_of(ast.Name(name, ast.Load())) == 0:
-                        call = ast.Call(_load("as_number"), [_load(name)], [])
-                        out.append(ir.copy_origin(_assign(name, call, stmt), stmt))
-            elif isinstance(stmt, ast.If):
-                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
-            out.append(stmt)
-        return out
-
-    return block(list(stmts))
-
-
-def _step_reads(code: list, name: str) -> set:
-    """The names a loop body's new value of `name` is computed from, through the values the
-    body assigns (each statement's reads, where it assigns one of them)."""
-    needed, grew = {name}, True
-    while grew:
-        grew = False
-        for stmt in code:
-            if _targets(stmt) & needed and not names_read([stmt]) <= needed:
-                needed |= names_read([stmt])
-                grew = True
-    return needed
-
-
-def _targets(stmt) -> set:
-    if isinstance(stmt, ast.Assign):
-        return {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
-        return {stmt.target.id}
-    if isinstance(stmt, (ast.If, ast.For, ast.While)):
-        return {
-            n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-        }
-    return set()
-
-
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
-def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
-    return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
 
 
 def _negative_int(node: ast.expr) -> int | None:

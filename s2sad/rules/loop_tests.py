@@ -85,24 +85,24 @@ def _float_arrays(*arrays):
 
 
 @helper(nondiff=True)
-def widened_by(v, *arrays):
-    """`v`, a cotangent an adjoint loop carries, in the widest float dtype of it and `arrays`
-    (those its step reads): compiled, a float32 cotangent a float64 array meets is float64 after
-    a step, as in NumPy, and the loop carries it so from the start (pipeline/lower.py). NumPy
-    widens it itself: `v` as it is."""
+def widened_by(v, *dtypes):
+    """`v`, a cotangent an adjoint loop carries, in the widest float dtype of it and `dtypes`
+    (those of the arrays its step reads): compiled, a float32 cotangent a float64 array meets
+    is float64 after a step, as in NumPy, and the loop carries it so from the start
+    (pipeline/carried.py). NumPy widens it itself: `v` as it is."""
     return v
 
 
 @numba_of(widened_by)
-def _widened_by(v, *arrays):
-    dtypes = [t.dtype for t in arrays if _array(t) and isinstance(t.dtype, types.Float)]
-    if not _array(v) or not isinstance(v.dtype, types.Float) or not dtypes:
-        return lambda v, *arrays: v
-    wide = max(dtypes + [v.dtype], key=lambda t: t.bitwidth)
+def _widened_by(v, *dtypes):
+    floats = [t.dtype for t in dtypes if isinstance(getattr(t, "dtype", None), types.Float)]
+    if not _array(v) or not isinstance(v.dtype, types.Float) or not floats:
+        return lambda v, *dtypes: v
+    wide = max(floats + [v.dtype], key=lambda t: t.bitwidth)
     if wide.bitwidth <= v.dtype.bitwidth:
-        return lambda v, *arrays: v
+        return lambda v, *dtypes: v
     dtype = as_dtype(wide)
-    return lambda v, *arrays: v.astype(dtype)
+    return lambda v, *dtypes: v.astype(dtype)
 
 
 @helper(nondiff=True)
