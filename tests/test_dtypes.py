@@ -311,9 +311,13 @@ def keyword_sum32(x):
     return np.sum(a=x * x, dtype="float32")
 
 
+def counted(x):  # an integer dtype= is Numba's own
+    return np.sum(x * x) + np.sum(x > 0.5, dtype=np.int32)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
-    "f", [sum32, sum64, mean32, mean64, axis_sum32, method_sum32, keyword_sum32]
+    "f", [sum32, sum64, mean32, mean64, axis_sum32, method_sum32, keyword_sum32, counted]
 )
 def test_a_reductions_dtype_is_honoured_jitted(f, dtype):
     x = np.linspace(0.1, 0.9, 6, dtype=dtype).reshape(2, 3)
@@ -352,6 +356,11 @@ def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(
     for got in (strict, emitted(x, 3)):
         same_kind(got, x, "gradient")
         np.testing.assert_allclose(got, expected, rtol=tolerance(x))
+    out, tangent = s2sad.jvp(accumulated, jit="strict")(x, 3, tangent=x)
+    e_out, e_tangent = s2sad.jvp(accumulated)(x, 3, tangent=x)
+    same_kind(out, e_out, "jvp's value")
+    same_kind(tangent, e_tangent, "jvp's tangent")
+    np.testing.assert_allclose(tangent, e_tangent, rtol=tolerance(x))
     value, grad = load_emitted(tmp_path, "total", "value_and_grad", ("x",))(x, False)
     e_value, e_grad = s2sad.value_and_grad(total, jit=True)(x, False)
     same_kind(value, e_value, "value")

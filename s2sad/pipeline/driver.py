@@ -203,7 +203,8 @@ def _forward_mode(
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
-        body = lower_for_numba(body, rank_of)
+        given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
+        body = numbers_carried(lower_for_numba(body, rank_of), rank_of, given)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange

@@ -267,8 +267,8 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
         given[k.arg] = k.value
     dtype = given.pop("dtype", ast.Constant(None))
     if not (isinstance(dtype, ast.Constant) and dtype.value is None):
-        if name not in _EXACT or "a" not in given:
-            return None  # np.prod(a, dtype=...): left to Numba
+        if name not in _EXACT or "a" not in given or ast.unparse(dtype) not in _FLOATS:
+            return None  # np.prod(a, dtype=...), an integer dtype=: left to Numba
         # Numba's np.sum ignores a narrower dtype= and its np.mean takes none: `a` cast first
         given["a"] = ast.Call(ast.Name("summed_in", ast.Load()), [given["a"], dtype], [])
     axis = given.get("axis", ast.Constant(None))
@@ -284,6 +284,13 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
         return None  # a tuple of axes, or one known only when compiled: left to Numba
     return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep], [])
 
+
+# the float dtypes a sum's or mean's `dtype=` may name, as written (others are left to Numba)
+_FLOATS = frozenset(
+    f"{prefix}{name}"
+    for prefix in ("np.", "numpy.")
+    for name in ("float32", "float64", "single", "double")
+) | {"float", "'float32'", "'float64'", "'f4'", "'f8'"}
 
 # the reductions lowered even where Numba has them: its sums of float32 add in float32, one
 # element after another, where NumPy's add pairwise (rules/folds.py adds them in float64)
