@@ -309,30 +309,39 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
 
 
 def _called_through(body: str, source: str, name: str, mode: str, wrt) -> str:
-    """The module's text with its function `name` a plain one that calls the compiled one
-    (`_{name}_jit`) and returns what in-process s2sad returns (module_returns.py)."""
-    compiled = f"{name} = njit("
-    assert body.count(compiled) == 1, name
-    body = body.replace(compiled, f"_{name}_jit = njit(")
-    tree = next(
-        n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name
-    )
-    params = [a.arg for a in tree.args.args]
+    """The module's text with its function `name` (and a vjp's `{name}_sweep`, which returns the
+    gradients) a plain one that calls the compiled one (`_{name}_jit`) and returns what
+    in-process s2sad returns (module_returns.py)."""
+    trees = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+    kinds = {name: mode, f"{name}_sweep": "grad"} if mode == "vjp" else {name: mode}
+    wrappers = []
+    for fn, kind in kinds.items():
+        if fn not in trees:
+            continue
+        compiled = f"{fn} = njit("
+        assert body.count(compiled) == 1, fn
+        body = body.replace(compiled, f"_{fn}_jit = njit(")
+        wrappers.append(_wrapper(trees[fn], kind, wrt))
     forms = "\n\n".join(inspect.getsource(f) for f in module_returns.FUNCTIONS)
+    return "\n\n".join([body, forms] + wrappers)
+
+
+def _wrapper(tree: ast.FunctionDef, mode: str, wrt) -> str:
+    """`def f(...)`: `_f_jit`'s results for its arguments, as in-process s2sad returns them."""
+    params = [a.arg for a in tree.args.args]
     doc = (ast.get_docstring(tree) or "").split("\n\n")[0].rstrip(".")
 
     def group(names) -> str:  # (no trailing comma, which black would spread over lines)
         return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
 
     said = textwrap.fill(
-        f"{doc}: `_{name}_jit`, called with each 0-d array as its number, its results as "
+        f"{doc}: `_{tree.name}_jit`, called with each 0-d array as its number, its results as "
         'in-process s2sad returns them."""',
         96,
         initial_indent='    """',
         subsequent_indent="    ",
     )
-    wrapper = (
-        f"def {name}({ast.unparse(tree.args)}):\n{said}\n"
-        f"    return _returned(_{name}_jit, {group(params)}, {group(list(wrt))}, {mode!r})\n"
+    return (
+        f"def {tree.name}({ast.unparse(tree.args)}):\n{said}\n"
+        f"    return _returned(_{tree.name}_jit, {group(params)}, {group(list(wrt))}, {mode!r})\n"
     )
-    return f"{body}\n\n{forms}\n\n{wrapper}"

@@ -353,7 +353,9 @@ def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(
     expected = s2sad.grad(accumulated)(x, 3)
     emitted = load_emitted(tmp_path, "accumulated", "grad", ("x",))
     strict = s2sad.grad(accumulated, jit="strict")(x, 3)
-    for got in (strict, emitted(x, 3)):
+    sweep = load_emitted(tmp_path, "accumulated", "vjp", ("x",)).__globals__
+    pulled = sweep["vjp_accumulated_sweep"](x, 3, np.ones((), np.result_type(x))[()])
+    for got in (strict, emitted(x, 3), pulled):
         same_kind(got, x, "gradient")
         np.testing.assert_allclose(got, expected, rtol=tolerance(x))
     out, tangent = s2sad.jvp(accumulated, jit="strict")(x, 3, tangent=x)
