@@ -451,12 +451,36 @@ def _float32_scalars(dispatcher, args, result):
     The compiled signature says which, even with no float32 argument (`np.sum(x, dtype=...)`)."""
     if not _has_float(result):
         return result
+    if not _returns_float32(dispatcher) and not any(_float32(a) for a in args):
+        return _float64s(result)
     try:
-        signature = tuple(dispatcher.typeof_pyval(a) for a in args)
-        returns = dispatcher.overloads[signature].signature.return_type
+        overloads = dispatcher.overloads
+        if len(overloads) == 1:  # (the usual case: typing the arguments costs microseconds)
+            returns = next(iter(overloads.values())).signature.return_type
+        else:
+            signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+            returns = overloads[signature].signature.return_type
     except Exception:  # noqa: BLE001  (not a compiled signature: as with no float32 argument)
         return result if any(_float32(a) for a in args) else _float64s(result)
     return _retyped(result, returns)
+
+
+def _returns_float32(dispatcher) -> bool:
+    """Whether a signature the dispatcher compiled returns a float32 number (in a tuple too),
+    kept on it for its number of signatures."""
+    count = len(dispatcher.overloads)
+    kept = getattr(dispatcher, "_s2sad_float32_returns", None)
+    if kept is None or kept[0] != count:
+        found = any(
+            "float32" in str(o.signature.return_type).replace("array(float32", "")
+            for o in list(dispatcher.overloads.values())
+        )
+        kept = (count, found)
+        try:
+            dispatcher._s2sad_float32_returns = kept
+        except AttributeError:  # (not a Numba dispatcher: asked again next time)
+            pass
+    return kept[1]
 
 
 def _has_float(value) -> bool:
