@@ -69,6 +69,9 @@ HELPERS = {
     "stop_gradient": "def stop_gradient(x):\n    return x",
     # the kernel stores each result into an array of its dtype
     "in_dtype_of": "def in_dtype_of(v, x):\n    return v",
+    # a loop's values are numbers on the device (pipeline/carried.py's forms for arrays)
+    "as_number": "def as_number(v):\n    return v",
+    "widened_by": "def widened_by(v, *dtypes):\n    return v",
     "zeros_like": "def zeros_like(x):\n    return 0.0",
     "unbroadcast": "def unbroadcast(g, x):\n    return g",
     "np_sign": """def np_sign(x):

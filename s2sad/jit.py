@@ -38,9 +38,11 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
+    MIXED_HINT,
     axis_error,
     from_numba_cache,
     is_numba_error,
+    mixed_product,
     no_numba_form,
     numba_reason,
     row_misfit,
@@ -404,10 +406,12 @@ class Jitted:
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
         widened = two_types(failed, self.compiled.source)
+        mixed = None if widened else mixed_product(failed, self.compiled.source)
         reason = (
             widened[0]
             if widened
-            else no_numba_form(failed, self.compiled.source)
+            else mixed
+            or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
         message = f"Numba cannot compile {what or name}: {reason}"
@@ -419,8 +423,12 @@ class Jitted:
                 hint=(
                     widened[1]
                     if widened
-                    else "use jit=True to fall back to Python, or keep to "
-                    "operations Numba supports in nopython mode"
+                    else (
+                        MIXED_HINT
+                        if mixed
+                        else "use jit=True to fall back to Python, or keep to "
+                        "operations Numba supports in nopython mode"
+                    )
                 ),
             )
         warnings.warn(
@@ -447,15 +455,44 @@ def _kinds(args) -> tuple:
 def _float32_scalars(dispatcher, args, result):
     """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
     code returns them (a function's value, or a jvp's tangent): a float32 one np.float32, a
-    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives)."""
-    if not any(_float32(a) for a in args):
+    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives).
+    The compiled signature says which, even with no float32 argument (`np.sum(x, dtype=...)`)."""
+    if not _has_float(result):
+        return result
+    if not _returns_float32(dispatcher) and not any(_float32(a) for a in args):
         return _float64s(result)
     try:
-        signature = tuple(dispatcher.typeof_pyval(a) for a in args)
-        returns = dispatcher.overloads[signature].signature.return_type
-    except Exception:  # noqa: BLE001  (not a compiled signature: leave the result as it is)
-        return result
+        overloads = dispatcher.overloads
+        if len(overloads) == 1:  # (the usual case: typing the arguments costs microseconds)
+            returns = next(iter(overloads.values())).signature.return_type
+        else:
+            signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+            returns = overloads[signature].signature.return_type
+    except Exception:  # noqa: BLE001  (not a compiled signature: as with no float32 argument)
+        return result if any(_float32(a) for a in args) else _float64s(result)
     return _retyped(result, returns)
+
+
+def _returns_float32(dispatcher) -> bool:
+    """Whether a signature the dispatcher compiled returns a float32 number (in a tuple too),
+    kept on it for its number of signatures."""
+    count = len(dispatcher.overloads)
+    kept = getattr(dispatcher, "_s2sad_float32_returns", None)
+    if kept is None or kept[0] != count:
+        found = any(
+            "float32" in str(o.signature.return_type).replace("array(float32", "")
+            for o in list(dispatcher.overloads.values())
+        )
+        kept = (count, found)
+        try:
+            dispatcher._s2sad_float32_returns = kept
+        except AttributeError:  # (not a Numba dispatcher: asked again next time)
+            pass
+    return kept[1]
+
+
+def _has_float(value) -> bool:
+    return type(value) is float or type(value) is tuple and any(_has_float(v) for v in value)
 
 
 def _float32(value) -> bool:

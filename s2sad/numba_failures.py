@@ -362,6 +362,34 @@ def axis_error(exc) -> Exception | None:
     return np.exceptions.AxisError(int(found.group(1)), int(found.group(2))) if found else None
 
 
+MIXED_HINT = (
+    "keep a product's operands in one dtype (`A.astype(y.dtype) @ y`, or a loop's value kept in "
+    "its own: `y = (A @ y).astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python "
+    "version instead"
+)
+
+
+def mixed_product(exc, source: str) -> str | None:
+    """For a matrix product of a float32 and a float64 array (`A @ y`, np.dot), which Numba's
+    products refuse with a message naming their internal `_impl`: what, and the user's line.
+    (In a loop whose value starts float32, NumPy would widen that value to float64 there too.)"""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    found = re.search(r"array\((float\d+), \d+d, \w+\), array\((float\d+), \d+d, \w+\)", text)
+    product = "_impl(" in text or "np.dot()" in text or "must all have the same dtype" in text
+    if not found or not product or {found.group(1), found.group(2)} != {"float32", "float64"}:
+        return None
+    where = numba_reason(exc).rpartition(" (at ")[2]
+    origin = re.search(r"\((\S+\.py):\d+\)", source)
+    number, _, code = where[:-1].partition(": ")
+    file = origin.group(1) if origin else "the function"
+    where = f" at {file} {number} ({code})" if where.startswith("line ") else ""
+    return (
+        f"a matrix product of a {found.group(1)} and a {found.group(2)} array{where}: Numba's "
+        "products take operands of one dtype, where NumPy computes it in float64 (and a value a "
+        "loop carries from float32 is float64 after a step)"
+    )
+
+
 def shape_assertion(exc) -> bool:
     """The check Numba's parallel array analysis adds where it takes two arrays to have one
     shape, failing on NumPy broadcasting it does not follow (`(2, 1, 3) * (4, 1)`): "Sizes of a,

@@ -19,6 +19,7 @@ import numpy as np
 from .rules.helpers import RUNTIME, constants_read, function_source
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
+from . import module_returns
 from .jit import module_text
 from .pipeline.names import names_in
 from .pipeline.normalize.calls import is_library_code
@@ -302,5 +303,45 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
     ]
     # the constants come before the functions: a data parameter defaults to one (`K=K`)
     body = module_text(source, compiled.name, constants="\n".join(constants))
+    body = _called_through(body, source, compiled.name, mode, wrt)
     text = format_source("\n".join(header + [body]) + "\n")
     return check_module(text, func.__qualname__)
+
+
+def _called_through(body: str, source: str, name: str, mode: str, wrt) -> str:
+    """The module's text with its function `name` (and a vjp's `{name}_sweep`, which returns the
+    gradients) a plain one that calls the compiled one (`_{name}_jit`) and returns what
+    in-process s2sad returns (module_returns.py)."""
+    trees = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+    kinds = {name: mode, f"{name}_sweep": "grad"} if mode == "vjp" else {name: mode}
+    wrappers = []
+    for fn, kind in kinds.items():
+        if fn not in trees:
+            continue
+        compiled = f"{fn} = njit("
+        assert body.count(compiled) == 1, fn
+        body = body.replace(compiled, f"_{fn}_jit = njit(")
+        wrappers.append(_wrapper(trees[fn], kind, wrt))
+    forms = "\n\n".join(inspect.getsource(f) for f in module_returns.FUNCTIONS)
+    return "\n\n".join([body, forms] + wrappers)
+
+
+def _wrapper(tree: ast.FunctionDef, mode: str, wrt) -> str:
+    """`def f(...)`: `_f_jit`'s results for its arguments, as in-process s2sad returns them."""
+    params = [a.arg for a in tree.args.args]
+    doc = (ast.get_docstring(tree) or "").split("\n\n")[0].rstrip(".")
+
+    def group(names) -> str:  # (no trailing comma, which black would spread over lines)
+        return f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+
+    said = textwrap.fill(
+        f"{doc}: `_{tree.name}_jit`, called with each 0-d array as its number, its results as "
+        'in-process s2sad returns them."""',
+        96,
+        initial_indent='    """',
+        subsequent_indent="    ",
+    )
+    return (
+        f"def {tree.name}({ast.unparse(tree.args)}):\n{said}\n"
+        f"    return _returned(_{tree.name}_jit, {group(params)}, {group(list(wrt))}, {mode!r})\n"
+    )

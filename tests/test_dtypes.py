@@ -216,3 +216,178 @@ def test_a_wrong_keyword_is_named_as_python_names_it(transform, jit):
     for call in (lambda: f(p, obs, wrong=1), lambda: f(p, wrong=1)):
         with pytest.raises(TypeError, match="got an unexpected keyword argument 'wrong'"):
             call()
+
+
+# ----------------------------------------------------------------------------- mixed dtypes
+
+
+def kept_float32(y0, w, n):  # the state kept float32; its cotangent meets a float64 array
+    y = y0
+    for _ in range(n):
+        y = (y * w).astype(np.float32)
+    return np.sum(y * y)
+
+
+def kept_float32_product(y0, A, n):
+    y = y0
+    for _ in range(n):
+        y = np.tanh(A @ y.astype(A.dtype)).astype(y0.dtype)
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize(
+    "f, other, scale, rtol",
+    [  # (a float32 cotangent's first step's products with float32 arrays are float32 in Python)
+        (kept_float32, lambda r: np.full(5, 1e15), 1e-30, 1e-7),  # past float32's range
+        (kept_float32_product, lambda r: r.normal(size=(5, 5)), 1.0, 1e-12),  # was 5e-8 off
+    ],
+)
+def test_a_loops_cotangent_a_float64_array_meets_is_carried_in_float64_as_in_python(
+    f, other, scale, rtol
+):
+    rng = np.random.default_rng(4)
+    y0, w = (rng.uniform(0.5, 1.5, 5) * scale).astype(np.float32), other(rng)
+    with np.errstate(over="ignore"):
+        expected = s2sad.grad(f, wrt=("y0", 1))(y0, w, 3)
+        got = s2sad.grad(f, wrt=("y0", 1), jit="strict")(y0, w, 3)
+    assert np.all(np.isfinite(expected[1]))
+    for g, e in zip(got, expected):
+        same_kind(g, e, "gradient")
+        np.testing.assert_allclose(g, e, rtol=rtol)
+
+
+def mean_norm(x, w):
+    return np.sqrt(np.mean(np.sin(x) * w + x * x))
+
+
+def sum_norm(x):
+    return np.sqrt(np.sum(x * x))
+
+
+def axis_means(x):
+    return np.sum(np.sqrt(np.mean(x * x, axis=1)))
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+@pytest.mark.parametrize(
+    "f, shape", [(mean_norm, 4), (sum_norm, 4), (axis_means, (2, 4)), (axis_means, (2, 1))]
+)
+def test_a_float32_sum_that_overflows_in_numpy_overflows_jitted(f, shape, jit):
+    x = np.full(shape, 1.5e19, np.float32)  # x * x fits float32; the sum does not
+    args = (x, np.ones(shape, np.float32)) if f is mean_norm else (x,)
+    with np.errstate(over="ignore"):
+        e_value, e_grad = s2sad.value_and_grad(f)(*args)
+        value, grad = s2sad.value_and_grad(f, jit=jit)(*args)
+    same_kind(value, e_value, "value")
+    np.testing.assert_array_equal(value, e_value)
+    np.testing.assert_array_equal(grad, e_grad)
+
+
+def sum32(x):
+    return np.sum(x * x, dtype=np.float32)
+
+
+def sum64(x):
+    return np.sum(x * x, dtype=np.float64)
+
+
+def mean32(x):
+    return np.mean(x * x, dtype=np.float32)
+
+
+def mean64(x):
+    return np.mean(x * x, dtype="float64")
+
+
+def axis_sum32(x):
+    return np.sum(np.sum(x * x, axis=0, dtype=np.float32))
+
+
+def method_sum32(x):
+    return (x * x).sum(dtype=np.float32)
+
+
+def keyword_sum32(x):
+    return np.sum(a=x * x, dtype="float32")
+
+
+def counted(x):  # an integer dtype= is Numba's own
+    return np.sum(x * x) + np.sum(x > 0.5, dtype=np.int32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "f", [sum32, sum64, mean32, mean64, axis_sum32, method_sum32, keyword_sum32, counted]
+)
+def test_a_reductions_dtype_is_honoured_jitted(f, dtype):
+    x = np.linspace(0.1, 0.9, 6, dtype=dtype).reshape(2, 3)
+    e_value, e_grad = s2sad.value_and_grad(f)(x)
+    value, grad = s2sad.value_and_grad(f, jit="strict")(x)
+    same_kind(value, e_value, "value")
+    same_kind(grad, x, "gradient")
+    np.testing.assert_allclose(value, e_value, rtol=1e-6)
+    np.testing.assert_allclose(grad, e_grad, rtol=1e-6)
+
+
+def accumulated(x, n):  # a 0-d input carried by a loop
+    s = x
+    for _ in range(n):
+        s = s + x * np.sin(s)
+    return s
+
+
+def zero_d_state(x, n):
+    s = np.zeros(())
+    for _ in range(n):
+        s = s + np.sum(x * x)
+    return s
+
+
+SCALARS = {k: KINDS[k] for k in ("float32 0-d", "np.float32", "np.float64", "Python float")}
+SCALARS["float64 0-d"] = lambda: np.array(0.3)
+
+
+@pytest.mark.parametrize("kind", list(SCALARS))
+def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(tmp_path, kind):
+    x = SCALARS[kind]()
+    expected = s2sad.grad(accumulated)(x, 3)
+    emitted = load_emitted(tmp_path, "accumulated", "grad", ("x",))
+    strict = s2sad.grad(accumulated, jit="strict")(x, 3)
+    sweep = load_emitted(tmp_path, "accumulated", "vjp", ("x",)).__globals__
+    pulled = sweep["vjp_accumulated_sweep"](x, 3, np.ones((), np.result_type(x))[()])
+    for got in (strict, emitted(x, 3), pulled):
+        same_kind(got, x, "gradient")
+        np.testing.assert_allclose(got, expected, rtol=tolerance(x))
+    out, tangent = s2sad.jvp(accumulated, jit="strict")(x, 3, tangent=x)
+    e_out, e_tangent = s2sad.jvp(accumulated)(x, 3, tangent=x)
+    same_kind(out, e_out, "jvp's value")
+    same_kind(tangent, e_tangent, "jvp's tangent")
+    np.testing.assert_allclose(tangent, e_tangent, rtol=tolerance(x))
+    value, grad = load_emitted(tmp_path, "total", "value_and_grad", ("x",))(x, False)
+    e_value, e_grad = s2sad.value_and_grad(total, jit=True)(x, False)
+    same_kind(value, e_value, "value")
+    same_kind(grad, x, "value_and_grad's gradient")
+    v = np.linspace(0.1, 0.9, 3)
+    np.testing.assert_allclose(
+        s2sad.grad(zero_d_state, jit="strict")(v, 2), s2sad.grad(zero_d_state)(v, 2)
+    )
+
+
+def product_in_loop(y0, A, n):
+    y = y0
+    for _ in range(n):
+        y = np.tanh(A @ y)
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize("narrow", ["y0", "A"])
+def test_a_product_of_float32_and_float64_is_refused_by_name(narrow):
+    rng = np.random.default_rng(5)
+    y0, A = rng.random(3), rng.random((3, 3))
+    y0, A = (y0.astype(np.float32), A) if narrow == "y0" else (y0, A.astype(np.float32))
+    with pytest.raises(JitError) as err:
+        s2sad.grad(product_in_loop, jit="strict")(y0, A, 2)
+    text = str(err.value)
+    assert "a matrix product of a float" in text and "test_dtypes.py line" in text
+    assert "(`y = np.tanh(A @ y)`)" in text and "_impl" not in text
+    assert "A.astype(y.dtype) @ y" in text

@@ -44,6 +44,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
+import test_dtypes as td  # noqa: E402
 import test_python_constructs as pc  # noqa: E402
 import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
@@ -106,6 +107,11 @@ CORPUS = [
     (cf.euler, (0.7, 1.3, 50), (0, 1), "grad"),
     (jp.mahalanobis, (jp.Q, jp.MEANS, jp.XS), (0, 1, 2), "grad"),  # add_outer_at
     (jp.vector_times_matrix, (jp.A.astype(np.float32), jp.V), (0, 1), "grad"),  # sum_zeros_like
+    # dtypes: a sum's dtype= (summed_in), a loop's number (as_number), a float32 loop's
+    # cotangent a float64 matrix widens (widened_by) (test_dtypes.py)
+    (td.sum32, (np.linspace(0.1, 0.9, 6),), 0, "grad"),
+    (td.accumulated, (0.3, 3), 0, "grad"),
+    (td.kept_float32_product, (jp.V.astype(np.float32), np.outer(jp.V, jp.V), 3), (0, 1), "grad"),
     # Python as people write it: enumerate(zip), tuples of subscripts, dicts, return in a loop,
     # integers read from an array written later (test_python_constructs.py)
     (pc.weighted, (pc.X, pc.W), (0, 1), "grad"),

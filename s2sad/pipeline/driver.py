@@ -26,7 +26,8 @@ from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
 from .load import Compiled, load, without_gc_pauses
-from .lower import carried_in_dtype, drop_constant_branches, jit_copy, lower_for_numba
+from .carried import assigned_before, carried_in_dtype, numbers_carried
+from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import drop_unread, optimize, read_primal_values
@@ -202,7 +203,8 @@ def _forward_mode(
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
-        body = lower_for_numba(body, rank_of)
+        given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
+        body = numbers_carried(lower_for_numba(body, rank_of), rank_of, given)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
@@ -272,10 +274,15 @@ def _reverse_mode(
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
         adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
-        adjoint.stmts = carried_in_dtype(adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks)
-        primal = lower_for_numba(primal, shapes.of)
+        params = list(norm.params) + list(resolver.reads.data.values()) + list(adjoint.seeds)
+        given = assigned_before(primal, params)
+        adjoint.stmts = carried_in_dtype(
+            adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks, given
+        )
+        adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
+        primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of, params)
         if rerun:  # the value function a re-running pullback's vjp returns with it
-            plain = lower_for_numba(plain, shapes.of)
+            plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of, params)
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)

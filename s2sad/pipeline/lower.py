@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 
 from .. import ir
-from .names import names_read
 from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
@@ -234,61 +233,6 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
 
 
-def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of) -> list:
-    """The adjoint's loops with each cotangent they carry from one iteration to the next kept in
-    the dtype it entered with: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy,
-    dy_entry)` last. Numba types a name once, and a float32 cotangent meeting a Python float
-    (`dy * (h / 6.0)`) is float64 there, where NumPy keeps float32: without the cast the loop
-    does not compile. Numbers unify (float32 and float64 make a float64): arrays only. (The
-    primal's own values are left as they are: where NumPy itself widens them, so does Numba.
-    `taken`: the names in use, mutated.)"""
-
-    def block(body: list) -> list:
-        wide = set()  # sums a loop adds into, float64 from the start (`sum_zeros_like`)
-        for stmt in body:
-            if isinstance(stmt, (ast.For, ast.While)):
-                stmt.body = block(stmt.body)
-                stmt.body = _kept(stmt.body, wide)
-            elif isinstance(stmt, ast.If):
-                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
-            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
-                call = getattr(stmt.value, "func", None)
-                if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
-                    wide.add(stmt.targets[0].id)
-        return body
-
-    def _kept(body: list, wide: set) -> list:
-        code = [s for s in body if isinstance(s, ast.AST)]
-        seen, carried = set(), []
-        for stmt in code:
-            fresh = names_read([stmt]) - seen - wide
-            carried += sorted(
-                n for n in fresh if n in primal_of and rank_of(ast.Name(n, ast.Load())) != 0
-            )
-            if isinstance(stmt, ast.Assign):
-                seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
-        first, last = [], []
-        for name in dict.fromkeys(n for n in carried if n in seen):
-            entry = f"{name}_entry"
-            while entry in taken:
-                entry += "_"
-            taken.add(entry)
-            first.append(_assign(entry, ast.Name(name, ast.Load()), code[0]))
-            cast = ast.Call(
-                ast.Name("in_dtype_of", ast.Load()),
-                [ast.Name(name, ast.Load()), ast.Name(entry, ast.Load())],
-                [],
-            )
-            last.append(_assign(name, cast, code[-1]))
-        return first + body + last
-
-    return block(list(stmts))
-
-
-def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
-    return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
-
-
 def _negative_int(node: ast.expr) -> int | None:
     """The value of an expression of constants that is a negative integer (`-1`, or a rule's
     `-2 - (-2 != 0)`), else None."""
@@ -333,15 +277,21 @@ def _as_function(node: ast.Call, rank_of) -> ast.Call:
 def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
     """`np.max(x, axis=1, keepdims=True)` as `max_over(x, 1, True)`, for the reductions over an
     axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has."""
-    if text not in _REDUCTIONS or not 1 <= len(node.args) <= 2:
+    if text not in _REDUCTIONS or len(node.args) > 3:
         return None
     name, has_axis = _REDUCTIONS[text]
-    given = dict(zip(("a", "axis"), node.args))
-    takes = ("a", "axis", "keepdims") + (("ddof",) if name in _SPREADS else ())
+    given = dict(zip(("a", "axis", "dtype"), node.args))
+    takes = ("a", "axis", "keepdims", "dtype") + (("ddof",) if name in _SPREADS else ())
     for k in node.keywords:
         if k.arg not in takes or k.arg in given:
-            return None  # dtype=, out=, initial=, where=: left to Numba
+            return None  # out=, initial=, where=: left to Numba
         given[k.arg] = k.value
+    dtype = given.pop("dtype", ast.Constant(None))
+    if not (isinstance(dtype, ast.Constant) and dtype.value is None):
+        if name not in _EXACT or "a" not in given or ast.unparse(dtype) not in _FLOATS:
+            return None  # np.prod(a, dtype=...), an integer dtype=: left to Numba
+        # Numba's np.sum ignores a narrower dtype= and its np.mean takes none: `a` cast first
+        given["a"] = ast.Call(ast.Name("summed_in", ast.Load()), [given["a"], dtype], [])
     axis = given.get("axis", ast.Constant(None))
     keep = given.get("keepdims", ast.Constant(False))
     ddof = given.get("ddof", ast.Constant(0))
@@ -351,12 +301,20 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
     if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
         return None
     if plain and no_axis and rank_of(given["a"]) == 0:  # of a number: nothing to add up
+        # (`summed_in(x, dtype)`'s rank is unknown here: a number cast, summed as a number)
         return None
     if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
         return None  # a tuple of axes, or one known only when compiled: left to Numba
     spread = [ddof] if name in _SPREADS else []
     return ast.Call(ast.Name(name, ast.Load()), [given["a"], axis, keep, *spread], [])
 
+
+# the float dtypes a sum's or mean's `dtype=` may name, as written (others are left to Numba)
+_FLOATS = frozenset(
+    f"{prefix}{name}"
+    for prefix in ("np.", "numpy.")
+    for name in ("float32", "float64", "single", "double")
+) | {"float", "'float32'", "'float64'", "'f4'", "'f8'"}
 
 # the reductions lowered even where Numba has them: its sums of float32 add in float32, one
 # element after another, where NumPy's add pairwise (rules/folds.py adds them in float64)

@@ -2,7 +2,8 @@
 generated code uses that are not the user's), `reserved_names` (those of one transform),
 `s2sad_object` (what such a name means) and `STATIC_ATTRS` (array attributes that carry no
 derivative). A leaf module: normalization, name resolution, classification and `register_vjp`
-read it, and it reads only the runtime helpers, the rule table and CUDA's device helpers.
+read it, and it reads only the runtime helpers, the rule table, CUDA's device helpers and what
+modules `s2sad emit --jit` writes define beside their function.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from .. import runtime
 from ..cuda_device import HELPERS as CUDA_HELPERS
+from ..module_returns import FUNCTIONS as MODULE_RETURNS
 from ..rules.helpers import BATCHED, RUNTIME, numba_names
 from ..rules.registry import NAMESPACE
 
@@ -30,6 +32,7 @@ RESERVED = (
     | set(CUDA_HELPERS)  # device code's helpers (s2sad/cuda_device.py)
     | {"NonScalarOutputError"}
     | {"prange", "thread_count", "get_thread_id"}  # loops on threads (s2sad/threads.py)
+    | {f.__name__ for f in MODULE_RETURNS}  # beside a module's function (`s2sad emit --jit`)
     | set(RUNTIME)  # private ones too: `s2sad emit` copies them beside the user's constants
     | set(BATCHED)
     | numba_names()

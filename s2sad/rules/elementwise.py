@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
 def _pow_base(args: dict) -> str:
     """x ** c with a numeric constant c folds the exponent: x ** 2 gives g * 2 * x."""
     exponent = args["x2"]
+    if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.operand, ast.Constant):
+        if isinstance(exponent.op, ast.USub) and type(exponent.operand.value) in (int, float):
+            exponent = ast.Constant(-exponent.operand.value)  # x ** -3: folded as x ** 3 is
     if isinstance(exponent, ast.Constant) and isinstance(exponent.value, (int, float)):
         c = exponent.value
         if c == 0:  # x ** 0 is 1 everywhere: never c * x ** -1, infinite (or raising) at 0

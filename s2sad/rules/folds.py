@@ -18,6 +18,7 @@ from .helpers import helper, numba_jitable, numba_of, type_test
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
     from numba.cpython.unsafe.tuple import tuple_setitem
+    from numba.np.numpy_support import as_dtype
 
 
 @helper
@@ -265,8 +266,9 @@ def _fold_mean(a, axis):
 
 @numba_jitable
 def _mean32(a):
-    """The mean of a float32 array, its sum added in float64."""
-    return np.float32(_added64(a) / a.size)
+    """The mean of a float32 array, its sum added in float64 and rounded to float32 before the
+    division, as NumPy divides its float32 sum (which overflows to inf as NumPy's does)."""
+    return np.float32(np.float32(_added64(a)) / a.size)
 
 
 @numba_of(mean_over)
@@ -375,3 +377,39 @@ def _std_over(a, axis=None, keepdims=False, ddof=0):
     if how == "kept axis":
         return lambda a, axis=None, keepdims=False, ddof=0: _kept(_fold_std(a, axis, ddof), a, axis)
     return None
+
+
+@helper
+def summed_in(a, dtype):
+    """`a` in the dtype a sum or mean is asked to add in (`np.sum(a, dtype=np.float32)`, which
+    jitted code lowers to `sum_over(summed_in(a, np.float32), None, False)`: Numba's np.sum
+    ignores a narrower `dtype=`, and its np.mean takes none)."""
+    return np.asarray(a, dtype=dtype)
+
+
+@type_test
+def _float_named(dtype):
+    """The float dtype a `dtype=` argument names (`np.float32`, `"float32"`, `x.dtype`), else
+    None (an integer, bool or complex dtype: left unlowered, or a string not yet literal)."""
+    if isinstance(dtype, types.NumberClass):
+        dtype = dtype.instance_type
+    elif isinstance(dtype, types.DType):
+        dtype = dtype.dtype
+    elif isinstance(dtype, types.StringLiteral):
+        try:
+            named = np.dtype(dtype.literal_value)
+        except TypeError:
+            return None
+        dtype = {np.float32: types.float32, np.float64: types.float64}.get(named.type)
+    return dtype if isinstance(dtype, types.Float) else None
+
+
+@numba_of(summed_in)
+def _summed_in(a, dtype):
+    want = _float_named(dtype)
+    if want is None:
+        return None
+    cast = as_dtype(want)
+    if _array(a):
+        return lambda a, dtype: a.astype(cast)
+    return lambda a, dtype: cast.type(a)

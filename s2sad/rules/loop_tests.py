@@ -11,6 +11,7 @@ from .helpers import helper, numba_of, type_test
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+    from numba.np.numpy_support import as_dtype
 
 
 @type_test
@@ -81,3 +82,39 @@ def _float_arrays(*arrays):
     if not _one_float_dtype(arrays):
         return None
     return lambda *arrays: True
+
+
+@helper(nondiff=True)
+def widened_by(v, *dtypes):
+    """`v`, a cotangent an adjoint loop carries, in the widest float dtype of it and `dtypes`
+    (those of the arrays its step reads): compiled, a float32 cotangent a float64 array meets
+    is float64 after a step, as in NumPy, and the loop carries it so from the start
+    (pipeline/carried.py). NumPy widens it itself: `v` as it is."""
+    return v
+
+
+@numba_of(widened_by)
+def _widened_by(v, *dtypes):
+    floats = [t.dtype for t in dtypes if isinstance(getattr(t, "dtype", None), types.Float)]
+    if not _array(v) or not isinstance(v.dtype, types.Float) or not floats:
+        return lambda v, *dtypes: v
+    wide = max(floats + [v.dtype], key=lambda t: t.bitwidth)
+    if wide.bitwidth <= v.dtype.bitwidth:
+        return lambda v, *dtypes: v
+    dtype = as_dtype(wide)
+    return lambda v, *dtypes: v.astype(dtype)
+
+
+@helper(nondiff=True)
+def as_number(v):
+    """`v`, a number a loop carries, as a number: compiled, a 0-d array (`s = np.zeros(())`, or
+    a 0-d input) is a number after the first `s = s + x`, and Numba gives a name one type
+    (pipeline/lower.py). NumPy's arithmetic makes the same number of it: `v` as it is."""
+    return v
+
+
+@numba_of(as_number)
+def _as_number(v):
+    if _array(v) and v.ndim == 0:
+        return lambda v: v[()]
+    return lambda v: v

@@ -78,6 +78,8 @@ def _roots(value) -> set[str]:
             return _roots(value.args[0])  # `unbroadcast(g, x)` is `g` or a sum of it, never `x`
         found = _roots(value.func.value) if method else set()
         return found | set().union(*(_roots(a) for a in value.args))
+    if isinstance(value, ast.Attribute) and value.attr in ("dtype", "shape", "ndim", "size"):
+        return set()  # (`widened_by(dy, w.dtype)`: no array's memory)
     if isinstance(value, (ast.Subscript, ast.Attribute, ast.Starred)):
         return _roots(value.value)
     if isinstance(value, ast.Name):

@@ -1,0 +1,56 @@
+"""What a module `s2sad emit --jit` writes returns: the plain functions it copies beside its
+compiled one, so that a call returns what in-process `grad`, `value_and_grad` and `jvp` return.
+Numba takes a 0-d array and its number as different types (a loop carrying one fails to unify),
+returns a float32 number as a Python float, and a 0-d array's gradient as a number: the module's
+function calls the compiled one with each 0-d array as its number, then gives each gradient its
+input's type, dtype and shape, and each value or tangent NumPy's scalar type (np.float32 where
+the compiled signature says float32). Nothing here imports s2sad: the text is copied as is.
+"""
+
+import numpy as np
+
+
+def _unboxed(value):
+    """A 0-d array as the number it holds (compiled code types the two differently)."""
+    return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
+
+
+def _like(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x`."""
+    if isinstance(x, np.ndarray):
+        return np.asarray(g, dtype=x.dtype).reshape(x.shape)
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g)
+
+
+def _retyped(value, numba_type):
+    """A Python float Numba returned as NumPy's number of the compiled type, in tuples too."""
+    if isinstance(value, tuple):
+        parts = getattr(numba_type, "types", ())
+        return tuple(_retyped(v, t) for v, t in zip(value, parts))
+    if type(value) is float:
+        return np.float32(value) if str(numba_type) == "float32" else np.float64(value)
+    return value
+
+
+def _returned(function, args, inputs, mode):
+    """The compiled `function`'s result for `args` as in-process s2sad returns it: `mode`'s
+    gradients (of `inputs`, those differentiated) in their inputs' kinds, values retyped."""
+    args = tuple(_unboxed(a) for a in args)
+    result = function(*args)
+    signature = tuple(function.typeof_pyval(a) for a in args)
+    returns = function.overloads[signature].signature.return_type
+    if mode in ("jvp", "vjp"):  # (a vjp's function returns the value; its sweep, gradients)
+        return _retyped(result, returns)
+    value, grads = result if mode == "value_and_grad" else (None, result)
+    if len(inputs) == 1:
+        grads = _like(grads, inputs[0])
+    else:
+        grads = tuple(_like(g, x) for g, x in zip(grads, inputs))
+    if mode == "value_and_grad":
+        return _retyped(value, returns.types[0]), grads
+    return grads
+
+
+FUNCTIONS = (_unboxed, _like, _retyped, _returned)

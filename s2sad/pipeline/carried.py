@@ -1,0 +1,160 @@
+"""Part of lowering for Numba (jit only): the values a loop carries from one iteration to the
+next, given one type before the loop as Numba requires of a name. An adjoint loop's cotangent
+keeps the dtype Python mode carries it in (`carried_in_dtype`), and a 0-d array a loop carries
+is a number from the start (`numbers_carried`), as it is after one step.
+
+Only names certainly assigned before the loop are touched: a statement placed before the loop
+reads them (a name the loop assigns on one iteration and reads on a later one is not).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .. import ir
+from .names import names_read
+
+
+def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()) -> list:
+    """The adjoint's loops with each cotangent they carry from one iteration to the next kept in
+    one dtype: `dy_entry = dy` first in the body, `dy = in_dtype_of(dy, dy_entry)` last. Numba
+    types a name once, and a float32 cotangent meeting a Python float (`dy * (h / 6.0)`) is
+    float64 there, where NumPy keeps float32: without the cast the loop does not compile. Where
+    a float64 array it meets makes it float64 in NumPy too (`dy * w`), it is widened before the
+    loop (`dy = widened_by(dy, w.dtype)`, of the arrays assigned before the loop that its step reads), so
+    the loop carries it in float64 as Python mode does (but for the first step's products with
+    float32 arrays, which Python computes in float32). Numbers unify (float32 and float64 make a
+    float64): arrays only. (The primal's own values are left as they are: where NumPy itself
+    widens them, so does Numba. `taken`: the names in use, mutated; `given`: the names assigned
+    before `stmts` run.)"""
+
+    def block(body: list, defined: set) -> list:
+        wide = set()  # sums a loop adds into, float64 from the start (`sum_zeros_like`)
+        out, defined = [], set(defined)
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body, defined | _loop_targets(stmt))
+                widen, stmt.body = _kept(stmt.body, wide, defined)
+                out += [ir.copy_origin(w, stmt) for w in widen]
+            elif isinstance(stmt, ast.If):
+                stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                call = getattr(stmt.value, "func", None)
+                if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
+                    wide.add(stmt.targets[0].id)
+            defined |= _certainly_assigned(stmt)
+            out.append(stmt)
+        return out
+
+    def _kept(body: list, wide: set, defined: set) -> tuple[list, list]:
+        code = [s for s in body if isinstance(s, ast.AST)]
+        seen, carried = set(), []
+        for stmt in code:
+            fresh = names_read([stmt]) - seen - wide
+            carried += sorted(
+                n for n in fresh if n in primal_of and rank_of(ast.Name(n, ast.Load())) != 0
+            )
+            if isinstance(stmt, ast.Assign):
+                seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+        widen, first, last = [], [], []
+        for name in dict.fromkeys(n for n in carried if n in seen):
+            arrays = sorted(
+                a
+                for a in (_step_reads(code, name) & defined) - {name}
+                if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
+            )
+            if arrays and name in defined:
+                dtypes = [ast.Attribute(_load(a), "dtype", ast.Load()) for a in arrays]
+                args = [_load(name)] + dtypes  # (dtypes: no array passed, none aliased)
+                widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
+            entry = f"{name}_entry"
+            while entry in taken:
+                entry += "_"
+            taken.add(entry)
+            first.append(_assign(entry, _load(name), code[0]))
+            cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
+            last.append(_assign(name, cast, code[-1]))
+        return widen, first + body + last
+
+    return block(list(stmts), set(given))
+
+
+def numbers_carried(stmts: list, rank_of, given=()) -> list:
+    """Each loop's carried values of rank 0 as numbers before it (`s = as_number(s)`): a 0-d
+    array (`np.zeros(())`, a 0-d input) is a number after a step of `s = s + x` in compiled code,
+    as in NumPy, and Numba gives a name one type. (`given`: the names assigned before `stmts`.)"""
+
+    def block(body: list, defined: set) -> list:
+        out, defined, numbers = [], set(defined), set()
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body, defined | _loop_targets(stmt))
+                code = [s for s in stmt.body if isinstance(s, ast.AST)]
+                seen, carried = set(), []
+                for s in code:
+                    carried += sorted(names_read([s]) - seen)
+                    seen |= _certainly_assigned(s)
+                for name in dict.fromkeys(n for n in carried if n in seen & defined - numbers):
+                    if rank_of(ast.Name(name, ast.Load())) == 0:
+                        call = ast.Call(_load("as_number"), [_load(name)], [])
+                        out.append(ir.copy_origin(_assign(name, call, stmt), stmt))
+            elif isinstance(stmt, ast.If):
+                stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
+            assigned = _certainly_assigned(stmt)
+            defined |= assigned
+            numbers -= assigned
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+                numbers |= assigned  # (`s = 0.0`: a number already)
+            out.append(stmt)
+        return out
+
+    return block(list(stmts), set(given))
+
+
+def assigned_before(stmts: list, params) -> set:
+    """The parameters and the names `stmts` (a function's top level) certainly assign."""
+    return set(params).union(*(_certainly_assigned(s) for s in stmts))
+
+
+def _certainly_assigned(stmt) -> set:
+    """The names a statement assigns on every path through it (a loop's body may not run)."""
+    if isinstance(stmt, ast.Assign):
+        return {n.id for t in stmt.targets for n in ast.walk(t) if _stored(n)}
+    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and isinstance(stmt.target, ast.Name):
+        return {stmt.target.id}
+    if isinstance(stmt, ast.If):
+        body = set().union(*(_certainly_assigned(s) for s in stmt.body))
+        orelse = set().union(*(_certainly_assigned(s) for s in stmt.orelse))
+        return body & orelse
+    return set()
+
+
+def _loop_targets(loop) -> set:
+    target = getattr(loop, "target", None)
+    return {n.id for n in ast.walk(target) if _stored(n)} if target is not None else set()
+
+
+def _stored(node) -> bool:
+    return isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+
+
+def _step_reads(code: list, name: str) -> set:
+    """The names a loop body's new value of `name` is computed from, through the values the
+    body assigns (each statement's reads, where it assigns one of them)."""
+    needed, grew = {name}, True
+    while grew:
+        grew = False
+        for stmt in code:
+            targets = {n.id for n in ast.walk(stmt) if _stored(n)}
+            if targets & needed and not names_read([stmt]) <= needed:
+                needed |= names_read([stmt])
+                grew = True
+    return needed
+
+
+def _load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
+
+
+def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
+    return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
