@@ -555,6 +555,46 @@ def test_a_global_objects_methods_and_callable_attributes_are_inlined():
     np.testing.assert_allclose(g, fd_grad(uses_global_net, (X,), 0), rtol=1e-6)
 
 
+class TreeModel:
+    """A JAX-style model: the parameters a tree passed to its methods, its data an attribute."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def apply(self, p, x):
+        return np.tanh(p["W"] @ x + p["b"]) * self.scale
+
+    def loss(self, p, x):
+        return np.sum(self.apply(p, x) ** 2)
+
+    def __call__(self, p, x):
+        return self.loss(p, x)
+
+
+TREE_MODEL, X3 = TreeModel(1.5), rand(3, seed=7)
+
+
+def model_loss(q):
+    return TREE_MODEL.loss(q, X3)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        model_loss,
+        lambda q: TREE_MODEL.loss(q, X3),  # a lambda, as in value_and_grad(lambda p: ...)
+        lambda q: TREE_MODEL(q, X3),  # the object called: its __call__
+        lambda q: TreeModel.loss(TREE_MODEL, q, X3),  # the class's function, self given
+    ],
+    ids=["method", "lambda", "call", "class-function"],
+)
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_tree_passed_to_a_method_of_a_global_object_is_inlined_with_it(f, jit):
+    p = {"W": rand(2, 3, seed=8), "b": rand(2, seed=9)}
+    g = s2sad.grad(f, jit=jit)(p)
+    assert_tree_close(g, fd_grad(f, (p,), 0), p)
+
+
 def ridge(w, X, y, lam=0.1):
     return np.sum((X @ w - y) ** 2) + lam * np.sum(w**2)
 

@@ -367,9 +367,17 @@ class TreeExpressions:
         when it is inlined (`ir.tree_call` carries each tree parameter's structure)."""
         if callee is None:
             callee = _static(e.func, self.scope)
-        # a classmethod (`Model.apply(params, x)`): its signature without cls, which the
-        # inliner passes as the class the call names
-        function = callee.__func__ if _classmethod(callee) else callee
+        call = getattr(type(callee), "__call__", None)
+        if (
+            not inspect.isroutine(callee)
+            and not isinstance(callee, type)
+            and inspect.isfunction(call)
+        ):
+            callee = callee.__call__  # an object of the user's called like a function
+        # a classmethod (`Model.apply(params, x)`) or a method of the user's object
+        # (`model.loss(params, x)`): its signature without cls or self, which the inliner
+        # passes as the class or the object the call names
+        function = callee.__func__ if inspect.ismethod(callee) else callee
         if not inspect.isfunction(function) or callee.__module__.split(".")[0] in (
             "numpy",
             "s2sad",
@@ -495,10 +503,6 @@ def _constant(e):
     ):
         return -e.operand.value
     return None
-
-
-def _classmethod(callee) -> bool:
-    return inspect.ismethod(callee) and isinstance(callee.__self__, type)
 
 
 def _static(func, scope):

@@ -139,6 +139,8 @@ class Inlining(ControlFlow):
             if not (isinstance(func, ast.Attribute) and func.attr == target.__name__):
                 # `layer(x)`: its __call__, read (and checked) as `layer.__call__`
                 func = ast.copy_location(ast.Attribute(func, "__call__", ast.Load()), func)
+                if ir.tree_call(node.func):  # its parameter trees' leaves, as for a method
+                    ir.set_tree_call(func, ir.tree_call(node.func))
             owner = (func.value, target.__self__)
             args.insert(0, self.atom(func.value, base))
             varied.positional.insert(0, False)
@@ -146,6 +148,12 @@ class Inlining(ControlFlow):
             node = ast.copy_location(call, node)
             target = target.__func__
             self.refuse_deep_recursion(target, node)
+        elif inspect.isfunction(target) and node.args and isinstance(node.args[0], ast.Name):
+            # `Model.loss(model, p, x)`: `self` is the object, as for `model.loss(p, x)`
+            first = node.args[0]
+            obj = None if first.id in self.locals else self.resolver.resolve(first)
+            if obj is not None and getattr(type(obj), target.__name__, None) is target:
+                owner = (first, obj)
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
