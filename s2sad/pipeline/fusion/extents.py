@@ -2,19 +2,24 @@
 over a shape that is not provably the run's does not join it, whose guard would otherwise send
 every call to the unfused branch (a fused loop that never runs, and a second compile).
 
-An axis is `(root, removed)`: a length of the program's less `removed` elements. A root is an
-axis of an array this code does not assign (`("in", "u", 0)`), the length of a slice with
-bounds known only when the code runs (`u[:, :d]`: a root of its own, the same for the same
-text), or the length 1 of a new axis (`UNIT`); None is an axis nothing is known about.
-Statements that combine arrays elementwise (`a * b`, `np.where`), matrix products and the
-helpers whose result has an argument's shape (`@helper(shaped_like=...)`, rules/helpers.py)
-relate the roots: one class for the lengths broadcasting requires equal (a length 1 aside, which
-only costs the fallback a guard exists for).
+An axis is `(root, removed)`: a length less `removed` elements. A root is an axis of an array
+this code does not assign (`("in", "u", 0)`) or of a name it assigns again and again (`("var",
+"h", 0)`, related to each value assigned), the number of elements of a slice whose bounds are
+sums of multiples of names (`u[b:2 * b]` has b, as `w[:b]` has), the length of another slice
+(`u[:, d:]`, `u[::2]`: one root for one text), the sum of a concatenation's pieces, or the
+length 1 (`UNIT`: a new axis, a reduction's kept one); None is an axis nothing is known about.
+Statements relate roots, in classes whose links carry a difference (`len(x) == len(y) - k`):
+elementwise operations (NumPy's broadcasting requires the lengths equal, a length 1 aside, which
+only costs the fallback a guard exists for), matrix products (`a`'s columns, `b`'s rows), a
+name's assignments, and the helpers whose result has an argument's shape
+(`@helper(shaped_like=...)`, rules/helpers.py).
 
-Two shapes of one rank are `apart` where an axis of each is known (of length other than 1) and
+Two shapes of one rank are `apart` where an axis of each is known (of a length other than 1) and
 they are not provably equal: of one root less different numbers of elements (`u[1:, :]` beside
-`u`), or of roots nothing relates (GMM's `icf[:, :d]` beside `icf[:, d:]`, or its `n` data
-points beside its `K` components). Anything else may be equal: no claim is made."""
+`u`), or of roots nothing relates (GMM's `icf[:, :d]`, d long, beside `icf[:, d:]`, d(d-1)/2
+long; its n data points beside its K components). A slice is taken to have its bounds'
+difference of elements: where the axis is shorter, the guard still checks. Anything else may be
+equal: no claim is made."""
 
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ _MATMUL = frozenset({"matmul_stacks", "np.matmul"})
 
 
 class Extents:
-    """Each name assigned once (at the top level or in a loop body) -> its axes, where known,
-    and the classes of roots that broadcasting makes equal."""
+    """Each name's axes (`found`), where known, and the classes of roots the statements of one
+    function relate (`canonical`, `apart`)."""
 
     def __init__(self, nodes, rank):
         self.rank = rank
