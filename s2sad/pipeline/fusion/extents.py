@@ -208,7 +208,7 @@ class Extents:
             if j == k:  # its pieces' lengths added up
                 if any(a is None for a in axes):
                     return None
-                out.append((("sum",) + tuple(sorted(repr(self.canonical(a)) for a in axes)), 0))
+                out.append((("sum",) + tuple(sorted(repr(a) for a in axes)), 0))
                 continue
             known = [a for a in axes if self.known(a)]
             for a in known[1:]:
@@ -268,7 +268,7 @@ class Extents:
         if axis is None or axis == UNIT:
             return None
         parts = tuple(_text(p) for p in _slice_parts(item))
-        return (("slice", self.canonical(axis), parts), 0)
+        return (("slice", axis, parts), 0)  # (the axis as written: a class's root may change)
 
     # ------------------------------------------------------------------ statements
     def over(self, stmt):
