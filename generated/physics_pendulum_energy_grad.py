@@ -11,22 +11,6 @@ GRAVITY = 9.81
 NonScalarOutputError = ValueError
 
 
-def unbroadcast(g, x):
-    """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
-        return g  # the common case, without np.shape's dispatch
-    shape = np.shape(x)
-    if np.shape(g) == shape:
-        return g
-    lead = np.ndim(g) - len(shape)
-    if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
-    if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
-    return np.reshape(g, shape)
-
-
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
@@ -55,15 +39,12 @@ def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0, GRAVITY=GRAVITY):
     pendulum_energy = kinetic + potential
     # adjoint sweep: from the output back to the inputs
     dpendulum_energy = grad_seed(pendulum_energy)
-    # line 15: return kinetic + potential
-    dkinetic = unbroadcast(dpendulum_energy, kinetic)
-    dpotential = unbroadcast(dpendulum_energy, potential)
     # line 14: potential = mass * GRAVITY * length * (1.0 - math.cos(theta))
-    dpotential_sub = np.sum(dpotential * (mass * GRAVITY * length))
+    dpotential_sub = dpendulum_energy * (mass * GRAVITY * length)
     dpotential_cos = -dpotential_sub
     dtheta = -dpotential_cos * math.sin(theta)
     # line 13: kinetic = 0.5 * mass * (length * omega) ** 2
-    dkinetic_pow = unbroadcast(dkinetic * (0.5 * mass), kinetic_pow)
+    dkinetic_pow = dpendulum_energy * (0.5 * mass)
     dkinetic_mul = dkinetic_pow * 2 * kinetic_mul
-    domega = unbroadcast(dkinetic_mul * length, omega)
+    domega = dkinetic_mul * length
     return dtheta, domega

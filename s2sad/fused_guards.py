@@ -53,7 +53,7 @@ def fused_only(source: str) -> str:
     return "".join(lines)
 
 
-BROADCAST_KEPT = 256  # shapes remembered to take the branches, per Jitted (then it starts over)
+BROADCAST_KEPT = 256  # calls' shapes remembered (branches, misfits), per Jitted, then forgotten
 
 
 def shapes(args) -> tuple:

@@ -257,6 +257,9 @@ class Jitted:
         # (name, kinds, shapes) of calls whose arrays broadcast where a fused run takes one
         # shape (ShapesNotFused): `branched` runs them
         self.broadcast = set()
+        # (name, kinds, shapes) of calls whose values did not fit the fused code's tapes of rows
+        # (row_tapes.py: shapes that change in a loop): the code without fusion runs them
+        self.misfits = set()
         # it calls what runs its own Numba code from Python (s2sad.checkpoint's loops)
         self.runs_python = any(
             getattr(v, "compiles_itself", False) for v in compiled.globals.values()
@@ -287,6 +290,8 @@ class Jitted:
             return self.without_fusion()(args, strict, name, what)
         if failed is None and self.broadcasts(name, args):
             return self.with_branches()(args, strict, name, what)
+        if failed is None and self.misfits and (name, _kinds(args), shapes(args)) in self.misfits:
+            return self.without_fusion()(args, strict, name, what)
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
@@ -297,10 +302,7 @@ class Jitted:
                 # made is kept: generated code copies the arguments it writes into). All of
                 # them: GMM's fused runs over arrays of unrelated lengths fail four guards, and
                 # code with one branch more per failure compiled five times
-                with self.lock:
-                    if len(self.broadcast) >= BROADCAST_KEPT:
-                        self.broadcast.clear()
-                    self.broadcast.add((name, _kinds(args), shapes(args)))
+                self.remember(self.broadcast, name, args)
                 return self.with_branches()(args, strict, name, what)
             except Exception as exc:
                 if from_numba_cache(exc) and not self.reloaded:
@@ -313,7 +315,13 @@ class Jitted:
                 if self.threads and (is_numba_error(exc) or shape_assertion(exc)):
                     # Numba's parallel passes refuse it: compile it without them
                     return self.without_threads(exc, args, strict, name, what)
-                if not is_numba_error(exc) and not row_misfit(exc, self.compiled):
+                if row_misfit(exc, self.compiled):
+                    # a value recorded in a loop changed shape: the code without fused loops
+                    # (whose tapes are lists) runs the call, and later ones of these shapes;
+                    # calls of other shapes keep the rows (one misfit used to demote them all)
+                    self.remember(self.misfits, name, args)
+                    return self.without_fusion()(args, strict, name, what)
+                if not is_numba_error(exc):
                     raise
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
@@ -331,13 +339,23 @@ class Jitted:
             return None
         if self.threads != self.compiled.parallel:
             return None
-        if (name, _kinds(args)) in self.failed or (
-            self.compiled.unfused_code is not None and _float64_meets_32(args)
+        if (
+            (name, _kinds(args)) in self.failed
+            or (self.compiled.unfused_code is not None and _float64_meets_32(args))
+            or (name, _kinds(args), shapes(args)) in self.misfits
         ):
             return self.unfused.ran(name, args) if self.unfused is not None else None
         if self.broadcasts(name, args):
             return self.branched.ran(name, args) if self.branched is not None else None
         return self
+
+    def remember(self, calls: set, name: str, args) -> None:
+        """Add the call's (name, kinds, shapes) to `calls` (`broadcast`, `misfits`), of a
+        bounded size."""
+        with self.lock:
+            if len(calls) >= BROADCAST_KEPT:
+                calls.clear()
+            calls.add((name, _kinds(args), shapes(args)))
 
     def broadcasts(self, name: str, args) -> bool:
         """Whether a call of `name` on `args` has shapes for which a fused run's guard failed."""

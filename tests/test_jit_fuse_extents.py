@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
-from s2sad.pipeline.fusion.extents import axes_of, differ
+from s2sad.pipeline.fusion.extents import Extents
 
 pytest.importorskip("numba")
 pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
@@ -79,28 +79,72 @@ def test_random_shapes_of_several_slices(n, m, w):
     assert all(verdicts)
 
 
-def _axes(text: str, ranks: dict, found=None):
-    node = ast.parse(text, mode="eval").body
+def _extents(code: str, ranks: dict) -> Extents:
+    """The extents of the statements `code` (their names' ranks in `ranks`)."""
 
     def rank(n):
         if isinstance(n, ast.Name):
             return ranks.get(n.id)
+        if isinstance(n, ast.Constant):
+            return 0 if isinstance(n.value, int) else None
         if isinstance(n, ast.Subscript):
-            return rank(n.value)
+            items = n.slice.elts if isinstance(n.slice, ast.Tuple) else [n.slice]
+            dropped = sum(not isinstance(i, ast.Slice) and rank(i) == 0 for i in items)
+            added = sum(isinstance(i, ast.Constant) and i.value is None for i in items)
+            base = rank(n.value)
+            return None if base is None else base - dropped + added
         return max((rank(o) for o in ast.iter_child_nodes(n) if rank(o) is not None), default=None)
 
-    return axes_of(node, found or {}, rank)
+    return Extents(ast.parse(code).body, rank)
+
+
+def _axes(text: str, ranks: dict, code: str = ""):
+    extents = _extents(code, ranks)
+    return extents, extents.axes_of(ast.parse(text, mode="eval").body)
 
 
 def test_extents_of_slices():
     ranks = {"u": 2, "v": 2}
-    assert differ(_axes("u[1:, :]", ranks), _axes("u[:-1, 1:]", ranks))
-    assert not differ(_axes("u[1:, :]", ranks), _axes("u[:-1, :] * 2.0", ranks))
-    assert not differ(_axes("u[1:, :]", ranks), _axes("v[1:, :]", ranks))  # other arrays: unknown
-    assert differ(_axes("u", ranks), _axes("u[slice(None, -1, None), :]", ranks))
-    assert not differ(_axes("u[:0, :]", ranks), _axes("u[:-1, :]", ranks))  # (u[:0] is empty)
-    steps = _axes("u[::2, :]", ranks)
-    assert not differ(steps, _axes("u", ranks)) and not differ(steps, _axes("u[1:, :]", ranks))
+    e, u = _axes("u", ranks)
+    assert e.apart(e.axes_of(_expr("u[1:, :]")), e.axes_of(_expr("u[:-1, 1:]")))
+    assert not e.apart(e.axes_of(_expr("u[1:, :]")), e.axes_of(_expr("u[:-1, :] * 2.0")))
+    assert e.apart(u, e.axes_of(_expr("u[slice(None, -1, None), :]")))
+    assert e.apart(e.axes_of(_expr("u[:0, :]")), e.axes_of(_expr("u[:-1, :]")))
+    steps = e.axes_of(_expr("u[::2, :]"))  # a length of its own: equal to itself alone
+    assert e.apart(steps, u) and not e.apart(steps, e.axes_of(_expr("u[::2, :]")))
+    # slices whose bounds are known only when the code runs: their lengths, as linear forms
+    lengths = {"b": 0, "d": 0, "main": 2}
+    e, _ = _axes("main", lengths)
+    rows = [
+        e.axes_of(_expr(t)) for t in ("main[0, :b]", "main[1, b:2 * b]", "main[0, 2 * b:3 * b]")
+    ]
+    assert not any(e.apart(rows[0], r) for r in rows[1:])
+    assert e.apart(e.axes_of(_expr("main[0, :d]")), e.axes_of(_expr("main[0, d:]")))  # d, n - d
+    assert e.apart(e.axes_of(_expr("main[0, :d]")), rows[0])
+
+
+def test_extents_of_arrays_nothing_relates_are_apart():
+    """Two arrays this code takes as given are of one length only where it combines them
+    (NumPy's broadcasting requires it): the components and the data points of GMM are not."""
+    ranks = {"u": 2, "v": 2, "w": 1, "x": 2, "m": 2, "q": 2, "s": 0, "y": 1}
+    ranks.update(t=2, z=2, r=1, y2=1, g=2)
+    e, u = _axes("u", ranks, "t = u * v\nz = x @ m\nr = sum_over(z, 0, False)\ny2 = y + r\n")
+    assert not e.apart(u, e.axes_of(_expr("v")))  # combined by `u * v`
+    assert not e.apart(u, e.axes_of(_expr("t")))
+    assert e.apart(u, e.axes_of(_expr("x")))  # nothing relates them
+    assert e.apart(e.axes_of(_expr("w")), e.axes_of(_expr("y")))
+    # `x @ m`: x's columns are m's rows; `r`, its sum over rows, has m's columns, as y
+    assert not e.apart(e.axes_of(_expr("x[0]")), e.axes_of(_expr("m[:, 0]")))
+    assert not e.apart(e.axes_of(_expr("y")), e.axes_of(_expr("m[0]")))
+    assert not e.apart(e.axes_of(_expr("y2")), e.axes_of(_expr("m[0]")))
+    # the shape of a rule's result is declared with it: `mean_vjp(g, x)` has x's
+    e, _ = _axes("q", ranks, "g = mean_vjp(s, q)\n")
+    assert not e.apart(e.axes_of(_expr("g")), e.axes_of(_expr("q")))
+    assert e.apart(e.axes_of(_expr("g")), e.axes_of(_expr("q[1:]")))
+
+
+def _expr(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
 
 
 def matrix_between(u, P):

@@ -183,6 +183,23 @@ def test_shapes_that_change_run_the_code_with_lists():
     _same_as_python(growing_prefix, (x, 0.7), ("x", "k"))
 
 
+def test_a_misfit_sends_calls_of_its_shapes_alone_to_the_code_with_lists():
+    """The fallback is per shapes, not per kinds: a call whose values fit (one iteration)
+    still runs the rows after another (six) did not."""
+    x, one = np.linspace(0.1, 1.0, 6), np.array([0.4])
+    g = s2sad.grad(growing_prefix, wrt=("x", "k"), jit="strict")
+    for args in ((x, 0.7), (one, 0.7), (x, 0.7)):  # a misfit, a fit, the misfit remembered
+        got = g(*args)
+        want = s2sad.grad(growing_prefix, wrt=("x", "k"))(*args)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    jitted = g.compiled.jitted
+    name = g.compiled.name
+    assert jitted.ran(name, (x, 0.7)) is jitted.unfused  # the lists ran it
+    assert jitted.ran(name, (one, 0.7)) is jitted  # the rows ran it
+    assert len(jitted.misfits) == 1
+
+
 def float32_steps(y, k, n):  # float32 arrays only: no Python float widens them in Numba
     for _ in range(n):
         y = y + k * np.sin(y) * np.cos(k * y)

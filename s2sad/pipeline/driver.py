@@ -34,7 +34,7 @@ from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
-from .ranks import adjoint_rank, infer_ranks
+from .ranks import adjoint_rank, infer_ranks, scalar_output_ranks
 from .reuse import reuse_buffers
 from .reverse import reverse
 from .snapshots import (
@@ -240,7 +240,10 @@ def _reverse_mode(
 ) -> tuple[str, str, str]:
     """reverse -> tape -> optimize (buffer reuse) -> lower -> fuse -> emit: the adjoint code's
     source, its function's name and (jitted) its source unfused."""
-    shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
+    if mode in ("grad", "value_and_grad", "checked_grad"):  # (the output a number: grad_seed)
+        shapes = scalar_output_ranks(norm.stmts, dict(ranks or ()), norm.outputs[0])
+    else:
+        shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     adjoint = reverse(
         norm.stmts,
         active,

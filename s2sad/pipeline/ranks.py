@@ -19,6 +19,7 @@ import numpy as np
 from .. import ir, rules, runtime
 
 from ..astcopy import clone, walk_nodes
+from ..rules.helpers import RUNTIME, SHAPED_LIKE
 from .classify import BINOPS, METHODS, UNARYOPS
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
@@ -32,23 +33,6 @@ _LIKE = {
     np.asarray,
     np.array,
     runtime.snapshot,
-    runtime.zeros_like,
-    runtime.sum_zeros_like,
-}
-# s2sad's own helpers in gradient code (which `hessian` reads back): shaped like their second
-# argument, the primal value a cotangent belongs to
-_SHAPED_LIKE_PRIMAL = {
-    runtime.unbroadcast,
-    runtime.as_accumulator,
-    runtime.expand_reduced,
-    runtime.reshape_like,
-    runtime.getitem_vjp,
-    runtime.mean_vjp,
-    runtime.prod_vjp,
-    runtime.extremum_vjp,
-    runtime.var_vjp,
-    runtime.std_vjp,
-    runtime.norm_vjp,
 }
 _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
@@ -216,8 +200,9 @@ class Ranks:
         keywords = {k.arg: k.value for k in node.keywords}
         if callee in _LIKE and args:
             return self.of(args[0])
-        if callee in _SHAPED_LIKE_PRIMAL and len(args) > 1:
-            return self.of(args[1])
+        like = _shaped_like(callee)  # s2sad's own helpers in gradient code (`hessian` reads it)
+        if like is not None and len(args) > like:
+            return self.of(args[like])
         if callee is runtime.grad_seed:
             return 0
         if callee in (np.eye, np.identity):
@@ -378,6 +363,13 @@ def _list_method(value: ast.expr, method: str, arity: int):
     return None, None
 
 
+def _shaped_like(callee):
+    """The position of the argument whose shape a helper's result has (`x` of `mean_vjp(g, x)`,
+    declared where it is registered: rules/helpers.py), or None."""
+    name = getattr(callee, "__name__", None)
+    return SHAPED_LIKE.get(name) if RUNTIME.get(name) is callee else None
+
+
 def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
     indices = set()
     for node in walk_nodes(ast.Module(stmts, [])):
@@ -386,6 +378,47 @@ def infer_ranks(stmts: list[ast.stmt], params: dict[str, int | None]) -> Ranks:
     ranks = Ranks(params, indices)
     ranks.infer(stmts)
     return ranks
+
+
+def scalar_output_ranks(stmts: list[ast.stmt], params: dict, output: str) -> Ranks:
+    """`infer_ranks` for a gradient, whose output is a number: `grad_seed` refuses any other
+    value before the adjoint runs. A name of unknown rank the output is made of by arithmetic
+    (`SCALE` in `k * s + SCALE * m`, data read from the function's scope) is then a number too,
+    as broadcasting never lowers a rank: the adjoint sums nothing into a number (`np.sum(g)`)."""
+    ranks = infer_ranks(stmts, params)
+    assigned: dict[str, int] = {}
+    for node in walk_nodes(ast.Module(stmts, [])):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            assigned[node.id] = assigned.get(node.id, 0) + 1
+    values = {  # the names assigned once, at the top level, by arithmetic
+        s.targets[0].id: s.value
+        for s in stmts
+        if isinstance(s, ast.Assign)
+        and isinstance(s.targets[0], ast.Name)
+        and assigned[s.targets[0].id] == 1
+    }
+    numbers, todo = set(), [output]
+    while todo:
+        name = todo.pop()
+        if name in numbers or ranks.get(name) is not None or name in ranks.indices:
+            continue
+        numbers.add(name)
+        if name in values:
+            todo += _arithmetic_names(values[name])
+    given = {n: 0 for n in numbers if n not in assigned and n not in params}
+    return infer_ranks(stmts, {**params, **given}) if given else ranks
+
+
+def _arithmetic_names(node) -> list[str]:
+    """The names `node` combines by arithmetic alone (`+ - * / **`, unary minus): its rank is
+    the greatest of theirs."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        return _arithmetic_names(node.left) + _arithmetic_names(node.right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _arithmetic_names(node.operand)
+    return []
 
 
 def adjoint_rank(shapes, primal_of: dict):

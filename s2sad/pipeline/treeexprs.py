@@ -365,15 +365,7 @@ class TreeExpressions:
     def tree_call(self, e, callee, values, keywords):
         """A call passing trees: to the user's own function, which is flattened like this one
         when it is inlined (`ir.tree_call` carries each tree parameter's structure)."""
-        if callee is None:
-            callee = _static(e.func, self.scope)
-        call = getattr(type(callee), "__call__", None)
-        if (
-            not inspect.isroutine(callee)
-            and not isinstance(callee, type)
-            and inspect.isfunction(call)
-        ):
-            callee = callee.__call__  # an object of the user's called like a function
+        callee = _called(_static(e.func, self.scope) if callee is None else callee)
         # a classmethod (`Model.apply(params, x)`) or a method of the user's object
         # (`model.loss(params, x)`): its signature without cls or self, which the inliner
         # passes as the class or the object the call names
@@ -503,6 +495,15 @@ def _constant(e):
     ):
         return -e.operand.value
     return None
+
+
+def _called(callee):
+    """What a call of `callee` runs: for an object of the user's called like a function, its
+    bound `__call__`."""
+    call = getattr(type(callee), "__call__", None)
+    if not inspect.isroutine(callee) and not isinstance(callee, type) and inspect.isfunction(call):
+        return callee.__call__
+    return callee
 
 
 def _static(func, scope):

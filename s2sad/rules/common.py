@@ -66,7 +66,7 @@ def _element(x, index):
 # ----------------------------------------------------------------------------- broadcasting
 
 
-@helper(jvp=linear("g"), shape_only=("x",))
+@helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
     if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
@@ -217,7 +217,7 @@ def _grad_seed(out):
     return lambda out: 1.0
 
 
-@helper(jvp=linear("v"), batch_safe=True, shape_only=("x",))
+@helper(jvp=linear("v"), batch_safe=True, shape_only=("x",), shaped_like="v")
 def in_dtype_of(v, x):
     """`v` in the float dtype of `x`, in compiled code: Numba promotes a float32 value that meets
     a Python float (`0.5 * k * u`) to float64 where NumPy keeps float32, so jitted code returns
@@ -270,7 +270,7 @@ def _inexact(x):
     return lambda x: 0.0
 
 
-@helper(jvp=linear("dx"), shape_only=("x",))
+@helper(jvp=linear("dx"), shape_only=("x",), shaped_like="x")
 def as_accumulator(dx, x):
     """A fresh array shaped like `x` holding `dx`, safe to update in place."""
     out = np.zeros(np.shape(x), dtype=np.result_type(dx, x, np.float32))
@@ -373,7 +373,7 @@ def _stop_gradient(x):
     return lambda x: x
 
 
-@helper(nondiff=True, shape_only=("x",))
+@helper(nondiff=True, shape_only=("x",), shaped_like="x")
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
@@ -390,7 +390,7 @@ def _zeros_like(x):
     return lambda x: 0.0
 
 
-@helper(nondiff=True, shape_only=("x",))
+@helper(nondiff=True, shape_only=("x",), shaped_like="x")
 def sum_zeros_like(x):
     """The zero a loop adds an array's cotangents into (pipeline/reverse_control.py): in
     Python as `zeros_like`, the first addition promoting it as NumPy does."""
@@ -433,7 +433,7 @@ def stack_rows(rows):
     return np.stack([np.asarray(r) for r in rows])
 
 
-@helper(jvp=linear("g"))
+@helper(jvp=linear("g"), shaped_like="x")
 def reshape_like(g, x):
     """`g` in the shape of `x` (the adjoint of a reshape; jitted code calls it, since Numba
     reshapes only contiguous arrays)."""
@@ -555,7 +555,7 @@ def _row_axes(axis, ndim):
     return tuple(a + 1 for a in _axes(axis, ndim))
 
 
-@helper(jvp=linear("g"), shape_only=("x",))
+@helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
     if not keepdims and axis is not None:

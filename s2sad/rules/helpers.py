@@ -45,6 +45,7 @@ BATCHED: dict[str, object] = {}  # name -> batched helper
 BATCHED_NAME: dict[str, str] = {}  # helper name -> its batched counterpart's name
 BATCH_SAFE: set[str] = set()  # helpers right for a batched cotangent as they are
 SHAPE_ONLY: dict[str, frozenset] = {}  # helper name -> parameters it reads for shape and dtype
+SHAPED_LIKE: dict[str, int] = {}  # helper name -> the position of the parameter of its shape
 NUMBA: list[tuple[object, object]] = []  # (stub, Numba form), in registration order
 JITABLE: list[object] = []  # plain functions Numba compiles where a form calls them
 _TYPE_TESTS: dict[str, object] = {}  # name -> function of Numba types that forms share
@@ -60,21 +61,36 @@ NUMBA_NAMES = {
 
 
 def helper(
-    func=None, *, jvp: Tangent | None = None, batch_safe=False, nondiff=False, shape_only=()
+    func=None,
+    *,
+    jvp: Tangent | None = None,
+    batch_safe=False,
+    nondiff=False,
+    shape_only=(),
+    shaped_like=None,
 ):
     """Register a NumPy helper (bare `@helper`, or `@helper(jvp=..., batch_safe=True)`).
 
     `shape_only` names the parameters every form of the helper reads only for their shape and
-    dtype (`x` of `unbroadcast(g, x)`): a tape may keep a stand-in there (`shape_stub`)."""
+    dtype (`x` of `unbroadcast(g, x)`): a tape may keep a stand-in there (`shape_stub`).
+    `shaped_like` names the parameter whose shape the result always has (`x` of `mean_vjp(g,
+    x)`): rank inference and fusion's extents read the result's axes off that argument's."""
     if func is None:
         return functools.partial(
-            helper, jvp=jvp, batch_safe=batch_safe, nondiff=nondiff, shape_only=shape_only
+            helper,
+            jvp=jvp,
+            batch_safe=batch_safe,
+            nondiff=nondiff,
+            shape_only=shape_only,
+            shaped_like=shaped_like,
         )
     _claim(func)
     RUNTIME[func.__name__] = func
+    params = list(inspect.signature(func).parameters)
     if shape_only:
-        params = list(inspect.signature(func).parameters)
         SHAPE_ONLY[func.__name__] = frozenset([(params.index(p), p) for p in shape_only])
+    if shaped_like is not None:
+        SHAPED_LIKE[func.__name__] = params.index(shaped_like)
     if batch_safe:
         BATCH_SAFE.add(func.__name__)
     if jvp is not None:

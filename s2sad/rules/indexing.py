@@ -147,7 +147,7 @@ defvjp(
 )
 
 
-@helper(jvp=linear("g"), shape_only=("x",))
+@helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
     arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes

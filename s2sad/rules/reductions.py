@@ -71,7 +71,7 @@ defvjp(
 )
 
 
-@helper(jvp=linear("g"), shape_only=("x",))
+@helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def mean_vjp(g, x, axis=None, keepdims=False):
     return expand_reduced(g, x, axis, keepdims) / _count(x, axis)
 
@@ -110,7 +110,8 @@ defvjp(
         g="prod_vjp(t, x, ans, axis=axis, keepdims=keepdims)",
         x="prod_vjp_jvp(t, g, x, ans, axis=axis, keepdims=keepdims)",
         batched={"g": "batched_prod_vjp(t, x, ans, axis=axis, keepdims=keepdims)"},
-    )
+    ),
+    shaped_like="x",
 )
 def prod_vjp(g, x, ans, axis=None, keepdims=False):
     """Product of all other elements, exact even where `x` holds zeros."""
@@ -218,7 +219,7 @@ defvjp(
 # ----------------------------------------------------------------------------- max and min
 
 
-@helper(jvp=linear("g"))
+@helper(jvp=linear("g"), shaped_like="x")
 def extremum_vjp(g, x, ans, axis=None, keepdims=False):
     """max/min: the cotangent is shared evenly among the elements that attain the extremum."""
     hit = np.asarray(x) == expand_reduced(ans, x, axis, keepdims)
@@ -265,7 +266,7 @@ for _f in (np.max, np.min, np.amax, np.amin):
 # ----------------------------------------------------------------------------- var and std
 
 
-@helper(jvp=multilinear("g", "x"))  # the centred x is linear in x
+@helper(jvp=multilinear("g", "x"), shaped_like="x")  # the centred x is linear in x
 def var_vjp(g, x, axis=None, ddof=0, keepdims=False):
     centered = x - np.mean(x, axis=axis, keepdims=True)
     return expand_reduced(g, x, axis, keepdims) * (2.0 / (_count(x, axis) - ddof)) * centered
@@ -318,7 +319,8 @@ _STD = "axis=axis, ddof=ddof, keepdims=keepdims"
             "x": f"batched_std_vjp_jvp_x(t, g, x, ans, {_STD})",
             "ans": f"batched_std_vjp_jvp_ans(t, g, x, ans, {_STD})",
         },
-    )
+    ),
+    shaped_like="x",
 )
 def std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
     centered = x - np.mean(x, axis=axis, keepdims=True)

@@ -313,7 +313,8 @@ _NORM = "ord=ord, axis=axis, keepdims=keepdims"
             "g": f"batched_norm_vjp(t, x, ans, {_NORM})",
             "ans": f"batched_norm_vjp_jvp_ans(t, g, x, ans, {_NORM})",
         },
-    )
+    ),
+    shaped_like="x",
 )
 def norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
     """np.linalg.norm: vector norms along an axis, matrix norms over two axes."""

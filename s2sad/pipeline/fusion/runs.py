@@ -7,7 +7,7 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
-from .extents import differ, extents, moved_up, over
+from .extents import Extents, moved_up
 from .gather import base_views
 from .loops import Emitter
 from .scatters import copied_into, scatter_of, takes_slices, with_slices_checked
@@ -53,7 +53,7 @@ class Fuser:
         self.known: dict[str, int] = {}  # the ranks of the views scatter-adds make
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
         self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
-        self.extents = extents(nodes, self.rank)  # name -> its axes' lengths, symbolically
+        self.extents = Extents(nodes, self.rank)  # the lengths of the axes, symbolically
 
     def indices(self, rank: int, letter: str = "i") -> list[str]:
         """The loop indices of a nest of `rank` loops: `i0, i1, ...` (`j0, j1, ...` for a
@@ -188,15 +188,14 @@ class Run:
         """Whether `stmt` joins the run: one over a shape provably not the run's does not."""
         if self.over_another_shape(stmt) or not self._take(stmt):
             return False
-        if self.extent is None:
-            shape = over(stmt, self.f.rank, self.f.extents)
-            if shape is not None and len(shape) == self.rank:
-                self.extent = shape
+        shape = self.f.extents.over(stmt)
+        if shape is not None and len(shape) == self.rank:
+            self.extent = self.f.extents.filled(self.extent, shape)
         return True
 
     def over_another_shape(self, stmt) -> bool:
-        shape = over(stmt, self.f.rank, self.f.extents)
-        return shape is not None and self.extent is not None and differ(self.extent, shape)
+        """Whether `stmt` computes over a shape not provably the run's (extents.py)."""
+        return self.f.extents.apart(self.extent, self.f.extents.over(stmt))
 
     def _take(self, stmt) -> bool:
         self._pending = None  # what _elementwise found in the statement
