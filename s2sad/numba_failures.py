@@ -269,6 +269,10 @@ def in_user_terms(name: str, source: str) -> str:
     derivative = name.startswith("d") and _as_user_name(name[1:], users)
     if derivative:
         return f"the derivative of {told(derivative)}"
+    tangent = re.fullmatch(r"(\w+?)_dot\d*", name)  # forward mode's tangent of a name
+    tangent = tangent and _as_user_name(tangent.group(1), users)
+    if tangent:
+        return f"the tangent of {told(tangent)}"
     at = next((i for i, t in enumerate(lines) if re.match(rf"\s*{name} \+?= ", t)), None)
     where = f" at {_user_line(lines, at)}" if at is not None else ""
     made = re.fullmatch(r"(d?)([A-Za-z_]\w*?)_([a-z]+)\d*", _stripped(name))

@@ -171,3 +171,9 @@ def test_a_generated_line_numba_quotes_is_told_as_the_users_line():
     reason = numba_reason(said, source)
     assert reason.endswith(f"(at {_at(_shape_of_names, 's = np.sin(x) + np.cos(x) * 2.0')})")
     assert "ds_mul" not in reason
+
+
+def test_forward_modes_tangent_names_are_told_as_tangents():
+    source = s2sad.source(s2sad.jvp(_shape_of_names, jit=True), np.ones(3), 1.0)
+    assert re.search(r"\bs_dot\b", source)
+    assert in_user_terms("s_dot", source) == "the tangent of 's'"  # not a `dot(...)` of s

@@ -696,3 +696,20 @@ def test_var_random_axes(case, seed):
     shape, axis, keepdims = case
     x = smooth_input(shape, seed=seed % 1000)
     check_vjp(r_var, (x, axis, keepdims), seed=seed)
+
+
+@pytest.mark.parametrize(
+    "f, shape",
+    [
+        (lambda x: np.sum(np.var(x, axis=0, ddof=3)), (3, 4)),  # no degrees of freedom left
+        (lambda x: np.var(x, ddof=12), (3, 4)),
+        (lambda x: np.sum(np.var(x, axis=0)), (0, 3)),  # an empty axis
+    ],
+)
+def test_var_without_degrees_of_freedom_is_inf_in_every_mode(f, shape):
+    x = np.random.default_rng(1).normal(size=shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got = s2sad.grad(f)(x)
+        jitted = s2sad.grad(f, jit=True)(x)
+    assert got.shape == x.shape and np.all(np.isinf(got))
+    np.testing.assert_array_equal(got, jitted)

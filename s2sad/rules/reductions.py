@@ -269,7 +269,9 @@ for _f in (np.max, np.min, np.amax, np.amin):
 @helper(jvp=multilinear("g", "x"), shaped_like="x")  # the centred x is linear in x
 def var_vjp(g, x, axis=None, ddof=0, keepdims=False):
     centered = x - np.mean(x, axis=axis, keepdims=True)
-    return expand_reduced(g, x, axis, keepdims) * (2.0 / (_count(x, axis) - ddof)) * centered
+    with np.errstate(divide="ignore"):  # no degrees of freedom left: inf, as np.var itself
+        scale = np.float64(2.0) / max(_count(x, axis) - ddof, 0)
+    return expand_reduced(g, x, axis, keepdims) * scale * centered
 
 
 @batched_of(var_vjp)
@@ -286,7 +288,7 @@ def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
 
         def one_axis(g, x, axis=None, ddof=0, keepdims=False):
             centered = x - _kept(_fold_mean(x, axis), x, axis)
-            scale = 2.0 / (x.shape[axis if axis >= 0 else axis + x.ndim] - ddof)
+            scale = 2.0 / max(x.shape[axis if axis >= 0 else axis + x.ndim] - ddof, 0)
             return expand_reduced(g, x, axis, keepdims) * scale * centered
 
         return one_axis
@@ -294,7 +296,7 @@ def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
         return None
 
     def impl(g, x, axis=None, ddof=0, keepdims=False):
-        return g * (2.0 / (x.size - ddof)) * (x - np.mean(x))
+        return g * (2.0 / max(x.size - ddof, 0)) * (x - np.mean(x))
 
     return impl
 
