@@ -176,7 +176,7 @@ class Transformed:
         """The `mode` transform for these bound arguments and its data values (see prepared)."""
         ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
         self.last_ranks, self._last = ranks, (bound.wrt, bound.trees, bound.passed)
-        return transform_and_read(
+        compiled, values = transform_and_read(
             self.func,
             bound.wrt,
             mode,
@@ -188,6 +188,9 @@ class Transformed:
             self.parallel,
             self.reuse,
         )
+        if compiled.written:
+            _refuse_shared_writes(compiled.written, bound)
+        return compiled, values
 
     def _generated_mode(self):
         # jitted gradients also return the output's kind (`output_kind`), so the scalar check
@@ -438,3 +441,21 @@ def _conform_output(t, out):
         if np.ndim(out)
         else np.result_type(out, np.float32).type(shaped[()])
     )
+
+
+def _refuse_shared_writes(written: frozenset, bound: FlatBound) -> None:
+    """One array passed as two arguments, one of which the function writes into (`f(b, b)`):
+    NumPy's function sees its own writes through the other; s2sad's code copies the written one
+    (the caller's array stays unchanged) and would differentiate two arrays."""
+    arrays = [(n, v) for n, v in bound.arguments.items() if isinstance(v, np.ndarray)]
+    for name, value in arrays:
+        if name not in written:
+            continue
+        for other, v in arrays:
+            if other != name and np.may_share_memory(value, v):
+                label = (bound.shown or {}).get
+                raise S2SADError(
+                    f"{label(name, name)} is written in place and shares memory with "
+                    f"{label(other, other)}: s2sad differentiates arguments as distinct arrays",
+                    hint="pass a copy of one of them (`f(b, b.copy())`)",
+                )

@@ -973,3 +973,34 @@ def test_a_write_into_a_loops_row_is_refused_with_a_hint_in_the_users_names():
         s2sad.grad(doubled_rows)(np.ones((3, 2)))
     hint = str(info.value).split("hint:")[1]
     assert "`r = r.copy()`" in hint and "_index" not in hint
+
+
+def _writes_second(x, y):
+    y[1:] = y[:-1] * x[1:]
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize(
+    "transform",
+    [
+        lambda f, jit: s2sad.grad(f, wrt=(0, 1), jit=jit),
+        lambda f, jit: s2sad.value_and_grad(f, wrt=(0, 1), jit=jit),
+        lambda f, jit: s2sad.vjp(f, wrt=(0, 1), jit=jit),
+        lambda f, jit: s2sad.jacobian(f, wrt=(0, 1), jit=jit),
+    ],
+    ids=["grad", "value_and_grad", "vjp", "jacobian"],
+)
+def test_one_array_passed_as_two_arguments_one_written_is_refused(transform, jit):
+    # NumPy's function reads its own write into y through x; s2sad's code copies y and would
+    # differentiate two arrays: a value and gradient other than the function's
+    b = np.array([0.5, 1.2, -0.7, 0.9])
+    g = transform(_writes_second, jit)
+    for x, y in ((b, b), (b[1:], b[:-1])):  # the same array, and overlapping views
+        with pytest.raises(s2sad.S2SADError, match="y is written in place and shares memory"):
+            g(x, y)
+    got = s2sad.grad(_writes_second, wrt=(0, 1), jit=jit)(b, b.copy())  # distinct: as before
+    want = s2sad.grad(_writes_second, wrt=(0, 1))(b.copy(), b.copy())
+    for a, w in zip(got, want):
+        np.testing.assert_allclose(a, w, rtol=1e-13)
+    np.testing.assert_array_equal(b, [0.5, 1.2, -0.7, 0.9])  # the caller's array unchanged

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import gc
 import linecache
+import re
 import types
 from dataclasses import dataclass, field
 
@@ -27,6 +28,9 @@ from ..errors import NestingTooDeepError
 from ..rules.registry import NAMESPACE, VERSION
 from .emit import format_source
 from .names import names_mentioned
+
+# the copy emit.py makes of each parameter the code writes into
+_OWN_COPY = re.compile(r"^\s+(\w+) = \1\.copy\(\)  # written in place below", re.M)
 
 
 @dataclass
@@ -61,6 +65,11 @@ class Compiled:
         if self._reader is None:
             self._reader = _reader(self.helpers, self.checks, self.data_specs, self.pinned)
         return self._reader(func, passed)
+
+    @functools.cached_property
+    def written(self) -> frozenset:
+        """The parameters the code writes into (its own copies of them, `y = y.copy()`)."""
+        return frozenset(_OWN_COPY.findall(self.code))
 
     @property
     def source(self) -> str:
