@@ -318,6 +318,11 @@ def _dotted(x, y):
     return np.sum(x * y)
 
 
+def _as_array_first(x, y):  # the hint's other way: a list's gradient is a list
+    x = np.asarray(x)
+    return np.sum(x * y)
+
+
 def _squares(x):
     return x * x
 
@@ -362,3 +367,4 @@ def test_a_list_of_numbers_where_an_array_is_read_whole_suggests_np_asarray():
     assert f"{HERE}:{_lineno(_dotted, 'return')}" in str(err.value)
     assert "x is a list of 3 values" in str(err.value) and "np.asarray(" in err.value.hint
     np.testing.assert_allclose(s2sad.grad(_dotted)(np.asarray([1.0, 2.0, 3.0]), y), y)
+    assert s2sad.grad(_as_array_first)([1.0, 2.0, 3.0], y) == [0.0, 1.0, 2.0]  # (a list's)

@@ -523,8 +523,10 @@ def _read_whole(v) -> tuple:
         )
     n = len(d.children)
     return (
-        f"{v.text} is a {d.kind} of {n} values, which s2sad differentiates as a parameter tree "
-        f"(its gradient a {d.kind} of {n}), read only through its elements",
-        f"pass np.asarray(...) of it to differentiate one array, or read its elements "
-        f"({v.text}[0], `a, b = {v.text}`, `for v in {v.text}:`)",
+        f"{v.text} is a {d.kind} of {n} values, a parameter tree to s2sad (its gradient a "
+        f"{d.kind} of {n}), read whole here (a NumPy function's argument may be: "
+        f"np.sin({v.text}), np.asarray({v.text}))",
+        f"pass np.asarray(...) of it to differentiate one array, write `{v.text} = "
+        f"np.asarray({v.text})` first in the function, or read its elements ({v.text}[0], "
+        f"`for v in {v.text}:`)",
     )

@@ -87,8 +87,8 @@ def _float_arrays(*arrays):
 @helper(nondiff=True)
 def widened_by(v, *dtypes):
     """`v`, a value a loop carries, in the widest float dtype of it and `dtypes` (those of the
-    arrays its step reads, or the numbers themselves): compiled, a float32 cotangent a float64 array meets
-    is float64 after a step, as in NumPy, and the loop carries it so from the start
+    arrays its step reads, or the numbers themselves): compiled, a float32 value a float64 one
+    meets is float64 after a step, as in NumPy, and the loop carries it so from the start
     (pipeline/carried.py). NumPy widens it itself: `v` as it is."""
     return v
 
