@@ -14,9 +14,9 @@ import numpy as np
 
 from .compiled_jacobian import WholeJacobians
 from .compose import composable
-from .errors import S2SADError
+from .errors import NonScalarOutputError, S2SADError
 from .jit import Jitted
-from .keywords import refuse
+from .keywords import caller, refuse
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed, _refuse_complex, unboxed
@@ -398,18 +398,38 @@ class Hessian:
     def __init__(self, f, wrt=0, batched=True):
         self.gradient = Transformed(f, wrt, "grad")
         if self.gradient.wrt_tuple or len(self.gradient.wrt) != 1:
-            raise S2SADError("hessian takes one wrt argument")
+            file, line = caller()
+            one = self.gradient.wrt[0] if self.gradient.wrt else 0
+            raise S2SADError(
+                f"hessian takes one wrt argument, not wrt={wrt!r}",
+                file=file,
+                line=line,
+                hint=f"take the Hessian in one argument at a time (s2sad.hessian(f, wrt={one!r})"
+                ", ...), in one flat array the function splits (`x, y = z[:n], z[n:]`), or, for "
+                f"the blocks across the arguments, s2sad.jacobian(s2sad.grad(f, wrt={wrt!r}), "
+                f"wrt={wrt!r})",
+            )
         self.batched = batched
         functools.update_wrapper(self, f)
 
     def _leaf(self, bound) -> str:
         """The one argument (a leaf of the generated code's) the Hessian is taken in."""
         if len(bound.wrt) != 1 or bound.layout[0][0] is not None:
+            name, tree = self.gradient.wrt[0], bound.layout[0][0]
+            kind = f"a {tree.kind}" if tree is not None else "a parameter tree"
+            key = tree.keys[0] if tree is not None and tree.keys else None
+            leaf = (
+                f"{name}.{key}" if isinstance(key, str) and kind != "a dict" else f"{name}[{key!r}]"
+            )
+            file, line = caller()
             raise S2SADError(
-                f"hessian takes one array or number argument; {self.gradient.wrt[0]} is a tree "
-                f"of {len(bound.wrt)} leaves",
-                hint='take the Hessian in one leaf (wrt="params.W"), or with respect to a '
-                "flat array the function splits",
+                f"hessian takes one array or number argument, and '{name}' is {kind} of "
+                f"{len(bound.wrt)} {'leaf' if len(bound.wrt) == 1 else 'leaves'}: s2sad does not "
+                "assemble a Hessian over a tree's leaves",
+                file=file,
+                line=line,
+                hint=f'name one leaf (s2sad.hessian(f, wrt="{leaf}")), or pass one flat '
+                "array the function splits (`W, b = z[:n], z[n:]`)",
             )
         return bound.wrt[0]
 
@@ -461,6 +481,22 @@ class Hessian:
         return self._forward(bound, second)
 
     def __call__(self, *args, **kwargs):
+        try:
+            return self._hessian(args, kwargs)
+        except NonScalarOutputError as exc:  # (grad_seed's words: hessian's are wanted)
+            file, line = caller()
+            raise NonScalarOutputError(
+                exc.what.replace(
+                    "grad needs", f"s2sad.hessian({self.__wrapped__.__name__}) needs"
+                ).partition("; use ")[0],
+                file=file,
+                line=line,
+                hint="a Hessian is of a scalar function: sum or pick the output (np.sum(f(x))), "
+                "or take s2sad.jacobian(s2sad.jacobian(f)) for the second derivatives of every "
+                "output element",
+            ) from None
+
+    def _hessian(self, args, kwargs):
         first = self.gradient._bind(args, kwargs)
         leaf = self._leaf(first)
         x = first.arguments[leaf]

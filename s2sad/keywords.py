@@ -42,13 +42,20 @@ def refuse(call: str, given: dict, accepted: tuple) -> None:
         close = difflib.get_close_matches(key, accepted, n=1)
         hint = f"did you mean `{close[0]}=`? " if close else ""
         hint += f"{call} takes " + ", ".join(f"`{k}=`" for k in accepted)
-    file, line = _caller()
+    file, line = caller()
     raise TransformKeywordError(
         f"{call}() got an unexpected keyword argument '{key}'", file=file, line=line, hint=hint
     )
 
 
-def _caller() -> tuple:
+def refuse_misspelled(call: str, given: dict, accepted: tuple, own=()) -> None:
+    """Raise for a keyword in `given` that misspells one of `accepted` (JAX's `tangents=` for
+    `tangent=`), unless the function's own parameters (`own`) take it."""
+    close = [k for k in given if k not in own and difflib.get_close_matches(k, accepted, n=1)]
+    refuse(call, {close[0]: given[close[0]]} if close else {}, accepted)
+
+
+def caller() -> tuple:
     """The file and line of the first frame outside s2sad: the user's call of the transform."""
     here = os.path.dirname(__file__) + os.sep
     frame = sys._getframe(1)

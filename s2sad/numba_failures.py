@@ -48,6 +48,7 @@ def numba_reason(exc, source: str = "") -> str:
             ),
             text,
         )
+    text = _TOLD_TWICE.sub(r"\1", text)  # (a name told with its line, then Numba's place)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     # else the first line that is not Numba's framing ("Failed in nopython mode pipeline",
     # "- Resolution failure for ...", "During: ...")
@@ -80,6 +81,7 @@ def numba_reason(exc, source: str = "") -> str:
 
 
 _DEFINED = re.compile(r"defined at (\S+\.py) \((\d+)\)")
+_TOLD_TWICE = re.compile(r"( at (line \d+ \(`[^`\n]*`\)))'?,? at \2")
 
 
 def _defined_at(found) -> str:
@@ -118,6 +120,11 @@ def no_numba_form(exc, source: str) -> str | None:
 _WIDENS = (
     "compiled code computes a float32 array meeting a Python float (or a float64 value) in "
     "float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+)
+_FROM_NUMBER = (
+    "an array computed from a float32 number that compiled code widens to float64 (meeting a "
+    "Python float or a float64 value, where NumPy 2 keeps float32); Numba types a number both "
+    "ways as one float64, an array not"
 )
 _HINTS = {
     "widens": "keep the value in its dtype where the loop computes it (`y = (y + h / 6.0 * k)"
@@ -180,6 +187,14 @@ def two_types(exc, source: str) -> tuple | None:
             + "; jit=True runs the Python version instead",
         )
     branch = _enclosing_if(lines, at)
+    if branch is None and floats:  # a number typed float32, then float64 (a loop's, mostly)
+        where = "" if " at line " in named else f" at {file} {_user_line(lines, at)}"
+        return (
+            f"{named}{where} is typed {first}, then {second}: {_FROM_NUMBER}",
+            "keep the number in its dtype where it meets a Python float (`s = (s + t * 0.5)"
+            ".astype(x.dtype)`, or `x.dtype.type(0.5)`), or pass float64 arrays; jit=True runs "
+            "the Python version instead",
+        )
     if branch is None:
         return None
     first, second = sorted((first, second))  # (the paths are in no order)

@@ -18,6 +18,7 @@ from .errors import (
 )
 from .callables import FlatBound, Target
 from .jit import Jitted
+from .keywords import refuse_misspelled
 from .pipeline.ranks import rank_of_argument
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
 from .rules.common import grad_seed
@@ -319,6 +320,7 @@ class JVPTransformed(Transformed):
 
     def __call__(self, *args, tangent=None, **kwargs):
         if tangent is None:
+            refuse_misspelled("jvp", kwargs, ("tangent",), _parameters(self.func))
             raise TypeError(
                 f"jvp of {self.func.__name__} needs tangent= (shaped like "
                 f"{', '.join(self.wrt)})"
@@ -380,6 +382,7 @@ class BatchedJVPTransformed(Transformed):
 
     def __call__(self, *args, tangent=None, **kwargs):
         if tangent is None:
+            refuse_misspelled("jvp", kwargs, ("tangent",), _parameters(self.func))
             raise TypeError(
                 f"jvp of {self.func.__name__} needs tangent= (a batch of tangents of "
                 f"{', '.join(self.wrt)} along a first axis)"
@@ -459,3 +462,11 @@ def _refuse_shared_writes(written: frozenset, bound: FlatBound) -> None:
                     f"{label(other, other)}: s2sad differentiates arguments as distinct arrays",
                     hint="pass a copy of one of them (`f(b, b.copy())`)",
                 )
+
+
+def _parameters(func) -> tuple:
+    """The names `func` takes (none known for a callable without a signature)."""
+    try:
+        return tuple(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return ()

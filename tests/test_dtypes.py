@@ -391,3 +391,48 @@ def test_a_product_of_float32_and_float64_is_refused_by_name(narrow):
     assert "a matrix product of a float" in text and "test_dtypes.py line" in text
     assert "(`y = np.tanh(A @ y)`)" in text and "_impl" not in text
     assert "A.astype(y.dtype) @ y" in text
+
+
+# ----------------------------------------------------------------------------- carried numbers
+
+
+def halves(x, a):  # s is float32 in NumPy (0.5 is a Python float); Numba widens s * 0.5
+    s = np.sum(x * x) * a
+    for _ in range(2):
+        s = s + np.sum(x) * 0.5
+    return s
+
+
+def widened_number(x, a, c):  # c a float64 number: s is float64 after a step in NumPy too
+    s = np.sum(x * x) * a
+    for _ in range(2):
+        s = s + np.sum(x) * c
+    return s * s
+
+
+def halved_cotangent(x, a):  # the adjoint's loop carries ds, a float32 number, as ds * 0.5
+    s = np.sum(x * x) * a
+    for _ in range(2):
+        s = s * 0.5 + np.sum(x * s)
+    return s
+
+
+@pytest.mark.parametrize(
+    "f, c", [(halves, ()), (halved_cotangent, ()), (widened_number, (np.float64(0.3),))]
+)
+def test_a_loops_float32_number_is_carried_as_python_carries_it(f, c):
+    x, a = np.array([0.1, -0.4, 0.9], np.float32), np.float32(2.0)
+    wrt = ("x", "a") + (("c",) if c else ())
+    expected = s2sad.value_and_grad(f, wrt=wrt)(x, a, *c)
+    got = s2sad.value_and_grad(f, wrt=wrt, jit="strict")(x, a, *c)
+    same_kind(got[0], expected[0], "value")
+    np.testing.assert_allclose(got[0], expected[0], rtol=tolerance(expected[0]))
+    for g, e in zip(got[1], expected[1]):
+        same_kind(g, e, "gradient")
+        np.testing.assert_allclose(g, e, rtol=1e-6)
+    tangent = (x, a) + c
+    expected = s2sad.jvp(f, wrt=wrt)(x, a, *c, tangent=tangent)
+    got = s2sad.jvp(f, wrt=wrt, jit="strict")(x, a, *c, tangent=tangent)
+    for g, e in zip(got, expected):  # (forward mode: the value and its tangent)
+        same_kind(g, e, "jvp")
+        np.testing.assert_allclose(g, e, rtol=tolerance(e))

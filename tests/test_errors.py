@@ -301,3 +301,70 @@ def test_a_complex_constant_reaching_a_jacobian_is_refused(batched):
     ComplexWarning the only sign)."""
     with pytest.raises(s2sad.S2SADError, match="a complex value reached the"):
         s2sad.jacobian(times_a_complex_gain, batched=batched)(np.array([0.1, 0.2, 0.3]))
+
+
+# ----------------------------------------------------------------------------- new-user trial
+
+
+def _cubes(x, y):
+    return np.sum(x * y) ** 2
+
+
+def _leafy(d):
+    return np.sum(d["w"] ** 3)
+
+
+def _dotted(x, y):
+    return np.sum(x * y)
+
+
+def _as_array_first(x, y):  # the hint's other way: a list's gradient is a list
+    x = np.asarray(x)
+    return np.sum(x * y)
+
+
+def _squares(x):
+    return x * x
+
+
+def test_hessian_refusals_say_what_to_do_at_the_callers_line():
+    with pytest.raises(s2sad.S2SADError) as err:
+        s2sad.hessian(_cubes, wrt=(0, 1))
+    assert str(err.value).startswith(f"{HERE}:")
+    assert (
+        "one argument at a time" in err.value.hint
+        and "s2sad.jacobian(s2sad.grad(" in err.value.hint
+    )
+    with pytest.raises(
+        s2sad.NonScalarOutputError, match=r"^test_errors.py:\d+: s2sad.hessian\(_squares\) needs"
+    ):
+        s2sad.hessian(_squares)(np.ones(3))
+    for d in ({"w": np.ones(3)}, {"w": np.ones(3), "b": np.ones(2)}):
+        with pytest.raises(s2sad.S2SADError) as err:
+            s2sad.hessian(_leafy)(d)
+        assert f"'d' is a dict of {len(d)} lea" in str(err.value) and "tree of" not in str(
+            err.value
+        )
+        assert "wrt=\"d['w']\"" in err.value.hint
+    np.testing.assert_allclose(
+        s2sad.hessian(_leafy, wrt="d['w']")({"w": np.ones(2)}), 6 * np.eye(2)
+    )
+
+
+def test_jaxs_tangents_keyword_is_answered_with_tangent():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tangents'") as err:
+        s2sad.jvp(_dotted)(np.ones(3), np.ones(3), tangents=np.ones(3))
+    assert err.value.hint.startswith("did you mean `tangent=`?")
+    assert str(err.value).startswith(
+        f"{HERE}:{_lineno(test_jaxs_tangents_keyword_is_answered_with_tangent, 'tangents=')}"
+    )
+
+
+def test_a_list_of_numbers_where_an_array_is_read_whole_suggests_np_asarray():
+    y = np.arange(3.0)
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as err:
+        s2sad.grad(_dotted)([1.0, 2.0, 3.0], y)
+    assert f"{HERE}:{_lineno(_dotted, 'return')}" in str(err.value)
+    assert "x is a list of 3 values" in str(err.value) and "np.asarray(" in err.value.hint
+    np.testing.assert_allclose(s2sad.grad(_dotted)(np.asarray([1.0, 2.0, 3.0]), y), y)
+    assert s2sad.grad(_as_array_first)([1.0, 2.0, 3.0], y) == [0.0, 1.0, 2.0]  # (a list's)

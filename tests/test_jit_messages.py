@@ -10,7 +10,7 @@ import pytest
 
 import s2sad
 from s2sad.jit import JitError
-from s2sad.numba_failures import in_user_terms, numba_reason
+from s2sad.numba_failures import in_user_terms, numba_reason, two_types
 
 X32, W64 = np.linspace(0.1, 0.9, 4).astype(np.float32), np.linspace(1.0, 2.0, 4)
 
@@ -177,3 +177,25 @@ def test_forward_modes_tangent_names_are_told_as_tangents():
     source = s2sad.source(s2sad.jvp(_shape_of_names, jit=True), np.ones(3), 1.0)
     assert re.search(r"\bs_dot\b", source)
     assert in_user_terms("s_dot", source) == "the tangent of 's'"  # not a `dot(...)` of s
+
+
+def test_an_array_typed_float32_then_float64_says_where_once_and_why(tmp_path):
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    module = tmp_path / "generated.py"
+    module.write_text(source)
+    at = next(i for i, t in enumerate(source.splitlines()) if t.strip().startswith("ds_mul ="))
+    said = _NumbaSays(
+        "Failed in nopython mode pipeline (step: nopython frontend)\n"
+        "Cannot unify array(float32, 1d, C) and array(float64, 1d, C) for 'ds_mul', "
+        f"defined at {module} ({at + 1})"
+    )
+    line3 = _at(_shape_of_names, "s = np.sin(x) + np.cos(x) * 2.0")
+    reason = numba_reason(said, source)
+    assert reason.count(line3) == 1 and "ds_mul" not in reason
+    why, hint = two_types(said, source)
+    assert why.count(line3) == 1 and "typed float32, then float64" in why
+    assert (
+        "Python float" in why
+        and "astype(x.dtype)" in hint
+        and "operations Numba supports" not in hint
+    )

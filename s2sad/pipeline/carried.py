@@ -111,6 +111,63 @@ def numbers_carried(stmts: list, rank_of, given=()) -> list:
     return block(list(stmts), set(given))
 
 
+def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
+    """Each loop's carried float numbers kept in the dtype NumPy carries them in: widened before
+    the loop by the values its step reads (`s = widened_by(s, x.dtype, c)`), `s_entry = s`
+    first in the body and `s = in_dtype_of(s, s_entry)` last. Numba unifies a float32 number
+    meeting a Python float (`s + np.sum(x) * 0.5`) into a float64 where NumPy keeps float32,
+    and arrays computed from it on the way are typed float32, then float64, which Numba
+    refuses. (A float64 number the step reads widens it from the start, as a np.float64 does
+    in NumPy; a Python float does not in NumPy, so there the value is float64 as before.)"""
+
+    def block(body: list, defined: set) -> list:
+        out, defined, counts = [], set(defined), set()
+        for stmt in body:
+            if isinstance(stmt, (ast.For, ast.While)):
+                stmt.body = block(stmt.body, defined | _loop_targets(stmt))
+                widen, stmt.body = _kept(stmt, defined - counts)
+                out += widen
+            elif isinstance(stmt, ast.If):
+                stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
+            assigned = _certainly_assigned(stmt)
+            defined |= assigned
+            counts -= assigned
+            if isinstance(stmt, ast.Assign) and isinstance(getattr(stmt.value, "value", 0.0), int):
+                counts |= assigned  # (`k = 0`: an integer count, no float to keep)
+            out.append(stmt)
+        return out
+
+    def _kept(loop, defined: set) -> tuple[list, list]:
+        code = [s for s in loop.body if isinstance(s, ast.AST)]
+        seen, carried = set(), []
+        for stmt in code:
+            carried += sorted(names_read([stmt]) - seen)
+            seen |= _certainly_assigned(stmt)
+        widen, first, last = [], [], []
+        for name in dict.fromkeys(n for n in carried if n in seen & defined):
+            if rank_of(ast.Name(name, ast.Load())) != 0:
+                continue
+            reads = {a: rank_of(ast.Name(a, ast.Load())) for a in _step_reads(code, name)}
+            args = [_load(name)] + [  # (dtypes of arrays: no array passed, none aliased)
+                ast.Attribute(_load(a), "dtype", ast.Load()) if rank else _load(a)
+                for a, rank in sorted(reads.items())
+                if a != name and a in defined and rank is not None
+            ]
+            if len(args) > 1:
+                call = ast.Call(_load("widened_by"), args, [])
+                widen.append(ir.copy_origin(_assign(name, call, loop), loop))
+            entry = f"{name}_entry"
+            while entry in taken:
+                entry += "_"
+            taken.add(entry)
+            first.append(_assign(entry, _load(name), code[0]))
+            cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
+            last.append(_assign(name, cast, code[-1]))
+        return widen, first + loop.body + last
+
+    return block(list(stmts), set(given))
+
+
 def assigned_before(stmts: list, params) -> set:
     """The parameters and the names `stmts` (a function's top level) certainly assign."""
     return set(params).union(*(_certainly_assigned(s) for s in stmts))

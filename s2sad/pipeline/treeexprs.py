@@ -135,11 +135,7 @@ class TreeExpressions:
 
     def expr_of(self, v, where):
         if isinstance(v, Node):
-            raise self.refuse(
-                where,
-                f"{v.text} is a parameter tree ({v.d.kind}); s2sad reads trees only through "
-                "their leaves",
-            )
+            raise self.refuse(where, *_read_whole(v))
         return self.leaf(v, where) if isinstance(v, str) else v
 
     def expr(self, e):
@@ -514,3 +510,23 @@ def _static(func, scope):
         base = _static(func.value, scope)
         return getattr(base, func.attr, None) if base is not None else None
     return None
+
+
+def _read_whole(v) -> tuple:
+    """What a tree read whole is told, and the way out (None: the general one). A list or
+    tuple of leaves is mostly a list of floats passed for an array (README: lists are trees)."""
+    d = v.d
+    if d.kind not in ("list", "tuple") or any(c.kind != "leaf" for c in d.children):
+        return (
+            f"{v.text} is a parameter tree ({d.kind}); s2sad reads trees only through their leaves",
+            None,
+        )
+    n = len(d.children)
+    return (
+        f"{v.text} is a {d.kind} of {n} values, a parameter tree to s2sad (its gradient a "
+        f"{d.kind} of {n}), read whole here (a NumPy function's argument may be: "
+        f"np.sin({v.text}), np.asarray({v.text}))",
+        f"pass np.asarray(...) of it to differentiate one array, write `{v.text} = "
+        f"np.asarray({v.text})` first in the function, or read its elements ({v.text}[0], "
+        f"`for v in {v.text}:`)",
+    )

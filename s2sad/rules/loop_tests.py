@@ -86,22 +86,27 @@ def _float_arrays(*arrays):
 
 @helper(nondiff=True)
 def widened_by(v, *dtypes):
-    """`v`, a cotangent an adjoint loop carries, in the widest float dtype of it and `dtypes`
-    (those of the arrays its step reads): compiled, a float32 cotangent a float64 array meets
-    is float64 after a step, as in NumPy, and the loop carries it so from the start
+    """`v`, a value a loop carries, in the widest float dtype of it and `dtypes` (those of the
+    arrays its step reads, or the numbers themselves): compiled, a float32 value a float64 one
+    meets is float64 after a step, as in NumPy, and the loop carries it so from the start
     (pipeline/carried.py). NumPy widens it itself: `v` as it is."""
     return v
 
 
 @numba_of(widened_by)
 def _widened_by(v, *dtypes):
-    floats = [t.dtype for t in dtypes if isinstance(getattr(t, "dtype", None), types.Float)]
-    if not _array(v) or not isinstance(v.dtype, types.Float) or not floats:
+    floats = [t if isinstance(t, types.Float) else getattr(t, "dtype", None) for t in dtypes]
+    floats = [t for t in floats if isinstance(t, types.Float)]  # (a number: its own type)
+    have = v.dtype if _array(v) else v
+    if not isinstance(have, types.Float) or not floats:
         return lambda v, *dtypes: v
-    wide = max(floats + [v.dtype], key=lambda t: t.bitwidth)
-    if wide.bitwidth <= v.dtype.bitwidth:
+    wide = max(floats + [have], key=lambda t: t.bitwidth)
+    if wide.bitwidth <= have.bitwidth:
         return lambda v, *dtypes: v
     dtype = as_dtype(wide)
+    if not _array(v):
+        cast = dtype.type
+        return lambda v, *dtypes: cast(v)
     return lambda v, *dtypes: v.astype(dtype)
 
 
