@@ -52,6 +52,7 @@ _MATH = {
     "reciprocal": "np_reciprocal",
     "exp2": "np_exp2",
     "logaddexp": "np_logaddexp",
+    "not_equal": "np_not_equal",
 }
 # compiled on the GPU as they are (NaN-propagating, unlike the builtins max and min)
 _KEPT = {"maximum", "minimum", "fmax", "fmin"}
@@ -87,6 +88,7 @@ HELPERS = {
         return 0.0 if math.isnan(x1) else 1.0
     return wins * (0.5 if x1 == x2 else 1.0)""",
     "np_square": "def np_square(x):\n    return x * x",
+    "np_not_equal": "def np_not_equal(x1, x2):\n    return x1 != x2",
     "np_reciprocal": "def np_reciprocal(x):\n    return 1.0 / x",
     "np_exp2": "def np_exp2(x):\n    return math.pow(2.0, x)",
     "np_logaddexp": """def np_logaddexp(x1, x2):

@@ -97,8 +97,24 @@ def test_an_if_binding_two_dtypes_names_the_if_and_its_bindings_not_a_loop(f, li
     assert "hint: bind one dtype on every path" in text
 
 
-def test_a_zero_d_array_becoming_a_number_in_a_loop_is_told_in_words():
-    text = _refusal(zero_d_state, np.arange(3.0), 3)
+def test_a_zero_d_array_a_loop_carries_compiles_as_a_number():
+    x = np.arange(3.0)
+    got = s2sad.grad(zero_d_state, jit="strict")(x, 3)  # (`s = as_number(s)` before the loop)
+    np.testing.assert_allclose(got, s2sad.grad(zero_d_state)(x, 3), rtol=1e-15)
+
+
+def test_a_zero_d_array_becoming_a_number_in_a_loop_is_told_in_words(tmp_path):
+    # what Numba says where a 0-d array still reaches a loop (code compiled without ranks)
+    source = s2sad.source(s2sad.grad(zero_d_state, jit=True), np.arange(3.0), 3)
+    module = tmp_path / "generated.py"
+    module.write_text(source)
+    header = next(i for i, t in enumerate(source.splitlines()) if t.strip().startswith("for i "))
+    said = _NumbaSays(
+        "Failed in nopython mode pipeline (step: nopython frontend)\n"
+        "Cannot unify array(float64, 0d, C) and float64 for 's.2', "
+        f"defined at {module} ({header + 1})"
+    )
+    text = " ".join(two_types(said, source))
     assert "'s' is a 0-d float64 array as the loop at" in text
     assert "and a float64 number after a step at " + _at(zero_d_state, "s = s + x[i]") in text
     assert "`s = 0.0` for a number" in text

@@ -497,8 +497,9 @@ def _called(callee):
     """What a call of `callee` runs: for an object of the user's called like a function, its
     bound `__call__`."""
     call = getattr(type(callee), "__call__", None)
+    mine = (getattr(call, "__module__", "") or "").split(".")[0] not in ("numpy", "s2sad")
     if not inspect.isroutine(callee) and not isinstance(callee, type) and inspect.isfunction(call):
-        return callee.__call__
+        return callee.__call__ if mine else callee
     return callee
 
 
