@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import types
 
 _ATOMIC = frozenset({str, int, float, bool, complex, bytes, type(None), type(Ellipsis)})
 
@@ -37,7 +38,12 @@ def _clone(x, memo: dict):
         for v in x:
             y.append(_clone(v, memo))
         return y
-    return copy.deepcopy(x, memo)
+    if cls is types.ModuleType:
+        return x
+    try:
+        return copy.deepcopy(x, memo)
+    except TypeError:  # an object recorded on a node that holds a module (a checkpointed loop's
+        return x  # callee): the same object, as a module is
 
 
 def walk_nodes(tree):

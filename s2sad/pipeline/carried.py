@@ -67,13 +67,9 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()
                 dtypes = [ast.Attribute(_load(a), "dtype", ast.Load()) for a in arrays]
                 args = [_load(name)] + dtypes  # (dtypes: no array passed, none aliased)
                 widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
-            entry = f"{name}_entry"
-            while entry in taken:
-                entry += "_"
-            taken.add(entry)
-            first.append(_assign(entry, _load(name), code[0]))
-            cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
-            last.append(_assign(name, cast, code[-1]))
+            at_entry, cast_back = _kept_in_entry_dtype(name, taken, code)
+            first.append(at_entry)
+            last.append(cast_back)
         return widen, first + body + last
 
     return block(list(stmts), set(given))
@@ -156,13 +152,9 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
             if len(args) > 1:
                 call = ast.Call(_load("widened_by"), args, [])
                 widen.append(ir.copy_origin(_assign(name, call, loop), loop))
-            entry = f"{name}_entry"
-            while entry in taken:
-                entry += "_"
-            taken.add(entry)
-            first.append(_assign(entry, _load(name), code[0]))
-            cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
-            last.append(_assign(name, cast, code[-1]))
+            at_entry, cast_back = _kept_in_entry_dtype(name, taken, code)
+            first.append(at_entry)
+            last.append(cast_back)
         return widen, first + loop.body + last
 
     return block(list(stmts), set(given))
@@ -215,3 +207,14 @@ def _load(name: str) -> ast.Name:
 
 def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
     return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
+
+
+def _kept_in_entry_dtype(name: str, taken: set, code: list) -> tuple:
+    """`name_entry = name` at the top of a loop's body and `name = in_dtype_of(name,
+    name_entry)` at its end: the value a loop carries keeps the dtype it enters with."""
+    entry = f"{name}_entry"
+    while entry in taken:
+        entry += "_"
+    taken.add(entry)
+    cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
+    return _assign(entry, _load(name), code[0]), _assign(name, cast, code[-1])

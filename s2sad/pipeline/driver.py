@@ -206,7 +206,8 @@ def _forward_mode(
         given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
         body = numbers_carried(lower_for_numba(body, rank_of), rank_of, given)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
-        body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
+        if not parallel:  # (a reduction on threads is told by its own pattern: parallel.py)
+            body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
             threads_taken = primal_names | names_mentioned(body + outputs) | norm.taken
@@ -284,12 +285,13 @@ def _reverse_mode(
             adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks, given
         )
         adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
-        adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
         primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of, params)
-        primal = numbers_in_dtype(primal, shapes.of, in_use, params)
         if rerun:  # the value function a re-running pullback's vjp returns with it
             plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of, params)
-            plain = numbers_in_dtype(plain, shapes.of, in_use, params)
+        if not parallel:  # (a reduction on threads is told by its own pattern: parallel.py)
+            adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
+            primal = numbers_in_dtype(primal, shapes.of, in_use, params)
+            plain = numbers_in_dtype(plain, shapes.of, in_use, params) if rerun else plain
         tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)

@@ -151,7 +151,8 @@ class Inlining(ControlFlow):
         elif inspect.isfunction(target) and node.args and isinstance(node.args[0], ast.Name):
             # `Model.loss(model, p, x)`: `self` is the object, as for `model.loss(p, x)`
             first = node.args[0]
-            obj = None if first.id in self.locals else self.resolver.resolve(first)
+            local = first.id in self.locals or first.id in self.local_funcs
+            obj = None if local else self.resolver.resolve(first)
             if obj is not None and getattr(type(obj), target.__name__, None) is target:
                 owner = (first, obj)
         self.inlining.append(target)
