@@ -148,13 +148,8 @@ class Inlining(ControlFlow):
             node = ast.copy_location(call, node)
             target = target.__func__
             self.refuse_deep_recursion(target, node)
-        elif inspect.isfunction(target) and node.args and isinstance(node.args[0], ast.Name):
-            # `Model.loss(model, p, x)`: `self` is the object, as for `model.loss(p, x)`
-            first = node.args[0]
-            local = first.id in self.locals or first.id in self.local_funcs
-            obj = None if local else self.resolver.resolve(first)
-            if obj is not None and getattr(type(obj), target.__name__, None) is target:
-                owner = (first, obj)
+        elif inspect.isfunction(target):  # `Model.loss(model, p, x)`: `self` is the object
+            owner = _object_passed_as_self(target, node, self)
         self.inlining.append(target)
         try:
             if isinstance(target, (ast.FunctionDef, ast.Lambda)):
@@ -503,3 +498,15 @@ def _recursive(target) -> bool:
         )
     code = getattr(target, "__code__", None)
     return code is not None and code.co_name in code.co_names
+
+
+def _object_passed_as_self(function, node: ast.Call, inliner):
+    """(name, object) for a method's function called on the user's global object passed
+    first (`Model.loss(model, p, x)`), as for `model.loss(p, x)`; else None."""
+    first = node.args[0] if node.args else None
+    if not isinstance(first, ast.Name) or first.id in inliner.locals:
+        return None
+    if first.id in inliner.local_funcs:
+        return None
+    obj = inliner.resolver.resolve(first)
+    return (first, obj) if getattr(type(obj), function.__name__, None) is function else None
