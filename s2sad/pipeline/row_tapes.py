@@ -118,18 +118,7 @@ def _push_of(stmt, tapes) -> str | None:
     """The tape of a statement `tape.append(value)`, else None."""
     if not isinstance(stmt, ast.Expr):
         return None
-    call = stmt.value
-    if (
-        isinstance(call, ast.Call)
-        and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "append"
-        and isinstance(call.func.value, ast.Name)
-        and call.func.value.id in tapes
-        and len(call.args) == 1
-        and not call.keywords
-    ):
-        return call.func.value.id
-    return None
+    return _tape_called(stmt.value, "append", 1, tapes)
 
 
 def _pop_of(stmt, tapes) -> str | None:
@@ -140,14 +129,18 @@ def _pop_of(stmt, tapes) -> str | None:
         and isinstance(stmt.targets[0], ast.Name)
     ):
         return None
-    call = stmt.value
+    return _tape_called(stmt.value, "pop", 0, tapes)
+
+
+def _tape_called(call, method: str, count: int, tapes) -> str | None:
+    """The tape of `tape.method(...)` with `count` positional arguments, else None."""
     if (
         isinstance(call, ast.Call)
         and isinstance(call.func, ast.Attribute)
-        and call.func.attr == "pop"
+        and call.func.attr == method
         and isinstance(call.func.value, ast.Name)
         and call.func.value.id in tapes
-        and not call.args
+        and len(call.args) == count
         and not call.keywords
     ):
         return call.func.value.id
