@@ -14,8 +14,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import importlib
 import marshal
-import os
 import sys
 import threading
 import types
@@ -229,10 +229,9 @@ def _float64_meets_32(args) -> bool:
 
 
 def _numba_opt() -> str:
-    """Numba's optimisation level, as its configuration holds it once loaded."""
-    config = sys.modules.get("numba.core.config")
-    level = getattr(config, "OPT", None)
-    return f"opt={level if level is not None else os.environ.get('NUMBA_OPT', '')}"
+    """Numba's optimisation level, read from its configuration (imported here: a key taken
+    before the process's first compile must equal one taken after it)."""
+    return f"opt={int(importlib.import_module('numba.core.config').OPT)}"
 
 
 class Jitted:

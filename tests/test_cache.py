@@ -1,6 +1,8 @@
 """The transform cache: reused while nothing it read has changed, rebuilt when something has."""
 
 import importlib
+import os
+import subprocess
 import sys
 import textwrap
 
@@ -186,7 +188,7 @@ def test_the_disk_cache_is_keyed_on_numbas_optimisation_level(tmp_path, monkeypa
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
     source = "def f(x):\n    return x\n"
     first = jit._module_for(source, "f")
-    monkeypatch.setattr(config, "OPT", 3 if str(config.OPT) == "0" else 0)
+    monkeypatch.setattr(config, "OPT", 3 if int(config.OPT) == 0 else 0)
     second = jit._module_for(source, "f")
     assert first.__name__ != second.__name__
 
@@ -208,3 +210,19 @@ def test_transforming_does_not_format_only_reading_does(monkeypatch):
     assert calls == []
     text = s2sad.source(g, 0.3, 0.8, 10)
     assert len(calls) == 1 and text.startswith("def grad_euler(")
+
+
+def test_the_disk_cache_key_does_not_depend_on_numba_being_loaded_yet():
+    """A process's first jitted gradient is keyed before anything has imported Numba: the key
+    must equal the one a later gradient of the same code gets, or a second process compiles
+    byte-identical code again under another name (a new user's trial: 56-95 s each)."""
+    code = (
+        "from s2sad import jit\n"
+        "before = jit._numba_opt()\n"
+        "import numba\n"
+        "print(before == jit._numba_opt(), before)\n"
+    )
+    env = {**os.environ, "NUMBA_OPT": "3"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "opt=3"]
