@@ -285,57 +285,62 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
 
 def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tuple[str, list]:
     """`source` with its gradients returned as in-process s2sad returns them, each with its
-    input's type, dtype and shape (`return like_inputs((dx, dy), (x, y))`; a vjp's sweep), and
-    the functions of module_returns.py that this calls. An input the function rebinds is read
-    as given, at its top (`v_given = v`)."""
-    target = f"{name}_sweep" if mode == "vjp" else name
+    input's type, dtype and shape (`return like_inputs((dx, dy), (x, y))`; a vjp's pullback or
+    sweep), and the functions of module_returns.py that this calls. An input the function
+    rebinds is read as given, at its top (`v_given = v`)."""
     if mode not in ("grad", "value_and_grad", "vjp"):
         return source, []
     tree = ast.parse(source)
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == target)
-    params = [a.arg for a in node.args.args]
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    owner = defs.get(f"{name}_sweep") or defs[name]
+    returning = owner
+    if mode == "vjp" and owner.name == name:  # the pullback it returns, defined in it
+        returning = next((n for n in owner.body if isinstance(n, ast.FunctionDef)), None)
+        if returning is None:
+            raise S2SADError(f"internal error: {name} defines no pullback; please report this")
+    params = [a.arg for a in owner.args.args]
     users = list(inspect.signature(func, follow_wrapped=False).parameters)
     # a parameter the generated code renamed (hygiene) sits where the user's does
-    inputs = [w if w in params else params[users.index(w)] for w in wrt]
-    stored, taken = set(names_stored(node.body)), names_in(source)
-    given = {}
-    for x in inputs:
-        if x in stored:
-            given[x] = next(
-                f"{x}_given{k or ''}"
-                for k in range(len(taken) + 1)
-                if f"{x}_given{k or ''}" not in taken
-            )
-    lines = source.splitlines()
-    returns = [n for n in _own_nodes(node) if isinstance(n, ast.Return)]
+    inputs = [w if w in params or w not in users else params[users.index(w)] for w in wrt]
+    if not set(inputs) <= set(params):
+        raise S2SADError(f"internal error: {owner.name} does not take {', '.join(wrt)}")
+    stored, taken = set(names_stored(owner.body)), names_in(source)
+    given = {x: _fresh(f"{x}_given", taken) for x in inputs if x in stored}
+    xs = [ast.Name(given.get(x, x), ast.Load()) for x in inputs]
     helper = module_returns.like_input if len(inputs) == 1 else module_returns.like_inputs
+    lines = source.splitlines()
+    returns = [n for n in _own_nodes(returning) if isinstance(n, ast.Return)]
     for ret in sorted(returns, key=lambda r: -r.lineno):
         value = ret.value
         grads = value.elts[1] if mode == "value_and_grad" else value
-        xs = [ast.Name(given.get(x, x), ast.Load()) for x in inputs]
-        if len(inputs) == 1:
-            new = ast.Call(ast.Name(helper.__name__, ast.Load()), [grads, xs[0]], [])
-        elif isinstance(grads, ast.Tuple) and len(grads.elts) == len(inputs):
-            new = ast.Call(
-                ast.Name(helper.__name__, ast.Load()), [grads, ast.Tuple(xs, ast.Load())], []
-            )
-        else:
+        if len(inputs) > 1 and not (isinstance(grads, ast.Tuple) and len(grads.elts) == len(xs)):
             raise S2SADError(
                 f"internal error: the gradient code of {func.__qualname__} returns "
                 f"{ast.unparse(grads)}, not one gradient per input; please report this"
             )
+        inputs_node = xs[0] if len(xs) == 1 else ast.Tuple(xs, ast.Load())
+        new = ast.Call(ast.Name(helper.__name__, ast.Load()), [grads, inputs_node], [])
         if mode == "value_and_grad":
             new = ast.Tuple([value.elts[0], new], ast.Load())
         indent = lines[ret.lineno - 1][: ret.col_offset]
         lines[ret.lineno - 1 : ret.end_lineno] = [indent + ast.unparse(ast.Return(new))]
     if given:
-        first = node.body[0]
-        at = first.end_lineno if ast.get_docstring(node) is not None else node.body[0].lineno - 1
-        indent = " " * node.body[0].col_offset
+        first = owner.body[0]
+        at = first.end_lineno if ast.get_docstring(owner) is not None else first.lineno - 1
+        indent = " " * first.col_offset
         said = f"{indent}# the inputs as given, for the gradients' types (the code rebinds them)"
         lines[at:at] = [said] + [f"{indent}{g} = {x}" for x, g in given.items()]
     needs = [module_returns.like_input] + ([helper] if len(inputs) > 1 else [])
     return format_source("\n".join(lines) + "\n"), needs
+
+
+def _fresh(base: str, taken: set) -> str:
+    """`base`, or `base2`, `base3`, ...: the first not in `taken`."""
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    return name
 
 
 def _own_nodes(node: ast.FunctionDef):

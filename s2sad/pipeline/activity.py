@@ -220,9 +220,9 @@ def _refuse_keyed_read(parsed, op, varied: set[str]) -> None:
     name = getattr(parsed.func, "__qualname__", parsed.name)
     raise where.error(
         NonDifferentiableInputError,
-        f"{shown}[{op.args[1].value!r}] reads a differentiated value by a string key, as a dict, "
-        "but this code takes it for an array: code made without example arguments (s2sad emit, "
-        "or s2sad.source(g) before any call) does not know a tree's structure",
+        f"{shown}, which is differentiated, is read by the string key {op.args[1].value!r}, as "
+        "a dict, but this code takes it for an array: code made without example arguments "
+        "(s2sad emit, or s2sad.source(g) before any call) does not know a tree's structure",
         ir.src(op.stmt),
         hint="give example arguments, from which s2sad learns the tree's structure (its "
         "gradient is then a tree like it): s2sad.source(g, *args) shows the code for them, and "
