@@ -85,6 +85,30 @@ def matmul_vjp_rhs(g, a, b):
     return unbroadcast(_mT(a) @ g, b)
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_chain(x, y, z):
     """Gradient of chain (broadcasting.py:8) with respect to x, y, z."""
     # line 10: return np.sum(np.matmul(np.matmul(x, y), z))
@@ -99,4 +123,4 @@ def grad_chain(x, y, z):
     dz = matmul_vjp_rhs(dchain_matmul2, chain_matmul, z)
     dx = matmul_vjp_lhs(dchain_matmul, x, y)
     dy = matmul_vjp_rhs(dchain_matmul, x, y)
-    return dx, dy, dz
+    return like_inputs((dx, dy, dz), (x, y, z))

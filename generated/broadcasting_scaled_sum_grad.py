@@ -52,6 +52,30 @@ def expand_reduced(g, x, axis=None, keepdims=False):
     return np.broadcast_to(g, np.shape(x))
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_scaled_sum(a, b):
     """Gradient of scaled_sum (broadcasting.py:13) with respect to a, b."""
     # line 15: return np.sum(a * b / (1.0 + b**2))
@@ -71,4 +95,4 @@ def grad_scaled_sum(a, b):
     db = dscaled_sum_add * 2 * b
     da = unbroadcast(dscaled_sum_mul * b, a)
     db = db + unbroadcast(dscaled_sum_mul * a, b)
-    return da, db
+    return like_inputs((da, db), (a, b))

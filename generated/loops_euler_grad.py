@@ -53,6 +53,30 @@ def zeros_like(x):
     return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_euler(y0, k, n):
     """Gradient of euler (loops.py:26) with respect to y0, k."""
     # tapes: values the adjoint sweep reads back, in reverse order
@@ -98,4 +122,4 @@ def grad_euler(y0, k, n):
         dk = dk - dy_neg
     # line 28: y = y0
     dy0 = dy
-    return dy0, dk
+    return like_inputs((dy0, dk), (y0, k))

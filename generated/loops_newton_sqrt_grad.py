@@ -44,6 +44,18 @@ def zeros_like(x):
     return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
 def grad_newton_sqrt(a):
     """Gradient of newton_sqrt (loops.py:35) with respect to a."""
     # tapes: values the adjoint sweep reads back, in reverse order
@@ -82,4 +94,4 @@ def grad_newton_sqrt(a):
         dx = dx - unbroadcast(dx_div * x_div / x, x)
     # line 37: x = a
     da = da + dx
-    return da
+    return like_input(da, a)

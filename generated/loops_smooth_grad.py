@@ -102,6 +102,30 @@ def getitem_vjp(g, x, index):
     return dx
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_smooth(x, a):
     """Gradient of smooth (loops.py:14) with respect to x, a."""
     # tapes: values the adjoint sweep reads back, in reverse order
@@ -183,4 +207,4 @@ def grad_smooth(x, a):
     # line 17: y[0] = x[0]
     dy_item = unbroadcast(dy[0].copy(), y_item)
     dx = dx + getitem_vjp(dy_item, x, 0)
-    return dx, da
+    return like_inputs((dx, da), (x, a))

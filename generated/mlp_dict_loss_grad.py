@@ -94,6 +94,30 @@ def matmul_vjp_rhs(g, a, b):
     return unbroadcast(_mT(a) @ g, b)
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_loss_leaves(params_W0, params_b0, params_W1, params_b1, x, y):
     """Gradient of loss (mlp_dict.py:26) with respect to params_W0, params_b0, params_W1, params_b1."""
     # predict, line 22: h = np.tanh(x @ params["W0"] + params["b0"])
@@ -123,7 +147,10 @@ def grad_loss_leaves(params_W0, params_b0, params_W1, params_b1, x, y):
     dh_matmul = unbroadcast(dh_add, h_matmul)
     dparams_b0 = unbroadcast(dh_add, params_b0)
     dparams_W0 = matmul_vjp_rhs(dh_matmul, x, params_W0)
-    return dparams_W0, dparams_b0, dparams_W1, dparams_b1
+    return like_inputs(
+        (dparams_W0, dparams_b0, dparams_W1, dparams_b1),
+        (params_W0, params_b0, params_W1, params_b1),
+    )
 
 
 def grad_loss(params, x, y):

@@ -99,6 +99,30 @@ def matmul_vjp_rhs(g, a, b):
     return unbroadcast(_mT(a) @ g, b)
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_loss(W1, b1, W2, b2, x, labels):
     """Gradient of loss (mlp.py:11) with respect to W1, b1, W2, b2."""
     # line 13: h = np.tanh(x @ W1 + b1)
@@ -148,4 +172,4 @@ def grad_loss(W1, b1, W2, b2, x, labels):
     dh_matmul = unbroadcast(dh_add, h_matmul)
     db1 = unbroadcast(dh_add, b1)
     dW1 = matmul_vjp_rhs(dh_matmul, x, W1)
-    return dW1, db1, dW2, db2
+    return like_inputs((dW1, db1, dW2, db2), (W1, b1, W2, b2))

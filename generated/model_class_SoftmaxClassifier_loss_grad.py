@@ -87,6 +87,30 @@ def matmul_vjp_rhs(g, a, b):
     return unbroadcast(_mT(a) @ g, b)
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_loss_leaves(self_W, self_b, x, labels, SoftmaxClassifier_L2=SoftmaxClassifier_L2):
     """Gradient of loss (model_class.py:26) with respect to self_W, self_b.
 
@@ -138,7 +162,7 @@ def grad_loss_leaves(self_W, self_b, x, labels, SoftmaxClassifier_L2=SoftmaxClas
     dlogits_result_matmul = unbroadcast(dz, logits_result_matmul)
     dself_b = unbroadcast(dz, self_b)
     dself_W = dself_W + matmul_vjp_rhs(dlogits_result_matmul, x, self_W)
-    return dself_W, dself_b
+    return like_inputs((dself_W, dself_b), (self_W, self_b))
 
 
 def grad_loss(self, x, labels):

@@ -22,6 +22,30 @@ def grad_seed(out):
     return np.ones_like(out)[()] if isinstance(out, np.ndarray) else type(out)(1)
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
+
+
 def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0, GRAVITY=GRAVITY):
     """Gradient of pendulum_energy (physics.py:12) with respect to theta, omega.
 
@@ -47,4 +71,4 @@ def grad_pendulum_energy(theta, omega, length=1.0, mass=1.0, GRAVITY=GRAVITY):
     dkinetic_pow = dpendulum_energy * (0.5 * mass)
     dkinetic_mul = dkinetic_pow * 2 * kinetic_mul
     domega = dkinetic_mul * length
-    return dtheta, domega
+    return like_inputs((dtheta, domega), (theta, omega))

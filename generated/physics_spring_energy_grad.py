@@ -74,6 +74,18 @@ def getitem_vjp(g, x, index):
     return dx
 
 
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
+    if isinstance(x, np.ndarray):
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
+    if isinstance(x, np.generic):
+        return x.dtype.type(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
 def grad_spring_energy(pos, rest, stiffness):
     """Gradient of spring_energy (physics.py:18) with respect to pos."""
     # line 20: delta = pos[1:] - pos[:-1]
@@ -107,4 +119,4 @@ def grad_spring_energy(pos, rest, stiffness):
     ddelta_item2 = -unbroadcast(ddelta, delta_item2)
     dpos = getitem_vjp(ddelta_item2, pos, slice(None, -1, None))
     dpos = dpos + getitem_vjp(ddelta_item, pos, slice(1, None, None))
-    return dpos
+    return like_input(dpos, pos)

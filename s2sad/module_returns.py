@@ -1,5 +1,8 @@
-"""What a module `s2sad emit --jit` writes returns: the plain functions it copies beside its
-compiled one, so that a call returns what in-process `grad`, `value_and_grad` and `jvp` return.
+"""What a module `s2sad emit` writes returns: the plain functions it copies beside its function,
+so that a call returns what in-process `grad`, `value_and_grad`, `vjp` and `jvp` return. A
+plain module's function returns its gradients through `like_input` (one) or `like_inputs`
+(several); a `--jit` module's calls the compiled one through `_returned`.
+
 Numba takes a 0-d array and its number as different types (a loop carrying one fails to unify),
 returns a float32 number as a Python float, and a 0-d array's gradient as a number: the module's
 function calls the compiled one with each 0-d array as its number, then gives each gradient its
@@ -15,13 +18,28 @@ def _unboxed(value):
     return value[()] if isinstance(value, np.ndarray) and value.ndim == 0 else value
 
 
-def _like(g, x):
-    """The gradient `g` with the type, dtype and shape of its input `x`."""
+def like_input(g, x):
+    """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
+    Python number), an array that can be written into and shares no memory with `x`."""
     if isinstance(x, np.ndarray):
-        return np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        shared = not g.flags.writeable or np.may_share_memory(g, x)
+        return g.copy() if shared else g
     if isinstance(x, np.generic):
         return x.dtype.type(g)
-    return float(g)
+    return float(g) if isinstance(x, (int, float)) else g
+
+
+def like_inputs(grads, inputs):
+    """Each gradient as `like_input` gives it, an array of its own: none shares memory with an
+    input or with another (the code may compute two gradients as one array)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        g = like_input(g, x)
+        if isinstance(g, np.ndarray) and any(np.may_share_memory(g, o) for o in (*inputs, *out)):
+            g = g.copy()
+        out.append(g)
+    return tuple(out)
 
 
 def _retyped(value, numba_type):
@@ -45,12 +63,12 @@ def _returned(function, args, inputs, mode):
         return _retyped(result, returns)
     value, grads = result if mode == "value_and_grad" else (None, result)
     if len(inputs) == 1:
-        grads = _like(grads, inputs[0])
+        grads = like_input(grads, inputs[0])
     else:
-        grads = tuple(_like(g, x) for g, x in zip(grads, inputs))
+        grads = like_inputs(grads, inputs)
     if mode == "value_and_grad":
         return _retyped(value, returns.types[0]), grads
     return grads
 
 
-FUNCTIONS = (_unboxed, _like, _retyped, _returned)
+FUNCTIONS = (_unboxed, like_input, like_inputs, _retyped, _returned)

@@ -21,7 +21,7 @@ from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from . import module_returns
 from .jit import module_text
-from .pipeline.names import names_in
+from .pipeline.names import names_in, names_stored
 from .pipeline.normalize.calls import is_library_code
 
 
@@ -267,6 +267,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
         "",
     ]
     source, constants = baked(compiled, func)
+    source, returns = _returning_like_inputs(source, compiled.name, mode, wrt, func)
     for n, v in sorted(_with_dependencies(constants).items()):
         if getattr(builtins, n, None) is v:
             continue  # builtins need no definition
@@ -278,8 +279,78 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     lines += constants_read([RUNTIME[name] for name in helpers]).values()
     for name in helpers:
         lines += ["", "", function_source(RUNTIME[name])]
-    lines += ["", "", source]
+    lines += ["", "", *(inspect.getsource(f) for f in returns), source]
     return check_module(format_source("\n".join(lines)), func.__qualname__)
+
+
+def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tuple[str, list]:
+    """`source` with its gradients returned as in-process s2sad returns them, each with its
+    input's type, dtype and shape (`return like_inputs((dx, dy), (x, y))`; a vjp's pullback or
+    sweep), and the functions of module_returns.py that this calls. An input the function
+    rebinds is read as given, at its top (`v_given = v`)."""
+    if mode not in ("grad", "value_and_grad", "vjp"):
+        return source, []
+    tree = ast.parse(source)
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    owner = defs.get(f"{name}_sweep") or defs[name]
+    returning = owner
+    if mode == "vjp" and owner.name == name:  # the pullback it returns, defined in it
+        returning = next((n for n in owner.body if isinstance(n, ast.FunctionDef)), None)
+        if returning is None:
+            raise S2SADError(f"internal error: {name} defines no pullback; please report this")
+    params = [a.arg for a in owner.args.args]
+    users = list(inspect.signature(func, follow_wrapped=False).parameters)
+    # a parameter the generated code renamed (hygiene) sits where the user's does
+    inputs = [w if w in params or w not in users else params[users.index(w)] for w in wrt]
+    if not set(inputs) <= set(params):
+        raise S2SADError(f"internal error: {owner.name} does not take {', '.join(wrt)}")
+    stored, taken = set(names_stored(owner.body)), names_in(source)
+    given = {x: _fresh(f"{x}_given", taken) for x in inputs if x in stored}
+    xs = [ast.Name(given.get(x, x), ast.Load()) for x in inputs]
+    helper = module_returns.like_input if len(inputs) == 1 else module_returns.like_inputs
+    lines = source.splitlines()
+    returns = [n for n in _own_nodes(returning) if isinstance(n, ast.Return)]
+    for ret in sorted(returns, key=lambda r: -r.lineno):
+        value = ret.value
+        grads = value.elts[1] if mode == "value_and_grad" else value
+        if len(inputs) > 1 and not (isinstance(grads, ast.Tuple) and len(grads.elts) == len(xs)):
+            raise S2SADError(
+                f"internal error: the gradient code of {func.__qualname__} returns "
+                f"{ast.unparse(grads)}, not one gradient per input; please report this"
+            )
+        inputs_node = xs[0] if len(xs) == 1 else ast.Tuple(xs, ast.Load())
+        new = ast.Call(ast.Name(helper.__name__, ast.Load()), [grads, inputs_node], [])
+        if mode == "value_and_grad":
+            new = ast.Tuple([value.elts[0], new], ast.Load())
+        indent = lines[ret.lineno - 1][: ret.col_offset]
+        lines[ret.lineno - 1 : ret.end_lineno] = [indent + ast.unparse(ast.Return(new))]
+    if given:
+        first = owner.body[0]
+        at = first.end_lineno if ast.get_docstring(owner) is not None else first.lineno - 1
+        indent = " " * first.col_offset
+        said = f"{indent}# the inputs as given, for the gradients' types (the code rebinds them)"
+        lines[at:at] = [said] + [f"{indent}{g} = {x}" for x, g in given.items()]
+    needs = [module_returns.like_input] + ([helper] if len(inputs) > 1 else [])
+    return format_source("\n".join(lines) + "\n"), needs
+
+
+def _fresh(base: str, taken: set) -> str:
+    """`base`, or `base2`, `base3`, ...: the first not in `taken`."""
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}{k}"
+    return name
+
+
+def _own_nodes(node: ast.FunctionDef):
+    """The nodes of a function's body, not of the functions defined in it."""
+    todo = list(node.body)
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(n))
 
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:

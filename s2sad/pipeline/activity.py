@@ -11,7 +11,8 @@ import ast
 import numpy as np
 
 from .. import ir
-from ..errors import NoRuleError, S2SADError, UnsupportedSyntaxError
+from ..errors import NoRuleError, NonDifferentiableInputError, S2SADError, UnsupportedSyntaxError
+from ..rules.indexing import getitem
 from .dependence import dependents
 
 
@@ -183,6 +184,8 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 file=parsed.filename,
                 line=parsed.file_line(ir.src(op.stmt)),
             )
+        if op.target in useful:
+            _refuse_keyed_read(parsed, op, varied)
         what = None
         if op.kind == "unknown" and op.target in useful and op.reads & varied:
             what = op.what or "this operation"
@@ -199,3 +202,30 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 "rule with s2sad.register_vjp",
             )
     return varied & useful
+
+
+def _refuse_keyed_read(parsed, op, varied: set[str]) -> None:
+    """`p["W"]` of a differentiated `p`: a dict read as the array the code takes it for, where
+    no call's arguments gave its structure (a tree argument's reads are its leaves by now), as
+    in code made before any call; its adjoint would index an array by a string."""
+    if not (op.func is getitem and len(op.args) == 2 and isinstance(op.args[1], ast.Constant)):
+        return
+    tree = op.args[0]
+    if not isinstance(op.args[1].value, str) or not (
+        isinstance(tree, ast.Name) and tree.id in varied
+    ):
+        return
+    shown = parsed.original.get(tree.id, tree.id)
+    where = ir.src_parsed(op.stmt) or parsed
+    name = getattr(parsed.func, "__qualname__", parsed.name)
+    raise where.error(
+        NonDifferentiableInputError,
+        f"{shown}, which is differentiated, is read by the string key {op.args[1].value!r}, as "
+        "a dict, but this code takes it for an array: code made without example arguments "
+        "(s2sad emit, or s2sad.source(g) before any call) does not know a tree's structure",
+        ir.src(op.stmt),
+        hint="give example arguments, from which s2sad learns the tree's structure (its "
+        "gradient is then a tree like it): s2sad.source(g, *args) shows the code for them, and "
+        f"`s2sad emit` reads them from an `inputs(rng)` function in the file returning "
+        f"{{{name!r}: (args...)}} (as in examples/model_class.py)",
+    )

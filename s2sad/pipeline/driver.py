@@ -49,6 +49,7 @@ from .row_tapes import row_tapes
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
+from .wrt_reads import refuse_unread_wrt
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
 # arithmetic: cheap loop values are recomputed in the adjoint instead of recorded, and a read of
@@ -111,6 +112,7 @@ def differentiate(
         if mode in ("vjp", "jvp", "vjp_batched", "jvp_batched") and not has_aux:
             parsed.output = tree_returns(parsed)  # `return {"a": u, "b": v}`: its leaves
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
+        refuse_unread_wrt(parsed, wrt)
         checkpoint_loops(parsed, mode, differentiate, jit)
         return parsed
 
