@@ -67,13 +67,14 @@ from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
 from .syntax import names_in
+from .views import viewed
 
 
 def fuse(blocks: list[list], rank_of, reads: list, taken: set[str]) -> list[list]:
     """The statement lists of one generated function with their fusible runs fused. `rank_of`
     gives an expression's rank (None where unknown); `reads` are the other nodes of the function
     that read values (its outputs and returned gradients); `taken`, every name it uses."""
-    blocks = [_without_zeroing(b) for b in blocks]
+    blocks = viewed([_without_zeroing(b) for b in blocks], rank_of, reads)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes))
     gathered = [fuser.gather(b, 0) for b in blocks]
