@@ -21,6 +21,7 @@ from test_jit_fuse_slices import in_python
 
 import s2sad
 from benchmarks.workloads import ba
+from s2sad.pipeline.fusion import fuse
 from s2sad.pipeline.fusion.views import viewed
 from s2sad.transform_cache import transform
 
@@ -265,3 +266,42 @@ def test_random_concatenations_fused_give_python_modes_gradient(tmp_path_factory
     for g, e, a in zip(got, expected, args[1:]):
         assert g.shape == a.shape
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "made, index",
+    [
+        ("p[:, 0] * 2.0", "(slice(None, None, None), None)"),  # `w[:, None]`'s cotangent
+        ("p * 2.0", "(slice(None, None, None), slice(2, 3, None))"),  # a column
+        ("p * 2.0", "(slice(None, None, None), slice(-1, None, None))"),  # from the end
+    ],
+)
+def test_adds_into_a_column_or_a_new_axis_join_the_run_over_its_length_1(made, index):
+    """`add_at(dw, index, v)`, `v` of shape (n, 1) computed by a run over columns, `dw` made
+    before it: added where computed."""
+    text = (
+        f"dw = {made}\na = p[:, 2:3]\nb = p[:, 0:1]\n"
+        f"v = a * b + a\nu = v * b\nadd_at(dw, {index}, v)\nout = u * a\n"
+    )
+    stmts = ast.parse(text).body
+    ranks = {"p": 2, "a": 2, "b": 2, "v": 2, "u": 2, "out": 2, "dw": 2 if made == "p * 2.0" else 1}
+
+    def rank_of(node):
+        if isinstance(node, ast.Subscript):  # `p[:, 0]`, `p[:, 2:3]`
+            return 1 if isinstance(node.slice.elts[1], ast.Constant) else 2
+        return ranks.get(node.id) if isinstance(node, ast.Name) else None
+
+    reads = [ast.Name("out", ast.Load()), ast.Name("dw", ast.Load())]
+    [fused] = fuse([stmts], rank_of, reads, set(ranks) | {"np", "add_at"})
+    source = ast.unparse(ast.fix_missing_locations(ast.Module(fused, [])))
+    assert "add_at(" not in source.split("else:")[0]
+    assert re.search(r"dw_view\[i0, 0\] \+= v_i", source)
+    helpers = {"np": np, "in_dtype_of": lambda v, x: v, "float_arrays": lambda *x: True}
+    helpers["add_at"] = lambda x, i, v: np.add.at(x, i, v)
+    spaces = []
+    for code in (source, text):
+        space = dict(helpers, p=rng().normal(size=(5, 4)))
+        exec(code, space)
+        spaces.append(space)
+    for name in ("out", "dw"):
+        np.testing.assert_allclose(spaces[0][name], spaces[1][name], rtol=1e-15)
