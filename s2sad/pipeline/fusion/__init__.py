@@ -25,10 +25,11 @@ A value read after the run only for its shape (`unbroadcast(g, t)` in the adjoin
 computed: the fused branch names an array of the run's shape for it (`t = u`). The run stops
 before a statement that would see a different order of effects: one reading a sum the run is
 still accumulating, one assigning a name the run has read as an input and not assigned yet (a
-loop-carried value, `h = h_new`; `dx = dx + a` then `dx = dx + b` is taken), or one making an alias (`y = x`) of an array written in place later. A value a
-later fused run alone reads is recomputed there when cheap (remat.py). It consumes and produces
-statement lists; the unfused lists stay as they were (the driver emits both, and jit.py falls
-back to the unfused code where Numba cannot type the fused one).
+loop-carried value, `h = h_new`; `dx = dx + a` then `dx = dx + b` is taken), or one making an
+alias (`y = x`) of an array written in place later. A value a later fused run alone reads is
+recomputed there when cheap (remat.py). It consumes and produces statement lists; the unfused
+lists stay as they were (the driver emits both, and jit.py falls back to the unfused code where
+Numba cannot type the fused one).
 
 A run may broadcast across ranks: lower-rank arrays and axes known to have length 1
 (`keepdims`, `x[:, None]`) are read through NumPy's index maps (`b[i1]`, `s[i0, 0]`), sums over

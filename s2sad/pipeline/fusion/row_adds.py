@@ -1,6 +1,7 @@
 """Adds into rows a run takes: `add_at(a, index, v)` of a value `v` the run computes, into a view of
 `a` of the run's shape (`a[j]`, `a[k, slice(lo, hi, None)]`: what the adjoint of a row read
-makes; `a[:, slice(2, 3, None)]`, `a[:, None]`, a column of a run over axes of length 1) adds each element where the run computes it (`a_view[i0] += v_i`), so that `v` need not
+makes; `a[:, slice(2, 3, None)]` or `a[:, None]`, a column, in a run over an axis of length 1)
+adds each element where the run computes it (`a_view[i0] += v_i`), so that `v` need not
 be stored. The view is taken above the run (the guard checks its shape and dtype too); the
 unfused branch keeps the `add_at`. The run then reads nothing that may share memory with `a`."""
 
