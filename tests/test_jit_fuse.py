@@ -5,6 +5,7 @@ original path where shapes broadcast, and leave alone what it cannot fuse."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
+from s2sad.pipeline.fusion import fuse
 
 G = np.linspace(0.5, 1.5, 6)  # a global array: data, whose rank the transform does not know
 
@@ -353,3 +355,28 @@ def test_an_alias_of_a_value_a_later_run_reads_is_stored(shape):
     np.testing.assert_allclose(s2sad.grad(recomputed_then_aliased, jit="strict")(x), want)
     out, pullback = s2sad.vjp(recomputed_then_aliased, jit="strict")(x)
     np.testing.assert_allclose(pullback(1.0), want)
+
+
+def test_a_name_the_run_rebinds_twice_stays_in_one_loop():
+    """`dt = dt + a * b` then `dt = dt + c * b`, `dt` made before the run (an adjoint's two
+    contributions): one loop, reading the first `dt` while writing a new array."""
+    text = "dt = g[:, 0]\ndt = dt + a * b\ndt = dt + np.sin(dt) * b\nout = dt * a\n"
+    stmts = ast.parse(text).body
+    ranks = {"g": 2, "dt": 1, "a": 1, "b": 1, "out": 1}
+
+    def rank_of(node):
+        return ranks.get(node.id) if isinstance(node, ast.Name) else None
+
+    reads = [ast.Name("out", ast.Load()), ast.Name("dt", ast.Load())]
+    [fused] = fuse([stmts], rank_of, reads, set(ranks) | {"np"})
+    source = ast.unparse(ast.fix_missing_locations(ast.Module(fused, [])))
+    assert source.count("for i0 in") == 1 and "dt_out" in source
+    g, a, b = rng().normal(size=(5, 2)), rng(1).normal(size=5), rng(2).normal(size=5)
+    helpers = {"np": np, "fusible": lambda *x: True, "in_dtype_of": lambda v, x: v}
+    space = dict(helpers, g=g, a=a, b=b)
+    exec(source, space)
+    plain = dict(helpers, g=g, a=a, b=b)
+    exec(text, plain)
+    for name in ("out", "dt"):
+        np.testing.assert_allclose(space[name], plain[name], rtol=1e-15)
+    np.testing.assert_array_equal(g, rng().normal(size=(5, 2)))  # `g` left as it was

@@ -24,11 +24,12 @@ Emitted, a run is
 A value read after the run only for its shape (`unbroadcast(g, t)` in the adjoint) is not
 computed: the fused branch names an array of the run's shape for it (`t = u`). The run stops
 before a statement that would see a different order of effects: one reading a sum the run is
-still accumulating, one assigning a name the run has read as an input (a loop-carried value,
-`h = h_new`), or one making an alias (`y = x`) of an array written in place later. A value a
-later fused run alone reads is recomputed there when cheap (remat.py). It consumes and produces
-statement lists; the unfused lists stay as they were (the driver emits both, and jit.py falls
-back to the unfused code where Numba cannot type the fused one).
+still accumulating, one assigning a name the run has read as an input and not assigned yet (a
+loop-carried value, `h = h_new`; `dx = dx + a` then `dx = dx + b` is taken), or one making an
+alias (`y = x`) of an array written in place later. A value a later fused run alone reads is
+recomputed there when cheap (remat.py). It consumes and produces statement lists; the unfused
+lists stay as they were (the driver emits both, and jit.py falls back to the unfused code where
+Numba cannot type the fused one).
 
 A run may broadcast across ranks: lower-rank arrays and axes known to have length 1
 (`keepdims`, `x[:, None]`) are read through NumPy's index maps (`b[i1]`, `s[i0, 0]`), sums over
@@ -52,10 +53,18 @@ beside `u`, the lengths of their axes derived from the slices) does not join it,
 would otherwise send every call to the unfused branch; statements further on of the run's
 shape, independent of those between, move up to join it.
 
+Before runs are gathered, the adjoint's pieces of a cotangent are written as the views they
+are (views.py): `concatenate_vjp(g, [a, b, c], 2, axis=1)` as `g[:, 2:3]` where the pieces'
+lengths along the axis are known to be 1 (else bounded by `a.shape[1]`), the cotangent of
+`x[:, None]` as `g[:, 0]` where nothing sharing its memory is written into or returned; runs
+then read them, knowing their axes of length 1, and the adds into their columns
+(`add_at(du, (slice(None), slice(2, 3)), du2)`) join the run computing them.
+
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
-gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows,
-extents.py the lengths of the axes, and syntax.py what they all share.
+gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows
+and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, and
+syntax.py what they all share.
 """
 
 from __future__ import annotations
@@ -67,13 +76,14 @@ from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
 from .syntax import names_in
+from .views import viewed
 
 
 def fuse(blocks: list[list], rank_of, reads: list, taken: set[str]) -> list[list]:
     """The statement lists of one generated function with their fusible runs fused. `rank_of`
     gives an expression's rank (None where unknown); `reads` are the other nodes of the function
     that read values (its outputs and returned gradients); `taken`, every name it uses."""
-    blocks = [_without_zeroing(b) for b in blocks]
+    blocks = viewed([_without_zeroing(b) for b in blocks], rank_of, reads)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes))
     gathered = [fuser.gather(b, 0) for b in blocks]

@@ -1,6 +1,7 @@
 """Adds into rows a run takes: `add_at(a, index, v)` of a value `v` the run computes, into a view of
 `a` of the run's shape (`a[j]`, `a[k, slice(lo, hi, None)]`: what the adjoint of a row read
-makes), adds each element where the run computes it (`a_view[i0] += v_i`), so that `v` need not
+makes; `a[:, slice(2, 3, None)]` or `a[:, None]`, a column, in a run over an axis of length 1)
+adds each element where the run computes it (`a_view[i0] += v_i`), so that `v` need not
 be stored. The view is taken above the run (the guard checks its shape and dtype too); the
 unfused branch keeps the `add_at`. The run then reads nothing that may share memory with `a`."""
 
@@ -33,7 +34,7 @@ def row_add(run, stmt):
     if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
         return None
     call = stmt.value
-    if text_of(call.func) != "add_at" or len(call.args) != 3 or call.keywords or run.units:
+    if text_of(call.func) != "add_at" or len(call.args) != 3 or call.keywords:
         return None
     a, index, v = call.args
     if not (isinstance(a, ast.Name) and isinstance(v, ast.Name) and v.id in run.assigned):
@@ -41,17 +42,19 @@ def row_add(run, stmt):
     if names_in([index, v]) & run.added_into:
         return None
     items = index.elts if isinstance(index, ast.Tuple) else [index]
-    taken = 0  # axes taken at one index
+    taken, new = 0, 0  # axes taken at one index; new axes of length 1 (`dw[:, None]`)
     for item in items:
         if isinstance(item, ast.Call) and text_of(item.func) == "slice" and not item.keywords:
             if not all(_none(p) or run._scalar(p) for p in item.args):
                 return None
+        elif _none(item):
+            new += 1
         elif run._scalar(item):
             taken += 1
         else:
             return None
     rank = run.f.rank(load(a.id))
-    if not isinstance(rank, int) or len(items) > rank or rank - taken != run.rank:
+    if not isinstance(rank, int) or len(items) - new > rank or rank - taken + new != run.rank:
         return None
     shared = reaching({a.id}, run.f.shares)
     if shared & ((run.mentioned - run.added_into) | set(run.assigned)):
@@ -74,7 +77,7 @@ def _roots(value) -> set[str]:
         method = value.func.attr if isinstance(value.func, ast.Attribute) else None
         if method == "copy" or text_of(value.func) in _FRESH:
             return set()
-        if text_of(value.func) in SHAPE_ONLY and value.args:
+        if text_of(value.func) in SHAPE_ONLY | _OF_FIRST and value.args:
             return _roots(value.args[0])  # `unbroadcast(g, x)` is `g` or a sum of it, never `x`
         found = _roots(value.func.value) if method else set()
         return found | set().union(*(_roots(a) for a in value.args))
@@ -93,7 +96,17 @@ def _roots(value) -> set[str]:
 _FRESH = {
     f"np.{name}"
     for name in "zeros zeros_like empty empty_like ones ones_like full full_like copy".split()
-} | {"zeros_like", "sum_zeros_like", "snapshot", "as_accumulator", "batched_accumulator"}
+} | {
+    "zeros_like",
+    "sum_zeros_like",
+    "snapshot",
+    "as_accumulator",
+    "batched_accumulator",
+    "getitem_vjp",  # zeros the cotangent's array and adds into it
+}
+# s2sad's helpers whose result is their first argument or a copy of it (in another dtype, a
+# piece of it), never a view of the others: `in_dtype_of(dx, x)` reads `x` for its dtype alone
+_OF_FIRST = frozenset({"in_dtype_of", "widened_by", "concatenate_vjp"})
 
 
 def _none(node) -> bool:

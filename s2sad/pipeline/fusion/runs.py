@@ -210,7 +210,7 @@ class Run:
         if target is None:
             return False
         value = stmt.value
-        if target in self.inputs or target in self.witnesses or target in self.sums:
+        if target in self.inputs.keys() - self.assigned or target in {*self.witnesses, *self.sums}:
             return False
         if target in self.sliced.values():  # the shape its scatters' positions are read from
             return False
