@@ -29,6 +29,8 @@ def unbroadcast(g, x):
 
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
+    if type(out) is float or type(out) is np.float64:  # the common case, without np.ndim's
+        return type(out)(1)
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
         raise NonScalarOutputError(
             f"grad needs a function with a scalar float output, got shape {np.shape(out)} "
@@ -46,8 +48,37 @@ def _axes(axis, ndim):
     return (axis % ndim,)
 
 
+def _broadcast_view(g, shape, reduced):
+    """`g` broadcast to `shape` over the axes `reduced` (inserted) and its own axes of length 1,
+    as np.broadcast_to's read-only view; None where `g` is not a contiguous float array of
+    matching shape (np.broadcast_to's Python cost, a few microseconds a call, is a good part of
+    a small gradient's time)."""
+    if not (g.size and g.dtype.kind == "f" and g.flags.c_contiguous):
+        return None
+    kept = iter(zip(g.shape, g.strides))
+    strides = []
+    for i, n in enumerate(shape):
+        length, stride = (1, 0) if i in reduced else next(kept)
+        if length != n and length != 1:
+            return None  # shapes that do not broadcast: np.broadcast_to's error
+        strides.append(stride if length == n else 0)
+    view = np.ndarray(shape, g.dtype, g, 0, tuple(strides))
+    view.flags.writeable = False
+    return view
+
+
 def expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    if type(x) is np.ndarray and x.size and (type(g) is np.ndarray or isinstance(g, np.generic)):
+        g, nd = np.asarray(g), x.ndim
+        if keepdims or axis is None:
+            reduced = () if keepdims else range(nd)
+        else:
+            reduced = _axes(axis, nd)
+        if g.ndim + len(reduced) == nd and (axis is None or len(set(reduced)) == len(reduced)):
+            view = _broadcast_view(g, x.shape, reduced)
+            if view is not None:
+                return view
     if not keepdims and axis is not None:
         g = np.expand_dims(g, _axes(axis, np.ndim(x)))
     return np.broadcast_to(g, np.shape(x))

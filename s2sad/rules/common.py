@@ -198,6 +198,8 @@ def batched_broadcast_to(array, shape, subok=False):
 @helper(nondiff=True)
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
+    if type(out) is float or type(out) is np.float64:  # the common case, without np.ndim's
+        return type(out)(1)
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
         raise NonScalarOutputError(
             f"grad needs a function with a scalar float output, got shape {np.shape(out)} "
@@ -324,8 +326,12 @@ def shape_stub(x):
     return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
 
 
-# below this many elements a fresh array costs about what reusing one saves (`spare`)
-SPARE_SIZE = 65536
+# below this many elements (64 KiB of float64) a fresh array costs about what reusing one saves
+# (`spare`): malloc's free lists hand it memory already touched. Above it, glibc gives memory back
+# to the kernel as a call's temporaries die (mmap'd blocks, the heap's top trimmed), and the next
+# call's arrays come as fresh pages: the stencil at N=200 (40,000 elements) took 2.6 ms a
+# gradient that way in a fresh process, 1.0 ms reusing (its objective 0.1-0.5 ms)
+SPARE_SIZE = 8192
 
 
 @helper(nondiff=True)
@@ -555,9 +561,39 @@ def _row_axes(axis, ndim):
     return tuple(a + 1 for a in _axes(axis, ndim))
 
 
+@helper
+def _broadcast_view(g, shape, reduced):
+    """`g` broadcast to `shape` over the axes `reduced` (inserted) and its own axes of length 1,
+    as np.broadcast_to's read-only view; None where `g` is not a contiguous float array of
+    matching shape (np.broadcast_to's Python cost, a few microseconds a call, is a good part of
+    a small gradient's time)."""
+    if not (g.size and g.dtype.kind == "f" and g.flags.c_contiguous):
+        return None
+    kept = iter(zip(g.shape, g.strides))
+    strides = []
+    for i, n in enumerate(shape):
+        length, stride = (1, 0) if i in reduced else next(kept)
+        if length != n and length != 1:
+            return None  # shapes that do not broadcast: np.broadcast_to's error
+        strides.append(stride if length == n else 0)
+    view = np.ndarray(shape, g.dtype, g, 0, tuple(strides))
+    view.flags.writeable = False
+    return view
+
+
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def expand_reduced(g, x, axis=None, keepdims=False):
     """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    if type(x) is np.ndarray and x.size and (type(g) is np.ndarray or isinstance(g, np.generic)):
+        g, nd = np.asarray(g), x.ndim
+        if keepdims or axis is None:
+            reduced = () if keepdims else range(nd)
+        else:
+            reduced = _axes(axis, nd)
+        if g.ndim + len(reduced) == nd and (axis is None or len(set(reduced)) == len(reduced)):
+            view = _broadcast_view(g, x.shape, reduced)
+            if view is not None:
+                return view
     if not keepdims and axis is not None:
         g = np.expand_dims(g, _axes(axis, np.ndim(x)))
     return np.broadcast_to(g, np.shape(x))
