@@ -157,3 +157,37 @@ def test_spare_takes_a_stencils_arrays_at_n_200():
     assert spare(t, np.ones((199, 199)), 2.0) is t
     assert spare(np.zeros(100), np.ones(100)) is None  # malloc's free lists serve these
     assert 100 < common.SPARE_SIZE <= 199 * 199
+
+
+def _unbroadcast_reference(g, x):
+    """unbroadcast as np.sum over the broadcast axes computes it."""
+    shape = np.shape(x)
+    lead = np.ndim(g) - len(shape)
+    if lead > 0:
+        g = np.sum(g, axis=tuple(range(lead)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    return np.reshape(g, shape)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=0, max_size=4),
+    st.lists(st.booleans(), min_size=4, max_size=4),
+    st.integers(0, 2),
+    st.sampled_from([np.float64, np.float32]),
+    st.booleans(),
+)
+def test_unbroadcast_sums_what_broadcasting_spread(shape, ones, lead, dtype, view):
+    """A cotangent of a broadcast result, with leading axes and axes of length 1 in `x`, summed
+    back to `x`'s shape: the same numbers, in the same order of summation, as np.sum gives."""
+    x_shape = tuple(1 if one else n for n, one in zip(shape, ones))
+    g_shape = (3,) * lead + tuple(shape)
+    x = np.zeros(x_shape, dtype)
+    g = np.random.default_rng(len(g_shape)).normal(size=g_shape).astype(dtype)
+    if view:  # a broadcast cotangent (expand_reduced's)
+        g = np.broadcast_to(g[..., :1], g_shape) if g_shape else g
+    got, want = common.unbroadcast(g, x), _unbroadcast_reference(g, x)
+    assert got.shape == x.shape and got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
