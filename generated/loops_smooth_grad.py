@@ -12,8 +12,18 @@ NonScalarOutputError = ValueError
 
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
-        return g  # the common case, without np.shape's dispatch
+    if type(g) is np.ndarray and type(x) is np.ndarray:  # without np.shape's and np.sum's layers
+        shape = x.shape
+        if g.shape == shape:
+            return g  # the common case
+        lead = g.ndim - len(shape)
+        if lead >= 0:
+            if lead:
+                g = np.add.reduce(g, axis=tuple(range(lead)))
+            axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
+            if axes:
+                g = np.add.reduce(g, axis=axes, keepdims=True)
+            return g.reshape(shape)
     shape = np.shape(x)
     if np.shape(g) == shape:
         return g
@@ -124,8 +134,16 @@ def getitem_vjp(g, x, index):
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
         return dx
-    dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
-    dx = np.zeros(np.shape(x), dtype=dtype)
+    if (
+        type(x) is np.ndarray
+        and x.dtype.kind == "f"
+        and x.dtype.itemsize >= 4
+        and (type(g) is np.ndarray and g.dtype == x.dtype)
+    ):
+        dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
+    else:
+        dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+        dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
     else:
