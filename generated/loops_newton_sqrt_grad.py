@@ -12,27 +12,17 @@ NonScalarOutputError = ValueError
 
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray:  # without np.shape's and np.sum's layers
-        shape = x.shape
-        if g.shape == shape:
-            return g  # the common case
-        lead = g.ndim - len(shape)
-        if lead >= 0:
-            if lead:
-                g = np.add.reduce(g, axis=tuple(range(lead)))
-            axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-            if axes:
-                g = np.add.reduce(g, axis=axes, keepdims=True)
-            return g.reshape(shape)
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    plain = type(g) is np.ndarray and type(x) is np.ndarray  # (without np.shape's, np.sum's layers)
+    shape = x.shape if plain else np.shape(x)
+    if (g.shape if plain else np.shape(g)) == shape:
         return g
+    total = np.add.reduce if plain else np.sum
     lead = np.ndim(g) - len(shape)
     if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
+        g = total(g, axis=tuple(range(lead)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = total(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
 
 

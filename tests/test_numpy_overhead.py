@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 import s2sad
 from s2sad.errors import NonScalarOutputError
-from s2sad.rules import common
-from s2sad.rules.common import _axes, expand_reduced, grad_seed, spare
+from s2sad.rules import buffers, common
+from s2sad.rules.buffers import spare
+from s2sad.rules.common import _axes, expand_reduced, grad_seed
 from s2sad.transformed import Transformed
 
 
@@ -156,7 +157,7 @@ def test_spare_takes_a_stencils_arrays_at_n_200():
     t = np.zeros((199, 199))
     assert spare(t, np.ones((199, 199)), 2.0) is t
     assert spare(np.zeros(100), np.ones(100)) is None  # malloc's free lists serve these
-    assert 100 < common.SPARE_SIZE <= 199 * 199
+    assert 100 < buffers.SPARE_SIZE <= 199 * 199
 
 
 def _unbroadcast_reference(g, x):

@@ -18,6 +18,7 @@ import typing
 import numpy as np
 
 from ..errors import NonScalarOutputError
+from .buffers import _broadcast_view
 from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .registry import linear
 
@@ -69,27 +70,17 @@ def _element(x, index):
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray:  # without np.shape's and np.sum's layers
-        shape = x.shape
-        if g.shape == shape:
-            return g  # the common case
-        lead = g.ndim - len(shape)
-        if lead >= 0:
-            if lead:
-                g = np.add.reduce(g, axis=tuple(range(lead)))
-            axes = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)
-            if axes:
-                g = np.add.reduce(g, axis=axes, keepdims=True)
-            return g.reshape(shape)
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    plain = type(g) is np.ndarray and type(x) is np.ndarray  # (without np.shape's, np.sum's layers)
+    shape = x.shape if plain else np.shape(x)
+    if (g.shape if plain else np.shape(g)) == shape:
         return g
+    total = np.add.reduce if plain else np.sum
     lead = np.ndim(g) - len(shape)
     if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
+        g = total(g, axis=tuple(range(lead)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = total(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
 
 
@@ -336,40 +327,6 @@ def shape_stub(x):
     return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
 
 
-# below this many elements (64 KiB of float64) a fresh array costs about what reusing one saves
-# (`spare`): malloc's free lists hand it memory already touched. Above it, glibc gives memory back
-# to the kernel as a call's temporaries die (mmap'd blocks, the heap's top trimmed), and the next
-# call's arrays come as fresh pages: the stencil at N=200 (40,000 elements) took 2.6 ms a
-# gradient that way in a fresh process, 1.0 ms reusing (its objective 0.1-0.5 ms)
-SPARE_SIZE = 8192
-
-
-@helper(nondiff=True)
-def spare(buffer, *operands):
-    """The array of a temporary nothing reads again (pipeline/reuse.py), for an elementwise
-    result over `operands` to be written into (`out=`) where it fits exactly: a float array
-    owning its memory, large enough that a fresh one costs more (SPARE_SIZE elements), with the
-    operands' broadcast shape and each array operand's dtype (numbers Python's own), sharing
-    memory with no other operand. Else None: the result is a fresh array."""
-    if type(buffer) is not np.ndarray or buffer.size < SPARE_SIZE or buffer.base is not None:
-        return None
-    dtype = buffer.dtype
-    if dtype.kind != "f" or not buffer.flags.writeable:
-        return None
-    shapes = []
-    for x in operands:
-        if type(x) is np.ndarray or isinstance(x, np.generic):
-            if x.dtype != dtype or (x is not buffer and np.may_share_memory(x, buffer)):
-                return None
-            shapes.append(x.shape)
-        elif type(x) not in (float, int, bool):
-            return None
-    try:
-        return buffer if np.broadcast_shapes(*shapes) == buffer.shape else None
-    except ValueError:  # the operation raises its own error
-        return None
-
-
 @numba_of(shape_stub)
 def _shape_stub(x):
     if _array(x):
@@ -571,39 +528,14 @@ def _row_axes(axis, ndim):
     return tuple(a + 1 for a in _axes(axis, ndim))
 
 
-@helper
-def _broadcast_view(g, shape, reduced):
-    """`g` broadcast to `shape` over the axes `reduced` (inserted) and its own axes of length 1,
-    as np.broadcast_to's read-only view; None where `g` is not a contiguous float array of
-    matching shape (np.broadcast_to's Python cost, a few microseconds a call, is a good part of
-    a small gradient's time)."""
-    if not (g.size and g.dtype.kind == "f" and g.flags.c_contiguous):
-        return None
-    kept = iter(zip(g.shape, g.strides))
-    strides = []
-    for i, n in enumerate(shape):
-        length, stride = (1, 0) if i in reduced else next(kept)
-        if length != n and length != 1:
-            return None  # shapes that do not broadcast: np.broadcast_to's error
-        strides.append(stride if length == n else 0)
-    view = np.ndarray(shape, g.dtype, g, 0, tuple(strides))
-    view.flags.writeable = False
-    return view
-
-
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def expand_reduced(g, x, axis=None, keepdims=False):
-    """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    """Broadcast the cotangent of a reduction back over the reduced axes of `x` (for plain float
+    arrays, np.broadcast_to's read-only view made without its Python cost: rules/buffers.py)."""
     if type(x) is np.ndarray and x.size and (type(g) is np.ndarray or isinstance(g, np.generic)):
-        g, nd = np.asarray(g), x.ndim
-        if keepdims or axis is None:
-            reduced = () if keepdims else range(nd)
-        else:
-            reduced = _axes(axis, nd)
-        if g.ndim + len(reduced) == nd and (axis is None or len(set(reduced)) == len(reduced)):
-            view = _broadcast_view(g, x.shape, reduced)
-            if view is not None:
-                return view
+        view = _broadcast_view(np.asarray(g), x.shape, () if keepdims else _axes(axis, x.ndim))
+        if view is not None:
+            return view
     if not keepdims and axis is not None:
         g = np.expand_dims(g, _axes(axis, np.ndim(x)))
     return np.broadcast_to(g, np.shape(x))
