@@ -12,22 +12,24 @@ NonScalarOutputError = ValueError
 
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
-        return g  # the common case, without np.shape's dispatch
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    plain = type(g) is np.ndarray and type(x) is np.ndarray  # (without np.shape's, np.sum's layers)
+    shape = x.shape if plain else np.shape(x)
+    if (g.shape if plain else np.shape(g)) == shape:
         return g
+    total = np.add.reduce if plain else np.sum
     lead = np.ndim(g) - len(shape)
     if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
+        g = total(g, axis=tuple(range(lead)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = total(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
 
 
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
+    if type(out) is float or type(out) is np.float64:  # the common case, without np.ndim's
+        return type(out)(1)
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
         raise NonScalarOutputError(
             f"grad needs a function with a scalar float output, got shape {np.shape(out)} "

@@ -10,24 +10,46 @@ import numpy as np
 NonScalarOutputError = ValueError
 
 
+def _broadcast_view(g, shape, reduced):
+    """`g` with the axes `reduced` inserted, broadcast to `shape`, as np.broadcast_to's read-only
+    view; None where `g` is not a contiguous float array that broadcasts so (np.broadcast_to
+    then decides, and raises its error). Its Python cost, a few microseconds a call, was a good
+    part of a small gradient's time (GMM at d=2: eight calls)."""
+    if g.ndim + len(reduced) != len(shape) or len(set(reduced)) != len(reduced):
+        return None
+    if not (g.size and g.dtype.kind == "f" and g.flags.c_contiguous):
+        return None
+    kept, strides = iter(zip(g.shape, g.strides)), []
+    for i, n in enumerate(shape):
+        length, stride = (1, 0) if i in reduced else next(kept)
+        if length != n and length != 1:
+            return None
+        strides.append(stride if length == n else 0)
+    view = np.ndarray(shape, g.dtype, g, 0, tuple(strides))
+    view.flags.writeable = False
+    return view
+
+
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
-        return g  # the common case, without np.shape's dispatch
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    plain = type(g) is np.ndarray and type(x) is np.ndarray  # (without np.shape's, np.sum's layers)
+    shape = x.shape if plain else np.shape(x)
+    if (g.shape if plain else np.shape(g)) == shape:
         return g
+    total = np.add.reduce if plain else np.sum
     lead = np.ndim(g) - len(shape)
     if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
+        g = total(g, axis=tuple(range(lead)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = total(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
 
 
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
+    if type(out) is float or type(out) is np.float64:  # the common case, without np.ndim's
+        return type(out)(1)
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
         raise NonScalarOutputError(
             f"grad needs a function with a scalar float output, got shape {np.shape(out)} "
@@ -46,7 +68,12 @@ def _axes(axis, ndim):
 
 
 def expand_reduced(g, x, axis=None, keepdims=False):
-    """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    """Broadcast the cotangent of a reduction back over the reduced axes of `x` (for plain float
+    arrays, np.broadcast_to's read-only view made without its Python cost: rules/buffers.py)."""
+    if type(x) is np.ndarray and x.size and (type(g) is np.ndarray or isinstance(g, np.generic)):
+        view = _broadcast_view(np.asarray(g), x.shape, () if keepdims else _axes(axis, x.ndim))
+        if view is not None:
+            return view
     if not keepdims and axis is not None:
         g = np.expand_dims(g, _axes(axis, np.ndim(x)))
     return np.broadcast_to(g, np.shape(x))

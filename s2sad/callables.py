@@ -40,7 +40,13 @@ class FlatBound(inspect.BoundArguments):
     leaves, and `passed` holds it by name) and `layout` (per wrt item: the TreeDef of the
     differentiated part, or None for a plain argument, and its leaves' names)."""
 
-    __slots__ = ("wrt", "trees", "layout", "shown", "plain", "passed")
+    __slots__ = ("wrt", "trees", "layout", "shown", "plain", "passed", "positional")
+
+    def __init__(self, signature, arguments):
+        super().__init__(signature, arguments)
+        # the arguments, where the call passed each by position and the generated function
+        # takes them so: `args` without inspect's walk over the signature (Transformed._bind)
+        self.positional = None
 
     def copy_with(self, arguments: dict) -> FlatBound:
         new = FlatBound(self.signature, arguments)

@@ -38,6 +38,8 @@ def check_parallel(parallel, jit) -> None:
 
 
 def _check_input(name: str, value) -> None:
+    if (type(value) is np.ndarray and value.dtype.kind == "f") or type(value) is float:
+        return  # the common case, without NumPy's type tests
     if isinstance(value, (bool, np.bool_)) or (
         isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
     ):
@@ -78,6 +80,18 @@ def _refuse_complex(value, what: str) -> None:
 
 def _conform(g, x, others):
     """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
+    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype:
+        if g.shape == x.shape and g.dtype.kind == "f":  # the common case, without conversions
+            # two arrays owning their memory share none unless one is the other
+            owned = g.flags.owndata
+            shared = (
+                o
+                for o in others
+                if o is g or not (isinstance(o, (float, int)) or (owned and _owns(o)))
+            )
+            if not g.flags.writeable or any(np.may_share_memory(g, o) for o in shared):
+                return g.copy()
+            return g
     _refuse_complex(g, "gradient")
     if isinstance(x, float) and not isinstance(x, np.generic):
         return float(np.asarray(g).reshape(()))
@@ -95,6 +109,11 @@ def _conform(g, x, others):
     if not g_arr.flags.writeable or any(np.may_share_memory(g_arr, o) for o in others):
         g_arr = g_arr.copy()
     return g_arr
+
+
+def _owns(value) -> bool:
+    """A plain array owning its memory (no view of another's)."""
+    return type(value) is np.ndarray and value.flags.owndata
 
 
 def _structured(value) -> bool:
@@ -200,6 +219,8 @@ class Transformed:
 
     def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:
+            if bound.positional is not None:  # every argument passed by position (_bind)
+                return compiled.function(*bound.positional, *values)
             return compiled.function(*bound.args, *values, **bound.kwargs)
         args = (*bound.arguments.values(), *extra, *values)
         what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
@@ -247,6 +268,7 @@ class Transformed:
                 bound = FlatBound(self.signature, dict(zip(names, args)))
                 bound.wrt, bound.trees, bound.shown = self.wrt, (), None
                 bound.layout, bound.plain, bound.passed = self._layout, True, None
+                bound.positional = args
                 for name in self.wrt:
                     _check_input(name, bound.arguments[name])
                 return bound

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 import s2sad
 from s2sad.pipeline.reuse import reuse_buffers
-from s2sad.rules import common
-from s2sad.rules.common import spare
+from s2sad.rules import buffers
+from s2sad.rules.buffers import spare
 from s2sad.transformed import Transformed
 from test_jit_fuse import fd_grad, written  # (written: an alias and a write into a temporary)
 
@@ -28,7 +28,7 @@ from test_jit_fuse import fd_grad, written  # (written: an alias and a write int
 @pytest.fixture(autouse=True)
 def small_buffers(monkeypatch):
     """Every array takes a buffer, however small (the tests' arrays are)."""
-    monkeypatch.setattr(common, "SPARE_SIZE", 1)
+    monkeypatch.setattr(buffers, "SPARE_SIZE", 1)
 
 
 # ----------------------------------------------------------------------------- workloads
@@ -353,7 +353,7 @@ def test_spare_refuses_what_does_not_fit():
 
 
 def test_spare_leaves_small_arrays(monkeypatch):
-    monkeypatch.setattr(common, "SPARE_SIZE", 65536)
+    monkeypatch.setattr(buffers, "SPARE_SIZE", 65536)
     assert spare(np.zeros(100), np.ones(100)) is None
     t = np.zeros(65536)
     assert spare(t, np.ones(65536)) is t

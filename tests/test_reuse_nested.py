@@ -15,13 +15,13 @@ from test_jit_fuse import fd_grad
 from test_reuse import _pair, _reused, broadcastable, stencil
 
 import s2sad
-from s2sad.rules import common
+from s2sad.rules import buffers
 
 
 @pytest.fixture(autouse=True)
 def small_buffers(monkeypatch):
     """Every array takes a buffer, however small (the tests' arrays are)."""
-    monkeypatch.setattr(common, "SPARE_SIZE", 1)
+    monkeypatch.setattr(buffers, "SPARE_SIZE", 1)
 
 
 def test_a_nested_operation_writes_into_the_buffer_then_the_outer_into_it():

@@ -7,6 +7,7 @@ also the order `s2sad emit` copies helpers into a standalone module.
 """
 
 # the families, in the order standalone modules list their helpers
+from . import buffers  # noqa: F401
 from . import common, folds, reductions, elementwise, mathfuncs, products, solvers  # noqa: F401
 from . import contractions, decompositions, matrix_functions  # noqa: F401
 from . import decomposition_tangents  # noqa: F401

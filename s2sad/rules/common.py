@@ -18,6 +18,7 @@ import typing
 import numpy as np
 
 from ..errors import NonScalarOutputError
+from .buffers import _broadcast_view
 from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .registry import linear
 
@@ -69,17 +70,17 @@ def _element(x, index):
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def unbroadcast(g, x):
     """Sum `g` down to the shape of `x`, undoing NumPy broadcasting."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.shape == x.shape:
-        return g  # the common case, without np.shape's dispatch
-    shape = np.shape(x)
-    if np.shape(g) == shape:
+    plain = type(g) is np.ndarray and type(x) is np.ndarray  # (without np.shape's, np.sum's layers)
+    shape = x.shape if plain else np.shape(x)
+    if (g.shape if plain else np.shape(g)) == shape:
         return g
+    total = np.add.reduce if plain else np.sum
     lead = np.ndim(g) - len(shape)
     if lead > 0:
-        g = np.sum(g, axis=tuple(range(lead)))
+        g = total(g, axis=tuple(range(lead)))
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and np.shape(g)[i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = total(g, axis=axes, keepdims=True)
     return np.reshape(g, shape)
 
 
@@ -198,6 +199,8 @@ def batched_broadcast_to(array, shape, subok=False):
 @helper(nondiff=True)
 def grad_seed(out):
     """The seed 1 for a scalar output; anything else is refused."""
+    if type(out) is float or type(out) is np.float64:  # the common case, without np.ndim's
+        return type(out)(1)
     if np.ndim(out) != 0 or not np.issubdtype(np.result_type(out), np.inexact):
         raise NonScalarOutputError(
             f"grad needs a function with a scalar float output, got shape {np.shape(out)} "
@@ -322,36 +325,6 @@ def shape_stub(x):
     if type(x) is not np.ndarray or x.size < 4096:
         return x
     return np.ndarray(x.shape, x.dtype, bytes(x.itemsize), 0, (0,) * x.ndim)
-
-
-# below this many elements a fresh array costs about what reusing one saves (`spare`)
-SPARE_SIZE = 65536
-
-
-@helper(nondiff=True)
-def spare(buffer, *operands):
-    """The array of a temporary nothing reads again (pipeline/reuse.py), for an elementwise
-    result over `operands` to be written into (`out=`) where it fits exactly: a float array
-    owning its memory, large enough that a fresh one costs more (SPARE_SIZE elements), with the
-    operands' broadcast shape and each array operand's dtype (numbers Python's own), sharing
-    memory with no other operand. Else None: the result is a fresh array."""
-    if type(buffer) is not np.ndarray or buffer.size < SPARE_SIZE or buffer.base is not None:
-        return None
-    dtype = buffer.dtype
-    if dtype.kind != "f" or not buffer.flags.writeable:
-        return None
-    shapes = []
-    for x in operands:
-        if type(x) is np.ndarray or isinstance(x, np.generic):
-            if x.dtype != dtype or (x is not buffer and np.may_share_memory(x, buffer)):
-                return None
-            shapes.append(x.shape)
-        elif type(x) not in (float, int, bool):
-            return None
-    try:
-        return buffer if np.broadcast_shapes(*shapes) == buffer.shape else None
-    except ValueError:  # the operation raises its own error
-        return None
 
 
 @numba_of(shape_stub)
@@ -557,7 +530,12 @@ def _row_axes(axis, ndim):
 
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def expand_reduced(g, x, axis=None, keepdims=False):
-    """Broadcast the cotangent of a reduction back over the reduced axes of `x`."""
+    """Broadcast the cotangent of a reduction back over the reduced axes of `x` (for plain float
+    arrays, np.broadcast_to's read-only view made without its Python cost: rules/buffers.py)."""
+    if type(x) is np.ndarray and x.size and (type(g) is np.ndarray or isinstance(g, np.generic)):
+        view = _broadcast_view(np.asarray(g), x.shape, () if keepdims else _axes(axis, x.ndim))
+        if view is not None:
+            return view
     if not keepdims and axis is not None:
         g = np.expand_dims(g, _axes(axis, np.ndim(x)))
     return np.broadcast_to(g, np.shape(x))

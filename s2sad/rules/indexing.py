@@ -156,8 +156,16 @@ def getitem_vjp(g, x, index):
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
         return dx
-    dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
-    dx = np.zeros(np.shape(x), dtype=dtype)
+    if (
+        type(x) is np.ndarray
+        and x.dtype.kind == "f"
+        and x.dtype.itemsize >= 4
+        and (type(g) is np.ndarray and g.dtype == x.dtype)
+    ):
+        dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
+    else:
+        dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+        dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
     else:

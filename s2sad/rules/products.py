@@ -99,6 +99,17 @@ def matmul_vjp_rhs(g, a, b):
     return unbroadcast(_mT(a) @ g, b)
 
 
+@helper(jvp=multilinear("g", "a"))
+def matmul_vjp_rhs_to(g, a, b, y):
+    """`unbroadcast(matmul_vjp_rhs(g, a, b), y)`, for NumPy mode's own gradients
+    (pipeline/sum_first.py): where `y` has one column, `b` made from it by broadcasting along
+    its last axis (GMM's `x - mu`), the columns of `g` are summed first (those of `a.T @ g` are
+    `a.T` times g's: the sum commutes with the product), one column multiplied, not all."""
+    if np.ndim(a) >= 2 and np.ndim(b) >= 2 and np.ndim(y) >= 1 and np.shape(y)[-1] == 1:
+        return unbroadcast(_mT(a) @ np.sum(g, axis=-1, keepdims=True), y)
+    return unbroadcast(matmul_vjp_rhs(g, a, b), y)
+
+
 @batched_of(matmul_vjp_rhs)
 def batched_matmul_vjp_rhs(g, a, b):
     """Cotangent of `b` in `a @ b`, for each row of `g`."""
