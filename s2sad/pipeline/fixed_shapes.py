@@ -42,7 +42,9 @@ def fixed_shape_witnesses(primal, adjoint, tapes: dict[str, str], params, rank) 
     function's entry. Pushes are still `tape.append(shape_stub(x))` here; `adjoint` is read
     for the names it binds and writes into."""
     proof = _Proof(primal, adjoint, tapes, params, rank)
-    proof.walk(primal, {p: ("of", p) for p in params}, 0)
+    # a parameter's shape as passed: of an array or a number (a list's items may differ)
+    arrays = [p for p in params if type(rank(ast.Name(p, ast.Load()))) is int]
+    proof.walk(primal, {p: ("of", p) for p in arrays}, 0)
     found = {}
     for tape, term in proof.pushed.items():
         if proof.counts.get(tape, 0) != 1 or term == SCALAR or _varying(term):
@@ -334,7 +336,8 @@ def _is_integer(node, ints: set) -> bool:
         return _is_integer(node.left, ints) and _is_integer(node.right, ints)
     if isinstance(node, ast.Subscript):  # `x.shape[k]`
         value = node.value
-        return isinstance(value, ast.Attribute) and value.attr == "shape"
+        shape = isinstance(value, ast.Attribute) and value.attr == "shape"
+        return shape and _is_integer(node.slice, ints)
     return False
 
 
