@@ -34,6 +34,7 @@ _SAME = frozenset({"snapshot", "widened_by", "stop_gradient"})  # (their first a
 _METHODS = frozenset({"copy", "astype"})
 _INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 _OTHER = object()  # an index bound that is no constant
+_JUMPS = (ast.Break, ast.Continue, ast.Return)
 
 
 def fixed_shape_witnesses(primal, adjoint, tapes: dict[str, str], params, rank) -> dict:
@@ -144,6 +145,10 @@ class _Proof:
         assigned = set(_bound_names(stmt.body + stmt.orelse))
         target = _range_target(stmt)
         same = {n for n in assigned if n in env} - {target}
+        # an iteration cut short leaves its names as they were mid-body: nothing is carried
+        jumps = any(isinstance(n, _JUMPS) for s in stmt.body for n in walk_nodes(s))
+        if jumps:
+            same = set()
         while True:
             inner = dict(env)
             for name in assigned - same:
@@ -159,10 +164,9 @@ class _Proof:
         for name in assigned | set(
             _bound_names([stmt.target]) if isinstance(stmt, ast.For) else ()
         ):
-            before = env.get(name)
-            env[name] = (
-                end.get(name) if before is None or before == end.get(name) else self.atom(depth)
-            )
+            before, after = env.get(name), end.get(name)
+            kept = not jumps and (before is None or before == after)
+            env[name] = after if kept else self.atom(depth)
         self.walk(stmt.orelse, env, depth)
 
     # ------------------------------------------------------------------ expressions
