@@ -271,24 +271,27 @@ class _Proof:
         return False
 
     def _evaluable(self, node, env: dict) -> bool:
-        """A witness: a parameter, or a basic index of one by constants and parameters never
-        bound, each holding the value passed (else it would not be evaluated at the entry)."""
+        """A witness: a parameter holding the value passed, or slices of one by constant
+        integers, as many as its axes at most (evaluated at the entry even where the loop
+        never runs, it raises nothing the code would not)."""
         base = node.value if isinstance(node, ast.Subscript) else node
         if not (isinstance(base, ast.Name) and env.get(base.id) == ("of", base.id)):
             return False
         if base is node:
             return True
         parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        bounds = [
-            p
-            for s in parts
-            for p in ((s.lower, s.upper, s.step) if isinstance(s, ast.Slice) else (s,))
-            if p is not None
-        ]
-        return all(
-            self._fixed_value(p)
-            and all(n.id in self.params for n in walk_nodes(p) if isinstance(n, ast.Name))
-            for p in bounds
+        rank = self.rank(base)
+        return (
+            isinstance(rank, int)
+            and len(parts) <= rank
+            and all(
+                isinstance(s, ast.Slice)
+                and all(
+                    type(_int_or_none(p)) in (int, type(None)) for p in (s.lower, s.upper, s.step)
+                )
+                and _int_or_none(s.step) != 0
+                for s in parts
+            )
         )
 
 
