@@ -295,7 +295,9 @@ def _reverse_mode(
             adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
             primal = numbers_in_dtype(primal, shapes.of, in_use, params)
             plain = numbers_in_dtype(plain, shapes.of, in_use, params) if rerun else plain
-        tape_inits, (primal, adjoint.stmts) = shape_only_tapes(tape_inits, [primal, adjoint.stmts])
+        tape_inits, (primal, adjoint.stmts) = shape_only_tapes(
+            tape_inits, [primal, adjoint.stmts], norm.params, shapes.of
+        )
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
     if rerun:  # the sweep's own copy of the primal: the value is the value function's

@@ -8,6 +8,14 @@ list's append and pop cost about as much as the point's own arithmetic.
     x_tape.append(shape_stub(x))   ->  shape_push(x_tape, x)
     x = x_tape.pop()               ->  x = shape_pop(x_tape, x)
 
+Where every push of a tape provably records one shape, that of an expression `w` of the
+parameters (fixed_shapes.py: `y` carried with the shape of `x`, `z = x[1:] * y[:-1]`), the
+tape is made `like` it, and compiled it is that shape: the push does nothing and the pop makes
+a stand-in of it. An RK4 step over an array state pushed 21 such shapes; the pushes' calls, not
+the lists, were their cost (a push that only compared the shape with `w`'s cost as much).
+
+    x_tape = []                    ->  x_tape = shape_tape(w)
+
 A tape read in any other way stays a list. The pass runs after lowering, on the jitted
 transform only; it consumes and produces statement lists."""
 
@@ -15,14 +23,17 @@ from __future__ import annotations
 
 import ast
 
+from ..astcopy import clone
+from .fixed_shapes import fixed_shape_witnesses
 from .nodes import call_of, load_name
 
 
 def shape_only_tapes(
-    inits: list[ast.stmt], blocks: list[list[ast.stmt]]
+    inits: list[ast.stmt], blocks: list[list[ast.stmt]], params=(), rank=lambda node: None
 ) -> tuple[list[ast.stmt], list[list[ast.stmt]]]:
-    """`inits` (the tapes' `x_tape = []`) and the statement lists `blocks`, with each tape
-    that only ever holds `shape_stub(x)` of one name `x`, popped back into `x`, rewritten."""
+    """`inits` (the tapes' `x_tape = []`) and the statement lists `blocks` (the primal first,
+    of parameters `params`, its names' ranks told by `rank`), with each tape that only ever
+    holds `shape_stub(x)` of one name `x`, popped back into `x`, rewritten."""
     names: dict[str, set] = {s.targets[0].id: set() for s in inits}
     uses = dict.fromkeys(names, 0)
     plain = dict.fromkeys(names, 0)
@@ -36,11 +47,22 @@ def shape_only_tapes(
                     plain[tape] += 1
                     names[tape].add(name)
     kept = {t for t, x in names.items() if uses[t] == plain[t] and len(x) == 1 and None not in x}
+    recorded = {t: next(iter(names[t])) for t in kept}
+    fixed = fixed_shape_witnesses(blocks[0], sum(blocks[1:], []), recorded, params, rank)
     new_inits = [
-        _copied(ast.Assign(s.targets, call_of("shape_tape")), s) if s.targets[0].id in kept else s
+        (
+            _copied(ast.Assign(s.targets, _made(s.targets[0].id, fixed)), s)
+            if s.targets[0].id in kept
+            else s
+        )
         for s in inits
     ]
     return new_inits, [_rewritten(block, kept) for block in blocks]
+
+
+def _made(tape: str, fixed: dict) -> ast.Call:
+    """A shape tape's making: `shape_tape()`, or `shape_tape(w)` for one of `w`'s shape."""
+    return call_of("shape_tape", *([clone(fixed[tape])] if tape in fixed else []))
 
 
 def _pushed(node, tapes) -> tuple[str, str | None] | None:

@@ -9,6 +9,11 @@ does nothing, and the pop gives back the name's current value, which has that ty
 shape goes on the tape as integers, and comes back as a stand-in of that shape and dtype.
 Anything else is kept as the list kept it. The NumPy forms are the lists themselves (the Python
 fallback of a jitted function).
+
+A tape made with `like`, a value whose shape every push's value has (proven by
+pipeline/fixed_shapes.py), keeps nothing at all when compiled: it is that shape, the push does
+nothing and the pop makes its stand-in in that shape. The NumPy forms still keep the lists:
+Python runs the code Numba could not type, whose names' dtypes Numba has not fixed either.
 """
 
 import typing
@@ -25,14 +30,17 @@ if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
 
 
 @helper(nondiff=True)
-def shape_tape():
-    """An empty tape of shapes."""
+def shape_tape(like=None):
+    """An empty tape of shapes (given `like`, of values all of `like`'s shape)."""
     return []
 
 
 @numba_of(shape_tape)
-def _shape_tape():
-    def empty():
+def _shape_tape(like=None):
+    if isinstance(like, types.Array):
+        return lambda like=None: like.shape  # all the tape need know
+
+    def empty(like=None):
         dims = [0]  # typed as a list of integers, then emptied
         dims.pop()
         return dims
@@ -48,14 +56,14 @@ def shape_push(tape, x):
 
 @numba_of(shape_push)
 def _shape_push(tape, x):
-    if isinstance(x, types.Array):
+    if isinstance(x, types.Array) and not isinstance(tape, types.BaseTuple):
 
         def dims(tape, x):
             for n in x.shape:
                 tape.append(n)
 
         return dims
-    return lambda tape, x: None
+    return lambda tape, x: None  # (a number's type says all; a fixed shape is the tape)
 
 
 @helper(nondiff=True)
@@ -70,6 +78,8 @@ def _shape_pop(tape, x):
     if isinstance(x, types.Array):
         zero = np.zeros((), as_dtype(x.dtype))  # a constant of the compiled code
         ndim = x.ndim
+        if isinstance(tape, types.BaseTuple):  # the one shape of a tape made `like` a value
+            return lambda tape, x: np.broadcast_to(zero, tape)
 
         def stand_in(tape, x):
             shape = x.shape

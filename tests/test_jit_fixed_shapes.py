@@ -1,0 +1,201 @@
+"""Shape tapes whose every push provably records one shape (pipeline/fixed_shapes.py): made
+`like` an expression of the parameters (`x_tape = shape_tape(x[1:])`), compiled they keep
+nothing. Values whose shapes do change from one iteration to the next (a slice from the loop's
+index, a value that grows, a carried state a broadcast widens) keep their tapes. Each case: the
+jitted gradient equals NumPy mode's, the jitted source run by Python (the fallback's forms) and
+finite differences; the source says which tapes were proven."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import s2sad
+from conftest import _fd
+from s2sad.rules.helpers import RUNTIME
+
+numba = pytest.importorskip("numba")
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def rhs(x, y):
+    z = np.zeros_like(y)
+    z[0] = x[0]
+    z[1:] = x[1:] * y[:-1]
+    return z
+
+
+def rk4(x, s):  # gradbench's ode: a state carried with x's shape, views one element shorter
+    h = 2.0 / s
+    y = np.zeros_like(x)
+    for _ in range(s):
+        k1 = rhs(x, y)
+        k2 = rhs(x, y + h / 2 * k1)
+        k3 = rhs(x, y + h / 2 * k2)
+        k4 = rhs(x, y + h * k3)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y[-1]
+
+
+def heat(u, c):  # a 2-d state; its interior's update has the shape of u[1:-1, 1:-1]
+    for _ in range(3):
+        lap = u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:] - 4 * u[1:-1, 1:-1]
+        inner = u[1:-1, 1:-1] + c * np.tanh(lap)
+        u = np.zeros_like(u) + u
+        u[1:-1, 1:-1] = inner
+    return np.sum(u**2)
+
+
+def shrinks(x, c):  # a slice from the loop's index: a shorter state every step
+    y = x
+    total = 0.0
+    for t in range(1, 4):
+        a = y[t:] * c
+        y = np.tanh(a + c)
+        total = total + np.sum(y)
+    return total
+
+
+def grows(x, c):  # a state that grows by one element a step
+    y = x
+    total = 0.0
+    for _ in range(3):
+        a = y * c
+        b = np.tanh(a + c)
+        y = np.concatenate((b, y[-1:]))
+        total = total + np.sum(b * b)
+    return total
+
+
+def widens(h0, w, b):  # a state a broadcast widens at the first step: (1,), then (4,)
+    h = h0
+    total = 0.0
+    for _ in range(3):
+        a = h * w
+        h = np.tanh(a + b)
+        total = total + np.sum(h)
+    return total
+
+
+def skips(x, c):  # an iteration cut short keeps its grown state: the state is not fixed
+    y = x
+    total = 0.0
+    for t in range(4):
+        a = y * c
+        b = np.tanh(a)
+        total = total + np.sum(b * b)
+        if t % 2 == 0:
+            y = np.concatenate((b, b[:1]))
+            continue
+        y = np.zeros_like(x) + x
+    return total
+
+
+RNG = np.random.default_rng(7)
+X = RNG.random(9)
+U = RNG.normal(size=(5, 6))
+H, W, B = RNG.normal(size=1), RNG.normal(size=4), RNG.normal(size=4)
+
+# (function, arguments, wrt, the shape tapes proven: tape -> the expression it is made like)
+PROVEN = [
+    (rk4, (X, 6), (0,), {"y": "x", "z_mul": "x[1:]", "k1": "x", "y_add": "x"}),
+    (heat, (U, 0.1), (0,), {"lap_add": "u[:-2, 1:-1]", "inner_mul": "u[:-2, 1:-1]"}),
+]
+UNPROVEN = [
+    (shrinks, (X, 0.7), (0, 1), "y"),
+    (grows, (X, 0.7), (0, 1), "total_mul"),
+    (widens, (H, W, B), (0, 1, 2), "a"),
+    (skips, (X, 0.7), (0, 1), "total_mul"),
+]
+
+
+def _grads(g, args):
+    got = g(*args)
+    return got if isinstance(got, tuple) else (got,)
+
+
+def _check(f, args, wrt):
+    """The jitted gradient against NumPy mode's, its source run by Python, and finite
+    differences; its source."""
+    g = s2sad.grad(f, wrt=wrt, jit="strict")
+    jitted = _grads(g, args)
+    numpy_mode = _grads(s2sad.grad(f, wrt=wrt), args)
+    source = s2sad.source(g)
+    namespace = {"np": np, "math": math, **RUNTIME}
+    exec(source, namespace)
+    _, fallback = namespace[f"checked_grad_{f.__name__}"](*args)
+    fallback = fallback if isinstance(fallback, tuple) else (fallback,)
+    for k, got, want, python in zip(wrt, jitted, numpy_mode, fallback):
+        assert np.shape(got) == np.shape(args[k]) and np.asarray(got).dtype == np.float64
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(python, want, rtol=1e-12, atol=1e-14)
+        expected = _fd(lambda *a: float(f(*a)), list(args), k, 1e-6)
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+    return source
+
+
+def _made(source: str) -> dict[str, str]:
+    """Each shape tape's name (less `_tape`) -> what it is made like ('' for a plain tape)."""
+    return dict(re.findall(r"(\w+)_tape = shape_tape\((.*)\)", source))
+
+
+@pytest.mark.parametrize("f, args, wrt, proven", PROVEN, ids=[c[0].__name__ for c in PROVEN])
+def test_fixed_shapes_keep_no_tape(f, args, wrt, proven):
+    source = _check(f, args, wrt)
+    made = _made(source)
+    for name, like in proven.items():
+        assert re.search(rf"\b{name}\w*_tape = shape_tape\({re.escape(like)}\)", source), source
+    # every array's shape tape is proven: none is a list of shapes any more
+    assert made and "" not in made.values(), made
+    assert "shape_stub(" not in source
+
+
+def test_the_ode_eval_records_no_shape():
+    """gradbench's ode (the benchmark workload): all its shape tapes (18-21, by the
+    transform's options) are shapes of x."""
+    from benchmarks.gradbench.evals import ode
+
+    x = RNG.random(12)
+    g = s2sad.grad(ode.ode_last, jit="strict")
+    np.testing.assert_allclose(g(x, 5), s2sad.grad(ode.ode_last)(x, 5), rtol=1e-12)
+    made = _made(s2sad.source(g))
+    assert len(made) >= 18 and set(made.values()) == {"x", "x[1:]"}, made
+
+
+@pytest.mark.parametrize("f, args, wrt, name", UNPROVEN, ids=[c[0].__name__ for c in UNPROVEN])
+def test_changing_shapes_keep_their_tapes(f, args, wrt, name):
+    source = _check(f, args, wrt)
+    assert _made(source).get(name) == "", source
+    assert f"shape_push({name}_tape, {name})" in source, source
+
+
+SHAPES = {  # (h0, w, b) of one rank: a broadcast may widen the state at the first step, or not
+    1: [(1,), (4,)],
+    2: [(1, 4), (3, 4), (3, 1)],
+}
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.sampled_from([1, 2]).flatmap(lambda r: st.tuples(*[st.sampled_from(SHAPES[r])] * 3)))
+def test_random_broadcasts_in_a_carried_state(shapes):
+    """A state whose shape a broadcast changes at the first step, or never: the jitted gradient
+    is NumPy mode's whatever the shapes (a tape wrongly proven fixed would give a stand-in of
+    the wrong shape where they change)."""
+    rng = np.random.default_rng(sum(map(sum, shapes)))
+    args = tuple(rng.normal(size=shape) for shape in shapes)
+    g = s2sad.grad(widens, wrt=(0, 1, 2), jit="strict")
+    for got, want, x in zip(g(*args), s2sad.grad(widens, wrt=(0, 1, 2))(*args), args):
+        assert got.shape == x.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    assert _made(s2sad.source(g)).get("a") == ""
