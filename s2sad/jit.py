@@ -39,6 +39,7 @@ from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
     MIXED_HINT,
+    at_user_line,
     axis_error,
     from_numba_cache,
     is_numba_error,
@@ -321,8 +322,9 @@ class Jitted:
                     # calls of other shapes keep the rows (one misfit used to demote them all)
                     self.remember(self.misfits, name, args)
                     return self.without_fusion()(args, strict, name, what)
-                if not is_numba_error(exc):
-                    raise
+                if not is_numba_error(exc):  # the user's error, placed at the user's line
+                    python = self.compiled.functions.get(name, self.compiled.function)
+                    raise at_user_line(exc, python, args) from None
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
             # fused loops Numba cannot type (a run over arrays of several dtypes, or of

@@ -6,6 +6,7 @@ warning.
 
 from __future__ import annotations
 
+import linecache
 import os
 import re
 
@@ -407,6 +408,44 @@ def mixed_product(exc, source: str) -> str | None:
         "products take operands of one dtype, where NumPy computes it in float64 (and a value a "
         "loop carries from float32 is float64 after a step)"
     )
+
+
+def at_user_line(exc, python_function, args) -> BaseException:
+    """An error the compiled code raised as it ran (`x + y` of shapes that do not broadcast),
+    which Numba places at line 1 of the generated file: the Python version of the same code run
+    on the same arguments (it copies what it writes into) raises it at the generated line whose
+    comment names the user's; that error, with NumPy's message, naming the user's file and
+    line. `exc` as it is where Python raises nothing there."""
+    try:
+        python_function(*args)
+    except Exception as found:  # noqa: BLE001  (any error Python mode raises is the user's)
+        where = _raised_at(found, python_function.__code__.co_filename)
+        if where is None:
+            return exc
+        try:
+            located = type(found)(f"{found}\n  at {where}")
+        except Exception:  # noqa: BLE001  (a type that takes other arguments: a note instead)
+            found.add_note(f"at {where}")
+            return found
+        located.__traceback__ = None
+        return located
+    return exc
+
+
+def _raised_at(exc, filename: str) -> str | None:
+    """`FILE line N (`code`)`: the user's line of the generated statement in `filename` (the
+    deepest frame of it) that raised `exc`."""
+    tb, at = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            at = tb.tb_lineno
+        tb = tb.tb_next
+    lines = linecache.getlines(filename)
+    if at is None or not lines:
+        return None
+    found = re.search(r" of (.+):\d+(?: #\d+)?>$", filename)  # (#2: another source's)
+    file = found.group(1) if found else "the function"
+    return f"{file} {_user_line(lines, at - 1)}"
 
 
 def shape_assertion(exc) -> bool:

@@ -174,7 +174,8 @@ def test_a_bad_axis_is_numpys_axis_error_under_jit_as_in_python_mode(f):
         s2sad.grad(f)(x)
     with pytest.raises(np.exceptions.AxisError) as strict:
         s2sad.grad(f, jit="strict")(x)
-    assert str(strict.value) == str(python.value)
+    # (NumPy's message; where the compiled code raised it as it ran, with the user's line)
+    assert str(strict.value).partition("\n  at ")[0] == str(python.value)
 
 
 def test_a_generated_line_numba_quotes_is_told_as_the_users_line():
@@ -215,3 +216,27 @@ def test_an_array_typed_float32_then_float64_says_where_once_and_why(tmp_path):
         and "astype(x.dtype)" in hint
         and "operations Numba supports" not in hint
     )
+
+
+def mismatched(x, y):
+    a = np.sin(x)
+    b = a + y
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+@pytest.mark.parametrize("mode", ["grad", "jvp"])
+def test_a_shape_mismatch_at_run_time_names_the_users_line(jit, mode):
+    """Arrays that do not broadcast: Numba raises at line 1 of the generated file; the error
+    names the user's file and line instead, with NumPy's message, as Python mode's type."""
+    x, y = np.ones(3), np.ones(4)
+    line = inspect.getsourcelines(mismatched)[1] + 2
+    transformed = getattr(s2sad, mode)(mismatched, jit=jit)
+    kwargs = {"tangent": x} if mode == "jvp" else {}
+    with pytest.raises(ValueError) as python:
+        getattr(s2sad, mode)(mismatched)(x, y, **kwargs)
+    with pytest.raises(ValueError) as raised:
+        transformed(x, y, **kwargs)
+    text = str(raised.value)
+    assert f"{__file__} line {line} (`b = a + y`)" in text, text
+    assert str(python.value) in text and "line 1," not in text
