@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
 
@@ -49,6 +50,7 @@ def numba_reason(exc, source: str = "") -> str:
             ),
             text,
         )
+    text = _TEMPORARY.sub("a value computed on that line", text)  # (Numba's own: `$430call.19`)
     text = _TOLD_TWICE.sub(r"\1", text)  # (a name told with its line, then Numba's place)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     # else the first line that is not Numba's framing ("Failed in nopython mode pipeline",
@@ -60,7 +62,7 @@ def numba_reason(exc, source: str = "") -> str:
     )
     where = next(
         (
-            lines[i + 1]
+            _pointed_at(lines, i + 1)
             for i, line in enumerate(lines[:-1])
             if line.startswith("File ") and "line" in line
         ),
@@ -68,7 +70,8 @@ def numba_reason(exc, source: str = "") -> str:
     )
     if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
         given = next((line for line in lines if line.startswith(">>>")), "")
-        reason += f" {given[3:].strip()}" if given else ""
+        told = helper_in_user_terms(reason, given, RUNTIME)  # (one of s2sad's helpers)
+        reason = told or reason + (f" {given[3:].strip()}" if given else "")
     user = next((line[2:] for line in lines if line.startswith("# line ")), "")
     if user and " at line " not in reason:
         number, _, code = user.partition(": ")
@@ -81,6 +84,16 @@ def numba_reason(exc, source: str = "") -> str:
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
 
 
+def _pointed_at(lines: list, start: int) -> str:
+    """The code line Numba's `^` marks below its `File ...` line at `start - 1` (its function's
+    `def` and `<source elided>` come first where the line is far down), else the first."""
+    for i in range(start, min(start + 6, len(lines))):
+        if lines[i].startswith("^") and i > start:
+            return lines[i - 1]
+    return lines[start]
+
+
+_TEMPORARY = re.compile(r"'?\$\w+(?:\.\d+)?'?")
 _DEFINED = re.compile(r"defined at (\S+\.py) \((\d+)\)")
 _TOLD_TWICE = re.compile(r"( at (line \d+ \(`[^`\n]*`\)))'?,? at \2")
 
