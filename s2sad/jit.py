@@ -38,7 +38,6 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
-    MIXED_HINT,
     at_user_line,
     axis_error,
     from_numba_cache,
@@ -426,11 +425,11 @@ class Jitted:
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
         widened = two_types(failed, self.compiled.source)
-        mixed = None if widened else mixed_product(failed, self.compiled.source)
+        mixed = None if widened else mixed_product(failed, self.compiled.source, args)
         reason = (
             widened[0]
             if widened
-            else mixed
+            else (mixed and mixed[0])
             or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
@@ -444,7 +443,7 @@ class Jitted:
                     widened[1]
                     if widened
                     else (
-                        MIXED_HINT
+                        mixed[1]
                         if mixed
                         else "use jit=True to fall back to Python, or keep to "
                         "operations Numba supports in nopython mode"

@@ -400,26 +400,50 @@ MIXED_HINT = (
     "its own: `y = (A @ y).astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python "
     "version instead"
 )
+WIDENED_HINT = (
+    "keep the value in its arrays' dtype where a number meets it (`h = (np.tanh(W @ x) * s)"
+    ".astype(W.dtype)`), or pass the number as np.float32; jit=True runs the Python version instead"
+)
 
 
-def mixed_product(exc, source: str) -> str | None:
+def mixed_product(exc, source: str, args=()) -> tuple | None:
     """For a matrix product of a float32 and a float64 array (`A @ y`, np.dot), which Numba's
-    products refuse with a message naming their internal `_impl`: what, and the user's line.
-    (In a loop whose value starts float32, NumPy would widen that value to float64 there too.)"""
+    products refuse with a message naming their internal `_impl`: what, and the user's line, as
+    `(reason, hint)`. Where the call was given no float64 array or NumPy float64, the float64
+    operand is one compiled code widened (a float32 array meeting a Python float, `* s`), which
+    NumPy keeps float32; else NumPy computes the product in float64 too (as it does for a
+    value a loop carries from float32, float64 after a step)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     found = re.search(r"array\((float\d+), \d+d, \w+\), array\((float\d+), \d+d, \w+\)", text)
     product = "_impl(" in text or "np.dot()" in text or "must all have the same dtype" in text
     if not found or not product or {found.group(1), found.group(2)} != {"float32", "float64"}:
         return None
     where = numba_reason(exc).rpartition(" (at ")[2]
+    if not where.startswith("line "):  # (the generated line Numba shows, told as the user's)
+        where = numba_reason(exc, source).rpartition(" (at ")[2]
     origin = re.search(r"\((\S+\.py):\d+\)", source)
-    number, _, code = where[:-1].partition(": ")
     file = origin.group(1) if origin else "the function"
-    where = f" at {file} {number} ({code})" if where.startswith("line ") else ""
+    line = re.match(r"line (\d+)(?:: | \()(`.*`)\)?\)$", where)
+    where = f" at {file} line {line.group(1)} ({line.group(2)})" if line else ""
+    if not _given_float64(args):
+        return (
+            f"a matrix product of a float32 array and one compiled code widened to float64"
+            f"{where}: a float32 array meeting a Python float is float64 in Numba, where NumPy 2 "
+            "keeps float32, and Numba's products take operands of one dtype",
+            WIDENED_HINT,
+        )
     return (
         f"a matrix product of a {found.group(1)} and a {found.group(2)} array{where}: Numba's "
         "products take operands of one dtype, where NumPy computes it in float64 (and a value a "
-        "loop carries from float32 is float64 after a step)"
+        "loop carries from float32 is float64 after a step)",
+        MIXED_HINT,
+    )
+
+
+def _given_float64(args) -> bool:
+    """Whether a float64 array or NumPy float64 number is among a call's arguments."""
+    return any(
+        (type(a) is np.ndarray and a.dtype == np.float64) or type(a) is np.float64 for a in args
     )
 
 
