@@ -166,12 +166,10 @@ def grad_loss_leaves(self_W, self_b, x, labels, SoftmaxClassifier_L2=SoftmaxClas
     # adjoint sweep: from the output back to the inputs
     dloss = grad_seed(loss)
     # line 31: return -np.mean(np.sum(labels * log_probs, axis=1)) + self.L2 * np.sum(self.W**2)
-    dloss_neg = unbroadcast(dloss, loss_neg)
-    dloss_mul2 = unbroadcast(dloss, loss_mul2)
-    dloss_sum2 = dloss_mul2 * SoftmaxClassifier_L2
+    dloss_sum2 = dloss * SoftmaxClassifier_L2
     dloss_pow = expand_reduced(dloss_sum2, loss_pow)
     dself_W = dloss_pow * 2 * self_W
-    dloss_mean = -dloss_neg
+    dloss_mean = -dloss
     dloss_sum = mean_vjp(dloss_mean, loss_sum)
     dloss_mul = expand_reduced(dloss_sum, loss_mul, axis=1)
     dlog_probs = unbroadcast(dloss_mul * labels, log_probs)

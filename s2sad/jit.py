@@ -38,7 +38,7 @@ from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
 from .numba_failures import (
-    MIXED_HINT,
+    at_user_line,
     axis_error,
     from_numba_cache,
     is_numba_error,
@@ -320,8 +320,9 @@ class Jitted:
                     # calls of other shapes keep the rows (one misfit used to demote them all)
                     self.remember(self.misfits, name, args)
                     return self.without_fusion()(args, strict, name, what)
-                if not is_numba_error(exc):
-                    raise
+                if not is_numba_error(exc):  # the user's error, placed at the user's line
+                    python = self.compiled.functions.get(name, self.compiled.function)
+                    raise at_user_line(exc, python, args) from None
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:
             # fused loops Numba cannot type (a run over arrays of several dtypes, or of
@@ -423,11 +424,11 @@ class Jitted:
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
         widened = two_types(failed, self.compiled.source)
-        mixed = None if widened else mixed_product(failed, self.compiled.source)
+        mixed = None if widened else mixed_product(failed, self.compiled.source, args)
         reason = (
             widened[0]
             if widened
-            else mixed
+            else (mixed and mixed[0])
             or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
@@ -441,7 +442,7 @@ class Jitted:
                     widened[1]
                     if widened
                     else (
-                        MIXED_HINT
+                        mixed[1]
                         if mixed
                         else "use jit=True to fall back to Python, or keep to "
                         "operations Numba supports in nopython mode"

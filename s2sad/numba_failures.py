@@ -6,11 +6,13 @@ warning.
 
 from __future__ import annotations
 
+import linecache
 import os
 import re
 
 import numpy as np
 
+from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
 
@@ -48,6 +50,7 @@ def numba_reason(exc, source: str = "") -> str:
             ),
             text,
         )
+    text = _TEMPORARY.sub("a value computed on that line", text)  # (Numba's own: `$430call.19`)
     text = _TOLD_TWICE.sub(r"\1", text)  # (a name told with its line, then Numba's place)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     # else the first line that is not Numba's framing ("Failed in nopython mode pipeline",
@@ -59,7 +62,7 @@ def numba_reason(exc, source: str = "") -> str:
     )
     where = next(
         (
-            lines[i + 1]
+            _pointed_at(lines, i + 1)
             for i, line in enumerate(lines[:-1])
             if line.startswith("File ") and "line" in line
         ),
@@ -67,7 +70,8 @@ def numba_reason(exc, source: str = "") -> str:
     )
     if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
         given = next((line for line in lines if line.startswith(">>>")), "")
-        reason += f" {given[3:].strip()}" if given else ""
+        told = helper_in_user_terms(reason, given, RUNTIME)  # (one of s2sad's helpers)
+        reason = told or reason + (f" {given[3:].strip()}" if given else "")
     user = next((line[2:] for line in lines if line.startswith("# line ")), "")
     if user and " at line " not in reason:
         number, _, code = user.partition(": ")
@@ -80,6 +84,16 @@ def numba_reason(exc, source: str = "") -> str:
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
 
 
+def _pointed_at(lines: list, start: int) -> str:
+    """The code line Numba's `^` marks below its `File ...` line at `start - 1` (its function's
+    `def` and `<source elided>` come first where the line is far down), else the first."""
+    for i in range(start, min(start + 6, len(lines))):
+        if lines[i].startswith("^") and i > start:
+            return lines[i - 1]
+    return lines[start]
+
+
+_TEMPORARY = re.compile(r"'?\$\w+(?:\.\d+)?'?")
 _DEFINED = re.compile(r"defined at (\S+\.py) \((\d+)\)")
 _TOLD_TWICE = re.compile(r"( at (line \d+ \(`[^`\n]*`\)))'?,? at \2")
 
@@ -386,27 +400,89 @@ MIXED_HINT = (
     "its own: `y = (A @ y).astype(y0.dtype)`), or pass float64 arrays; jit=True runs the Python "
     "version instead"
 )
+WIDENED_HINT = (
+    "keep the value in its arrays' dtype where a number meets it (`h = (np.tanh(W @ x) * s)"
+    ".astype(W.dtype)`), or pass the number as np.float32; jit=True runs the Python version instead"
+)
 
 
-def mixed_product(exc, source: str) -> str | None:
+def mixed_product(exc, source: str, args=()) -> tuple | None:
     """For a matrix product of a float32 and a float64 array (`A @ y`, np.dot), which Numba's
-    products refuse with a message naming their internal `_impl`: what, and the user's line.
-    (In a loop whose value starts float32, NumPy would widen that value to float64 there too.)"""
+    products refuse with a message naming their internal `_impl`: what, and the user's line, as
+    `(reason, hint)`. Where the call was given no float64 array or NumPy float64, the float64
+    operand is one compiled code widened (a float32 array meeting a Python float, `* s`), which
+    NumPy keeps float32; else NumPy computes the product in float64 too (as it does for a
+    value a loop carries from float32, float64 after a step)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     found = re.search(r"array\((float\d+), \d+d, \w+\), array\((float\d+), \d+d, \w+\)", text)
     product = "_impl(" in text or "np.dot()" in text or "must all have the same dtype" in text
     if not found or not product or {found.group(1), found.group(2)} != {"float32", "float64"}:
         return None
     where = numba_reason(exc).rpartition(" (at ")[2]
+    if not where.startswith("line "):  # (the generated line Numba shows, told as the user's)
+        where = numba_reason(exc, source).rpartition(" (at ")[2]
     origin = re.search(r"\((\S+\.py):\d+\)", source)
-    number, _, code = where[:-1].partition(": ")
     file = origin.group(1) if origin else "the function"
-    where = f" at {file} {number} ({code})" if where.startswith("line ") else ""
+    line = re.match(r"line (\d+)(?:: | \()(`.*`)\)?\)$", where)
+    where = f" at {file} line {line.group(1)} ({line.group(2)})" if line else ""
+    if not _given_float64(args):
+        return (
+            f"a matrix product of a float32 array and one compiled code widened to float64"
+            f"{where}: a float32 array meeting a Python float is float64 in Numba, where NumPy 2 "
+            "keeps float32, and Numba's products take operands of one dtype",
+            WIDENED_HINT,
+        )
     return (
         f"a matrix product of a {found.group(1)} and a {found.group(2)} array{where}: Numba's "
         "products take operands of one dtype, where NumPy computes it in float64 (and a value a "
-        "loop carries from float32 is float64 after a step)"
+        "loop carries from float32 is float64 after a step)",
+        MIXED_HINT,
     )
+
+
+def _given_float64(args) -> bool:
+    """Whether a float64 array or NumPy float64 number is among a call's arguments."""
+    return any(
+        (type(a) is np.ndarray and a.dtype == np.float64) or type(a) is np.float64 for a in args
+    )
+
+
+def at_user_line(exc, python_function, args) -> BaseException:
+    """An error the compiled code raised as it ran (`x + y` of shapes that do not broadcast),
+    which Numba places at line 1 of the generated file: the Python version of the same code run
+    on the same arguments (it copies what it writes into) raises it at the generated line whose
+    comment names the user's; that error, with NumPy's message, naming the user's file and
+    line. `exc` as it is where Python raises nothing there."""
+    try:
+        python_function(*args)
+    except Exception as found:  # noqa: BLE001  (any error Python mode raises is the user's)
+        where = _raised_at(found, python_function.__code__.co_filename)
+        if where is None:
+            return exc
+        try:
+            located = type(found)(f"{found}\n  at {where}")
+        except Exception:  # noqa: BLE001  (a type that takes other arguments: a note instead)
+            found.add_note(f"at {where}")
+            return found
+        located.__traceback__ = None
+        return located
+    return exc
+
+
+def _raised_at(exc, filename: str) -> str | None:
+    """`FILE line N (`code`)`: the user's line of the generated statement in `filename` (the
+    deepest frame of it) that raised `exc`."""
+    tb, at = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            at = tb.tb_lineno
+        tb = tb.tb_next
+    lines = linecache.getlines(filename)
+    if at is None or not lines:
+        return None
+    found = re.search(r" of (.+):\d+(?: #\d+)?>$", filename)  # (#2: another source's)
+    file = found.group(1) if found else "the function"
+    return f"{file} {_user_line(lines, at - 1)}"
 
 
 def shape_assertion(exc) -> bool:

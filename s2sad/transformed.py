@@ -340,6 +340,10 @@ class Transformed:
 class JVPTransformed(Transformed):
     """`jvp(f, wrt)(*args, tangent=t)` returns `(f(*args), J t)`."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._python_dtypes = {}  # Python mode's dtypes of the results, by kind of arguments
+
     def __call__(self, *args, tangent=None, **kwargs):
         if tangent is None:
             refuse_misspelled("jvp", kwargs, ("tangent",), _parameters(self.func))
@@ -363,12 +367,65 @@ class JVPTransformed(Transformed):
                 strict=self.jit == "strict",
                 what=self.jit_label(),
             )
+            out, out_dot = self._in_python_dtypes(compiled, bound, tangents, values, out, out_dot)
         else:
             out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
             out_dot = tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
             return tree_output(compiled, out), tree_output(compiled, out_dot)
         return out, _conform_output(out_dot, out)
+
+    def _in_python_dtypes(self, compiled, bound, tangents, values, out, out_dot):
+        """The jitted value and tangent in the dtypes Python mode gives: Numba types a Python
+        float as float64, so a float32 array meeting one (`x * 1.5`, `s = 0.0` carried) comes
+        back float64 where NumPy keeps float32. Where float32 is among the inputs and a result
+        is float64, Python mode runs once per kind of arguments to learn its dtypes."""
+        given = (*bound.arguments.values(), *tangents, *values)
+        if not (_any_dtype(given, _NARROW) and _any_dtype((out, out_dot), (np.float64,))):
+            return out, out_dot
+        key = (compiled.name, tuple(_kind(v) for v in given))
+        dtypes = self._python_dtypes.get(key)
+        if dtypes is None:
+            python, values = self.read_mode(bound, self.mode, False)
+            ran = python.function(*bound.args, *tangents, *values, **bound.kwargs)
+            dtypes = self._python_dtypes[key] = _dtypes_of(ran)
+        return _cast_to(out, dtypes[0]), _cast_to(out_dot, dtypes[1])
+
+
+_NARROW = (np.float32, np.float16)
+
+
+def _kind(value):
+    """What fixes a value's dtype in NumPy's promotions: its type, and its dtype if it has one."""
+    return type(value), getattr(value, "dtype", None)
+
+
+def _any_dtype(values, dtypes) -> bool:
+    """Whether any array or NumPy number among `values` (tuples looked into) has one of `dtypes`."""
+    for v in values:
+        if isinstance(v, tuple) and _any_dtype(v, dtypes):
+            return True
+        if isinstance(v, (np.ndarray, np.generic)) and v.dtype.type in dtypes:
+            return True
+    return False
+
+
+def _dtypes_of(value):
+    """The dtype of each array or NumPy number in `value` (tuples looked into), else None."""
+    if isinstance(value, tuple):
+        return tuple(_dtypes_of(v) for v in value)
+    return value.dtype if isinstance(value, (np.ndarray, np.generic)) else None
+
+
+def _cast_to(value, dtype):
+    """`value` with the float `dtype` Python mode gave it (a tuple: each part with its own)."""
+    if isinstance(value, tuple):
+        return tuple(_cast_to(v, d) for v, d in zip(value, dtype))
+    if dtype is None or not isinstance(value, (np.ndarray, np.generic)) or value.dtype == dtype:
+        return value
+    if not (np.issubdtype(dtype, np.floating) and np.issubdtype(value.dtype, np.floating)):
+        return value
+    return value.astype(dtype) if isinstance(value, np.ndarray) else dtype.type(value)
 
 
 def flat_tangents(bound, tangent, is_tuple, wrt) -> tuple:

@@ -259,3 +259,31 @@ def test_emitted_jit_module_of_a_loop_runs_standalone(tmp_path):
 def test_wrt_by_position_is_the_same_module_as_by_name():
     by_name = cli.emit_text("examples/mlp.py:loss", ["W1"], "grad")
     assert cli.emit_text("examples/mlp.py:loss", ["0"], "grad") == by_name
+
+
+def zero_d_sum(x):
+    s = np.zeros(())
+    for i in range(x.shape[0]):
+        s += np.sum(x[i] ** 2)
+    return s
+
+
+def spread_of_columns(x):
+    return np.sum(x.std(axis=0)) + np.sum(x.mean(axis=0) ** 2)
+
+
+@pytest.mark.parametrize("f", [zero_d_sum, spread_of_columns])
+def test_emitted_jit_module_compiles_without_ranks(tmp_path, f):
+    """A module `emit --jit` writes knows no argument's rank: a loop's 0-d array (`np.zeros(())`
+    then `s += np.sum(...)`) is carried as a number and `x.std(axis=0)`, `x.mean(axis=0)` are
+    lowered as their functions are, so Numba compiles them; the gradient is Python mode's."""
+    name = f"emitted_{f.__name__}"
+    out = tmp_path / f"{name}.py"
+    out.write_text(cli.emit_text(f"{__file__}:{f.__name__}", ["x"], "grad", jit=True))
+    spec = importlib.util.spec_from_file_location(name, out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.random.default_rng(0).normal(size=(4, 3))
+    got = getattr(module, f"grad_{f.__name__}")(x)
+    np.testing.assert_allclose(got, s2sad.grad(f)(x), rtol=1e-12, atol=1e-14)
+    assert got.dtype == x.dtype and got.shape == x.shape

@@ -8,6 +8,7 @@ by name, and a wrong keyword argument is named as Python names it."""
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import warnings
 
 import numpy as np
@@ -391,6 +392,32 @@ def test_a_product_of_float32_and_float64_is_refused_by_name(narrow):
     assert "a matrix product of a float" in text and "test_dtypes.py line" in text
     assert "(`y = np.tanh(A @ y)`)" in text and "_impl" not in text
     assert "A.astype(y.dtype) @ y" in text
+
+
+def scaled_layer(W, V, x, s):
+    h = np.tanh(W @ x) * s
+    y = V @ h
+    return np.sum(y * y)
+
+
+def test_a_product_numba_widened_says_so_not_that_numpy_computes_float64():
+    """float32 arrays and the Python float `s`: NumPy keeps `h` float32, Numba widens it, and
+    its products refuse `V @ h`; the refusal says that (not that NumPy computes in float64),
+    names the line, and its hint's forms compile to Python mode's numbers."""
+    rng = np.random.default_rng(0)
+    W, V, x = (rng.normal(size=n).astype(np.float32) for n in ((3, 3), (2, 3), 3))
+    with pytest.raises(JitError) as err:
+        s2sad.grad(scaled_layer, wrt="s", jit="strict")(W, V, x, 0.7)
+    text = str(err.value)
+    line = inspect.getsourcelines(scaled_layer)[1] + 2
+    assert "one compiled code widened to float64" in text and "NumPy 2 keeps float32" in text
+    assert f"test_dtypes.py line {line} (`y = V @ h`)" in text, text
+    assert "NumPy computes it in float64" not in text and "pass the number as np.float32" in text
+    given = np.float32(0.7)
+    got = s2sad.grad(scaled_layer, wrt="s", jit="strict")(W, V, x, given)
+    expected = s2sad.grad(scaled_layer, wrt="s")(W, V, x, given)
+    same_kind(got, given, "gradient")
+    np.testing.assert_allclose(got, expected, rtol=tolerance(W))
 
 
 # ----------------------------------------------------------------------------- carried numbers

@@ -142,6 +142,40 @@ def test_an_array_output_keeps_float32_in_vjp_and_jvp(jit):
     close32(out_dot, s2sad.jvp(field, wrt="u")(u, 0.3, tangent=seed)[1])
 
 
+def carried_sum(x):
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(x) * 0.5
+    return s
+
+
+def scaled_by(x, a):
+    return x * a
+
+
+def widened_inside(x):
+    return x * 1.5 + np.zeros(x.shape)
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+@pytest.mark.parametrize("f", [carried_sum, scaled_by, widened_inside])
+def test_jitted_tangents_have_python_modes_dtype(f, jit):
+    """A Python float meeting float32 values: Numba computes float64, NumPy keeps float32; the
+    jitted jvp's value and tangent come back in Python mode's dtypes (float64 where the function
+    itself widens, `widened_inside`), with its numbers."""
+    x = rng().normal(size=4).astype(np.float32)
+    t = rng(1).normal(size=4).astype(np.float32)
+    args = (x, 1.5) if f is scaled_by else (x,)
+    e_out, e_dot = s2sad.jvp(f)(*args, tangent=t)
+    out, out_dot = s2sad.jvp(f, jit=jit)(*args, tangent=t)
+    assert type(out) is type(e_out) and type(out_dot) is type(e_dot)
+    assert out.dtype == e_out.dtype and out_dot.dtype == e_dot.dtype
+    close32(out, e_out)
+    close32(out_dot, e_dot)
+    out, out_dot = s2sad.jvp(f, jit=jit)(*args, tangent=t)  # the dtypes learnt, kept
+    assert out_dot.dtype == e_dot.dtype
+
+
 # ----------------------------------------------------------------------------- fused float32
 
 

@@ -174,7 +174,8 @@ def test_a_bad_axis_is_numpys_axis_error_under_jit_as_in_python_mode(f):
         s2sad.grad(f)(x)
     with pytest.raises(np.exceptions.AxisError) as strict:
         s2sad.grad(f, jit="strict")(x)
-    assert str(strict.value) == str(python.value)
+    # (NumPy's message; where the compiled code raised it as it ran, with the user's line)
+    assert str(strict.value).partition("\n  at ")[0] == str(python.value)
 
 
 def test_a_generated_line_numba_quotes_is_told_as_the_users_line():
@@ -215,3 +216,84 @@ def test_an_array_typed_float32_then_float64_says_where_once_and_why(tmp_path):
         and "astype(x.dtype)" in hint
         and "operations Numba supports" not in hint
     )
+
+
+def mismatched(x, y):
+    a = np.sin(x)
+    b = a + y
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("jit", [True, "strict"])
+@pytest.mark.parametrize("mode", ["grad", "jvp"])
+def test_a_shape_mismatch_at_run_time_names_the_users_line(jit, mode):
+    """Arrays that do not broadcast: Numba raises at line 1 of the generated file; the error
+    names the user's file and line instead, with NumPy's message, as Python mode's type."""
+    x, y = np.ones(3), np.ones(4)
+    line = inspect.getsourcelines(mismatched)[1] + 2
+    transformed = getattr(s2sad, mode)(mismatched, jit=jit)
+    kwargs = {"tangent": x} if mode == "jvp" else {}
+    with pytest.raises(ValueError) as python:
+        getattr(s2sad, mode)(mismatched)(x, y, **kwargs)
+    with pytest.raises(ValueError) as raised:
+        transformed(x, y, **kwargs)
+    text = str(raised.value)
+    assert f"{__file__} line {line} (`b = a + y`)" in text, text
+    assert str(python.value) in text and "line 1," not in text
+
+
+def std_over_axes(x):
+    return np.sum(x.std(axis=(0, 1)))
+
+
+def integer_mean(x, k):
+    return np.sum(x) * np.mean(k, axis=0)[0]
+
+
+def listed_samples(x):
+    return np.trapezoid([1.0, 2.0, 4.0], x)
+
+
+@pytest.mark.parametrize(
+    "f, args, operation, words, code",
+    [
+        (std_over_axes, (np.ones((3, 3, 2)),), "np.std", "(a 3-d float64 array, (0, 1),", "x.std"),
+        (
+            integer_mean,
+            (np.ones(3), np.arange(6).reshape(3, 2)),
+            "np.mean",
+            "(a 2-d int64 array, 0, False): cast the integer array first",
+            "np.mean(k, axis=0)[0]",
+        ),
+        (
+            listed_samples,
+            (np.linspace(0.0, 1.0, 3),),
+            "the derivative of np.trapezoid",
+            "a list of float64",
+            "np.trapezoid([1.0, 2.0, 4.0], x)",
+        ),
+    ],
+    ids=["tuple-axes", "int-mean", "list"],
+)
+def test_a_helper_numba_lacks_is_told_as_the_users_operation(f, args, operation, words, code):
+    """Numba finding no form of s2sad's helper for the arguments (a tuple of axes, an integer
+    array's mean, a list): the message names the user's operation and line, and the arguments
+    in words, never the helper (`std_over`, `mean_over`, `trapezoid_vjp_x`)."""
+    s2sad.grad(f)(*args)  # (Python mode differentiates it)
+    with pytest.raises(JitError) as raised:
+        s2sad.grad(f, jit="strict")(*args)
+    text = str(raised.value)
+    assert f"no compiled form of {operation} for these arguments" in text, text
+    assert words in text and code in text and f"line {inspect.getsourcelines(f)[1] + 1}" in text
+    assert not re.search(r"_over\b|_vjp|0x[0-9a-f]+", text), text
+
+
+def test_numbas_temporaries_are_not_shown():
+    source = s2sad.source(s2sad.grad(_shape_of_names, jit=True), np.ones(3), 1.0)
+    said = _NumbaSays(
+        "Failed in nopython mode pipeline (step: nopython frontend)\n"
+        "Cannot unify array(float32, 1d, C) and array(float64, 1d, C) for '$430call.19'"
+    )
+    reason = numba_reason(said, source)
+    assert "$" not in reason and "430call" not in reason
+    assert "for a value computed on that line" in reason

@@ -355,3 +355,41 @@ def test_a_refused_prange_says_why_without_claiming_a_dependence():
     text = str(info.value)
     assert "cannot run this prange loop on threads" in text and "range(a, b)" in text
     assert "independently" not in text.split("hint")[0]
+
+
+def halving(x, W):  # a float32 number carried (`s * 0.5`, a Python float) beside a prange loop
+    out = np.zeros((x.shape[0], W.shape[0]), x.dtype)
+    for i in range(x.shape[0]):
+        out[i] = np.tanh(W @ x[i])
+    s = np.sum(out[0])
+    for i in range(1, out.shape[0]):
+        v = out[i] * s
+        s = s * 0.5 + np.sum(v)
+    return s
+
+
+@pytest.mark.parametrize("mode", ["value_and_grad", "jvp"])
+def test_threads_keep_a_loops_float32_numbers_as_serial_builds_do(mode):
+    """A serial loop of a build on threads keeps its float32 number in float32 (NumPy's dtype,
+    pipeline/carried.py) as a build without threads does: it compiles on threads, where it
+    refused `v`'s two dtypes, with the independent loop a prange; Python mode's numbers."""
+    x32, W32 = (RNG.normal(size=s).astype(np.float32) * 0.5 for s in ((5, 3), (4, 3)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", s2sad.jit.JitFallbackWarning)
+        if mode == "jvp":
+            t = (np.ones_like(x32), np.ones_like(W32))
+            g = s2sad.jvp(halving, wrt=(0, 1), jit="strict", parallel=True)
+            got, expected = g(x32, W32, tangent=t), s2sad.jvp(halving, wrt=(0, 1))(
+                x32, W32, tangent=t
+            )
+        else:
+            g = s2sad.value_and_grad(halving, wrt=(0, 1), jit="strict", parallel=True)
+            got, expected = g(x32, W32), s2sad.value_and_grad(halving, wrt=(0, 1))(x32, W32)
+    assert g.compiled.jitted.threads and "in prange(" in s2sad.source(g)
+    assert type(got[0]) is type(expected[0]) is np.float32
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-5)
+    for a, b in zip(
+        got[1] if mode != "jvp" else (got[1],), expected[1] if mode != "jvp" else (expected[1],)
+    ):
+        assert np.asarray(a).dtype == np.asarray(b).dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -98,3 +98,33 @@ def test_the_python_forms_run_the_jitted_source():
     _, grads = namespace["checked_grad_mahalanobis"](Q, MEANS, XS)
     for got, want in zip(grads, s2sad.grad(mahalanobis, wrt=(0, 1, 2))(Q, MEANS, XS)):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+
+
+def list_times(x):
+    return np.sum(np.sin([1.0, 2.0] @ x))
+
+
+def times_list(x):
+    return np.sum(np.sin(x @ [1.0, 2.0]))
+
+
+def nested_list_times(x):
+    return np.sum(np.sin([[1.0, 2.0], [3.0, 0.5]] @ x))
+
+
+def tuple_times(x):
+    return np.sum(np.sin((1.0, 2.0) @ x))
+
+
+@pytest.mark.parametrize("f", [list_times, times_list, nested_list_times, tuple_times])
+def test_a_list_operand_of_matmul_compiles(f):
+    """`[1.0, 2.0] @ x`: the list's array in the products' Numba forms (strict: no fallback),
+    gradients and tangents as NumPy mode's and finite differences."""
+    x = np.random.default_rng(0).normal(size=(2, 2))
+    expected = s2sad.grad(f)(x)
+    np.testing.assert_allclose(expected, _fd(f, (x,), 0, 1e-6), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(s2sad.grad(f, jit="strict")(x), expected, rtol=1e-12)
+    t = np.random.default_rng(1).normal(size=(2, 2))
+    out, out_dot = s2sad.jvp(f, jit="strict")(x, tangent=t)
+    e_out, e_dot = s2sad.jvp(f)(x, tangent=t)
+    assert out == pytest.approx(e_out, rel=1e-12) and out_dot == pytest.approx(e_dot, rel=1e-12)

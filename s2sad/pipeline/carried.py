@@ -114,15 +114,18 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
     meeting a Python float (`s + np.sum(x) * 0.5`) into a float64 where NumPy keeps float32,
     and arrays computed from it on the way are typed float32, then float64, which Numba
     refuses. (A float64 number the step reads widens it from the start, as a np.float64 does
-    in NumPy; a Python float does not in NumPy, so there the value is float64 as before.)"""
+    in NumPy; a Python float does not in NumPy, so there the value is float64 as before.) A
+    `prange` loop's numbers are its sums on threads, in the form Numba's reductions take
+    (`s += c`: pipeline/parallel.py): left as they are; the loops in its body are kept."""
 
     def block(body: list, defined: set) -> list:
         out, defined, counts = [], set(defined), set()
         for stmt in body:
             if isinstance(stmt, (ast.For, ast.While)):
                 stmt.body = block(stmt.body, defined | _loop_targets(stmt))
-                widen, stmt.body = _kept(stmt, defined - counts)
-                out += widen
+                if not _on_threads(stmt):
+                    widen, stmt.body = _kept(stmt, defined - counts)
+                    out += widen
             elif isinstance(stmt, ast.If):
                 stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
             assigned = _certainly_assigned(stmt)
@@ -158,6 +161,12 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
         return widen, first + loop.body + last
 
     return block(list(stmts), set(given))
+
+
+def _on_threads(loop) -> bool:
+    """A `for ... in prange(...)` loop (pipeline/parallel.py writes them)."""
+    it = getattr(loop, "iter", None)
+    return isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "prange"
 
 
 def assigned_before(stmts: list, params) -> set:

@@ -209,13 +209,13 @@ def _forward_mode(
         given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
         body = numbers_carried(lower_for_numba(body, rank_of), rank_of, given)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
-        if not parallel:  # (a reduction on threads is told by its own pattern: parallel.py)
-            body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
             threads_taken = primal_names | names_mentioned(body + outputs) | norm.taken
             params = list(norm.params) + list(tangents_in)
             body = Threads(threads_taken, rank_of).primal(body, params)
+        # (after threads: a reduction on threads is told by its own pattern, parallel.py)
+        body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
         fused = body
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
@@ -291,7 +291,7 @@ def _reverse_mode(
         primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of, params)
         if rerun:  # the value function a re-running pullback's vjp returns with it
             plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of, params)
-        if not parallel:  # (a reduction on threads is told by its own pattern: parallel.py)
+        if not parallel:  # (on threads, after them: a reduction there has its own pattern)
             adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
             primal = numbers_in_dtype(primal, shapes.of, in_use, params)
             plain = numbers_in_dtype(plain, shapes.of, in_use, params) if rerun else plain
@@ -311,6 +311,12 @@ def _reverse_mode(
             plain = threads.primal(plain, norm.params, adjoint.stmts)
         primal = threads.primal(primal, norm.params, adjoint.stmts)
         adjoint.stmts = threads.adjoint(adjoint.stmts)
+        if jit:  # each serial loop's numbers in NumPy's dtype, as in a build without threads
+            in_use = taken | names_mentioned(primal + adjoint.stmts + plain)
+            given = assigned_before(primal, params)
+            adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
+            primal = numbers_in_dtype(primal, shapes.of, in_use, params)
+            plain = numbers_in_dtype(plain, shapes.of, in_use, params) if rerun else plain
 
     # many seeds from one point in one compiled call: the adjoint looped over them, where it
     # reads no tape, writes no primal value and every input is an array (Pullback.stacked)

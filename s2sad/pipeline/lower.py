@@ -261,13 +261,15 @@ _SPREADS = ("var_over", "std_over")  # which take `ddof`
 def _as_function(node: ast.Call, rank_of) -> ast.Call:
     """A reduction method of an array (`x.mean(axis=0)`, `x.sum(0, keepdims=True)`) as the
     NumPy function it is (`np.mean(x, axis=0)`), so it is lowered as that is; any other call as
-    it is."""
+    it is. Of a value of unknown rank too (a module `s2sad emit` writes knows no argument's):
+    compiled, only an array has these methods; a function the resolver knows (`math.prod`)
+    is no method."""
     func = node.func
     if (
         isinstance(func, ast.Attribute)
         and f"np.{func.attr}" in _REDUCTIONS
         and not (isinstance(func.value, ast.Name) and func.value.id in ("np", "numpy"))
-        and rank_of(func.value) is not None
+        and (rank_of(func.value) is not None or ir.callee(func) is None)
     ):
         np_func = ast.Attribute(ast.Name("np", ast.Load()), func.attr, ast.Load())
         return ast.Call(np_func, [func.value, *node.args], node.keywords)

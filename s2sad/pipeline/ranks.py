@@ -274,12 +274,14 @@ class Ranks:
         base = self.of(args[0])
         axis = keywords.get("axis", args[1] if len(args) > 1 else ast.Constant(None))
         keepdims = keywords.get("keepdims", ast.Constant(False))
-        if base is None or not isinstance(keepdims, ast.Constant):
+        if not isinstance(keepdims, ast.Constant):
+            return None
+        if isinstance(axis, ast.Constant) and axis.value is None and not keepdims.value:
+            return 0  # (of any rank: a loop's `s += np.sum(x[i])` in a module `emit` writes)
+        if base is None:
             return None
         if keepdims.value:
             return base
-        if isinstance(axis, ast.Constant) and axis.value is None:
-            return 0
         if isinstance(axis, (ast.Constant, ast.UnaryOp)):
             return base - 1
         if isinstance(axis, ast.Tuple):

@@ -4,12 +4,17 @@ matmul transposes only the last two axes and sums broadcast batches. Numba's mat
 vectors and matrices (no stacks), so their Numba forms cover those four cases.
 """
 
+import typing
+
 import numpy as np
 
 from .common import _array, _flat, _lift, _shift, batched_unbroadcast, reshape_like, unbroadcast
-from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .matrix_products import _mm, _mm_stacks
 from .registry import defvjp, explicit, linear, multilinear
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
 
 # ----------------------------------------------------------------------------- matmul
 
@@ -25,8 +30,16 @@ def matmul_stacks(a, b):
     return np.matmul(a, b)
 
 
+@type_test
+def _sequence(t):
+    """A list or tuple of numbers written as an operand (`[1.0, 2.0] @ x`)."""
+    return isinstance(t, (types.List, types.BaseTuple))
+
+
 @numba_of(matmul_stacks)
 def _matmul_stacks(a, b):
+    if _sequence(a) or _sequence(b):
+        return lambda a, b: _mm(np.asarray(a), np.asarray(b))
     return lambda a, b: _mm(a, b)
 
 
@@ -67,6 +80,8 @@ def batched_matmul_vjp_lhs(g, a, b):
 
 @numba_of(matmul_vjp_lhs)
 def _matmul_vjp_lhs(g, a, b):
+    if _sequence(a) or _sequence(b):  # (a list operand: its array)
+        return lambda g, a, b: matmul_vjp_lhs(g, np.asarray(a), np.asarray(b))
     if not (_array(a) and _array(b)):
         return None
     if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
@@ -125,6 +140,8 @@ def batched_matmul_vjp_rhs(g, a, b):
 
 @numba_of(matmul_vjp_rhs)
 def _matmul_vjp_rhs(g, a, b):
+    if _sequence(a) or _sequence(b):  # (a list operand: its array)
+        return lambda g, a, b: matmul_vjp_rhs(g, np.asarray(a), np.asarray(b))
     if not (_array(a) and _array(b)):
         return None
     if a.ndim > 2 or b.ndim > 2:  # stacks of matrices
