@@ -25,6 +25,7 @@ from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
+from .hoist import hoist_buffers
 from .load import Compiled, load, without_gc_pauses
 from .carried import assigned_before, carried_in_dtype, numbers_carried, numbers_in_dtype
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
@@ -355,6 +356,14 @@ def _reverse_mode(
         fused_primal,
         fused_adjoint,
         taken | names_mentioned(fused_primal + fused_adjoint) | norm.taken,
+        adjoint_ranks,
+    )
+    # the fused runs' arrays in loops made once before them, where nothing outlives an iteration
+    fused_primal, fused.stmts = hoist_buffers(
+        [fused_primal, fused.stmts],
+        reads,
+        norm.params,
+        taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
