@@ -218,6 +218,8 @@ def _forward_mode(
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
             [fused] = fuse([body], rank_of, reads, taken)
+            taken |= names_mentioned(fused) | norm.taken
+            [fused] = hoist_buffers([fused], reads, given, taken, rank_of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
@@ -362,7 +364,7 @@ def _reverse_mode(
     fused_primal, fused.stmts = hoist_buffers(
         [fused_primal, fused.stmts],
         reads,
-        norm.params,
+        list(norm.params) + list(data) + list(adjoint.seeds),
         taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )

@@ -31,6 +31,7 @@ import copy
 from ..astcopy import clone, walk_nodes
 from .. import ir
 from ..rules.helpers import SHAPE_ONLY
+from .fusion.extents import UNIT, Extents
 from .names import names_mentioned
 from .nodes import assign_to, call_of, load_name
 from .normalize import NameAllocator
@@ -51,6 +52,7 @@ def hoist_buffers(blocks: list[list], reads: list, params, taken: set[str], rank
     values (outputs, returned gradients), `params` its parameters, `taken` every name it uses."""
     everything = [s for b in blocks for s in b] + list(reads)
     hoister = _Hoister(rank_of, NameAllocator(taken | names_mentioned(everything)))
+    hoister.extents = Extents(everything, rank_of)
     defined = set(params)
     out = []
     end = [[ast.Expr(r) for r in reads]]  # what the function returns reads last
@@ -135,7 +137,9 @@ class _Hoister:
             known = [expr] + (
                 [_attribute(a, expr.attr) for a in alike] if _attribute_in(expr, alike) else []
             )
-            entry += next(filter(None, (_at_entry([e], before, defined) for e in known)), [])
+            found = [f for f in (self.entry(e, before, defined) for e in known) if f is not None]
+            fixed = [f for f in found if not (names_mentioned([f[0]]) & set(self.extents.counts))]
+            entry += (fixed + found + [[]])[0]
         if len(entry) != 2:
             return None
         buffer = self.names.fresh(f"{name}_buffer")
@@ -148,11 +152,55 @@ class _Hoister:
         name = stmt.targets[0].id
         if name in carried or name in outside or _assigned_in(before, name):
             return False
-        entry = _at_entry(stmt.value.args, before, defined)
-        if entry is None:
+        entry = [self.entry(e, before, defined) for e in stmt.value.args]
+        if None in entry:
             return False
-        stmt.value.args = entry
+        stmt.value.args = [e for [e] in entry]
         return True
+
+    def entry(self, expr, before: list, defined: set) -> list | None:
+        """[`expr`] as it stands at the loop's entry, or None: each name through the body's
+        copies before it (`_at_entry`), or an array's shape from the lengths of its axes where
+        fusion's extents relate each to an axis of an argument (`(x.shape[1],)` for a row of
+        `x`), and its dtype from the array a view or an element of which it is. Of those, one
+        reading only names the function never assigns, where there is one: its buffer moves out
+        of the loops around this one too."""
+        found = [_at_entry([expr], before, defined)]
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            if expr.attr == "shape":
+                shape = self.shape_of(expr.value.id, defined)
+                found.append(None if shape is None else [shape])
+            elif expr.attr == "dtype":
+                base = _viewed(expr.value.id, before)
+                if base is not None:
+                    found.append(_at_entry([_attribute(base, "dtype")], before, defined))
+        found = [f for f in found if f is not None]
+        fixed = [f for f in found if not (names_mentioned([f[0]]) & set(self.extents.counts))]
+        return (fixed + found + [None])[0]
+
+    def shape_of(self, name: str, defined: set):
+        """`name`'s shape as a tuple of the lengths of axes of arrays in `defined`, or None."""
+        axes = self.extents.found.get(name)
+        if axes is None or None in axes:
+            return None
+        sizes = []
+        for axis in axes:
+            root, removed = self.extents.canonical(axis)
+            if (root, removed) == UNIT:
+                sizes.append(ast.Constant(1))
+                continue
+            size = None
+            for member in [root] + list(self.extents.parent):
+                if member[0] != "in" or member[1] not in defined:
+                    continue
+                other, fewer = self.extents.canonical((member, 0))
+                if other == root:
+                    size = _length(member, fewer - removed)
+                    break
+            if size is None:
+                return None
+            sizes.append(size)
+        return ast.Tuple(sizes, ast.Load())
 
     def escapes(self, name: str, body: list, outside: set, carried: set) -> bool:
         """Whether `name`'s array, or one sharing its memory, may outlive an iteration of the
@@ -338,6 +386,33 @@ def _entry_name(name: str, before: list, defined: set) -> str | None:
             return _entry_name(name, before[:k], defined)  # `n = shape_pop(n_tape, n)`
         return None
     return name if name in defined else None
+
+
+def _length(root: tuple, more: int) -> ast.expr:
+    """`x.shape[k]`, plus `more`, for the root `("in", x, k)` (fusion/extents.py)."""
+    _, name, k = root
+    size = ast.Subscript(_attribute(name, "shape"), ast.Constant(k), ast.Load())
+    if more == 0:
+        return size
+    op = ast.Add() if more > 0 else ast.Sub()
+    return ast.BinOp(size, op, ast.Constant(abs(more)))
+
+
+def _viewed(name: str, before: list) -> str | None:
+    """The array `name` is a view, an element or a copy of one of (`n = x[...]`,
+    `n = snapshot(x[...])`), assigned once in `before`."""
+    found = [s for s in before if _assigned_in([s], name)]
+    if len(found) != 1:
+        return None
+    stmt = found[0]
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    value = stmt.value
+    if isinstance(value, ast.Call) and _callee(value) == "snapshot" and len(value.args) == 1:
+        value = value.args[0]  # a copy, of the same dtype
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+        return value.value.id
+    return None
 
 
 def _shape_popped(value, name: str) -> bool:
