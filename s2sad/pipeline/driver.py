@@ -1,8 +1,9 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
-    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse
-    (jit only) or threads (parallel only: independence.py, parallel.py) -> emit -> load,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse,
+    row tapes and buffers made before loops (jit only: fusion/, row_tapes.py, hoist.py) or
+    threads (parallel only: independence.py, parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -218,8 +219,8 @@ def _forward_mode(
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
             [fused] = fuse([body], rank_of, reads, taken)
-            taken |= names_mentioned(fused) | norm.taken
-            [fused] = hoist_buffers([fused], reads, given, taken, rank_of)
+            named = taken | names_mentioned(fused) | norm.taken
+            [fused] = hoist_buffers([fused], reads, given, named, rank_of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)

@@ -174,9 +174,18 @@ class _Hoister:
                 base = _viewed(expr.value.id, before)
                 if base is not None:
                     found.append(_at_entry([_attribute(base, "dtype")], before, defined))
-        found = [f for f in found if f is not None]
+        found = [f for f in found if f is not None and self.arrays_only(f[0])]
         fixed = [f for f in found if not (names_mentioned([f[0]]) & set(self.extents.counts))]
         return (fixed + found + [None])[0]
+
+    def arrays_only(self, expr) -> bool:
+        """Whether each `x.shape` and `x.dtype` in `expr` is an array's (of a known rank): the
+        allocation runs before the loop, in Python too (a checkpointed loop's code)."""
+        return all(
+            isinstance(self.rank_of(n.value), int) and self.rank_of(n.value) >= 1
+            for n in walk_nodes(expr)
+            if isinstance(n, ast.Attribute) and n.attr in _SHAPE_ATTRS
+        )
 
     def shape_of(self, name: str, defined: set):
         """`name`'s shape as a tuple of the lengths of axes of arrays in `defined`, or None."""
@@ -221,6 +230,8 @@ class _Hoister:
     def aliased_by(self, node, aliases: set):
         """The names `node` makes share memory with `aliases` (None: a reference kept where the
         pass does not follow it)."""
+        if isinstance(node, ast.For):  # the rows of an array are views of it
+            return _leaves_named(node.target) if self.shares(node.iter, aliases) else []
         if isinstance(node, ast.Return):
             return [None] if self.shares(node.value, aliases) else []
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -281,6 +292,10 @@ class _Hoister:
 
 def _callee(call: ast.Call) -> str | None:
     return call.func.id if isinstance(call.func, ast.Name) else None
+
+
+def _leaves_named(target) -> list:
+    return [leaf.id if isinstance(leaf, ast.Name) else None for leaf in _leaves(target)]
 
 
 def _leaves(target):
