@@ -1,8 +1,9 @@
 """The pipeline driver: it runs the stages in order, each in its own module,
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
-    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse
-    (jit only) or threads (parallel only: independence.py, parallel.py) -> emit -> load,
+    activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse,
+    row tapes and buffers made before loops (jit only: fusion/, row_tapes.py, hoist.py) or
+    threads (parallel only: independence.py, parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -25,6 +26,7 @@ from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
 from .fusion import fuse
+from .hoist import hoist_buffers
 from .load import Compiled, load, without_gc_pauses
 from .carried import assigned_before, carried_in_dtype, numbers_carried, numbers_in_dtype
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
@@ -220,6 +222,8 @@ def _forward_mode(
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
             [fused] = fuse([body], rank_of, reads, taken)
+            named = taken | names_mentioned(fused) | norm.taken
+            [fused] = hoist_buffers([fused], reads, given, named, rank_of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
@@ -366,6 +370,14 @@ def _reverse_mode(
         fused_primal,
         fused_adjoint,
         taken | names_mentioned(fused_primal + fused_adjoint) | norm.taken,
+        adjoint_ranks,
+    )
+    # the fused runs' arrays in loops made once before them, where nothing outlives an iteration
+    fused_primal, fused.stmts = hoist_buffers(
+        [fused_primal, fused.stmts],
+        reads,
+        list(norm.params) + list(data) + list(adjoint.seeds),
+        taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own

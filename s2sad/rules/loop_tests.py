@@ -1,10 +1,13 @@
 """The tests compiled code makes before a fused loop nest or a lowered loop (pipeline/fusion,
 pipeline/lower.py): whether the fused loops may stand for the array statements they replace,
 and the test of a `while True:` that Numba cannot fold. In Python (the fallback of a jitted
-function) the array statements run: the guards are False there.
+function) the array statements run: the guards are False there. Also the arrays a fused run in a
+loop writes into, made once before the loop (`reused`, pipeline/hoist.py).
 """
 
 import typing
+
+import numpy as np
 
 from .common import _array
 from .helpers import helper, numba_of, type_test
@@ -123,3 +126,55 @@ def _as_number(v):
     if _array(v) and v.ndim == 0:
         return lambda v: v[()]
     return lambda v: v
+
+
+@helper(nondiff=True)
+def reused(buffer, shape, dtype):
+    """The array a fused run in a loop writes every element of, made once before the loop
+    (pipeline/hoist.py): `buffer` where it has `shape` and `dtype`, else a fresh array (a shape
+    that changes from one iteration to the next costs what it did before, never a wrong value).
+    Python never runs a fused branch: a fresh array."""
+    return np.empty(shape, dtype)
+
+
+@numba_of(reused)
+def _reused(buffer, shape, dtype):
+    if not _same_kind(buffer, shape, dtype):
+        return None
+
+    def fits(buffer, shape, dtype):
+        if buffer.shape == shape:
+            return buffer
+        return np.empty(shape, buffer.dtype)
+
+    return fits
+
+
+@helper(nondiff=True)
+def reused_zeros(buffer, shape, dtype):
+    """`reused`, its elements set to zero: the array a fused run adds into (scatters.py)."""
+    return np.zeros(shape, dtype)
+
+
+@numba_of(reused_zeros)
+def _reused_zeros(buffer, shape, dtype):
+    if not _same_kind(buffer, shape, dtype):
+        return None
+
+    def zeroed(buffer, shape, dtype):
+        if buffer.shape == shape:
+            buffer[...] = 0
+            return buffer
+        return np.zeros(shape, buffer.dtype)
+
+    return zeroed
+
+
+@type_test
+def _same_kind(buffer, shape, dtype):
+    """Whether `buffer` is a contiguous array of `dtype` (a Numba DType) with as many axes as
+    `shape` has: else the fused branch fails to type and jit.py compiles the code unfused."""
+    if not _array(buffer) or buffer.layout != "C" or not isinstance(dtype, types.DType):
+        return False
+    axes = len(shape) if isinstance(shape, types.BaseTuple) else 1
+    return dtype.dtype == buffer.dtype and axes == buffer.ndim
