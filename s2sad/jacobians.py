@@ -42,6 +42,7 @@ class Jacobian:
         self.backward = Transformed(f, wrt, "vjp", jit, parallel=parallel)
         # the batched helpers have no Numba versions: compiled, it is one sweep per direction
         self.func, self.mode, self.batched = self.backward.func, mode, batched and not jit
+        self.asked_batched = batched
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
         threads = ", parallel=True" if parallel else ""
@@ -170,11 +171,13 @@ class Jacobian:
                 if rows is not None:
                     self.per_basis_mode = "reverse"
                     return rows
-            if self.mode != "reverse":
+            if self.mode != "reverse" and not self.batched:
                 columns = self._compiled_columns(bound, inputs, (args, kwargs))
                 if columns is not None:
                     self.per_basis_mode = "forward"
                     return columns
+            if self.batched:  # Numba failed: jit=False's batched sweep, not Python's per row
+                return self(*args, **kwargs)
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
@@ -226,6 +229,8 @@ class Jacobian:
         if compiled.tuple_output or compiled.output is not None:
             return None
         out = backward._run(compiled, values, bound)
+        if self._falls_back(compiled, compiled.name, (*bound.arguments.values(), *values)):
+            return None
         n_in = sum(np.size(x) for x in inputs)
         if self.mode is None and n_in <= np.size(out):
             return None
@@ -276,6 +281,8 @@ class Jacobian:
                         strict=forward.jit == "strict",
                         what=forward.jit_label(),
                     )
+                    if self._falls_back(compiled, compiled.name, (*args, *tangents, *values)):
+                        return None
                     if columns is None:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None
@@ -292,6 +299,11 @@ class Jacobian:
         ]
         self._whole.remember(forward, ran, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
+
+    def _falls_back(self, compiled, name: str, args) -> bool:
+        """Whether Numba cannot compile the sweeps (warned once): jit=False's sweep from now on."""
+        self.batched = self.asked_batched and Jitted.of(compiled).falls_back(name, args)
+        return self.batched
 
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);
