@@ -428,7 +428,8 @@ class Jitted:
             )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
-                value = numba_form(value)  # a user's rule: compiled by Numba too
+                if namespace.get(key) is not value:  # a user's rule: compiled by Numba too
+                    value = numba_form(value)
                 if namespace.setdefault(key, value) is not value:
                     # the same code text calling another function under this name: Numba has
                     # compiled the first one into it (data never gets here: it is an argument)

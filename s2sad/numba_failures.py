@@ -173,14 +173,15 @@ def two_types(exc, source: str) -> tuple | None:
         where = f" at {_user_line(lines, _computing(lines, name, at))}"
         kind = ("widens" if first == "float32" else "narrows") if floats else None
         made = _float64_made(lines, at) if kind == "widens" else None
-        if made:  # (proven, where the text shows it: else the message names no cause for sure)
+        if made:  # (a cause the text shows: else both possible ones are told)
             where, kind = f" from {made}", "made"
         why, hint = {
             "made": (
                 "NumPy widens it too: that value is float64 whatever the arguments' dtypes "
-                "(Python floats alone are), and so is what the step computes from it; Numba "
-                "gives a name one type",
-                "give that value the loop's dtype (`np.where(c, 1.0, 0.0).astype(u.dtype)`)",
+                "(Python floats alone are), and so are the arrays the step computes from it; "
+                "Numba gives a name one type",
+                "give that value the loop's dtype (`np.where(c, 1.0, 0.0).astype(u.dtype)`, "
+                "`np.zeros(n, u.dtype)`)",
             ),
             "widens": (_WIDENS, _HINTS["widens"]),
             "narrows": (
