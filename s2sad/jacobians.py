@@ -40,9 +40,8 @@ class Jacobian:
             raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
         self.forward = JVPTransformed(f, wrt, "jvp", jit, parallel=parallel)
         self.backward = Transformed(f, wrt, "vjp", jit, parallel=parallel)
-        # the batched helpers have no Numba versions: compiled, it is one sweep per direction
         self.func, self.mode, self.batched = self.backward.func, mode, batched and not jit
-        self.asked_batched = batched
+        self.asked_batched = batched  # jitted: a sweep per direction (no Numba batched helpers)
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
         threads = ", parallel=True" if parallel else ""
@@ -171,13 +170,11 @@ class Jacobian:
                 if rows is not None:
                     self.per_basis_mode = "reverse"
                     return rows
-            if self.mode != "reverse" and not self.batched:
+            if self.mode != "reverse":
                 columns = self._compiled_columns(bound, inputs, (args, kwargs))
                 if columns is not None:
                     self.per_basis_mode = "forward"
                     return columns
-            if self.batched:  # Numba failed: jit=False's batched sweep, not Python's per row
-                return self(*args, **kwargs)
         if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
@@ -230,7 +227,7 @@ class Jacobian:
             return None
         out = backward._run(compiled, values, bound)
         if self._falls_back(compiled, compiled.name, (*bound.arguments.values(), *values)):
-            return None
+            return self(*given[0], **given[1])  # (now batched)
         n_in = sum(np.size(x) for x in inputs)
         if self.mode is None and n_in <= np.size(out):
             return None
@@ -243,7 +240,10 @@ class Jacobian:
                 grads = first = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
                 for g in grads if len(inputs) > 1 else (grads,):
                     _refuse_complex(g, "gradient")  # every row has the first one's types
-                ran = Jitted.of(compiled).ran(sweep, (*args, unboxed(seed), *values))
+                called = (*args, unboxed(seed), *values)
+                ran = Jitted.of(compiled).ran(sweep, called)
+                if ran is None and self._falls_back(compiled, sweep, called):
+                    return self(*given[0], **given[1])
                 direct = None if ran is None else ran.namespace.get(sweep)
             elif direct is not None:  # compiled for the first row's types: call it directly
                 grads = direct(*args, unboxed(seed), *values)
@@ -282,7 +282,7 @@ class Jacobian:
                         what=forward.jit_label(),
                     )
                     if self._falls_back(compiled, compiled.name, (*args, *tangents, *values)):
-                        return None
+                        return self(*given[0], **given[1])
                     if columns is None:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None

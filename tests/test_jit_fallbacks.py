@@ -56,6 +56,31 @@ def test_a_jacobian_numba_cannot_compile_takes_numpys_batched_sweep_warned_once(
     np.testing.assert_allclose(results[0], _fd_jacobian(contracted_tanh, a, b), atol=1e-8)
 
 
+def scanned_rows(a):
+    return np.cumsum(np.sin(a), axis=1)  # the value compiles, its adjoint (an axis) does not
+
+
+def test_a_jacobian_whose_pullback_alone_falls_back_takes_the_batched_sweep_too():
+    a = np.linspace(-1.0, 1.0, 6).reshape(3, 2)
+    J = s2sad.jacobian(scanned_rows, mode="reverse", jit=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [J(a) for _ in range(3)]
+    told = [str(w.message) for w in caught if issubclass(w.category, JitFallbackWarning)]
+    assert len(told) == 1 and "the pullback of s2sad.jacobian(scanned_rows" in told[0], told
+    assert J.batched
+    plain = s2sad.jacobian(scanned_rows, mode="reverse")(a)
+    for result in results:
+        np.testing.assert_array_equal(result, plain)
+    fd = [
+        (scanned_rows(a + e) - scanned_rows(a - e)) / 2e-6
+        for e in np.eye(6).reshape(6, 3, 2) * 1e-6
+    ]
+    np.testing.assert_allclose(
+        results[0], np.moveaxis(np.array(fd), 0, -1).reshape(3, 2, 3, 2), atol=1e-8
+    )
+
+
 def test_an_unbatched_jacobian_keeps_its_sweeps_when_numba_cannot_compile():
     a, b = np.linspace(-1.0, 1.0, 6).reshape(3, 2), np.ones((2, 3))
     J = s2sad.jacobian(contracted_tanh, batched=False, jit=True)
