@@ -12,7 +12,10 @@ import ast
 import functools
 import inspect
 import keyword
+import os
 import re
+import types
+import weakref
 
 from .errors import S2SADError
 from .pipeline.reserved import RESERVED
@@ -148,3 +151,40 @@ class custom_vjp:  # noqa: N801  (used as a decorator, like functools.wraps)
         self.rule = rule
         register_vjp(self, rule, _argnames(self.func, None))
         return rule
+
+
+_NUMBA_FORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def numba_form(value):
+    """What Numba-compiled code calls for a user's function it reads by name (a custom_vjp
+    function, a vjp rule): the plain Python function, which nopython code cannot call, compiled
+    by `numba.njit` (NumPy's error model, as generated code's), one dispatcher per object so a
+    module loaded twice sees the same one. Where Numba cannot compile it, compiling the code
+    that calls it fails, and jit=True runs the Python version, naming it (`user_callee`).
+    Anything else comes back as it is."""
+    func = value.func if isinstance(value, custom_vjp) else value
+    if type(func) is not types.FunctionType:
+        return value
+    try:
+        return _NUMBA_FORMS[value]
+    except KeyError:
+        import numba  # (Numba loads on first use: s2sad imports fast)
+
+        dispatcher = numba.njit(error_model="numpy")(func)
+        _NUMBA_FORMS[value] = dispatcher
+        return dispatcher
+
+
+def user_callee(exc, objects: dict) -> str | None:
+    """Which of the user's functions compiled by `numba_form` Numba failed inside (its message
+    names it as `<function name at 0x...>`), with its file and line; None for none."""
+    for name, value in objects.items():
+        func = value.func if isinstance(value, custom_vjp) else value
+        if type(func) is types.FunctionType and f"<function {func.__name__} at " in str(exc):
+            kind = "vjp rule" if NAMESPACE.get(name) is value else "function"
+            code = func.__code__
+            return (
+                f"your {kind} {name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+            )
+    return None

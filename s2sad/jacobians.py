@@ -40,8 +40,8 @@ class Jacobian:
             raise ValueError(f"mode must be 'forward' or 'reverse', not {mode!r}")
         self.forward = JVPTransformed(f, wrt, "jvp", jit, parallel=parallel)
         self.backward = Transformed(f, wrt, "vjp", jit, parallel=parallel)
-        # the batched helpers have no Numba versions: compiled, it is one sweep per direction
         self.func, self.mode, self.batched = self.backward.func, mode, batched and not jit
+        self.asked_batched = batched  # jitted: a sweep per direction (no Numba batched helpers)
         self.wrt, self.wrt_tuple = self.backward.wrt, self.backward.wrt_tuple
         shown = self.func.__qualname__
         threads = ", parallel=True" if parallel else ""
@@ -226,6 +226,8 @@ class Jacobian:
         if compiled.tuple_output or compiled.output is not None:
             return None
         out = backward._run(compiled, values, bound)
+        if self._falls_back(compiled, compiled.name, (*bound.arguments.values(), *values)):
+            return self(*given[0], **given[1])  # (now batched)
         n_in = sum(np.size(x) for x in inputs)
         if self.mode is None and n_in <= np.size(out):
             return None
@@ -238,7 +240,10 @@ class Jacobian:
                 grads = first = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
                 for g in grads if len(inputs) > 1 else (grads,):
                     _refuse_complex(g, "gradient")  # every row has the first one's types
-                ran = Jitted.of(compiled).ran(sweep, (*args, unboxed(seed), *values))
+                called = (*args, unboxed(seed), *values)
+                ran = Jitted.of(compiled).ran(sweep, called)
+                if ran is None and self._falls_back(compiled, sweep, called):
+                    return self(*given[0], **given[1])
                 direct = None if ran is None else ran.namespace.get(sweep)
             elif direct is not None:  # compiled for the first row's types: call it directly
                 grads = direct(*args, unboxed(seed), *values)
@@ -276,6 +281,8 @@ class Jacobian:
                         strict=forward.jit == "strict",
                         what=forward.jit_label(),
                     )
+                    if self._falls_back(compiled, compiled.name, (*args, *tangents, *values)):
+                        return self(*given[0], **given[1])
                     if columns is None:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None
@@ -292,6 +299,11 @@ class Jacobian:
         ]
         self._whole.remember(forward, ran, compiled, values, bound, given, out, first)
         return self._conformed(blocks, inputs, bound)
+
+    def _falls_back(self, compiled, name: str, args) -> bool:
+        """Whether Numba cannot compile the sweeps (warned once): jit=False's sweep from now on."""
+        self.batched = self.asked_batched and Jitted.of(compiled).falls_back(name, args)
+        return self.batched
 
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);

@@ -34,6 +34,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     trusted_njit,
     user_stacklevel,
 )
+from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
 from .rules.helpers import forms_used, numba_source
@@ -349,6 +350,23 @@ class Jitted:
             return self.branched.ran(name, args) if self.branched is not None else None
         return self
 
+    def falls_back(self, name: str, args) -> bool:
+        """Whether a call of `name` on `args` through `__call__` runs the Python version (Numba
+        failed to compile it for these kinds): a caller that would run it many times (a
+        Jacobian's sweeps) then takes its own NumPy path, once, instead."""
+        if self.runs_python:  # (its own compiled loops)
+            return False
+        kinds = _kinds(args)
+        failed = self.module_failed is not None or (name, kinds) in self.failed
+        fused = self.compiled.unfused_code is not None
+        widened = fused and _float64_meets_32(args)
+        if failed or widened or (name, kinds, shapes(args)) in self.misfits:
+            if fused:  # the code without fused loops ran it
+                return self.unfused is not None and self.unfused.falls_back(name, args)
+            return failed
+        branched = self.branched if self.broadcasts(name, args) else None
+        return branched is not None and branched.falls_back(name, args)
+
     def remember(self, calls: set, name: str, args) -> None:
         """Add the call's (name, kinds, shapes) to `calls` (`broadcast`, `misfits`), of a
         bounded size."""
@@ -410,6 +428,8 @@ class Jitted:
             )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():
+                if namespace.get(key) is not value:  # a user's rule: compiled by Numba too
+                    value = numba_form(value)
                 if namespace.setdefault(key, value) is not value:
                     # the same code text calling another function under this name: Numba has
                     # compiled the first one into it (data never gets here: it is an argument)
@@ -432,6 +452,8 @@ class Jitted:
             or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
+        callee = user_callee(failed, self.compiled.globals)  # (a rule of the user's: in Python)
+        reason = f"{callee} does not compile with Numba: {reason}" if callee else reason
         message = f"Numba cannot compile {what or name}: {reason}"
         if strict and axis_error(failed):  # the user's error, as Python mode raises it
             raise axis_error(failed) from None

@@ -68,6 +68,8 @@ def numba_reason(exc, source: str = "") -> str:
         ),
         "",
     )
+    if where.startswith("def "):  # a line far into the function: the one Numba marks (`^`)
+        where = next((lines[i - 1] for i, line in enumerate(lines) if line == "^" and i), where)
     if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
         given = next((line for line in lines if line.startswith(">>>")), "")
         told = helper_in_user_terms(reason, given, RUNTIME)  # (one of s2sad's helpers)
@@ -132,8 +134,8 @@ def no_numba_form(exc, source: str) -> str | None:
 
 
 _WIDENS = (
-    "compiled code computes a float32 array meeting a Python float (or a float64 value) in "
-    "float64, where NumPy 2 keeps float32, and Numba gives a name one type"
+    "compiled code computes in float64 a float32 array meeting a float64 value (as NumPy does) "
+    "or a Python float (where NumPy 2 keeps float32), and Numba gives a name one type"
 )
 _FROM_NUMBER = (
     "an array computed from a float32 number that compiled code widens to float64 (meeting a "
@@ -184,7 +186,17 @@ def two_types(exc, source: str) -> tuple | None:
     if lines[at].strip().startswith(("for ", "while ")):
         where = f" at {_user_line(lines, _computing(lines, name, at))}"
         kind = ("widens" if first == "float32" else "narrows") if floats else None
+        made = _float64_made(lines, at) if kind == "widens" else None
+        if made:  # (a cause the text shows: else both possible ones are told)
+            where, kind = f" from {made}", "made"
         why, hint = {
+            "made": (
+                "NumPy widens it too: that value is float64 whatever the arguments' dtypes "
+                "(Python floats alone are), and so are the arrays the step computes from it; "
+                "Numba gives a name one type",
+                "give that value the loop's dtype (`np.where(c, 1.0, 0.0).astype(u.dtype)`, "
+                "`np.zeros(n, u.dtype)`)",
+            ),
             "widens": (_WIDENS, _HINTS["widens"]),
             "narrows": (
                 "Numba gives a name one type, and a float32 value computed before the loop is "
@@ -225,6 +237,34 @@ def two_types(exc, source: str) -> tuple | None:
         (_HINTS["branch"] + ", or pass float64 arrays" if floats else _OTHER[1])
         + "; jit=True runs the Python version instead",
     )
+
+
+# values float64 whatever the arguments' dtypes: np.where of two Python numbers, an array
+# made from a shape alone
+_FLOAT64_MADE = re.compile(
+    r"np\.where\([^()]*(?:\([^()]*\)[^()]*)*, -?\d[\w.]*, -?\d[\w.]*\)"
+    r"|np\.(?:zeros|ones|empty|eye|identity)\((?:\w+|\w+\.shape|\([^()]*\))\)"
+)
+_COMMENT = re.compile(r"#\s*(?:(\w+), )?line (\d+): (.*)")
+
+
+def _float64_made(lines: list, header: int) -> str | None:
+    """The user's line in the loop at `header` that makes a float64 value from no argument
+    (`np.where(c, 1.0, 0.0)`), as `line N (`code`)` (`in helper` for an inlined function's)."""
+    indent = len(lines[header]) - len(lines[header].lstrip())
+    told = None
+    for text in lines[header + 1 :]:
+        if text.strip() and len(text) - len(text.lstrip()) <= indent:
+            return None
+        comment = _COMMENT.match(text.strip())
+        if comment:
+            told = comment
+        elif told and _FLOAT64_MADE.search(text):
+            helper, number, code = told.groups()
+            call = _FLOAT64_MADE.search(text).group(0).partition("(")[0]
+            if call + "(" in code:  # the user's own call, not one of s2sad's
+                return f"line {number}{f' in {helper}' if helper else ''} (`{code}`)"
+    return None
 
 
 def _kind(numba_type: str) -> str:

@@ -102,8 +102,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
-    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so is
-    `np.concatenate`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
+    `np.stack` of numbers `np.array` and of a list of arrays `np.stack` of a tuple (so are
+    `np.concatenate`'s, `np.hstack`'s, `np.vstack`'s, `np.dstack`'s, `np.column_stack`'s and
+    their adjoint `joined_vjp`'s), reductions Numba lacks (`np.max` over an axis, `keepdims`) the helpers
     `max_over`, `min_over`, `prod_over`, `mean_over` and `sum_over` (rules/folds.py; sums and
     means everywhere, which add float32 in float64 there as NumPy's pairwise sums keep), the
     trace over the last two axes `trace_last`, `np.where` of numbers a conditional expression,
@@ -193,13 +194,12 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and all(rank_of(e) == 0 for e in node.args[0].elts)
             ):  # of numbers (np.array([a, b]) of the user's code): Numba stacks only arrays
                 node.func = ast.parse("np.array", mode="eval").body
-            elif (
-                text == "np.stack"
-                and node.args
-                and isinstance(node.args[0], ast.List)
-                and all((rank_of(e) or 0) > 0 for e in node.args[0].elts)
-            ):  # of arrays: Numba takes them as a tuple
+            elif text in _JOINS_OF_TUPLES and node.args and isinstance(node.args[0], ast.List):
+                # of arrays (or of values of ranks not known here, a loop's): Numba takes them
+                # as a tuple, as NumPy does; a list it refuses
                 node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
+            if text == "joined_vjp" and len(node.args) > 1 and isinstance(node.args[1], ast.List):
+                node.args[1] = ast.Tuple(node.args[1].elts, ast.Load())  # (hstack's adjoint)
             if (
                 text == "np.where"
                 and len(node.args) == 3
@@ -207,8 +207,6 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and all(rank_of(a) == 0 for a in node.args)
             ):  # of numbers: Numba's np.where would give a 0-d array
                 return ast.IfExp(node.args[0], node.args[1], node.args[2])
-            if text == "np.concatenate" and node.args and isinstance(node.args[0], ast.List):
-                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())  # Numba: a tuple
             if text == "np.matmul" and len(node.args) == 2 and not node.keywords:
                 if not all(rank_of(a) in (1, 2) for a in node.args):
                     node.func = ast.Name("matmul_stacks", ast.Load())  # Numba: no stacks
@@ -239,6 +237,16 @@ def _negative_int(node: ast.expr) -> int | None:
     value = constant_value(node)
     return value if type(value) is int and value < 0 else None
 
+
+# joins whose list of operands Numba takes only as a tuple (np.stack's of numbers is np.array)
+_JOINS_OF_TUPLES = (
+    "np.stack",
+    "np.concatenate",
+    "np.hstack",
+    "np.vstack",
+    "np.dstack",
+    "np.column_stack",
+)
 
 # a product's cotangent helper -> the operand that multiplies `g` where both are vectors
 _VECTOR_PRODUCTS = {"dot_vjp_lhs": 2, "dot_vjp_rhs": 1, "matmul_vjp_lhs": 2, "matmul_vjp_rhs": 1}
