@@ -95,13 +95,18 @@ class _Files:
     def __init__(self, directory: Path, base: str, flags: str):
         self._directory, self._base, self._flags = directory, base, flags
 
-    def _path(self, key) -> Path:
-        name = hashlib.sha256(repr((key, self._flags)).encode()).hexdigest()[:24]
+    def _path(self, key) -> Path | None:
+        """The file of `key`; None where its text names an object by its address (a function
+        passed as an argument), which another process would name otherwise: not kept."""
+        text = repr((key, self._flags))
+        if " at 0x" in text:
+            return None
+        name = hashlib.sha256(text.encode()).hexdigest()[:24]
         return self._directory / f"{self._base}.{name}.nbc"
 
     def load(self, key):
         path = self._path(key)
-        raw = read_private(path)  # (None where it is missing or not this user's alone)
+        raw = None if path is None else read_private(path)  # (None: not this user's alone)
         if raw is None:
             return None
         body = raw[_DIGEST:]
@@ -115,9 +120,11 @@ class _Files:
         return data if stored == (key, self._flags) else None
 
     def save(self, key, data) -> None:
-        body = serialize.dumps(((key, self._flags), data))
-        with atomic_write(self._path(key)) as f:
-            f.write(hashlib.sha256(body).digest() + body)
+        path = self._path(key)
+        if path is not None:
+            body = serialize.dumps(((key, self._flags), data))
+            with atomic_write(path) as f:
+                f.write(hashlib.sha256(body).digest() + body)
 
     def flush(self) -> None:
         """(Numba's `Dispatcher` flushes only on request: each file stands alone.)"""

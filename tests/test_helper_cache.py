@@ -219,3 +219,25 @@ def test_a_file_is_loaded_only_for_its_own_key_whole_and_private(cache, tmp_path
     path.write_bytes(__import__("hashlib").sha256(body).digest() + body)
     path.chmod(0o666)
     assert files.load(("sig", "cpu")) is None and not (tmp_path / "ran").exists()
+
+
+def test_the_key_follows_the_forms_code_not_what_a_process_did(monkeypatch):
+    from s2sad.rules import helpers, reductions
+
+    fingerprint = helpers.forms_fingerprint.__wrapped__
+    before = fingerprint()
+    __import__("s2sad.numba_helpers")  # binds Numba's names in the forms' modules
+    assert fingerprint() == before
+    name = next(n for n, v in vars(reductions).items() if hasattr(v, "__code__"))
+    monkeypatch.setattr(reductions, name, lambda x: x)  # a form's module edited
+    assert fingerprint() != before
+    monkeypatch.undo()
+    monkeypatch.setattr(reductions, "_S2SAD_TEST_CONSTANT", 2, raising=False)
+    assert fingerprint() != before
+
+
+def test_a_key_naming_an_address_is_not_kept(cache):
+    files = helper_cache._Files(helper_cache.helpers_dir(), "form-1", "flags")
+    key = ("type(CPUDispatcher(<function f at 0x7f4aeb0ee2a0>))", "cpu")
+    files.save(key, {"code": 1})
+    assert files.load(key) is None and not list(helper_cache.helpers_dir().iterdir())

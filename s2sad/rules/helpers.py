@@ -271,16 +271,17 @@ def _code_bytes(code) -> bytes:
     return b"|".join(parts)
 
 
-def _fingerprint_value(value) -> bytes:
-    """What a module-level name holds, as bytes that change when Numba's code from it would:
-    a function's code (its nested implementations with it) and defaults, a constant's repr;
-    anything else only by its type."""
+def _fingerprint_value(value) -> bytes | None:
+    """What a module-level name holds, as bytes that change when Numba's code from it would: a
+    function's code (its nested implementations with it) and defaults, a constant's repr. None
+    for anything else, which is not hashed (what a module binds later, such as NUMBA_NAMES or a
+    cache filled on first use, must not change the hash)."""
     code = getattr(value, "__code__", None)
     if code is not None:
         return _code_bytes(code) + _stable_repr(getattr(value, "__defaults__", None)).encode()
-    if value is None or type(value) in (bool, int, float, complex, str, bytes, tuple, frozenset):
+    if type(value) in (bool, int, float, complex, str, bytes, tuple, frozenset):
         return _stable_repr(value).encode()
-    return type(value).__qualname__.encode()
+    return None
 
 
 @functools.cache
@@ -293,6 +294,7 @@ def forms_fingerprint() -> str:
     for name in sorted(numba_modules() | {__name__}):
         digest.update(name.encode())
         for attr, value in sorted(vars(sys.modules[name]).items()):
-            if not attr.startswith("__"):
-                digest.update(attr.encode() + b"=" + _fingerprint_value(value) + b";")
+            found = _fingerprint_value(value)
+            if found is not None and not attr.startswith("__") and attr not in NUMBA_NAMES:
+                digest.update(attr.encode() + b"=" + found + b";")
     return digest.hexdigest()
