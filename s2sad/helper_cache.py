@@ -200,11 +200,14 @@ def _cached_jit(**options):
 
     def build(py_func):
         dispatcher = numba.jit(**options)(py_func)
-        directory = helpers_dir()
-        if directory is not None:
-            flags = ConfigStack.top_or_none()  # the caller's: what the compile inherits
-            summary = flags.summary() if flags is not None else ""
-            dispatcher._cache = HelperCache(py_func, directory, summary)
+        try:
+            directory = helpers_dir()
+            if directory is not None:
+                flags = ConfigStack.top_or_none()  # the caller's: what the compile inherits
+                summary = flags.summary() if flags is not None else ""
+                dispatcher._cache = HelperCache(py_func, directory, summary)
+        except (AttributeError, TypeError):  # Numba's internals differ: compiled, not kept
+            pass
         return dispatcher
 
     return build

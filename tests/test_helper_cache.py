@@ -241,3 +241,19 @@ def test_a_key_naming_an_address_is_not_kept(cache):
     key = ("type(CPUDispatcher(<function f at 0x7f4aeb0ee2a0>))", "cpu")
     files.save(key, {"code": 1})
     assert files.load(key) is None and not list(helper_cache.helpers_dir().iterdir())
+
+
+def _plus_one(x):
+    return x + 1.0
+
+
+def test_without_numbas_expected_internals_the_helpers_compile_uncached(cache, monkeypatch):
+    def moved(*args):
+        raise AttributeError("magic_tuple")
+
+    monkeypatch.setattr(helper_cache, "helpers_dir", moved)
+    dispatcher = helper_cache._cached_jit(nopython=True)(_plus_one)
+    assert dispatcher(1.0) == 2.0 and dispatcher.stats.cache_path is None
+    assert not cache.exists()
+    # another target's jit (CUDA's) is left as Numba chose it
+    assert helper_cache._caching(lambda template: "cuda jit")(None) == "cuda jit"
