@@ -4,15 +4,15 @@ Numba compiles each helper's form once per process and argument types (its overl
 jits the implementation the form returns), and a small gradient's first call is mostly that.
 Here each such implementation's dispatcher gets a disk cache of s2sad's own, in
 `<cache>/helpers/<key>` (`$S2SAD_CACHE_DIR`, else ~/.cache/s2sad; checked as diskcache.py
-checks it): never NUMBA_CACHE_DIR, the installed package (maybe read-only) or where the user's
-own `numba.njit(cache=True)` functions cache, which keep Numba's cache locators untouched.
+checks it): never NUMBA_CACHE_DIR or the installed package (maybe read-only), and the user's own
+`numba.njit(cache=True)` functions cache where Numba puts them (its locators are untouched).
 
 Why not `overload(..., jit_options={"cache": True})` with a cache locator of s2sad's own in
 Numba's `_CacheImpl._locator_classes`: that keeps Numba's index-and-data files, and with them
-(Numba 0.68) a corrupt or truncated file raising into the caller's typing, a full disk failing
-the compile, two processes saving different signatures of one function numbering their data
-files alike (an index entry can then name another signature's code), and a key without the
-caller's inherited flags (`error_model`). So each form's overload template is given a jit
+(Numba 0.68) a corrupt or truncated file raising into the caller's typing (numba#10434), a full
+disk failing the compile, two processes saving different signatures of one function numbering
+their data files alike (an index entry can then name another signature's code), and a key
+without the caller's inherited flags (`error_model`). So each form's overload template is given a jit
 decorator of s2sad's (`_get_jit_decorator`, the one hook), which sets the dispatcher's cache to
 `HelperCache`: one file per specialisation, named by a hash of Numba's own key (signature,
 CPU, the implementation's bytecode and closure) and the caller's flags, which the file stores
