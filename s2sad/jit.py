@@ -37,7 +37,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
 from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
-from .rules.helpers import forms_used, numba_source
+from .rules.helpers import forms_fingerprint, forms_used, numba_source
 from .numba_failures import (
     at_user_line,
     axis_error,
@@ -191,7 +191,8 @@ def _module_for(
     text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
     # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
     # tests set it, would otherwise leave unoptimised code for a later process to load)
-    key = f"{version.__version__}\n{numba_source()}\n{callees}\n{_numba_opt()}\n{text}"
+    # (the forms' loaded code, hashed: numba_source() would rebuild their text, 0.15 s a process)
+    key = f"{version.__version__}\n{forms_fingerprint()}\n{callees}\n{_numba_opt()}\n{text}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:20]
     module_name = f"s2sad_{short_name(name)}_{digest}"
     with _LOAD_LOCK:

@@ -3,9 +3,10 @@
 Each form is written next to its op in s2sad/rules/ and only recorded there (`@numba_of`,
 rules/helpers.py), so `import s2sad` never imports Numba. Importing this module binds Numba's
 names in the forms' modules, applies `numba.extending.overload` to each (helper, form) pair and
-`register_jitable` to the plain functions the forms call, and exports the helpers by name:
-generated modules that s2sad compiles import it with `*`, so a process compiles each helper once
-for all of them (`s2sad emit --jit` embeds `numba_source()`, the same forms as text, instead).
+`register_jitable` to the plain functions the forms call, their compiled code kept on disk
+(helper_cache.py), and exports the helpers by name: generated modules that s2sad compiles import
+it with `*`, so a process compiles (or loads) each helper once for all of them (`s2sad emit
+--jit` embeds `numba_source()`, the same forms as text, instead).
 
 A helper with no implementation for the types it meets makes Numba fail, and the error names it.
 """
@@ -13,8 +14,7 @@ A helper with no implementation for the types it meets makes Numba fail, and the
 import importlib
 import sys
 
-from numba.extending import overload, register_jitable
-
+from .helper_cache import jitable_cached, overload_cached
 from .rules.helpers import JITABLE, NUMBA, NUMBA_NAMES, numba_modules
 
 
@@ -27,9 +27,9 @@ def _bind_numba_names() -> None:
 def _register() -> dict[str, object]:
     """Register every form once; the helpers generated code calls, by name."""
     for func in JITABLE:
-        register_jitable(func)
+        jitable_cached(func)
     for stub, form in NUMBA:
-        overload(stub)(form)
+        overload_cached(stub, form)
     return {s.__name__: s for s, _ in NUMBA if not s.__name__.startswith("_")}
 
 

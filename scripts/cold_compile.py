@@ -11,6 +11,10 @@ of its own before its caller links it in).
     S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py array20   # a 20-statement function
     S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py gmm --warm   # a second process:
     # the cache kept, the first call loads Numba's machine code from disk
+    S2SAD_CACHE_DIR=/tmp/cold python scripts/cold_compile.py gmm --keep-helpers   # the jit
+    # cache emptied but for the helpers' compiled code (<cache>/helpers, s2sad/helper_cache.py):
+    # a new gradient in a fresh process, its helpers loaded from disk
+    S2SAD_HELPER_CACHE=0 ...   # the helpers compiled in each process, as before that cache
 
 CPU times are the compiling thread's (time.thread_time), which other load on the machine
 changes less than wall time. Each workload wants a process of its own: a process compiles
@@ -130,12 +134,22 @@ def workload_case(workload: str) -> tuple:
     return run, timing.transform_seconds(g, list(inputs.values())), case.size_label
 
 
-def main(workload: str, warm: bool = False) -> dict:
+def empty(cache: str, keep_helpers: bool) -> None:
+    """Delete the cache directory, or all of it but the helpers' compiled code."""
+    if not keep_helpers:
+        shutil.rmtree(cache, ignore_errors=True)
+        return
+    for path in Path(cache).glob("*"):
+        if path.name != "helpers":
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+
+def main(workload: str, warm: bool = False, keep_helpers: bool = False) -> dict:
     cache = os.environ.get("S2SAD_CACHE_DIR")
     if not cache:
         raise SystemExit("set S2SAD_CACHE_DIR to a directory this script may empty")
     if not warm:
-        shutil.rmtree(cache, ignore_errors=True)
+        empty(cache, keep_helpers)
     timed(codegen.CPUCodeLibrary, "_optimize_functions", "optimise functions")
     timed(codegen.CPUCodeLibrary, "_optimize_final_module", "optimise module")
     timed(codegen.CPUCodeLibrary, "_finalize_final_module", "machine code")
@@ -163,4 +177,9 @@ def main(workload: str, warm: bool = False) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], warm="--warm" in sys.argv[2:])))
+    flags = sys.argv[2:]
+    print(
+        json.dumps(
+            main(sys.argv[1], warm="--warm" in flags, keep_helpers="--keep-helpers" in flags)
+        )
+    )

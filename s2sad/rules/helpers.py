@@ -34,8 +34,10 @@ from __future__ import annotations
 
 import dis
 import functools
+import hashlib
 import inspect
 import re
+import sys
 
 from . import registry
 from .registry import Tangent
@@ -248,3 +250,51 @@ def numba_source(used: frozenset[str] | None = None) -> str:
         parts.append(f"def {stub.__name__}{signature}:\n    pass\n")
         parts.append(f"@overload({stub.__name__})\n" + function_source(form))
     return "\n\n".join(parts)
+
+
+def _stable_repr(value) -> str:
+    """`repr`, with sets sorted (their order changes with the process's string hashes)."""
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+    if type(value) is tuple:
+        return "(" + ", ".join(_stable_repr(v) for v in value) + ")"
+    return repr(value)
+
+
+def _code_bytes(code) -> bytes:
+    """A code object as bytes that depend on what it does alone (marshal's output also depends
+    on reference counts): its bytecode, names, line and constants, nested code included."""
+    parts = [code.co_code, repr((code.co_names, code.co_varnames, code.co_firstlineno)).encode()]
+    for const in code.co_consts:
+        is_code = isinstance(const, type(code))
+        parts.append(_code_bytes(const) if is_code else _stable_repr(const).encode())
+    return b"|".join(parts)
+
+
+def _fingerprint_value(value) -> bytes | None:
+    """What a module-level name holds, as bytes that change when Numba's code from it would: a
+    function's code (its nested implementations with it) and defaults, a constant's repr. None
+    for anything else, which is not hashed (what a module binds later, such as NUMBA_NAMES or a
+    cache filled on first use, must not change the hash)."""
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        return _code_bytes(code) + _stable_repr(getattr(value, "__defaults__", None)).encode()
+    if type(value) in (bool, int, float, complex, str, bytes, tuple, frozenset):
+        return _stable_repr(value).encode()
+    return None
+
+
+@functools.cache
+def forms_fingerprint() -> str:
+    """A hash of the code and constants, as loaded in this process, of every module that defines
+    a Numba form, plain function or type test: what the helpers' compiled code can depend on
+    within s2sad (the forms `numba_source()` copies, what they call while typing, the constants
+    they read), cheaper than `numba_source()` and never the file edited since it was imported."""
+    digest = hashlib.sha256()
+    for name in sorted(numba_modules() | {__name__}):
+        digest.update(name.encode())
+        for attr, value in sorted(vars(sys.modules[name]).items()):
+            found = _fingerprint_value(value)
+            if found is not None and not attr.startswith("__") and attr not in NUMBA_NAMES:
+                digest.update(attr.encode() + b"=" + found + b";")
+    return digest.hexdigest()
