@@ -116,6 +116,13 @@ def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
     arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
     (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    if isinstance(x, dict) or isinstance(index, str):
+        raise TypeError(
+            f"a dict read by the key {index!r} where this code takes the differentiated value "
+            "for an array (code made without example arguments does not know a tree's "
+            "structure): make it with example arguments, s2sad.source(g, *args), or an "
+            "`inputs(rng)` function in the file for `s2sad emit`"
+        )
     if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
@@ -139,14 +146,16 @@ def getitem_vjp(g, x, index):
 
 def like_input(g, x):
     """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
-    Python number), an array that can be written into and shares no memory with `x`."""
+    Python number), an array that can be written into and shares no memory with `x`. An integer
+    or bool input's gradient stays float64: its dtype would truncate the numbers."""
     if isinstance(x, np.ndarray):
-        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        dtype = x.dtype if x.dtype.kind in "fc" else np.float64
+        g = np.asarray(g, dtype=dtype).reshape(x.shape)
         shared = not g.flags.writeable or np.may_share_memory(g, x)
         return g.copy() if shared else g
-    if isinstance(x, np.generic):
+    if isinstance(x, np.inexact):
         return x.dtype.type(g)
-    return float(g) if isinstance(x, (int, float)) else g
+    return float(g) if isinstance(x, (int, float, np.generic)) else g
 
 
 def like_inputs(grads, inputs):

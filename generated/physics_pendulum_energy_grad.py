@@ -26,14 +26,16 @@ def grad_seed(out):
 
 def like_input(g, x):
     """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
-    Python number), an array that can be written into and shares no memory with `x`."""
+    Python number), an array that can be written into and shares no memory with `x`. An integer
+    or bool input's gradient stays float64: its dtype would truncate the numbers."""
     if isinstance(x, np.ndarray):
-        g = np.asarray(g, dtype=x.dtype).reshape(x.shape)
+        dtype = x.dtype if x.dtype.kind in "fc" else np.float64
+        g = np.asarray(g, dtype=dtype).reshape(x.shape)
         shared = not g.flags.writeable or np.may_share_memory(g, x)
         return g.copy() if shared else g
-    if isinstance(x, np.generic):
+    if isinstance(x, np.inexact):
         return x.dtype.type(g)
-    return float(g) if isinstance(x, (int, float)) else g
+    return float(g) if isinstance(x, (int, float, np.generic)) else g
 
 
 def like_inputs(grads, inputs):

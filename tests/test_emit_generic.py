@@ -49,6 +49,11 @@ def node_loss(p, y0, target):
     return np.mean((yT - target) ** 2)
 
 
+def by_variable_key(p, y):
+    k = "W"
+    return np.sum(p[k] * y)
+
+
 def independent(x, y):
     return np.sum(x)
 """
@@ -74,6 +79,10 @@ def kalman(q, r, ys, A):
 
 def both(x, y):
     return np.sum(x + y)
+
+
+def product(x, y):
+    return np.sum(x * y)
 
 
 def rebound(v, A):
@@ -301,3 +310,38 @@ def test_two_gradients_computed_as_one_array_are_two_arrays_to_write_into(plain)
     dx += 1.0
     np.testing.assert_array_equal(dy, np.ones(3))
     np.testing.assert_array_equal(dx, np.full(3, 2.0))
+
+
+@pytest.mark.parametrize(
+    "y, kind",
+    [
+        (np.array([1, 2, 3]), np.ndarray),
+        (np.array([1, 2, 3], dtype=np.int32), np.ndarray),
+        (np.array([True, False, True]), np.ndarray),
+        (np.int64(2), float),
+        (2, float),
+    ],
+    ids=["int64", "int32", "bool", "np.int64", "python int"],
+)
+def test_an_integer_or_bool_inputs_gradient_is_not_truncated_to_its_dtype(plain, y, kind):
+    """d/dy sum(x * y) is x = [0.5, 1.5, 2.7] whatever y's dtype: cast to y's integer dtype it
+    was [0, 1, 2] (to bool, all True): a silently wrong number (break-it review)."""
+    path, _ = plain
+    _, emitted = _emitted(path, "product", ["x", "y"])
+    x = np.array([0.5, 1.5, 2.7])
+    _, dy = emitted.grad_product(x, y)
+    assert type(dy) is kind
+    expected = np.sum(x) if np.ndim(y) == 0 else x
+    np.testing.assert_array_equal(dy, expected)
+    if kind is np.ndarray:
+        assert dy.dtype == np.float64 and dy.shape == np.shape(y)
+
+
+def test_a_dict_read_by_a_variable_key_in_generic_code_is_a_clear_error(trees):
+    """`k = "W"; p[k]` gets past the transform-time refusal (its key is not a constant there):
+    the module's call raised NumPy's `entry not a 2- or 3- tuple`; now an error that says what
+    happened and what to do."""
+    path, _ = trees
+    _, emitted = _emitted(path, "by_variable_key", ["p"])
+    with pytest.raises(TypeError, match="a dict read by the key 'W'.*inputs\\(rng\\)"):
+        emitted.grad_by_variable_key({"W": np.ones(2)}, np.ones(2))

@@ -152,6 +152,13 @@ def getitem_vjp(g, x, index):
     """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
     arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
     (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    if isinstance(x, dict) or isinstance(index, str):
+        raise TypeError(
+            f"a dict read by the key {index!r} where this code takes the differentiated value "
+            "for an array (code made without example arguments does not know a tree's "
+            "structure): make it with example arguments, s2sad.source(g, *args), or an "
+            "`inputs(rng)` function in the file for `s2sad emit`"
+        )
     if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
