@@ -162,6 +162,8 @@ def numba_form(value):
     by `numba.njit` (NumPy's error model, as generated code's), one dispatcher per object so a
     module loaded twice sees the same one. Where Numba cannot compile it, compiling the code
     that calls it fails, and jit=True runs the Python version, naming it (`user_callee`).
+    A function reading data from its globals or closure (a number, an array) stays in Python:
+    Numba would freeze the value it first saw, where s2sad reads globals at each call.
     Anything else comes back as it is."""
     func = value.func if isinstance(value, custom_vjp) else value
     if type(func) is not types.FunctionType:
@@ -169,22 +171,74 @@ def numba_form(value):
     try:
         return _NUMBA_FORMS[value]
     except KeyError:
-        import numba  # (Numba loads on first use: s2sad imports fast)
+        pass
+    if _data_read(func, set()) is not None:
+        return value
+    import numba  # (Numba loads on first use: s2sad imports fast)
 
-        dispatcher = numba.njit(error_model="numpy")(func)
-        _NUMBA_FORMS[value] = dispatcher
-        return dispatcher
+    dispatcher = numba.njit(error_model="numpy")(func)
+    _NUMBA_FORMS[value] = dispatcher
+    return dispatcher
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _data_read(func: types.FunctionType, seen: set) -> str | None:
+    """The first global or closure variable `func` (or a plain function it calls) reads whose
+    value is data rather than a module, function or class: what compiled code would freeze."""
+    if func in seen:
+        return None
+    seen.add(func)
+    cells = zip(func.__code__.co_freevars, func.__closure__ or ())
+    values = [(n, c.cell_contents) for n, c in cells if _filled(c)]
+    names = _code_names(func.__code__)
+    values += [(n, func.__globals__[n]) for n in sorted(names) if n in func.__globals__]
+    for name, v in values:
+        if type(v) is types.FunctionType:
+            found = _data_read(v, seen)
+            if found is not None:
+                return found
+        elif not (
+            isinstance(v, (types.ModuleType, type, types.BuiltinFunctionType))
+            or callable(v)
+            and hasattr(v, "py_func")  # the user's own numba.njit function
+        ):
+            return name
+    return None
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # a closure variable not yet bound
+        return False
+    return True
 
 
 def user_callee(exc, objects: dict) -> str | None:
     """Which of the user's functions compiled by `numba_form` Numba failed inside (its message
-    names it as `<function name at 0x...>`), with its file and line; None for none."""
+    names it as `<function name at 0x...>`), or which one `numba_form` left in Python because
+    it reads data from its globals (Numba then cannot type its name), with its file and line;
+    None for none."""
     for name, value in objects.items():
         func = value.func if isinstance(value, custom_vjp) else value
-        if type(func) is types.FunctionType and f"<function {func.__name__} at " in str(exc):
-            kind = "vjp rule" if NAMESPACE.get(name) is value else "function"
-            code = func.__code__
+        if type(func) is not types.FunctionType:
+            continue
+        kind = "vjp rule" if NAMESPACE.get(name) is value else "function"
+        code = func.__code__
+        where = f"your {kind} {name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+        if f"<function {func.__name__} at " in str(exc):
+            return where
+        read = _data_read(func, set()) if f"'{name}'" in str(exc) else None
+        if read is not None:
             return (
-                f"your {kind} {name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+                f"{where}, which reads {read!r} (a value compiled code would freeze at its "
+                "first call, where s2sad reads it at each call),"
             )
     return None

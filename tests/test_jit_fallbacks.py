@@ -276,10 +276,48 @@ def test_a_custom_vjp_function_and_its_rule_compile_with_numba():
 def test_a_rule_numba_cannot_compile_is_named_and_runs_in_python():
     x = np.linspace(0.1, 1.0, 5)
     line = inspect.getsourcelines(dict_scaled_vjp)[1]
-    told = rf"your vjp rule dict_scaled_vjp \(test_jit_fallbacks\.py:{line}\) does not compile "
+    told = (
+        rf"your vjp rule dict_scaled_vjp \(test_jit_fallbacks\.py:{line}\), which reads "
+        r"'_SCALES' \(a value compiled code would freeze .*\), does not compile "
+    )
     with pytest.warns(JitFallbackWarning, match=told + r".*running the Python version"):
         got = s2sad.grad(uses_dict_scaled, jit=True)(x)
     np.testing.assert_allclose(got, s2sad.grad(uses_dict_scaled)(x), rtol=1e-15)
     np.testing.assert_allclose(got, 8.0 * x, rtol=1e-15)
     with pytest.raises(JitError, match=told):
         s2sad.grad(uses_dict_scaled, jit="strict")(x)
+
+
+GAIN = 2.0
+
+
+@s2sad.custom_vjp
+def gained(x):
+    return x**3 * GAIN
+
+
+@gained.defvjp
+def gained_vjp(dy, y, x):
+    return dy * 3 * x**2 * GAIN
+
+
+def uses_gained(x):
+    return np.sum(gained(x) * x)
+
+
+def test_a_rule_reading_a_global_number_reads_it_at_each_call():
+    """Numba freezes a global at its first compile: a rule compiled by numba.njit kept GAIN ==
+    2 after the user set it to 5 (break-it review), where s2sad reads globals at each call. A
+    function reading data from its globals stays in Python, and says why."""
+    global GAIN
+    x = np.linspace(0.1, 0.9, 4)
+    try:
+        for gain in (2.0, 5.0):
+            GAIN = gain
+            expected = 4 * gain * x**3
+            with pytest.warns(JitFallbackWarning, match="which reads 'GAIN'"):
+                got = s2sad.grad(uses_gained, jit=True)(x)
+            np.testing.assert_allclose(got, expected, rtol=1e-14)
+            np.testing.assert_allclose(s2sad.grad(uses_gained)(x), expected, rtol=1e-14)
+    finally:
+        GAIN = 2.0
