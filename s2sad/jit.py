@@ -188,14 +188,16 @@ def _module_for(
     `callees` (`code_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
     parallel=True (its text says so, so a parallel and a serial build never share a module);
     `threads=False`: a parallel build compiled without Numba's parallel options."""
-    text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
-    # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
-    # tests set it, would otherwise leave unoptimised code for a later process to load)
-    # (the forms' loaded code, hashed: numba_source() would rebuild their text, 0.15 s a process)
-    key = f"{version.__version__}\n{forms_fingerprint()}\n{callees}\n{_numba_opt()}\n{text}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    module_name = f"s2sad_{short_name(name)}_{digest}"
     with _LOAD_LOCK:
+        # (under the lock: the key reads Numba's configuration, and the first thread to import
+        # Numba must finish before another reads its modules' attributes)
+        text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
+        # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
+        # tests set it, would otherwise leave unoptimised code for a later process to load)
+        # (the forms' loaded code, hashed: numba_source() would rebuild their text, 0.15 s a process)
+        key = f"{version.__version__}\n{forms_fingerprint()}\n{callees}\n{_numba_opt()}\n{text}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+        module_name = f"s2sad_{short_name(name)}_{digest}"
         if fresh:
             sys.modules.pop(module_name, None)
         elif module_name in sys.modules:
