@@ -22,6 +22,7 @@ from .errors import S2SADError
 from . import module_returns
 from .jit import module_text
 from .pipeline.names import names_in, names_stored
+from .pipeline.nodes import own_nodes
 from .pipeline.normalize.calls import is_library_code
 
 
@@ -309,7 +310,7 @@ def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tupl
     xs = [ast.Name(given.get(x, x), ast.Load()) for x in inputs]
     helper = module_returns.like_input if len(inputs) == 1 else module_returns.like_inputs
     lines = source.splitlines()
-    returns = [n for n in _own_nodes(returning) if isinstance(n, ast.Return)]
+    returns = [n for n in own_nodes(returning) if isinstance(n, ast.Return)]
     for ret in sorted(returns, key=lambda r: -r.lineno):
         value = ret.value
         grads = value.elts[1] if mode == "value_and_grad" else value
@@ -341,16 +342,6 @@ def _fresh(base: str, taken: set) -> str:
         k += 1
         name = f"{base}{k}"
     return name
-
-
-def _own_nodes(node: ast.FunctionDef):
-    """The nodes of a function's body, not of the functions defined in it."""
-    todo = list(node.body)
-    while todo:
-        n = todo.pop()
-        yield n
-        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(n))
 
 
 def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str:

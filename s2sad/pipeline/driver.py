@@ -31,6 +31,7 @@ from .load import Compiled, load, without_gc_pauses
 from .carried import assigned_before, carried_in_dtype, numbers_carried, numbers_in_dtype
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
+from .nodes import own_nodes
 from .normalize import hygienic, normalize, reserved_names
 from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
@@ -95,14 +96,14 @@ def differentiate(
             pair = next(
                 (
                     r
-                    for r in _own_nodes(parsed.tree)
+                    for r in own_nodes(parsed.tree)
                     if isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
                 ),
                 None,
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
                 raise _tuple_return(parsed, len(pair.value.elts))
-            returns = [r for r in _own_nodes(parsed.tree) if isinstance(r, ast.Return)]
+            returns = [r for r in own_nodes(parsed.tree) if isinstance(r, ast.Return)]
             if tree_returns(parsed, refuse_named=False) is not None:  # `return {"l": l}`
                 raise parsed.error(
                     NonScalarOutputError,
@@ -459,7 +460,7 @@ def _renamed(parsed, wrt, ranks):
 
 def _tuple_return(parsed, count: int) -> NonScalarOutputError:
     """grad of a function returning `loss, aux`: refused here, at its return line."""
-    returns = [n for n in _own_nodes(parsed.tree) if isinstance(n, ast.Return)]
+    returns = [n for n in own_nodes(parsed.tree) if isinstance(n, ast.Return)]
     shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
     return parsed.error(
         NonScalarOutputError,
@@ -470,16 +471,6 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
         "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
         "tuple output",
     )
-
-
-def _own_nodes(tree):
-    """The nodes of a function's body, not of the functions and lambdas defined in it."""
-    todo = list(tree.body)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 def _deepest_statement(tree: ast.FunctionDef) -> ast.AST:

@@ -117,3 +117,13 @@ def constant_value(node: ast.expr):
         return eval(compile(ast.Expression(node), "<constant>", "eval"), {"__builtins__": {}})
     except Exception:  # 1 / 0, say: left to run time
         return NOT_CONSTANT
+
+
+def own_nodes(tree):
+    """The nodes of a function's body, not of the functions and lambdas defined in it."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
