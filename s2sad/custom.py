@@ -232,7 +232,7 @@ def user_callee(exc, objects: dict) -> str | None:
             continue
         kind = "vjp rule" if NAMESPACE.get(name) is value else "function"
         code = func.__code__
-        where = f"your {kind} {name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
+        where = f"your {kind} {func.__name__} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
         if f"<function {func.__name__} at " in str(exc):
             return where
         read = _data_read(func, set()) if f"'{name}'" in str(exc) else None

@@ -297,7 +297,7 @@ def gained(x):
 
 
 @gained.defvjp
-def gained_vjp(dy, y, x):
+def gained_rule(dy, y, x):
     return dy * 3 * x**2 * GAIN
 
 
@@ -321,3 +321,26 @@ def test_a_rule_reading_a_global_number_reads_it_at_each_call():
             np.testing.assert_allclose(s2sad.grad(uses_gained)(x), expected, rtol=1e-14)
     finally:
         GAIN = 2.0
+
+
+CALLS = []
+
+
+@s2sad.custom_vjp
+def logged(x):
+    return np.sin(x)
+
+
+@logged.defvjp
+def logged_rule(dy, y, x):
+    CALLS.append(1)
+    return dy * np.cos(x)
+
+
+def test_a_rule_left_in_python_is_named_as_the_user_named_it():
+    """Not `logged_vjp`, the name generated code calls it by (break-it review)."""
+    x = np.linspace(0.1, 0.9, 4)
+    with pytest.raises(JitError, match="your vjp rule logged_rule .*which reads 'CALLS'"):
+        s2sad.grad(lambda v: np.sum(logged(v) * v), jit="strict")(x)
+    got = s2sad.grad(lambda v: np.sum(logged(v) * v))(x)
+    np.testing.assert_allclose(got, np.cos(x) * x + np.sin(x), rtol=1e-14)
