@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import importlib
 import os
 import shutil
 import stat
@@ -157,6 +158,13 @@ def short_name(name: str, keep: int = 40) -> str:
     if len(name) <= keep:
         return name
     return f"{name[:keep]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def numba_opt() -> str:
+    """Numba's optimisation level, read from its configuration (imported here: a key taken
+    before the process's first compile must equal one taken after it). Numba's cache files do
+    not record it, so the keys of s2sad's compiled code and of its helpers' include it."""
+    return f"opt={int(importlib.import_module('numba.core.config').OPT)}"
 
 
 def _numba_cache_class():

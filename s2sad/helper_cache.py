@@ -42,7 +42,14 @@ import numpy as np
 from numba.extending import overload, register_jitable
 
 from . import version
-from .diskcache import atomic_write, private_dir, read_private, short_name, trusted_cache_root
+from .diskcache import (
+    atomic_write,
+    numba_opt,
+    private_dir,
+    read_private,
+    short_name,
+    trusted_cache_root,
+)
 from .rules.helpers import forms_fingerprint
 
 try:
@@ -62,10 +69,6 @@ except (ImportError, AttributeError):  # pragma: no cover  (another Numba: no he
 _DIGEST = 32  # bytes of sha256 before each file's pickle
 
 
-def _numba_opt() -> str:
-    return f"opt={getattr(numba.config, 'OPT', '')}"
-
-
 def helpers_key() -> str:
     """What the helpers' machine code depends on, hashed: a directory of its own for each."""
     _, cpu, features = cpu_target.target_context.codegen().magic_tuple()
@@ -73,7 +76,7 @@ def helpers_key() -> str:
         f"s2sad {version.__version__}",
         f"python {sys.version}",
         f"numba {numba.__version__} llvmlite {llvmlite.__version__} numpy {np.__version__}",
-        f"{_numba_opt()} cpu {cpu} {features}",
+        f"{numba_opt()} cpu {cpu} {features}",
         forms_fingerprint(),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]

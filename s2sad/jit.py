@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
-import importlib
 import marshal
 import sys
 import threading
@@ -28,6 +27,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     CacheWarning,
     atomic_write,
     cache_dir,
+    numba_opt,
     read_private,
     short_name,
     trusted_cache_root,
@@ -195,7 +195,7 @@ def _module_for(
         # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
         # tests set it, would otherwise leave unoptimised code for a later process to load)
         # (the forms' loaded code, hashed: numba_source() would rebuild their text, 0.15 s a process)
-        key = f"{version.__version__}\n{forms_fingerprint()}\n{callees}\n{_numba_opt()}\n{text}"
+        key = f"{version.__version__}\n{forms_fingerprint()}\n{callees}\n{numba_opt()}\n{text}"
         digest = hashlib.sha256(key.encode()).hexdigest()[:20]
         module_name = f"s2sad_{short_name(name)}_{digest}"
         if fresh:
@@ -230,12 +230,6 @@ def _float64_meets_32(args) -> bool:
         elif type(a) is np.float64:
             f64 = True
     return f32 and f64
-
-
-def _numba_opt() -> str:
-    """Numba's optimisation level, read from its configuration (imported here: a key taken
-    before the process's first compile must equal one taken after it)."""
-    return f"opt={int(importlib.import_module('numba.core.config').OPT)}"
 
 
 class Jitted:

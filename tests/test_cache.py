@@ -217,10 +217,10 @@ def test_the_disk_cache_key_does_not_depend_on_numba_being_loaded_yet():
     must equal the one a later gradient of the same code gets, or a second process compiles
     byte-identical code again under another name (a new user's trial: 56-95 s each)."""
     code = (
-        "from s2sad import jit\n"
-        "before = jit._numba_opt()\n"
+        "from s2sad import diskcache\n"
+        "before = diskcache.numba_opt()\n"
         "import numba\n"
-        "print(before == jit._numba_opt(), before)\n"
+        "print(before == diskcache.numba_opt(), before)\n"
     )
     env = {**os.environ, "NUMBA_OPT": "3"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
