@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from .. import ir
-from .names import names_read
+from .names import certainly_assigned, names_read
 
 
 def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()) -> list:
@@ -42,7 +42,7 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()
                 call = getattr(stmt.value, "func", None)
                 if isinstance(call, ast.Name) and call.id == "sum_zeros_like":
                     wide.add(stmt.targets[0].id)
-            defined |= _certainly_assigned(stmt)
+            defined |= certainly_assigned([stmt])
             out.append(stmt)
         return out
 
@@ -89,14 +89,14 @@ def numbers_carried(stmts: list, rank_of, given=()) -> list:
                 seen, carried = set(), []
                 for s in code:
                     carried += sorted(names_read([s]) - seen)
-                    seen |= _certainly_assigned(s)
+                    seen |= certainly_assigned([s])
                 for name in dict.fromkeys(n for n in carried if n in seen & defined - numbers):
                     if rank_of(ast.Name(name, ast.Load())) == 0:
                         call = ast.Call(_load("as_number"), [_load(name)], [])
                         out.append(ir.copy_origin(_assign(name, call, stmt), stmt))
             elif isinstance(stmt, ast.If):
                 stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
-            assigned = _certainly_assigned(stmt)
+            assigned = certainly_assigned([stmt])
             defined |= assigned
             numbers -= assigned
             if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
@@ -128,7 +128,7 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
                     out += widen
             elif isinstance(stmt, ast.If):
                 stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
-            assigned = _certainly_assigned(stmt)
+            assigned = certainly_assigned([stmt])
             defined |= assigned
             counts -= assigned
             if isinstance(stmt, ast.Assign) and isinstance(getattr(stmt.value, "value", 0.0), int):
@@ -141,7 +141,7 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
         seen, carried = set(), []
         for stmt in code:
             carried += sorted(names_read([stmt]) - seen)
-            seen |= _certainly_assigned(stmt)
+            seen |= certainly_assigned([stmt])
         widen, first, last = [], [], []
         for name in dict.fromkeys(n for n in carried if n in seen & defined):
             if rank_of(ast.Name(name, ast.Load())) != 0:
@@ -171,20 +171,7 @@ def _on_threads(loop) -> bool:
 
 def assigned_before(stmts: list, params) -> set:
     """The parameters and the names `stmts` (a function's top level) certainly assign."""
-    return set(params).union(*(_certainly_assigned(s) for s in stmts))
-
-
-def _certainly_assigned(stmt) -> set:
-    """The names a statement assigns on every path through it (a loop's body may not run)."""
-    if isinstance(stmt, ast.Assign):
-        return {n.id for t in stmt.targets for n in ast.walk(t) if _stored(n)}
-    if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and isinstance(stmt.target, ast.Name):
-        return {stmt.target.id}
-    if isinstance(stmt, ast.If):
-        body = set().union(*(_certainly_assigned(s) for s in stmt.body))
-        orelse = set().union(*(_certainly_assigned(s) for s in stmt.orelse))
-        return body & orelse
-    return set()
+    return set(params) | certainly_assigned(stmts)
 
 
 def _loop_targets(loop) -> set:

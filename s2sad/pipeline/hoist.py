@@ -32,7 +32,7 @@ from ..astcopy import clone, walk_nodes
 from .. import ir
 from ..rules.helpers import SHAPE_ONLY
 from .fusion.extents import UNIT, Extents
-from .names import names_mentioned
+from .names import certainly_assigned, names_mentioned
 from .nodes import assign_to, call_of, load_name
 from .normalize import NameAllocator
 
@@ -58,7 +58,7 @@ def hoist_buffers(blocks: list[list], reads: list, params, taken: set[str], rank
     end = [[ast.Expr(r) for r in reads]]  # what the function returns reads last
     for k, block in enumerate(blocks):
         out.append(hoister.block(block, defined, blocks[k + 1 :] + end))
-        defined |= _definitely_assigned(block)
+        defined |= certainly_assigned(block)
     return out
 
 
@@ -86,7 +86,7 @@ class _Hoister:
                 stmt.body = self.block(stmt.body, defined, then)
                 stmt.orelse = self.block(stmt.orelse, defined, then)
             out.append(stmt)
-            defined |= _definitely_assigned([stmt])
+            defined |= certainly_assigned([stmt])
         return out
 
     def hoist(self, loop, defined: set, outside: set) -> list:
@@ -449,18 +449,6 @@ def _assigned_in(stmts: list, name: str) -> bool:
     )
 
 
-def _definitely_assigned(stmts: list) -> set[str]:
-    """The names `stmts` assign on every path (not those a loop or one branch assigns)."""
-    out: set[str] = set()
-    for stmt in stmts:
-        if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            out |= {leaf.id for t in targets for leaf in _leaves(t) if isinstance(leaf, ast.Name)}
-        elif isinstance(stmt, ast.If):
-            out |= _definitely_assigned(stmt.body) & _definitely_assigned(stmt.orelse)
-    return out
-
-
 def _read_before_assigned(stmts: list, assigned: set) -> set[str]:
     """The names `stmts` may read before assigning them (a loop body's carried values)."""
     out: set[str] = set()
@@ -477,7 +465,7 @@ def _read_before_assigned(stmts: list, assigned: set) -> set[str]:
             out |= _read_before_assigned(stmt.orelse, assigned)
         else:
             out |= _reads(stmt) - assigned
-        assigned |= _definitely_assigned([stmt])
+        assigned |= certainly_assigned([stmt])
     return out
 
 
@@ -516,5 +504,5 @@ def _exposed(lists: list) -> set[str]:
     assigned: set[str] = set()
     for stmts in lists:
         out |= _read_before_assigned(stmts, assigned)
-        assigned |= _definitely_assigned(stmts)
+        assigned |= certainly_assigned(stmts)
     return out

@@ -49,6 +49,24 @@ def assign_counts(stmts: list[ast.stmt]) -> dict[str, int]:
     return counts
 
 
+def certainly_assigned(stmts: list[ast.stmt]) -> set[str]:
+    """The names `stmts` assign on every path through them (not those only a loop's body or
+    one branch assigns: a loop may run no iteration)."""
+    out: set[str] = set()
+    for stmt in stmts:
+        if isinstance(stmt, ast.Assign):
+            out |= {n.id for t in stmt.targets for n in ast.walk(t) if _stored(n)}
+        elif isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) and isinstance(stmt.target, ast.Name):
+            out.add(stmt.target.id)
+        elif isinstance(stmt, ast.If):
+            out |= certainly_assigned(stmt.body) & certainly_assigned(stmt.orelse)
+    return out
+
+
+def _stored(node) -> bool:
+    return isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+
+
 def simple_statements(stmts: list[ast.stmt]):
     """The assignments, expression statements and asserts of a block, at any depth, in order."""
     for stmt in stmts:
