@@ -235,7 +235,7 @@ def _written(flat: list) -> set[str]:
     written = written_in_place(flat)
     copies = [
         (s.targets[0].id, s.value.id)
-        for s in walk_nodes_of(flat)
+        for s in _walk_all(flat)
         if isinstance(s, ast.Assign) and assigned_name(s) and _is_name(s.value)
     ]
     grown = True
@@ -248,7 +248,8 @@ def _written(flat: list) -> set[str]:
     return written
 
 
-def walk_nodes_of(stmts: list):
+def _walk_all(stmts: list):
+    """Every node of `stmts`."""
     for stmt in stmts:
         yield from walk_nodes(stmt)
 
