@@ -102,12 +102,11 @@ def shrinking_until(x, w):  # a while loop: its tapes are lists, which keep the 
     return s
 
 
-def gated_until(x, w, n):  # a loop left by `break`
+def gated_until(x, w, n):  # gated's steps, the loop left by `break`
     h = np.zeros_like(x)
     total = 0.0
     for t in range(n):
-        gate = 1.0 / (1.0 + np.exp(-(x * w[t] + h)))
-        h = gate * np.tanh(h + x)
+        h = np.tanh(h + x) / (1.0 + np.exp(-(x * w[t] + h)))
         total = total + np.sum(h * h)
         if total > 2.0:
             break
