@@ -44,6 +44,7 @@ from numba.extending import overload, register_jitable
 from . import version
 from .diskcache import (
     atomic_write,
+    cache_dir,
     numba_opt,
     private_dir,
     read_private,
@@ -82,13 +83,25 @@ def helpers_key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
+# (cache directory configured, forms' fingerprint, Numba's optimisation level) -> helpers_dir()
+_DIRS: dict[tuple, Path] = {}
+
+
 def helpers_dir() -> Path | None:
-    """The checked directory this process keeps the helpers' code in (None: none is usable)."""
+    """The checked directory this process keeps the helpers' code in (None: none is usable).
+    Checked and keyed once a process for each setting of what the key reads that can change in
+    one (the directory configured, the forms' code, Numba's optimisation level), not for each
+    helper built; made again if it was removed."""
+    setting = (os.path.abspath(cache_dir()), forms_fingerprint(), numba_opt())
+    known = _DIRS.get(setting)
+    if known is not None and known.is_dir():
+        return known
     try:
         root = private_dir(trusted_cache_root() / "helpers")
-        return private_dir(root / helpers_key())
+        _DIRS[setting] = directory = private_dir(root / helpers_key())
     except OSError:
         return None
+    return directory
 
 
 class _Files:
