@@ -23,7 +23,7 @@ from . import module_returns
 from .jit import module_text
 from .pipeline.names import names_in, names_stored
 from .pipeline.nodes import own_nodes
-from .pipeline.normalize.calls import is_library_code
+from .pipeline.libraries import is_library_code
 
 
 def runtime_helpers(source: str) -> list[str]:

@@ -289,7 +289,6 @@ def test_emitted_jit_module_compiles_without_ranks(tmp_path, f):
     assert got.dtype == x.dtype and got.shape == x.shape
 
 
-
 CUSTOM = """
 import numpy as np
 import s2sad
