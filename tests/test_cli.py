@@ -324,3 +324,11 @@ def test_emitted_jit_module_compiles_a_custom_vjp_and_its_rule(tmp_path):
     v = np.random.default_rng(0).normal(size=4)
     got = module.grad_custom_norms(v)
     np.testing.assert_allclose(got, 2 * v + 2 * v / np.linalg.norm(v), rtol=1e-12)
+
+
+def test_the_readmes_tour_shows_the_code_s2sad_prints():
+    """README's "unedited" generated gradient of examples/mlp.py's loss is what `s2sad.source`
+    prints today (it showed `unbroadcast(-dloss_sub, log_norm)` after the code had changed)."""
+    module = cli._load_module(EXAMPLES / "mlp.py")
+    printed = s2sad.source(s2sad.grad(module.loss, wrt=("W1", "b1", "W2", "b2")))
+    assert f"```python\n{printed}```" in (ROOT / "README.md").read_text()
