@@ -6,12 +6,12 @@ warning.
 
 from __future__ import annotations
 
-import linecache
 import os
 import re
 
 import numpy as np
 
+from .generated_lines import raised_at as _raised_at, user_line as _user_line
 from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
@@ -384,15 +384,6 @@ def _as_user_name(name: str, users: set) -> str | None:
     return name
 
 
-def _user_line(lines: list, at: int) -> str:
-    """`line N (`code`)`: the user's line the generated code's comment above `at` quotes."""
-    for text in reversed(lines[: at + 1]):
-        if text.strip().startswith("# line "):
-            number, _, code = text.strip()[2:].partition(": ")
-            return f"{number} (`{code}`)"
-    return f"generated line {at + 1}"
-
-
 def _computing(lines: list, name: str, header: int) -> int:
     """The line of the loop at `header` that computes `name`'s next value: the value copied
     into it (`y = y_new`), else `name`'s own assignment."""
@@ -507,22 +498,6 @@ def at_user_line(exc, python_function, args) -> BaseException:
         located.__traceback__ = None
         return located
     return exc
-
-
-def _raised_at(exc, filename: str) -> str | None:
-    """`FILE line N (`code`)`: the user's line of the generated statement in `filename` (the
-    deepest frame of it) that raised `exc`."""
-    tb, at = exc.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            at = tb.tb_lineno
-        tb = tb.tb_next
-    lines = linecache.getlines(filename)
-    if at is None or not lines:
-        return None
-    found = re.search(r" of (.+):\d+(?: #\d+)?>$", filename)  # (#2: another source's)
-    file = found.group(1) if found else "the function"
-    return f"{file} {_user_line(lines, at - 1)}"
 
 
 def shape_assertion(exc) -> bool:
