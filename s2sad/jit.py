@@ -41,6 +41,7 @@ from .rules.helpers import forms_fingerprint, forms_used, numba_source
 from .numba_failures import (
     at_user_line,
     axis_error,
+    called_transform,
     from_numba_cache,
     is_numba_error,
     mixed_product,
@@ -440,7 +441,9 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        widened = two_types(failed, self.compiled.source)
+        widened = two_types(failed, self.compiled.source) or called_transform(
+            failed, self.compiled.globals
+        )
         mixed = None if widened else mixed_product(failed, self.compiled.source, args)
         reason = (
             widened[0]

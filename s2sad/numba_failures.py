@@ -111,6 +111,28 @@ def _defined_at(found) -> str:
     return f"at {_user_line(lines, at)}" if 0 <= at < len(lines) else found.group(0)
 
 
+# the modules of the objects s2sad's transforms make
+_TRANSFORMS = ("s2sad.transformed", "s2sad.compose", "s2sad.jacobians", "s2sad.cuda")
+
+
+def called_transform(exc, objects: dict) -> tuple | None:
+    """(reason, hint) where Numba failed at a name the generated code reads that is a transform
+    s2sad made (`jacobian(grad(f), jit=True)`, a lambda calling `g = s2sad.grad(f)`): compiled
+    code cannot call one; None otherwise."""
+    found = re.search(r"Untyped global name '(\w+)'", str(exc))
+    value = objects.get(found.group(1)) if found else None
+    owner = getattr(value, "__self__", value)
+    if value is None or isinstance(value, type) or type(owner).__module__ not in _TRANSFORMS:
+        return None
+    return (
+        f"it calls {owner!r} (the name '{found.group(1)}'), a transform s2sad made, which "
+        "compiled code cannot call: a transform of a transform runs in Python (pass jit=False "
+        "to the outer one to say so; the numbers are the same)",
+        "pass jit=False (or jit=True, which runs it in Python) to the transform that calls "
+        "another",
+    )
+
+
 def no_numba_form(exc, source: str) -> str | None:
     """For a runtime helper the generated code calls that has no Numba form (a NameError for
     it): which, and the user's line whose derivative calls it (the generated code's comment)."""
