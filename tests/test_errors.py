@@ -377,7 +377,6 @@ def one_past_the_end(x):
     return s
 
 
-
 @pytest.mark.parametrize("mode", ["grad", "value_and_grad", "vjp", "jvp"])
 def test_an_error_python_mode_raises_as_it_runs_names_the_users_line(mode):
     """An IndexError raised in generated code (`s_item2 = x[i + 1]`, the traceback's line) gets
