@@ -31,6 +31,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     read_private,
     short_name,
     trusted_cache_root,
+    quiet_performance_hints,
     trusted_njit,
     user_stacklevel,
 )
@@ -204,6 +205,7 @@ def _module_for(
         elif module_name in sys.modules:
             return sys.modules[module_name]
         root = trusted_cache_root()
+        quiet_performance_hints(root)
         path = root / f"{module_name}.py"
         if read_private(path) != text.encode():
             with atomic_write(path) as f:

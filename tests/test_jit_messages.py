@@ -297,3 +297,23 @@ def test_numbas_temporaries_are_not_shown():
     reason = numba_reason(said, source)
     assert "$" not in reason and "430call" not in reason
     assert "for a value computed on that line" in reason
+
+
+def test_numbas_performance_hints_on_generated_code_are_not_shown(tmp_path):
+    """NumbaPerformanceWarning at a line of a generated module in s2sad's cache (`'@' is faster
+    on contiguous arrays`, raised at the cache file's line: the user never wrote it) is not
+    shown, even inside a block that shows every warning once the filter is in; one at the
+    user's own file is; and the filter goes back in after a `catch_warnings` block dropped it."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
+    from s2sad.diskcache import quiet_performance_hints
+
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            quiet_performance_hints(tmp_path)
+            for where in (tmp_path / "s2sad_checked_grad_f_0123.py", tmp_path / "mine.py"):
+                warnings.warn_explicit("'@' is faster", NumbaPerformanceWarning, str(where), 3)
+        assert [w.filename for w in seen] == [str(tmp_path / "mine.py")]
