@@ -10,13 +10,32 @@ import re
 
 from .errors import S2SADError
 
+# `# line N: code`, or `# helper, line N: code` for a line of a function inlined into the code
+_COMMENT = re.compile(r"# (?:([A-Za-z_][\w.]*), )?line (\d+): (.*)$")
+
+
+def comment_parts(comment: str) -> tuple | None:
+    """(`line N` or `line N of helper`, code) of a generated comment naming a user's line (an
+    inlined function's line is its own file's), else None."""
+    found = _COMMENT.match(comment.strip())
+    if found is None:
+        return None
+    func, number, code = found.groups()
+    return f"line {number}{f' of {func}' if func else ''}", code
+
+
+def described(comment: str) -> str | None:
+    """`line N (`code`)` (or `line N of helper (`code`)`) for a generated comment, else None."""
+    parts = comment_parts(comment)
+    return f"{parts[0]} (`{parts[1]}`)" if parts else None
+
 
 def user_line(lines: list, at: int) -> str:
     """`line N (`code`)`: the user's line the generated code's comment above `at` quotes."""
     for text in reversed(lines[: at + 1]):
-        if text.strip().startswith("# line "):
-            number, _, code = text.strip()[2:].partition(": ")
-            return f"{number} (`{code}`)"
+        told = described(text)
+        if told is not None:
+            return told
     return f"generated line {at + 1}"
 
 

@@ -11,7 +11,12 @@ import re
 
 import numpy as np
 
-from .generated_lines import raised_at as _raised_at, user_line as _user_line
+from .generated_lines import (
+    comment_parts,
+    described,
+    raised_at as _raised_at,
+    user_line as _user_line,
+)
 from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
@@ -74,10 +79,9 @@ def numba_reason(exc, source: str = "") -> str:
         given = next((line for line in lines if line.startswith(">>>")), "")
         told = helper_in_user_terms(reason, given, RUNTIME)  # (one of s2sad's helpers)
         reason = told or reason + (f" {given[3:].strip()}" if given else "")
-    user = next((line[2:] for line in lines if line.startswith("# line ")), "")
+    user = next((comment_parts(line) for line in lines if comment_parts(line)), None)
     if user and " at line " not in reason:
-        number, _, code = user.partition(": ")
-        return reason[:400] + f" (at {number}: `{code[:120]}`)"
+        return reason[:400] + f" (at {user[0]}: `{user[1][:120]}`)"
     generated = source.splitlines()
     at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
     if at is not None and " at line " not in reason:  # the generated line's user line
@@ -142,13 +146,12 @@ def no_numba_form(exc, source: str) -> str | None:
     helper, line = found.group(1), None
     for text in source.splitlines():
         stripped = text.strip()
-        if stripped.startswith("# line "):
-            line = stripped[2:]
+        if described(stripped) is not None:
+            line = described(stripped)  # (an inlined helper's own line: `line 13 of attention`)
         elif re.search(rf"\b{helper}\(", stripped) and not stripped.startswith("def "):
             origin = re.search(r"\((\S+\.py):\d+\)", source)
-            number, _, code = (line or "").partition(": ")
             where = f"{origin.group(1)} " if origin else ""
-            where += f"{number} (`{code}`)" if line else "the function"
+            where += line or "the function"
             return (
                 f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
             )
