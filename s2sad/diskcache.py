@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import importlib
 import os
+import re
 import shutil
 import stat
 import sys
@@ -272,3 +273,18 @@ def user_stacklevel() -> int:
     while frame is not None and frame.f_code.co_filename.startswith(here):
         frame, level = frame.f_back, level + 1
     return level
+
+
+def quiet_performance_hints(root: Path) -> None:
+    """Numba's NumbaPerformanceWarning on generated code (`'@' is faster on contiguous arrays`,
+    for a strided view the user passed or the code slices) points at a cache file under `root`
+    the user never wrote and can do nothing about there: not shown. (A filter on those files'
+    module names alone, added where missing, as after a `warnings.catch_warnings()` block that
+    held the first; the user's own Numba code keeps its warnings.)"""
+    from numba.core.errors import NumbaPerformanceWarning  # (Numba loads on first use)
+
+    pattern = re.escape(os.path.join(str(root), "s2sad_"))
+    for action, _, category, module, _ in warnings.filters:
+        if category is NumbaPerformanceWarning and getattr(module, "pattern", None) == pattern:
+            return
+    warnings.filterwarnings("ignore", category=NumbaPerformanceWarning, module=pattern)

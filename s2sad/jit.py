@@ -31,6 +31,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     read_private,
     short_name,
     trusted_cache_root,
+    quiet_performance_hints,
     trusted_njit,
     user_stacklevel,
 )
@@ -41,6 +42,7 @@ from .rules.helpers import forms_fingerprint, forms_used, numba_source
 from .numba_failures import (
     at_user_line,
     axis_error,
+    called_transform,
     from_numba_cache,
     is_numba_error,
     mixed_product,
@@ -203,6 +205,7 @@ def _module_for(
         elif module_name in sys.modules:
             return sys.modules[module_name]
         root = trusted_cache_root()
+        quiet_performance_hints(root)
         path = root / f"{module_name}.py"
         if read_private(path) != text.encode():
             with atomic_write(path) as f:
@@ -451,7 +454,9 @@ class Jitted:
             self.module_failed = exc
 
     def fallback(self, name: str, failed, args, strict: bool, what: str | None = None):
-        widened = two_types(failed, self.compiled.source)
+        widened = two_types(failed, self.compiled.source) or called_transform(
+            failed, self.compiled.globals
+        )
         mixed = None if widened else mixed_product(failed, self.compiled.source, args)
         reason = (
             widened[0]

@@ -6,12 +6,17 @@ warning.
 
 from __future__ import annotations
 
-import linecache
 import os
 import re
 
 import numpy as np
 
+from .generated_lines import (
+    comment_parts,
+    described,
+    raised_at as _raised_at,
+    user_line as _user_line,
+)
 from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
 from .rules.tapes import ROW_TAPE_MISFIT
@@ -74,10 +79,9 @@ def numba_reason(exc, source: str = "") -> str:
         given = next((line for line in lines if line.startswith(">>>")), "")
         told = helper_in_user_terms(reason, given, RUNTIME)  # (one of s2sad's helpers)
         reason = told or reason + (f" {given[3:].strip()}" if given else "")
-    user = next((line[2:] for line in lines if line.startswith("# line ")), "")
+    user = next((comment_parts(line) for line in lines if comment_parts(line)), None)
     if user and " at line " not in reason:
-        number, _, code = user.partition(": ")
-        return reason[:400] + f" (at {number}: `{code[:120]}`)"
+        return reason[:400] + f" (at {user[0]}: `{user[1][:120]}`)"
     generated = source.splitlines()
     at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
     if at is not None and " at line " not in reason:  # the generated line's user line
@@ -111,6 +115,28 @@ def _defined_at(found) -> str:
     return f"at {_user_line(lines, at)}" if 0 <= at < len(lines) else found.group(0)
 
 
+# the modules of the objects s2sad's transforms make
+_TRANSFORMS = ("s2sad.transformed", "s2sad.compose", "s2sad.jacobians", "s2sad.cuda")
+
+
+def called_transform(exc, objects: dict) -> tuple | None:
+    """(reason, hint) where Numba failed at a name the generated code reads that is a transform
+    s2sad made (`jacobian(grad(f), jit=True)`, a lambda calling `g = s2sad.grad(f)`): compiled
+    code cannot call one; None otherwise."""
+    found = re.search(r"Untyped global name '(\w+)'", str(exc))
+    value = objects.get(found.group(1)) if found else None
+    owner = getattr(value, "__self__", value)
+    if value is None or isinstance(value, type) or type(owner).__module__ not in _TRANSFORMS:
+        return None
+    return (
+        f"it calls {owner!r} (the name '{found.group(1)}'), a transform s2sad made, which "
+        "compiled code cannot call: a transform of a transform runs in Python (pass jit=False "
+        "to the outer one to say so; the numbers are the same)",
+        "pass jit=False (or jit=True, which runs it in Python) to the transform that calls "
+        "another",
+    )
+
+
 def no_numba_form(exc, source: str) -> str | None:
     """For a runtime helper the generated code calls that has no Numba form (a NameError for
     it): which, and the user's line whose derivative calls it (the generated code's comment)."""
@@ -120,13 +146,12 @@ def no_numba_form(exc, source: str) -> str | None:
     helper, line = found.group(1), None
     for text in source.splitlines():
         stripped = text.strip()
-        if stripped.startswith("# line "):
-            line = stripped[2:]
+        if described(stripped) is not None:
+            line = described(stripped)  # (an inlined helper's own line: `line 13 of attention`)
         elif re.search(rf"\b{helper}\(", stripped) and not stripped.startswith("def "):
             origin = re.search(r"\((\S+\.py):\d+\)", source)
-            number, _, code = (line or "").partition(": ")
             where = f"{origin.group(1)} " if origin else ""
-            where += f"{number} (`{code}`)" if line else "the function"
+            where += line or "the function"
             return (
                 f"s2sad's helper {helper}, which the derivative of {where} calls, has no Numba form"
             )
@@ -384,15 +409,6 @@ def _as_user_name(name: str, users: set) -> str | None:
     return name
 
 
-def _user_line(lines: list, at: int) -> str:
-    """`line N (`code`)`: the user's line the generated code's comment above `at` quotes."""
-    for text in reversed(lines[: at + 1]):
-        if text.strip().startswith("# line "):
-            number, _, code = text.strip()[2:].partition(": ")
-            return f"{number} (`{code}`)"
-    return f"generated line {at + 1}"
-
-
 def _computing(lines: list, name: str, header: int) -> int:
     """The line of the loop at `header` that computes `name`'s next value: the value copied
     into it (`y = y_new`), else `name`'s own assignment."""
@@ -507,22 +523,6 @@ def at_user_line(exc, python_function, args) -> BaseException:
         located.__traceback__ = None
         return located
     return exc
-
-
-def _raised_at(exc, filename: str) -> str | None:
-    """`FILE line N (`code`)`: the user's line of the generated statement in `filename` (the
-    deepest frame of it) that raised `exc`."""
-    tb, at = exc.__traceback__, None
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == filename:
-            at = tb.tb_lineno
-        tb = tb.tb_next
-    lines = linecache.getlines(filename)
-    if at is None or not lines:
-        return None
-    found = re.search(r" of (.+):\d+(?: #\d+)?>$", filename)  # (#2: another source's)
-    file = found.group(1) if found else "the function"
-    return f"{file} {_user_line(lines, at - 1)}"
 
 
 def shape_assertion(exc) -> bool:

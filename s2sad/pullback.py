@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import SeedShapeError
+from .generated_lines import user_lines
 from .trees import flatten, same_structure, unflatten
 
 
@@ -154,5 +155,6 @@ class Pullback:
                     hint="pass a seed shaped like the output",
                 )
             conformed.append(s)
-        grads = self.pullback(*conformed)
+        with user_lines(self.pullback):
+            grads = self.pullback(*conformed)
         return self.owner._finish(grads, self.bound, conformed)

@@ -16,14 +16,14 @@ import types
 
 import numpy as np
 
-from .rules.helpers import RUNTIME, constants_read, function_source
+from .rules.helpers import NUMBA_HEADER, RUNTIME, constants_read, function_source
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from . import module_returns
 from .jit import module_text
 from .pipeline.names import names_in, names_stored
 from .pipeline.nodes import own_nodes
-from .pipeline.normalize.calls import is_library_code
+from .pipeline.libraries import is_library_code
 
 
 def runtime_helpers(source: str) -> list[str]:
@@ -269,10 +269,7 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     ]
     source, constants = baked(compiled, func)
     source, returns = _returning_like_inputs(source, compiled.name, mode, wrt, func)
-    for n, v in sorted(_with_dependencies(constants).items()):
-        if getattr(builtins, n, None) is v:
-            continue  # builtins need no definition
-        text = _constant(n, v, compiled.user_names.get(n))
+    for text in _constant_lines(compiled, constants, set(lines)):
         lines.append(text + ("\n\n" if text.startswith("def ") else ""))
     helpers = runtime_helpers(source)
     if "grad_seed" in helpers:
@@ -335,6 +332,19 @@ def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tupl
     return format_source("\n".join(lines) + "\n"), needs
 
 
+def _constant_lines(compiled, values: dict, written: set) -> list[str]:
+    """The definitions of the constants (and the functions they read) the module needs, without
+    builtins and without an import the module's header has `written` already (`np`)."""
+    lines = []
+    for n, v in sorted(_with_dependencies(values).items()):
+        if getattr(builtins, n, None) is v:
+            continue  # builtins need no definition
+        text = _constant(n, v, compiled.user_names.get(n))
+        if text not in written:
+            lines.append(text)
+    return lines
+
+
 def _fresh(base: str, taken: set) -> str:
     """`base`, or `base2`, `base3`, ...: the first not in `taken`."""
     name, k = base, 1
@@ -358,10 +368,11 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         ),
     ]
     source, values = baked(compiled, func)
+    # a function of the user's the code calls (a custom_vjp, its rule, what they call) compiled
+    # too: nopython code cannot call a Python function
     constants = [
-        _constant(n, v, compiled.user_names.get(n))
-        for n, v in sorted(_with_dependencies(values).items())
-        if getattr(builtins, n, None) is not v
+        f'@njit(cache=True, error_model="numpy")\n{text}' if text.startswith("def ") else text
+        for text in _constant_lines(compiled, values, set(NUMBA_HEADER.splitlines()))
     ]
     # the constants come before the functions: a data parameter defaults to one (`K=K`)
     body = module_text(source, compiled.name, constants="\n".join(constants))

@@ -18,6 +18,7 @@ from .errors import (
 )
 from .callables import FlatBound, Target
 from .jit import Jitted
+from .generated_lines import user_lines
 from .keywords import refuse_misspelled
 from .pipeline.ranks import rank_of_argument
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
@@ -219,9 +220,10 @@ class Transformed:
 
     def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:
-            if bound.positional is not None:  # every argument passed by position (_bind)
-                return compiled.function(*bound.positional, *values)
-            return compiled.function(*bound.args, *values, **bound.kwargs)
+            with user_lines(compiled.function):
+                if bound.positional is not None:  # every argument passed by position (_bind)
+                    return compiled.function(*bound.positional, *values)
+                return compiled.function(*bound.args, *values, **bound.kwargs)
         args = (*bound.arguments.values(), *extra, *values)
         what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
         return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
@@ -319,7 +321,8 @@ class Transformed:
         if self.mode == "vjp" and self.jit:
             return self._jitted_vjp(compiled, values, bound)
         if self.mode == "vjp":
-            out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
+            with user_lines(compiled.function):
+                out, pullback = compiled.function(*bound.args, *values, **bound.kwargs)
             detach(pullback, arrays_in((*bound.arguments.values(), *values, out)))
             return tree_output(compiled, out), Pullback(self, bound, out, pullback, compiled)
         result = self._run(compiled, values, bound)
@@ -369,7 +372,8 @@ class JVPTransformed(Transformed):
             )
             out, out_dot = self._in_python_dtypes(compiled, bound, tangents, values, out, out_dot)
         else:
-            out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
+            with user_lines(compiled.function):
+                out, out_dot = compiled.function(*bound.args, *tangents, *values, **bound.kwargs)
         if compiled.tuple_output:
             out_dot = tuple(_conform_output(d, o) for d, o in zip(out_dot, out))
             return tree_output(compiled, out), tree_output(compiled, out_dot)

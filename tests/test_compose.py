@@ -332,7 +332,11 @@ def test_an_inner_gradient_through_cumprod():
 
 
 def test_grad_of_grad_jitted_falls_back():
-    with pytest.warns(UserWarning, match="s2sad_grad_cubic"):
+    """The warning says plainly why (it was Numba's "Untyped global name 's2sad_grad_cubic'")
+    and what to do."""
+    said = r"calls <s2sad.grad of cubic wrt x> \(the name 's2sad_grad_cubic'\), a transform "
+    said += "s2sad made, which compiled code cannot call.*pass jit=False"
+    with pytest.warns(UserWarning, match=said):
         got = s2sad.grad(s2sad.grad(cubic), jit=True)(0.7)
     assert got == pytest.approx(d2_cubic(0.7), rel=1e-12)
 

@@ -368,3 +368,27 @@ def test_a_list_of_numbers_where_an_array_is_read_whole_suggests_np_asarray():
     assert "x is a list of 3 values" in str(err.value) and "np.asarray(" in err.value.hint
     np.testing.assert_allclose(s2sad.grad(_dotted)(np.asarray([1.0, 2.0, 3.0]), y), y)
     assert s2sad.grad(_as_array_first)([1.0, 2.0, 3.0], y) == [0.0, 1.0, 2.0]  # (a list's)
+
+
+def one_past_the_end(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + x[i] * x[i + 1]
+    return s
+
+
+@pytest.mark.parametrize("mode", ["grad", "value_and_grad", "vjp", "jvp"])
+def test_an_error_python_mode_raises_as_it_runs_names_the_users_line(mode):
+    """An IndexError raised in generated code (`s_item2 = x[i + 1]`, the traceback's line) gets
+    a note (PEP 678) naming the user's file, line and code, as the jit path's message does."""
+    x = np.arange(4.0)
+    line = _lineno(one_past_the_end, "x[i + 1]")
+    with pytest.raises(IndexError) as info:
+        if mode == "jvp":
+            s2sad.jvp(one_past_the_end)(x, tangent=np.ones(4))
+        else:
+            getattr(s2sad, mode)(one_past_the_end)(x)
+    assert getattr(info.value, "__notes__", []) == [
+        f"raised in the code s2sad generated from {__file__} line {line} "
+        "(`s = s + x[i] * x[i + 1]`)"
+    ]

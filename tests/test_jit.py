@@ -590,3 +590,41 @@ def test_strict_errors_give_numbas_reason_not_its_framing():
     with pytest.raises(JitError) as info:
         s2sad.jacobian(reshaped_rows, jit="strict")(strided, np.ones(3))
     assert "contiguous" in str(info.value) and "Failed in" not in str(info.value)
+
+
+USERS_MODULE = """
+import numpy as np
+
+def sqdist(X):
+    sq = np.sum(X * X, axis=1)
+    return sq[:, None] + sq[None, :] - 2.0 * X @ X.T
+"""
+
+CALLS_IT = """
+import numpy as np
+
+def kernel_sum(theta, X):
+    D = gpm.sqdist(X)
+    return np.sum(np.exp(-theta[0] * D))
+"""
+
+
+def test_a_helper_of_another_module_on_a_value_not_differentiated_compiles(tmp_path):
+    """`gpm.sqdist(X)` of the user's module `gpm`, X not differentiated: called by its name, as
+    a helper of a bare name is (the code called `gpm.sqdist`, and Numba stopped at "Unknown
+    attribute 'sqdist' of type Module(gpm)"), in grad, vjp and jvp; Python mode's numbers."""
+    from conftest import load_module
+
+    gpm = load_module(tmp_path, "gpm", USERS_MODULE)
+    module = load_module(tmp_path, "calls_gpm", CALLS_IT)
+    module.gpm = gpm
+    f = module.kernel_sum
+    theta = np.array([0.3])
+    X = np.random.default_rng(0).normal(size=(4, 2))
+    D = gpm.sqdist(X)
+    want = -np.sum(D * np.exp(-0.3 * D))
+    for transform in (s2sad.grad, s2sad.vjp, s2sad.jvp):
+        assert "= sqdist(X)" in s2sad.source(transform(f))
+    value, tangent = s2sad.jvp(f)(theta, X, tangent=np.ones(1))
+    np.testing.assert_allclose([value, tangent], [f(theta, X), want], rtol=1e-12)
+    np.testing.assert_allclose(s2sad.grad(f, jit="strict")(theta, X), [want], rtol=1e-12)

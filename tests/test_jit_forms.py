@@ -280,3 +280,40 @@ def test_the_outer_product_of_a_list_literal_compiles_and_matches_python_mode():
         got = s2sad.grad(outer_of_literals, jit="strict")(x)
     np.testing.assert_allclose(got, s2sad.grad(outer_of_literals)(x), rtol=1e-13)
     check_vjp(outer_of_literals, (x,))
+
+
+def numbers_and_constants(t):
+    return (t + np.pi) + (np.pi - t) * (t + np.e) + t * np.pi
+
+
+def test_a_tangent_beside_numpys_constants_compiles_for_a_number_and_a_0d_array():
+    """`t + np.pi`'s tangent is `t_dot`: np.pi is a number (its rank was unknown, and the tangent
+    `np.broadcast_to(t_dot, np.shape(s))` with shape `()` crashed Numba: "list index out of
+    range"). A number and a 0-d array, as Python mode gives it and against the derivative."""
+    jvp = s2sad.jvp(numbers_and_constants, jit="strict")
+    assert "broadcast" not in s2sad.source(jvp)
+    for t in (1.5, np.array(1.5)):
+        value, tangent = jvp(t, tangent=1.0)
+        want = s2sad.jvp(numbers_and_constants)(t, tangent=1.0)
+        np.testing.assert_allclose([value, tangent], want, rtol=1e-14)
+        np.testing.assert_allclose(tangent, 1 - (t + np.e) + (np.pi - t) + np.pi, rtol=1e-14)
+        assert np.shape(tangent) == ()
+
+
+def test_broadcast_like_the_numba_form_of_an_elementwise_tangents_broadcast():
+    """What jitted code calls for `np.broadcast_to(t, np.shape(x))` (the tangent of `t + c` where
+    c's rank is not known, as in an emitted module): NumPy's values for a number and arrays."""
+    from s2sad.numba_helpers import broadcast_like
+
+    forms = numba.njit(
+        lambda t, x, v, m: (
+            broadcast_like(t, x),
+            broadcast_like(t, m),
+            broadcast_like(v, m),
+            broadcast_like(t, np.zeros(())),
+        )
+    )
+    number, full, rows, zero_d = forms(2.0, 3.0, np.arange(3.0), np.ones((2, 3)))
+    assert number == 2.0 and zero_d == 2.0
+    np.testing.assert_array_equal(full, np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(rows, np.broadcast_to(np.arange(3.0), (2, 3)))

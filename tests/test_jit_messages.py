@@ -297,3 +297,45 @@ def test_numbas_temporaries_are_not_shown():
     reason = numba_reason(said, source)
     assert "$" not in reason and "430call" not in reason
     assert "for a value computed on that line" in reason
+
+
+def test_numbas_performance_hints_on_generated_code_are_not_shown(tmp_path):
+    """NumbaPerformanceWarning at a line of a generated module in s2sad's cache (`'@' is faster
+    on contiguous arrays`, raised at the cache file's line: the user never wrote it) is not
+    shown, even inside a block that shows every warning once the filter is in; one at the
+    user's own file is; and the filter goes back in after a `catch_warnings` block dropped it."""
+    import warnings
+
+    from numba.core.errors import NumbaPerformanceWarning
+
+    from s2sad.diskcache import quiet_performance_hints
+
+    for _ in range(2):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            quiet_performance_hints(tmp_path)
+            for where in (tmp_path / "s2sad_checked_grad_f_0123.py", tmp_path / "mine.py"):
+                warnings.warn_explicit("'@' is faster", NumbaPerformanceWarning, str(where), 3)
+        assert [w.filename for w in seen] == [str(tmp_path / "mine.py")]
+
+
+def test_a_helper_without_a_numba_form_in_an_inlined_function_names_its_line():
+    """The derivative of an inlined function's line (`# attention, line 13: ...` above it) calls
+    einsum_vjp: the message names that line of attention, not the caller's line before it."""
+    from s2sad.generated_lines import user_line
+    from s2sad.numba_failures import no_numba_form
+
+    source = (
+        'def grad_loss(x, w):\n    """Gradient of loss (attn.py:23) with respect to w."""\n'
+        "    # line 25: return np.mean(v ** 2)\n    dv = 2 * v\n"
+        '    # attention, line 13: v = np.einsum("btd,de->bte", x, w)\n'
+        '    dw = einsum_vjp(dv, "btd,de->bte", (x, w), 1)\n'
+    )
+    said = no_numba_form(NameError("name 'einsum_vjp' is not defined"), source)
+    assert said == (
+        "s2sad's helper einsum_vjp, which the derivative of attn.py line 13 of attention "
+        '(`v = np.einsum("btd,de->bte", x, w)`) calls, has no Numba form'
+    )
+    assert user_line(source.splitlines(), 5) == (
+        'line 13 of attention (`v = np.einsum("btd,de->bte", x, w)`)'
+    )

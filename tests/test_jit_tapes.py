@@ -139,7 +139,8 @@ CASES = [
     # function, arguments, the element read, whether the adjoint reads it again (no tape)
     (recurrence, (X, 0.7), "y[i - 1]", True),
     (written_twice, (X, 0.7), "y[i - 1]", True),
-    (written_twice, (X, 0.7), "y[i]", False),
+    # (y[i], written earlier in its own iteration: no later write reaches it)
+    (written_twice, (X, 0.7), "y[i]", True),
     (read_ahead, (X, 0.7), "y[i + 1]", False),
     (read_then_overwritten, (X, 0.7), "y[i]", False),
     (wraps_around, (X, 0.7), "y[i - 1]", False),
@@ -149,7 +150,7 @@ CASES = [
     (rows, (M, 0.7), "y[i - 1, j]", True),
     (into_argument, (X, 0.7), "x[i - 1]", True),
     (two_steps, (X, 0.7), "y[i - 2]", True),
-    (two_steps, (X, 0.7), "y[i]", False),
+    (two_steps, (X, 0.7), "y[i]", True),
     (through_a_row, (M, 0.7), "y[i - 1]", True),
 ]
 

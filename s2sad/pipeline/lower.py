@@ -174,6 +174,16 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 return ast.Call(
                     ast.Name("reshape_like", ast.Load()), [node.args[0], node.args[1].args[0]], []
                 )
+            if (
+                text == "np.broadcast_to"
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Call)
+                and ast.unparse(node.args[1].func) == "np.shape"
+                and not node.keywords
+            ):  # (Numba's fails for the shape of a number, `()`)
+                return ast.Call(
+                    ast.Name("broadcast_like", ast.Load()), [node.args[0], node.args[1].args[0]], []
+                )
             if text == "np.add.at":
                 node.func = ast.Name("add_at", ast.Load())
             if text in ("np.partition", "np.argpartition"):  # Numba's orders differ from NumPy's

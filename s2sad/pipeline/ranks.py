@@ -41,6 +41,11 @@ _BOTTOM = object()  # not assigned yet
 _INDEX_KINDS = {"b": "b", "i": "i", "u": "i"}  # dtype kind -> how it indexes: mask, integers
 
 
+# the constants of NumPy and math that are numbers (as generated code spells them)
+_NUMBERS = {f"{m}.{c}" for m in ("np", "math") for c in ("pi", "e", "inf", "nan", "tau")}
+_NUMBERS.add("np.euler_gamma")
+
+
 def rank_of_argument(value):
     """The rank the transform is specialized on: an int (None for what is not a number or an
     array), and for an integer or boolean array the pair (rank, "i" or "b")."""
@@ -111,6 +116,8 @@ class Ranks:
             return self.subscript(node)
         if isinstance(node, ast.Attribute):
             if node.attr in ("ndim", "size"):
+                return 0
+            if ast.unparse(node) in _NUMBERS:  # np.pi: a number, as a literal is
                 return 0
             if node.attr == "shape":
                 return 1  # a tuple of ints: x.shape[0] is an int

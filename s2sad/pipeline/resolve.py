@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import keyword
 import math
 import types
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from .. import ir, runtime
 from ..astcopy import clone
 from ..errors import NameResolutionError, UnsupportedSyntaxError
 from . import frame_readers
+from .libraries import is_library_code
 from .reserved import s2sad_object
 
 _NUMPY_MODULES = {"np": np, "np.linalg": np.linalg}
@@ -328,6 +330,12 @@ class Resolver:
                 canonical = f"{_CANONICAL[id(base)]}.{node.attr}"
         if canonical is not None:
             return ast.parse(canonical, mode="eval").body
+        if isinstance(node, ast.Attribute) and _users_function(obj):
+            # `gp.sqdist(X)`, not inlined: called by a name, as a helper of a bare name is
+            # (compiled code reads no function of a module by attribute)
+            name = self.global_name(obj.__name__, obj)
+            self.namespace[name] = obj
+            return ast.Name(name, ast.Load())
         root = node
         while isinstance(root, ast.Attribute):
             root = root.value
@@ -361,6 +369,17 @@ class Resolver:
             or name in self.reads.data.values()
             or (self.names is not None and name in self.names.made)
         )
+
+
+def _users_function(obj) -> bool:
+    """Whether `obj` is a plain function of the user's code, named as a name can be."""
+    return (
+        type(obj) is types.FunctionType
+        and obj.__name__.isidentifier()
+        and not keyword.iskeyword(obj.__name__)
+        and (obj.__module__ or "").split(".")[0] not in ("numpy", "s2sad", "math")
+        and not is_library_code(obj)
+    )
 
 
 def _renamed_root(node: ast.expr, name: str) -> ast.expr:

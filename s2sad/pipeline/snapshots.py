@@ -166,7 +166,9 @@ class FinalReads:
     - every write into `y` comes before L, or lies in L with an index whose position p is
       `i + c_w` (c_w a constant), with only integers or slices before it; the read has
       `i + c_r` at the same position, with c_r < c_w, and start + c_r >= 0, start + c_w >= 0
-      (no index wraps around to the end of the array).
+      (no index wraps around to the end of the array); or the write is a statement of L's body
+      before the one holding the read, both at `i + c` along the first axis (the iteration's
+      own row, written before it is read: `y[i] = v; s = s + np.sum(y[i])`).
 
     Then in every later iteration (and later in the same one) each write's index at p is at
     least i + c_w > i + c_r: it names another element. Restores of overwritten elements in the
@@ -228,10 +230,18 @@ class FinalReads:
         read_items = _index_items(read.slice)
         if read_items is None:
             return False
+        reading = next((s for s in outer.body if any(n is read for n in walk_nodes(s))), None)
         for sub, stmt in self.writes.get(base, []):
             if id(stmt) in inside:
                 items = _index_items(sub.slice)
-                if items is None or not _leading_ok(read_items, items, index, start, self.is_int):
+                if items is None:
+                    return False
+                if not _leading_ok(read_items, items, index, start, self.is_int) and not (
+                    _own_row(read_items, items, index, start)
+                    and any(s is stmt for s in outer.body)
+                    and reading is not None
+                    and self.order.get(id(stmt), 0) < self.order.get(id(reading), 0)
+                ):
                     return False
             elif self.order.get(id(stmt), first) >= first:
                 return False  # written after the loop
@@ -304,6 +314,14 @@ def _apart(read_item, write_item, index: str, start: int) -> bool:
     """The write, in this or any later iteration, names another element along this axis."""
     c_r, c_w = _offset(read_item, index), _offset(write_item, index)
     return c_r is not None and c_w is not None and c_r < c_w and start + c_r >= 0
+
+
+def _own_row(read_items, write_items, index: str, start: int) -> bool:
+    """Read and write name row `i + c` (the same c, start + c >= 0) along the first axis: only
+    iteration i writes that row. (A write in the loop's body itself, before the read, is then
+    the row's last: `y[i] = v; s = s + np.sum(y[i])`.)"""
+    c_r, c_w = _offset(read_items[0], index), _offset(write_items[0], index)
+    return c_r is not None and c_r == c_w and start + c_r >= 0
 
 
 def _leading_ok(read_items, write_items, index: str, start: int, is_int) -> bool:

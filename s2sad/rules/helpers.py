@@ -196,7 +196,7 @@ def numba_names() -> set[str]:
     return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS) | set(constants_read(forms))
 
 
-_HEADER = (
+NUMBA_HEADER = (
     "import math\n\nimport numpy as np\n"
     "from numba import literal_unroll, njit, objmode, types\n"
     "from numba.cpython.unsafe.tuple import tuple_setitem\n"
@@ -238,7 +238,7 @@ def numba_source(used: frozenset[str] | None = None) -> str:
     def wanted(func) -> bool:
         return used is None or func.__name__ in used
 
-    parts = [_HEADER]
+    parts = [NUMBA_HEADER]
     tests = [f for f in _TYPE_TESTS.values() if wanted(f)]
     jitable = [f for f in JITABLE if wanted(f)]
     pairs = [(stub, form) for stub, form in NUMBA if wanted(stub)]

@@ -104,6 +104,25 @@ defvjp(
     jvp=linear("array", batched=batched_broadcast_to),
 )
 
+
+@helper(jvp=linear("t"), shape_only=("x",), shaped_like="x")
+def broadcast_like(t, x):
+    """`t` broadcast to the shape of `x` (an elementwise tangent reading only operands of lower
+    rank: `t + np.pi`); jitted code calls it, since Numba's np.broadcast_to fails for `()`."""
+    return np.broadcast_to(t, np.shape(x))
+
+
+@numba_of(broadcast_like)
+def _broadcast_like(t, x):
+    if not _array(x) or x.ndim == 0:  # a number (a 0-d array compiled code holds as one)
+        if _array(t):
+            return lambda t, x: np.ascontiguousarray(t).reshape(-1)[0]
+        return lambda t, x: t
+    if not _array(t):
+        return lambda t, x: np.full(x.shape, t)
+    return lambda t, x: np.broadcast_to(t, x.shape)
+
+
 # ----------------------------------------------------------------------------- axes
 
 

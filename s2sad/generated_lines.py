@@ -1,0 +1,80 @@
+"""Generated code's lines in the user's terms: the `# line N: code` comment above a generated
+line names the user's line it comes from. The jit path's messages (numba_failures.py) and Python
+mode's errors (a note naming the user's line, `user_lines`) read it here."""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import re
+
+from .errors import S2SADError
+
+# `# line N: code`, or `# helper, line N: code` for a line of a function inlined into the code
+_COMMENT = re.compile(r"# (?:([A-Za-z_][\w.]*), )?line (\d+): (.*)$")
+
+
+def comment_parts(comment: str) -> tuple | None:
+    """(`line N` or `line N of helper`, code) of a generated comment naming a user's line (an
+    inlined function's line is its own file's), else None."""
+    found = _COMMENT.match(comment.strip())
+    if found is None:
+        return None
+    func, number, code = found.groups()
+    return f"line {number}{f' of {func}' if func else ''}", code
+
+
+def described(comment: str) -> str | None:
+    """`line N (`code`)` (or `line N of helper (`code`)`) for a generated comment, else None."""
+    parts = comment_parts(comment)
+    return f"{parts[0]} (`{parts[1]}`)" if parts else None
+
+
+def user_line(lines: list, at: int) -> str:
+    """`line N (`code`)`: the user's line the generated code's comment above `at` quotes."""
+    for text in reversed(lines[: at + 1]):
+        told = described(text)
+        if told is not None:
+            return told
+    return f"generated line {at + 1}"
+
+
+def raised_at(exc, filename: str) -> str | None:
+    """`FILE line N (`code`)`: the user's line of the generated statement in `filename` (the
+    deepest frame of it) that raised `exc`."""
+    tb, at = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            at = tb.tb_lineno
+        tb = tb.tb_next
+    lines = linecache.getlines(filename)
+    if at is None or not lines:
+        return None
+    found = re.search(r" of (.+):\d+(?: #\d+)?>$", filename)  # (#2: another source's)
+    file = found.group(1) if found else "the function"
+    return f"{file} {user_line(lines, at - 1)}"
+
+
+def note_user_line(exc, python_function) -> None:
+    """Python mode's error raised in generated code (`x[i + 1]` one past the end): a note (PEP
+    678) naming the user's file, line and code the generated line comes from, which the
+    traceback, at the generated line, does not. s2sad's own errors name theirs already."""
+    if isinstance(exc, S2SADError) or any(_NOTED in n for n in getattr(exc, "__notes__", ())):
+        return
+    code = getattr(python_function, "__code__", None)
+    where = raised_at(exc, code.co_filename) if code is not None else None
+    if where is not None:
+        exc.add_note(f"{_NOTED} {where}")
+
+
+_NOTED = "raised in the code s2sad generated from"
+
+
+@contextlib.contextmanager
+def user_lines(python_function):
+    """Python mode's call of generated code: an error it raises noted with the user's line."""
+    try:
+        yield
+    except Exception as exc:
+        note_user_line(exc, python_function)
+        raise
