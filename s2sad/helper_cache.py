@@ -24,7 +24,8 @@ name with the same code, and nothing is read-modified-written.
 The key of the directory (`helpers_key`) hashes the forms' code and constants as loaded
 (`forms_fingerprint`: a form calling another form is covered too, since all are hashed
 together), s2sad's, Python's, Numba's, llvmlite's and NumPy's versions, Numba's optimisation
-level and the CPU (Numba's own index keys on the source file's timestamp only). Where Numba's
+level and the CPU (Numba's own index keys on the source file's timestamp only); directories of
+other keys are deleted once unused for two weeks (prune.py). Where Numba's
 internals differ (a name missing) the helpers are simply compiled in each process, as before.
 """
 
@@ -50,6 +51,7 @@ from .diskcache import (
     short_name,
     trusted_cache_root,
 )
+from .prune import prune_dirs
 from .rules.helpers import forms_fingerprint
 
 try:
@@ -83,12 +85,16 @@ def helpers_key() -> str:
 
 
 def helpers_dir() -> Path | None:
-    """The checked directory this process keeps the helpers' code in (None: none is usable)."""
+    """The checked directory this process keeps the helpers' code in (None: none is usable).
+    Those of other keys (other versions, NUMBA_OPT levels, CPUs) go once unused for
+    prune.KEEP_DAYS."""
     try:
         root = private_dir(trusted_cache_root() / "helpers")
-        return private_dir(root / helpers_key())
+        directory = private_dir(root / helpers_key())
     except OSError:
         return None
+    prune_dirs(root, directory.name)
+    return directory
 
 
 class _Files:

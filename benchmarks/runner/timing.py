@@ -5,6 +5,7 @@ with its caches emptied."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import statistics
@@ -140,19 +141,35 @@ def clear_s2sad_caches() -> bool:
     return True
 
 
+@contextlib.contextmanager
+def pipeline_only():
+    """s2sad's transforms made by its pipeline, not loaded from its disk cache of jitted ones
+    (S2SAD_TRANSFORM_CACHE=0 meanwhile), so that a transform's time is the transform's."""
+    before = os.environ.get("S2SAD_TRANSFORM_CACHE")
+    os.environ["S2SAD_TRANSFORM_CACHE"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["S2SAD_TRANSFORM_CACHE"]
+        else:
+            os.environ["S2SAD_TRANSFORM_CACHE"] = before
+
+
 def transform_seconds(g, args) -> float | None:
     """Time s2sad's source transform alone (parse to compiled code, not Numba's compile) for
     these arguments, with empty caches; None where this version of s2sad has no way to ask."""
     if not clear_s2sad_caches():
         return None
     # not hasattr(g, "compiled"): that would run the property, and so the transform
-    if callable(getattr(g, "specialized", None)) and callable(getattr(g, "_bind", None)):
-        bound = g._bind(args, {})
-        seconds, _ = call_timed(lambda: g.specialized(bound))  # the code these ranks run
-    elif isinstance(getattr(type(g), "compiled", None), property):
-        seconds, _ = call_timed(lambda: g.compiled)
-    else:
-        return None
+    with pipeline_only():
+        if callable(getattr(g, "specialized", None)) and callable(getattr(g, "_bind", None)):
+            bound = g._bind(args, {})
+            seconds, _ = call_timed(lambda: g.specialized(bound))  # the code these ranks run
+        elif isinstance(getattr(type(g), "compiled", None), property):
+            seconds, _ = call_timed(lambda: g.compiled)
+        else:
+            return None
     clear_s2sad_caches()  # so that the first call transforms again
     return seconds
 
@@ -162,7 +179,8 @@ def probe_seconds(probe) -> float | None:
     empty caches; None where this version of s2sad has no transform cache to clear."""
     if not clear_s2sad_caches():
         return None
-    seconds, _ = call_timed(probe)
+    with pipeline_only():
+        seconds, _ = call_timed(probe)
     clear_s2sad_caches()
     return seconds
 
