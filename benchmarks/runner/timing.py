@@ -70,7 +70,12 @@ def warm_up(entry: Entry) -> None:
 
 
 def time_interleaved(
-    entries: list[Entry], budget: float, min_reps: int, max_reps: int, ledger=None
+    entries: list[Entry],
+    budget: float,
+    min_reps: int,
+    max_reps: int,
+    ledger=None,
+    keep_frozen: bool = False,
 ) -> None:
     """Round robin: one call of each entry per round until each has `min_reps` calls and
     `budget` seconds, or `max_reps` calls. A slow entry stops after 3 calls and 3 budgets, a
@@ -79,7 +84,10 @@ def time_interleaved(
     Each round starts with the garbage of the last one collected. What is alive before the
     first round (the peers' and Numba's compiled code: a million objects, 0.2-0.6 s a full
     collection) is frozen (`gc.freeze`), so those collections look at the rounds' own objects
-    only; it is unfrozen afterwards. `ledger` (cost.py) is charged with the collections."""
+    only; it is unfrozen afterwards, unless `keep_frozen` (run.py: the next case's first
+    collection then looks only at what was made since, instead of at every object of the run,
+    0.5 s a case; it unfreezes at the run's end). `ledger` (cost.py) is charged with the
+    collections."""
     live = [e for e in entries if e.error is None]
     _collect(ledger)
     gc.freeze()
@@ -100,7 +108,8 @@ def time_interleaved(
                 ):
                     live.remove(e)
     finally:
-        gc.unfreeze()
+        if not keep_frozen:
+            gc.unfreeze()
 
 
 def _collect(ledger) -> None:

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import functools
 import gc
+import inspect
 import linecache
 import re
 import types
@@ -201,20 +202,26 @@ def assemble(source: str, name: str, where: str, objects: dict, keywords: dict, 
     namespace = dict(_RUNTIME)
     namespace.update(NAMESPACE)
     namespace.update(objects)
-    tree = ast.parse(source, filename)  # parsed once, for the code and the names it defines
-    exec(compile(tree, filename, "exec"), namespace)
+    code = compile(source, filename, "exec")  # (from the text: no Python tree of it is made)
+    exec(code, namespace)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     user_globals = {k: v for k, v in objects.items() if k not in ("np", "math")}
     if NAMESPACE:
-        used = names_mentioned([tree])
+        used = names_mentioned([ast.parse(source, filename)])
         user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
+    # the functions it defines (`def`s at the top: the module's code objects of functions)
+    defined = [
+        c.co_name
+        for c in code.co_consts
+        if isinstance(c, types.CodeType) and c.co_flags & inspect.CO_OPTIMIZED
+    ]
     return Compiled(
         _keywords_renamed(namespace[name], keywords),
         source,
         name,
         globals=user_globals,
         rules_version=VERSION[0],
-        functions={n.name: namespace[n.name] for n in tree.body if isinstance(n, ast.FunctionDef)},
+        functions={n: namespace[n] for n in defined if not n.startswith("<")},
         where=where,
         keywords=dict(keywords),
         **fields,
