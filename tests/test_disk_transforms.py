@@ -242,9 +242,11 @@ transform_cache.differentiate = lambda func, *a: made.append(func.__name__) or r
 x, y = np.linspace(-1.0, 1.0, 6), np.linspace(0.5, 2.0, 6)
 g = s2sad.value_and_grad(dt_module.f, wrt=(0, 1), jit=True if sys.argv[2] == "True" else "strict")
 if sys.argv[2] == "strict":  # Numba compiles the code the first process generated
+    from s2sad.pipeline import emit
+    emit.black.format_str = None  # and black's text of it is read from disk too
     value, (gx, gy) = g(x, y)
-else:
-    g.prepared(g._bind((x, y), {}))
+else:  # the transform, and black's text as jit.Jitted.load asks for it, kept
+    g.prepared(g._bind((x, y), {}))[0].formatted_source(on_disk=True)
     value, gx, gy = 0.0, x, y
 print(json.dumps({"made": made, "numbers": [float(value), gx.tolist(), gy.tolist()]}))
 """

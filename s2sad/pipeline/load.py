@@ -27,6 +27,7 @@ from .. import runtime
 from ..deep import TooDeep, with_room
 from ..errors import NestingTooDeepError
 from ..formatted import formatted
+from .emit import format_source
 from ..rules.registry import NAMESPACE, VERSION
 from .names import names_mentioned
 
@@ -59,7 +60,7 @@ class Compiled:
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     where: str = ""  # the user's file:line it was made from
     keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names
-    # black's formatting of each code text it was asked for (`source`), kept
+    # black's text of each code it was asked for (`source`), and whether kept on disk
     formatted: dict = field(default_factory=dict, repr=False, compare=False)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 
@@ -79,20 +80,26 @@ class Compiled:
     @property
     def source(self) -> str:
         """The code formatted by black: only made when someone reads it (`s2sad.source`, the
-        CLI, jit), since formatting costs more than the whole transform; kept, and on disk
-        (formatted.py), where a later process finds it."""
-        text = self.formatted.get(self.code)
+        CLI, jit), since formatting costs more than the whole transform; kept."""
+        return self.formatted_source()
+
+    def formatted_source(self, on_disk: bool = False) -> str:
+        """`source`; `on_disk` (jit, whose module is this text): black's text is kept in the
+        cache directory too (formatted.py), where a later process finds it."""
+        text = self.formatted.get((self.code, on_disk))
         if text is not None:
             return text
         try:
             with without_gc_pauses():  # black, as the transform, makes many small objects
-                text = with_room(formatted, self.code)
+                text = with_room(formatted if on_disk else format_source, self.code)
         except TooDeep:
             raise NestingTooDeepError(
                 f"the code generated for {self.name} nests too deeply for black to format",
                 hint="split the longest expression into several statements",
             ) from None
-        self.formatted[self.code] = text  # (a replace()d copy's code is another key)
+        # (a replace()d copy's code is another key; black's text is kept in this process too,
+        # by emit.format_source, so the text asked for on disk after it is not formatted again)
+        self.formatted[self.code, on_disk] = text
         return text
 
 
