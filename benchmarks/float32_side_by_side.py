@@ -11,18 +11,16 @@ order, on one BLAS thread; the table shows best and median CPU time over the rou
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
 import sys
-import time
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
-
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.side_by_side import cells, one_thread, rounds  # noqa: E402
+
+one_thread()
+
+import numpy as np  # noqa: E402
 
 import s2sad  # noqa: E402
 from s2sad.jit import Jitted  # noqa: E402
@@ -35,18 +33,18 @@ def energy2d(u, k):
     return np.sum(0.5 * k * (dv * dv + dh * dh) + 0.25 * (c * c - 1.0) ** 2)
 
 
-def _variants(u, k):
-    """(label, a function of no arguments) for NumPy mode, fused and unfused jitted code."""
+def _variants(u, k) -> dict:
+    """label -> a function of no arguments, for NumPy mode, fused and unfused jitted code."""
     numpy_mode = s2sad.value_and_grad(energy2d)
     jitted = s2sad.value_and_grad(energy2d, jit="strict")
     jitted(u, k)  # compiles; the transform for these ranks is `jitted.compiled`
     compiled = jitted.compiled
     unfused = Jitted.of(compiled).without_fusion()
-    return [
-        ("numpy", lambda: numpy_mode(u, k)),
-        ("jit fused", lambda: jitted(u, k)),
-        ("jit unfused", lambda: unfused((u, k), strict=True)),
-    ]
+    return {
+        "numpy": lambda: numpy_mode(u, k),
+        "jit fused": lambda: jitted(u, k),
+        "jit unfused": lambda: unfused((u, k), strict=True),
+    }
 
 
 def main(argv=None) -> int:
@@ -62,23 +60,10 @@ def main(argv=None) -> int:
         ("float32, k float32", u64.astype(np.float32), np.float32(0.7)),
     ]:
         variants = _variants(u, k)
-        values = [f() for _, f in variants]
-        times: dict[str, list] = {name: [] for name, _ in variants}
-        gc.disable()
-        try:
-            for r in range(args.rounds):
-                for name, f in variants[r % 3 :] + variants[: r % 3]:
-                    start = time.process_time()
-                    f()
-                    times[name].append(time.process_time() - start)
-        finally:
-            gc.enable()
-        cells = [
-            f"{name} {min(t) * 1e3:6.1f} / {statistics.median(t) * 1e3:6.1f}"
-            for name, t in times.items()
-        ]
+        values = [f() for f in variants.values()]
+        times = rounds(variants, args.rounds)
         dtypes = {str(np.asarray(v[1]).dtype) for v in values}
-        print(f"{label:<20} " + "   ".join(cells) + f"   (gradient dtypes: {', '.join(dtypes)})")
+        print(f"{label:<20} " + cells(times, 6, 1) + f"   (gradient dtypes: {', '.join(dtypes)})")
     return 0
 
 

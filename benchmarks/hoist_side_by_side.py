@@ -12,20 +12,17 @@ a call over the rounds.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
 import sys
 import tempfile
-import time
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # one thread, as benchmarks/run.py runs by default
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.side_by_side import cells, one_thread, rounds  # noqa: E402
+
+one_thread(numba=True, xla=True)
+
+import numpy as np  # noqa: E402
 
 import s2sad  # noqa: E402
 from benchmarks.gradbench.evals import ode as ode_eval  # noqa: E402
@@ -105,24 +102,9 @@ def main(argv=None) -> int:
         hoisted, fresh = values["hoisted"][1], values["fresh"][1]
         for a, b in zip(*(v if isinstance(v, tuple) else (v,) for v in (hoisted, fresh))):
             np.testing.assert_array_equal(a, b)
-        times: dict[str, list] = {name: [] for name in variants}
-        names = list(variants)
-        gc.disable()
-        try:
-            for r in range(args.rounds):
-                for name in names[r % len(names) :] + names[: r % len(names)]:
-                    start = time.process_time()
-                    for _ in range(calls):
-                        variants[name]()
-                    times[name].append((time.process_time() - start) / calls)
-        finally:
-            gc.enable()
-        cells = [
-            f"{name} {min(t) * 1e3:7.3f} / {statistics.median(t) * 1e3:7.3f}"
-            for name, t in times.items()
-        ]
+        times = rounds(variants, args.rounds, calls)
         ratio = min(times["hoisted"]) / min(times["fresh"])
-        print(f"{label:<20} " + "   ".join(cells) + f"   hoisted/fresh (best) {ratio:.3f}")
+        print(f"{label:<20} " + cells(times, 7, 3) + f"   hoisted/fresh (best) {ratio:.3f}")
     return 0
 
 

@@ -12,20 +12,17 @@ in rotating order; the table shows best and median CPU time over the rounds.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
 import sys
 import tempfile
-import time
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # one thread, as benchmarks/run.py runs by default
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
-
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.side_by_side import cells, one_thread, rounds  # noqa: E402
+
+one_thread(numba=True, xla=True)
+
+import numpy as np  # noqa: E402
 
 import s2sad  # noqa: E402
 from benchmarks.runner.builders import build_jax, load_peers  # noqa: E402
@@ -83,23 +80,9 @@ def main(argv=None) -> int:
         # a checked gradient's Jitted returns the output and the gradients
         for a, b in zip(values["libm"][1], values["lanes"][1]):
             np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-14)
-        times: dict[str, list] = {name: [] for name in variants}
-        names = list(variants)
-        gc.disable()
-        try:
-            for r in range(args.rounds):
-                for name in names[r % len(names) :] + names[: r % len(names)]:
-                    start = time.process_time()
-                    variants[name]()
-                    times[name].append(time.process_time() - start)
-        finally:
-            gc.enable()
-        cells = [
-            f"{name} {min(t) * 1e3:6.2f} / {statistics.median(t) * 1e3:6.2f}"
-            for name, t in times.items()
-        ]
+        times = rounds(variants, args.rounds)
         ratio = min(times["lanes"]) / min(times["libm"])
-        print(f"{label:<22} " + "   ".join(cells) + f"   lanes/libm (best) {ratio:.2f}")
+        print(f"{label:<22} " + cells(times) + f"   lanes/libm (best) {ratio:.2f}")
     return 0
 
 

@@ -10,18 +10,16 @@ alike).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
-import statistics
 import sys
-import time
-
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # one thread, as benchmarks/run.py runs by default
-
-import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.side_by_side import best_and_median, one_thread, rounds  # noqa: E402
+
+one_thread()
+
+import numpy as np  # noqa: E402
 
 from benchmarks.workloads import gmm, loops, mlp  # noqa: E402
 from s2sad.transformed import Transformed  # noqa: E402
@@ -52,22 +50,14 @@ def main(argv=None) -> int:
         a, b = fresh(*values), reused(*values)
         a, b = (a, b) if isinstance(a, tuple) else ((a,), (b,))
         same = all(np.array_equal(x, y) for x, y in zip(a, b))
-        times = {fresh: [], reused: []}
-        gc.disable()
-        try:
-            for r in range(args.rounds):
-                for g in (fresh, reused) if r % 2 else (reused, fresh):
-                    start = time.process_time()
-                    g(*values)
-                    times[g].append(time.process_time() - start)
-        finally:
-            gc.enable()
-        best = [min(times[g]) * 1e3 for g in (fresh, reused)]
-        med = [statistics.median(times[g]) * 1e3 for g in (fresh, reused)]
+        times = rounds(
+            {"fresh": lambda: fresh(*values), "reused": lambda: reused(*values)}, args.rounds
+        )
+        (best0, med0), (best1, med1) = (best_and_median(t) for t in times.values())
         note = "" if same else "  (numbers differ!)"
         print(
-            f"{label:<48} {best[0]:>9.2f}ms {best[1]:>9.2f}ms {best[1] / best[0]:>6.2f} "
-            f"{med[0]:>7.2f}/{med[1]:<7.2f}ms{note}"
+            f"{label:<48} {best0:>9.2f}ms {best1:>9.2f}ms {best1 / best0:>6.2f} "
+            f"{med0:>7.2f}/{med1:<7.2f}ms{note}"
         )
     return 0
 

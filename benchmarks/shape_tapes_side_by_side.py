@@ -15,18 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import statistics
 import sys
-import time
 import types
 
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")  # one thread, as benchmarks/run.py runs by default
-os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_multi_thread_eigen=false"
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.side_by_side import best_and_median, one_thread, rounds  # noqa: E402
+
+one_thread(numba=True, xla=True)
 
 import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import s2sad  # noqa: E402
 from benchmarks.gradbench.evals import ode  # noqa: E402
@@ -77,18 +75,12 @@ def main(argv=None) -> int:
         jx = jax.jit(jax.grad(jax_ode(), argnums=0), static_argnums=1)
         np.testing.assert_allclose(jx(x, s), want, rtol=1e-9)
         calls["jax"] = lambda x, s: jx(x, s).block_until_ready()
-    times: dict[str, list] = {tag: [] for tag in calls}
-    tags = list(calls)
-    for r in range(args.rounds):
-        for tag in tags[r % len(tags) :] + tags[: r % len(tags)]:
-            f = calls[tag]
-            start = time.process_time()
-            for _ in range(args.calls):
-                f(x, s)
-            times[tag].append((time.process_time() - start) / args.calls * 1e3)
+    variants = {tag: (lambda f=f: f(x, s)) for tag, f in calls.items()}
+    times = rounds(variants, args.rounds, args.calls)
     print(f"ode n={args.n} s={s}: best / median CPU ms a call, {args.rounds} rounds")
-    for tag in tags:
-        print(f"  {tag:6s} {min(times[tag]):8.3f} {statistics.median(times[tag]):8.3f}")
+    for tag, t in times.items():
+        best, median = best_and_median(t)
+        print(f"  {tag:6s} {best:8.3f} {median:8.3f}")
     return 0
 
 

@@ -90,7 +90,12 @@ def _count(x, axis):
 
 
 def mean_vjp(g, x, axis=None, keepdims=False):
-    return expand_reduced(g, x, axis, keepdims) / _count(x, axis)
+    """`g` over the count, broadcast back: the division of each number before the broadcast
+    (the same numbers, and a view rather than an array swept to write them)."""
+    count = _count(x, axis)
+    if count:
+        return expand_reduced(g / count, x, axis, keepdims)
+    return expand_reduced(g, x, axis, keepdims) / count
 
 
 def _mT(a):

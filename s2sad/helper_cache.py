@@ -45,6 +45,7 @@ from numba.extending import overload, register_jitable
 from . import version
 from .diskcache import (
     atomic_write,
+    cache_dir,
     numba_opt,
     private_dir,
     read_private,
@@ -84,13 +85,23 @@ def helpers_key() -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
 
 
+# (cache directory configured, forms' fingerprint, Numba's optimisation level) -> helpers_dir()
+_DIRS: dict[tuple, Path] = {}
+
+
 def helpers_dir() -> Path | None:
     """The checked directory this process keeps the helpers' code in (None: none is usable).
-    Those of other keys (other versions, NUMBA_OPT levels, CPUs) go once unused for
-    prune.KEEP_DAYS."""
+    Checked and keyed once a process for each setting of what the key reads that can change in
+    one (the directory configured, the forms' code, Numba's optimisation level), not for each
+    helper built; made again if it was removed. Those of other keys (other versions, NUMBA_OPT
+    levels, CPUs) go once unused for prune.KEEP_DAYS."""
+    setting = (os.path.abspath(cache_dir()), forms_fingerprint(), numba_opt())
+    known = _DIRS.get(setting)
+    if known is not None and known.is_dir():
+        return known
     try:
         root = private_dir(trusted_cache_root() / "helpers")
-        directory = private_dir(root / helpers_key())
+        _DIRS[setting] = directory = private_dir(root / helpers_key())
     except OSError:
         return None
     prune_dirs(root, directory.name)

@@ -227,7 +227,7 @@ class Jacobian:
             return None
         out = backward._run(compiled, values, bound)
         if self._falls_back(compiled, compiled.name, (*bound.arguments.values(), *values)):
-            return self(*given[0], **given[1])  # (now batched)
+            return self._batched_instead(given)
         n_in = sum(np.size(x) for x in inputs)
         if self.mode is None and n_in <= np.size(out):
             return None
@@ -243,7 +243,7 @@ class Jacobian:
                 called = (*args, unboxed(seed), *values)
                 ran = Jitted.of(compiled).ran(sweep, called)
                 if ran is None and self._falls_back(compiled, sweep, called):
-                    return self(*given[0], **given[1])
+                    return self._batched_instead(given)
                 direct = None if ran is None else ran.namespace.get(sweep)
             elif direct is not None:  # compiled for the first row's types: call it directly
                 grads = direct(*args, unboxed(seed), *values)
@@ -266,9 +266,9 @@ class Jacobian:
         if compiled.tuple_output or compiled.output is not None:
             return None
         jitted, args = Jitted.of(compiled), (*bound.arguments.values(),)
+        strict, what = forward.jit == "strict", forward.jit_label()
         zeros = [unboxed(np.zeros(np.shape(x))) for x in inputs]
-        sizes = [np.size(x) for x in inputs]
-        offsets = np.cumsum([0] + sizes)
+        offsets = np.cumsum([0] + [np.size(x) for x in inputs])
         columns = direct = out = first = ran = None
         for k, x in enumerate(inputs):
             for i, e in enumerate(_basis(x)):
@@ -276,19 +276,16 @@ class Jacobian:
                 if direct is not None:
                     out, dot = direct(*args, *tangents, *values)
                 else:
-                    out, dot = jitted(
-                        (*args, *tangents, *values),
-                        strict=forward.jit == "strict",
-                        what=forward.jit_label(),
-                    )
-                    if self._falls_back(compiled, compiled.name, (*args, *tangents, *values)):
-                        return self(*given[0], **given[1])
+                    called = (*args, *tangents, *values)
+                    out, dot = jitted(called, strict=strict, what=what)
+                    if self._falls_back(compiled, compiled.name, called):
+                        return self._batched_instead(given)
                     if columns is None:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None
                         _refuse_complex(dot, "tangent")  # every column has the first one's types
                         columns, first = np.empty((np.size(out), offsets[-1])), dot
-                    ran = jitted.ran(compiled.name, (*args, *tangents, *values))
+                    ran = jitted.ran(compiled.name, called)
                     direct = None if ran is None else ran.namespace.get(compiled.name)
                 columns[:, offsets[k] + i] = np.ravel(dot)
         if columns is None:  # nothing to differentiate: no call ran
@@ -301,9 +298,12 @@ class Jacobian:
         return self._conformed(blocks, inputs, bound)
 
     def _falls_back(self, compiled, name: str, args) -> bool:
-        """Whether Numba cannot compile the sweeps (warned once): jit=False's sweep from now on."""
-        self.batched = self.asked_batched and Jitted.of(compiled).falls_back(name, args)
-        return self.batched
+        """Whether Numba cannot compile the sweeps (warned once), batched ones asked for."""
+        return self.asked_batched and Jitted.of(compiled).falls_back(name, args)
+
+    def _batched_instead(self, given):
+        self.batched = True  # Numba cannot compile the sweeps: jit=False's batched ones from now on
+        return self(*given[0], **given[1])  # (`given`: the call's own args and kwargs)
 
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);

@@ -280,15 +280,15 @@ class Jitted:
             with self.lock:
                 if self.namespace is None and self.module_failed is None:
                     self.load()
-        failed = self.module_failed
-        if failed is None and self.failed:
-            failed = self.failed.get((name, _kinds(args)))
-        if failed is None and self.compiled.unfused_code is not None and _float64_meets_32(args):
+        route = self._routed(name, args)
+        if route == "unfused":
             return self.without_fusion()(args, strict, name, what)
-        if failed is None and self.broadcasts(name, args):
+        if route == "branched":
             return self.with_branches()(args, strict, name, what)
-        if failed is None and self.misfits and (name, _kinds(args), shapes(args)) in self.misfits:
-            return self.without_fusion()(args, strict, name, what)
+        failed = None
+        if route == "failed":
+            failed = self.module_failed
+            failed = self.failed.get((name, _kinds(args))) if failed is None else failed
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
@@ -337,13 +337,10 @@ class Jitted:
             return None
         if self.threads != self.compiled.parallel:
             return None
-        if (
-            (name, _kinds(args)) in self.failed
-            or (self.compiled.unfused_code is not None and _float64_meets_32(args))
-            or (name, _kinds(args), shapes(args)) in self.misfits
-        ):
+        route = self._routed(name, args)
+        if route in ("failed", "unfused"):
             return self.unfused.ran(name, args) if self.unfused is not None else None
-        if self.broadcasts(name, args):
+        if route == "branched":
             return self.branched.ran(name, args) if self.branched is not None else None
         return self
 
@@ -353,16 +350,30 @@ class Jitted:
         Jacobian's sweeps) then takes its own NumPy path, once, instead."""
         if self.runs_python:  # (its own compiled loops)
             return False
-        kinds = _kinds(args)
-        failed = self.module_failed is not None or (name, kinds) in self.failed
-        fused = self.compiled.unfused_code is not None
-        widened = fused and _float64_meets_32(args)
-        if failed or widened or (name, kinds, shapes(args)) in self.misfits:
-            if fused:  # the code without fused loops ran it
+        route = self._routed(name, args)
+        if route in ("failed", "unfused"):
+            if self.compiled.unfused_code is not None:  # the code without fused loops ran it
                 return self.unfused is not None and self.unfused.falls_back(name, args)
-            return failed
-        branched = self.branched if self.broadcasts(name, args) else None
-        return branched is not None and branched.falls_back(name, args)
+            return route == "failed"
+        if route == "branched":
+            return self.branched is not None and self.branched.falls_back(name, args)
+        return False
+
+    def _routed(self, name: str, args) -> str | None:
+        """Where `__call__` sends a call of `name` on `args`, decided here alone (`ran` and
+        `falls_back` follow it): "failed" (Numba could not compile it for these kinds: the
+        code without fused loops runs it, else the Python version), "unfused" (a float64 meeting
+        float32 in fused code, or values that did not fit its tapes of rows), "branched" (arrays
+        that broadcast where a fused run takes one shape), or None (this one's compiled code)."""
+        if self.module_failed is not None or self.failed and (name, _kinds(args)) in self.failed:
+            return "failed"
+        if self.compiled.unfused_code is not None and _float64_meets_32(args):
+            return "unfused"
+        if self.broadcasts(name, args):
+            return "branched"
+        if self.misfits and (name, _kinds(args), shapes(args)) in self.misfits:
+            return "unfused"
+        return None
 
     def remember(self, calls: set, name: str, args) -> None:
         """Add the call's (name, kinds, shapes) to `calls` (`broadcast`, `misfits`), of a

@@ -289,9 +289,11 @@ def test_old_helper_directories_of_other_keys_are_pruned(tmp_path, monkeypatch):
         (d / "form.nbc").write_bytes(b"code")
     _age(old, prune.KEEP_DAYS + 1)
     _age(recent, prune.KEEP_DAYS - 1)
+    monkeypatch.setattr(helper_cache, "_DIRS", {})
     current = helper_cache.helpers_dir()
     _age(current, prune.KEEP_DAYS + 5)  # an old directory of this key is still this key's
     monkeypatch.setattr(prune, "_SEEN", set())
+    monkeypatch.setattr(helper_cache, "_DIRS", {})  # (as a new process)
     assert helper_cache.helpers_dir() == current
     assert sorted(p.name for p in root.iterdir()) == sorted([current.name, "recent-key"])
     assert time.time() - current.stat().st_mtime < 60  # marked used

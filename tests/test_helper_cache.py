@@ -191,6 +191,18 @@ def test_another_key_is_another_directory(cache, monkeypatch):
     assert all(stat.S_IMODE(d.stat().st_mode) == 0o700 for d in (first, edited, optimised))
 
 
+def test_the_directory_is_checked_once_for_each_setting(cache, monkeypatch):
+    first = helper_cache.helpers_dir()
+    keyed = []
+    monkeypatch.setattr(helper_cache, "helpers_key", lambda: keyed.append(1) or "another key")
+    assert helper_cache.helpers_dir() == first and not keyed  # (not for each helper built)
+    first.rmdir()
+    again = helper_cache.helpers_dir()  # removed: checked and made again
+    assert again == cache / "helpers" / "another key" and again.is_dir() and keyed == [1]
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(cache.parent / "elsewhere"))
+    assert helper_cache.helpers_dir().parent == cache.parent / "elsewhere" / "helpers"
+
+
 class _Planted:
     """Unpickling this creates the file `marker`."""
 

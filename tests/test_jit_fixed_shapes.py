@@ -5,6 +5,7 @@ index, a value that grows, a carried state a broadcast widens) keep their tapes.
 jitted gradient equals NumPy mode's, the jitted source run by Python (the fallback's forms) and
 finite differences; the source says which tapes were proven."""
 
+import ast
 import math
 import re
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 import s2sad
 from conftest import _fd
+from s2sad.pipeline.fixed_shapes import _bound_names
 from s2sad.rules.helpers import RUNTIME
 
 numba = pytest.importorskip("numba")
@@ -199,3 +201,9 @@ def test_random_broadcasts_in_a_carried_state(shapes):
         assert got.shape == x.shape
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
     assert _made(s2sad.source(g)).get("a") == ""
+
+
+def test_each_binding_counts_once():
+    """`x += 1` binds x once (its target is the store): `x = 0; x += 1` binds it twice."""
+    code = ast.parse("x = 0\nx += 1\nfor i in r:\n    y = [j for j in i]\n").body
+    assert _bound_names(code) == {"x": 2, "i": 1, "y": 1, "j": 1}

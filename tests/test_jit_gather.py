@@ -101,11 +101,36 @@ def test_a_jitted_grad_returns_the_outputs_kind_not_its_value():
     u = rng().normal(size=(5, 6))
     jitted(u, 0.7)
     assert "return output_kind(stencil), in_dtype_of(du, u)" in s2sad.source(jitted)
-    value, grad = s2sad.value_and_grad(stencil, wrt="u", jit="strict")(u, 0.7)
+    both = s2sad.value_and_grad(stencil, wrt="u", jit="strict")
+    value, grad = both(u, 0.7)
     assert value == pytest.approx(stencil(u, 0.7), rel=1e-12)
+    # the value's sum over two axes: one per column (vectorised), added up after the loops
+    fused = s2sad.source(both).split("else:")[0]
+    assert "stencil_columns[i1] += stencil_add2_i" in fused
+    assert "stencil = np.sum(stencil_columns)" in fused
     np.testing.assert_allclose(grad, jitted(u, 0.7), rtol=1e-12, atol=1e-12)
     with pytest.raises(s2sad.NonScalarOutputError):
         s2sad.grad(integer_output, jit=True)(u)
+
+
+@pytest.mark.parametrize("shape", [(5, 6), (2, 1), (1, 3), (0, 4), (4, 0), (3, 2, 4), (6,)])
+def test_a_fused_sums_columns_give_python_modes_value(shape):
+    """The fused value's sum, per column over two axes or more (one accumulator over one),
+    run by Python: the value within rounding of NumPy's, empty and length-1 axes too."""
+    u = rng().normal(size=shape)
+    x = rng(1).normal(size=shape)
+    compiled = transform(
+        squares, ("u",), "value_and_grad", (("u", len(shape)), ("x", len(shape))), True
+    )
+    (value, grad), _ = in_python(compiled, u, x)
+    assert value == pytest.approx(squares(u, x), rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(grad, s2sad.grad(squares)(u, x), rtol=1e-12, atol=1e-12)
+    fused = compiled.source.split("else:")[0]
+    assert ("squares_columns" in fused) == (len(shape) > 1)
+
+
+def squares(u, x):
+    return np.sum(u * u * x + np.sin(u))
 
 
 @st.composite

@@ -15,6 +15,7 @@ import pytest
 
 import s2sad
 from conftest import check_grad, check_jvp
+from s2sad.pipeline.hoist import _exposed
 
 numba = pytest.importorskip("numba")
 
@@ -99,6 +100,17 @@ def shrinking_until(x, w):  # a while loop: its tapes are lists, which keep the 
         s = s + np.sum(np.sin(y * w) * 2.0)
         y = y[1:]
     return s
+
+
+def gated_until(x, w, n):  # gated's steps, the loop left by `break`
+    h = np.zeros_like(x)
+    total = 0.0
+    for t in range(n):
+        h = np.tanh(h + x) / (1.0 + np.exp(-(x * w[t] + h)))
+        total = total + np.sum(h * h)
+        if total > 2.0:
+            break
+    return total
 
 
 def _ran_fused(f, args, wrt, fused=True):
@@ -244,6 +256,30 @@ def test_values_kept_on_a_list_tape_stay_fresh():
     assert "_tape.append(" in ast.unparse(forward)  # a while loop's tapes are lists
     assert not any("reused(" in ast.unparse(s) for s in forward.body)
     assert any(_allocated_in(forward, n) for n in ("s_mul", "s_sin", "s_mul2"))
+
+
+def test_a_loop_left_by_break():
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=6), rng.normal(size=(5, 6))
+    source = _ran_fused(gated_until, (x, w, 5), ("x", "w"))  # (left at the second step)
+    primal, adjoint = source.split("# adjoint sweep")
+    assert "reused(" not in primal  # a loop that may break keeps its values on lists
+    assert "reused(dh_new_out_buffer" in adjoint  # the adjoint's cotangent dies each step
+
+
+def test_a_break_goes_on_after_the_loop_it_leaves():
+    """The names read before being assigned after a statement (`hoist._exposed` of the lists
+    that may run after it): a path that breaks skips the rest of the loop's body, so a name
+    that rest assigns may be read after the loop with an older value; and in the body, what
+    follows an `if` that breaks on one side is read only where the other side ran."""
+    module = ast.parse("while c:\n    if d:\n        break\n    y = v\nz = y\n")
+    loop, after = module.body[0], module.body[1:]
+    assert "y" in _exposed([loop.body, [loop], after])
+    assert "y" not in _exposed([loop.body[1:], [loop], after])  # (no break on the way)
+    module = ast.parse(
+        "for t in r:\n    if d:\n        break\n    else:\n        v = 1\n    w = v + t\n"
+    )
+    assert _exposed([module.body]) == {"r", "d"}  # (v assigned where not left, t by the loop)
 
 
 def test_reused_hands_back_the_buffer_only_where_it_fits():

@@ -52,8 +52,11 @@ def test_the_stencils_adjoint_makes_no_fresh_array_for_its_products():
     u = np.random.default_rng(1).normal(size=(6, 6))
     g = s2sad.grad(stencil, wrt="u")
     text = s2sad.source(g, u, 0.3)
-    assert "ddh = np.multiply(dstencil_mul2, dh, out=spare(dh, dstencil_mul2, dh))" in text
-    assert "ddh = np.multiply(2, ddh, out=spare(ddh, ddh))" in text
+    assert "dc = np.multiply(dstencil_sub, c, out=spare(dstencil_sub, dstencil_sub, c))" in text
+    assert "dc = np.multiply(2, dc, out=spare(dc, dc))" in text
+    # (the square's `2 * (g * dh)` of a constant g: the 2 taken into g's number first,
+    # pipeline/constant_cotangents.py)
+    assert "ddh = np.multiply(ddh_const, dh, out=spare(dh, ddh_const, dh))" in text
     reused, fresh = _pair(stencil, "u")
     np.testing.assert_array_equal(reused(u, 0.3), fresh(u, 0.3))
     np.testing.assert_allclose(reused(u, 0.3), fd_grad(stencil, (u, 0.3), 0), rtol=1e-6)

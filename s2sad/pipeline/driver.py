@@ -40,6 +40,7 @@ from .parse import parse_function
 from .ranks import adjoint_rank, infer_ranks, scalar_output_ranks
 from .reuse import reuse_buffers
 from .sum_first import sum_first
+from .constant_cotangents import fold_constant_cotangents
 from .reverse import reverse
 from .snapshots import (
     FinalReads,
@@ -388,7 +389,8 @@ def _reverse_mode(
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
-    """Sums before products (pipeline/sum_first.py), then buffer reuse (pipeline/reuse.py), over
+    """Constant cotangents' arithmetic on their number (pipeline/constant_cotangents.py), sums
+    before products (pipeline/sum_first.py), then buffer reuse (pipeline/reuse.py), over
     the primal and the adjoint, which they rewrite in place; returns the primal. A pullback `closure` runs its adjoint once per call over the
     primal's values: only arrays the adjoint itself makes serve it, never the primal's."""
     keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
@@ -396,10 +398,12 @@ def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     keep |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
     if closure:
         keep |= assigned(norm.stmts) | assigned([s for s in primal if isinstance(s, ast.AST)])
-    primal, adjoint.stmts = sum_first([primal, adjoint.stmts])
-    primal, adjoint.stmts = reuse_buffers(
-        [primal, adjoint.stmts], adjoint_rank(shapes, adjoint.primal_of), keep, adjoint.primal_of
+    rank_of = adjoint_rank(shapes, adjoint.primal_of)
+    primal, adjoint.stmts = fold_constant_cotangents(
+        [primal, adjoint.stmts], rank_of, keep, adjoint.primal_of
     )
+    primal, adjoint.stmts = sum_first([primal, adjoint.stmts])
+    primal, adjoint.stmts = reuse_buffers([primal, adjoint.stmts], rank_of, keep, adjoint.primal_of)
     return primal
 
 

@@ -63,14 +63,14 @@ def _varying(term) -> bool:
 
 
 def _bound_names(nodes) -> dict[str, int]:
-    """How many times each name is bound (assigned, augmented, a loop's target) in `nodes`."""
+    """How many times each name is bound in `nodes`: once a binding, as `names.assign_counts`
+    counts, but of every kind (`x += 1`, whose target is a store too, a loop's target, a
+    comprehension's)."""
     counts: dict[str, int] = {}
     for node in nodes:
         for n in walk_nodes(node):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 counts[n.id] = counts.get(n.id, 0) + 1
-            elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
-                counts[n.target.id] = counts.get(n.target.id, 0) + 1
     return counts
 
 

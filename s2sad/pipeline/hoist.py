@@ -32,7 +32,7 @@ from ..astcopy import clone, walk_nodes
 from .. import ir
 from ..rules.helpers import SHAPE_ONLY
 from .fusion.extents import UNIT, Extents
-from .names import certainly_assigned, names_mentioned
+from .names import certainly_assigned, names_mentioned, read_before_assigned
 from .nodes import assign_to, call_of, load_name
 from .normalize import NameAllocator
 
@@ -449,31 +449,13 @@ def _assigned_in(stmts: list, name: str) -> bool:
     )
 
 
-def _read_before_assigned(stmts: list, assigned: set) -> set[str]:
-    """The names `stmts` may read before assigning them (a loop body's carried values)."""
-    out: set[str] = set()
-    assigned = set(assigned)
-    for stmt in stmts:
-        if isinstance(stmt, ast.If):
-            out |= _reads(stmt.test) - assigned
-            out |= _read_before_assigned(stmt.body, assigned)
-            out |= _read_before_assigned(stmt.orelse, assigned)
-        elif isinstance(stmt, (ast.For, ast.While)):
-            # (it may run no iteration, or several: what its body reads before assigning it)
-            out |= _reads(stmt.iter if isinstance(stmt, ast.For) else stmt.test) - assigned
-            out |= _read_before_assigned(stmt.body, assigned)
-            out |= _read_before_assigned(stmt.orelse, assigned)
-        else:
-            out |= _reads(stmt) - assigned
-        assigned |= certainly_assigned([stmt])
-    return out
-
-
 def _reads(node) -> set[str]:
     """The names `node` reads, but for their shape or dtype alone (`x.shape`, `unbroadcast(g,
     x)`'s `x`, a shape tape's): a buffer's shape never changes, so a stand-in sharing it (a
     value read after a fused run for its shape only, fusion/loops.py) may outlive it."""
     out: set[str] = set()
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        out.add(node.target.id)  # (`x += v` reads x)
     stack = [node]
     while stack:
         node = stack.pop()
@@ -499,10 +481,19 @@ def _shape_only_args(call: ast.Call) -> set[int]:
 
 
 def _exposed(lists: list) -> set[str]:
-    """The names the statement lists `lists`, run in order, may read before assigning them."""
+    """The names the statement lists `lists`, run in order, may read before assigning them. A
+    `break` goes on after the loop it leaves, the list `[loop]` that `block` puts after the
+    lists of the loop's body, skipping the lists between: from there on, the names surely
+    assigned are only those assigned at the `break` too."""
     out: set[str] = set()
-    assigned: set[str] = set()
+    bound: set[str] = set()
+    breaks: list = []  # (a `break`, the names surely assigned there) not yet past its loop
     for stmts in lists:
-        out |= _read_before_assigned(stmts, assigned)
-        assigned |= certainly_assigned(stmts)
+        end = read_before_assigned(stmts, bound, out, _reads, breaks)
+        if len(stmts) == 1 and isinstance(stmts[0], (ast.For, ast.While)) and breaks:
+            inside = {id(n) for n in walk_nodes(stmts[0])}
+            bound = bound.intersection(*(b for brk, b in breaks if id(brk) in inside))
+            breaks = [(brk, b) for brk, b in breaks if id(brk) not in inside]
+        elif end is not None:
+            bound = end
     return out

@@ -1,5 +1,6 @@
-"""Name-set walkers the stages share: the names a block assigns, reads or mentions, how often each
-is assigned, its simple statements in order, and the functions a piece of source defines.
+"""Name-set walkers the stages share: the names a block assigns, reads or mentions, those it may
+read before assigning them, how often each is assigned, its simple statements in order, and the
+functions a piece of source defines.
 
 They consume syntax trees (statement lists, in which the reverse pass's tape markers, not being
 `ast` nodes, are skipped) or source text, and produce sets, counts and lists of names.
@@ -61,6 +62,48 @@ def certainly_assigned(stmts: list[ast.stmt]) -> set[str]:
         elif isinstance(stmt, ast.If):
             out |= certainly_assigned(stmt.body) & certainly_assigned(stmt.orelse)
     return out
+
+
+def read_before_assigned(
+    stmts: list[ast.stmt], bound: set[str], out: set[str], reads=None, breaks=None
+) -> set[str] | None:
+    """Adds to `out` the names `stmts` may read before assigning them, given those in `bound` are
+    assigned; returns the names surely assigned where the block ends (None where every path
+    leaves it by `break`). `reads(node)`: the names a statement or expression counts as reading
+    (default `names_read`; a buffer's hoisting leaves out those read for their shape alone).
+    `breaks`, a list, gets (the `break`, the names surely assigned there) for each one leaving
+    the loop around the block, which the caller follows to where it goes."""
+    reads = reads or (lambda node: names_read([node]))
+    bound = set(bound)
+    for stmt in stmts:
+        if isinstance(stmt, ast.Break):
+            if breaks is not None:
+                breaks.append((stmt, bound))
+            return None
+        if isinstance(stmt, ast.If):
+            out |= reads(stmt.test) - bound
+            ends = [
+                read_before_assigned(b, bound, out, reads, breaks) for b in (stmt.body, stmt.orelse)
+            ]
+            ends = [e for e in ends if e is not None]
+            if not ends:
+                return None
+            bound = set.intersection(*ends)
+        elif isinstance(stmt, (ast.For, ast.While)):
+            head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
+            out |= reads(head) - bound
+            target = (
+                {n.id for n in ast.walk(stmt.target) if _stored(n)}
+                if isinstance(stmt, ast.For)
+                else set()
+            )
+            # it may run no iteration: assigns nothing for sure (its breaks stop at its end)
+            read_before_assigned(stmt.body, bound | target, out, reads)
+            read_before_assigned(stmt.orelse, bound, out, reads, breaks)
+        else:
+            out |= reads(stmt) - bound
+            bound |= certainly_assigned([stmt])
+    return bound
 
 
 def _stored(node) -> bool:

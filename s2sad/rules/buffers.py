@@ -1,6 +1,7 @@
 """NumPy mode's memory: the buffers of dying temporaries that elementwise results are written
-into (`spare`, for pipeline/reuse.py's `out=spare(t, a, b)`), and read-only broadcast views made
-without np.broadcast_to's Python cost (`_broadcast_view`, for `expand_reduced`). Plain NumPy
+into (`spare`, for pipeline/reuse.py's `out=spare(t, a, b)`), read-only broadcast views made
+without np.broadcast_to's Python cost (`_broadcast_view`, for `expand_reduced`), and the number
+a constant cotangent holds (`constant_value`, pipeline/constant_cotangents.py). Plain NumPy
 forms only: jitted code neither reuses buffers this way nor calls them.
 """
 
@@ -40,6 +41,15 @@ def spare(buffer, *operands):
         return buffer if np.broadcast_shapes(*shapes) == buffer.shape else None
     except ValueError:  # the operation raises its own error
         return None
+
+
+@helper(nondiff=True)
+def constant_value(v):
+    """One element of `v`, an array every element of which is that number (a constant cotangent,
+    pipeline/constant_cotangents.py): a NumPy number of `v`'s dtype, whose arithmetic NumPy
+    computes as the array's; 0 of that dtype where `v` is empty."""
+    v = v if type(v) is np.ndarray else np.asarray(v)
+    return v[(0,) * v.ndim] if v.size else v.dtype.type(0)
 
 
 @helper

@@ -131,8 +131,24 @@ class Emitter:
             else:
                 value = self.translate(stmt.value.args[0] if kind == "sum" else stmt.value)
             if kind == "sum":
-                head.append(origin(assign(target, ast.Constant(0.0)), stmt))
-                body.append(origin(ast.AugAssign(store(target), ast.Add(), value), stmt))
+                columns = self.columns(target)
+                if columns is None:
+                    head.append(origin(assign(target, ast.Constant(0.0)), stmt))
+                    added = store(target)
+                else:  # one sum per column, added up after the loops
+                    last = self.run.rank - 1
+                    zeros = ast.Call(
+                        ast.Attribute(load("np"), "zeros", ast.Load()),
+                        [ast.Tuple([clone(self.sizes[last])], ast.Load())],
+                        [],
+                    )
+                    head.append(origin(assign(columns, zeros), stmt))
+                    added = ast.Subscript(load(columns), load(self.index[last]), ast.Store())
+                    total = ast.Call(
+                        ast.Attribute(load("np"), "sum", ast.Load()), [load(columns)], []
+                    )
+                    casts.append(origin(assign(target, total), stmt))
+                body.append(origin(ast.AugAssign(added, ast.Add(), value), stmt))
                 casts.append(self.cast(target, stmt))
                 continue
             if kind == "reduce":  # a sum over axes: added into its array, zeroed before
@@ -188,6 +204,17 @@ class Emitter:
         if starts is not None:  # the slices' cotangents gathered, each element once
             return gathered(self, head, body, starts) + casts + tail
         return head + (self.loops(body) if body else []) + casts + tail
+
+    def columns(self, target: str) -> str | None:
+        """The name of the float64 array a full sum over two axes or more adds each column
+        into, `s_columns[i1] += t_i` (a sum per element of the innermost loop, which LLVM
+        vectorises, where one number added to in order runs at the speed of an addition's
+        latency), at the function's top level; None for one accumulator (one loop, or in a
+        loop's body, where an array a step would cost more than it saves)."""
+        last = self.run.rank - 1
+        if self.run.rank < 2 or self.run.depth or last in self.run.units:
+            return None
+        return self.f.fresh(f"{target}_columns")
 
     def scatter(self, stmt, head: list, body: list) -> tuple[list, list]:
         """`head` and `body` with a scatter's zeroed array (for `getitem_vjp`), its slices'

@@ -11,33 +11,7 @@ from collections import Counter
 
 from ... import ir
 from ...astcopy import walk_nodes
-from ..names import names_mentioned, names_read, names_stored
-
-
-def _exposed(stmts: list[ast.stmt], bound: set[str], out: set[str]) -> set[str] | None:
-    """Adds to `out` the names `stmts` may read before assigning them (given the names in
-    `bound` are assigned); returns the names surely assigned after the block (None when every
-    path leaves it by `break`)."""
-    bound = set(bound)
-    for stmt in stmts:
-        if isinstance(stmt, ast.Break):
-            return None
-        if isinstance(stmt, ast.If):
-            out |= names_read([stmt.test]) - bound
-            after = [_exposed(branch, bound, out) for branch in (stmt.body, stmt.orelse)]
-            after = [a for a in after if a is not None]
-            if not after:
-                return None
-            bound = set.intersection(*after)
-        elif isinstance(stmt, (ast.For, ast.While)):
-            head = stmt.iter if isinstance(stmt, ast.For) else stmt.test
-            out |= names_read([head]) - bound
-            inner = set(bound) | ({stmt.target.id} if isinstance(stmt, ast.For) else set())
-            _exposed(stmt.body, inner, out)  # may run no iteration: assigns nothing for sure
-        else:
-            out |= names_read([stmt]) - bound
-            bound |= _bound_by(stmt)
-    return bound
+from ..names import names_mentioned, names_read, names_stored, read_before_assigned
 
 
 def _bound_by(stmt: ast.stmt) -> set[str]:
@@ -164,7 +138,9 @@ def prune_liveout(stmts: list[ast.stmt], outputs: set[str]) -> None:
         exposed: set[str] = set()
         if isinstance(loop, ast.While):
             exposed |= names_read([loop.test])
-        _exposed(loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed)
+        read_before_assigned(
+            loop.body, {loop.target.id} if isinstance(loop, ast.For) else set(), exposed
+        )
         ir.set_liveout(
             loop,
             [n for n in ir.liveout(loop) if n in outputs or n in exposed or every[n] > inside[n]],
