@@ -10,7 +10,8 @@ read through names is in the entry and is checked against the process's objects 
 entry is used: each inlined helper by its code and file (as the key checks the function), and
 each other object it named by an identity that holds across processes (a NumPy or math function
 by its canonical name, a module by its name, a library's function by module and name, a user's
-function or Numba dispatcher by its code and file). An entry whose checks fail is not used: the
+function or Numba dispatcher by its code and file, a helper's literal default by its type and
+value). An entry whose checks fail is not used: the
 function is transformed and the entry replaced. Data is never in an entry (it is read at each
 call, as for a transform made in the process), nor are unrolled trip counts' values (`pinned`:
 the reader checks them at each call).
@@ -56,6 +57,7 @@ _IMPORTED = time.time()
 _RULES = VERSION[0]  # s2sad's own rules, all registered by now (the package imports them first)
 _SOURCE: list = []  # s2sad's source files' hash (None: one changed after the import), once
 _LIBRARIES = ("numpy", "math", "builtins", "scipy", "s2sad", "numba")
+_LITERALS = (bool, int, float, complex, str, bytes, type(None))
 _MISSED = (OSError, LookupError, AttributeError, ValueError, TypeError, EOFError, RecursionError)
 
 
@@ -133,6 +135,8 @@ def function_digest(func) -> str | None:
 def identity(obj) -> tuple | None:
     """What `obj` is, the same in every process that has the same object (None: no such
     identity, so a transform naming it is not kept)."""
+    if type(obj) in _LITERALS:  # a helper's literal default, which the code was made for
+        return ("literal", type(obj).__name__, repr(obj))
     canonical = _CANONICAL.get(id(obj))
     if canonical is not None:
         return ("canonical", canonical)

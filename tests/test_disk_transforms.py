@@ -45,6 +45,14 @@ def square(x):
     return x * x
 
 
+def scaled(x, p=2.0, k=3):
+    return np.sin(x) * p + x**k
+
+
+def with_defaults(x):
+    return np.sum(scaled(x))
+
+
 def cube(x):
     return x * x * x
 """
@@ -169,6 +177,16 @@ def test_a_closure_over_another_function_is_transformed_again(mod, transforms):
     assert transforms == ["g", "g"] and same(numbers, python_mode(by_cube, X, wrt=0))
 
 
+def test_a_helpers_changed_literal_default_is_transformed_again(mod, transforms):
+    jitted_code(mod.with_defaults, X, wrt=0)
+    jitted_code(mod.with_defaults, X, wrt=0)
+    assert transforms == ["with_defaults"]  # kept, and loaded
+    mod.scaled.__defaults__ = (5.0, 2)
+    _, numbers = jitted_code(mod.with_defaults, X, wrt=0)
+    assert transforms == ["with_defaults"] * 2
+    assert same(numbers, python_mode(mod.with_defaults, X, wrt=0))
+
+
 def test_a_registered_rule_turns_the_disk_cache_off(mod, transforms):
     jitted_code(mod.f, X, Y)
     before = [p.read_bytes() for p in entries(mod)]
@@ -224,6 +242,9 @@ def test_identities_hold_across_processes_only_for_known_kinds(mod):
     )
     assert disk_transforms.identity(mod.square)[0] == "function"
     assert disk_transforms.identity(mod.square) != disk_transforms.identity(mod.cube)
+    assert disk_transforms.identity(2.0) == ("literal", "float", "2.0")
+    assert disk_transforms.identity(-0.0) != disk_transforms.identity(0.0)
+    assert disk_transforms.identity(True) != disk_transforms.identity(1)
     assert disk_transforms.identity(Local) is None
     assert disk_transforms.identity(lambda x: x) is None
 
