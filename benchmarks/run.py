@@ -40,6 +40,7 @@ pip install -e ".[bench]" installs the peers (jax[cpu], torch, autograd).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -226,6 +227,7 @@ def main(argv=None) -> int:
     _quiet_numba()
     plan, plan_notes = make_plan(mode, left_out)
     plan_notes.append(cache_note)
+    plan.keep_frozen = True  # (unfrozen below)
     results, case_wall = [], []
     for i, case in enumerate(cases, 1):
         t0 = time.perf_counter()
@@ -238,6 +240,7 @@ def main(argv=None) -> int:
         results.append(run_case(case, available, plan))
         case_wall.append(time.perf_counter() - t0)
         print(f"{case_wall[-1]:.1f} s", file=sys.stderr, flush=True)
+    gc.unfreeze()  # what the cases left alive (timing.time_interleaved)
     print(cost_summary(results, case_wall, time.perf_counter() - started), file=sys.stderr)
 
     text = report(results, machine, plan_notes)

@@ -24,7 +24,8 @@ name with the same code, and nothing is read-modified-written.
 The key of the directory (`helpers_key`) hashes the forms' code and constants as loaded
 (`forms_fingerprint`: a form calling another form is covered too, since all are hashed
 together), s2sad's, Python's, Numba's, llvmlite's and NumPy's versions, Numba's optimisation
-level and the CPU (Numba's own index keys on the source file's timestamp only). Where Numba's
+level and the CPU (Numba's own index keys on the source file's timestamp only); directories of
+other keys are deleted once unused for two weeks (prune.py). Where Numba's
 internals differ (a name missing) the helpers are simply compiled in each process, as before.
 """
 
@@ -51,6 +52,7 @@ from .diskcache import (
     short_name,
     trusted_cache_root,
 )
+from .prune import prune_dirs
 from .rules.helpers import forms_fingerprint
 
 try:
@@ -91,7 +93,8 @@ def helpers_dir() -> Path | None:
     """The checked directory this process keeps the helpers' code in (None: none is usable).
     Checked and keyed once a process for each setting of what the key reads that can change in
     one (the directory configured, the forms' code, Numba's optimisation level), not for each
-    helper built; made again if it was removed."""
+    helper built; made again if it was removed. Those of other keys (other versions, NUMBA_OPT
+    levels, CPUs) go once unused for prune.KEEP_DAYS."""
     setting = (os.path.abspath(cache_dir()), forms_fingerprint(), numba_opt())
     known = _DIRS.get(setting)
     if known is not None and known.is_dir():
@@ -101,6 +104,7 @@ def helpers_dir() -> Path | None:
         _DIRS[setting] = directory = private_dir(root / helpers_key())
     except OSError:
         return None
+    prune_dirs(root, directory.name)
     return directory
 
 

@@ -426,7 +426,7 @@ class Jitted:
     def load(self, fresh: bool = False):
         try:
             callees = code_fingerprint(self.compiled.globals)
-            source = self.compiled.source
+            source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)
             module = _module_for(

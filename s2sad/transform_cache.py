@@ -8,6 +8,7 @@ function takes after the arguments.
 
 from __future__ import annotations
 
+from . import disk_transforms
 from .errors import S2SADError
 from .pipeline.driver import differentiate
 from .pipeline.load import Compiled
@@ -71,10 +72,19 @@ def transform_and_read(
         values = hit.read(func, passed)
         if values is not None:
             return hit, values
-    compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse)
+    # a jitted transform an earlier process made (disk_transforms.py: its first call is then
+    # mostly Numba loading machine code), else the pipeline's, kept there for the next one
+    kept = jit and not trees and not passed
+    options = (wrt, mode, ranks, jit, has_aux, parallel, reuse)
+    compiled = disk_transforms.load(func, options) if kept else None
+    values = compiled.read(func, passed) if compiled is not None else None
+    if values is None:
+        compiled = differentiate(func, wrt, mode, ranks, jit, trees, has_aux, parallel, reuse)
+        if kept:
+            disk_transforms.store(func, options, compiled)
     # one assignment replaces the tuple: threads reading the cache see the old or the new one
     _CACHE[key] = (compiled,) + _CACHE.get(key, ())[: _VARIANTS - 1]
-    values = compiled.read(func, passed)
+    values = values if values is not None else compiled.read(func, passed)
     if values is None:
         raise S2SADError(
             f"the names {func.__qualname__} reads changed while it was being transformed",

@@ -42,6 +42,7 @@ from benchmarks.runner.builders import build_s2sad_jit  # noqa: E402
 from benchmarks.workloads import all_cases  # noqa: E402
 
 LLVM = collections.Counter()  # LLVM's stages, CPU seconds
+PHASES = collections.Counter()  # the first call's phases (s2sad's and Numba's), wall seconds
 PASSES = collections.Counter()  # Numba's passes, CPU seconds
 FUNCTIONS = collections.Counter()  # the functions Numba compiled, CPU seconds
 ORIGINS = collections.Counter()  # generated / s2sad helpers / numba, CPU seconds
@@ -67,6 +68,51 @@ def timed(owner, name: str, label: str) -> None:
             LLVM[label] += time.thread_time() - start
 
     setattr(owner, name, wrapper)
+
+
+def phase(owner, name: str, label: str) -> None:
+    """Add the wall time of `owner.name` to PHASES[label] on every call (outermost only)."""
+    original = getattr(owner, name)
+    depth = [0]
+
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        depth[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+            if not depth[0]:
+                PHASES[label] += time.perf_counter() - start
+
+    setattr(owner, name, wrapper)
+
+
+def time_phases() -> None:
+    """Time the first call's phases: s2sad's transform (or its load from the disk cache of
+    transforms), black (or its text read from disk), the generated module's key and load,
+    Numba's loading of cached machine code, and the whole of Numba's dispatch."""
+    from numba.core import caching
+    from numba.core.dispatcher import Dispatcher
+
+    import s2sad.jit
+    import s2sad.pipeline.load
+    import s2sad.transform_cache
+
+    phase(s2sad.transform_cache, "differentiate", "s2sad transform")
+    for owner in ("s2sad.pipeline.load", "s2sad.formatted"):  # (where black is called from)
+        module = sys.modules.get(owner)
+        if module is not None and hasattr(module, "format_source"):
+            phase(module, "format_source", "black")
+    if "s2sad.formatted" in sys.modules:
+        phase(s2sad.pipeline.load, "formatted", "black's text (from disk or black)")
+    if "s2sad.disk_transforms" in sys.modules:
+        phase(s2sad.transform_cache.disk_transforms, "load", "transform from disk (or miss)")
+        phase(s2sad.transform_cache.disk_transforms, "store", "transform kept on disk")
+    phase(s2sad.jit, "code_fingerprint", "callees' fingerprint")
+    phase(s2sad.jit, "_module_for", "generated module (key, write, exec)")
+    phase(caching.Cache, "load_overload", "numba cache loads")
+    phase(Dispatcher, "compile", "numba dispatcher compile (loads included)")
 
 
 class Passes(event.Listener):
@@ -150,6 +196,7 @@ def main(workload: str, warm: bool = False, keep_helpers: bool = False) -> dict:
         raise SystemExit("set S2SAD_CACHE_DIR to a directory this script may empty")
     if not warm:
         empty(cache, keep_helpers)
+    time_phases()
     timed(codegen.CPUCodeLibrary, "_optimize_functions", "optimise functions")
     timed(codegen.CPUCodeLibrary, "_optimize_final_module", "optimise module")
     timed(codegen.CPUCodeLibrary, "_finalize_final_module", "machine code")
@@ -159,15 +206,21 @@ def main(workload: str, warm: bool = False, keep_helpers: bool = False) -> dict:
             size = "20 statements"
         else:
             run, transform, size = workload_case(workload)
+        PHASES.clear()  # (the transform time's probe ran the transform already)
         wall, cpu = time.perf_counter(), time.process_time()
         run()  # transforms again (the caches were emptied) and compiles, or loads (`--warm`)
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    second = time.perf_counter()
+    run()
+    second = time.perf_counter() - second
     return {
         "workload": workload,
         "size": size,
         "transform_s": transform,
         "first_call_wall_s": round(wall, 2),
         "first_call_cpu_s": round(cpu, 2),
+        "second_call_wall_s": round(second, 3),
+        "phases_wall_s": {k: round(v, 3) for k, v in PHASES.most_common()},
         "llvm_cpu_s": {k: round(v, 2) for k, v in LLVM.items()},
         "passes_cpu_s": {k: round(v, 2) for k, v in PASSES.most_common(8)},
         "functions_cpu_s": {k: round(v, 2) for k, v in FUNCTIONS.most_common(12)},

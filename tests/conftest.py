@@ -19,6 +19,10 @@ os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 # Numba's compile time. (At -O0 Numba declines to cache some functions on disk, so the
 # disk-cache test in test_jit.py compiles at -O3 in its own processes.)
 os.environ.setdefault("NUMBA_OPT", "0")
+# Jitted transforms are kept on disk (s2sad/disk_transforms.py): the suite checks the pipeline
+# that makes them, so it transforms in every process; tests/test_disk_transforms.py turns the
+# disk cache on where it tests it
+os.environ.setdefault("S2SAD_TRANSFORM_CACHE", "0")
 
 import copy
 import importlib.util

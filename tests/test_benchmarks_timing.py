@@ -64,6 +64,21 @@ def test_a_failing_timed_call_still_unfreezes():
     assert gc.get_freeze_count() == 0
 
 
+def test_kept_frozen_the_next_cases_collections_skip_what_was_alive_until_the_run_ends():
+    old = _Node()  # alive before the rounds: kept frozen after them (run.py's cases)
+    probe = weakref.ref(old)
+    try:
+        time_interleaved([Entry("x", lambda: None)], 1e9, 2, 2, keep_frozen=True)
+        assert gc.get_freeze_count() > 0
+        del old
+        gc.collect()
+        assert probe() is not None  # frozen: not looked at
+    finally:
+        gc.unfreeze()  # (run.py's end)
+    gc.collect()
+    assert probe() is None
+
+
 def test_the_ledger_sums_phases_and_the_summary_lists_them():
     ledger = Ledger()
     with ledger.phase("setup"):

@@ -193,10 +193,11 @@ def test_the_disk_cache_is_keyed_on_numbas_optimisation_level(tmp_path, monkeypa
     assert first.__name__ != second.__name__
 
 
-def test_transforming_does_not_format_only_reading_does(monkeypatch):
+def test_transforming_does_not_format_only_reading_does(monkeypatch, tmp_path):
     """black costs more than the whole transform, so it runs only when the code is read."""
     from s2sad.pipeline import emit
 
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))  # (black's text is kept on disk)
     mod_f = __import__("test_jit").euler
     stage._CACHE.clear()
     calls = []

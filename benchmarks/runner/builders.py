@@ -77,9 +77,12 @@ def build_s2sad_jit(f, inputs: dict, wrt, **options):
 
 
 def build_numba_primal(f, inputs: dict):
+    """numba.njit of the objective, its machine code cached on disk (plan.jit_cache puts it
+    beside the jitted gradients': an empty directory for the full run, so its first call
+    compiles; the reused one for --quick, where it loads, as the gradients' do)."""
     import numba
 
-    compiled = numba.njit(f)
+    compiled = numba.njit(f, cache=True)
     args = list(inputs.values())
     return lambda: compiled(*args)
 

@@ -55,7 +55,7 @@ def run_case(case, available, plan) -> dict:
         elif main_s2sad.error:
             s2["status"] = "error: " + main_s2sad.error
             s2["traceback"] = main_s2sad.trace
-    time_interleaved(entries, budget, min_reps, max_reps, ledger)
+    time_interleaved(entries, budget, min_reps, max_reps, ledger, plan.keep_frozen)
     for e in entries:
         ledger.add(f"timed x{len(e.times)}: {e.key}", sum(e.times), e.loop_cpu_s)
     with ledger.phase("checks"):

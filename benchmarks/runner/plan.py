@@ -17,11 +17,15 @@ from .builders import accepts_parallel
 
 @dataclass
 class Plan:
-    """How a run times: its mode ("smoke", "quick", "full": the repetitions) and whether s2sad
-    takes parallel=True (then the cases with a loop also time it)."""
+    """How a run times: its mode ("smoke", "quick", "full": the repetitions), whether s2sad
+    takes parallel=True (then the cases with a loop also time it), and whether the objects
+    alive between cases stay frozen (a whole run's)."""
 
     mode: str
     parallel: bool = False
+    # what each case leaves alive stays frozen for the next (timing.time_interleaved); the
+    # run unfreezes it at its end
+    keep_frozen: bool = False
 
 
 def select(cases, only: str | None, mode: str = "full"):
@@ -44,15 +48,20 @@ def jit_cache(mode: str, fresh: bool) -> str:
     """Point S2SAD_CACHE_DIR (unless set) at the cache the jitted gradients compile into, and
     say which. The full run (and --fresh-cache) takes an empty one, so that its compile times
     are Numba compiling; --quick and --smoke reuse one per user, in which a first run's compiles
-    (about a minute for the big array gradients) are later runs' disk reads."""
+    (about a minute for the big array gradients) are later runs' disk reads. The objectives'
+    `numba.njit` (f Numba) caches in its `numba-primal` directory (NUMBA_CACHE_DIR, unless
+    set; Numba reads it when it is first imported, after this)."""
     if "S2SAD_CACHE_DIR" in os.environ:
+        _primal_cache(Path(os.environ["S2SAD_CACHE_DIR"]))
         return f"jit cache: S2SAD_CACHE_DIR={os.environ['S2SAD_CACHE_DIR']}, as set"
     if mode == "full" or fresh:
         os.environ["S2SAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2sad-bench-")
+        _primal_cache(Path(os.environ["S2SAD_CACHE_DIR"]))
         return "jit cache: empty (Numba compile ∇ is Numba compiling)"
     path = Path(tempfile.gettempdir()) / f"s2sad-bench-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     os.environ["S2SAD_CACHE_DIR"] = str(path)
+    _primal_cache(path)
     if any(path.iterdir()):
         return (
             f"jit cache: {path}, reused: it holds an earlier quick or smoke run's compiled\n"
@@ -60,6 +69,10 @@ def jit_cache(mode: str, fresh: bool) -> str:
             "Numba compile ∇ is mostly a read from disk (--fresh-cache to compile)"
         )
     return f"jit cache: {path}, empty: this run compiles (later quick and smoke runs reuse it)"
+
+
+def _primal_cache(root: Path) -> None:
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(root / "numba-primal"))
 
 
 def make_plan(mode: str, left_out: list[str]) -> tuple[Plan, list[str]]:

@@ -326,7 +326,8 @@ def report_jit_costs(results: list[dict]) -> str:
             "jit one-off costs: s2sad's transform for jit (median of 3), then Numba compiling the",
             "gradient on its first call (first call minus transform minus a timed call; the",
             "first jitted workload also compiles s2sad's Numba helpers, which the later ones",
-            "reuse), and Numba compiling f where it compiles:",
+            "reuse), and Numba compiling f where it compiles (from a reused jit cache both are",
+            "mostly disk reads, and the first call reads the transform from disk too):",
             "",
             render_table(header, rows),
         ]

@@ -5,6 +5,7 @@ with its caches emptied."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import statistics
@@ -69,7 +70,12 @@ def warm_up(entry: Entry) -> None:
 
 
 def time_interleaved(
-    entries: list[Entry], budget: float, min_reps: int, max_reps: int, ledger=None
+    entries: list[Entry],
+    budget: float,
+    min_reps: int,
+    max_reps: int,
+    ledger=None,
+    keep_frozen: bool = False,
 ) -> None:
     """Round robin: one call of each entry per round until each has `min_reps` calls and
     `budget` seconds, or `max_reps` calls. A slow entry stops after 3 calls and 3 budgets, a
@@ -78,7 +84,10 @@ def time_interleaved(
     Each round starts with the garbage of the last one collected. What is alive before the
     first round (the peers' and Numba's compiled code: a million objects, 0.2-0.6 s a full
     collection) is frozen (`gc.freeze`), so those collections look at the rounds' own objects
-    only; it is unfrozen afterwards. `ledger` (cost.py) is charged with the collections."""
+    only; it is unfrozen afterwards, unless `keep_frozen` (run.py: the next case's first
+    collection then looks only at what was made since, instead of at every object of the run,
+    0.5 s a case; it unfreezes at the run's end). `ledger` (cost.py) is charged with the
+    collections."""
     live = [e for e in entries if e.error is None]
     _collect(ledger)
     gc.freeze()
@@ -99,7 +108,8 @@ def time_interleaved(
                 ):
                     live.remove(e)
     finally:
-        gc.unfreeze()
+        if not keep_frozen:
+            gc.unfreeze()
 
 
 def _collect(ledger) -> None:
@@ -140,19 +150,35 @@ def clear_s2sad_caches() -> bool:
     return True
 
 
+@contextlib.contextmanager
+def pipeline_only():
+    """s2sad's transforms made by its pipeline, not loaded from its disk cache of jitted ones
+    (S2SAD_TRANSFORM_CACHE=0 meanwhile), so that a transform's time is the transform's."""
+    before = os.environ.get("S2SAD_TRANSFORM_CACHE")
+    os.environ["S2SAD_TRANSFORM_CACHE"] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["S2SAD_TRANSFORM_CACHE"]
+        else:
+            os.environ["S2SAD_TRANSFORM_CACHE"] = before
+
+
 def transform_seconds(g, args) -> float | None:
     """Time s2sad's source transform alone (parse to compiled code, not Numba's compile) for
     these arguments, with empty caches; None where this version of s2sad has no way to ask."""
     if not clear_s2sad_caches():
         return None
     # not hasattr(g, "compiled"): that would run the property, and so the transform
-    if callable(getattr(g, "specialized", None)) and callable(getattr(g, "_bind", None)):
-        bound = g._bind(args, {})
-        seconds, _ = call_timed(lambda: g.specialized(bound))  # the code these ranks run
-    elif isinstance(getattr(type(g), "compiled", None), property):
-        seconds, _ = call_timed(lambda: g.compiled)
-    else:
-        return None
+    with pipeline_only():
+        if callable(getattr(g, "specialized", None)) and callable(getattr(g, "_bind", None)):
+            bound = g._bind(args, {})
+            seconds, _ = call_timed(lambda: g.specialized(bound))  # the code these ranks run
+        elif isinstance(getattr(type(g), "compiled", None), property):
+            seconds, _ = call_timed(lambda: g.compiled)
+        else:
+            return None
     clear_s2sad_caches()  # so that the first call transforms again
     return seconds
 
@@ -162,7 +188,8 @@ def probe_seconds(probe) -> float | None:
     empty caches; None where this version of s2sad has no transform cache to clear."""
     if not clear_s2sad_caches():
         return None
-    seconds, _ = call_timed(probe)
+    with pipeline_only():
+        seconds, _ = call_timed(probe)
     clear_s2sad_caches()
     return seconds
 

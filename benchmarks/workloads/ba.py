@@ -203,7 +203,7 @@ def build_s2sad_perobs_jit(f, inputs: dict, wrt, **options):
 def build_numba_perobs(f, inputs: dict):
     import numba
 
-    compiled = numba.njit(ba_obs)
+    compiled = numba.njit(ba_obs, cache=True)  # (as builders.build_numba_primal)
     obs = _observations(inputs)
     return lambda: [compiled(*o) for o in obs]
 

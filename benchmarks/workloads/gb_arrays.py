@@ -205,7 +205,8 @@ def njit_chain(module, names: tuple[str, ...]):
         for name in names:
             fn = getattr(module, name)
             scope = {**fn.__globals__, **compiled}
-            compiled[name] = numba.njit(types.FunctionType(fn.__code__, scope, name))
+            # (cached on disk, as builders.build_numba_primal)
+            compiled[name] = numba.njit(types.FunctionType(fn.__code__, scope, name), cache=True)
         args = list(inputs.values())
         return lambda: compiled[names[-1]](*args)
 

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import functools
 import gc
+import inspect
 import linecache
 import re
 import types
@@ -25,8 +26,9 @@ from dataclasses import dataclass, field
 from .. import runtime
 from ..deep import TooDeep, with_room
 from ..errors import NestingTooDeepError
-from ..rules.registry import NAMESPACE, VERSION
+from ..formatted import formatted
 from .emit import format_source
+from ..rules.registry import NAMESPACE, VERSION
 from .names import names_mentioned
 
 # the copy emit.py makes of each parameter the code writes into
@@ -56,6 +58,10 @@ class Compiled:
     # the fused loops; None where nothing fused
     unfused_code: str | None = None
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
+    where: str = ""  # the user's file:line it was made from
+    keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names
+    # black's text of each code it was asked for (`source`), and whether kept on disk
+    formatted: dict = field(default_factory=dict, repr=False, compare=False)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 
     def read(self, func, passed=None):
@@ -74,15 +80,27 @@ class Compiled:
     @property
     def source(self) -> str:
         """The code formatted by black: only made when someone reads it (`s2sad.source`, the
-        CLI, jit), since formatting costs more than the whole transform."""
+        CLI, jit), since formatting costs more than the whole transform; kept."""
+        return self.formatted_source()
+
+    def formatted_source(self, on_disk: bool = False) -> str:
+        """`source`; `on_disk` (jit, whose module is this text): black's text is kept in the
+        cache directory too (formatted.py), where a later process finds it."""
+        text = self.formatted.get((self.code, on_disk))
+        if text is not None:
+            return text
         try:
             with without_gc_pauses():  # black, as the transform, makes many small objects
-                return with_room(format_source, self.code)
+                text = with_room(formatted if on_disk else format_source, self.code)
         except TooDeep:
             raise NestingTooDeepError(
                 f"the code generated for {self.name} nests too deeply for black to format",
                 hint="split the longest expression into several statements",
             ) from None
+        # (a replace()d copy's code is another key; black's text is kept in this process too,
+        # by emit.format_source, so the text asked for on disk after it is not formatted again)
+        self.formatted[self.code, on_disk] = text
+        return text
 
 
 # the runtime helpers every generated source may call, by the names it calls them
@@ -136,11 +154,10 @@ def _reader(helpers, checks, data_specs, pinned=()):
     return env["read"]
 
 
-def _keywords_renamed(function, parsed):
+def _keywords_renamed(function, new: dict):
     """`function`, called with the user's names for keyword-only parameters that `hygienic`
-    renamed (s2sad's wrappers pass keyword-only arguments by name)."""
-    args = parsed.tree.args.kwonlyargs
-    new = {parsed.original[a.arg]: a.arg for a in args if a.arg in parsed.original}
+    renamed (`new`: the user's name -> the parameter's; s2sad's wrappers pass keyword-only
+    arguments by name)."""
     if not new:
         return function
 
@@ -164,27 +181,15 @@ def _source_name(base: str, source: str) -> str:
 def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
     """Execute `source` in a namespace of exactly the names it uses and register it with
     linecache; the function named `name` is the transform."""
-    where = f"{parsed.filename}:{parsed.line_offset + parsed.tree.lineno}"
-    filename = _source_name(f"s2sad {name} of {where}", source)
-    namespace = dict(_RUNTIME)
-    namespace.update(NAMESPACE)
-    namespace.update(resolver.namespace)
-    tree = ast.parse(source, filename)  # parsed once, for the code and the names it defines
-    exec(compile(tree, filename, "exec"), namespace)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    user_globals = {k: v for k, v in resolver.namespace.items() if k not in ("np", "math")}
-    if NAMESPACE:
-        used = names_mentioned([tree])
-        user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
+    args = parsed.tree.args.kwonlyargs
     reads = resolver.reads
-    compiled = Compiled(
-        _keywords_renamed(namespace[name], parsed),
+    return assemble(
         source,
         name,
-        norm.tuple_output,
-        globals=user_globals,
-        rules_version=VERSION[0],
-        functions={n.name: namespace[n.name] for n in tree.body if isinstance(n, ast.FunctionDef)},
+        where=f"{parsed.filename}:{parsed.line_offset + parsed.tree.lineno}",
+        objects=resolver.namespace,
+        keywords={parsed.original[a.arg]: a.arg for a in args if a.arg in parsed.original},
+        tuple_output=norm.tuple_output,
         user_names=dict(resolver.original),
         data=tuple(reads.data.values()),
         data_specs=tuple(reads.data),
@@ -193,7 +198,41 @@ def load(parsed, resolver, norm, source: str, name: str) -> Compiled:
         pinned=tuple(reads.pinned.items()),
         output=parsed.output,
     )
-    return compiled
+
+
+def assemble(source: str, name: str, where: str, objects: dict, keywords: dict, **fields):
+    """The `Compiled` of generated `source`, run in a namespace of the runtime helpers, the
+    rules' names and `objects` (the functions, classes and modules it calls, by the names it
+    uses); `where` (file:line) names it in tracebacks, `keywords` its renamed keyword-only
+    parameters. (disk_transforms.py assembles one from what an earlier process generated.)"""
+    filename = _source_name(f"s2sad {name} of {where}", source)
+    namespace = dict(_RUNTIME)
+    namespace.update(NAMESPACE)
+    namespace.update(objects)
+    code = compile(source, filename, "exec")  # (from the text: no Python tree of it is made)
+    exec(code, namespace)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    user_globals = {k: v for k, v in objects.items() if k not in ("np", "math")}
+    if NAMESPACE:
+        used = names_mentioned([ast.parse(source, filename)])
+        user_globals.update({k: v for k, v in NAMESPACE.items() if k in used})
+    # the functions it defines (`def`s at the top: the module's code objects of functions)
+    defined = [
+        c.co_name
+        for c in code.co_consts
+        if isinstance(c, types.CodeType) and c.co_flags & inspect.CO_OPTIMIZED
+    ]
+    return Compiled(
+        _keywords_renamed(namespace[name], keywords),
+        source,
+        name,
+        globals=user_globals,
+        rules_version=VERSION[0],
+        functions={n: namespace[n] for n in defined if not n.startswith("<")},
+        where=where,
+        keywords=dict(keywords),
+        **fields,
+    )
 
 
 @contextlib.contextmanager
