@@ -82,8 +82,8 @@ def main(argv=None) -> int:
     for name in calls:
         best = min(range(len(times[name])), key=times[name].__getitem__)
         print(
-            f"  {name:<22} best {times[name][best] * 1e3:9.1f} ms  "
-            f"median {statistics.median(times[name]) * 1e3:9.1f} ms  "
+            f"  {name:<22} best {times[name][best] * 1e3:9.3f} ms  "
+            f"median {statistics.median(times[name]) * 1e3:9.3f} ms  "
             f"page faults {faults[name][best]:>8}"
         )
     return 0

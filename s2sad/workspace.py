@@ -1,30 +1,30 @@
 """A jitted function's large temporaries kept from one call to the next (its workspace).
 
 glibc gives a freed block over 32 MB back to the kernel, so each call's large arrays come as
-fresh pages the kernel faults in and zeroes: half of GMM's jitted gradient at d=64 K=200. XLA's
-allocator keeps its memory; s2sad must not change the process's malloc, so it keeps buffers
-itself, for the calls `Jitted` makes:
+fresh pages the kernel faults in and zeroes: half of GMM's jitted gradient at d=64 K=200.
+s2sad must not change the process's malloc (it is the user's whole process), so it keeps its
+own memory, for the calls `Jitted` makes:
 
 - `with_workspace(source)` is the text Numba compiles: each top-level function gets a last
   parameter, `workspace=None`, and each allocation its body makes outside loops (`np.empty`,
   `np.zeros`, a stack product, a subtraction: rules/pools.py) takes a slot of it. The text
   keeps its lines (errors name the same lines of `s2sad.source`, which shows the code without
   it); called without a workspace (by another generated function) the code is what it was;
-- `Pool.call` hands the compiled function this thread's buffers, one per slot, and keeps after
-  the call, per slot, a buffer of the size that call asked (POOLED_BYTES or more): the
-  previous one where it fits, and is no more than twice that size, else a new one.
+- `Pool.call` hands the compiled function this thread's arena of bytes and a table of a region
+  of it per slot, laid out after each call for the sizes that call asked (POOLED_BYTES or
+  more): the same arena while it holds them and is at most twice their size, else a new one.
 
 What it keeps: per compiled function and per thread, the large arrays (POOLED_BYTES or more)
 its last call made outside loops, at most twice their bytes (GMM d=64 K=200 n=1e4: four 1 GB
-arrays; peak memory is that of a call without it, plus the old buffers while a call of larger
-shapes runs). A thread's buffers go when the thread ends; all of them with the compiled code
+arrays; peak memory is that of a call without it, plus the old arena while a call of larger
+shapes runs). A thread's arena goes when the thread ends; all of them with the compiled code
 (which the transform cache keeps while the process runs), or at `s2sad.release_workspaces()`;
 S2SAD_WORKSPACE=0 in the environment turns pooling off (read at each call).
 
-Rules that keep it right: an array returned is never a buffer the pool keeps (a buffer that
-any output shares memory with is dropped from the pool, the caller's from then on); a call
-from inside a call on the same thread (a custom_vjp calling the gradient) takes no workspace;
-two threads never share one; `np.zeros` is set to zero in its buffer.
+Rules that keep it right: an array returned is never memory the pool keeps (an output in the
+arena is copied, and its slot's arrays made afresh from then on); a call from inside a call on
+the same thread (a custom_vjp calling the gradient) takes no workspace; two threads never share
+one; `np.zeros` is set to zero in its region.
 """
 
 from __future__ import annotations
@@ -160,23 +160,15 @@ def rewritten(source: str) -> tuple[str, dict[str, int]]:
         return source, {}
 
 
-_NONE = np.empty(0, np.uint8)  # a slot without a buffer
-
-
-def _arrays(value):
-    """The arrays in a returned value (nested tuples, lists and dicts)."""
-    if isinstance(value, np.ndarray):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            yield from _arrays(v)
-    elif hasattr(value, "values"):  # a dict (Numba's typed one too)
-        for v in value.values():
-            yield from _arrays(v)
+_ALIGN = 64  # each slot's region starts at a multiple of this many bytes
+_NUMBERS = (int, float, complex, bool, str, bytes, np.generic, type(None))
 
 
 class Pool:
-    """One compiled function's buffers, per thread."""
+    """One compiled function's buffers, per thread: one array of bytes (the arena) holding a
+    region per slot, and a table of three rows: the bytes each slot asked in the last call,
+    where its region starts, its size (0: the slot's arrays are made afresh). Two arrays, not a
+    buffer per slot: Numba types a tuple's arrays one by one at each call (GMM at d=2: 15 µs)."""
 
     def __init__(self, slots: int):
         self.slots = slots
@@ -185,40 +177,71 @@ class Pool:
 
     def call(self, dispatcher, args) -> tuple:
         """`dispatcher(*args)` with this thread's workspace, and the arguments it was called with
-        (the workspace last); the buffers kept for the next call."""
+        (the workspace last); the regions laid out for the next call."""
         local = self.local
         if getattr(local, "busy", False):  # a call inside a call: its own fresh arrays
             return dispatcher(*args), args
-        buffers = getattr(local, "buffers", None) or (_NONE,) * self.slots
-        needs = np.zeros(self.slots, np.int64)
-        called = (*args, (needs, buffers))
+        table = getattr(local, "table", None)
+        if table is None:
+            table = local.table = np.zeros((3, self.slots), np.int64)
+            local.arena, local.escaped = np.empty(0, np.uint8), set()
+        table[0] = 0
+        called = (*args, (table, local.arena))
         local.busy = True
         try:
             result = dispatcher(*called)
         finally:
             local.busy = False
-        kept = []
-        for buffer, need in zip(buffers, needs.tolist()):
-            if need < POOLED_BYTES:
-                kept.append(_NONE)
-            elif need <= buffer.size <= 2 * need:
-                kept.append(buffer)
-            else:  # (its pages come when the next call writes them, as a fresh array's would)
-                kept.append(np.empty(need, np.uint8))
-        for out in _arrays(result):
-            for i, buffer in enumerate(kept):
-                if buffer.size and np.may_share_memory(out, buffer):
-                    kept[i] = _NONE  # the caller's now
-        local.buffers = tuple(kept)
+        if local.arena.size or table[0].max() >= POOLED_BYTES:
+            result = self._owned(result, local)
+            self._lay_out(local)
         return result, called
+
+    def _owned(self, value, local):
+        """`value` with each array sharing memory with the arena a copy (the caller's own), its
+        slot made afresh from now on (`escaped`)."""
+        arena = local.arena
+        if isinstance(value, np.ndarray):
+            if not (arena.size and np.may_share_memory(value, arena)):
+                return value
+            at = value.__array_interface__["data"][0] - arena.__array_interface__["data"][0]
+            starts, sizes = local.table[1], local.table[2]
+            local.escaped |= {i for i in range(self.slots) if 0 <= at - starts[i] < sizes[i]}
+            return value.copy(order="K")
+        if isinstance(value, (tuple, list)):
+            return type(value)(self._owned(v, local) for v in value)
+        if type(value) is dict:
+            return {k: self._owned(v, local) for k, v in value.items()}
+        if not isinstance(value, _NUMBERS):  # (a container it cannot copy: it keeps the arena)
+            local.arena, local.table[2] = np.empty(0, np.uint8), 0
+        return value
+
+    def _lay_out(self, local) -> None:
+        """Regions for the sizes the last call asked (POOLED_BYTES or more, of slots that never
+        escaped), in the arena where it holds them and is at most twice their size."""
+        table = local.table
+        needs = table[0].tolist()
+        sizes = [
+            -(-n // _ALIGN) * _ALIGN if n >= POOLED_BYTES and i not in local.escaped else 0
+            for i, n in enumerate(needs)
+        ]
+        if sizes == table[2].tolist():
+            return  # (the usual call: the shapes of the last)
+        total = sum(sizes)
+        if not total <= local.arena.size <= 2 * total:
+            # (its pages come when the next call writes them, as fresh arrays' would)
+            local.arena = np.empty(total, np.uint8)
+        table[2] = sizes
+        table[1] = np.cumsum([0] + sizes[:-1])
 
     def clear(self) -> None:
         """Free every thread's buffers (a call running now keeps its own until it returns)."""
         self.local = threading.local()
 
     def kept_bytes(self) -> int:
-        """The bytes the calling thread's buffers hold."""
-        return sum(b.size for b in getattr(self.local, "buffers", None) or ())
+        """The bytes the calling thread's arena holds."""
+        arena = getattr(self.local, "arena", None)
+        return 0 if arena is None else arena.size
 
 
 _POOLS: "weakref.WeakSet[Pool]" = weakref.WeakSet()  # every compiled function's

@@ -43,8 +43,10 @@ def _pool(g):
     return next(iter(pools.values()))
 
 
-def _kept(pool):
-    return [b for b in getattr(pool.local, "buffers", None) or () if b.size]
+def _regions(pool):
+    """This thread's regions of the pool's arena, as arrays."""
+    table, arena = pool.local.table, pool.local.arena
+    return [arena[s : s + n] for s, n in zip(table[1], table[2]) if n]
 
 
 def test_rewrite_keeps_lines_and_takes_a_free_name():
@@ -78,8 +80,8 @@ def test_gradient_with_workspace(mixture_grad):
     got = mixture_grad(Q, mu, x)
     again = mixture_grad(Q, mu, x)  # from the buffers the first call left (zeroed sums too)
     pool = _pool(mixture_grad)
-    assert len(_kept(pool)) >= 4  # centred, y, its cotangent, centred's; the (K, n) sums
-    assert pool.kept_bytes() <= 2 * (4 * K * D * N + 2 * K * N) * 8
+    assert len(_regions(pool)) >= 5  # centred, y, its cotangent, centred's; the (K, n) sums
+    assert pool.kept_bytes() <= 2 * (4 * K * D * N + 2 * K * N) * 8 + 64 * pool.slots
     python = s2sad.grad(mixture, wrt=("Q", "mu", "x"))(Q, mu, x)
     for a, b, p, v in zip(got, again, python, (Q, mu, x)):
         assert a.shape == v.shape and a.dtype == v.dtype
@@ -108,7 +110,8 @@ def test_outputs_are_the_callers(monkeypatch):
     for a, b in ((first, second), (second, third), (first, third)):
         assert not np.shares_memory(a, b)
     for out in (first, second, third):
-        assert not any(np.shares_memory(out, b) for b in _kept(_pool(g)))
+        assert not np.shares_memory(out, _pool(g).local.arena)
+    assert _pool(g).local.escaped  # its slot: made afresh (no copy) from the second call on
     monkeypatch.setenv("S2SAD_WORKSPACE", "0")  # the same code without a workspace
     np.testing.assert_array_equal(g(x1), kept)
 
@@ -125,7 +128,7 @@ def test_threads_never_share_buffers(mixture_grad):
             start.wait()
             for _ in range(3):
                 results[i] = mixture_grad(*inputs[i])
-            buffers[i] = _kept(pool)
+            buffers[i] = pool.local.arena
         except Exception as exc:  # noqa: BLE001  (reported below)
             errors.append(exc)
 
@@ -138,8 +141,8 @@ def test_threads_never_share_buffers(mixture_grad):
     for i in (0, 1):
         for a, p in zip(results[i], expected[i]):
             np.testing.assert_allclose(a, p, rtol=1e-10, atol=1e-12)
-    assert buffers[0] and buffers[1]
-    assert not any(np.shares_memory(a, b) for a in buffers[0] for b in buffers[1])
+    assert buffers[0].size and buffers[1].size
+    assert not np.shares_memory(buffers[0], buffers[1])
 
 
 def test_nested_call_takes_no_workspace():
@@ -150,16 +153,17 @@ def test_nested_call_takes_no_workspace():
         if depth:
             pool.call(dispatcher, (depth - 1,))
         if workspace:
-            ((needs, (buffer,)),) = workspace
-            needs[0] = POOLED_BYTES
+            ((table, arena),) = workspace
+            table[0, 0] = POOLED_BYTES
         return depth
 
     assert pool.call(dispatcher, (1,))[0] == 1
     assert len(seen) == 2 and len(seen[0]) == 1 and seen[1] == ()  # the inner call: none
     assert pool.kept_bytes() == POOLED_BYTES
-    buffer = pool.local.buffers[0]
+    arena = pool.local.arena
     pool.call(dispatcher, (0,))
-    assert seen[2][0][1][0] is buffer  # the next call gets it
+    assert seen[2][0][1] is arena  # the next call gets it, its region laid out
+    assert pool.local.table[1:, 0].tolist() == [0, POOLED_BYTES]
 
 
 def test_release_frees_every_pool(mixture_grad):

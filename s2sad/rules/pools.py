@@ -1,10 +1,10 @@
 """Jitted code's large temporaries taken from a call's workspace (s2sad/workspace.py): each
 helper here is an allocation of generated code (`np.empty`, `np.zeros`, a stack product, an
 array's arithmetic) with a workspace and a slot number in front. Where the compiled function
-was handed a workspace, an array of POOLED_BYTES or more is a view of the slot's buffer when it
-is large enough (the buffer the previous call's array of that slot had); else, and in Python,
-the fresh array the allocation made. Every form records the slot's size in bytes, so that the
-Python side can keep a buffer that fits for the next call.
+was handed a workspace, an array of POOLED_BYTES or more is a view of the slot's region of the
+workspace's arena when it is large enough (laid out for the previous call's arrays); else, and
+in Python, the fresh array the allocation made. Every form records the slot's size in bytes, so
+that the Python side can lay out regions that fit for the next call.
 
 Why: glibc gives a block over 32 MB back to the kernel when it is freed, so each call's large
 arrays come as fresh pages that the kernel faults in and zeroes (GMM d=64 K=200 n=2000: four
@@ -55,16 +55,17 @@ def _shape(t):
 
 @numba_jitable
 def _taken(workspace, slot, shape, dtype, item_bytes):
-    """An empty array of `shape` (a tuple) and `dtype` in slot `slot` of `workspace` (its sizes,
-    its buffers), or a fresh one where the buffer is too small or the array small."""
-    needs, buffers = workspace
+    """An empty array of `shape` (a tuple) and `dtype` in slot `slot`'s region of `workspace`
+    (its table: bytes asked, region starts, region sizes; its arena), or a fresh one where the
+    region is too small or the array small."""
+    table, arena = workspace
     nbytes = item_bytes
     for n in shape:
         nbytes *= n
-    needs[slot] = nbytes
-    buffer = buffers[slot]
-    if nbytes >= POOLED_BYTES and buffer.size >= nbytes:
-        return buffer[:nbytes].view(dtype).reshape(shape)
+    table[0, slot] = nbytes
+    if nbytes >= POOLED_BYTES and nbytes <= table[2, slot]:
+        start = table[1, slot]
+        return arena[start : start + nbytes].view(dtype).reshape(shape)
     return np.empty(shape, dtype)
 
 
