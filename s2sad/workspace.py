@@ -197,24 +197,30 @@ class Pool:
             self._lay_out(local)
         return result, called
 
-    def _owned(self, value, local):
-        """`value` with each array sharing memory with the arena a copy (the caller's own), its
-        slot made afresh from now on (`escaped`)."""
-        arena = local.arena
-        if isinstance(value, np.ndarray):
-            if not (arena.size and np.may_share_memory(value, arena)):
-                return value
-            at = value.__array_interface__["data"][0] - arena.__array_interface__["data"][0]
-            starts, sizes = local.table[1], local.table[2]
-            local.escaped |= {i for i in range(self.slots) if 0 <= at - starts[i] < sizes[i]}
-            return value.copy(order="K")
-        if isinstance(value, (tuple, list)):
-            return type(value)(self._owned(v, local) for v in value)
-        if type(value) is dict:
-            return {k: self._owned(v, local) for k, v in value.items()}
-        if not isinstance(value, _NUMBERS):  # (a container it cannot copy: it keeps the arena)
-            local.arena, local.table[2] = np.empty(0, np.uint8), 0
-        return value
+    def _owned(self, result, local):
+        """`result` with each array sharing memory with the arena a copy (the caller's own), its
+        slot made afresh from then on (`escaped`)."""
+        arena, starts, sizes = local.arena, local.table[1].tolist(), local.table[2].tolist()
+        base = arena.__array_interface__["data"][0]
+
+        def owned(value):
+            if isinstance(value, np.ndarray):
+                if not (arena.size and np.may_share_memory(value, arena)):
+                    return value
+                at = value.__array_interface__["data"][0] - base
+                local.escaped.update(i for i, s in enumerate(starts) if 0 <= at - s < sizes[i])
+                return value.copy(order="K")
+            if isinstance(value, tuple) and hasattr(value, "_make"):  # a namedtuple
+                return value._make(owned(v) for v in value)
+            if isinstance(value, (tuple, list)):
+                return type(value)(owned(v) for v in value)
+            if type(value) is dict:
+                return {k: owned(v) for k, v in value.items()}
+            if not isinstance(value, _NUMBERS):  # (one it cannot copy: it keeps the arena)
+                local.arena, local.table[2] = np.empty(0, np.uint8), 0
+            return value
+
+        return owned(result)
 
     def _lay_out(self, local) -> None:
         """Regions for the sizes the last call asked (POOLED_BYTES or more, of slots that never

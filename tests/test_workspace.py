@@ -166,6 +166,30 @@ def test_nested_call_takes_no_workspace():
     assert pool.local.table[1:, 0].tolist() == [0, POOLED_BYTES]
 
 
+def test_an_output_the_pool_cannot_copy_keeps_the_arena():
+    pool = Pool(1)
+
+    class Box:  # a returned object holding an array of the arena: it cannot be copied
+        def __init__(self, array):
+            self.array = array
+
+    def dispatcher(*workspace):
+        ((table, arena),) = workspace
+        table[0, 0] = POOLED_BYTES
+        if arena.size:
+            view = arena[:8].view(np.float64)
+            view[0] = 7.0
+            return Box(view), (view,)
+        return Box(None), (np.zeros(1),)
+
+    pool.call(dispatcher, ())
+    arena = pool.local.arena
+    (box, (copied,)), _ = pool.call(dispatcher, ())
+    assert box.array.base is arena and pool.local.arena is not arena  # the box's now
+    assert copied[0] == 7.0 and not np.shares_memory(copied, arena)
+    assert pool.local.escaped == {0} and pool.kept_bytes() == 0  # its slot: fresh arrays
+
+
 def test_release_frees_every_pool(mixture_grad):
     mixture_grad(*_inputs(4))
     assert _pool(mixture_grad).kept_bytes() > 0
