@@ -23,6 +23,7 @@ from .errors import (
 )
 
 from .version import __version__  # noqa: F401
+from .workspace import release_workspaces
 
 __all__ = [
     "grad",
@@ -37,6 +38,7 @@ __all__ = [
     "register_tree",
     "stop_gradient",
     "checkpoint",
+    "release_workspaces",
     "S2SADError",
     "UnsupportedSyntaxError",
     "NoRuleError",

@@ -53,6 +53,7 @@ from .numba_failures import (
     two_types,
 )
 from .pipeline.names import defined_functions
+from .workspace import Pool, pooling, rewritten
 
 
 class JitError(S2SADError):
@@ -253,6 +254,7 @@ class Jitted:
         self.reloaded = False
         self.threads = compiled.parallel  # compiled with Numba's parallel options
         self.lock = threading.Lock()
+        self.pools = {}  # function name -> its workspace's buffers (workspace.py)
         self.unfused = None  # the same transform without fused loops, made if Numba needs it
         # (name, kinds, shapes) of calls whose arrays broadcast where a fused run takes one
         # shape (ShapesNotFused): `branched` runs them
@@ -294,7 +296,10 @@ class Jitted:
             failed = self.failed.get((name, _kinds(args))) if failed is None else failed
         if failed is None:
             try:
-                dispatcher = self.namespace[name]
+                dispatcher, pool = self.namespace[name], self.pools.get(name)
+                if pool is not None and pooling():  # its large arrays in this thread's buffers
+                    result, called = pool.call(dispatcher, args)
+                    return _float32_scalars(dispatcher, called, result)
                 return _float32_scalars(dispatcher, args, dispatcher(*args))
             except ShapesNotFused:
                 # arrays that broadcast where a fused run takes one shape: the code with the
@@ -429,6 +434,9 @@ class Jitted:
             source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)
+            # allocations outside loops take slots of a workspace kept between calls
+            source, slots = rewritten(source)
+            self.pools = {fn: Pool(count) for fn, count in slots.items()}
             module = _module_for(
                 source,
                 self.compiled.name,

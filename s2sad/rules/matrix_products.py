@@ -82,12 +82,26 @@ def _mm_stacks(a, b, transposed):
     """`a @ b` for a stack of matrices (3-D) and a matrix or a stack, one BLAS product per matrix
     written into the result; with `transposed` 1 `a @ swapaxes(b)`, 2 `swapaxes(a) @ b` (the
     cotangents'), reading the matrix transposed (Numba's dot copies a swapped stack's matrices)."""
+    return _mm_stacks_into(a, b, transposed, np.empty(_mm_stacks_shape(a, b, transposed), a.dtype))
+
+
+@numba_jitable
+def _mm_stacks_shape(a, b, transposed):
+    """The shape of `_mm_stacks(a, b, transposed)`."""
     p = a.shape[0] if a.ndim == 3 else 1
     q = b.shape[0] if b.ndim == 3 else 1
     if p != q and p != 1 and q != 1:
         raise ValueError("matmul: the stacks' lengths do not broadcast")
     rows = a.shape[-1] if transposed == 2 else a.shape[-2]
-    out = np.empty((max(p, q), rows, b.shape[-2] if transposed == 1 else b.shape[-1]), a.dtype)
+    return (max(p, q), rows, b.shape[-2] if transposed == 1 else b.shape[-1])
+
+
+@numba_jitable
+def _mm_stacks_into(a, b, transposed, out):
+    """`_mm_stacks(a, b, transposed)` written into `out`, an array of its shape and a's dtype (a
+    call's workspace: rules/pools.py)."""
+    p = a.shape[0] if a.ndim == 3 else 1
+    q = b.shape[0] if b.ndim == 3 else 1
     for i in range(max(p, q)):
         left, right = _matrix(a, i if p > 1 else 0), _matrix(b, i if q > 1 else 0)
         if transposed == 1:
