@@ -55,6 +55,9 @@ class Compiled:
     # a jitted transform's code without fusion (pipeline/fuse.py), for where Numba cannot type
     # the fused loops; None where nothing fused
     unfused_code: str | None = None
+    # it reads or writes by integers or index arrays (the user's indexing, pipeline/bounds.py):
+    # jit.py compiles it with Numba's index checks
+    indexed: bool = True
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     _reader: object = field(default=None, repr=False, compare=False)  # made by the first read
 

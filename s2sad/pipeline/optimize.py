@@ -328,10 +328,22 @@ def _pure(expr: ast.expr) -> bool:
     return True
 
 
+def _indexes(expr: ast.expr) -> bool:
+    """Whether `expr` reads by an index that may be out of range (anything but slices)."""
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Subscript):
+            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+            if not all(isinstance(i, ast.Slice) for i in items):
+                return True
+    return False
+
+
 def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
     """`stmts` without the top-level assignments of pure values to names that nothing reads:
     not `stmts`, not the statements `later` (the adjoint), not `keep`. A re-running pullback's
-    sweep computes the function's value only where its adjoint reads it."""
+    sweep computes the function's value only where its adjoint reads it. A read by an index
+    stays (`x[k]`): it raises IndexError where the index is out of range (jitted code checks
+    it), before the adjoint's `add_at(dx, k, g)` would write there."""
     while True:
         reads = Counter(
             n.id
@@ -345,6 +357,7 @@ def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
             or reads[name]
             or name in keep
             or not _pure(s.value)
+            or _indexes(s.value)
         ]
         if len(kept) == len(stmts):
             return kept
