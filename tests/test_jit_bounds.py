@@ -31,7 +31,8 @@ def gathered(x, idx):
 
 
 def cell(u, i, j):
-    return u[i, j] * u[0, j]
+    # slices past the end are clipped, as in Python
+    return u[i, j] * u[0, j] + np.sum(u[i + 1 : i + 9, j:] ** 2)
 
 
 def sliced(u):
@@ -97,12 +98,14 @@ def test_an_index_array_out_of_range():
         _out_of_range(gathered, (X, np.array(idx, dtype=np.int64)), "return np.sum(x[idx] ** 2)")
 
 
-def test_two_indices_of_a_matrix():
+def test_two_indices_of_a_matrix_and_slices_past_its_end():
     u = np.arange(6.0).reshape(2, 3) + 1.0
     for i, j in ((1, 2), (-2, -3), (0, 0)):
         _same(cell, (u, i, j))
     for i, j in ((2, 0), (0, 3), (-3, 0)):
-        _out_of_range(cell, (u, i, j), "return u[i, j] * u[0, j]")
+        _out_of_range(
+            cell, (u, i, j), "return u[i, j] * u[0, j] + np.sum(u[i + 1 : i + 9, j:] ** 2)"
+        )
 
 
 def test_only_code_that_indexes_by_integers_is_checked():
