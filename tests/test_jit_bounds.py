@@ -35,6 +35,12 @@ def cell(u, i, j):
     return u[i, j] * u[0, j] + np.sum(u[i + 1 : i + 9, j:] ** 2)
 
 
+def scattered(x, idx):
+    y = np.zeros(3)
+    np.add.at(y, idx, x)
+    return np.sum(y**2)
+
+
 def sliced(u):
     d = u[1:, :] - u[:-1, :]
     return np.sum(d**2) + np.sum(u[:, None, ::-1])
@@ -96,6 +102,16 @@ def test_an_index_array_out_of_range():
         _same(gathered, (X, np.array(idx, dtype=np.int64)))
     for idx in ([0, 3], [-4]):
         _out_of_range(gathered, (X, np.array(idx, dtype=np.int64)), "return np.sum(x[idx] ** 2)")
+
+
+def test_np_add_at_by_indices_out_of_range():
+    """`np.add.at` in the user's code is s2sad's helper `add_at` in jitted code, which checks
+    the indices it writes at (a jvp's code has no subscript of the user's to check first)."""
+    ones = np.ones(2)
+    for idx in ([0, 2], [-1, -3]):
+        _same(scattered, (ones, np.array(idx)), "jvp")
+    for idx in ([0, 3], [-4, 0]):
+        _out_of_range(scattered, (ones, np.array(idx)), "np.add.at(y, idx, x)", "jvp")
 
 
 def test_two_indices_of_a_matrix_and_slices_past_its_end():
