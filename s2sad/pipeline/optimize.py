@@ -30,6 +30,7 @@ import ast
 import heapq
 from collections import Counter
 
+from .bounds import indexes_by_integers
 from .fusion.syntax import written_in_place
 from .nodes import assigned_name
 
@@ -328,16 +329,6 @@ def _pure(expr: ast.expr) -> bool:
     return True
 
 
-def _indexes(expr: ast.expr) -> bool:
-    """Whether `expr` reads by an index that may be out of range (anything but slices)."""
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Subscript):
-            items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-            if not all(isinstance(i, ast.Slice) for i in items):
-                return True
-    return False
-
-
 def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
     """`stmts` without the top-level assignments of pure values to names that nothing reads:
     not `stmts`, not the statements `later` (the adjoint), not `keep`. A re-running pullback's
@@ -357,7 +348,7 @@ def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
             or reads[name]
             or name in keep
             or not _pure(s.value)
-            or _indexes(s.value)
+            or indexes_by_integers([s])
         ]
         if len(kept) == len(stmts):
             return kept
