@@ -5,11 +5,11 @@ adjoint, or the tangent code), produces a bool; jit.py compiles the function wit
 `boundscheck=True` where it is True, so an index out of range raises IndexError as in Python
 mode instead of reading past the array.
 
-Code that only slices and calls NumPy (a stencil of slices, k-means' sums and products) needs
-no check: slices are clipped, never out of range, and the loops fusion writes index within the
-shapes their guards checked. Checking those too cost such code up to 3% (k-means' jitted
-Hessian-vector product, benchmarks/boundscheck_side_by_side.py); Numba checks every index of a
-function it checks, so a function with any index of the user's has them all checked.
+Code that only slices and calls NumPy (a stencil of slices) needs no check: slices are
+clipped, never out of range, and the loops fusion writes index within the shapes their guards
+checked. Numba checks every index of a function it checks, so a function with any index of the
+user's has fusion's loops checked too: 2-5% of k-means' jitted Hessian-vector product, whose one
+index is a gather (benchmarks/boundscheck_side_by_side.py).
 """
 
 from __future__ import annotations
