@@ -8,7 +8,7 @@ mode instead of reading past the array.
 Code that only slices and calls NumPy (a stencil of slices) needs no check: slices are
 clipped, never out of range, and the loops fusion writes index within the shapes their guards
 checked. Numba checks every index of a function it checks, so a function with any index of the
-user's has fusion's loops checked too: 2-5% of k-means' jitted Hessian-vector product, whose one
+user's has fusion's loops checked too: 0-5% of k-means' jitted Hessian-vector product, whose one
 index is a gather (benchmarks/boundscheck_side_by_side.py).
 """
 
