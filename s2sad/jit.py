@@ -15,6 +15,7 @@ import ast
 import dataclasses
 import hashlib
 import marshal
+import os
 import sys
 import threading
 import types
@@ -118,27 +119,38 @@ def module_text(
     constants: str = "",
     parallel: bool = False,
     threads: bool = True,
+    indexed: bool = True,
 ) -> str:
     """`source` with each function it defines compiled by Numba, and the Numba helpers before it:
     their text (`embed`, for a standalone module) or an import of s2sad's module of them, which
     a process then compiles once for all generated functions. `constants` (source) stand between
     the helpers and the functions, whose defaults may read them. `parallel`: compiled with
     Numba's `parallel=True`, its `prange` loops on threads (unless `threads=False`: where
-    Numba's parallel passes refuse the code, it runs them as `range`). (`name` is accepted for older
-    callers; every top-level function is compiled.)"""
+    Numba's parallel passes refuse the code, it runs them as `range`). `indexed`: the code indexes
+    by integers (pipeline/bounds.py), which Numba then checks (`BOUNDSCHECK`). (`name` is
+    accepted for older callers; every top-level function is compiled.)"""
     text = source
     tail = []
     # a build with no prange loop compiles as a serial one (Numba would warn that it found
     # nothing to run in parallel), its text still its own
     threaded = parallel and threads and _has_prange(source)
     threads = f", parallel={_PRANGE_ONLY}, no_rewrites=True" if threaded else ""
+    checks = ", boundscheck=True" if BOUNDSCHECK and indexed else ""
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
-        tail.append(f'{fn} = njit(cache=True, error_model="numpy"{threads})(_{fn}_py)')
+        tail.append(f'{fn} = njit(cache=True, error_model="numpy"{checks}{threads})(_{fn}_py)')
     head = numba_source(forms_used(constants + "\n" + text)) if embed else _IMPORT
     head += _threads_text(threaded) if parallel else ""
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
+
+
+# Numba checks each index of the generated functions that index by integers or index arrays
+# (`boundscheck=True`, where pipeline/bounds.py finds the user's indexing), so an index out of
+# range raises IndexError, as in Python mode, where unchecked code would read past the array;
+# S2SAD_BOUNDSCHECK=0 compiles without the checks. (Read when a module's text is made: the text
+# says which, so the two never share a module.)
+BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
@@ -180,6 +192,7 @@ def _module_for(
     callees: str = "",
     parallel: bool = False,
     threads: bool = True,
+    indexed: bool = True,
 ):
     """The module of `source` compiled by Numba, its functions each compiled on first call.
 
@@ -190,11 +203,14 @@ def _module_for(
     `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
     `callees` (`code_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
     parallel=True (its text says so, so a parallel and a serial build never share a module);
-    `threads=False`: a parallel build compiled without Numba's parallel options."""
+    `threads=False`: a parallel build compiled without Numba's parallel options; `indexed`: its
+    indices checked (module_text)."""
     with _LOAD_LOCK:
         # (under the lock: the key reads Numba's configuration, and the first thread to import
         # Numba must finish before another reads its modules' attributes)
-        text = module_text(source, name, embed=False, parallel=parallel, threads=threads)
+        text = module_text(
+            source, name, embed=False, parallel=parallel, threads=threads, indexed=indexed
+        )
         # Numba's optimisation level too: its cache files do not record it (NUMBA_OPT=0, as the
         # tests set it, would otherwise leave unoptimised code for a later process to load)
         # (the forms' loaded code, hashed: numba_source() would rebuild their text, 0.15 s a process)
@@ -444,6 +460,7 @@ class Jitted:
                 callees,
                 self.compiled.parallel,
                 self.threads,
+                self.compiled.indexed,
             )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():

@@ -54,11 +54,22 @@ def _retyped(value, numba_type):
     return value
 
 
-def _returned(function, args, inputs, mode):
+def _returned(function, args, inputs, mode, origin=None):
     """The compiled `function`'s result for `args` as in-process s2sad returns it: `mode`'s
-    gradients (of `inputs`, those differentiated) in their inputs' kinds, values retyped."""
+    gradients (of `inputs`, those differentiated) in their inputs' kinds, values retyped. An
+    index out of range, which the compiled code checks, raises IndexError naming `origin` (the
+    function's file and line): the module has no Python version to find the index's line."""
     args = tuple(_unboxed(a) for a in args)
-    result = function(*args)
+    try:
+        result = function(*args)
+    except IndexError as exc:
+        if str(exc) != "index is out of bounds":  # (Numba's check's message)
+            raise
+        where = f" of {origin}" if origin else ""
+        raise IndexError(
+            f"{exc}: an integer index in the code{where} is out of range (the module "
+            "`s2sad emit` writes without --jit raises this at its line)"
+        ) from None
     signature = tuple(function.typeof_pyval(a) for a in args)
     returns = function.overloads[signature].signature.return_type
     if mode in ("jvp", "vjp"):  # (a vjp's function returns the value; its sweep, gradients)

@@ -375,13 +375,15 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         for text in _constant_lines(compiled, values, set(NUMBA_HEADER.splitlines()))
     ]
     # the constants come before the functions: a data parameter defaults to one (`K=K`)
-    body = module_text(source, compiled.name, constants="\n".join(constants))
-    body = _called_through(body, source, compiled.name, mode, wrt)
+    body = module_text(
+        source, compiled.name, constants="\n".join(constants), indexed=compiled.indexed
+    )
+    body = _called_through(body, source, compiled.name, mode, wrt, origin)
     text = format_source("\n".join(header + [body]) + "\n")
     return check_module(text, func.__qualname__)
 
 
-def _called_through(body: str, source: str, name: str, mode: str, wrt) -> str:
+def _called_through(body: str, source: str, name: str, mode: str, wrt, origin: str) -> str:
     """The module's text with its function `name` (and a vjp's `{name}_sweep`, which returns the
     gradients) a plain one that calls the compiled one (`_{name}_jit`) and returns what
     in-process s2sad returns (module_returns.py)."""
@@ -394,12 +396,12 @@ def _called_through(body: str, source: str, name: str, mode: str, wrt) -> str:
         compiled = f"{fn} = njit("
         assert body.count(compiled) == 1, fn
         body = body.replace(compiled, f"_{fn}_jit = njit(")
-        wrappers.append(_wrapper(trees[fn], kind, wrt))
+        wrappers.append(_wrapper(trees[fn], kind, wrt, origin))
     forms = "\n\n".join(inspect.getsource(f) for f in module_returns.FUNCTIONS)
     return "\n\n".join([body, forms] + wrappers)
 
 
-def _wrapper(tree: ast.FunctionDef, mode: str, wrt) -> str:
+def _wrapper(tree: ast.FunctionDef, mode: str, wrt, origin: str) -> str:
     """`def f(...)`: `_f_jit`'s results for its arguments, as in-process s2sad returns them."""
     params = [a.arg for a in tree.args.args]
     doc = (ast.get_docstring(tree) or "").split("\n\n")[0].rstrip(".")
@@ -416,5 +418,6 @@ def _wrapper(tree: ast.FunctionDef, mode: str, wrt) -> str:
     )
     return (
         f"def {tree.name}({ast.unparse(tree.args)}):\n{said}\n"
-        f"    return _returned(_{tree.name}_jit, {group(params)}, {group(list(wrt))}, {mode!r})\n"
+        f"    return _returned(_{tree.name}_jit, {group(params)}, {group(list(wrt))}, {mode!r}, "
+        f"{origin!r})\n"
     )

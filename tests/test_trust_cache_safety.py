@@ -183,7 +183,9 @@ def test_a_link_at_a_predictable_temporary_name_is_not_written_through(cache, tm
         name.symlink_to(victim)
     jit._module_for(SOURCE, "f")
     assert victim.read_text() == "precious"
-    assert path.read_text().endswith('f = njit(cache=True, error_model="numpy")(_f_py)\n')
+    assert path.read_text().endswith(
+        'f = njit(cache=True, error_model="numpy", boundscheck=True)(_f_py)\n'
+    )
     assert _mode(path) == 0o600
 
 

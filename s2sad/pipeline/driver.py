@@ -22,6 +22,7 @@ from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place
 from .activity import active_names
+from .bounds import indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -158,12 +159,12 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
         ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        source, name, unfused = _forward_mode(
+        source, name, unfused, indexed = _forward_mode(
             parsed, norm, resolver, wrt, ranks, batched, jit, parallel
         )
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
-        source, name, unfused = _reverse_mode(
+        source, name, unfused, indexed = _reverse_mode(
             parsed,
             norm,
             resolver,
@@ -180,14 +181,16 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
     compiled = load(parsed, resolver, norm, source, name)
     compiled.unfused_code = unfused if unfused != source else None
     compiled.parallel = parallel
+    compiled.indexed = indexed
     return compiled
 
 
 def _forward_mode(
     parsed, norm, resolver, wrt, ranks, batched, jit, parallel=False
-) -> tuple[str, str, str]:
+) -> tuple[str, str, str, bool]:
     """forward -> optimize -> lower -> fuse or threads -> emit: the tangent code's source, its
-    function's name and (jitted) its source unfused."""
+    function's name, (jitted) its source unfused, and whether it indexes by integers (its
+    compiled code checks them: bounds.py)."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
@@ -206,7 +209,7 @@ def _forward_mode(
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
-    fused = body
+    fused, indexed = body, False
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
@@ -220,6 +223,7 @@ def _forward_mode(
             body = Threads(threads_taken, rank_of).primal(body, params)
         # (after threads: a reduction on threads is told by its own pattern, parallel.py)
         body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
+        indexed = indexes_by_integers(body)
         fused = body
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
@@ -231,8 +235,8 @@ def _forward_mode(
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
     unfused = emit_jvp(*args, jit=jit)
     if fused is body:
-        return unfused, name, unfused
-    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused
+        return unfused, name, unfused, indexed
+    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused, indexed
 
 
 def _reverse_mode(
@@ -248,9 +252,10 @@ def _reverse_mode(
     local_names,
     parallel=False,
     reuse=False,
-) -> tuple[str, str, str]:
+) -> tuple[str, str, str, bool]:
     """reverse -> tape -> optimize (buffer reuse) -> lower -> fuse -> emit: the adjoint code's
-    source, its function's name and (jitted) its source unfused."""
+    source, its function's name, (jitted) its source unfused, and whether it indexes by
+    integers (its compiled code checks them: bounds.py)."""
     if mode in ("grad", "value_and_grad", "checked_grad"):  # (the output a number: grad_seed)
         shapes = scalar_output_ranks(norm.stmts, dict(ranks or ()), norm.outputs[0])
     else:
@@ -356,8 +361,9 @@ def _reverse_mode(
         )
 
     source = emitted(primal, adjoint, plain)
+    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
-        return source, name, source
+        return source, name, source, indexed
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
     reads = [ast.Name(o, ast.Load()) for o in norm.outputs] + [
         g for g in adjoint.grads if isinstance(g, ast.AST)
@@ -385,7 +391,7 @@ def _reverse_mode(
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
         [plain] = fuse([plain], adjoint_ranks, outputs, taken - set(adjoint.seeds))
-    return emitted(fused_primal, fused, plain, row_inits), name, source
+    return emitted(fused_primal, fused, plain, row_inits), name, source, indexed
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:

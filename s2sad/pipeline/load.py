@@ -57,6 +57,9 @@ class Compiled:
     # a jitted transform's code without fusion (pipeline/fuse.py), for where Numba cannot type
     # the fused loops; None where nothing fused
     unfused_code: str | None = None
+    # it reads or writes by integers or index arrays (the user's indexing, pipeline/bounds.py):
+    # jit.py compiles it with Numba's index checks
+    indexed: bool = True
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     where: str = ""  # the user's file:line it was made from
     keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names

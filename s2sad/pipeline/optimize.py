@@ -30,6 +30,7 @@ import ast
 import heapq
 from collections import Counter
 
+from .bounds import indexes_by_integers
 from .fusion.syntax import written_in_place
 from .nodes import assigned_name
 
@@ -331,7 +332,9 @@ def _pure(expr: ast.expr) -> bool:
 def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
     """`stmts` without the top-level assignments of pure values to names that nothing reads:
     not `stmts`, not the statements `later` (the adjoint), not `keep`. A re-running pullback's
-    sweep computes the function's value only where its adjoint reads it."""
+    sweep computes the function's value only where its adjoint reads it. A read by an index
+    stays (`x[k]`): it raises IndexError where the index is out of range (jitted code checks
+    it), before the adjoint's `add_at(dx, k, g)` would write there."""
     while True:
         reads = Counter(
             n.id
@@ -345,6 +348,7 @@ def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
             or reads[name]
             or name in keep
             or not _pure(s.value)
+            or indexes_by_integers([s])
         ]
         if len(kept) == len(stmts):
             return kept

@@ -438,6 +438,16 @@ def add_at(a, index, values):
     np.add.at(a, index, values)
 
 
+@numba_jitable
+def _in_range(i, n):
+    """`i`, an index of an axis of length `n` (negative ones from its end), or IndexError as
+    NumPy raises: Numba's helpers write unchecked, and `np.add.at` in the user's code is an
+    index of theirs (jit.py checks the generated code's own subscripts)."""
+    if i < -n or i >= n:
+        raise IndexError("index is out of bounds")
+    return i
+
+
 @numba_of(add_at)
 def _add_at(a, index, values):
     if _array(index) and isinstance(index.dtype, types.Integer):
@@ -447,17 +457,23 @@ def _add_at(a, index, values):
                 flat = np.ascontiguousarray(index).reshape(-1)
                 v = np.ascontiguousarray(values).reshape((flat.size,) + a.shape[1:])
                 for j in range(flat.size):
-                    a[flat[j]] += v[j]
+                    a[_in_range(flat[j], a.shape[0])] += v[j]
 
             return scatter
 
         def scatter_scalar(a, index, values):
             flat = np.ascontiguousarray(index).reshape(-1)
             for j in range(flat.size):
-                a[flat[j]] += values
+                a[_in_range(flat[j], a.shape[0])] += values
 
         return scatter_scalar
 
+    if _element(a, index) and _integer(index):
+
+        def one(a, index, values):
+            a[_in_range(index, a.shape[0])] += values
+
+        return one
     if _element(a, index):
 
         def element(a, index, values):
