@@ -8,6 +8,7 @@ differences', for any shapes, starts and stops, empty and length-1 axes included
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -127,6 +128,41 @@ def test_a_fused_sums_columns_give_python_modes_value(shape):
     np.testing.assert_allclose(grad, s2sad.grad(squares)(u, x), rtol=1e-12, atol=1e-12)
     fused = compiled.source.split("else:")[0]
     assert ("squares_columns" in fused) == (len(shape) > 1)
+    assert ("squares_lanes" in fused) == (len(shape) == 1)
+
+
+@pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
+def test_a_fused_one_loop_sum_in_lanes_gives_python_modes_value_and_gradient(n):
+    """One loop's full sum in 32 lanes over whole blocks, then the elements after them: every
+    element added once (lengths around a block's), the gradient Python mode's and finite
+    differences'."""
+    u, x = rng().normal(size=n), rng(1).normal(size=n)
+    compiled = transform(squares, ("u",), "value_and_grad", (("u", 1), ("x", 1)), True)
+    (value, grad), _ = in_python(compiled, u, x)
+    assert value == pytest.approx(squares(u, x), rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(grad, s2sad.grad(squares)(u, x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, fd_grad(squares, (u, x), 0), rtol=1e-6, atol=1e-6)
+    assert "squares_lanes[i0 - i0_start] += " in compiled.source
+    assert "for i0 in range(i0_start, i0_start + 32):" in compiled.source
+
+
+def test_a_sum_in_lanes_is_closer_to_the_exact_sum_than_one_accumulator():
+    """Lanes of 1/32 of the elements each: an error within a few of NumPy's pairwise sum's,
+    below one accumulator's (math.fsum the exact sum)."""
+    t = rng(2).random(20_000) * 1e3 + 1e6
+    ones = np.ones_like(t)
+    compiled = transform(total, ("t",), "value_and_grad", (("t", 1), ("w", 1)), True)
+    (value, _), _ = in_python(compiled, t, ones)
+    exact = math.fsum(t)
+    running = 0.0
+    for v in t:
+        running += v
+    assert abs(value - exact) < abs(running - exact)
+    assert abs(value - exact) <= 4 * max(abs(np.sum(t) - exact), np.spacing(exact))
+
+
+def total(t, w):
+    return np.sum(t * w)
 
 
 def squares(u, x):
