@@ -9,6 +9,7 @@ and negative or strided column reads included."""
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 import textwrap
 
@@ -22,6 +23,7 @@ from test_jit_fuse_slices import in_python
 import s2sad
 from benchmarks.workloads import ba
 from s2sad.pipeline.fusion import fuse
+from s2sad.pipeline.fusion.shapes import unit_axes
 from s2sad.pipeline.fusion.views import viewed
 from s2sad.transform_cache import transform
 
@@ -157,7 +159,9 @@ def test_bundle_adjustments_pieces_are_views_and_its_columns_added_in_the_loops(
     compiled = transform(ba.ba_residuals, ("cams", "X", "w"), "vjp", BA_RANKS, True)
     adjoint = _fused_parts(compiled.source.split("# adjoint sweep:")[1].split("\ndef ")[0])
     assert "concatenate_vjp" not in adjoint  # the fused code's; its fallback keeps the calls
-    assert "dr_x_P_sub3 = dr_x_P[:, 2:3]" in adjoint  # a column: read as a number
+    # a column (bounded by the pieces' shapes, slices of `r`), read as a number in the loop
+    assert "dr_x_P_sub = dr_x_P[:, : r_x_P_sub.shape[1]]" in adjoint
+    assert "dr_x_P_sub3[i0, 0]" in adjoint
     assert "dtheta = du_item[:, 0]" in adjoint  # the cotangent of `theta[:, None]`
     for column in range(3):  # `u[:, k:k + 1]`: added into `du` where the run computes them
         assert f"du[slice(None, None, None), slice({column}, {column + 1}, None)]" in adjoint
@@ -168,7 +172,7 @@ def test_bundle_adjustments_pieces_are_views_and_its_columns_added_in_the_loops(
 
 def test_a_column_added_into_a_gradient_made_before_gives_python_modes_numbers():
     adjoint = _adjoint("rotated")
-    assert "dz_sub3 = dz[:, 2:3]" in adjoint and "dz_sub = dz[:, :1]" in adjoint
+    assert "dz_sub = dz[:, : z_sub.shape[1]]" in adjoint and "dz_sub3[i0, 0]" in adjoint
     assert "du_view" in adjoint or "add_at(du" in adjoint
 
 
@@ -218,6 +222,82 @@ def test_a_piece_of_a_flattened_concatenation_or_a_list_stays_a_call():
         _rewritten(default, {"g": 2, "a": 2, "b": 2})
         == "db = g[a.shape[0]:a.shape[0] + b.shape[0]]"
     )
+
+
+def empty_column(x, w):
+    """`x[:, 2:3]` is empty where `x` has two columns: no piece of the cotangent is its."""
+    c = np.concatenate([x[:, 2:3], x[:, 0:1]], axis=1)
+    return np.sum(np.sin(c) * w)
+
+
+def empty_first(x, y):
+    c = np.concatenate([x[:, 2:3], y], axis=1)
+    return np.sum(np.sin(c) * np.arange(1.0, 3.0))
+
+
+def empty_row(x, y):
+    c = np.concatenate([x[1:2], y], axis=0)  # `x` of one row
+    return np.sum(np.sin(c) * c)
+
+
+def empty_middle(x, y, w):
+    c = np.concatenate([x * 2.0, y[0:1], np.sin(x)], axis=0)  # `y` of no rows
+    return np.sum(c * c * w)
+
+
+def edge_padded(x, y):
+    c = np.concatenate([x[0:1], y, x[-1:]])  # `x` empty
+    return np.sum(np.sin(c) * c)
+
+
+EMPTY_PIECES = {
+    "empty_column": (empty_column, [(5, 2), (5, 1)], (0, 1)),
+    "empty_first": (empty_first, [(3, 2), (3, 2)], (0, 1)),
+    "empty_row": (empty_row, [(1, 3), (2, 3)], (0, 1)),
+    "empty_middle": (empty_middle, [(3, 4), (0, 4), (6, 4)], (0, 1, 2)),
+    "edge_padded": (edge_padded, [(0,), (3,)], (0, 1)),
+    "edge_padded_full": (edge_padded, [(2,), (3,)], (0, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_PIECES))
+def test_a_slice_taken_for_a_column_but_empty_cuts_the_cotangent_right(name):
+    """The fused code's pieces, outside any guard and read by the fallback too, are bounded by
+    the slices' actual lengths, not the length 1 fusion guesses for `x[:, 2:3]`, `x[-1:]`."""
+    f, shapes, wrt = EMPTY_PIECES[name]
+    args = [rng(j).normal(size=s) for j, s in enumerate(shapes)]
+    params = tuple(inspect.signature(f).parameters)
+    ranks = tuple((p, len(s)) for p, s in zip(params, shapes))
+    compiled = transform(f, tuple(params[k] for k in wrt), "grad", ranks, True)
+    assert "concatenate_vjp" not in _fused_parts(compiled.source)
+    got, _ = in_python(compiled, *args)
+    expected = s2sad.grad(f, wrt=wrt)(*args)
+    for k, g, e in zip(wrt, got, expected):
+        assert g.shape == args[k].shape
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(g, fd_grad(f, args, k), rtol=1e-6, atol=1e-6)
+
+
+def test_only_a_proven_length_1_bounds_a_piece_by_a_number():
+    """`x[:, None]` has one column whatever `x`; `x[:, 2:3]` has one only where `x` is wide
+    enough: its piece is bounded by its shape, still known to the runs as a column."""
+    text = (
+        "u = x[:, None]\na = x2[:, 2:3]\nb = x2[:, -1:]\n"
+        "du = concatenate_vjp(g, [u, a, b], 0, axis=1)\n"
+        "da = concatenate_vjp(g, [u, a, b], 1, axis=1)\n"
+        "db = concatenate_vjp(g, [u, a, b], 2, axis=1)\n"
+    )
+    ranks = {"g": 2, "x": 1, "x2": 2, "u": 2, "a": 2, "b": 2, "da": 2, "db": 2}
+    assert _rewritten(text, ranks).splitlines()[3:] == [
+        "du = g[:, :1]",
+        "da = g[:, 1:1 + a.shape[1]]",
+        "db = g[:, a.shape[1] + 1:a.shape[1] + 1 + b.shape[1]]",
+    ]
+    stmts = ast.parse(_rewritten(text, ranks)).body
+    units = unit_axes(stmts, lambda n: ranks.get(n.id) if isinstance(n, ast.Name) else None)
+    assert units["da"] == units["db"] == units["a"] == frozenset({1})  # guesses, guarded
+    proven = unit_axes(stmts, lambda n: ranks.get(getattr(n, "id", None)), proven=True)
+    assert proven["u"] == frozenset({1}) and not proven["a"] | proven["b"] | proven["da"]
 
 
 # ----------------------------------------------------------------------------- random shapes

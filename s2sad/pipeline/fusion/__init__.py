@@ -56,8 +56,10 @@ would otherwise send every call to the unfused branch; statements further on of 
 shape, independent of those between, move up to join it.
 
 Before runs are gathered, the adjoint's pieces of a cotangent are written as the views they
-are (views.py): `concatenate_vjp(g, [a, b, c], 2, axis=1)` as `g[:, 2:3]` where the pieces'
-lengths along the axis are known to be 1 (else bounded by `a.shape[1]`), the cotangent of
+are (views.py): `concatenate_vjp(g, [a, b, c], 2, axis=1)` as `g[:, lo : lo + c.shape[1]]`
+(a length written as 1 only where proven, as of `x[:, None]`: these slices are outside any guard;
+`c = x[:, 2:3]` is a column to the runs that read the slice, their guards checking it), the
+cotangent of
 `x[:, None]` as `g[:, 0]` where nothing sharing its memory is written into or returned; runs
 then read them, knowing their axes of length 1, and the adds into their columns
 (`add_at(du, (slice(None), slice(2, 3)), du2)`) join the run computing them.

@@ -26,39 +26,42 @@ def constant_int(node):
     return None
 
 
-def unit_axes(nodes, rank) -> dict[str, frozenset]:
+def unit_axes(nodes, rank, proven: bool = False) -> dict[str, frozenset]:
     """Each name -> the axes of its value known to have length 1, where every assignment of it
-    says so (a guess the guards check: names assigned nowhere here have none)."""
+    says so (a guess the guards check: names assigned nowhere here have none). `proven`: only
+    the axes of length 1 whatever the shapes (`x[:, None]`, `keepdims`), not those of slices
+    (`x[:, 2:3]` is empty where `x` has two columns), for code no guard protects."""
     found: dict[str, frozenset] = {}
     for node in nodes:
         for n in walk_nodes(node):
             if isinstance(n, ast.Assign) and len(n.targets) == 1:
                 target = n.targets[0]
                 if isinstance(target, ast.Name):
-                    units = units_of(n.value, found, rank)
+                    units = units_of(n.value, found, rank, proven)
                     found[target.id] = found.get(target.id, units) & units
     return found
 
 
-def units_of(node, found: dict, rank) -> frozenset:
-    """The axes of `node`'s value known to have length 1, given those of the names (`found`)."""
+def units_of(node, found: dict, rank, proven: bool = False) -> frozenset:
+    """The axes of `node`'s value known to have length 1, given those of the names (`found`);
+    `proven`: as `unit_axes`."""
     none = frozenset()
     if isinstance(node, ast.Name):
         return found.get(node.id, none)
     if isinstance(node, ast.Subscript):
-        return _subscript_units(node, found, rank)
+        return _subscript_units(node, found, rank, proven)
     name = text_of(getattr(node, "func", None))
     if isinstance(node, ast.Call) and name in _OVER and len(node.args) == 3:
         axis, keep, r = constant_int(node.args[1]), node.args[2], rank(node.args[0])
         if axis is None or not (isinstance(keep, ast.Constant) and keep.value is True) or not r:
             return none
-        return units_of(node.args[0], found, rank) | {axis % r}
+        return units_of(node.args[0], found, rank, proven) | {axis % r}
     if isinstance(node, ast.Call) and name in SHAPE_ONLY and len(node.args) > 1:
-        return units_of(node.args[1], found, rank)  # of the shape of its second argument
+        return units_of(node.args[1], found, rank, proven)  # of the shape of its second argument
     if isinstance(node, ast.Call) and name in _SAME_SHAPE and len(node.args) == 1:
-        return units_of(node.args[0], found, rank)
+        return units_of(node.args[0], found, rank, proven)
     if isinstance(node, ast.UnaryOp):
-        return units_of(node.operand, found, rank)
+        return units_of(node.operand, found, rank, proven)
     if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
         operands = [node.left, node.right]
     elif isinstance(node, ast.Call) and (name in _SAME_SHAPE or name == "np.where"):
@@ -73,17 +76,18 @@ def units_of(node, found: dict, rank) -> frozenset:
         q = rank(operand)
         if not isinstance(q, int):
             return none
-        mine = units_of(operand, found, rank)
+        mine = units_of(operand, found, rank, proven)
         units -= {r - q + j for j in range(q) if j not in mine}
     return frozenset(units)
 
 
-def _subscript_units(node: ast.Subscript, found: dict, rank) -> frozenset:
-    """`x[:, None]`, `x[:, 2:3]`, `x[0]`: the axes of the result of length 1."""
+def _subscript_units(node: ast.Subscript, found: dict, rank, proven: bool) -> frozenset:
+    """`x[:, None]`, `x[:, 2:3]`, `x[0]`: the axes of the result of length 1 (of slices, a
+    guess: none where `proven`)."""
     r = rank(node.value)
     if not isinstance(r, int):
         return frozenset()
-    mine = units_of(node.value, found, rank)
+    mine = units_of(node.value, found, rank, proven)
     items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
     units, axis, out = set(), 0, 0
     for item in items:
@@ -96,6 +100,10 @@ def _subscript_units(node: ast.Subscript, found: dict, rank) -> frozenset:
             step = constant_int(item.step) if item.step is not None else 1
             whole = item.lower is None and item.upper is None and item.step is None
             if whole and axis in mine:
+                units.add(out)
+            elif proven:
+                pass
+            elif item.step is None and _unit_span(item, found):  # `g[:, a.shape[1] : ...]`
                 units.add(out)
             elif step == 1 and lower == -1 and item.upper is None:  # `x[:, -1:]`
                 units.add(out)
@@ -114,6 +122,32 @@ def _subscript_units(node: ast.Subscript, found: dict, rank) -> frozenset:
             return frozenset()
     units |= {out + j - axis for j in mine if j >= axis}
     return frozenset(units)
+
+
+def _unit_span(item: ast.Slice, found: dict) -> bool:
+    """`lo : lo + 1` or `lo : lo + a.shape[j]` (`: a.shape[j]`) where `a`'s axis `j` is taken to
+    have length 1: the slices a concatenation's cotangent is cut into (fusion/views)."""
+    upper = item.upper
+    if item.lower is None:
+        length = upper
+    elif isinstance(upper, ast.BinOp) and isinstance(upper.op, ast.Add):
+        if ast.dump(upper.left) != ast.dump(item.lower):
+            return False
+        length = upper.right
+    else:
+        return False
+    if isinstance(length, ast.Constant):
+        return length.value == 1
+    if not (isinstance(length, ast.Subscript) and isinstance(length.value, ast.Attribute)):
+        return False
+    shape = length.value
+    j = constant_int(length.slice)
+    return (
+        shape.attr == "shape"
+        and isinstance(shape.value, ast.Name)
+        and j is not None
+        and j in found.get(shape.value.id, frozenset())
+    )
 
 
 def right_aligned(rank: int, q: int, units: frozenset, run_units: frozenset):

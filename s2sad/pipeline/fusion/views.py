@@ -4,8 +4,11 @@ read them and know their axes of length 1.
 `concatenate_vjp(g, [a, b, c], 2, axis=1)` is already a view of `g` (in NumPy and in Numba),
 made by a call whose result's shape fusion cannot see: the runs around it break, and a piece of
 an axis of length 1 (`u1 * P2 - u2 * P1` of `(n, 1)`) is not known to be one. Written as the
-slice it is, `g[:, 2:3]` (bounds from the pieces' lengths along the axis: 1 where known, else
-`a.shape[1]`), it is a view runs read in place, and its axis of length 1 is known.
+slice it is, `g[:, a.shape[1] : a.shape[1] + b.shape[1]]` (bounds from the pieces' lengths
+along the axis: 1 where proven, as of `x[:, None]`, else `b.shape[1]`), it is a view runs read in
+place, and its axis of length 1 is known: proven, or guessed (`b = x[:, 2:3]`) and checked by the
+guards of the runs that read it. The slice itself is outside any guard, and the fallback reads it
+too: a guessed length there (`b` is empty where `x` has two columns) cut wrong slices.
 
 `getitem_vjp(g, x, (slice(None, None, None), None))`, the cotangent of `x[:, None]`, zeroes an
 array of `x`'s shape and adds `g` into it: every element once. It is `g[:, 0]`, a view, where
@@ -28,7 +31,7 @@ def viewed(blocks: list[list], rank_of, reads: list) -> list[list]:
     """`blocks` (statement lists) with the pieces of cotangents above written as views, in
     copies of the statements changed."""
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
-    units = unit_axes(nodes, rank_of)
+    units = unit_axes(nodes, rank_of, proven=True)
     links = sharing(nodes)
     kept = written_in_place(nodes) | names_in(reads)  # no view may reach these
     return [_block(b, rank_of, units, links, kept) for b in blocks]
@@ -75,8 +78,13 @@ def _concatenated_piece(value, rank_of, units: dict):
     if any(rank_of(p) != rank for p in pieces.elts[: k + 1]):
         return None
     lengths = [_length(p.id, axis, units) for p in pieces.elts[: k + 1]]
-    lower = _total(lengths[:k])
-    upper = _total(lengths)
+    lower, own = _total(lengths[:k]), lengths[k]
+    if isinstance(lower, ast.Constant) and isinstance(own, ast.Constant):
+        upper = ast.Constant(lower.value + own.value)
+    elif isinstance(lower, ast.Constant) and lower.value == 0:
+        upper = own
+    else:  # `lo : lo + b.shape[1]`, as fusion/shapes reads the length of the slice
+        upper = ast.BinOp(lower, ast.Add(), own)
     if isinstance(lower, ast.Constant) and lower.value == 0:
         lower = None
     items = [ast.Slice() for _ in range(axis)] + [ast.Slice(lower, upper)]
