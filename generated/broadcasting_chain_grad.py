@@ -115,7 +115,14 @@ def matmul_vjp_rhs(g, a, b):
 def like_input(g, x):
     """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
     Python number), an array that can be written into and shares no memory with `x`. An integer
-    or bool input's gradient stays float64: its dtype would truncate the numbers."""
+    or bool input's gradient stays float64: its dtype would truncate the numbers. A list or
+    tuple input (code made without example arguments reads it as one array) gets a list or
+    tuple of gradients, as in-process s2sad gives; an element no cotangent reached (the 0 of an
+    array of objects) is zeros of that element's shape."""
+    if type(x) in (list, tuple) and isinstance(g, np.ndarray) and g.ndim and len(g) == len(x):
+        return type(x)(
+            like_input(np.zeros(np.shape(e)) if type(d) is int else d, e) for d, e in zip(g, x)
+        )
     if isinstance(x, np.ndarray):
         dtype = x.dtype if x.dtype.kind in "fc" else np.float64
         g = np.asarray(g, dtype=dtype).reshape(x.shape)

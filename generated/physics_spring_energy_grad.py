@@ -85,9 +85,10 @@ def _is_basic(index):
 
 
 def getitem_vjp(g, x, index):
-    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
-    arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
-    (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple or
+    list of arrays of one shape (np.linalg.slogdet's pair, a list of weights passed to code made
+    without example arguments) is read as one array; of several shapes (np.linalg.eigh's), its
+    cotangent is an array of objects, 0 where none reached."""
     if isinstance(x, dict) or isinstance(index, str):
         raise TypeError(
             f"a dict read by the key {index!r} where this code takes the differentiated value "
@@ -95,7 +96,7 @@ def getitem_vjp(g, x, index):
             "structure): make it with example arguments, s2sad.source(g, *args), or an "
             "`inputs(rng)` function in the file for `s2sad emit`"
         )
-    if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
+    if isinstance(x, (tuple, list)) and len({np.shape(e) for e in x}) > 1:
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
         return dx
@@ -107,7 +108,7 @@ def getitem_vjp(g, x, index):
     ):
         dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
     else:
-        dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+        dtype = np.result_type(g, *(x if isinstance(x, (tuple, list)) else (x,)), np.float32)
         dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
@@ -119,7 +120,14 @@ def getitem_vjp(g, x, index):
 def like_input(g, x):
     """The gradient `g` with the type, dtype and shape of its input `x` (a Python float for a
     Python number), an array that can be written into and shares no memory with `x`. An integer
-    or bool input's gradient stays float64: its dtype would truncate the numbers."""
+    or bool input's gradient stays float64: its dtype would truncate the numbers. A list or
+    tuple input (code made without example arguments reads it as one array) gets a list or
+    tuple of gradients, as in-process s2sad gives; an element no cotangent reached (the 0 of an
+    array of objects) is zeros of that element's shape."""
+    if type(x) in (list, tuple) and isinstance(g, np.ndarray) and g.ndim and len(g) == len(x):
+        return type(x)(
+            like_input(np.zeros(np.shape(e)) if type(d) is int else d, e) for d, e in zip(g, x)
+        )
     if isinstance(x, np.ndarray):
         dtype = x.dtype if x.dtype.kind in "fc" else np.float64
         g = np.asarray(g, dtype=dtype).reshape(x.shape)

@@ -56,6 +56,10 @@ def by_variable_key(p, y):
 
 def independent(x, y):
     return np.sum(x)
+
+
+def listed(ws, x):
+    return np.sum(ws[0] * x) + np.sum(np.sin(ws[1]))
 """
 
 PLAIN = """
@@ -345,3 +349,30 @@ def test_a_dict_read_by_a_variable_key_in_generic_code_is_a_clear_error(trees):
     _, emitted = _emitted(path, "by_variable_key", ["p"])
     with pytest.raises(TypeError, match="a dict read by the key 'W'.*inputs\\(rng\\)"):
         emitted.grad_by_variable_key({"W": np.ones(2)}, np.ones(2))
+
+
+@pytest.mark.parametrize(
+    "ws",
+    [
+        [np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.1, -0.7])],
+        (np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.1, -0.7])),
+        [np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.1]), np.ones((2, 2))],  # shapes differ
+        [0.3, -1.2, 2.0],
+    ],
+    ids=["list", "tuple", "shapes differ", "floats"],
+)
+def test_a_list_read_by_index_in_generic_code_gets_a_list_of_gradients(trees, ws):
+    """`ws[0]`, `ws[1]` of a list, in code made without example arguments: NumPy's `Field
+    elements must be 2- or 3-tuples` from getitem_vjp before (break-it review); now what
+    in-process grad gives, a list (tuple) of gradients each like its element."""
+    path, module = trees
+    _, emitted = _emitted(path, "listed", ["ws"])
+    x = np.array([0.5, 1.5, 2.7]) if np.ndim(ws[0]) else 0.7
+    got = emitted.grad_listed(ws, x)
+    expected = s2sad.grad(module.listed)(ws, x)
+    assert type(got) is type(ws) and len(got) == len(ws)
+    for k, (g, e, w) in enumerate(zip(got, expected, ws)):
+        assert type(g) is type(e) and np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+        fd = _fd(lambda v, x: module.listed(ws[:k] + type(ws)([v]) + ws[k + 1 :], x), [w, x], 0)
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)

@@ -149,9 +149,10 @@ defvjp(
 
 @helper(jvp=linear("g"), shape_only=("x",), shaped_like="x")
 def getitem_vjp(g, x, index):
-    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple of
-    arrays of one shape (np.linalg.slogdet's pair) is read as one array; of several shapes
-    (np.linalg.eigh's), its cotangent is an array of objects, 0 where none reached."""
+    """Scatter the cotangent of `x[index]` back; repeated integer indices add up. A tuple or
+    list of arrays of one shape (np.linalg.slogdet's pair, a list of weights passed to code made
+    without example arguments) is read as one array; of several shapes (np.linalg.eigh's), its
+    cotangent is an array of objects, 0 where none reached."""
     if isinstance(x, dict) or isinstance(index, str):
         raise TypeError(
             f"a dict read by the key {index!r} where this code takes the differentiated value "
@@ -159,7 +160,7 @@ def getitem_vjp(g, x, index):
             "structure): make it with example arguments, s2sad.source(g, *args), or an "
             "`inputs(rng)` function in the file for `s2sad emit`"
         )
-    if isinstance(x, tuple) and len({np.shape(e) for e in x}) > 1:
+    if isinstance(x, (tuple, list)) and len({np.shape(e) for e in x}) > 1:
         dx = np.zeros(len(x), dtype=object)
         dx[index] = g
         return dx
@@ -171,7 +172,7 @@ def getitem_vjp(g, x, index):
     ):
         dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
     else:
-        dtype = np.result_type(g, *(x if isinstance(x, tuple) else (x,)), np.float32)
+        dtype = np.result_type(g, *(x if isinstance(x, (tuple, list)) else (x,)), np.float32)
         dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
