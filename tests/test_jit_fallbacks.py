@@ -114,6 +114,46 @@ def joins(x, y):
     return np.sum(a * a) + np.sum(b**2) + np.sum(c**3) + np.sum(np.sin(d)) + np.sum(e * x[:, None])
 
 
+def grown(a, b):
+    """A vstack of a vector and a matrix in a loop, and numbers appended to `np.array([])`."""
+    t = 0.0
+    out = np.array([])
+    for i in range(2):
+        t = t + np.sum(np.vstack([a * (i + 1.0), b]) ** 2)
+        out = np.append(out, a[i] * t)
+    return t + np.sum(np.sin(out))
+
+
+def test_joins_of_mixed_ranks_and_numbers_appended_compile():
+    """`np.vstack([vector, matrix])` (Numba's takes one rank: each given two axes first),
+    `np.append(out, number)` in a loop (the number's cotangent a number) and `np.array([])`
+    compile; the gradient is Python mode's and central differences'."""
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=3), rng.normal(size=(2, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)
+        got = s2sad.grad(grown, wrt=(0, 1), jit="strict")(a, b)
+    want = s2sad.grad(grown, wrt=(0, 1))(a, b)
+    for g, w, x in zip(got, want, (a, b)):
+        assert g.shape == x.shape and g.dtype == x.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+    fd = [_fd_gradient(grown, (a, b), k) for k in (0, 1)]
+    for g, f in zip(got, fd):
+        np.testing.assert_allclose(g, f, rtol=1e-6, atol=1e-8)
+
+
+def _fd_gradient(f, args, k, eps=1e-6):
+    x = args[k]
+    out = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        up, down = list(args), list(args)
+        up[k], down[k] = x + e, x - e
+        out[i] = (f(*up) - f(*down)) / (2 * eps)
+    return out
+
+
 def test_stack_of_a_loops_values_compiles_forward_and_reverse():
     u0 = np.linspace(0.5, 1.5, 6)
     with warnings.catch_warnings():
@@ -168,7 +208,9 @@ def test_a_strict_error_far_into_the_function_names_the_users_line():
     with pytest.raises(JitError) as info:
         s2sad.grad(scanned_late, jit="strict")(np.ones((3, 2)), np.ones((3, 2)))
     line = inspect.getsourcelines(scanned_late)[1] + 6
-    assert f"line {line} (`return np.sum(np.cumsum(g, axis=1) * b)`)" in str(info.value)
+    assert f"(test_jit_fallbacks.py line {line}: `return np.sum(np.cumsum(g, axis=1) * b)`)" in str(
+        info.value
+    )
 
 
 def test_numba_reason_reads_the_marked_line_where_numba_elides_the_source():
@@ -185,7 +227,28 @@ def test_numba_reason_reads_the_marked_line_where_numba_elides_the_source():
     )
     reason = numba_reason(Exception(message), source)
     assert reason.startswith("No implementation of function")
-    assert reason.endswith("(at line 7 (`return np.stack([u, u ** 2])`))")
+    assert reason.endswith(" (line 7: `return np.stack([u, u ** 2])`)")
+
+
+def test_numba_reason_names_the_generated_line_not_numbas_own():
+    """Numba shows its own function first where one of its overloads refused the types (its
+    `_np_vstack`): the reason names the generated line below it, told as the user's."""
+    message = (
+        "No implementation of function Function(<function vstack at 0x1>) found for signature:\n"
+        " >>> vstack(Tuple(array(float64, 1d, C), array(float64, 2d, C)))\n"
+        'File "numba/np/arrayobj.py", line 6697:\ndef impl_np_vstack(tup):\n'
+        "    <source elided>\n        return _np_vstack(tup)\n        ^\n"
+        'File "gen.py", line 12:\ndef _grad_f_py(a, b):\n    <source elided>\n'
+        "        f_vstack = np.vstack((a_mul, b))\n        ^\n"
+    )
+    source = (
+        "def grad_f(a, b):\n    for i in range(2):\n"
+        "        # line 7: t = t + np.sum(np.vstack([a * i, b]))\n"
+        "        a_mul = a * i\n        f_vstack = np.vstack((a_mul, b))\n"
+    )
+    reason = numba_reason(Exception(message), source)
+    assert reason.endswith(" (line 7: `t = t + np.sum(np.vstack([a * i, b]))`)"), reason
+    assert "_np_vstack" not in reason
 
 
 # generated code of a CFL loop whose helper's np.where of Python floats is float64 whatever u's
