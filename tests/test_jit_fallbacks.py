@@ -114,46 +114,6 @@ def joins(x, y):
     return np.sum(a * a) + np.sum(b**2) + np.sum(c**3) + np.sum(np.sin(d)) + np.sum(e * x[:, None])
 
 
-def grown(a, b):
-    """A vstack of a vector and a matrix in a loop, and numbers appended to `np.array([])`."""
-    t = 0.0
-    out = np.array([])
-    for i in range(2):
-        t = t + np.sum(np.vstack([a * (i + 1.0), b]) ** 2)
-        out = np.append(out, a[i] * t)
-    return t + np.sum(np.sin(out))
-
-
-def test_joins_of_mixed_ranks_and_numbers_appended_compile():
-    """`np.vstack([vector, matrix])` (Numba's takes one rank: each given two axes first),
-    `np.append(out, number)` in a loop (the number's cotangent a number) and `np.array([])`
-    compile; the gradient is Python mode's and central differences'."""
-    rng = np.random.default_rng(2)
-    a, b = rng.normal(size=3), rng.normal(size=(2, 3))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", JitFallbackWarning)
-        got = s2sad.grad(grown, wrt=(0, 1), jit="strict")(a, b)
-    want = s2sad.grad(grown, wrt=(0, 1))(a, b)
-    for g, w, x in zip(got, want, (a, b)):
-        assert g.shape == x.shape and g.dtype == x.dtype
-        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
-    fd = [_fd_gradient(grown, (a, b), k) for k in (0, 1)]
-    for g, f in zip(got, fd):
-        np.testing.assert_allclose(g, f, rtol=1e-6, atol=1e-8)
-
-
-def _fd_gradient(f, args, k, eps=1e-6):
-    x = args[k]
-    out = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = eps
-        up, down = list(args), list(args)
-        up[k], down[k] = x + e, x - e
-        out[i] = (f(*up) - f(*down)) / (2 * eps)
-    return out
-
-
 def test_stack_of_a_loops_values_compiles_forward_and_reverse():
     u0 = np.linspace(0.5, 1.5, 6)
     with warnings.catch_warnings():
