@@ -294,7 +294,7 @@ def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
         return one_axis
     if not (_absent(axis) or _integer(axis)):  # (of a vector, one axis is every element)
         return None
-    if _array(g):  # kept dimensions
+    if _array(g) and g.ndim > 0:  # kept dimensions
 
         def kept(g, x, axis=None, ddof=0, keepdims=False):
             gx = expand_reduced(g, x, axis, keepdims)
@@ -369,7 +369,7 @@ def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
         return one_axis
     if not (_absent(axis) or _integer(axis)):  # (of a vector, one axis is every element)
         return None
-    if _array(g):  # kept dimensions
+    if _array(g) and g.ndim > 0:  # kept dimensions
 
         def kept(g, x, ans, axis=None, ddof=0, keepdims=False):
             scale = expand_reduced(ans, x, axis, keepdims) * (x.size - ddof)
