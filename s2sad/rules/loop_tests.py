@@ -88,6 +88,25 @@ def _float_arrays(*arrays):
 
 
 @helper(nondiff=True)
+def kept_dtype(source, *arrays):
+    """Whether NumPy computes with `arrays` in the float dtype of the array `source` (arrays of
+    that dtype, or integer or boolean ones of fewer bits): a fused run reads them as it reads
+    its float arrays, after `float_arrays` (pipeline/fusion/dtypes.py). Python runs the array
+    statements: False."""
+    return False
+
+
+@numba_of(kept_dtype)
+def _kept_dtype(source, *arrays):
+    if not _one_float_dtype((source,)) or not all(_array(t) for t in arrays):
+        return None
+    dtype = as_dtype(source.dtype)
+    if any(np.result_type(dtype, as_dtype(t.dtype)) != dtype for t in arrays):
+        return None
+    return lambda source, *arrays: True
+
+
+@helper(nondiff=True)
 def widened_by(v, *dtypes):
     """`v`, a value a loop carries, in the widest float dtype of it and `dtypes` (those of the
     arrays its step reads, or the numbers themselves): compiled, a float32 value a float64 one
