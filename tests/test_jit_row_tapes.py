@@ -1,5 +1,6 @@
 """Tapes of rows in jitted code (pipeline/row_tapes.py): a loop whose trip count is known when
-it starts records its values into rows of one array each, made at the first push. Each case is
+it starts records its values into rows of one array each, made at the first push, or before the
+loop like the buffer a fused run writes the value into (rows_before.py). Each case is
 checked against finite differences (float64) and Python mode, and the fused code is read for
 which tapes became rows: loops with a known trip count (nested too), but not a `while` loop, a
 loop whose bounds an outer loop changes (`range(i)`), or values pushed at a `break`. Values whose
@@ -133,6 +134,9 @@ def test_nested_loops_share_one_count_and_rows_for_both():
     x, w = rng.normal(size=6), rng.normal(size=(3, 6))
     source = _fused_source(s2sad.grad(gated_layers, wrt=("x", "w"), jit="strict"), x, w, 5, 3)
     assert "j_taped" in source and "* m" in source  # rows for n * m inner iterations
+    # the gate is written into a buffer made before the loops: its rows are made there too
+    made = source.index("gate_tape = rows_like(gate_buffer, j_trips)")
+    assert made < source.index("\n    for t in range(n):") and "row_tape(gate," not in source
     check_grad(gated_layers, (x, w, 5, 3), wrt=("x", "w"))
     _same_as_python(gated_layers, (x, w, 5, 3), ("x", "w"))
 
@@ -233,6 +237,25 @@ def test_python_forms_are_lists():
     push_row(tape, 0, a)
     push_row(tape, 1, b)
     assert pop_row(tape, 1) is b and pop_row(tape, 0) is a and tape == []
+
+
+def test_rows_made_like_a_buffer_take_only_values_that_fit():
+    """Rows made before their loop like a buffer (`rows_like`) are that buffer's guess: a value
+    of another shape, dtype or number of axes raises the misfit the fallback catches."""
+    import s2sad.numba_helpers  # noqa: F401  (registers the helpers' Numba forms)
+    from s2sad.rules.tapes import ROW_TAPE_MISFIT, pop_row, push_row, rows_like
+
+    @numba.njit
+    def keep(buffer, x):
+        tape = rows_like(buffer, 2)
+        push_row(tape, 1, x)
+        return pop_row(tape, 1)
+
+    assert np.array_equal(keep(np.zeros(3), np.arange(3.0)), np.arange(3.0))
+    for x in (np.ones(4), np.ones(3, np.float32), np.ones((1, 3))):
+        with pytest.raises(ValueError, match=ROW_TAPE_MISFIT):
+            keep(np.zeros(3), x)
+    assert rows_like(np.zeros(3), 2) == []  # Python: a list, which keeps any value
 
 
 def unnamed_steps(x, n):  # `for _ in range(n)`: the count is named after the steps

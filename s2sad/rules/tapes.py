@@ -93,9 +93,10 @@ def _shape_pop(tape, x):
 
 # Tapes of rows (pipeline/row_tapes.py): in jitted code, where a loop's trip count is known
 # when it starts, a value it records once an iteration goes into a row of one array made at the
-# first push, not onto a list: one allocation a loop where the list kept one array a step (and
-# held them all), no list traffic, and the adjoint reads the rows back from one block. A value
-# that does not fit its row (another shape) raises a ValueError saying ROW_TAPE_MISFIT, and the
+# first push, or before the loop like a buffer the value is written into (`rows_like`), not
+# onto a list: one allocation a loop where the list kept one array a step (and held them all),
+# no list traffic, and the adjoint reads the rows back from one block. A value that does not
+# fit its row (another shape or dtype) raises a ValueError saying ROW_TAPE_MISFIT, and the
 # call runs again in the code without fused loops, which keeps lists (jit.py). The NumPy forms
 # are lists: Python mode keeps the arrays themselves, which costs less there than a copy.
 ROW_TAPE_MISFIT = "s2sad: a value recorded in a loop does not fit its tape's rows"
@@ -119,6 +120,21 @@ def _row_tape(x, capacity):
 
 
 @helper(nondiff=True)
+def rows_like(buffer, capacity):
+    """A tape for `capacity` values like `buffer`, made before their loop (pipeline/
+    rows_before.py): compiled, an array of `capacity` rows shaped like `buffer`; in Python, a
+    list."""
+    return []
+
+
+@numba_of(rows_like)
+def _rows_like(buffer, capacity):
+    if isinstance(buffer, types.Array):
+        return lambda buffer, capacity: np.empty((capacity,) + buffer.shape, buffer.dtype)
+    return None
+
+
+@helper(nondiff=True)
 def push_row(tape, k, x):
     """Record `x` as the tape's `k`-th value (from 0)."""
     tape.append(x)
@@ -127,6 +143,12 @@ def push_row(tape, k, x):
 @numba_of(push_row)
 def _push_row(tape, k, x):
     if isinstance(x, types.Array):
+        if x.dtype != tape.dtype or x.ndim != tape.ndim - 1:  # (rows made like a buffer)
+
+            def misfit(tape, k, x):
+                raise ValueError(ROW_TAPE_MISFIT)
+
+            return misfit
 
         def array_push(tape, k, x):
             if k >= tape.shape[0] or x.shape != tape.shape[1:]:
