@@ -239,7 +239,9 @@ def test_snapshots_copied_into_buffers():
     it is carried."""
     rng = np.random.default_rng(2)
     x, w = rng.normal(size=6), rng.normal(size=(4, 6))
-    source = _ran_fused(rows_in_place, (x, w, 4), ("x", "w"))
+    # (the code read, not compiled: the corpus, test_jit_corpus.py, runs it against Python mode)
+    source = s2sad.source(s2sad.grad(rows_in_place, wrt=("x", "w"), jit=True), x, w, 4)
+    check_grad(rows_in_place, (x, w, 4), wrt=("x", "w"))
     buffers = _buffers_before(source)
     outer = _loops(source)[0]
     for name, read in (("gate_item", "h[j]"), ("h_item", "h[j]"), ("total_item", "h[1]")):

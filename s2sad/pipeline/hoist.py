@@ -39,9 +39,11 @@ from .normalize import NameAllocator
 # calls whose result shares no memory with their arguments, or that keep none of them
 _FRESH = frozenset(
     {"row_tape", "shape_push", "shape_pop", "push_row", "add_at", "sum_over", "mean_over"}
+    | {"push_shape_row", "pop_shape_row"}
     | {"fusible", "float_arrays", "len", "expand_reduced", "snapshot"}
 )
-_SHAPE_TAPES = {"shape_push": 1, "shape_pop": 1, "row_tape": 0}  # the argument read for its shape
+# the argument read for its shape
+_SHAPE_TAPES = {"shape_push": 1, "shape_pop": 1, "row_tape": 0, "pop_shape_row": 2}
 _SHAPE_ATTRS = frozenset({"shape", "dtype", "size", "ndim"})
 _ALLOCATORS = {"empty": "reused", "zeros": "reused_zeros"}
 

@@ -64,7 +64,9 @@ def _made_before(loop: ast.For, before: set) -> list:
         trips = [s for s in test.body if not _row_make(s)]
         kept, moved = [], []
         for s in test.body:
-            if _row_make(s):
+            if _row_make(s) and s.value.func.id == "shape_rows":
+                moved.append(s)  # (rows of integers: known before the loop)
+            elif _row_make(s):
                 value = s.value.args[0]
                 buffer = buffers.get(value.id) if isinstance(value, ast.Name) else None
                 if buffer is None:
@@ -119,7 +121,7 @@ def _row_make(stmt) -> bool:
         isinstance(stmt, ast.Assign)
         and isinstance(stmt.value, ast.Call)
         and isinstance(stmt.value.func, ast.Name)
-        and stmt.value.func.id == "row_tape"
+        and stmt.value.func.id in ("row_tape", "shape_rows")
     )
 
 

@@ -135,6 +135,60 @@ def _rows_like(buffer, capacity):
 
 
 @helper(nondiff=True)
+def shape_rows(capacity, axes):
+    """A tape for `capacity` shapes of `axes` axes, counted with a group of rows
+    (pipeline/row_tapes.py): compiled, an array of `capacity` rows of `axes` integers; in
+    Python, a list."""
+    return []
+
+
+@numba_of(shape_rows)
+def _shape_rows(capacity, axes):
+    return lambda capacity, axes: np.empty((capacity, axes), np.intp)
+
+
+@helper(nondiff=True)
+def push_shape_row(tape, k, shape):
+    """Record `shape` (an array's, passed alone: no reference to the array is taken) as the
+    tape's `k`-th."""
+    tape.append(shape)
+
+
+@numba_of(push_shape_row)
+def _push_shape_row(tape, k, shape):
+    def push(tape, k, shape):
+        if k >= tape.shape[0] or len(shape) != tape.shape[1]:
+            raise ValueError(ROW_TAPE_MISFIT)
+        for axis in range(len(shape)):
+            tape[k, axis] = shape[axis]
+
+    return push
+
+
+@helper(nondiff=True)
+def pop_shape_row(tape, k, x):
+    """A stand-in (`shape_stub`) of the tape's `k`-th shape, in the dtype of `x`, the name's
+    current value."""
+    return shape_stub(np.broadcast_to(np.zeros((), np.asarray(x).dtype), tape.pop()))
+
+
+@numba_of(pop_shape_row)
+def _pop_shape_row(tape, k, x):
+    if not isinstance(x, types.Array):
+        return None
+    zero = np.zeros((), as_dtype(x.dtype))  # a constant of the compiled code
+    ndim = x.ndim
+
+    def stand_in(tape, k, x):
+        shape = x.shape
+        for axis in range(ndim):
+            shape = tuple_setitem(shape, axis, tape[k, axis])
+        return np.broadcast_to(zero, shape)
+
+    return stand_in
+
+
+@helper(nondiff=True)
 def push_row(tape, k, x):
     """Record `x` as the tape's `k`-th value (from 0)."""
     tape.append(x)
