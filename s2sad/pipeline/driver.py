@@ -52,6 +52,7 @@ from .snapshots import (
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
 from .row_tapes import row_tapes
+from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
@@ -390,6 +391,8 @@ def _reverse_mode(
         taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
+    # the rows of values written into those buffers made before their loops too
+    fused_primal = rows_before(fused_primal)
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
         [plain] = fuse(

@@ -2,7 +2,8 @@
 pipeline/lower.py): whether the fused loops may stand for the array statements they replace,
 and the test of a `while True:` that Numba cannot fold. In Python (the fallback of a jitted
 function) the array statements run: the guards are False there. Also the arrays a fused run in a
-loop writes into, made once before the loop (`reused`, pipeline/hoist.py).
+loop writes into, and the copies it snapshots, made once before the loop (`reused`,
+`snapshot_into`, pipeline/hoist.py).
 """
 
 import typing
@@ -187,6 +188,34 @@ def _reused_zeros(buffer, shape, dtype):
         return np.zeros(shape, buffer.dtype)
 
     return zeroed
+
+
+@helper(nondiff=True, shaped_like="v")
+def snapshot_into(buffer, v):
+    """`snapshot(v)` in a loop, made once before the loop (pipeline/hoist.py): `v`'s elements
+    copied into `buffer` where it has `v`'s shape and dtype, else a fresh copy. Python: a copy."""
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
+@numba_of(snapshot_into)
+def _snapshot_into(buffer, v):
+    if not _array(v):
+        return lambda buffer, v: v
+    if not (
+        _array(buffer)
+        and buffer.layout == "C"
+        and buffer.dtype == v.dtype
+        and buffer.ndim == v.ndim
+    ):
+        return lambda buffer, v: v.copy()  # (a guess of another kind: the plain copy)
+
+    def into(buffer, v):
+        if buffer.shape == v.shape:
+            buffer[...] = v
+            return buffer
+        return v.copy()
+
+    return into
 
 
 @type_test
