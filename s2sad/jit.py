@@ -34,6 +34,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     trusted_njit,
     user_stacklevel,
 )
+from .call_plans import Plan, keep, signature_key, use_fingerprint
 from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
@@ -261,6 +262,7 @@ class Jitted:
         self.runs_python = any(
             getattr(v, "compiles_itself", False) for v in compiled.globals.values()
         )
+        self.plans = {}  # (name, signature_key) -> the Plan of calls that ran compiled here
 
     @classmethod
     def of(cls, compiled) -> "Jitted":
@@ -270,10 +272,24 @@ class Jitted:
                 compiled.jitted = cls(compiled)
             return compiled.jitted
 
-    def __call__(self, args, strict: bool, name: str | None = None, what: str | None = None):
+    def __call__(self, args, strict: bool, name: str | None = None, what=None, key=None):
         """Run the compiled `name` (the main function by default) on `args`. `what` names the
-        user's transform in messages ("s2sad.grad(f, jit=True)")."""
+        user's transform in messages ("s2sad.grad(f, jit=True)"; any object whose str does);
+        `key`: `signature_key(args)` where the caller has it."""
         name = name or self.compiled.name
+        key = (name, signature_key(args) if key is None else key)
+        plan = self.plans.get(key)
+        if (
+            plan is not None
+            and plan.namespace is self.namespace
+            and self.module_failed is None
+            and not self.broadcast
+            and not self.misfits
+        ):
+            try:
+                return plan.retype(plan.dispatcher(*args))
+            except Exception:  # noqa: BLE001  (decided anew below, where the call runs again)
+                self.plans.pop(key, None)
         if self.runs_python:
             return self.compiled.functions.get(name, self.compiled.function)(*args)
         if self.namespace is None and self.module_failed is None:
@@ -282,9 +298,9 @@ class Jitted:
                     self.load()
         route = self._routed(name, args)
         if route == "unfused":
-            return self.without_fusion()(args, strict, name, what)
+            return self.without_fusion()(args, strict, name, what, key[1])
         if route == "branched":
-            return self.with_branches()(args, strict, name, what)
+            return self.with_branches()(args, strict, name, what, key[1])
         failed = None
         if route == "failed":
             failed = self.module_failed
@@ -292,7 +308,10 @@ class Jitted:
         if failed is None:
             try:
                 dispatcher = self.namespace[name]
-                return _float32_scalars(dispatcher, args, dispatcher(*args))
+                result = dispatcher(*args)
+                if route is None and key[1] is not None:  # (what it decided, kept)
+                    keep(self.plans, key, Plan.made(self.namespace, dispatcher, args))
+                return _float32_scalars(dispatcher, args, result)
             except ShapesNotFused:
                 # arrays that broadcast where a fused run takes one shape: the code with the
                 # `else:` branches runs the call, and those shapes from now on (nothing the call
@@ -447,6 +466,7 @@ class Jitted:
                         hint="give the two functions different names",
                     )
             self.namespace = namespace
+            use_fingerprint()
         except Exception as exc:  # the module itself failed: report like a typing error
             self.module_failed = exc
 

@@ -1,0 +1,129 @@
+"""Per-signature decisions of a jitted call, made once: a small gradient in an optimisation loop
+is called many times with arguments of the same kinds, and deciding again at each call what the
+kinds fix (the transform for their ranks, whether floats meet float32, how the compiled
+signature's numbers come back) cost a call more than the compiled code did.
+
+A call's kinds are `signature_key(args)`: each argument's type and Numba's own fingerprint of
+it (dtype, rank, layout, writability: what Numba compiles a function separately for), computed
+in C. The decisions themselves stay where they are made (jit.py, transformed.py); what they
+decided for one key is kept here as a `Plan`, and anything that could change between calls
+(the data read, memory shared, a fallback taken since) is still checked at each call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_FINGERPRINT = []  # Numba's compute_fingerprint, once Numba is loaded (jit.py loads it)
+
+PLANS_KEPT = 64  # plans per Jitted or Transformed: more kinds than this start again
+
+
+def use_fingerprint() -> None:
+    """Numba's fingerprint of a value, for `signature_key` (called when Numba has loaded)."""
+    if not _FINGERPRINT:
+        from numba._dispatcher import compute_fingerprint  # (Numba loads on first use)
+
+        _FINGERPRINT.append(compute_fingerprint)
+
+
+def signature_key(args) -> tuple | None:
+    """What decides a jitted call of `args`: their types and Numba's fingerprints of them;
+    None where Numba has not loaded or cannot fingerprint one (a call then decides anew)."""
+    if not _FINGERPRINT:
+        return None
+    try:
+        return tuple(map(type, args)), tuple(map(_FINGERPRINT[0], args))
+    except (ValueError, TypeError, NotImplementedError):
+        return None
+
+
+ANEW = object()  # (what a planned call returns where its plan no longer serves: decided anew)
+
+
+class Deferred:
+    """A message's text made only where a message is made (`str`): each call used to format
+    the user's transform as they wrote it (`Transformed.jit_label`) for messages never shown."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text  # a function of no arguments
+
+    def __str__(self):
+        return self.text()
+
+
+def keep(plans: dict, key, plan) -> None:
+    """Add a plan under `key` (none: nothing), the dict bounded."""
+    if plan is None:
+        return
+    if len(plans) >= PLANS_KEPT:
+        plans.clear()
+    plans[key] = plan
+
+
+class Plan:
+    """What a Jitted decided for one signature (its route: this one's compiled code, which the
+    key fixes, a NumPy float64 told from a Python float by its type): the dispatcher that ran
+    it, in `namespace`, the module it was loaded into (a reload makes a new one and the plan no
+    longer applies), and how the result's Python floats come back (`retype`, from the compiled
+    signature's return type)."""
+
+    __slots__ = ("namespace", "dispatcher", "floats")
+
+    def __init__(self, namespace, dispatcher, args):
+        self.namespace = namespace
+        self.dispatcher = dispatcher
+        self.floats = _float_positions(_return_type(dispatcher, args))
+
+    @classmethod
+    def made(cls, namespace, dispatcher, args) -> "Plan | None":
+        """The plan of a call that ran `dispatcher` on `args`; None where its signature cannot
+        be found or its result type is one a plan does not retype (a tuple in a tuple)."""
+        try:
+            return cls(namespace, dispatcher, args)
+        except Exception:  # noqa: BLE001  (then each call decides, as before plans)
+            return None
+
+    def retype(self, result):
+        """`result` with the Python floats Numba returned as the NumPy numbers of the compiled
+        signature (`jit._retyped`), by position."""
+        floats = self.floats
+        if floats is None:
+            return result
+        if type(floats) is not dict:  # a number
+            return floats(result) if type(result) is float else result
+        parts = list(result)
+        for i, number in floats.items():
+            if type(parts[i]) is float:
+                parts[i] = number(parts[i])
+        return tuple(parts)
+
+
+def _return_type(dispatcher, args):
+    """The return type Numba compiled for these arguments."""
+    signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+    return dispatcher.overloads[signature].signature.return_type
+
+
+def _number(numba_type):
+    """What a Python float of this type becomes (as `jit._retyped`); None for an array."""
+    if str(numba_type).startswith("array("):
+        return None
+    return np.float32 if str(numba_type) == "float32" else np.float64
+
+
+def _float_positions(numba_type):
+    """How a result of `numba_type` comes back: None (an array), the NumPy type a Python float
+    becomes, or for a tuple {position: that type} (a tuple nested in it: ValueError, no plan)."""
+    parts = getattr(numba_type, "types", None)
+    if parts is None:
+        return _number(numba_type)
+    floats = {}
+    for i, part in enumerate(parts):
+        if getattr(part, "types", None) is not None:
+            raise ValueError("a tuple in the result: jit._retyped walks it at each call")
+        if _number(part) is not None:
+            floats[i] = _number(part)
+    return floats or None
