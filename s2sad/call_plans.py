@@ -92,10 +92,15 @@ class Plan:
         floats = self.floats
         if floats is None:
             return result
-        if type(floats) is not dict:  # a number
+        if type(floats) is not tuple:  # a number
             return floats(result) if type(result) is float else result
+        if len(floats) == 1:  # (a grad's value and gradient: the value alone, quickly)
+            i, number = floats[0]
+            if type(result[i]) is float:
+                return (*result[:i], number(result[i]), *result[i + 1 :])
+            return result
         parts = list(result)
-        for i, number in floats.items():
+        for i, number in floats:
             if type(parts[i]) is float:
                 parts[i] = number(parts[i])
         return tuple(parts)
@@ -116,14 +121,14 @@ def _number(numba_type):
 
 def _float_positions(numba_type):
     """How a result of `numba_type` comes back: None (an array), the NumPy type a Python float
-    becomes, or for a tuple {position: that type} (a tuple nested in it: ValueError, no plan)."""
+    becomes, or for a tuple ((position, that type), ...) (a tuple in it: ValueError, no plan)."""
     parts = getattr(numba_type, "types", None)
     if parts is None:
         return _number(numba_type)
-    floats = {}
+    floats = []
     for i, part in enumerate(parts):
         if getattr(part, "types", None) is not None:
             raise ValueError("a tuple in the result: jit._retyped walks it at each call")
         if _number(part) is not None:
-            floats[i] = _number(part)
-    return floats or None
+            floats.append((i, _number(part)))
+    return tuple(floats) or None
