@@ -48,7 +48,7 @@ def guard_verdicts(run, monkeypatch) -> list[tuple[str, bool]]:
     transforms that `run()` makes evaluate, in order; those calls run in Python."""
     calls = []
 
-    def recorded(self, args, strict, name=None, what=None):
+    def recorded(self, args, strict, name=None, what=None, key=None):
         name = name or self.compiled.name
         calls.append((self.compiled, name, tuple(args)))
         return self.compiled.functions.get(name, self.compiled.function)(*args)
