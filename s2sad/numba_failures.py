@@ -12,8 +12,10 @@ import re
 import numpy as np
 
 from .generated_lines import (
+    comment_above,
     comment_parts,
     described,
+    placed,
     raised_at as _raised_at,
     user_line as _user_line,
 )
@@ -82,33 +84,17 @@ def numba_reason(exc, source: str = "") -> str:
         reason = told or reason + (f" {given[3:].strip()}" if given else "")
     user = next((comment_parts(line) for line in lines if comment_parts(line)), None)
     if user and " at line " not in reason:
-        return reason[:400] + _placed(f"{user[0]}: {user[1]}", source)
+        return reason[:400] + placed(f"{user[0]}: {user[1]}", source)
     generated = source.splitlines()
     at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
     if at is not None and " at line " not in reason:  # the generated line's user line
-        comment = _comment_above(generated, at)
-        return reason[:400] + (_placed(comment, source) if comment else f" (at `{where[:120]}`)")
+        comment = comment_above(generated, at)
+        return reason[:400] + (placed(comment, source) if comment else f" (at `{where[:120]}`)")
     shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
 
 
-_PLACED = re.compile(r" \((?:\S+\.py )?(line \d+): (`.*`)\)$")  # (what `_placed` writes)
-
-
-def _placed(comment: str, source: str) -> str:
-    """` (FILE line N: `code`)`: where a message's reason is, from the generated code's comment
-    `line N: code`, in one pair of brackets (the file where the source's docstring names it)."""
-    number, _, code = comment.partition(": ")
-    origin = re.search(r"\((\S+\.py):\d+\)", source)
-    return f" ({origin.group(1) + ' ' if origin else ''}{number}: `{code[:120]}`)"
-
-
-def _comment_above(lines: list, at: int) -> str | None:
-    """`line N: code`, the generated code's comment naming the user's line above line `at`."""
-    for text in reversed(lines[: at + 1]):
-        if text.strip().startswith("# line "):
-            return text.strip()[2:]
-    return None
+_PLACED = re.compile(r" \((?:\S+\.py )?(line \d+): (`.*`)\)$")  # (what `placed` writes)
 
 
 def _pointed_at(lines: list, start: int) -> str:

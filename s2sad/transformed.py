@@ -11,11 +11,7 @@ import numbers
 
 import numpy as np
 
-from .errors import (
-    NonDifferentiableInputError,
-    S2SADError,
-    SeedShapeError,
-)
+from .errors import S2SADError, SeedShapeError
 from .call_plans import ANEW, Deferred, keep, signature_key
 from .callables import FlatBound, Target
 from .jit import Jitted
@@ -27,58 +23,7 @@ from .rules.common import grad_seed
 from .rules.registry import VERSION
 from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
-
-
-def check_parallel(parallel, jit) -> None:
-    """`parallel=True` runs loops on Numba's threads: it needs `jit`."""
-    if parallel not in (False, True):
-        raise ValueError(f"parallel must be False or True, not {parallel!r}")
-    if parallel and not jit:
-        raise S2SADError(
-            "parallel=True runs loops on Numba's threads, so it needs jit=True (or 'strict')",
-            hint="pass jit=True as well, or leave parallel out",
-        )
-
-
-def _check_input(name: str, value) -> None:
-    if (type(value) is np.ndarray and value.dtype.kind == "f") or type(value) is float:
-        return  # the common case, without NumPy's type tests
-    if isinstance(value, (bool, np.bool_)) or (
-        isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
-    ):
-        raise NonDifferentiableInputError(
-            f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
-            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt",
-        )
-    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
-        kind = f"{type(value).__module__}.{type(value).__qualname__}"
-        raise NonDifferentiableInputError(
-            f"argument '{name}' is a {kind}, a subclass of np.ndarray whose operations differ "
-            "from NumPy's on plain arrays (masks, matrix products, units); s2sad differentiates "
-            "plain arrays",
-            hint=f"pass np.asarray({name}) (for a masked array, apply its mask in the function)",
-        )
-    dtype = (
-        np.result_type(value)
-        if isinstance(value, (np.ndarray, np.generic, float))
-        else np.asarray(value).dtype
-    )
-    if not np.issubdtype(dtype, np.floating):
-        raise NonDifferentiableInputError(
-            f"argument '{name}' has dtype {dtype}; gradients exist only for real floats",
-            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt",
-        )
-
-
-def _refuse_complex(value, what: str) -> None:
-    """A complex value the transform did not see (written into a complex array): an error,
-    never a derivative with its imaginary half dropped."""
-    if np.iscomplexobj(value):
-        raise S2SADError(
-            f"a complex value reached the {what}; s2sad does not differentiate complex values yet",
-            hint="keep the differentiated path real, or give the function a rule with "
-            "s2sad.register_vjp",
-        )
+from .input_checks import check_input, check_parallel, refuse_complex
 
 
 def _conform(g, x, others):
@@ -94,7 +39,7 @@ def _conform(g, x, others):
                 if np.may_share_memory(g, o):
                     return g.copy()
             return g if flags.writeable else g.copy()
-    _refuse_complex(g, "gradient")
+    refuse_complex(g, "gradient")
     if isinstance(x, float) and not isinstance(x, np.generic):
         return float(np.asarray(g).reshape(()))
     x_arr = np.asarray(x)
@@ -287,7 +232,7 @@ class Transformed:
                 bound.layout, bound.plain, bound.passed = self._layout, True, None
                 bound.positional = args
                 for name in self.wrt:
-                    _check_input(name, bound.arguments[name])
+                    check_input(name, bound.arguments[name])
                 return bound
         func = self.func
         held = self._defaults
@@ -295,7 +240,7 @@ class Transformed:
             self.signature = inspect.signature(func, follow_wrapped=False)
             self.target.func_signature = self.signature
             self._defaults = (func.__defaults__, func.__kwdefaults__)
-        return self.target.bind_flat(args, kwargs, _check_input)
+        return self.target.bind_flat(args, kwargs, check_input)
 
     def _finish(self, grads, bound, extra=()):
         grads = grads if len(bound.wrt) > 1 else (grads,)
@@ -563,7 +508,7 @@ def unboxed(value):
 def _conform_output(t, out):
     """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
     of at least float32 precision (float64 for integer outputs)."""
-    _refuse_complex(t, "tangent")
+    refuse_complex(t, "tangent")
     if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
         return float(np.asarray(t).reshape(()))
     if not np.issubdtype(np.result_type(out), np.inexact):
