@@ -11,7 +11,8 @@ from .cuda import CudaTransformed, cuda_transform
 from .errors import S2SADError
 from .keywords import refuse
 from .jacobians import Hessian, Jacobian, hessian, jacobian  # noqa: F401  (s2sad.jacobian)
-from .transformed import BatchedJVPTransformed, JVPTransformed, Transformed, check_parallel
+from .input_checks import check_parallel
+from .transformed import BatchedJVPTransformed, JVPTransformed, Transformed
 
 
 def jvp(f=None, wrt=0, *, batched=False, jit=False, target="cpu", parallel=False, **unknown):

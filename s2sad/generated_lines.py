@@ -78,3 +78,19 @@ def user_lines(python_function):
     except Exception as exc:
         note_user_line(exc, python_function)
         raise
+
+
+def placed(comment: str, source: str) -> str:
+    """` (FILE line N: `code`)`: where a message's reason is, from the generated code's comment
+    `line N: code`, in one pair of brackets (the file where the source's docstring names it)."""
+    number, _, code = comment.partition(": ")
+    origin = re.search(r"\((\S+\.py):\d+\)", source)
+    return f" ({origin.group(1) + ' ' if origin else ''}{number}: `{code[:120]}`)"
+
+
+def comment_above(lines: list, at: int) -> str | None:
+    """`line N: code`, the generated code's comment naming the user's line above line `at`."""
+    for text in reversed(lines[: at + 1]):
+        if text.strip().startswith("# line "):
+            return text.strip()[2:]
+    return None

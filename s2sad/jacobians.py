@@ -19,7 +19,7 @@ from .jit import Jitted
 from .keywords import caller, refuse
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
-from .transformed import JVPTransformed, Transformed, _refuse_complex, unboxed
+from .transformed import JVPTransformed, Transformed, refuse_complex, unboxed
 from .pullback import tree_output
 from .trees import flatten, unflatten
 
@@ -204,7 +204,7 @@ class Jacobian:
                     ]
                     _, dot = forward(*args, tangent=given(tangents), **kwargs)
                     for i, t in enumerate(flatten(dot)[1]):
-                        _refuse_complex(t, "Jacobian")
+                        refuse_complex(t, "Jacobian")
                         columns[i][k].append(np.asarray(t, dtype=float))
             for o, by_input in zip(outs, columns):
                 blocks = []
@@ -239,7 +239,7 @@ class Jacobian:
             if i == 0:
                 grads = first = backward._run(compiled, values, bound, (unboxed(seed),), name=sweep)
                 for g in grads if len(inputs) > 1 else (grads,):
-                    _refuse_complex(g, "gradient")  # every row has the first one's types
+                    refuse_complex(g, "gradient")  # every row has the first one's types
                 called = (*args, unboxed(seed), *values)
                 ran = Jitted.of(compiled).ran(sweep, called)
                 if ran is None and self._falls_back(compiled, sweep, called):
@@ -283,7 +283,7 @@ class Jacobian:
                     if columns is None:
                         if self.mode is None and offsets[-1] > np.size(out):
                             return None
-                        _refuse_complex(dot, "tangent")  # every column has the first one's types
+                        refuse_complex(dot, "tangent")  # every column has the first one's types
                         columns, first = np.empty((np.size(out), offsets[-1])), dot
                     ran = jitted.ran(compiled.name, called)
                     direct = None if ran is None else ran.namespace.get(compiled.name)
@@ -375,7 +375,7 @@ def _shapes_key(bound) -> tuple:
 
 def _rows(g, size, x):
     """A batched derivative as float64 rows shaped `(size,) + x.shape`."""
-    _refuse_complex(g, "Jacobian")  # (a complex constant times x: never its real half alone)
+    refuse_complex(g, "Jacobian")  # (a complex constant times x: never its real half alone)
     g = np.asarray(g, dtype=float)
     shape = (size,) + np.shape(x)
     if g.ndim == 0 and not g:  # an all-zero derivative may come back as one number

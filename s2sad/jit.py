@@ -36,6 +36,7 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     trusted_njit,
     user_stacklevel,
 )
+from .call_plans import Plan, float32_scalars, keep, signature_key, use_fingerprint
 from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
@@ -282,6 +283,7 @@ class Jitted:
         self.runs_python = any(
             getattr(v, "compiles_itself", False) for v in compiled.globals.values()
         )
+        self.plans = {}  # (name, signature_key) -> the Plan of calls that ran compiled here
 
     @classmethod
     def of(cls, compiled) -> "Jitted":
@@ -291,10 +293,27 @@ class Jitted:
                 compiled.jitted = cls(compiled)
             return compiled.jitted
 
-    def __call__(self, args, strict: bool, name: str | None = None, what: str | None = None):
+    def __call__(self, args, strict: bool, name: str | None = None, what=None, key=None):
         """Run the compiled `name` (the main function by default) on `args`. `what` names the
-        user's transform in messages ("s2sad.grad(f, jit=True)")."""
+        user's transform in messages ("s2sad.grad(f, jit=True)"; any object whose str does);
+        `key`: `signature_key(args)` where the caller has it."""
         name = name or self.compiled.name
+        key = (name, signature_key(args) if key is None else key)
+        plan = self.plans.get(key)
+        if (
+            plan is not None
+            and plan.namespace is self.namespace
+            and self.module_failed is None
+            and not self.broadcast
+            and not self.misfits
+        ):
+            try:
+                pool = self.pools.get(name)
+                if pool is not None and pooling():
+                    return plan.retype(pool.call(plan.dispatcher, args)[0])
+                return plan.retype(plan.dispatcher(*args))
+            except Exception:  # noqa: BLE001  (decided anew below, where the call runs again)
+                self.plans.pop(key, None)
         if self.runs_python:
             return self.compiled.functions.get(name, self.compiled.function)(*args)
         if self.namespace is None and self.module_failed is None:
@@ -303,9 +322,9 @@ class Jitted:
                     self.load()
         route = self._routed(name, args)
         if route == "unfused":
-            return self.without_fusion()(args, strict, name, what)
+            return self.without_fusion()(args, strict, name, what, key[1])
         if route == "branched":
-            return self.with_branches()(args, strict, name, what)
+            return self.with_branches()(args, strict, name, what, key[1])
         failed = None
         if route == "failed":
             failed = self.module_failed
@@ -313,10 +332,14 @@ class Jitted:
         if failed is None:
             try:
                 dispatcher, pool = self.namespace[name], self.pools.get(name)
+                called = args
                 if pool is not None and pooling():  # its large arrays in this thread's buffers
                     result, called = pool.call(dispatcher, args)
-                    return _float32_scalars(dispatcher, called, result)
-                return _float32_scalars(dispatcher, args, dispatcher(*args))
+                else:
+                    result = dispatcher(*args)
+                if route is None and key[1] is not None:  # (what it decided, kept)
+                    keep(self.plans, key, Plan.made(self.namespace, dispatcher, called))
+                return float32_scalars(dispatcher, called, result)
             except ShapesNotFused:
                 # arrays that broadcast where a fused run takes one shape: the code with the
                 # `else:` branches runs the call, and those shapes from now on (nothing the call
@@ -475,6 +498,7 @@ class Jitted:
                         hint="give the two functions different names",
                     )
             self.namespace = namespace
+            use_fingerprint()
         except Exception as exc:  # the module itself failed: report like a typing error
             self.module_failed = exc
 
@@ -528,80 +552,6 @@ def _kinds(args) -> tuple:
         )
         for a in args
     )
-
-
-def _float32_scalars(dispatcher, args, result):
-    """`result` with the numbers Numba returned as Python floats made NumPy's again, as NumPy
-    code returns them (a function's value, or a jvp's tangent): a float32 one np.float32, a
-    float64 one np.float64 (a subclass of float, so also what `x * y` of Python floats gives).
-    The compiled signature says which, even with no float32 argument (`np.sum(x, dtype=...)`)."""
-    if not _has_float(result):
-        return result
-    if not _returns_float32(dispatcher) and not any(_float32(a) for a in args):
-        return _float64s(result)
-    try:
-        overloads = dispatcher.overloads
-        if len(overloads) == 1:  # (the usual case: typing the arguments costs microseconds)
-            returns = next(iter(overloads.values())).signature.return_type
-        else:
-            signature = tuple(dispatcher.typeof_pyval(a) for a in args)
-            returns = overloads[signature].signature.return_type
-    except Exception:  # noqa: BLE001  (not a compiled signature: as with no float32 argument)
-        return result if any(_float32(a) for a in args) else _float64s(result)
-    return _retyped(result, returns)
-
-
-def _returns_float32(dispatcher) -> bool:
-    """Whether a signature the dispatcher compiled returns a float32 number (in a tuple too),
-    kept on it for its number of signatures."""
-    count = len(dispatcher.overloads)
-    kept = getattr(dispatcher, "_s2sad_float32_returns", None)
-    if kept is None or kept[0] != count:
-        found = any(
-            "float32" in str(o.signature.return_type).replace("array(float32", "")
-            for o in list(dispatcher.overloads.values())
-        )
-        kept = (count, found)
-        try:
-            dispatcher._s2sad_float32_returns = kept
-        except AttributeError:  # (not a Numba dispatcher: asked again next time)
-            pass
-    return kept[1]
-
-
-def _has_float(value) -> bool:
-    return type(value) is float or type(value) is tuple and any(_has_float(v) for v in value)
-
-
-def _float32(value) -> bool:
-    dtype = getattr(value, "dtype", None)
-    return (
-        dtype is not None
-        and dtype.char == "f"
-        or isinstance(value, (tuple, list))
-        and any(_float32(v) for v in value)
-    )
-
-
-def _float64s(value):
-    """`value` with each Python float in it (or in its tuples) an np.float64: with no float32
-    argument, Numba's floats are float64."""
-    if type(value) is float:
-        return np.float64(value)
-    if type(value) is tuple:
-        return tuple(_float64s(v) for v in value)
-    return value
-
-
-def _retyped(value, numba_type):
-    if isinstance(value, tuple):
-        parts = getattr(numba_type, "types", None)
-        if parts is None or len(parts) != len(value):
-            return value
-        return tuple(_retyped(v, t) for v, t in zip(value, parts))
-    if type(value) is float:
-        return np.float32(value) if str(numba_type) == "float32" else np.float64(value)
-    return value
 
 
 __all__ = ["JitError", "JitFallbackWarning", "Jitted", "cache_dir", "np"]

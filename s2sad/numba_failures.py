@@ -12,8 +12,10 @@ import re
 import numpy as np
 
 from .generated_lines import (
+    comment_above,
     comment_parts,
     described,
+    placed,
     raised_at as _raised_at,
     user_line as _user_line,
 )
@@ -65,14 +67,15 @@ def numba_reason(exc, source: str = "") -> str:
         (line for line in lines if any(t in line for t in _TELLING)),
         plain[0] if plain else lines[0] if lines else type(exc).__name__,
     )
-    where = next(
-        (
-            _pointed_at(lines, i + 1)
-            for i, line in enumerate(lines[:-1])
-            if line.startswith("File ") and "line" in line
-        ),
-        "",
-    )
+    pointed = [
+        _pointed_at(lines, i + 1)
+        for i, line in enumerate(lines[:-1])
+        if line.startswith("File ") and "line" in line
+    ]
+    # the first that is a line of the generated code (Numba shows its own first where one of its
+    # functions refused the types it was given: `return _np_vstack(tup)`), else the first
+    ours = {t.strip() for t in source.splitlines()} - {""}
+    where = next((w for w in pointed if w in ours), pointed[0] if pointed else "")
     if where.startswith("def "):  # a line far into the function: the one Numba marks (`^`)
         where = next((lines[i - 1] for i, line in enumerate(lines) if line == "^" and i), where)
     if "No implementation of function" in reason:  # the argument types Numba had: `>>> f(...)`
@@ -81,13 +84,17 @@ def numba_reason(exc, source: str = "") -> str:
         reason = told or reason + (f" {given[3:].strip()}" if given else "")
     user = next((comment_parts(line) for line in lines if comment_parts(line)), None)
     if user and " at line " not in reason:
-        return reason[:400] + f" (at {user[0]}: `{user[1][:120]}`)"
+        return reason[:400] + placed(f"{user[0]}: {user[1]}", source)
     generated = source.splitlines()
     at = next((i for i, t in enumerate(generated) if where and t.strip() == where), None)
     if at is not None and " at line " not in reason:  # the generated line's user line
-        return reason[:400] + f" (at {_user_line(generated, at)})"
+        comment = comment_above(generated, at)
+        return reason[:400] + (placed(comment, source) if comment else f" (at `{where[:120]}`)")
     shown = where and not where.startswith(("<", "def "))  # a generated name says nothing
     return reason[:400] + (f" (at `{where[:120]}`)" if shown else "")
+
+
+_PLACED = re.compile(r" \((?:\S+\.py )?(line \d+): (`.*`)\)$")  # (what `placed` writes)
 
 
 def _pointed_at(lines: list, start: int) -> str:
@@ -474,13 +481,10 @@ def mixed_product(exc, source: str, args=()) -> tuple | None:
     product = "_impl(" in text or "np.dot()" in text or "must all have the same dtype" in text
     if not found or not product or {found.group(1), found.group(2)} != {"float32", "float64"}:
         return None
-    where = numba_reason(exc).rpartition(" (at ")[2]
-    if not where.startswith("line "):  # (the generated line Numba shows, told as the user's)
-        where = numba_reason(exc, source).rpartition(" (at ")[2]
+    line = _PLACED.search(numba_reason(exc)) or _PLACED.search(numba_reason(exc, source))
     origin = re.search(r"\((\S+\.py):\d+\)", source)
     file = origin.group(1) if origin else "the function"
-    line = re.match(r"line (\d+)(?:: | \()(`.*`)\)?\)$", where)
-    where = f" at {file} line {line.group(1)} ({line.group(2)})" if line else ""
+    where = f" at {file} {line.group(1)} ({line.group(2)})" if line else ""
     if not _given_float64(args):
         return (
             f"a matrix product of a float32 array and one compiled code widened to float64"

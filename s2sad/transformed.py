@@ -11,11 +11,8 @@ import numbers
 
 import numpy as np
 
-from .errors import (
-    NonDifferentiableInputError,
-    S2SADError,
-    SeedShapeError,
-)
+from .errors import S2SADError, SeedShapeError
+from .call_plans import ANEW, Deferred, keep, signature_key
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .generated_lines import user_lines
@@ -23,77 +20,26 @@ from .keywords import refuse_misspelled
 from .pipeline.ranks import rank_of_argument
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
 from .rules.common import grad_seed
+from .rules.registry import VERSION
 from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
-
-
-def check_parallel(parallel, jit) -> None:
-    """`parallel=True` runs loops on Numba's threads: it needs `jit`."""
-    if parallel not in (False, True):
-        raise ValueError(f"parallel must be False or True, not {parallel!r}")
-    if parallel and not jit:
-        raise S2SADError(
-            "parallel=True runs loops on Numba's threads, so it needs jit=True (or 'strict')",
-            hint="pass jit=True as well, or leave parallel out",
-        )
-
-
-def _check_input(name: str, value) -> None:
-    if (type(value) is np.ndarray and value.dtype.kind == "f") or type(value) is float:
-        return  # the common case, without NumPy's type tests
-    if isinstance(value, (bool, np.bool_)) or (
-        isinstance(value, numbers.Integral) and not isinstance(value, np.ndarray)
-    ):
-        raise NonDifferentiableInputError(
-            f"argument '{name}' is an integer ({value!r}); gradients exist only for floats",
-            hint=f"pass {name} as a float, e.g. {float(value)!r}, or leave it out of wrt",
-        )
-    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
-        kind = f"{type(value).__module__}.{type(value).__qualname__}"
-        raise NonDifferentiableInputError(
-            f"argument '{name}' is a {kind}, a subclass of np.ndarray whose operations differ "
-            "from NumPy's on plain arrays (masks, matrix products, units); s2sad differentiates "
-            "plain arrays",
-            hint=f"pass np.asarray({name}) (for a masked array, apply its mask in the function)",
-        )
-    dtype = (
-        np.result_type(value)
-        if isinstance(value, (np.ndarray, np.generic, float))
-        else np.asarray(value).dtype
-    )
-    if not np.issubdtype(dtype, np.floating):
-        raise NonDifferentiableInputError(
-            f"argument '{name}' has dtype {dtype}; gradients exist only for real floats",
-            hint=f"convert it first, e.g. {name}.astype(float), or leave it out of wrt",
-        )
-
-
-def _refuse_complex(value, what: str) -> None:
-    """A complex value the transform did not see (written into a complex array): an error,
-    never a derivative with its imaginary half dropped."""
-    if np.iscomplexobj(value):
-        raise S2SADError(
-            f"a complex value reached the {what}; s2sad does not differentiate complex values yet",
-            hint="keep the differentiated path real, or give the function a rule with "
-            "s2sad.register_vjp",
-        )
+from .input_checks import check_input, check_parallel, refuse_complex
 
 
 def _conform(g, x, others):
     """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
     if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype:
         if g.shape == x.shape and g.dtype.kind == "f":  # the common case, without conversions
-            # two arrays owning their memory share none unless one is the other
-            owned = g.flags.owndata
-            shared = (
-                o
-                for o in others
-                if o is g or not (isinstance(o, (float, int)) or (owned and _owns(o)))
-            )
-            if not g.flags.writeable or any(np.may_share_memory(g, o) for o in shared):
-                return g.copy()
-            return g
-    _refuse_complex(g, "gradient")
+            flags = g.flags  # (made anew at each read: read once)
+            owned = flags.owndata
+            for o in others:  # (a loop: a generator cost a small gradient's call 10%)
+                # two arrays owning their memory share none unless one is the other
+                if o is not g and (isinstance(o, (float, int)) or (owned and _owns(o))):
+                    continue
+                if np.may_share_memory(g, o):
+                    return g.copy()
+            return g if flags.writeable else g.copy()
+    refuse_complex(g, "gradient")
     if isinstance(x, float) and not isinstance(x, np.generic):
         return float(np.asarray(g).reshape(()))
     x_arr = np.asarray(x)
@@ -110,6 +56,16 @@ def _conform(g, x, others):
     if not g_arr.flags.writeable or any(np.may_share_memory(g_arr, o) for o in others):
         g_arr = g_arr.copy()
     return g_arr
+
+
+def _owned(grads, inputs, others: list) -> list:
+    """Each gradient conformed to its input and the caller's own: sharing memory with no one of
+    `others` or other gradient (dx and dy of sin(x + y) are one array in the generated code)."""
+    out = []
+    for g, x in zip(grads, inputs):
+        out.append(_conform(g, x, others))
+        others.append(out[-1])
+    return out
 
 
 def _owns(value) -> bool:
@@ -163,6 +119,9 @@ class Transformed:
         simple = self.target.plain and not any(path for _, path in self.target.items)
         self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
+        self._plans = {}  # signature_key -> what a jitted call by position decided (_planned)
+        self._what = Deferred(self.jit_label)
+        self._pullback_what = Deferred(lambda: f"the pullback of {self.jit_label()}")
         self.last_ranks = None
         self._last = (self.wrt, (), None)  # the flat wrt, trees and functions of the last call
         functools.update_wrapper(self, self.target.original)
@@ -225,8 +184,9 @@ class Transformed:
                     return compiled.function(*bound.positional, *values)
                 return compiled.function(*bound.args, *values, **bound.kwargs)
         args = (*bound.arguments.values(), *extra, *values)
-        what = self.jit_label() if name is None else f"the pullback of {self.jit_label()}"
-        return Jitted.of(compiled)(args, strict=self.jit == "strict", name=name, what=what)
+        what = self._what if name is None else self._pullback_what
+        jitted = compiled.jitted or Jitted.of(compiled)
+        return jitted(args, strict=self.jit == "strict", name=name, what=what)
 
     label = None  # what the user called, where this is part of it (s2sad.jacobian)
 
@@ -272,7 +232,7 @@ class Transformed:
                 bound.layout, bound.plain, bound.passed = self._layout, True, None
                 bound.positional = args
                 for name in self.wrt:
-                    _check_input(name, bound.arguments[name])
+                    check_input(name, bound.arguments[name])
                 return bound
         func = self.func
         held = self._defaults
@@ -280,17 +240,12 @@ class Transformed:
             self.signature = inspect.signature(func, follow_wrapped=False)
             self.target.func_signature = self.signature
             self._defaults = (func.__defaults__, func.__kwdefaults__)
-        return self.target.bind_flat(args, kwargs, _check_input)
+        return self.target.bind_flat(args, kwargs, check_input)
 
     def _finish(self, grads, bound, extra=()):
         grads = grads if len(bound.wrt) > 1 else (grads,)
-        # each gradient is the caller's own: sharing memory with no argument, seed or other
-        # gradient (dx and dy of sin(x + y) are one array in the generated code)
-        others = list(bound.arguments.values()) + list(extra)
-        out = []
-        for g, n in zip(grads, bound.wrt):
-            out.append(_conform(g, bound.arguments[n], others))
-            others.append(out[-1])
+        inputs = [bound.arguments[n] for n in bound.wrt]
+        out = _owned(grads, inputs, list(bound.arguments.values()) + list(extra))
         out = bound.regroup(out)
         return tuple(out) if self.wrt_tuple else out[0]
 
@@ -316,6 +271,13 @@ class Transformed:
         return result, aux
 
     def _call(self, args, kwargs):
+        if self._plans and not kwargs:
+            key = signature_key(args)
+            plan = self._plans.get(key)
+            if plan is not None:
+                result = self._planned(plan, args, key)
+                if result is not ANEW:
+                    return result
         bound = self._bind(args, kwargs)
         compiled, values = self.prepared(bound)
         if self.mode == "vjp" and self.jit:
@@ -330,11 +292,41 @@ class Transformed:
             # jitted code seeds any output with 1.0: refuse here what Python mode's seed refuses
             # (an array, an integer or boolean output), with its message
             grad_seed(result[0])
+        if self.jit and self.mode in ("grad", "value_and_grad"):
+            self._keep_plan(compiled, args, bound)
         if self.jit and self.mode == "grad":
             return self._finish(result[1], bound)
         if self.mode == "value_and_grad":
             return result[0], self._finish(result[1], bound)
         return self._finish(result, bound)
+
+    def _keep_plan(self, compiled, args, bound) -> None:
+        """The transform a jitted grad or value_and_grad chose for plain values (arrays, numbers:
+        never trees) passed by position, which it writes into none of: kept for `_planned`."""
+        plain = bound.positional is not None and all(type(a) in _PLAIN for a in args)
+        if not plain or compiled.written or compiled.jitted is None:
+            return
+        wrt = tuple(self._positional.index(n) for n in self.wrt)
+        plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last)
+        keep(self._plans, signature_key(args), plan)
+
+    def _planned(self, plan, args, key):
+        """A call with the kinds (`key`: they fix `_bind`'s checks and the ranks) of a kept one:
+        its transform run with the data read now, as `_call` (ANEW where what it read changed)."""
+        compiled, code, wrt, ranks, last = plan
+        if compiled.rules_version != VERSION[0] or self.func.__code__ is not code:
+            return ANEW
+        values = compiled.read(self.func, None)
+        if values is None:
+            return ANEW
+        self.last_ranks, self._last = ranks, last
+        key = None if values else key  # (the data's kinds too: the Jitted finds them)
+        result = compiled.jitted(args + values, self.jit == "strict", None, self._what, key)
+        grad_seed(result[0])  # (as _call: the output's kind refused as Python mode does)
+        grads = result[1] if len(wrt) > 1 else (result[1],)
+        out = _owned(grads, [args[i] for i in wrt], list(args))
+        out = tuple(out) if self.wrt_tuple else out[0]
+        return (result[0], out) if self.mode == "value_and_grad" else out
 
     def __repr__(self):
         return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
@@ -368,7 +360,7 @@ class JVPTransformed(Transformed):
             out, out_dot = Jitted.of(compiled)(
                 (*bound.arguments.values(), *(unboxed(t) for t in tangents), *values),
                 strict=self.jit == "strict",
-                what=self.jit_label(),
+                what=self._what,
             )
             out, out_dot = self._in_python_dtypes(compiled, bound, tangents, values, out, out_dot)
         else:
@@ -516,7 +508,7 @@ def unboxed(value):
 def _conform_output(t, out):
     """The tangent `t` shaped like `out`: a Python float for a Python number, else NumPy values
     of at least float32 precision (float64 for integer outputs)."""
-    _refuse_complex(t, "tangent")
+    refuse_complex(t, "tangent")
     if isinstance(out, numbers.Real) and not isinstance(out, (np.generic, bool)):
         return float(np.asarray(t).reshape(()))
     if not np.issubdtype(np.result_type(out), np.inexact):

@@ -21,6 +21,13 @@ def _float_arrays(*arrays) -> bool:
     )
 
 
+def _kept_dtype(source, *arrays) -> bool:
+    return _float_arrays(source) and all(
+        type(a) is np.ndarray and np.result_type(source.dtype, a.dtype) == source.dtype
+        for a in arrays
+    )
+
+
 def _fusible(*arrays) -> bool:
     return _float_arrays(*arrays) and all(a.shape == arrays[0].shape for a in arrays)
 
@@ -41,7 +48,7 @@ def guard_verdicts(run, monkeypatch) -> list[tuple[str, bool]]:
     transforms that `run()` makes evaluate, in order; those calls run in Python."""
     calls = []
 
-    def recorded(self, args, strict, name=None, what=None):
+    def recorded(self, args, strict, name=None, what=None, key=None):
         name = name or self.compiled.name
         calls.append((self.compiled, name, tuple(args)))
         return self.compiled.functions.get(name, self.compiled.function)(*args)
@@ -54,7 +61,7 @@ def guard_verdicts(run, monkeypatch) -> list[tuple[str, bool]]:
         lines = compiled.source.splitlines()
         tree = ast.fix_missing_locations(_Verdicts().visit(ast.parse(compiled.source)))
         namespace = dict(compiled.function.__globals__)
-        namespace.update(fusible=_fusible, float_arrays=_float_arrays)
+        namespace.update(fusible=_fusible, float_arrays=_float_arrays, kept_dtype=_kept_dtype)
         namespace["verdict_"] = lambda line, passed: found.append((lines[line - 1], passed)) or (
             passed
         )

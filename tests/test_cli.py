@@ -268,15 +268,11 @@ def zero_d_sum(x):
     return s
 
 
-def spread_of_columns(x):
-    return np.sum(x.std(axis=0)) + np.sum(x.mean(axis=0) ** 2)
-
-
-@pytest.mark.parametrize("f", [zero_d_sum, spread_of_columns])
+@pytest.mark.parametrize("f", [zero_d_sum])
 def test_emitted_jit_module_compiles_without_ranks(tmp_path, f):
     """A module `emit --jit` writes knows no argument's rank: a loop's 0-d array (`np.zeros(())`
-    then `s += np.sum(...)`) is carried as a number and `x.std(axis=0)`, `x.mean(axis=0)` are
-    lowered as their functions are, so Numba compiles them; the gradient is Python mode's."""
+    then `s += np.sum(...)`) is carried as a number, so Numba compiles it (reductions: the test
+    below); the gradient is Python mode's."""
     name = f"emitted_{f.__name__}"
     out = tmp_path / f"{name}.py"
     out.write_text(cli.emit_text(f"{__file__}:{f.__name__}", ["x"], "grad", jit=True))
@@ -332,3 +328,37 @@ def test_the_readmes_tour_shows_the_code_s2sad_prints():
     module = cli._load_module(EXAMPLES / "mlp.py")
     printed = s2sad.source(s2sad.grad(module.loss, wrt=("W1", "b1", "W2", "b2")))
     assert f"```python\n{printed}```" in (ROOT / "README.md").read_text()
+
+
+def reductions_of_unknown_rank(x, v):
+    """Reductions a module `emit --jit` writes without ranks: of a number (`v.sum(0)` of a
+    vector) then a method, of a vector over its axis, over one axis given as a tuple, and
+    `np.linalg.norm` over an axis (Numba's takes none)."""
+    a = v.sum(0).max() + v.std(axis=0).sum() + np.sum(x.std(axis=0))
+    return a + np.sum(x.mean(axis=(0,)) ** 2) + np.sum(np.linalg.norm(x, axis=1))
+
+
+def test_emitted_jit_module_reduces_values_of_unknown_rank(tmp_path):
+    """`v.sum(0).max()` (a number's method), `x.mean(axis=(0,))` and their kin compile in a
+    module `emit --jit` writes (the reductions' helpers take numbers and one-axis tuples); the
+    gradients are Python mode's and central differences', in the inputs' dtypes and shapes."""
+    out = tmp_path / "emitted_unknown_rank.py"
+    text = cli.emit_text(f"{__file__}:reductions_of_unknown_rank", ["x", "v"], "grad", jit=True)
+    out.write_text(text)
+    spec = importlib.util.spec_from_file_location("emitted_unknown_rank", out)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rng = np.random.default_rng(1)
+    x, v = rng.uniform(0.5, 1.5, (4, 3)), rng.uniform(0.5, 1.5, 5)
+    got = module.grad_reductions_of_unknown_rank(x, v)
+    want = s2sad.grad(reductions_of_unknown_rank, wrt=(0, 1))(x, v)
+    for k, (g, w, a) in enumerate(zip(got, want, (x, v))):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+        assert g.dtype == a.dtype and g.shape == a.shape
+        fd = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            step = np.zeros_like(a)
+            step[i] = 1e-6
+            up, down = ((x + step, v), (x - step, v)) if k == 0 else ((x, v + step), (x, v - step))
+            fd[i] = (reductions_of_unknown_rank(*up) - reductions_of_unknown_rank(*down)) / 2e-6
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)

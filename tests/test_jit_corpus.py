@@ -45,6 +45,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning"
 import test_control_flow as cf  # noqa: E402
 import test_derivatives as der  # noqa: E402
 import test_dtypes as td  # noqa: E402
+import test_jit_hoist as th  # noqa: E402
 import test_python_constructs as pc  # noqa: E402
 import test_rules_breadth_elementwise as eb  # noqa: E402
 import test_rules_breadth_selection as sel  # noqa: E402
@@ -105,6 +106,14 @@ CORPUS = [
     (tr.fill_scalar, (0.7, np.array([0.3, -1.2, 2.0])), (0, 1), "grad"),
     # control flow: loops, branches, while, break, in-place writes (test_control_flow.py)
     (cf.euler, (0.7, 1.3, 50), (0, 1), "grad"),
+    # rows read then written in nested loops: snapshots and tapes of rows made before the loops
+    # (snapshot_into, rows_like, shape_rows) (test_jit_hoist.py)
+    (
+        th.rows_in_place,
+        (np.linspace(-1, 1, 5), np.linspace(0.5, 1.5, 15).reshape(3, 5), 3),
+        (0, 1),
+        "grad",
+    ),
     (jp.mahalanobis, (jp.Q, jp.MEANS, jp.XS), (0, 1, 2), "grad"),  # add_outer_at
     (jp.vector_times_matrix, (jp.A.astype(np.float32), jp.V), (0, 1), "grad"),  # sum_zeros_like
     # dtypes: a sum's dtype= (summed_in), a loop's number (as_number), a float32 loop's

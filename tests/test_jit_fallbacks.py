@@ -168,7 +168,9 @@ def test_a_strict_error_far_into_the_function_names_the_users_line():
     with pytest.raises(JitError) as info:
         s2sad.grad(scanned_late, jit="strict")(np.ones((3, 2)), np.ones((3, 2)))
     line = inspect.getsourcelines(scanned_late)[1] + 6
-    assert f"line {line} (`return np.sum(np.cumsum(g, axis=1) * b)`)" in str(info.value)
+    assert f"(test_jit_fallbacks.py line {line}: `return np.sum(np.cumsum(g, axis=1) * b)`)" in str(
+        info.value
+    )
 
 
 def test_numba_reason_reads_the_marked_line_where_numba_elides_the_source():
@@ -185,7 +187,28 @@ def test_numba_reason_reads_the_marked_line_where_numba_elides_the_source():
     )
     reason = numba_reason(Exception(message), source)
     assert reason.startswith("No implementation of function")
-    assert reason.endswith("(at line 7 (`return np.stack([u, u ** 2])`))")
+    assert reason.endswith(" (line 7: `return np.stack([u, u ** 2])`)")
+
+
+def test_numba_reason_names_the_generated_line_not_numbas_own():
+    """Numba shows its own function first where one of its overloads refused the types (its
+    `_np_vstack`): the reason names the generated line below it, told as the user's."""
+    message = (
+        "No implementation of function Function(<function vstack at 0x1>) found for signature:\n"
+        " >>> vstack(Tuple(array(float64, 1d, C), array(float64, 2d, C)))\n"
+        'File "numba/np/arrayobj.py", line 6697:\ndef impl_np_vstack(tup):\n'
+        "    <source elided>\n        return _np_vstack(tup)\n        ^\n"
+        'File "gen.py", line 12:\ndef _grad_f_py(a, b):\n    <source elided>\n'
+        "        f_vstack = np.vstack((a_mul, b))\n        ^\n"
+    )
+    source = (
+        "def grad_f(a, b):\n    for i in range(2):\n"
+        "        # line 7: t = t + np.sum(np.vstack([a * i, b]))\n"
+        "        a_mul = a * i\n        f_vstack = np.vstack((a_mul, b))\n"
+    )
+    reason = numba_reason(Exception(message), source)
+    assert reason.endswith(" (line 7: `t = t + np.sum(np.vstack([a * i, b]))`)"), reason
+    assert "_np_vstack" not in reason
 
 
 # generated code of a CFL loop whose helper's np.where of Python floats is float64 whatever u's

@@ -146,8 +146,10 @@ def _check(f, args, wrt):
 
 
 def _made(source: str) -> dict[str, str]:
-    """Each shape tape's name (less `_tape`) -> what it is made like ('' for a plain tape)."""
-    return dict(re.findall(r"(\w+)_tape = shape_tape\((.*)\)", source))
+    """Each shape tape's name (less `_tape`) -> what it is made like ('' for a plain tape, a
+    list or rows of integers, row_tapes.py, that keep each shape)."""
+    rows = {name: "" for name in re.findall(r"(\w+)_tape = shape_rows\(", source)}
+    return {**dict(re.findall(r"(\w+)_tape = shape_tape\((.*)\)", source)), **rows}
 
 
 @pytest.mark.parametrize("f, args, wrt, proven", PROVEN, ids=[c[0].__name__ for c in PROVEN])
@@ -177,7 +179,8 @@ def test_the_ode_eval_records_no_shape():
 def test_changing_shapes_keep_their_tapes(f, args, wrt, name):
     source = _check(f, args, wrt)
     assert _made(source).get(name) == "", source
-    assert f"shape_push({name}_tape, {name})" in source, source
+    pushed = rf"shape_push\({name}_tape, {name}\)|push_shape_row\({name}_tape, \w+, {name}\.shape\)"
+    assert re.search(pushed, source), source
 
 
 SHAPES = {  # (h0, w, b) of one rank: a broadcast may widen the state at the first step, or not

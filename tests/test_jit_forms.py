@@ -250,7 +250,8 @@ def reduction_methods(x, m):
     c = x.prod(axis=0) * x.std(axis=-1, keepdims=True, ddof=1)
     d = x.var(axis=1) + np.var(x, axis=0, keepdims=True)[0, :4] + np.std(x, ddof=1)
     e = np.sum(x * m.sum(axis=0, keepdims=True)) * np.sum(m, axis=1, keepdims=True)
-    return np.sum(a**2) + np.sum(b * d) + np.sum(c) + np.sum(e)
+    f = np.linalg.norm(x, axis=-1, keepdims=True) * x  # (norm_over: Numba's takes no axis)
+    return np.sum(a**2) + np.sum(b * d) + np.sum(c) + np.sum(e) + np.sum(f)
 
 
 def test_reduction_methods_var_std_and_integer_sums_compile_and_match_python_mode():
@@ -266,6 +267,7 @@ def test_reduction_methods_var_std_and_integer_sums_compile_and_match_python_mod
     np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
     text = s2sad.source(s2sad.grad(reduction_methods, jit="strict"), x, m)
     assert "mean_over(x, 0, False)" in text and "std_over(x, -1, True, 1)" in text
+    assert "norm_over(x, -1, True)" in text
     check_vjp(reduction_methods, (x, m))
 
 

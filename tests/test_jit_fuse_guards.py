@@ -78,13 +78,10 @@ def _corpus():
     ]
 
 
-# guards known to fail on every call, each a second compile to fix in fusion (strict: the test
-# says when one passes)
-_KNOWN = {
-    "test_jit_forms.reduction_methods[2-2]-grad": pytest.mark.xfail(
-        strict=True, reason="an integer array joins a broadcasting run: float_arrays fails"
-    ),
-}
+# guards known to fail on every call, each a second compile to fix in fusion, as
+# `pytest.mark.xfail(strict=True, reason=...)` by the case's id (strict: the test says when one
+# passes); none now (an integer array in a broadcasting run: pipeline/fusion/dtypes.py)
+_KNOWN: dict = {}
 
 
 @pytest.mark.parametrize("case", _corpus())

@@ -133,6 +133,8 @@ class Counted:
         self.kept["float_arrays"] = self.namespace.get("float_arrays")
         self.namespace["fusible"] = lambda *a: all(b.shape == a[0].shape for b in a)
         self.namespace["float_arrays"] = lambda *a: True
+        self.kept["kept_dtype"] = self.namespace.get("kept_dtype")
+        self.namespace["kept_dtype"] = lambda *a: True
         return self
 
     def counting(self, name, original):

@@ -5,7 +5,8 @@ sharing its memory outlives the iteration. Each case is checked against finite d
 where each allocation stands: before the loop where the array dies with the iteration, in it
 where the array is kept on a tape, carried to the next iteration, returned or aliased into a
 carried value. A temporary whose shape changes from one iteration to the next gets a fresh array
-where the buffer does not fit."""
+where the buffer does not fit. A copy of a row the loop later writes into (`snapshot`) is made
+into a buffer likewise (`snapshot_into`)."""
 
 import ast
 import re
@@ -110,6 +111,19 @@ def gated_until(x, w, n):  # gated's steps, the loop left by `break`
         total = total + np.sum(h * h)
         if total > 2.0:
             break
+    return total
+
+
+def rows_in_place(x, w, n):  # rows read, then written: each read a copy (snapshot) a step
+    h = np.ones((2, x.shape[0]))
+    prev = x * 0.0
+    total = 0.0
+    for t in range(n):
+        total = total + np.sum(h[1] * prev)
+        for j in range(2):
+            gate = 1.0 / (1.0 + np.exp(-(h[j] * w[t] + x)))
+            h[j] = gate * np.tanh(h[j] + x)
+        prev = h[0]  # carried to the next step (read there before h is written): stays fresh
     return total
 
 
@@ -228,6 +242,40 @@ def test_arrays_that_outlive_the_iteration_stay_fresh(f, wrt):
     }[f.__name__]
     assert _allocated_in(loop, carried), primal
     assert f"reused({carried}_buffer" not in source
+
+
+def test_snapshots_copied_into_buffers():
+    """A row read before the code writes into it is copied each step (`snapshot`); where the
+    copy dies with the iteration (kept on a tape only by a copy into its row) it is copied into a
+    buffer made before the loops, `snapshot_into(x_buffer, h[j])`, and stays a fresh copy where
+    it is carried."""
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=6), rng.normal(size=(4, 6))
+    # (the code read, not compiled: the corpus, test_jit_corpus.py, runs it against Python mode)
+    source = s2sad.source(s2sad.grad(rows_in_place, wrt=("x", "w"), jit=True), x, w, 4)
+    check_grad(rows_in_place, (x, w, 4), wrt=("x", "w"))
+    buffers = _buffers_before(source)
+    outer = _loops(source)[0]
+    for name, read in (("gate_item", "h[j]"), ("h_item", "h[j]"), ("total_item", "h[1]")):
+        assert f"{name} = snapshot_into({name}_buffer, {read})" in source
+        assert buffers[f"{name}_buffer"].lineno == outer.lineno  # before the loops
+    assert "prev_new = snapshot(h[0])" in source
+
+
+def test_snapshot_into_copies_into_the_buffer_only_where_it_fits():
+    import s2sad.numba_helpers  # noqa: F401  (registers the helpers' Numba forms)
+    from s2sad.rules.loop_tests import snapshot_into
+
+    copy = numba.njit(lambda buffer, v: snapshot_into(buffer, v))
+    buffer, v = np.zeros(4), np.arange(8.0).reshape(2, 4)
+    got = copy(buffer, v[1])
+    assert np.shares_memory(got, buffer) and np.array_equal(buffer, v[1])
+    other = copy(buffer, v[:, 1])  # another shape: a fresh copy
+    assert not np.shares_memory(other, buffer) and np.array_equal(other, v[:, 1])
+    fresh = copy(buffer, v[1].astype(np.float32))  # another dtype: a copy of its own dtype
+    assert fresh.dtype == np.float32 and np.array_equal(fresh, v[1])
+    assert np.array_equal(snapshot_into(buffer, v[0]), v[0])  # Python: a copy
+    assert not np.shares_memory(snapshot_into(buffer, v[0]), v)
 
 
 def test_shapes_that_change_get_fresh_arrays():

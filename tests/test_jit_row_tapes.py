@@ -1,10 +1,13 @@
 """Tapes of rows in jitted code (pipeline/row_tapes.py): a loop whose trip count is known when
-it starts records its values into rows of one array each, made at the first push. Each case is
+it starts records its values into rows of one array each, made at the first push, or before the
+loop like the buffer a fused run writes the value into (rows_before.py). Each case is
 checked against finite differences (float64) and Python mode, and the fused code is read for
 which tapes became rows: loops with a known trip count (nested too), but not a `while` loop, a
 loop whose bounds an outer loop changes (`range(i)`), or values pushed at a `break`. Values whose
 shape changes from one iteration to the next do not fit their rows: the call runs again in the
 code without fused loops, which keeps lists, and gives the same numbers."""
+
+import re
 
 import numpy as np
 import pytest
@@ -133,6 +136,12 @@ def test_nested_loops_share_one_count_and_rows_for_both():
     x, w = rng.normal(size=6), rng.normal(size=(3, 6))
     source = _fused_source(s2sad.grad(gated_layers, wrt=("x", "w"), jit="strict"), x, w, 5, 3)
     assert "j_taped" in source and "* m" in source  # rows for n * m inner iterations
+    # the gate is written into a buffer made before the loops: its rows are made there too
+    made = source.index("gate_tape = rows_like(gate_buffer, j_trips)")
+    assert made < source.index("\n    for t in range(n):") and "row_tape(gate," not in source
+    # the shapes the adjoint reads go into rows of integers, counted with the gate's
+    assert re.search(r"gate_mul_tape = shape_rows\(j_trips\d*, 1\)", source)
+    assert re.search(r"push_shape_row\(gate_mul_tape, j_taped\d*, gate_mul\.shape\)", source)
     check_grad(gated_layers, (x, w, 5, 3), wrt=("x", "w"))
     _same_as_python(gated_layers, (x, w, 5, 3), ("x", "w"))
 
@@ -233,6 +242,47 @@ def test_python_forms_are_lists():
     push_row(tape, 0, a)
     push_row(tape, 1, b)
     assert pop_row(tape, 1) is b and pop_row(tape, 0) is a and tape == []
+
+
+def test_rows_made_like_a_buffer_take_only_values_that_fit():
+    """Rows made before their loop like a buffer (`rows_like`) are that buffer's guess: a value
+    of another shape, dtype or number of axes raises the misfit the fallback catches."""
+    import s2sad.numba_helpers  # noqa: F401  (registers the helpers' Numba forms)
+    from s2sad.rules.tapes import ROW_TAPE_MISFIT, pop_row, push_row, rows_like
+
+    @numba.njit
+    def keep(buffer, x):
+        tape = rows_like(buffer, 2)
+        push_row(tape, 1, x)
+        return pop_row(tape, 1)
+
+    assert np.array_equal(keep(np.zeros(3), np.arange(3.0)), np.arange(3.0))
+    for x in (np.ones(4), np.ones(3, np.float32), np.ones((1, 3))):
+        with pytest.raises(ValueError, match=ROW_TAPE_MISFIT):
+            keep(np.zeros(3), x)
+    assert rows_like(np.zeros(3), 2) == []  # Python: a list, which keeps any value
+
+
+def test_rows_of_shapes():
+    """A shape the adjoint reads (`unbroadcast(g, x)`) recorded in a row of integers, and popped
+    as a stand-in of that shape in the name's dtype; an array of other axes does not fit."""
+    import s2sad.numba_helpers  # noqa: F401  (registers the helpers' Numba forms)
+    from s2sad.rules.tapes import ROW_TAPE_MISFIT, pop_shape_row, push_shape_row, shape_rows
+
+    @numba.njit
+    def kept(x, now):
+        tape = shape_rows(3, 2)
+        push_shape_row(tape, 1, x.shape)
+        return pop_shape_row(tape, 1, now)
+
+    got = kept(np.ones((2, 5)), np.ones((4, 4), np.float32))
+    assert got.shape == (2, 5) and got.dtype == np.float32
+    with pytest.raises(ValueError, match=ROW_TAPE_MISFIT):
+        kept(np.ones(5), np.ones((4, 4)))
+    tape = shape_rows(3, 2)  # Python: a list of shapes
+    push_shape_row(tape, 0, (2, 5))
+    stand_in = pop_shape_row(tape, 0, np.ones((1, 1), np.float32))
+    assert stand_in.shape == (2, 5) and stand_in.dtype == np.float32 and tape == []
 
 
 def unnamed_steps(x, n):  # `for _ in range(n)`: the count is named after the steps

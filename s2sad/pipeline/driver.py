@@ -38,7 +38,7 @@ from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
-from .ranks import adjoint_rank, infer_ranks, scalar_output_ranks
+from .ranks import adjoint_rank, infer_ranks, integer_arrays, scalar_output_ranks
 from .reuse import reuse_buffers
 from .sum_first import sum_first
 from .constant_cotangents import fold_constant_cotangents
@@ -52,6 +52,7 @@ from .snapshots import (
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
 from .row_tapes import row_tapes
+from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
 from .treereturns import tree_returns
@@ -227,7 +228,7 @@ def _forward_mode(
         fused = body
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
-            [fused] = fuse([body], rank_of, reads, taken)
+            [fused] = fuse([body], rank_of, reads, taken, integer_arrays(shapes))
             named = taken | names_mentioned(fused) | norm.taken
             [fused] = hoist_buffers([fused], reads, given, named, rank_of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
@@ -370,7 +371,9 @@ def _reverse_mode(
     ]
     taken = set(norm.params) | set(adjoint.seeds) | set(data) | reserved_names(parsed.name)
     taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
-    fused_primal, fused_adjoint = fuse([primal, adjoint.stmts], adjoint_ranks, reads, taken)
+    fused_primal, fused_adjoint = fuse(
+        [primal, adjoint.stmts], adjoint_ranks, reads, taken, integer_arrays(shapes)
+    )
     fused = copy.copy(adjoint)
     # the fused code keeps loops' tapes in rows; the unfused code, its fallback, keeps lists
     row_inits, fused_primal, fused.stmts = row_tapes(
@@ -388,9 +391,13 @@ def _reverse_mode(
         taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
+    # the rows of values written into those buffers made before their loops too
+    fused_primal = rows_before(fused_primal)
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
-        [plain] = fuse([plain], adjoint_ranks, outputs, taken - set(adjoint.seeds))
+        [plain] = fuse(
+            [plain], adjoint_ranks, outputs, taken - set(adjoint.seeds), integer_arrays(shapes)
+        )
     return emitted(fused_primal, fused, plain, row_inits), name, source, indexed
 
 

@@ -39,9 +39,11 @@ from .normalize import NameAllocator
 # calls whose result shares no memory with their arguments, or that keep none of them
 _FRESH = frozenset(
     {"row_tape", "shape_push", "shape_pop", "push_row", "add_at", "sum_over", "mean_over"}
+    | {"push_shape_row", "pop_shape_row"}
     | {"fusible", "float_arrays", "len", "expand_reduced", "snapshot"}
 )
-_SHAPE_TAPES = {"shape_push": 1, "shape_pop": 1, "row_tape": 0}  # the argument read for its shape
+# the argument read for its shape
+_SHAPE_TAPES = {"shape_push": 1, "shape_pop": 1, "row_tape": 0, "pop_shape_row": 2}
 _SHAPE_ATTRS = frozenset({"shape", "dtype", "size", "ndim"})
 _ALLOCATORS = {"empty": "reused", "zeros": "reused_zeros"}
 
@@ -114,6 +116,19 @@ class _Hoister:
                 if inner != stmt.body:
                     body[k] = copy.copy(stmt)
                     body[k].body = inner
+            elif self.snapshot(stmt):  # `x = snapshot(v)`: copied into a buffer
+                name = stmt.targets[0].id
+                like = call_of("np.empty", _attribute(name, "shape"), _attribute(name, "dtype"))
+                # (the arrays a fused run reading it tests it against have its shape)
+                guard = next((g for g in body[k:] if name in _guarded(g)[0]), None)
+                buffer = self.buffer_before(
+                    assign_to(name, like), guard, loop, body[: k + 1], defined, outside, carried
+                )
+                if buffer is not None:
+                    made.append(buffer)
+                    into = call_of("snapshot_into", load_name(buffer.targets[0].id))
+                    into.args += stmt.value.args
+                    body[k] = ir.copy_origin(assign_to(name, into), stmt)
             elif _allocation(stmt) == "empty" and stmt.targets[0].id in self.buffers:
                 # a buffer made before an inner loop: before this one too, where it can be
                 before = [s for s in body[:k] if s is not None]
@@ -125,8 +140,8 @@ class _Hoister:
         return made
 
     def buffer_before(self, alloc, guard, loop, before: list, defined, outside, carried):
-        """The allocation of `alloc` (in the fused run behind `guard`) made before `loop`, or
-        None where it cannot be."""
+        """The allocation of `alloc` (in the fused run behind `guard`, or one reading a snapshot)
+        made before `loop`, or None where it cannot be."""
         name = alloc.targets[0].id
         if self.escapes(name, loop.body, outside, carried):
             return None
@@ -147,6 +162,20 @@ class _Hoister:
         made = assign_to(buffer, ast.Call(clone(alloc.value.func), entry, []))
         made.value.func.attr = "empty"
         return ir.copy_origin(made, loop)
+
+    def snapshot(self, stmt) -> bool:
+        """Whether `stmt` is `x = snapshot(v)` of an array `x` (a copy made each iteration)."""
+        return (
+            isinstance(stmt, ast.Assign)
+            and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)
+            and isinstance(stmt.value, ast.Call)
+            and _callee(stmt.value) == "snapshot"
+            and len(stmt.value.args) == 1
+            and not stmt.value.keywords
+            and isinstance(self.rank_of(stmt.targets[0]), int)
+            and self.rank_of(stmt.targets[0]) >= 1
+        )
 
     def move_before(self, stmt, before: list, defined, outside, carried) -> bool:
         name = stmt.targets[0].id
@@ -338,10 +367,12 @@ def _allocation(stmt) -> str | None:
     return func.attr if _attribute_of(dtype, "dtype") else None
 
 
-def _guarded(guard: ast.If) -> tuple[list[str], list[str]]:
-    """The arrays `guard` tests to be of one shape (`fusible`), and of one dtype (those and
-    `float_arrays`'), in order."""
+def _guarded(guard) -> tuple[list[str], list[str]]:
+    """The arrays `guard` (a fused run's `if`, else nothing) tests to be of one shape
+    (`fusible`), and of one dtype (those and `float_arrays`'), in order."""
     shapes, dtypes = [], []
+    if not _fused_guard(guard):
+        return shapes, dtypes
     for node in walk_nodes(guard.test):
         if isinstance(node, ast.Call) and _callee(node) in ("fusible", "float_arrays"):
             names = [a.id for a in node.args if isinstance(a, ast.Name)]
@@ -415,7 +446,7 @@ def _length(root: tuple, more: int) -> ast.expr:
 
 def _viewed(name: str, before: list) -> str | None:
     """The array `name` is a view, an element or a copy of one of (`n = x[...]`,
-    `n = snapshot(x[...])`), assigned once in `before`."""
+    `n = snapshot(x[...])`, `n = snapshot_into(n_buffer, x[...])`), assigned once in `before`."""
     found = [s for s in before if _assigned_in([s], name)]
     if len(found) != 1:
         return None
@@ -423,8 +454,8 @@ def _viewed(name: str, before: list) -> str | None:
     if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     value = stmt.value
-    if isinstance(value, ast.Call) and _callee(value) == "snapshot" and len(value.args) == 1:
-        value = value.args[0]  # a copy, of the same dtype
+    if isinstance(value, ast.Call) and _callee(value) in ("snapshot", "snapshot_into"):
+        value = value.args[-1]  # a copy, of the same dtype
     if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
         return value.value.id
     return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from .. import ir
+from ..rules.helpers import RUNTIME
 from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
@@ -163,6 +164,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
         def visit_Call(self, node: ast.Call) -> ast.expr:
             self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id in RUNTIME:
+                for k in node.keywords:  # a reduction's adjoint over `axis=(k,)`
+                    k.value = _one_axis(k.value) if k.arg == "axis" else k.value
             text = ast.unparse(node.func)
             if (
                 text == "np.reshape"
@@ -197,6 +201,15 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
             ):  # of an array (a name, or a tangent `x_dot * s` to own): Numba copies none so
                 node.func = ast.parse("np.copy", mode="eval").body
             if (
+                text == "np.array"
+                and len(node.args) == 1
+                and isinstance(node.args[0], (ast.List, ast.Tuple))
+                and not node.args[0].elts
+                and all(k.arg == "dtype" for k in node.keywords)
+            ):  # empty (`out = np.array([])`, then np.append): Numba cannot type its elements
+                node.func = ast.parse("np.zeros", mode="eval").body
+                node.args = [ast.Constant(0)]
+            if (
                 text == "np.stack"
                 and len(node.args) == 1
                 and isinstance(node.args[0], ast.List)
@@ -208,6 +221,13 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 # of arrays (or of values of ranks not known here, a loop's): Numba takes them
                 # as a tuple, as NumPy does; a list it refuses
                 node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
+            if text in _AT_LEAST and node.args and isinstance(node.args[0], ast.Tuple):
+                # operands of several ranks (or ranks not known here): Numba's joins take one
+                pieces = node.args[0].elts
+                ranks = {rank_of(e) for e in pieces}
+                if len(ranks) > 1 or None in ranks:
+                    at_least = ast.parse(f"np.atleast_{_AT_LEAST[text]}d", mode="eval").body
+                    node.args[0].elts = [ast.Call(at_least, [e], []) for e in pieces]
             if text == "joined_vjp" and len(node.args) > 1 and isinstance(node.args[1], ast.List):
                 node.args[1] = ast.Tuple(node.args[1].elts, ast.Load())  # (hstack's adjoint)
             if (
@@ -228,8 +248,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and rank_of(node.args[1]) == rank_of(node.args[2]) == 1
             ):
                 return ast.BinOp(node.args[0], ast.Mult(), node.args[other])
+            if text == "np.linalg.norm":
+                lowered = _lowered_norm(node)
+                if lowered is not None:
+                    return lowered
             function = _as_function(node, rank_of)
-            lowered = _lowered_reduction(ast.unparse(function.func), function, rank_of)
+            lowered = _lowered_reduction(
+                ast.unparse(function.func), function, rank_of, function is not node
+            )
             if lowered is not None:
                 return lowered
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
@@ -258,6 +284,9 @@ _JOINS_OF_TUPLES = (
     "np.column_stack",
 )
 
+# joins whose operands NumPy gives a rank first (np.atleast_2d, 3d): Numba's need them of one
+_AT_LEAST = {"np.vstack": 2, "np.row_stack": 2, "np.dstack": 3}
+
 # a product's cotangent helper -> the operand that multiplies `g` where both are vectors
 _VECTOR_PRODUCTS = {"dot_vjp_lhs": 2, "dot_vjp_rhs": 1, "matmul_vjp_lhs": 2, "matmul_vjp_rhs": 1}
 
@@ -274,6 +303,22 @@ _REDUCTIONS = {
     "np.std": ("std_over", False),
 }
 _SPREADS = ("var_over", "std_over")  # which take `ddof`
+
+
+def _one_axis(axis: ast.expr) -> ast.expr:
+    """`axis=(k,)` as `k`, one axis as NumPy reads either (Numba's reductions and the Numba
+    forms of their helpers take an int); any other axis as it is."""
+    if isinstance(axis, ast.Tuple) and len(axis.elts) == 1 and _int(axis.elts[0]) is not None:
+        return axis.elts[0]
+    return axis
+
+
+def _int(node: ast.expr) -> int | None:
+    """The int `node` writes (`1`, `-1`), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _int(node.operand)
+        return None if value is None else -value
+    return node.value if isinstance(node, ast.Constant) and type(node.value) is int else None
 
 
 def _as_function(node: ast.Call, rank_of) -> ast.Call:
@@ -294,9 +339,28 @@ def _as_function(node: ast.Call, rank_of) -> ast.Call:
     return node
 
 
-def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
+def _lowered_norm(node: ast.Call) -> ast.expr | None:
+    """`np.linalg.norm(x, axis=k, keepdims=...)` (the 2-norm, `ord` None) as `norm_over(x, k,
+    keepdims)`: Numba's takes no axis. None for any other norm."""
+    given = dict(zip(("x", "ord", "axis", "keepdims"), node.args))
+    for k in node.keywords:
+        if k.arg in given or k.arg not in ("ord", "axis", "keepdims"):
+            return None
+        given[k.arg] = k.value
+    axis = _one_axis(given.get("axis", ast.Constant(None)))
+    ord = given.get("ord", ast.Constant(None))
+    if "x" not in given or _int(axis) is None:
+        return None
+    if not (isinstance(ord, ast.Constant) and ord.value is None):
+        return None
+    keep = given.get("keepdims", ast.Constant(False))
+    return ast.Call(ast.Name("norm_over", ast.Load()), [given["x"], axis, keep], [])
+
+
+def _lowered_reduction(text: str, node: ast.Call, rank_of, method=False) -> ast.expr | None:
     """`np.max(x, axis=1, keepdims=True)` as `max_over(x, 1, True)`, for the reductions over an
-    axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has."""
+    axis or with `keepdims` that Numba lacks; None for any other call, or one Numba has
+    (`method`: `node` stands for a method call, `x.max()`, which Numba lacks for a number)."""
     if text not in _REDUCTIONS or len(node.args) > 3:
         return None
     name, has_axis = _REDUCTIONS[text]
@@ -312,16 +376,22 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of) -> ast.expr | None:
             return None  # np.prod(a, dtype=...), an integer dtype=: left to Numba
         # Numba's np.sum ignores a narrower dtype= and its np.mean takes none: `a` cast first
         given["a"] = ast.Call(ast.Name("summed_in", ast.Load()), [given["a"], dtype], [])
-    axis = given.get("axis", ast.Constant(None))
+    axis = _one_axis(given.get("axis", ast.Constant(None)))
     keep = given.get("keepdims", ast.Constant(False))
     ddof = given.get("ddof", ast.Constant(0))
     no_axis = isinstance(axis, ast.Constant) and axis.value is None
     plain = isinstance(keep, ast.Constant) and keep.value is False
     plain = plain and isinstance(ddof, ast.Constant) and ddof.value == 0
-    if "a" not in given or (plain and (no_axis or has_axis) and name not in _EXACT):
+    if "a" not in given:
         return None
-    if plain and no_axis and rank_of(given["a"]) == 0:  # of a number: nothing to add up
-        # (`summed_in(x, dtype)`'s rank is unknown here: a number cast, summed as a number)
+    # (of a number, or a value of unknown rank, a module `s2sad emit` writes: maybe a number,
+    # which Numba's reductions and methods refuse and the helpers' forms take)
+    known = rank_of(given["a"]) not in (None, 0)
+    if plain and (no_axis or has_axis) and name not in _EXACT and known:
+        return None
+    if plain and no_axis and rank_of(given["a"]) == 0 and name in _EXACT and not method:
+        # of a number: nothing to add up (`summed_in(x, dtype)`'s rank is unknown here: a
+        # number cast, summed as a number; Numba's np.sum takes a number, not its method)
         return None
     if plain and name in _EXACT and not (no_axis or type(constant_value(axis)) is int):
         return None  # a tuple of axes, or one known only when compiled: left to Numba

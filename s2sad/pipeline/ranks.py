@@ -430,6 +430,12 @@ def _arithmetic_names(node) -> list[str]:
     return []
 
 
+def integer_arrays(shapes) -> frozenset[str]:
+    """The names known to be integer or boolean arrays (the arguments', from the key): fusion
+    reads them in a float run's dtype where NumPy keeps it (pipeline/fusion/dtypes.py)."""
+    return frozenset(n for n, kind in shapes.kinds.items() if isinstance(kind, str))
+
+
 def adjoint_rank(shapes, primal_of: dict):
     """The rank of an expression over adjoint names (`dx[i]`): that of the same expression over
     their primals (`x[i]`)."""

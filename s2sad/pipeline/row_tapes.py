@@ -26,7 +26,11 @@ would), popped other than into a name as one run, where the name it is popped in
 into by the adjoint (a row is a copy, not the array the primal had), where its value is an
 array bound to a subscript (a view, which a list keeps without copying its elements), where
 the value's rank is not known, or where a loop around the push is a `while` or a `for` whose
-trip count an enclosing loop may change (`range(t)` in a loop over `t`). The pass runs on the
+trip count an enclosing loop may change (`range(t)` in a loop over `t`). A tape of an array's
+shapes (shape_tapes.py: `shape_push(x_tape, x)`, not proven of one shape) pushed and popped in
+the runs of a group goes into rows of integers counted with it (`x_tape = shape_rows(trips, 1)`,
+`push_shape_row(x_tape, t_taped, x.shape)`, `x = pop_shape_row(x_tape, t_taped, x)`): the push
+takes the shape alone, no reference to the array. The pass runs on the
 fused jitted code only (not on threads): the unfused code, its fallback, keeps lists. It
 consumes and produces statement lists."""
 
@@ -57,7 +61,7 @@ def row_tapes(
     }
     if not tapes:
         return inits, primal, adjoint
-    uses = dict.fromkeys(tapes, 0)
+    uses = dict.fromkeys(tapes | {s.targets[0].id for s in inits if _unfixed_shape_tape(s)}, 0)
     for node in walk_nodes(ast.Module(primal + adjoint, [])):
         if isinstance(node, ast.Name) and node.id in uses:
             uses[node.id] += 1
@@ -78,6 +82,9 @@ def row_tapes(
         and isinstance(rank_of(pops[t][0][1].targets[0]), int)
         and pops[t][0][1].targets[0].id not in views
     }
+    shapes = {  # tapes of shapes not proven fixed (shape_tapes.py), used by one push and pop
+        s.targets[0].id for s in inits if _unfixed_shape_tape(s) and uses.get(s.targets[0].id) == 2
+    }
     names = NameAllocator(taken | names_mentioned(inits + primal + adjoint))
     converted: set[str] = set()
     counts = []
@@ -97,15 +104,17 @@ def row_tapes(
         count = names.fresh(f"{stem}_taped")
         counts.append(assign_to(count, ast.Constant(0)))
         converted.update(tapes_here)
+        shaped = _shape_rows(block, pushed, pop_block, popped, shapes, rank_of)
+        converted.update(shaped)
         capacity = _capacity(loops)
-        if len(pushed) > 1 and not isinstance(capacity, ast.Name):
+        if len(pushed) + len(shaped) > 1 and not isinstance(capacity, ast.Name):
             trips = names.fresh(f"{stem}_trips")
             bound = _copied(assign_to(trips, capacity), pushed[0])
             capacity = load_name(trips)
         else:
             bound = None
-        _rewrite_pushes(block, pushed, count, capacity, bound)
-        _rewrite_pops(pop_block, popped, count)
+        _rewrite_pushes(block, pushed, count, capacity, bound, shaped)
+        _rewrite_pops(pop_block, popped, count, shaped)
     return [s for s in inits if s.targets[0].id not in converted] + counts, primal, adjoint
 
 
@@ -154,7 +163,7 @@ def _push_like(stmt) -> bool:
     return (
         isinstance(stmt, ast.Expr)
         and isinstance(stmt.value, ast.Call)
-        and getattr(stmt.value.func, "id", None) == "shape_push"
+        and getattr(stmt.value.func, "id", None) in ("shape_push", "push_shape_row")
     )
 
 
@@ -165,7 +174,7 @@ def _pop_like(stmt) -> bool:
     return (
         isinstance(stmt, ast.Assign)
         and isinstance(stmt.value, ast.Call)
-        and getattr(stmt.value.func, "id", None) == "shape_pop"
+        and getattr(stmt.value.func, "id", None) in ("shape_pop", "pop_shape_row")
     )
 
 
@@ -299,12 +308,75 @@ def _capacity(loops: tuple) -> ast.expr:
     return total
 
 
-def _rewrite_pushes(block: list, pushed: list, count: str, capacity: ast.expr, bound) -> None:
+def _unfixed_shape_tape(stmt) -> bool:
+    """`x_tape = shape_tape()`: a tape of shapes not proven of one (shape_tapes.py)."""
+    return (
+        isinstance(stmt.value, ast.Call)
+        and getattr(stmt.value.func, "id", None) == "shape_tape"
+        and not stmt.value.args
+        and len(stmt.targets) == 1
+    )
+
+
+def _shape_rows(block, pushed, pop_block, popped, shapes: set, rank_of) -> dict:
+    """{tape: (push, pop, axes)} for the tapes of shapes of arrays pushed in the run of
+    `pushed` (`shape_push(tape, x)`) and popped in the run of `popped` (`x = shape_pop(tape,
+    x)`): their shapes go into rows of integers (one per axis) counted with the group's."""
+    pops = {}
+    for stmt in _run(pop_block, popped, _pop_like):
+        if isinstance(stmt, ast.Assign) and _shape_call(stmt.value, "shape_pop", shapes):
+            pops[stmt.value.args[0].id] = stmt
+    out = {}
+    for stmt in _run(block, pushed, _push_like):
+        if not (isinstance(stmt, ast.Expr) and _shape_call(stmt.value, "shape_push", shapes)):
+            continue
+        tape, value = (a.id for a in stmt.value.args)
+        pop = pops.get(tape)
+        axes = rank_of(ast.Name(value, ast.Load()))
+        if pop is not None and pop.targets[0].id == value and type(axes) is int and axes >= 1:
+            out[tape] = (stmt, pop, axes)
+    return out
+
+
+def _shape_call(call, func: str, tapes: set) -> bool:
+    """`func(tape, x)`, a tape of `tapes` and a name."""
+    return (
+        isinstance(call, ast.Call)
+        and getattr(call.func, "id", None) == func
+        and len(call.args) == 2
+        and all(isinstance(a, ast.Name) for a in call.args)
+        and call.args[0].id in tapes
+    )
+
+
+def _run(block: list, stmts: list, alike) -> list:
+    """The statements of `block` around `stmts` for which `alike` holds, without a break."""
+    at = [_index(block, s) for s in stmts]
+    first, last = min(at), max(at)
+    while first > 0 and alike(block[first - 1]):
+        first -= 1
+    while last + 1 < len(block) and alike(block[last + 1]):
+        last += 1
+    return block[first : last + 1]
+
+
+def _rewrite_pushes(
+    block: list, pushed: list, count: str, capacity: ast.expr, bound, shaped: dict
+) -> None:
     """The pushes `pushed` in `block` become `push_row`s after one `if count == 0:` making the
     rows (after `bound`, the trip count's name bound, where given), and the count goes up after
-    the last push of their run."""
+    the last push of their run; the pushes of `shaped`'s tapes of shapes, `push_shape_row`s."""
     makes, at = [bound] if bound is not None else [], [_index(block, s) for s in pushed]
-    for i in at:
+    for tape, (push, _, axes) in shaped.items():
+        k, value = _index(block, push), push.value.args[1].id
+        rows = call_of("shape_rows", clone(capacity), ast.Constant(axes))
+        makes.append(_copied(assign_to(tape, rows), push))
+        shape = ast.Attribute(load_name(value), "shape", ast.Load())
+        block[k] = _copied(
+            ast.Expr(call_of("push_shape_row", load_name(tape), load_name(count), shape)), push
+        )
+        at.append(k)
+    for i in at[: len(pushed)]:
         stmt = block[i]
         tape, value = stmt.value.func.value.id, stmt.value.args[0]
         make = assign_to(tape, call_of("row_tape", clone(value), clone(capacity)))
@@ -320,8 +392,13 @@ def _rewrite_pushes(block: list, pushed: list, count: str, capacity: ast.expr, b
     block.insert(min(at), _copied(ast.If(test, makes, []), block[min(at)]))
 
 
-def _rewrite_pops(block: list, popped: list, count: str) -> None:
-    """The pops `popped` in `block` become `pop_row`s after one `count -= 1` before their run."""
+def _rewrite_pops(block: list, popped: list, count: str, shaped: dict) -> None:
+    """The pops `popped` in `block` become `pop_row`s after one `count -= 1` before their run;
+    the pops of `shaped`'s tapes of shapes, `pop_shape_row`s."""
+    for tape, (_, pop, _) in shaped.items():
+        value = pop.targets[0].id
+        rows = call_of("pop_shape_row", load_name(tape), load_name(count), load_name(value))
+        block[_index(block, pop)] = _copied(ast.Assign(pop.targets, rows), pop)
     at = [_index(block, s) for s in popped]
     first = min(at)
     while first > 0 and _pop_like(block[first - 1]):

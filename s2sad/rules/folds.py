@@ -188,6 +188,8 @@ def _whole_plain(axis, keepdims):
 
 @numba_of(max_over)
 def _max_over(a, axis=None, keepdims=False):
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
+        return lambda a, axis=None, keepdims=False: a
     how = _reduce_how(a, axis, keepdims)
     if how == "whole":
         return lambda a, axis=None, keepdims=False: np.max(a)
@@ -202,6 +204,8 @@ def _max_over(a, axis=None, keepdims=False):
 
 @numba_of(min_over)
 def _min_over(a, axis=None, keepdims=False):
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
+        return lambda a, axis=None, keepdims=False: a
     how = _reduce_how(a, axis, keepdims)
     if how == "whole":
         return lambda a, axis=None, keepdims=False: np.min(a)
@@ -216,6 +220,8 @@ def _min_over(a, axis=None, keepdims=False):
 
 @numba_of(prod_over)
 def _prod_over(a, axis=None, keepdims=False):
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
+        return lambda a, axis=None, keepdims=False: a
     how = _reduce_how(a, axis, keepdims, float_only=True)
     if how == "whole":
         return lambda a, axis=None, keepdims=False: np.prod(a)
@@ -343,8 +349,17 @@ def _spread_how(a, axis, keepdims, ddof):
     return _reduce_how(a, axis, keepdims, True) if _absent(ddof, 0) or _integer(ddof) else None
 
 
+@type_test
+def _number_spread(a):
+    """The variance (and std) of a number `a` in its float type (float64 for an integer)."""
+    cast = as_dtype(a if isinstance(a, types.Float) else types.float64).type
+    return lambda a, axis=None, keepdims=False, ddof=0: cast(_spread(0.0, 1 - ddof))
+
+
 @numba_of(var_over)
 def _var_over(a, axis=None, keepdims=False, ddof=0):
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number: no spread (nan at ddof 1)
+        return _number_spread(a)
     how = _spread_how(a, axis, keepdims, ddof)
     if how == "whole" and a.dtype == types.float32:  # added in float64, rounded once
         return lambda a, axis=None, keepdims=False, ddof=0: np.float32(_var_all(a, ddof))
@@ -363,6 +378,8 @@ def _var_over(a, axis=None, keepdims=False, ddof=0):
 
 @numba_of(std_over)
 def _std_over(a, axis=None, keepdims=False, ddof=0):
+    if not _array(a) and _whole_plain(axis, keepdims):  # a number: no spread (nan at ddof 1)
+        return _number_spread(a)
     how = _spread_how(a, axis, keepdims, ddof)
     if how == "whole" and a.dtype == types.float32:
         return lambda a, axis=None, keepdims=False, ddof=0: np.float32(_std_all(a, ddof))
@@ -377,6 +394,27 @@ def _std_over(a, axis=None, keepdims=False, ddof=0):
     if how == "kept axis":
         return lambda a, axis=None, keepdims=False, ddof=0: _kept(_fold_std(a, axis, ddof), a, axis)
     return None
+
+
+@helper
+def norm_over(a, axis=None, keepdims=False):
+    """np.linalg.norm's 2-norm of the vectors along `axis` (jitted code calls this where the
+    function calls `np.linalg.norm(x, axis=k)`: Numba's takes no axis)."""
+    return np.linalg.norm(a, axis=axis, keepdims=keepdims)
+
+
+@numba_of(norm_over)
+def _norm_over(a, axis=None, keepdims=False):
+    how = _reduce_how(a, axis, keepdims)
+    if how is None or not isinstance(a.dtype, types.Float):
+        return None
+    if how == "whole":
+        return lambda a, axis=None, keepdims=False: np.sqrt(_total(a * a))
+    if how == "kept":
+        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.sqrt(_total(a * a)))
+    if how == "axis":
+        return lambda a, axis=None, keepdims=False: np.sqrt(_fold(a * a, axis, _SUM))
+    return lambda a, axis=None, keepdims=False: _kept(np.sqrt(_fold(a * a, axis, _SUM)), a, axis)
 
 
 @helper

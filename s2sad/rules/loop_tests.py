@@ -2,7 +2,8 @@
 pipeline/lower.py): whether the fused loops may stand for the array statements they replace,
 and the test of a `while True:` that Numba cannot fold. In Python (the fallback of a jitted
 function) the array statements run: the guards are False there. Also the arrays a fused run in a
-loop writes into, made once before the loop (`reused`, pipeline/hoist.py).
+loop writes into, and the copies it snapshots, made once before the loop (`reused`,
+`snapshot_into`, pipeline/hoist.py).
 """
 
 import typing
@@ -88,6 +89,25 @@ def _float_arrays(*arrays):
 
 
 @helper(nondiff=True)
+def kept_dtype(source, *arrays):
+    """Whether NumPy computes with `arrays` in the float dtype of the array `source` (arrays of
+    that dtype, or integer or boolean ones of fewer bits): a fused run reads them as it reads
+    its float arrays, after `float_arrays` (pipeline/fusion/dtypes.py). Python runs the array
+    statements: False."""
+    return False
+
+
+@numba_of(kept_dtype)
+def _kept_dtype(source, *arrays):
+    if not _one_float_dtype((source,)) or not all(_array(t) for t in arrays):
+        return None
+    dtype = as_dtype(source.dtype)
+    if any(np.result_type(dtype, as_dtype(t.dtype)) != dtype for t in arrays):
+        return None
+    return lambda source, *arrays: True
+
+
+@helper(nondiff=True)
 def widened_by(v, *dtypes):
     """`v`, a value a loop carries, in the widest float dtype of it and `dtypes` (those of the
     arrays its step reads, or the numbers themselves): compiled, a float32 value a float64 one
@@ -168,6 +188,34 @@ def _reused_zeros(buffer, shape, dtype):
         return np.zeros(shape, buffer.dtype)
 
     return zeroed
+
+
+@helper(nondiff=True, shaped_like="v")
+def snapshot_into(buffer, v):
+    """`snapshot(v)` in a loop, made once before the loop (pipeline/hoist.py): `v`'s elements
+    copied into `buffer` where it has `v`'s shape and dtype, else a fresh copy. Python: a copy."""
+    return v.copy() if isinstance(v, np.ndarray) else v
+
+
+@numba_of(snapshot_into)
+def _snapshot_into(buffer, v):
+    if not _array(v):
+        return lambda buffer, v: v
+    if not (
+        _array(buffer)
+        and buffer.layout == "C"
+        and buffer.dtype == v.dtype
+        and buffer.ndim == v.ndim
+    ):
+        return lambda buffer, v: v.copy()  # (a guess of another kind: the plain copy)
+
+    def into(buffer, v):
+        if buffer.shape == v.shape:
+            buffer[...] = v
+            return buffer
+        return v.copy()
+
+    return into
 
 
 @type_test

@@ -289,7 +289,7 @@ def batched_var_vjp(g, x, axis=None, ddof=0, keepdims=False):
 def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
     if not _array(x):
         return lambda g, x, axis=None, ddof=0, keepdims=False: 0.0 * g
-    if _integer(axis):
+    if _integer(axis) and x.ndim > 1:
 
         def one_axis(g, x, axis=None, ddof=0, keepdims=False):
             centered = x - _kept(_fold_mean(x, axis), x, axis)
@@ -297,8 +297,15 @@ def _var_vjp(g, x, axis=None, ddof=0, keepdims=False):
             return expand_reduced(g, x, axis, keepdims) * scale * centered
 
         return one_axis
-    if not _absent(axis):
+    if not (_absent(axis) or _integer(axis)):  # (of a vector, one axis is every element)
         return None
+    if _array(g) and g.ndim > 0:  # kept dimensions
+
+        def kept(g, x, axis=None, ddof=0, keepdims=False):
+            gx = expand_reduced(g, x, axis, keepdims)
+            return gx * (2.0 / max(x.size - ddof, 0)) * (x - np.mean(x))
+
+        return kept
 
     def impl(g, x, axis=None, ddof=0, keepdims=False):
         return g * (2.0 / max(x.size - ddof, 0)) * (x - np.mean(x))
@@ -350,7 +357,9 @@ def batched_std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
 
 @numba_of(std_vjp)
 def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
-    if _array(x) and _integer(axis):
+    if not _array(x):  # a number's std is constant (0, or nan at ddof 1)
+        return lambda g, x, ans, axis=None, ddof=0, keepdims=False: 0.0 * g
+    if _integer(axis) and x.ndim > 1:
 
         def one_axis(g, x, ans, axis=None, ddof=0, keepdims=False):
             centered = x - _kept(_fold_mean(x, axis), x, axis)
@@ -363,8 +372,16 @@ def _std_vjp(g, x, ans, axis=None, ddof=0, keepdims=False):
             )
 
         return one_axis
-    if not _array(x) or not _absent(axis):
+    if not (_absent(axis) or _integer(axis)):  # (of a vector, one axis is every element)
         return None
+    if _array(g) and g.ndim > 0:  # kept dimensions
+
+        def kept(g, x, ans, axis=None, ddof=0, keepdims=False):
+            scale = expand_reduced(ans, x, axis, keepdims) * (x.size - ddof)
+            gx = expand_reduced(g, x, axis, keepdims)
+            return gx * (x - np.mean(x)) / np.where(scale == 0, np.inf, scale)
+
+        return kept
 
     def impl(g, x, ans, axis=None, ddof=0, keepdims=False):
         scale = ans * (x.size - ddof)  # 0 where every centered value is 0: a zero derivative

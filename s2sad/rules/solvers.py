@@ -7,7 +7,7 @@ import typing
 
 import numpy as np
 
-from .common import _absent, _array, _lift, batched_expand_reduced, batched_unbroadcast
+from .common import _absent, _array, _integer, _lift, batched_expand_reduced, batched_unbroadcast
 from .common import expand_reduced, unbroadcast
 from .helpers import batched_helper, batched_of, helper, numba_of
 from .matrix_products import _mm
@@ -377,6 +377,13 @@ def batched_norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
 
 @numba_of(norm_vjp)
 def _norm_vjp(g, x, ans, ord=None, axis=None, keepdims=False):
+    if _array(x) and _integer(axis) and _absent(ord):  # 2-norms of the vectors along an axis
+
+        def along(g, x, ans, ord=None, axis=None, keepdims=False):
+            gx = expand_reduced(g, x, axis, keepdims)
+            return gx * x / expand_reduced(ans, x, axis, keepdims)
+
+        return along
     if not _array(x) or not _absent(axis):
         return None
     if _absent(ord):  # the 2-norm of a vector, the Frobenius norm of a matrix

@@ -80,6 +80,20 @@ def _joined_vjp(g, arrays, k, axis=None):
         piece = np.moveaxis(g, ax, 0)[start : start + np.size(mine) // other]
         return np.ascontiguousarray(np.moveaxis(piece, 0, ax)).reshape(np.shape(mine))
 
+    if isinstance(arrays, types.BaseTuple) and not _array(arrays.types[K]):
+
+        def number(g, arrays, k, axis=None):
+            # a number joined (`np.append(out, x[i])`): its element, a number as it is (the
+            # other axes of `g` have length 1 wherever NumPy joins a number)
+            start = 0
+            i = 0
+            for a in literal_unroll(arrays):
+                if i < K:
+                    start += np.size(a)
+                i += 1
+            return np.ascontiguousarray(g).reshape(-1)[start]
+
+        return number
     return impl
 
 

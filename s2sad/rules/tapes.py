@@ -93,9 +93,10 @@ def _shape_pop(tape, x):
 
 # Tapes of rows (pipeline/row_tapes.py): in jitted code, where a loop's trip count is known
 # when it starts, a value it records once an iteration goes into a row of one array made at the
-# first push, not onto a list: one allocation a loop where the list kept one array a step (and
-# held them all), no list traffic, and the adjoint reads the rows back from one block. A value
-# that does not fit its row (another shape) raises a ValueError saying ROW_TAPE_MISFIT, and the
+# first push, or before the loop like a buffer the value is written into (`rows_like`), not
+# onto a list: one allocation a loop where the list kept one array a step (and held them all),
+# no list traffic, and the adjoint reads the rows back from one block. A value that does not
+# fit its row (another shape or dtype) raises a ValueError saying ROW_TAPE_MISFIT, and the
 # call runs again in the code without fused loops, which keeps lists (jit.py). The NumPy forms
 # are lists: Python mode keeps the arrays themselves, which costs less there than a copy.
 ROW_TAPE_MISFIT = "s2sad: a value recorded in a loop does not fit its tape's rows"
@@ -119,6 +120,75 @@ def _row_tape(x, capacity):
 
 
 @helper(nondiff=True)
+def rows_like(buffer, capacity):
+    """A tape for `capacity` values like `buffer`, made before their loop (pipeline/
+    rows_before.py): compiled, an array of `capacity` rows shaped like `buffer`; in Python, a
+    list."""
+    return []
+
+
+@numba_of(rows_like)
+def _rows_like(buffer, capacity):
+    if isinstance(buffer, types.Array):
+        return lambda buffer, capacity: np.empty((capacity,) + buffer.shape, buffer.dtype)
+    return None
+
+
+@helper(nondiff=True)
+def shape_rows(capacity, axes):
+    """A tape for `capacity` shapes of `axes` axes, counted with a group of rows
+    (pipeline/row_tapes.py): compiled, an array of `capacity` rows of `axes` integers; in
+    Python, a list."""
+    return []
+
+
+@numba_of(shape_rows)
+def _shape_rows(capacity, axes):
+    return lambda capacity, axes: np.empty((capacity, axes), np.intp)
+
+
+@helper(nondiff=True)
+def push_shape_row(tape, k, shape):
+    """Record `shape` (an array's, passed alone: no reference to the array is taken) as the
+    tape's `k`-th."""
+    tape.append(shape)
+
+
+@numba_of(push_shape_row)
+def _push_shape_row(tape, k, shape):
+    def push(tape, k, shape):
+        if k >= tape.shape[0] or len(shape) != tape.shape[1]:
+            raise ValueError(ROW_TAPE_MISFIT)
+        for axis in range(len(shape)):
+            tape[k, axis] = shape[axis]
+
+    return push
+
+
+@helper(nondiff=True)
+def pop_shape_row(tape, k, x):
+    """A stand-in (`shape_stub`) of the tape's `k`-th shape, in the dtype of `x`, the name's
+    current value."""
+    return shape_stub(np.broadcast_to(np.zeros((), np.asarray(x).dtype), tape.pop()))
+
+
+@numba_of(pop_shape_row)
+def _pop_shape_row(tape, k, x):
+    if not isinstance(x, types.Array):
+        return None
+    zero = np.zeros((), as_dtype(x.dtype))  # a constant of the compiled code
+    ndim = x.ndim
+
+    def stand_in(tape, k, x):
+        shape = x.shape
+        for axis in range(ndim):
+            shape = tuple_setitem(shape, axis, tape[k, axis])
+        return np.broadcast_to(zero, shape)
+
+    return stand_in
+
+
+@helper(nondiff=True)
 def push_row(tape, k, x):
     """Record `x` as the tape's `k`-th value (from 0)."""
     tape.append(x)
@@ -127,6 +197,12 @@ def push_row(tape, k, x):
 @numba_of(push_row)
 def _push_row(tape, k, x):
     if isinstance(x, types.Array):
+        if x.dtype != tape.dtype or x.ndim != tape.ndim - 1:  # (rows made like a buffer)
+
+            def misfit(tape, k, x):
+                raise ValueError(ROW_TAPE_MISFIT)
+
+            return misfit
 
         def array_push(tape, k, x):
             if k >= tape.shape[0] or x.shape != tape.shape[1:]:

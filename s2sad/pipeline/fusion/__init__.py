@@ -67,8 +67,8 @@ then read them, knowing their axes of length 1, and the adds into their columns
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
 gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows
-and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, and
-syntax.py what they all share.
+and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, dtypes.py
+the integer arrays a run reads, and syntax.py what they all share.
 """
 
 from __future__ import annotations
@@ -83,13 +83,16 @@ from .syntax import names_in
 from .views import viewed
 
 
-def fuse(blocks: list[list], rank_of, reads: list, taken: set[str]) -> list[list]:
+def fuse(
+    blocks: list[list], rank_of, reads: list, taken: set[str], integers=frozenset()
+) -> list[list]:
     """The statement lists of one generated function with their fusible runs fused. `rank_of`
     gives an expression's rank (None where unknown); `reads` are the other nodes of the function
-    that read values (its outputs and returned gradients); `taken`, every name it uses."""
+    that read values (its outputs and returned gradients); `taken`, every name it uses;
+    `integers`, the integer and boolean arrays among its arguments (dtypes.py)."""
     blocks = viewed([_without_zeroing(b) for b in blocks], rank_of, reads)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
-    fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes))
+    fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes), integers)
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
     return [_emitted(g) for g in gathered]

@@ -7,6 +7,7 @@ import ast
 
 from ...astcopy import clone, walk_nodes
 from ..nodes import assigned_name
+from .dtypes import by_dtype, integer_derived, with_integers
 from .extents import Extents, moved_up
 from .gather import base_views
 from .loops import Emitter
@@ -41,8 +42,9 @@ from .syntax import (
 
 
 class Fuser:
-    def __init__(self, rank_of, nodes, taken: set[str]):
+    def __init__(self, rank_of, nodes, taken: set[str], integers=frozenset()):
         self.rank_of = rank_of
+        self.integers = integer_derived(nodes, integers)  # (dtypes.py)
         self.value_reads, self.shape_reads = name_reads(nodes)
         self.written = written_in_place(nodes)
         self.taken = taken
@@ -495,9 +497,7 @@ class Run:
         numbers = [n for n in arrays if n not in self.masks - self.numbers]
         if not numbers:  # masks alone: nothing to take a float dtype from
             return list(self.stmts)
-        # one the run does not rebind first (`dk = dk + t * c`: `t`), so that the unfused
-        # branch's casts after its statements read the dtype the run started with
-        numbers.sort(key=lambda n: n in self.assigned)
+        numbers, integers = by_dtype(self, numbers)  # the dtype's source first (dtypes.py)
         last = max(self.stmts.index(s) for s, _ in self.entries)
         after = self.stmts[last + 1 :]  # views and numbers after the last entry stay there
         before = [s for s in self.hoisted if s not in after]
@@ -509,9 +509,10 @@ class Run:
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
         unfused += in_run_dtype(fused, unfused, numbers[0], self.stmts[-1])
         if self.plain():
-            test = fusible_test(arrays)
+            test = fusible_test([n for n in arrays if n not in integers])
         else:
-            test = guard(maps, sizes, self.full(), self.masks - self.numbers)
+            test = guard(maps, sizes, self.full(), self.masks - self.numbers | set(integers))
+        test = with_integers(test, numbers[0], integers, self.plain())
         if self.sliced or self.stores:  # the arrays sliced: the run's dtype, slices its shape
             test = with_slices_checked(test, self, maps, sizes, numbers[0])
         return before + [ast.If(test, fused, unfused)] + after

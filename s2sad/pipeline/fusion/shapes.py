@@ -12,7 +12,8 @@ from ...astcopy import walk_nodes
 from .syntax import SHAPE_ONLY, UFUNCS, assign, load, origin, text_of
 
 # s2sad's reductions over an axis as the lowering writes them: `sum_over(x, 1, True)`
-_OVER = frozenset({"sum_over", "max_over", "min_over", "mean_over", "prod_over"})
+_OVER = frozenset({"sum_over", "max_over", "min_over", "mean_over", "prod_over", "norm_over"})
+_SPREADS = frozenset({"var_over", "std_over"})  # (a fourth argument: ddof)
 # calls whose value has the shape of their one array argument
 _SAME_SHAPE = frozenset({"stop_gradient"}) | UFUNCS
 
@@ -51,7 +52,11 @@ def units_of(node, found: dict, rank, proven: bool = False) -> frozenset:
     if isinstance(node, ast.Subscript):
         return _subscript_units(node, found, rank, proven)
     name = text_of(getattr(node, "func", None))
-    if isinstance(node, ast.Call) and name in _OVER and len(node.args) == 3:
+    if (
+        isinstance(node, ast.Call)
+        and len(node.args) == 3 + (name in _SPREADS)
+        and (name in _OVER | _SPREADS)
+    ):
         axis, keep, r = constant_int(node.args[1]), node.args[2], rank(node.args[0])
         if axis is None or not (isinstance(keep, ast.Constant) and keep.value is True) or not r:
             return none

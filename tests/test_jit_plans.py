@@ -1,0 +1,94 @@
+"""A jitted gradient called again with arguments of the same kinds runs what the first call
+decided for them (s2sad/call_plans.py): these calls must give what a first call gives. Each test
+calls several times, the later calls through the kept plan, and checks against Python mode, the
+formula, or the first call: data read anew, arguments' kinds, types and dtypes of the results,
+memory owned, fallbacks."""
+
+import numpy as np
+import pytest
+
+import s2sad
+from s2sad.errors import NonDifferentiableInputError
+
+pytestmark = pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning")
+
+W = np.array([1.0, 2.0, 3.0])
+
+
+def weighted(x):
+    return np.sum(W * x * x)
+
+
+def scaled(x, c):
+    return np.sum(c * x * x)
+
+
+@pytest.fixture(scope="module")
+def grad_weighted(tmp_path_factory):
+    """One jitted grad of `weighted` for the module's tests (one compile)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("S2SAD_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield s2sad.grad(weighted, jit="strict")
+    mp.undo()
+
+
+def test_a_global_rebound_between_calls_is_read_at_each_call(grad_weighted, monkeypatch):
+    x = np.array([0.5, -1.0, 2.0])
+    for _ in range(3):  # the first call decides, the later ones run the plan
+        np.testing.assert_allclose(grad_weighted(x), 2 * W * x)
+    monkeypatch.setattr(__import__(__name__), "W", np.array([-1.0, 0.5, 4.0]))
+    for _ in range(2):
+        np.testing.assert_allclose(grad_weighted(x), 2 * np.array([-1.0, 0.5, 4.0]) * x)
+
+
+def test_gradients_are_the_callers_own_on_every_call(grad_weighted):
+    x = np.array([0.5, -1.0, 2.0])
+    seen = []
+    for _ in range(3):
+        g = grad_weighted(x)
+        assert g.flags.writeable and g.dtype == x.dtype and g.shape == x.shape
+        assert not np.shares_memory(g, x) and not np.shares_memory(g, W)
+        assert not any(np.shares_memory(g, s) for s in seen)
+        seen.append(g)
+
+
+def test_other_kinds_of_the_same_rank_decide_anew(grad_weighted):
+    x = np.array([0.5, -1.0, 2.0, 7.0, 1.5, 3.0])
+    python = s2sad.grad(weighted)
+    for given in (x[:3], x[::2], np.asarray(x[:3], dtype=np.float32), x[:3]):
+        for _ in range(2):
+            g = grad_weighted(given)
+            assert g.dtype == given.dtype and type(g) is np.ndarray
+            np.testing.assert_allclose(g, python(given), rtol=1e-6)
+
+
+def test_arguments_are_still_checked_after_a_plan(grad_weighted):
+    x = np.array([0.5, -1.0, 2.0])
+    grad_weighted(x)
+    grad_weighted(x)
+    with pytest.raises(NonDifferentiableInputError, match="subclass"):
+        grad_weighted(np.ma.masked_array(x))
+    with pytest.raises(NonDifferentiableInputError, match="dtype int64"):
+        grad_weighted(np.array([1, 2, 3]))
+    np.testing.assert_allclose(grad_weighted(x), 2 * W * x)
+
+
+def test_value_types_and_numpy_scalars_beside_float32(tmp_path, monkeypatch):
+    """value_and_grad's value comes back as NumPy gives it, and a NumPy float64 scalar beside a
+    float32 array (which the key does not tell from a Python float) keeps float64's route."""
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+    vg = s2sad.value_and_grad(scaled, jit="strict")
+    python = s2sad.value_and_grad(scaled)
+    x32 = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    for x, c in [(x32, 0.7), (x32, 0.7), (x32, np.float64(0.7)), (x32, 0.7), (x32 * 1.0, 0.7)]:
+        for _ in range(2):
+            (value, g), (want, want_g) = vg(x, c), python(x, c)
+            assert type(value) is type(want) and g.dtype == want_g.dtype
+            np.testing.assert_allclose(value, want, rtol=1e-6)
+            np.testing.assert_allclose(g, want_g, rtol=1e-6)
+
+
+def test_source_shows_the_code_of_the_last_call(grad_weighted):
+    grad_weighted(np.array([0.5, -1.0, 2.0]))
+    grad_weighted(np.array([0.5, -1.0, 2.0]))
+    assert "def checked_grad_weighted(x" in s2sad.source(grad_weighted)
