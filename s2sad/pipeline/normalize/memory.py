@@ -346,6 +346,7 @@ class Memory:
                     self.aug_written({n.target.id}, n, env)
         self.written_now(_subscript_stores(body))
         self._carried_aliases(body)
+        self._carried_views(body)
 
     def _carried_aliases(self, body: list[ast.stmt]) -> None:
         """A name the loop writes into (`prev[0] = v`) and binds to another array's memory in
@@ -380,6 +381,33 @@ class Memory:
                 write,
                 hint=f"assign `{target.id} = {ast.unparse(node.value)}.copy()` (a new array)",
             )
+
+    def _carried_views(self, body: list[ast.stmt]) -> None:
+        """A name the loop binds to (a view of) an array it writes in place (`prev = h[0]` at a
+        step's end, `h[j] = v` in the next step): from the second pass on, the name holds the
+        view bound in the last pass when the body starts, and a write before its binding shows
+        through it, which one pass in order does not see. So it is taken as such a view from
+        the loop's start: read after the write (before its binding), it is refused as in
+        straight code; read before the write, its snapshot holds the right values."""
+        stores = _subscript_stores(body)
+        updated = {
+            n.target.id
+            for stmt in body
+            for n in walk_nodes(stmt)
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+        }
+        for node in (n for stmt in body for n in walk_nodes(stmt)):
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+                continue
+            target = node.targets[0]
+            if not isinstance(target, ast.Name):
+                continue
+            viewed = self.written_view(node.value)
+            if viewed is not None and viewed in stores:
+                self.views[target.id] = viewed
+            bases = self.shared_bases(node.value) - {target.id}
+            if bases & updated:
+                self.share(target.id, self.sharing.get(target.id, set()) | bases)
 
     # ------------------------------------------------------------------ hazards
     def read(self, node: ast.Name, env: dict) -> None:
