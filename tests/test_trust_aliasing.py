@@ -1058,9 +1058,19 @@ def _updated_then_read(x, w):
     return total
 
 
+def _bound_then_written_read_after_the_loop(x, w):
+    h = np.ones((2, x.shape[0]))
+    prev = x * 0.0
+    for t in range(3):
+        prev = h[0]
+        h[0] = np.sin(h[0] * w[t] + x)
+    return np.sum(prev * x)
+
+
 @pytest.mark.parametrize(
     "f",
     [
+        _bound_then_written_read_after_the_loop,
         _written_in_a_nested_loop_then_read,
         _written_then_read,
         _written_then_read_in_a_while,
@@ -1117,7 +1127,25 @@ def _rows_written_once(x, w):
     return total
 
 
-@pytest.mark.parametrize("f", [_read_before_the_write, _copied, _never_written, _rows_written_once])
+def _written_then_bound_read_after_the_loop(x, w):
+    h = np.ones((2, x.shape[0]))
+    prev = x * 0.0
+    for t in range(3):
+        h[0] = np.sin(h[0] * w[t] + x)
+        prev = h[0]
+    return np.sum(prev * x)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        _read_before_the_write,
+        _copied,
+        _never_written,
+        _rows_written_once,
+        _written_then_bound_read_after_the_loop,
+    ],
+)
 def test_a_view_carried_across_steps_but_read_before_any_write_is_differentiated(f):
     x, w = np.linspace(-1.0, 1.0, 4), np.linspace(0.5, 1.5, 12).reshape(3, 4)
     value, _ = s2sad.value_and_grad(f)(x.copy(), w.copy())
