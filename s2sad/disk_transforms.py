@@ -296,7 +296,8 @@ def _entry(func, compiled, key: str) -> dict | None:
         checks.append((spec, found))
     namespace = []
     for name, obj in compiled.globals.items():
-        spec = next((s for s, o in compiled.checks if o is obj and not s[3]), None)
+        found = [s for s, o in compiled.checks if o is obj]  # (a name read first, else a path:
+        spec = min(found, key=lambda s: len(s[3]), default=None)  # `h.bump` bound as `bump`)
         if spec is None:  # made by the transform, or passed: not kept
             return None
         namespace.append((name, spec))

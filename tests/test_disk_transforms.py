@@ -160,6 +160,19 @@ def test_a_changed_helper_in_another_module_is_transformed_again(mod, transforms
     assert len(entries(mod)) == 1  # (the entry replaced: one per function and options)
 
 
+def test_a_changed_module_function_called_on_data_is_transformed_again(mod, transforms, tmp_path):
+    """With wrt=0, `h.bump(y)` is not differentiated: the code calls it by a bare name bound to
+    the module's function, kept by its path `h.bump` and checked by its code when loaded."""
+    jitted_code(mod.f, X, Y, wrt=0)
+    assert len(entries(mod)) == 1
+    _, numbers = jitted_code(mod.f, X, Y, wrt=0)
+    assert transforms == ["f"] and same(numbers, python_mode(mod.f, X, Y, wrt=0))
+    (tmp_path / "dt_helpers.py").write_text(HELPERS.format(body="np.cos(y) * y * 3.0"))
+    importlib.reload(sys.modules["dt_helpers"])
+    _, numbers = jitted_code(mod.f, X, Y, wrt=0)
+    assert transforms == ["f", "f"] and same(numbers, python_mode(mod.f, X, Y, wrt=0))
+
+
 def test_a_rebound_global_function_is_transformed_again(mod, transforms):
     jitted_code(mod.f, X, Y)
     mod.local = mod.cube
