@@ -46,6 +46,31 @@ def sliced(u):
     return np.sum(d**2) + np.sum(u[:, None, ::-1])
 
 
+def entry(idx, k):
+    return idx[k]
+
+
+def scaled_by_entry(x, idx, k):
+    # `entry` is the user's: compiled code calls it by name (custom.numba_form)
+    return x[0] * entry(idx, k)
+
+
+@s2sad.custom_vjp
+def first_times(x, k):
+    return x[0] * k
+
+
+@first_times.defvjp
+def first_times_vjp(dy, y, x, k):
+    g = np.zeros_like(x)
+    g[k] = dy * k
+    return g, 0.0
+
+
+def through_rule(x, k):
+    return first_times(x, k) + np.sum(x)
+
+
 def _line(f, text: str) -> int:
     lines, start = inspect.getsourcelines(f)
     return start + next(n for n, line in enumerate(lines) if text in line)
@@ -122,6 +147,22 @@ def test_two_indices_of_a_matrix_and_slices_past_its_end():
         _out_of_range(
             cell, (u, i, j), "return u[i, j] * u[0, j] + np.sum(u[i + 1 : i + 9, j:] ** 2)"
         )
+
+
+def test_the_users_helpers_and_custom_vjp_rules_are_checked_too():
+    """A function of the user's the compiled code calls by name, and a custom_vjp's rule, are
+    compiled with the checks (they read, and wrote, past the array)."""
+    idx = np.arange(5)
+    for f, good, bad in (
+        (scaled_by_entry, (X, idx, -5), (X, idx, 7)),
+        (through_rule, (X, 2), (X, 15)),
+    ):
+        strict = s2sad.grad(f, jit="strict")  # (compiled, or it raises: no Python rerun)
+        np.testing.assert_allclose(strict(*good), s2sad.grad(f)(*good), rtol=1e-12)
+        with pytest.raises(IndexError):
+            s2sad.grad(f)(*bad)
+        with pytest.raises(IndexError):
+            strict(*bad)
 
 
 def test_only_code_that_indexes_by_integers_is_checked():
