@@ -6,6 +6,7 @@ too, give Python mode's numbers. One compiled function per case, called several 
 import functools
 import importlib.util
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -69,6 +70,10 @@ def first_times_vjp(dy, y, x, k):
 
 def through_rule(x, k):
     return first_times(x, k) + np.sum(x)
+
+
+def taken(x, idx):
+    return np.sum(np.take(x, idx) ** 2)
 
 
 def _line(f, text: str) -> int:
@@ -163,6 +168,19 @@ def test_the_users_helpers_and_custom_vjp_rules_are_checked_too():
             s2sad.grad(f)(*bad)
         with pytest.raises(IndexError):
             strict(*bad)
+
+
+def test_an_index_numbas_library_checks_as_the_code_runs_is_no_failure_to_compile():
+    """`np.take` out of range raises in Numba's own code as it runs: the user's IndexError, not
+    a compile failure (which warned and ran every later call of those types in Python)."""
+    good, bad = np.array([0, 2, -1]), np.array([1, 20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a fallback's warning would be raised instead)
+        for transformed in (s2sad.grad(taken, jit=True), s2sad.grad(taken, jit="strict")):
+            np.testing.assert_allclose(transformed(X, good), s2sad.grad(taken)(X, good))
+            with pytest.raises(IndexError):
+                transformed(X, bad)
+            np.testing.assert_allclose(transformed(X, good), s2sad.grad(taken)(X, good))
 
 
 def test_only_code_that_indexes_by_integers_is_checked():
