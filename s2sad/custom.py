@@ -159,7 +159,7 @@ _NUMBA_FORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def numba_form(value):
     """What Numba-compiled code calls for a user's function it reads by name (a custom_vjp
     function, a vjp rule): the plain Python function, which nopython code cannot call, compiled
-    by `numba.njit` (NumPy's error model, as generated code's), one dispatcher per object so a
+    by `numba.njit` (NumPy's error model and bounds checks, as generated code's), one dispatcher per object so a
     module loaded twice sees the same one. Where Numba cannot compile it, compiling the code
     that calls it fails, and jit=True runs the Python version, naming it (`user_callee`).
     A function reading data from its globals or closure (a number, an array) stays in Python:
@@ -176,7 +176,9 @@ def numba_form(value):
         return value
     import numba  # (Numba loads on first use: s2sad imports fast)
 
-    dispatcher = numba.njit(error_model="numpy")(func)
+    # bounds checked as the generated code's (jit.BOUNDSCHECK): an index out of range raises
+    checks = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
+    dispatcher = numba.njit(error_model="numpy", boundscheck=checks)(func)
     _NUMBA_FORMS[value] = dispatcher
     return dispatcher
 

@@ -56,6 +56,7 @@ from .numba_failures import (
 )
 from .pipeline.names import defined_functions
 from .workspace import Pool, pooling, rewritten
+from .mask_checks import with_mask_checks
 
 
 class JitError(S2SADError):
@@ -473,6 +474,8 @@ class Jitted:
             source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)
+            if BOUNDSCHECK and self.compiled.indexed:  # (a boolean mask's shape too)
+                source = with_mask_checks(source)
             # allocations outside loops take slots of a workspace kept between calls
             source, slots = rewritten(source)
             self.pools = {fn: Pool(count) for fn, count in slots.items()}

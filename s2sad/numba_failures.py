@@ -573,15 +573,18 @@ def is_numba_error(exc) -> bool:
         isinstance(exc, ImportError) and "scipy" in str(exc).lower()
     ):
         return True
+    # an IndexError from a frame of Numba's library (`np.take` out of range) is raised as the
+    # code runs, not compiles: only its compiler's frames (numba/core) make it a failure
+    part = "core" if isinstance(exc, IndexError) else ""
     tb = exc.__traceback__
     while tb is not None:
-        if _in_numba(tb.tb_frame.f_code.co_filename):
+        if _in_numba(tb.tb_frame.f_code.co_filename, part):
             return True
         tb = tb.tb_next
     return False
 
 
-def _in_numba(filename: str) -> bool:
+def _in_numba(filename: str, part: str = "") -> bool:
     import numba  # (Numba loads on first use: s2sad imports fast)
 
-    return filename.startswith(os.path.dirname(numba.__file__) + os.sep)
+    return filename.startswith(os.path.join(os.path.dirname(numba.__file__), part, ""))

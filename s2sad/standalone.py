@@ -20,7 +20,7 @@ from .rules.helpers import NUMBA_HEADER, RUNTIME, constants_read, function_sourc
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from . import module_returns
-from .jit import module_text
+from .jit import BOUNDSCHECK, module_text
 from .pipeline.names import names_in, names_stored
 from .pipeline.nodes import own_nodes
 from .pipeline.libraries import is_library_code
@@ -370,8 +370,13 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
     source, values = baked(compiled, func)
     # a function of the user's the code calls (a custom_vjp, its rule, what they call) compiled
     # too: nopython code cannot call a Python function
+    checks = ", boundscheck=True" if BOUNDSCHECK else ""  # (an index out of range raises)
     constants = [
-        f'@njit(cache=True, error_model="numpy")\n{text}' if text.startswith("def ") else text
+        (
+            f'@njit(cache=True, error_model="numpy"{checks})\n{text}'
+            if text.startswith("def ")
+            else text
+        )
         for text in _constant_lines(compiled, values, set(NUMBA_HEADER.splitlines()))
     ]
     # the constants come before the functions: a data parameter defaults to one (`K=K`)

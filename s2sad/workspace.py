@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ast
 import os
+import tokenize
 import threading
 import weakref
 
@@ -74,9 +75,31 @@ def _sites(body: list) -> list:
             and isinstance(stmt.targets[0], ast.Name)
         ):
             kind = _allocation(stmt.value)
-            if kind is not None:
+            if kind is not None and not _sizes(stmt.value):
                 found.append((stmt.value, *kind))
     return found
+
+
+def _sizes(node: ast.expr) -> bool:
+    """Whether `node` is a subtraction of a length or size (`x.shape[0] - (k + 1)`): integer
+    arithmetic, no array for a slot."""
+    if not isinstance(node, ast.BinOp):
+        return False
+    return any(_size(e) for e in (node.left, node.right))
+
+
+def _size(e: ast.expr) -> bool:
+    if isinstance(e, ast.BinOp):
+        return _size(e.left) or _size(e.right)
+    if isinstance(e, ast.Call):
+        return isinstance(e.func, ast.Name) and e.func.id == "len"
+    if isinstance(e, ast.Attribute):
+        return e.attr in ("size", "ndim")
+    return (
+        isinstance(e, ast.Subscript)
+        and isinstance(e.value, ast.Attribute)
+        and e.value.attr == "shape"
+    )
 
 
 def _simple(fn: ast.FunctionDef) -> bool:
@@ -99,8 +122,11 @@ def with_workspace(source: str) -> tuple[str, dict[str, int]]:
     """`source` with its top-level functions' allocations outside loops taking slots of a last
     parameter `workspace=None`, line for line; and each such function's number of slots."""
     tree = ast.parse(source)
-    lines = source.encode().splitlines(keepends=True)  # (as ast counts lines; its columns: bytes)
-    edits = []  # (line, byte column, bytes removed, text inserted)
+    text = source.encode()  # (ast's columns count bytes)
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    edits = []  # (first byte, byte after the last, text put there)
     slots = {}
     name = _unused_name(tree)
     for fn in tree.body:
@@ -108,55 +134,79 @@ def with_workspace(source: str) -> tuple[str, dict[str, int]]:
             continue
         count = 0
         for node, helper, dtype in _sites(fn.body):
-            try:
-                edits += _edits(lines, node, f"{helper}({name}, {count}, ", dtype)
-            except _Unsplittable:
+            call = _call(text, starts, node, f"{helper}({name}, {count}, ", dtype)
+            if call is None:
                 continue
+            edits.append(call)
             count += 1
         if count:
             slots[fn.name] = count
-            last = fn.args.args[-1]
-            edits.append((last.end_lineno, last.end_col_offset, 0, f", {name}=None"))
-    for line, col, removed, text in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        old = lines[line - 1]
-        lines[line - 1] = old[:col] + text.encode() + old[col + removed :]
-    return b"".join(lines).decode(), slots
+            edits.append(_parameter(text, starts, fn, name))
+    for first, after, new in sorted(edits, reverse=True):
+        text = text[:first] + new + text[after:]
+    return text.decode(), slots
 
 
-def _edits(lines: list, node: ast.expr, head: str, dtype: str | None) -> list:
-    """The edits making allocation `node` the call `head...)` (with `dtype` last)."""
-    if isinstance(node, ast.BinOp):
-        # `a - b` -> `pooled_subtract(workspace, k, a, b)`: the operator becomes a comma
-        left, right = node.left, node.right
-        if left.end_lineno != right.lineno:
-            raise _Unsplittable
-        gap = right.col_offset - left.end_col_offset
-        return [
-            (node.lineno, node.col_offset, 0, head),
-            (left.end_lineno, left.end_col_offset, gap, ", "),
-            (right.end_lineno, right.end_col_offset, 0, ")"),
-        ]
-    func = node.func
-    # `np.empty(` -> `pooled(workspace, k, `
-    paren = lines[func.end_lineno - 1][func.end_col_offset : func.end_col_offset + 1]
-    if func.lineno != func.end_lineno or paren != b"(":
-        raise _Unsplittable
-    edits = [(func.lineno, func.col_offset, func.end_col_offset + 1 - func.col_offset, head)]
-    if dtype:
-        arg = node.args[-1]
-        edits.append((arg.end_lineno, arg.end_col_offset, 0, f", {dtype}"))
-    return edits
+def _span(starts: list, node) -> tuple[int, int]:
+    return (
+        starts[node.lineno - 1] + node.col_offset,
+        starts[node.end_lineno - 1] + node.end_col_offset,
+    )
 
 
-class _Unsplittable(Exception):
-    """An allocation spread over lines in a way the line-for-line rewrite does not handle."""
+def _parameter(text: bytes, starts: list, fn: ast.FunctionDef, name: str) -> tuple:
+    """The edit appending `name=None` to `fn`'s parameters, before the `)` closing them (after
+    the last one's default, annotation, parentheses, comments and trailing comma)."""
+    lines = text.decode().splitlines(keepends=True)[fn.lineno - 1 :]
+    tokens = tokenize.generate_tokens(iter(lines).__next__)
+    depth, last = 0, None
+    for token in tokens:  # (a decorator is above `fn.lineno`: the first `(` opens the parameters)
+        if token.type in (tokenize.NL, tokenize.COMMENT):
+            continue
+        if token.type == tokenize.OP:
+            depth += token.string in "([{"
+            depth -= token.string in ")]}"
+            if depth == 0 and token.string == ")":
+                break
+        last = token
+    row, col = token.start
+    at = starts[fn.lineno - 2 + row] + len(lines[row - 1][:col].encode())
+    return at, at, (f" {name}=None" if last.string == "," else f", {name}=None").encode()
+
+
+def _call(text: bytes, starts: list, node: ast.expr, head: str, dtype: str | None):
+    """The edit making allocation `node` the call `head...)`, its operands' own text (and
+    `dtype` last) as the arguments, each on the line it was on; None where it cannot."""
+    operands = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
+    first, after = _span(starts, node)
+    pieces, at = [head.encode()], first
+    for k, operand in enumerate(operands):
+        begin, end = _span(starts, operand)
+        if not at <= begin <= end <= after:
+            return None
+        segment = text[begin:end]
+        if isinstance(operand, (ast.Tuple, ast.NamedExpr)) and not segment.startswith(b"("):
+            segment = b"(" + segment + b")"
+        pieces += [b", " if k else b"", _gap(text[at:begin]), segment]
+        at = end
+    pieces += [f", {dtype}".encode() if dtype else b"", _gap(text[at:after]), b")"]
+    return first, after, b"".join(pieces)
+
+
+def _gap(between: bytes) -> bytes:
+    """The line breaks of the text between two operands, and the last line's indentation (the
+    text is in the call's parentheses: what else was there, `(`, `-`, comments, goes)."""
+    if b"\n" not in between:
+        return b""
+    tail = between.rsplit(b"\n", 1)[1]
+    return b"\n" * between.count(b"\n") + tail[: len(tail) - len(tail.lstrip())]
 
 
 def rewritten(source: str) -> tuple[str, dict[str, int]]:
     """`with_workspace(source)`, or `source` as it is where its text is not one it rewrites."""
     try:
         return with_workspace(source)
-    except (_Unsplittable, SyntaxError):
+    except SyntaxError:
         return source, {}
 
 

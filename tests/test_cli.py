@@ -312,6 +312,7 @@ def test_emitted_jit_module_compiles_a_custom_vjp_and_its_rule(tmp_path):
     (tmp_path / "custom_norms.py").write_text(CUSTOM)
     text = cli.emit_text(f"{tmp_path / 'custom_norms.py'}:custom_norms", ["v"], "grad", jit=True)
     assert text.count("import numpy as np") == 1
+    assert '@njit(cache=True, error_model="numpy", boundscheck=True)\ndef safe_norm(' in text
     out = tmp_path / "emitted_custom_norms.py"
     out.write_text(text)
     spec = importlib.util.spec_from_file_location("emitted_custom_norms", out)

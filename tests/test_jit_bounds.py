@@ -6,6 +6,7 @@ too, give Python mode's numbers. One compiled function per case, called several 
 import functools
 import importlib.util
 import inspect
+import warnings
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ import pytest
 import s2sad
 from s2sad import cli
 from s2sad.jit import module_text
+from s2sad.mask_checks import with_mask_checks
 
 
 def picked(x, k):
@@ -44,6 +46,39 @@ def scattered(x, idx):
 def sliced(u):
     d = u[1:, :] - u[:-1, :]
     return np.sum(d**2) + np.sum(u[:, None, ::-1])
+
+
+def entry(idx, k):
+    return idx[k]
+
+
+def scaled_by_entry(x, idx, k):
+    # `entry` is the user's: compiled code calls it by name (custom.numba_form)
+    return x[0] * entry(idx, k)
+
+
+@s2sad.custom_vjp
+def first_times(x, k):
+    return x[0] * k
+
+
+@first_times.defvjp
+def first_times_vjp(dy, y, x, k):
+    g = np.zeros_like(x)
+    g[k] = dy * k
+    return g, 0.0
+
+
+def through_rule(x, k):
+    return first_times(x, k) + np.sum(x)
+
+
+def taken(x, idx):
+    return np.sum(np.take(x, idx) ** 2)
+
+
+def masked(u, m):
+    return np.sum(u[m] ** 2) + np.sum(u[:, m[:3]])
 
 
 def _line(f, text: str) -> int:
@@ -122,6 +157,56 @@ def test_two_indices_of_a_matrix_and_slices_past_its_end():
         _out_of_range(
             cell, (u, i, j), "return u[i, j] * u[0, j] + np.sum(u[i + 1 : i + 9, j:] ** 2)"
         )
+
+
+def test_the_users_helpers_and_custom_vjp_rules_are_checked_too():
+    """A function of the user's the compiled code calls by name, and a custom_vjp's rule, are
+    compiled with the checks (they read, and wrote, past the array)."""
+    idx = np.arange(5)
+    for f, good, bad in (
+        (scaled_by_entry, (X, idx, -5), (X, idx, 7)),
+        (through_rule, (X, 2), (X, 15)),
+    ):
+        strict = s2sad.grad(f, jit="strict")  # (compiled, or it raises: no Python rerun)
+        np.testing.assert_allclose(strict(*good), s2sad.grad(f)(*good), rtol=1e-12)
+        with pytest.raises(IndexError):
+            s2sad.grad(f)(*bad)
+        with pytest.raises(IndexError):
+            strict(*bad)
+
+
+def test_an_index_numbas_library_checks_as_the_code_runs_is_no_failure_to_compile():
+    """`np.take` out of range raises in Numba's own code as it runs: the user's IndexError, not
+    a compile failure (which warned and ran every later call of those types in Python)."""
+    good, bad = np.array([0, 2, -1]), np.array([1, 20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (a fallback's warning would be raised instead)
+        for transformed in (s2sad.grad(taken, jit=True), s2sad.grad(taken, jit="strict")):
+            np.testing.assert_allclose(transformed(X, good), s2sad.grad(taken)(X, good))
+            with pytest.raises(IndexError):
+                transformed(X, bad)
+            np.testing.assert_allclose(transformed(X, good), s2sad.grad(taken)(X, good))
+
+
+def test_a_boolean_mask_of_another_length_than_the_axis():
+    """Numba's `x[m]` took a mask shorter than the axis (its first elements), where NumPy
+    raises: jitted code checks a mask's shape (`mask_fits`, mask_checks.py)."""
+    u = np.arange(12.0).reshape(4, 3)
+    _same(masked, (u, np.array([True, False, True, True])))
+    for m in (np.ones(3, bool), np.ones(5, bool)):
+        _out_of_range(masked, (u, m), "return np.sum(u[m] ** 2) + np.sum(u[:, m[:3]])")
+
+
+def test_the_mask_check_keeps_the_lines_and_leaves_loops():
+    source = (
+        "def f(x, m, i):\n    a = x[m]\n    x[i, m] = x[:, m]\n    if a:\n        b = x[m, None]\n"
+        "    for j in range(3):\n        c = x[j]\n    return a\n"
+    )
+    lines = with_mask_checks(source).splitlines()
+    assert len(lines) == source.count("\n")
+    assert lines[1] == "    a = x[mask_fits(x, 0, m)]"
+    assert lines[2] == "    x[mask_fits(x, 0, i), mask_fits(x, 1, m)] = x[:, mask_fits(x, 1, m)]"
+    assert lines[4:7] == source.splitlines()[4:7]  # (axes not counted; a loop's index)
 
 
 def test_only_code_that_indexes_by_integers_is_checked():

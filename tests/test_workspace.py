@@ -4,6 +4,7 @@ code without a workspace), and the rules: outputs the caller's own, threads and 
 never sharing a buffer, zeroed buffers, memory kept and freed."""
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import pytest
 import s2sad
 from s2sad.rules.pools import POOLED_BYTES
 from s2sad.workspace import Pool, release_workspaces, with_workspace
+
+GENERATED = Path(__file__).resolve().parent.parent / "generated"
 
 # (K, d, n): the (K, d, n) arrays, 5 MB, and the (K, n) sums, 1.3 MB, are pooled
 K, D, N = 4, 4, 40_000
@@ -73,6 +76,45 @@ def test_rewrite_keeps_lines_and_takes_a_free_name():
     assert lines[6] == "        u = np.empty(a.shape, a.dtype)"  # in a loop: fresh each time
     assert lines[8] == "        v = pooled_subtract(workspace2, 2, a, workspace)"
     assert lines[9] == "    return matmul_stacks(t, z)"  # returned: not an assignment
+
+
+TRICKY = [
+    "def f(x, y, scale=2.0):\n    d = x - y\n    return d * scale\n",
+    "def f(x, y=(1.0), z: 'a)' = ')',  # )\n      ):\n    d = x - y\n    return d\n",
+    "def f(x, y,\n      z=None,\n):\n    d = np.empty(x.shape)\n    return d\n",
+    "@dec(1)\ndef f(x, y):\n    d = (x * 2) - y\n    e = x - (y + 1)\n    return d\n",
+    "def f(x, y):\n    d = x - (y - (x - 1))\n    w = np.empty((n))\n    return d\n",
+    "def f(x, y):\n    s = x - \\\n      y\n    t = (x -\n  # c\n   (y - 1))\n    u = '-'\n    return s\n",
+    "def f(x, *a):\n    d = x - a\n",
+    "def f(x, *, a):\n    d = x - a\n",
+    "def f(x, **a):\n    d = x - a\n",
+]
+
+
+@pytest.mark.parametrize("source", TRICKY + sorted(GENERATED.glob("*.py")), ids=str)
+def test_rewrite_compiles_and_keeps_lines(source):
+    """Defaults, annotations, parenthesised or continued operands, strings holding `-`: the
+    rewritten text compiles, line for line (and the subtraction keeps its operands)."""
+    if not isinstance(source, str):
+        source = source.read_text()
+    text, slots = with_workspace(source)
+    compile(text, "rewritten", "exec")
+    assert text.count("\n") == source.count("\n")
+    assert bool(slots) == ("workspace=None" in text)
+
+
+def test_rewrite_keeps_operands_and_leaves_sizes():
+    text, slots = with_workspace(TRICKY[0])
+    assert text.splitlines()[0] == "def f(x, y, scale=2.0, workspace=None):"
+    text, _ = with_workspace(TRICKY[3])
+    assert "pooled_subtract(workspace, 0, x * 2, y)" in text
+    assert "pooled_subtract(workspace, 1, x, y + 1)" in text
+    text, _ = with_workspace(TRICKY[4])
+    assert "pooled_subtract(workspace, 0, x, y - (x - 1))" in text
+    assert "pooled(workspace, 1, n, np.float64)" in text
+    assert with_workspace(TRICKY[6]) == (TRICKY[6], {})  # (a parameter cannot follow *a)
+    sizes = "def f(x, k):\n    m = x.shape[0] - (k + 1)\n    n = len(x) - 1\n    return m\n"
+    assert with_workspace(sizes) == (sizes, {})  # integer arithmetic: no slot
 
 
 def test_gradient_with_workspace(mixture_grad):

@@ -326,3 +326,28 @@ defvjp(
     inert=("kind", "order", "stable"),
     jvp=explicit(a="sorted_like(t, a, axis=axis)"),
 )
+
+
+# ----------------------------------------------------------------------- boolean masks' shapes
+
+
+@helper(nondiff=True)
+def mask_fits(x, axis, m):
+    """`m`, an index of `x` at `axis`: jitted code (mask_checks.py) asks it of each index, since
+    Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where NumPy
+    raises IndexError; NumPy checks it itself."""
+    return m
+
+
+@numba_of(mask_fits)
+def _mask_fits(x, axis, m):
+    if not (_array(x) and _array(m) and isinstance(m.dtype, types.Boolean)):
+        return lambda x, axis, m: m  # (an integer or index array: Numba's bounds checks)
+
+    def fits(x, axis, m):
+        for d in range(m.ndim):
+            if axis + d >= x.ndim or m.shape[d] != x.shape[axis + d]:
+                raise IndexError("boolean index did not match indexed array")
+        return m
+
+    return fits
