@@ -37,6 +37,20 @@ def two_modules(theta, X):
     return np.sum(theta[0] * a + theta[1] * b)
 """
 
+BARE_AND_MODULE = """
+import numpy as np
+import s2sad_names_moda as moda
+import s2sad_names_modb as modb
+from s2sad_names_moda import sq
+
+
+def bare_and_module(theta, X):
+    b = modb.sq(X)
+    a = sq(X)
+    c = moda.sq(X)
+    return np.sum(theta[0] * a + theta[1] * b * c)
+"""
+
 FEATS = """
 def dtheta(X):
     return X[:, 0] * 5.0
@@ -78,6 +92,7 @@ def users_modules(tmp_path, monkeypatch):
         ("s2sad_names_feats", FEATS),
         ("s2sad_names_two", TWO_MODULES),
         ("s2sad_names_spelled", SPELLED_LIKE_GENERATED),
+        ("s2sad_names_bare", BARE_AND_MODULE),
     ]:
         _write(tmp_path, name, text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -114,6 +129,18 @@ def test_same_named_functions_of_two_modules_keep_their_own_names(users_modules)
     _, tangent = s2sad.jvp(f)(THETA, X, tangent=np.array([1.0, 0.0]))
     np.testing.assert_allclose(tangent, want[0], rtol=1e-12)
     np.testing.assert_allclose(s2sad.grad(f, jit="strict")(THETA, X), want, rtol=1e-12)
+
+
+def test_a_modules_function_whose_name_the_user_gives_another(users_modules):
+    """`modb.sq(X)` called first, where the user's bare `sq` is moda's: `modb_sq`, and the
+    user's `sq` (and `moda.sq`, the same object) keep the name `sq`."""
+    import s2sad_names_bare as user
+
+    f = user.bare_and_module
+    source = s2sad.source(s2sad.grad(f))
+    assert "b = modb_sq(X)" in source and "a = sq(X)" in source and "c = sq(X)" in source
+    want = _central(f, THETA, X)
+    np.testing.assert_allclose(s2sad.grad(f)(THETA, X), want, rtol=1e-7)
 
 
 def test_emit_jit_writes_each_modules_function_under_its_own_name(users_modules):

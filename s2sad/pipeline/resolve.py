@@ -338,6 +338,11 @@ class Resolver:
             # (compiled code reads no function of a module by attribute); `gp_sqdist` where
             # `sqdist` names another object already (`moda.sq` and `modb.sq`)
             qualified = "_".join(_dotted(node.value) + [obj.__name__])
+            key = (obj.__name__, id(obj))
+            if self.globals.get(obj.__name__, obj) is not obj and key not in self.aliases:
+                # the user's own `sq` is another object: `modb_sq` from the start
+                self.aliases[key] = self.names.fresh(qualified)
+                self.original[self.aliases[key]] = obj.__name__
             name = self.global_name(obj.__name__, obj, qualified)
             self.namespace[name] = obj
             return ast.Name(name, ast.Load())
