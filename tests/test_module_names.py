@@ -75,6 +75,30 @@ def loss_jvp(theta, X):
     return np.sum(theta[0] * a * theta[1])
 """
 
+CUSTOM = """
+import numpy as np
+import s2sad
+
+
+@s2sad.custom_vjp
+def dx(v):
+    return np.sum(v**3)
+
+
+@dx.defvjp
+def dx_rule(dy, y, v):
+    return dy * 3.0 * v * v
+"""
+
+CALLS_CUSTOM = """
+import numpy as np
+import s2sad_names_custom as cm
+
+
+def cubes(x):
+    return cm.dx(x) + np.sum(x * 2.0)
+"""
+
 THETA = np.array([0.7, -0.4])
 X = np.random.default_rng(1).normal(size=(4, 2))
 
@@ -93,6 +117,8 @@ def users_modules(tmp_path, monkeypatch):
         ("s2sad_names_two", TWO_MODULES),
         ("s2sad_names_spelled", SPELLED_LIKE_GENERATED),
         ("s2sad_names_bare", BARE_AND_MODULE),
+        ("s2sad_names_custom", CUSTOM),
+        ("s2sad_names_cubes", CALLS_CUSTOM),
     ]:
         _write(tmp_path, name, text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -173,3 +199,17 @@ def test_a_modules_function_named_like_an_adjoint_or_tangent(users_modules):
     a = X[:, 1] * 2.0
     np.testing.assert_allclose(value, user.loss_jvp(THETA, X), rtol=1e-12)
     np.testing.assert_allclose(tangent, np.sum(a) * (THETA[1] + THETA[0]), rtol=1e-12)
+
+
+def test_a_custom_vjp_function_called_through_its_module(users_modules):
+    """`cm.dx(x)`, a custom_vjp function, is called by its name as a plain function is
+    (compiled code stopped at "Unknown attribute 'dx' of type Module" and ran Python), and the
+    adjoint of `x` is not `dx`."""
+    import s2sad_names_cubes as user
+
+    x = np.array([0.5, 1.0, 2.0])
+    source = s2sad.source(s2sad.grad(user.cubes))
+    assert "= dx(x)" in source and "return d_x" in source
+    want = 3.0 * x * x + 2.0
+    np.testing.assert_allclose(s2sad.grad(user.cubes)(x), want, rtol=1e-12)
+    np.testing.assert_allclose(s2sad.grad(user.cubes, jit="strict")(x), want, rtol=1e-12)

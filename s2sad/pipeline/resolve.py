@@ -391,7 +391,10 @@ class Resolver:
 
 
 def _users_function(obj) -> bool:
-    """Whether `obj` is a plain function of the user's code, named as a name can be."""
+    """Whether `obj` is a plain function of the user's code (or one with a custom_vjp rule, which
+    wraps it as `func`), named as a name can be."""
+    if hasattr(obj, "defvjp") and type(getattr(obj, "func", None)) is types.FunctionType:
+        obj = obj.func  # (custom.custom_vjp, which this stage does not import)
     return (
         type(obj) is types.FunctionType
         and obj.__name__.isidentifier()
