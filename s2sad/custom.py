@@ -14,6 +14,7 @@ import inspect
 import keyword
 import os
 import re
+import textwrap
 import types
 import weakref
 
@@ -79,11 +80,66 @@ def register_vjp(func, rule, argnames=None) -> None:
     NAMESPACE[rule_name] = rule
     # the template's placeholders for the cotangent and the result, spelled unlike any parameter
     g, ans = (_unlike(p, set(names) | {rule_name}) for p in ("g", "ans"))
-    call = f"{rule_name}({g}, {ans}, {', '.join(names)})"
+    # a rule writing into its cotangent gets one of its own (rules/owned.py), in both modes
+    cotangent = f"own_copy({g})" if _writes_into_cotangent(rule) else g
+    call = f"{rule_name}({cotangent}, {ans}, {', '.join(names)})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
     joint = call if len(names) > 1 else None
     signature = _signature_text(func, names, rule_name) if argnames is None else ", ".join(names)
     register(func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans})
+
+
+# methods and functions writing into their array (`dy.fill(0.0)`, `np.copyto(dy, v)`)
+_WRITING_METHODS = frozenset({"fill", "sort", "put", "partition", "resize", "itemset", "setflags"})
+_WRITING_FUNCTIONS = frozenset({"copyto", "at", "place", "putmask", "put", "fill_diagonal"})
+
+
+def _root(node: ast.expr) -> str | None:
+    """The name an expression reads its array from (`dy` of `dy.reshape(-1)[0]`), if any."""
+    while isinstance(node, (ast.Subscript, ast.Attribute, ast.Call, ast.Starred)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _writes_into_cotangent(rule) -> bool:
+    """Whether `rule`'s code may write into its first parameter, the cotangent (`dy *= 2.0`,
+    `dy[0] = 0.0`, `out=dy`, `dy.fill(0.0)`), or into a name bound to a view of it. A rule whose
+    source cannot be read (a builtin, a NumPy function) writes into nothing of s2sad's."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(rule)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.Lambda))]
+    params = defs[0].args.posonlyargs + defs[0].args.args if defs else []
+    if not params or isinstance(defs[0], ast.Lambda):
+        return False  # (a lambda cannot write)
+    views, nodes = {params[0].arg}, list(ast.walk(defs[0]))
+    for _ in range(len(nodes)):  # names bound to the cotangent or a view of it, to a fixpoint
+        grown = {
+            t.id
+            for n in nodes
+            if isinstance(n, ast.Assign) and _root(n.value) in views
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        if grown <= views:
+            break
+        views |= grown
+    for n in nodes:
+        if isinstance(n, ast.AugAssign) and _root(n.target) in views:
+            return True
+        targets = n.targets if isinstance(n, ast.Assign) else []
+        if any(not isinstance(t, ast.Name) and _root(t) in views for t in targets):
+            return True
+        if isinstance(n, ast.Call):
+            if any(k.arg == "out" and _root(k.value) in views for k in n.keywords):
+                return True
+            if isinstance(n.func, ast.Attribute):
+                if n.func.attr in _WRITING_METHODS and _root(n.func.value) in views:
+                    return True
+                if n.func.attr in _WRITING_FUNCTIONS and n.args and _root(n.args[0]) in views:
+                    return True
+    return False
 
 
 def _signature_text(func, names, rule_name) -> str:

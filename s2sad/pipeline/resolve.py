@@ -85,6 +85,7 @@ class Reads:
     spelled: set = field(default_factory=set)  # specs the generated code names itself
     fresh: object = None  # a name allocator's `fresh`, for data parameters that would clash
     taken: object = None  # whether generated code uses a name already (see Resolver.hygiene)
+    reserve: object = None  # keeps a name from later allocations (see Resolver.reserve)
 
     def record(self, spec, value) -> None:
         if spec is None or is_data(value):
@@ -116,6 +117,8 @@ class Reads:
             or (self.taken is not None and self.taken(name))
         ):
             name = self.fresh(preferred) if self.fresh else f"{preferred}_{len(self.data)}"
+        elif self.reserve is not None:  # (`cfg_scale`: a name no source wrote, kept from others)
+            self.reserve(name)
         self.data[spec] = name
         return name
 
@@ -182,7 +185,7 @@ class Resolver:
         names a local of the generated function (`top_locals`, or a name s2sad made: a global of
         a function inlined into it), or another object already; data parameters likewise."""
         self.reserved, self.names, self.top_locals = reserved, names, top_locals
-        self.reads.fresh = names.fresh
+        self.reads.fresh, self.reads.reserve = names.fresh, self.reserve
         self.reads.taken = lambda name: (
             name in reserved or name in top_locals or name in names.made
         )
@@ -332,8 +335,15 @@ class Resolver:
             return ast.parse(canonical, mode="eval").body
         if isinstance(node, ast.Attribute) and _users_function(obj):
             # `gp.sqdist(X)`, not inlined: called by a name, as a helper of a bare name is
-            # (compiled code reads no function of a module by attribute)
-            name = self.global_name(obj.__name__, obj)
+            # (compiled code reads no function of a module by attribute); `gp_sqdist` where
+            # `sqdist` names another object already (`moda.sq` and `modb.sq`)
+            qualified = "_".join(_dotted(node.value) + [obj.__name__])
+            key = (obj.__name__, id(obj))
+            if self.globals.get(obj.__name__, obj) is not obj and key not in self.aliases:
+                # the user's own `sq` is another object: `modb_sq` from the start
+                self.aliases[key] = self.names.fresh(qualified)
+                self.original[self.aliases[key]] = obj.__name__
+            name = self.global_name(obj.__name__, obj, qualified)
             self.namespace[name] = obj
             return ast.Name(name, ast.Load())
         root = node
@@ -345,19 +355,28 @@ class Resolver:
             self.namespace[root.id] = value
         return node
 
-    def global_name(self, name: str, value) -> str:
+    def global_name(self, name: str, value, other: str | None = None) -> str:
         """The name generated code gives the user's global `name`: its own, unless the generated
-        code uses that name for something else (`unbroadcast` -> `unbroadcast2`)."""
+        code uses that name for something else (`unbroadcast` -> `unbroadcast2`; `other`, if
+        given, is the base of the new name). The name is taken from the allocator at once: no
+        name s2sad makes later (`dtheta`, `theta_dot`, a temporary) is spelled like it, even
+        where the user's source never wrote it (`feats.dtheta(X)` is called as `dtheta`)."""
         user_name = self.parsed.original.get(name, name)
         key = (name, id(value))
         if key not in self.aliases and not self._clashes(name, value):
             if name != user_name:
                 self.original[name] = user_name
+            self.reserve(name)
             return name
         if key not in self.aliases:
-            self.aliases[key] = self.names.fresh(name)
+            self.aliases[key] = self.names.fresh(other or name)
             self.original[self.aliases[key]] = user_name
         return self.aliases[key]
+
+    def reserve(self, name: str) -> None:
+        """`name` is bound in generated code's namespace: no later allocation gives it out."""
+        if self.names is not None:
+            self.names.taken.add(name)
 
     def _clashes(self, name: str, value) -> bool:
         if name in self.namespace:
@@ -372,7 +391,10 @@ class Resolver:
 
 
 def _users_function(obj) -> bool:
-    """Whether `obj` is a plain function of the user's code, named as a name can be."""
+    """Whether `obj` is a plain function of the user's code (or one with a custom_vjp rule, which
+    wraps it as `func`), named as a name can be."""
+    if hasattr(obj, "defvjp") and type(getattr(obj, "func", None)) is types.FunctionType:
+        obj = obj.func  # (custom.custom_vjp, which this stage does not import)
     return (
         type(obj) is types.FunctionType
         and obj.__name__.isidentifier()
@@ -380,6 +402,13 @@ def _users_function(obj) -> bool:
         and (obj.__module__ or "").split(".")[0] not in ("numpy", "s2sad", "math")
         and not is_library_code(obj)
     )
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    """The names of a Name or Attribute chain (`a.b.c`: a, b, c)."""
+    if isinstance(node, ast.Attribute):
+        return _dotted(node.value) + [node.attr]
+    return [node.id] if isinstance(node, ast.Name) else []
 
 
 def _renamed_root(node: ast.expr, name: str) -> ast.expr:
