@@ -87,6 +87,7 @@ class _Folder:
         self.taken = taken
         # a name whose value is one number everywhere -> (that number, a name of its shape)
         self.known: dict[str, tuple[ast.expr, str]] = {}
+        self.readers: dict[str, set[str]] = {}  # a name -> the known names whose entry reads it
         self.views: dict[str, str] = {}  # each view made here -> its witness
         self.extra: list = []  # views a statement's operands need, made before it
         self.made: set[int] = set()  # the statements making views
@@ -108,12 +109,12 @@ class _Folder:
             and value.args[0].id in self.known
         ):
             self.forget(target)
-            self.known[target] = (self._value_of(target), target)
+            self.know(target, (self._value_of(target), target))
             return [stmt]
         if _is_name(value) and value.id in self.known and value.id != target:
             found = self.known[value.id]
             self.forget(target)
-            self.known[target] = found
+            self.know(target, found)
             return [stmt]
         self.extra = []
         folded, info = self.fold(value, target)
@@ -124,7 +125,7 @@ class _Folder:
             new = ir.copy_origin(ast.Assign([stmt.targets[0]], self._view(number, witness)), stmt)
             if witness == target or any(_is_name(n) and n.id == target for n in walk_nodes(number)):
                 number, witness = self._value_of(target), target  # (`g = g * 0.5`: the new g)
-            self.known[target] = (number, witness)
+            self.know(target, (number, witness))
             self.views[target] = witness
             self.made.add(id(new))
             return made + [new]
@@ -132,10 +133,22 @@ class _Folder:
             return [stmt]
         return made + [ir.copy_origin(ast.Assign([stmt.targets[0]], folded), stmt)]
 
+    def know(self, name: str, info: tuple) -> None:
+        """`name` is one number everywhere: `info` (its number, its witness)."""
+        self.known[name] = info
+        number, witness = info
+        for read in {witness} | {n.id for n in walk_nodes(number) if _is_name(n)}:
+            self.readers.setdefault(read, set()).add(name)
+
     def forget(self, name: str) -> None:
+        """`name` rebound or written: nothing known of it, nor of what was known through it
+        (found through `readers`, so each statement costs what it names, not what is known)."""
         self.known.pop(name, None)
-        for other, (number, witness) in list(self.known.items()):
-            if witness == name or any(_is_name(n) and n.id == name for n in walk_nodes(number)):
+        for other in self.readers.pop(name, ()):
+            info = self.known.get(other)
+            if info is not None and (
+                info[1] == name or any(_is_name(n) and n.id == name for n in walk_nodes(info[0]))
+            ):
                 del self.known[other]
 
     def _source(self, value) -> bool:
@@ -217,7 +230,7 @@ class _Folder:
         view = ast.Assign([ast.Name(name, ast.Store())], self._view(*info))
         self.extra.append(view)
         self.made.add(id(view))
-        self.known[name] = info
+        self.know(name, info)
         self.views[name] = info[1]
         return ast.Name(name, ast.Load())
 
