@@ -171,14 +171,18 @@ class Statements(Expressions):
         """`a, b = y, v`: one assignment per element."""
         memory = self.memory
         shared = [memory.shared_bases(v) for v in value.elts]
+        viewed = [memory.written_view(v) for v in value.elts]  # (as `assign_name`'s, each)
         atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
-        for t, v, a, bases in zip(target.elts, value.elts, atoms, shared):
+        for t, v, a, bases, seen in zip(target.elts, value.elts, atoms, shared, viewed):
             if memory.may_alias(v, self.env):  # `a, b = y, z`: `a` is `y`
                 memory.pending_alias = ast.unparse(v)
-            self.bind(t.id, a, varied=self.atom_varied(a))
+            self.bind(t.id, a if seen is None else snapshot_of(a), varied=self.atom_varied(a))
             memory.pending_alias = None
+            memory.views.pop(t.id, None)
             memory.rebound(t.id)
             memory.share(t.id, bases)
+            if seen is not None:  # `prev, other = h[0], h[1]` with `h[0] = ...` later
+                memory.views[t.id] = seen
         return ast.Tuple(atoms, ast.Load())
 
     def assign_unpacked(self, target: ast.Tuple, value: ast.expr) -> ast.expr:
@@ -209,10 +213,14 @@ class Statements(Expressions):
                 whole,
             )
             self.put(stmt)
-        else:
+        else:  # `a, b = h`: rows of h, views of an array written in place later or not
+            viewed = memory.written_view(value)
             for i, t in enumerate(target.elts):
                 item = ast.Subscript(whole, ast.Constant(i), ast.Load())
-                self.bind(t.id, item, varied=True)
+                self.bind(t.id, item if viewed is None else snapshot_of(item), varied=True)
+                memory.views.pop(t.id, None)
+                if viewed is not None:
+                    memory.views[t.id] = viewed
         if shared:
             text = ast.unparse(value)
             memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
