@@ -310,7 +310,7 @@ class Jitted:
         ):
             try:
                 pool = self.pools.get(name)
-                if pool is not None and pooling():
+                if pool is not None and pooling(args):
                     return plan.retype(pool.call(plan.dispatcher, args)[0])
                 return plan.retype(plan.dispatcher(*args))
             except Exception:  # noqa: BLE001  (decided anew below, where the call runs again)
@@ -334,7 +334,7 @@ class Jitted:
             try:
                 dispatcher, pool = self.namespace[name], self.pools.get(name)
                 called = args
-                if pool is not None and pooling():  # its large arrays in this thread's buffers
+                if pool is not None and pooling(args):  # its large arrays in this thread's buffers
                     result, called = pool.call(dispatcher, args)
                 else:
                     result = dispatcher(*args)

@@ -310,7 +310,15 @@ def release_workspaces() -> None:
         pool.clear()
 
 
-def pooling() -> bool:
-    """Whether calls take workspaces: S2SAD_WORKSPACE=0 turns them off (each call's arrays then
-    fresh, as before; for comparing the two in one process)."""
-    return os.environ.get("S2SAD_WORKSPACE", "1") != "0"
+def pooling(args=()) -> bool:
+    """Whether a call on `args` takes a workspace: where its arrays hold POOLED_BYTES or more
+    together (a call on small arrays makes no array the pool would keep, and passing the
+    workspace costs Numba's typing of one more argument: 130 µs a call of GMM's d=2 gradient,
+    about 40% of it); S2SAD_WORKSPACE=0 turns them off (each call's arrays then fresh, as
+    before; for comparing the two in one process)."""
+    if os.environ.get("S2SAD_WORKSPACE", "1") == "0":
+        return False
+    size = 0
+    for a in args:
+        size += getattr(a, "nbytes", 0)
+    return size >= POOLED_BYTES

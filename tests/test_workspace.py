@@ -11,7 +11,7 @@ import pytest
 
 import s2sad
 from s2sad.rules.pools import POOLED_BYTES
-from s2sad.workspace import Pool, release_workspaces, with_workspace
+from s2sad.workspace import Pool, pooling, release_workspaces, with_workspace
 
 GENERATED = Path(__file__).resolve().parent.parent / "generated"
 
@@ -237,3 +237,13 @@ def test_release_frees_every_pool(mixture_grad):
     assert _pool(mixture_grad).kept_bytes() > 0
     release_workspaces()
     assert _pool(mixture_grad).kept_bytes() == 0
+
+
+def test_only_calls_on_large_arguments_take_a_workspace(monkeypatch):
+    """Small arguments make no array the pool keeps, and the workspace argument costs Numba's
+    typing at each call: such calls run as before (GMM d=2 had slowed from 217 to 346 µs)."""
+    monkeypatch.delenv("S2SAD_WORKSPACE", raising=False)
+    assert not pooling((np.zeros(1000), 2.0))
+    assert pooling((np.zeros(POOLED_BYTES // 16), np.zeros(POOLED_BYTES // 16)))
+    monkeypatch.setenv("S2SAD_WORKSPACE", "0")
+    assert not pooling((np.zeros(POOLED_BYTES),))
