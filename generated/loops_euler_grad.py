@@ -52,6 +52,11 @@ def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
     if isinstance(x, (float, int)):
         return 0.0
+    if isinstance(x, (list, tuple)):  # (code a generic module runs on a list it indexes)
+        raise TypeError(
+            "s2sad: this gradient adds into a list's elements at an index the code computes "
+            "(`ws[k]` in a loop), which needs one array: pass np.stack(...) of the elements"
+        )
     return np.zeros(np.shape(x), dtype=np.result_type(x, np.float32))
 
 

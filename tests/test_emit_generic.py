@@ -60,6 +60,13 @@ def independent(x, y):
 
 def listed(ws, x):
     return np.sum(ws[0] * x) + np.sum(np.sin(ws[1]))
+
+
+def listed_by_step(ws, x):
+    s = 0.0
+    for k in range(len(ws)):
+        s = s + np.sum(np.tanh(ws[k]) * x)
+    return s
 """
 
 PLAIN = """
@@ -376,3 +383,18 @@ def test_a_list_read_by_index_in_generic_code_gets_a_list_of_gradients(trees, ws
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
         fd = _fd(lambda v, x: module.listed(ws[:k] + type(ws)([v]) + ws[k + 1 :], x), [w, x], 0)
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+
+
+def test_a_list_indexed_by_a_computed_index_is_refused_with_what_to_pass(trees):
+    """Generic code adds `ws[k]`'s cotangents into one array, which a list is not: the module
+    says so and what to pass (NumPy's 'Field elements must be 2- or 3-tuples' before); an
+    array of the elements gets its gradient."""
+    path, module = trees
+    _, emitted = _emitted(path, "listed_by_step", ["ws"])
+    x = np.array([0.5, 1.5, 2.7])
+    ws = [np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.1, -0.7])]
+    with pytest.raises(TypeError, match=r"np\.stack"):
+        emitted.grad_listed_by_step(ws, x)
+    stacked = np.stack(ws)
+    got = emitted.grad_listed_by_step(stacked, x)
+    np.testing.assert_allclose(got, (1.0 - np.tanh(stacked) ** 2) * x, rtol=1e-12)
