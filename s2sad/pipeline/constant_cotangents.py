@@ -32,6 +32,7 @@ from collections import Counter
 from .. import ir
 from ..astcopy import clone, walk_nodes
 from .fusion.syntax import written_in_place
+from .names import fresh_in
 from .nodes import assigned_name
 
 _SOURCES = ("expand_reduced", "mean_vjp")  # of a number over all of x: one value everywhere
@@ -235,11 +236,7 @@ class _Folder:
         return ast.Name(name, ast.Load())
 
     def _fresh(self, name: str) -> str:
-        candidate, k = name, 2
-        while candidate in self.taken:
-            candidate, k = f"{name}{k}", k + 1
-        self.taken.add(candidate)
-        return candidate
+        return fresh_in(self.taken, name)
 
 
 def _written(flat: list) -> set[str]:

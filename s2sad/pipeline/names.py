@@ -13,6 +13,15 @@ import ast
 from ..astcopy import walk_nodes
 
 
+def fresh_in(taken: set[str], base: str) -> str:
+    """`base`, else `base2`, `base3`, ...: the first not in `taken`, which then holds it."""
+    candidate, k = base, 2
+    while candidate in taken:
+        candidate, k = f"{base}{k}", k + 1
+    taken.add(candidate)
+    return candidate
+
+
 def assigned(stmts: list[ast.stmt]) -> set[str]:
     """Names a block of normalized code assigns (at any depth): `=` targets and loop indices,
     the only bindings left after normalization (`names_stored` reads the user's code)."""

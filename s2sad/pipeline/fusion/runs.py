@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import clone, walk_nodes
+from ..names import fresh_in
 from ..nodes import assigned_name
 from .dtypes import by_dtype, integer_derived, with_integers
 from .extents import Extents, moved_up
@@ -67,11 +68,7 @@ class Fuser:
         return names[:rank]
 
     def fresh(self, name: str) -> str:
-        candidate, k = name, 2
-        while candidate in self.taken:
-            candidate, k = f"{name}{k}", k + 1
-        self.taken.add(candidate)
-        return candidate
+        return fresh_in(self.taken, name)
 
     def rank(self, node: ast.expr):
         """`node`'s rank, where known: the analysis's, and that of the calls a run may hold
