@@ -108,9 +108,18 @@ class Plan:
 
 
 def _return_type(dispatcher, args):
-    """The return type Numba compiled for these arguments."""
+    """The return type Numba compiled for these arguments (the parameters after them left to
+    their defaults: a generated function's `workspace=None`, workspace.py, is `omitted`)."""
     signature = tuple(dispatcher.typeof_pyval(a) for a in args)
-    return dispatcher.overloads[signature].signature.return_type
+    found = dispatcher.overloads.get(signature)
+    if found is None:
+        found = next(
+            o
+            for typed, o in dispatcher.overloads.items()
+            if typed[: len(signature)] == signature
+            and all(type(t).__name__ == "Omitted" for t in typed[len(signature) :])
+        )
+    return found.signature.return_type
 
 
 def _number(numba_type):
@@ -149,8 +158,7 @@ def float32_scalars(dispatcher, args, result):
         if len(overloads) == 1:  # (the usual case: typing the arguments costs microseconds)
             returns = next(iter(overloads.values())).signature.return_type
         else:
-            signature = tuple(dispatcher.typeof_pyval(a) for a in args)
-            returns = overloads[signature].signature.return_type
+            returns = _return_type(dispatcher, args)
     except Exception:  # noqa: BLE001  (not a compiled signature: as with no float32 argument)
         return result if any(_float32(a) for a in args) else _float64s(result)
     return _retyped(result, returns)
