@@ -8,8 +8,9 @@ of consecutive assignments (at the top level or in a loop body) of rank-`r` arra
 `unbroadcast(g, x)` where `g` and `x` have one rank (the identity when their shapes agree), of
 `expand_reduced(s, x)` of a number `s` (`s` everywhere), and of full sums `np.sum(t)` (folded in
 as accumulators: over two axes or more, one per column, over one axis at the top level, 32
-lanes over blocks of 32 elements, loops LLVM vectorises); slicing views (`v = u[1:, :-1]`) and
-arithmetic on numbers are moved above it.
+lanes over blocks of 32 elements, loops LLVM vectorises; a sum that a jitted grad reads for
+its kind alone, the output, is a number of that kind, `s = in_dtype_of(0.0, a)`); slicing views
+(`v = u[1:, :-1]`) and arithmetic on numbers are moved above it.
 
 Emitted, a run is
 
