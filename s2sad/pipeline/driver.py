@@ -371,8 +371,9 @@ def _reverse_mode(
     ]
     taken = set(norm.params) | set(adjoint.seeds) | set(data) | reserved_names(parsed.name)
     taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
+    kinds = set(norm.outputs) if mode == "checked_grad" else set()  # (grad_seed, output_kind)
     fused_primal, fused_adjoint = fuse(
-        [primal, adjoint.stmts], adjoint_ranks, reads, taken, integer_arrays(shapes)
+        [primal, adjoint.stmts], adjoint_ranks, reads, taken, integer_arrays(shapes), kinds
     )
     fused = copy.copy(adjoint)
     # the fused code keeps loops' tapes in rows; the unfused code, its fallback, keeps lists

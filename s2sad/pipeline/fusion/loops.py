@@ -25,6 +25,7 @@ class Emitter:
         self.anchor = next((n for n, m in maps.items() if m == run.full()), None)
         self.index = self.f.indices(run.rank)
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
+        self.inside_values = inside_values
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
             if kind not in ("sum", "reduce", "scatter", "row_add", "store"):
@@ -128,6 +129,9 @@ class Emitter:
                 body.append(origin(added, stmt))
                 continue
             target = stmt.targets[0].id
+            if kind == "sum" and self.kind_only(target):
+                casts.append(origin(assign(target, self.kind_stand_in()), stmt))
+                continue
             if kind == "reduce":
                 mapping, witness, summed = run.reductions[target]
                 value = self.translate(summed)
@@ -210,6 +214,17 @@ class Emitter:
         if starts is not None:  # the slices' cotangents gathered, each element once
             return gathered(self, head, body, starts) + casts + tail
         return head + (self.loops(body) if body else []) + casts + tail
+
+    def kind_only(self, target: str) -> bool:
+        """Whether a full sum's value is read only for its kind (a jitted grad's output, which
+        `grad_seed` and `output_kind` read for its dtype alone): then no sum is computed, where
+        its accumulators (an array of columns) kept the loop nest computing it alive."""
+        kinds = self.f.kind_reads.get(target, 0)
+        return kinds > 0 and self.f.value_reads[target] - self.inside_values[target] == kinds
+
+    def kind_stand_in(self) -> ast.expr:
+        """A number of the sum's kind, `in_dtype_of(0.0, a)`: what the sum would be cast to."""
+        return ast.Call(load("in_dtype_of"), [ast.Constant(0.0), load(self.dtype)], [])
 
     def columns(self, target: str) -> str | None:
         """The name of the float64 array a full sum over two axes or more adds each column

@@ -57,6 +57,7 @@ class Fuser:
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
         self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
         self.extents = Extents(nodes, self.rank)  # the lengths of the axes, symbolically
+        self.kind_reads: dict = {}  # name -> how often `reads` reads it for its kind alone (fuse)
 
     def indices(self, rank: int, letter: str = "i") -> list[str]:
         """The loop indices of a nest of `rank` loops: `i0, i1, ...` (`j0, j1, ...` for a
