@@ -214,6 +214,11 @@ class Ranks:
             return 0
         if callee in (np.eye, np.identity):
             return 2
+        if callee is np.arange:  # of numbers alone: a vector
+            return 1
+        if callee is np.linspace and len(args) >= 2:  # of numbers, a vector; of arrays, more
+            ends = [self.of(a) for a in args[:2]]
+            return 1 if ends == [0, 0] else None
         if callee in (np.sort, np.argsort) and args:  # along an axis; flattened for axis=None
             axis = keywords.get("axis", args[1] if len(args) > 1 else None)
             flat = isinstance(axis, ast.Constant) and axis.value is None

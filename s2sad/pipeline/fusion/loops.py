@@ -77,6 +77,8 @@ class Emitter:
             return self.element(node.id)
         if isinstance(node, ast.Subscript):  # `x[:, None]`: x read by its own map
             return self.element(node.value.id)
+        if isinstance(node, ast.BinOp) and _varying_power(node, self.f.rank):
+            return ast.Call(load("power_lanes"), [self.translate(node.left), clone(node.right)], [])
         if isinstance(node, ast.BinOp):
             return ast.BinOp(self.translate(node.left), node.op, self.translate(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -322,3 +324,12 @@ def _without_dead_elements(body: list) -> list:
 
 def _shape(name: str) -> ast.expr:
     return ast.Attribute(load(name), "shape", ast.Load())
+
+
+def _varying_power(node: ast.BinOp, rank) -> bool:
+    """`t ** j` of a number `j` not written as a constant (`t ** 2` Numba unrolls itself)."""
+    return (
+        isinstance(node.op, ast.Pow)
+        and rank(node.right) == 0
+        and not isinstance(node.right, (ast.Constant, ast.UnaryOp))
+    )

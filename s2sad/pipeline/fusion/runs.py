@@ -48,6 +48,7 @@ class Fuser:
         self.integers = integer_derived(nodes, integers)  # (dtypes.py)
         self.value_reads, self.shape_reads = name_reads(nodes)
         self.written = written_in_place(nodes)
+        self.shared_writes = written_in_place(nodes, owned=False)  # (aliases: see _take)
         self.taken = taken
         self.runs: list = []
         self._indices: dict[str, list[str]] = {}
@@ -248,7 +249,8 @@ class Run:
         if found is None or not self._agree(found[1]):
             return False
         source = aliased(value)
-        if source is not None and (target in self.f.written or source in self.f.written):
+        shared = self.f.shared_writes
+        if source is not None and (target in shared or source in shared):
             return False  # the original shares the array that is written into later
         return self._add(stmt, "alias" if source is not None else "element", target, *found)
 
