@@ -73,7 +73,10 @@ def test_a_loop_of_integer_powers_over_arange_fuses_and_matches():
     assert fused_ran(g)
     assert_close(got, s2sad.grad(polyfit, wrt="x")(x, 37), rtol=1e-10)
     assert_close(got, fd_grad(lambda x: polyfit(x, 37), [x], 0), rtol=1e-6)
-    assert "power_lanes(t[i0], j)" in s2sad.source(g), s2sad.source(g)
+    source = s2sad.source(g)
+    assert "power_lanes(t[i0], j)" in source and "and 0 <= j < 256" in source, source
+    x = rng(5).standard_normal(300) * 1e-3  # powers past 255: those steps run unfused
+    assert_close(g(x, 37), s2sad.grad(polyfit, wrt="x")(x, 37), rtol=1e-10)
 
 
 @numba.njit(error_model="numpy")  # as jit.py compiles generated code
@@ -94,11 +97,8 @@ def numbas_powers(a, n):
 
 def test_power_lanes_is_numbas_integer_power_bit_for_bit():
     a = np.concatenate([rng(5).uniform(-3, 3, 100), [0.0, -0.0, 1e300, -1e-300, np.inf, np.nan]])
-    for n in (0, 1, 2, 7, 64, 127, 255, 256, 1000, -1, -3, -70000, 70000):
-        b = a[np.abs(a) > 1e-9] if n < 0 else a  # (Numba's raises ZeroDivisionError at 0)
-        np.testing.assert_array_equal(powers(b, n), numbas_powers(b, n))
-    with np.errstate(divide="ignore"):  # NumPy's inf, as Python mode gives
-        np.testing.assert_array_equal(powers(a[:2] * 0.0, -3), (a[:2] * 0.0) ** -3.0)
+    for n in (0, 1, 2, 7, 64, 127, 255):  # (the fused run's guard asks 0 <= n < 256)
+        np.testing.assert_array_equal(powers(a, n), numbas_powers(a, n))
     small = a[:100].astype(np.float32)
     assert powers(small, 3).dtype == numbas_powers(small, 3).dtype
     np.testing.assert_array_equal(powers(a, 2.5), numbas_powers(a, 2.5))  # a float: as it was

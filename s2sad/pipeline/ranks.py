@@ -167,6 +167,9 @@ class Ranks:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             kinds = {self.kind(node.left), self.kind(node.right)}
             return "b" if kinds == {"b"} else None
+        if isinstance(node, ast.Call) and ir.callee(node.func) is np.arange:  # of ints: ints
+            ints = node.args and not node.keywords and all(self._is_int(a) for a in node.args)
+            return "i" if ints else None
         return None
 
     def _is_int(self, node: ast.expr) -> bool:

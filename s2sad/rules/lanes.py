@@ -208,24 +208,15 @@ def _power_by_squares(x, n):
 @helper
 def power_lanes(x, n):
     """`x ** n` of one element of a fused loop and a number `n` (not a constant: Numba
-    unrolls those), in a form whose loop LLVM vectorises where `n` is a small integer."""
+    unrolls those), in a form whose loop LLVM vectorises where `n` is an integer. The fused
+    run's guard checks 0 <= n < 256 first (fusion/runs.py): a branch on it here, per element,
+    kept the loop from vectorising (Numba compiles a helper apart, and LLVM did not move the
+    branch out of the loop)."""
     return x**n
 
 
 @numba_of(power_lanes)
 def _power_lanes(x, n):
     if isinstance(x, types.Float) and x.bitwidth == 64 and isinstance(n, types.Integer):
-        return lambda x, n: _power_by_squares(x, n) if 0 <= n < 256 else _integer_power(x, n)
+        return lambda x, n: _power_by_squares(x, n)
     return lambda x, n: x**n
-
-
-@numba_jitable
-def _integer_power(x, n):
-    """Numba's `x ** n` for an integer n, a zero to a negative power inf (as in generated code,
-    compiled with NumPy's error model; a helper raises ZeroDivisionError)."""
-    if n >= -0x10000:  # (below, Numba's own takes math.pow)
-        r = x**-n if n < 0 else x**n
-        if n >= 0:
-            return r
-        return 1.0 / r if r != 0.0 else math.copysign(math.inf, r)
-    return math.pow(x, float(n))
