@@ -20,7 +20,7 @@ from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
-from .accumulate import accumulate_in_place
+from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
 from .bounds import indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
@@ -312,6 +312,7 @@ def _reverse_mode(
         )
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
+            adjoint.stmts = extrema_in_place(adjoint.stmts, adjoint_ranks, protected)
     if rerun:  # the sweep's own copy of the primal: the value is the value function's
         primal = drop_unread(primal, adjoint.stmts, names_mentioned(adjoint.grads))
     name = f"{mode}_{parsed.name}"

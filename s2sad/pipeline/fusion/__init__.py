@@ -68,8 +68,9 @@ then read them, knowing their axes of length 1, and the adds into their columns
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
 gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows
-and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, dtypes.py
-the integer arrays a run reads, and syntax.py what they all share.
+and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, sums.py the
+full sums taken out of arithmetic on numbers (`da = da - np.sum(g)`: the sum joins the run
+computing `g`), dtypes.py the integer arrays a run reads, and syntax.py what they all share.
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ from collections import Counter
 from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
+from .sums import sums_apart
 from .syntax import names_in
 from .views import viewed
 
@@ -98,7 +100,12 @@ def fuse(
     that read values (its outputs and returned gradients); `taken`, every name it uses;
     `integers`, the integer and boolean arrays among its arguments (dtypes.py); `kinds`, the
     names among `reads` read there for their kind alone (a jitted grad's output: loops.py)."""
-    blocks = viewed([_without_zeroing(b) for b in blocks], rank_of, reads)
+    named = set(taken) | names_in([s for b in blocks for s in b if isinstance(s, ast.AST)])
+    made: dict[str, int] = {}  # the names sums_apart gives sums -> their rank, 0
+    blocks = [sums_apart(_without_zeroing(b), rank_of, named, made) for b in blocks]
+    if made:
+        rank_of = _with_numbers(rank_of, made)
+    blocks = viewed(blocks, rank_of, reads)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes), integers)
     fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)
@@ -151,6 +158,13 @@ def _arithmetic(node) -> bool:
         return isinstance(node.op, (ast.USub, ast.UAdd)) and _arithmetic(node.operand)
     return isinstance(node, ast.Name) or (
         isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    )
+
+
+def _with_numbers(rank_of, numbers: dict):
+    """`rank_of`, told the ranks of names made after the analysis behind it ran."""
+    return lambda node: (
+        numbers[node.id] if isinstance(node, ast.Name) and node.id in numbers else rank_of(node)
     )
 
 

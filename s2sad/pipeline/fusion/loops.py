@@ -39,6 +39,7 @@ class Emitter:
                 self.standins.append(name)
         self.scalar: dict[str, ast.expr] = {}  # a name the run assigned -> its element
         self.lane: str | None = None  # the lane index of a one-loop run's blocked sums
+        self.powers: list = []  # the exponents of `power_lanes`, which the guard checks
 
     def element(self, name: str) -> ast.expr:
         if name in self.scalar:
@@ -78,6 +79,9 @@ class Emitter:
             return self.element(node.id)
         if isinstance(node, ast.Subscript):  # `x[:, None]`: x read by its own map
             return self.element(node.value.id)
+        if isinstance(node, ast.BinOp) and _varying_power(node, self.f.rank):
+            self.powers.append(node.right)
+            return ast.Call(load("power_lanes"), [self.translate(node.left), clone(node.right)], [])
         if isinstance(node, ast.BinOp):
             return ast.BinOp(self.translate(node.left), node.op, self.translate(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -238,11 +242,11 @@ class Emitter:
         return self.f.fresh(f"{target}_columns")
 
     def lanes(self, target: str) -> str | None:
-        """The name of the float64 array of LANE_COUNT sums a full sum of a one-loop run at
-        the function's top level adds into, the loop blocked (`s_lanes[i0_lane] += t_i`): a
-        loop LLVM vectorises, and each lane a sum of 1/LANE_COUNT of the elements (more
-        accurate than one accumulator); None elsewhere."""
-        if self.run.rank != 1 or self.run.depth or self.run.units:
+        """The name of the float64 array of LANE_COUNT sums a full sum of a one-loop run
+        adds into, the loop blocked (`s_lanes[i0_lane] += t_i`): a loop LLVM vectorises, and
+        each lane a sum of 1/LANE_COUNT of the elements (more accurate than one accumulator);
+        None elsewhere. (In a loop's body, hoist.py makes the lanes once before the loop.)"""
+        if self.run.rank != 1 or self.run.units:
             return None
         if self.lane is None:
             self.lane = self.f.fresh(f"{self.index[0]}_lane")
@@ -337,3 +341,12 @@ def _without_dead_elements(body: list) -> list:
 
 def _shape(name: str) -> ast.expr:
     return ast.Attribute(load(name), "shape", ast.Load())
+
+
+def _varying_power(node: ast.BinOp, rank) -> bool:
+    """`t ** j` of a number `j` not written as a constant (`t ** 2` Numba unrolls itself)."""
+    return (
+        isinstance(node.op, ast.Pow)
+        and rank(node.right) == 0
+        and not isinstance(node.right, (ast.Constant, ast.UnaryOp))
+    )
