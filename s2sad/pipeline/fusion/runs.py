@@ -14,18 +14,8 @@ from .gather import base_views
 from .loops import Emitter
 from .scatters import copied_into, scatter_of, takes_slices, with_slices_checked
 from .row_adds import sharing, took_row_add
-from .shapes import (
-    axis_reduction,
-    expansion,
-    fusible_test,
-    guard,
-    in_run_dtype,
-    right_aligned,
-    size,
-    unit_axes,
-    units_of,
-    with_small_powers,
-)
+from .shapes import axis_reduction, expansion, fusible_test, guard, in_run_dtype, size
+from .shapes import right_aligned, unit_axes, units_of, with_small_powers
 from .syntax import (
     BINOPS,
     COMPARE,
