@@ -8,11 +8,16 @@ writes into its cotangent: the others take theirs as it is, at no cost. And what
 checked at each call (`rule_cotangents`): one cotangent per argument, each of its shape.
 """
 
+import typing
+
 import numpy as np
 
 from .common import _array
 from .helpers import helper, numba_jitable, numba_of, type_test
 from .registry import linear
+
+if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
+    from numba import types
 
 
 @helper(jvp=linear("g"), batch_safe=True, shaped_like="g")
