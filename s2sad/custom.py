@@ -83,10 +83,21 @@ def register_vjp(func, rule, argnames=None) -> None:
     # a rule writing into its cotangent gets one of its own (rules/owned.py), in both modes
     cotangent = f"own_copy({g})" if _writes_into_cotangent(rule) else g
     call = f"{rule_name}({cotangent}, {ans}, {', '.join(names)})"
+    # what it returns checked at each call (rules/owned.py): the count, and each one's shape
+    of = f"{getattr(func, '__name__', 'a function')}({', '.join(names)})"
+    call = f"rule_cotangents({call}, ({', '.join(names)},), {f'{_described(rule)} of {of}'!r})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
     joint = call if len(names) > 1 else None
     signature = _signature_text(func, names, rule_name) if argnames is None else ", ".join(names)
     register(func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans})
+
+
+def _described(rule) -> str:
+    """`name (file.py:line)` of a rule, or its repr where it has no code (a builtin)."""
+    code = getattr(rule, "__code__", None)
+    if code is None:
+        return repr(rule)
+    return f"{rule.__name__} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 # methods and functions writing into their array (`dy.fill(0.0)`, `np.copyto(dy, v)`)

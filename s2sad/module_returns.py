@@ -72,6 +72,9 @@ def _returned(function, args, inputs, mode, origin=None):
     except IndexError as exc:
         if str(exc) != "index is out of bounds":  # (Numba's check's message)
             raise
+        where = _index_line(function, args, origin)
+        if where is not None:
+            raise IndexError(f"{where[0]}\n  at {where[1]}") from None
         where = f" of {origin}" if origin else ""
         raise IndexError(
             f"{exc}: an integer index in the code{where} is out of range (the module "
@@ -91,4 +94,32 @@ def _returned(function, args, inputs, mode, origin=None):
     return grads
 
 
-FUNCTIONS = (_unboxed, like_input, like_inputs, _retyped, _returned)
+def _index_line(function, args, origin):
+    """(NumPy's message, `FILE line N (`code`)`) for the index out of range the compiled
+    `function` met, which Numba's check does not place: its Python version run on the same
+    arguments (it copies what it writes into; the helpers it calls run their compiled forms)
+    raises NumPy's IndexError at the generated line whose `# line N: code` comment names the
+    user's. None where that run raises no IndexError in this file."""
+    code = function.py_func.__code__
+    try:
+        function.py_func(*args)
+    except IndexError as found:
+        tb, at = found.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == code.co_filename:
+                at = tb.tb_lineno
+            tb = tb.tb_next
+        with open(code.co_filename, encoding="utf-8") as module:
+            lines = module.read().splitlines()[: at or 0]
+        for text in reversed(lines):
+            said = text.strip()[2:].partition(", ")[2] or text.strip()[2:]  # (`f, line N:`)
+            if text.strip().startswith("# ") and said.startswith("line ") and ": " in said:
+                number, _, line = said.partition(": ")
+                file = (origin or "the function").rsplit(":", 1)[0]
+                return str(found), f"{file} {number} (`{line}`)"
+    except Exception:  # noqa: BLE001  (another error: the compiled code's message stands)
+        return None
+    return None
+
+
+FUNCTIONS = (_unboxed, like_input, like_inputs, _retyped, _index_line, _returned)

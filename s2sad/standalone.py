@@ -96,13 +96,23 @@ def _constant(name: str, value, user_name: str | None = None) -> str:
     library = not inspect.isfunction(func) or is_library_code(func)
     if library and _import_of(name, value):
         return _import_of(name, value)
-    if inspect.isfunction(func) and func.__name__ in (name, user_name):
+    if _written_as_source(func, name, user_name):
         return _function_source(func, name)
     raise S2SADError(
         f"the generated code refers to '{name}' ({type(value).__name__}), which "
         "cannot be written into a standalone module",
         hint="make it a literal constant or a parameter of the function",
     )
+
+
+def _written_as_source(func, name: str, user_name: str | None = None) -> bool:
+    """Whether the user's function `func` is written into the module as its source, under the
+    name generated code calls it by: its own, or one the resolver gave it (`modb_sq` for a
+    second module's `sq`, `cube_vjp` for a custom_vjp rule the user named `cube_rule`). A lambda
+    has no `def` to rename."""
+    if not inspect.isfunction(func) or is_library_code(func):
+        return False
+    return func.__name__ in (name, user_name) or func.__name__ != "<lambda>"
 
 
 def _import_of(name: str, value) -> str | None:
@@ -154,7 +164,7 @@ def _with_dependencies(items: dict) -> dict:
     while todo:
         name, value = todo.pop()
         func = getattr(value, "func", value)
-        if not (inspect.isfunction(func) and func.__name__ == name) or is_library_code(func):
+        if not _written_as_source(func, name):
             continue  # a library's function is imported (`_constant`)
         for dep in sorted(free_globals(_function_source(func))):
             if dep in func.__globals__:

@@ -254,6 +254,10 @@ def test_emitted_jit_module_of_a_loop_runs_standalone(tmp_path):
     expected = s2sad.grad(module.smooth, wrt=(0, 1))(*args)
     for e, g in zip(expected, generated.grad_smooth(*args)):
         np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    # an index out of range the compiled code's check meets is told at the user's line, as
+    # in-process jit tells it (the module's Python version, run again, finds it)
+    with pytest.raises(IndexError, match=r"size 0\n  at \S*loops.py line 17 \(`y\[0\] = x\[0\]`\)"):
+        generated.grad_smooth(np.zeros(0), 0.7)
 
 
 def test_wrt_by_position_is_the_same_module_as_by_name():

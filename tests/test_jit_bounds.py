@@ -235,10 +235,10 @@ def test_the_checks_are_in_the_modules_text_and_can_be_turned_off(monkeypatch):
     assert "boundscheck" not in module_text(source)
 
 
-def test_a_module_emit_jit_writes_raises_naming_the_function(tmp_path):
-    """A module `s2sad emit --jit` writes is compiled with the checks; it has no Python version
-    to rerun, so its IndexError names the function's file and line (and where to find the
-    index's own line)."""
+def test_a_module_emit_jit_writes_raises_naming_the_users_line(tmp_path):
+    """A module `s2sad emit --jit` writes is compiled with the checks; its function's Python
+    version reruns the call (its helpers run their NumPy or compiled forms), so its IndexError
+    names the user's line, with NumPy's message, as in-process jit does."""
     name = "emitted_picked"
     out = tmp_path / f"{name}.py"
     out.write_text(cli.emit_text(f"{__file__}:picked", ["x"], "grad", jit=True))
@@ -249,7 +249,9 @@ def test_a_module_emit_jit_writes_raises_naming_the_function(tmp_path):
     with pytest.raises(IndexError) as raised:
         module.grad_picked(X, 3)
     start = inspect.getsourcelines(picked)[1]
-    assert f"test_jit_bounds.py:{start}" in str(raised.value), str(raised.value)
+    told = f"test_jit_bounds.py line {start + 1} (`return x[k] * 3.0 + x[0]`)"
+    assert str(raised.value).startswith("index 3 is out of bounds for axis 0 with size 3\n  at ")
+    assert str(raised.value).endswith(told), str(raised.value)
 
 
 def test_the_pullbacks_sweep_keeps_the_read_that_checks_its_index():

@@ -403,8 +403,10 @@ def test_the_corpus_covers_every_numba_helper():
     # mask_fits are written into the text Numba compiles, not into `s2sad.source`'s
     # (workspace.py, mask_checks.py: tests/test_workspace.py and test_jit_bounds.py run them);
     # broadcast_like only into modules without ranks (`emit`: tests/test_jit_forms.py);
-    # own_copy only where a custom_vjp rule writes into its cotangent (test_rule_cotangent.py)
+    # own_copy only where a custom_vjp rule writes into its cotangent (test_rule_cotangent.py),
+    # rule_cotangents wherever one is called (test_rule_cotangent.py, test_rule_returns.py);
+    # the masks of several axes' helpers test_jit_masks.py compiles (one gradient for all three)
     pooled = {"pooled", "pooled_zeros", "pooled_subtract", "pooled_matmul", "pooled_matmul_vjp_rhs"}
     exempt = {"stop_gradient", "shape_stub", "mask_fits", "broadcast_like", "own_copy"}
-    exempt |= pooled
+    exempt |= pooled | {"masked", "set_masked", "add_masked", "rule_cotangents"}
     assert helpers - seen <= exempt, f"no corpus function calls {helpers - seen}"

@@ -132,10 +132,30 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                     and any(isinstance(e, ast.Slice) for e in index.elts)
                 ):
                     index = index_expr(index)
+                name = "add_masked" if _by_mask(node.target, rank_of) else "add_at"
                 call = ast.Call(
-                    ast.Name("add_at", ast.Load()), [node.target.value, index, node.value], []
+                    ast.Name(name, ast.Load()), [node.target.value, index, node.value], []
                 )
                 new = ast.Expr(call)
+                ir.copy_origin(new, node)
+                return new
+            return node
+
+        def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+            self.generic_visit(node)
+            if isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis:
+                node.slice = _ellipsis_tuple(node.slice)  # `h[...]`: Numba lowers `h[...,]`
+            elif _by_mask(node, rank_of) and isinstance(node.ctx, ast.Load):
+                return ast.Call(ast.Name("masked", ast.Load()), [node.value, node.slice], [])
+            return node
+
+        def visit_Assign(self, node: ast.Assign) -> ast.stmt:
+            self.generic_visit(node)
+            target = node.targets[0]
+            if len(node.targets) == 1 and _by_mask(target, rank_of):
+                # y[M] = v of a mask of several axes: Numba's setitem fails (an AssertionError)
+                args = [target.value, target.slice, node.value]
+                new = ast.Expr(ast.Call(ast.Name("set_masked", ast.Load()), args, []))
                 ir.copy_origin(new, node)
                 return new
             return node
@@ -167,6 +187,10 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
             if isinstance(node.func, ast.Name) and node.func.id in RUNTIME:
                 for k in node.keywords:  # a reduction's adjoint over `axis=(k,)`
                     k.value = _one_axis(k.value) if k.arg == "axis" else k.value
+                node.args = [  # an index `...` (getitem_vjp(g, h, ...)) as `(...,)`
+                    _ellipsis_tuple(a) if isinstance(a, ast.Constant) and a.value is Ellipsis else a
+                    for a in node.args
+                ]
             text = ast.unparse(node.func)
             if (
                 text == "np.reshape"
@@ -190,6 +214,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 )
             if text == "np.add.at":
                 node.func = ast.Name("add_at", ast.Load())
+            if ast.unparse(node.func) == "add_at" and len(node.args) == 3:
+                if _by_mask(ast.Subscript(node.args[0], node.args[1], ast.Load()), rank_of):
+                    node.func = ast.Name("add_masked", ast.Load())  # (as `d[M] += g`, above)
             if text in ("np.partition", "np.argpartition"):  # Numba's orders differ from NumPy's
                 node.func = ast.Name(f"numpy_{text[3:]}", ast.Load())
             if (
@@ -265,6 +292,19 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]
+
+
+def _by_mask(node, rank_of) -> bool:
+    """Whether `node` is a subscript by one array of two or more axes (`y[M]`): a boolean mask
+    there (the helpers `masked`, `set_masked` tell it from an integer array when compiled)."""
+    if not isinstance(node, ast.Subscript) or isinstance(node.slice, (ast.Tuple, ast.Slice)):
+        return False
+    rank = rank_of(node.slice)
+    return rank is not None and rank >= 2
+
+
+def _ellipsis_tuple(node: ast.expr) -> ast.expr:
+    return ast.copy_location(ast.Tuple([node], ast.Load()), node)
 
 
 def _negative_int(node: ast.expr) -> int | None:

@@ -32,6 +32,7 @@ before any form runs. `numba_source()` is the same forms as one module's text, f
 
 from __future__ import annotations
 
+import builtins
 import dis
 import functools
 import hashlib
@@ -192,6 +193,7 @@ def numba_names() -> set[str]:
     """Every name `numba_source()` binds at its top level, without building it."""
     names = {"math", "np", "njit", "overload"} | set(NUMBA_NAMES)
     names |= {s.__name__ for s, _ in NUMBA} | {f.__name__ for _, f in NUMBA}
+    names |= {f"_{s.__name__}_compiled" for s, _ in NUMBA}
     forms = list(_TYPE_TESTS.values()) + JITABLE + [f for _, f in NUMBA]
     return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS) | set(constants_read(forms))
 
@@ -219,13 +221,16 @@ def forms_used(text: str) -> frozenset[str]:
     """The helpers, plain functions and type tests that code `text` calls, with those their
     Numba forms call in turn: all a standalone jitted module has to carry."""
     known = _forms_by_name()
+    stubs = {stub.__name__: stub for stub, _ in NUMBA}
     todo = [name for name in set(re.findall(r"[A-Za-z_]\w*", text)) if name in known]
     used: set[str] = set()
     while todo:
         name = todo.pop()
         if name not in used:
             used.add(name)
-            for func in known[name]:
+            # (and the helpers its NumPy form calls: numba_source writes that where it can)
+            funcs = known[name] + ([stubs[name]] if name in stubs else [])
+            for func in funcs:
                 todo += [n for n in _global_names(func.__code__) if n in known and n not in used]
     return frozenset(used)
 
@@ -245,10 +250,22 @@ def numba_source(used: frozenset[str] | None = None) -> str:
     parts += list(constants_read(tests + jitable + [f for _, f in pairs]).values())
     parts += [function_source(f) for f in tests]
     parts += ["@njit\n" + function_source(f) for f in jitable]
+    # each helper also runs when Python calls it (the module's Python version of its function
+    # runs to find the line of an index out of range: module_returns._returned): its NumPy
+    # form where that reads only NumPy, math and the helpers, else its compiled form
+    plain = {"np", "math"} | {stub.__name__ for stub, _ in pairs} | set(dir(builtins))
     for stub, form in pairs:
-        signature = inspect.signature(form)
-        parts.append(f"def {stub.__name__}{signature}:\n    pass\n")
-        parts.append(f"@overload({stub.__name__})\n" + function_source(form))
+        signature, name = inspect.signature(form), stub.__name__
+        parts.append(f"@overload({name})\n" + function_source(form))
+        if _global_names(stub.__code__) <= plain:
+            parts.insert(-1, function_source(stub))
+            continue
+        called = ", ".join(
+            f"*{p.name}" if p.kind is p.VAR_POSITIONAL else p.name
+            for p in signature.parameters.values()
+        )
+        parts.insert(-1, f"def {name}{signature}:\n    return _{name}_compiled({called})\n")
+        parts.append(f"@njit\ndef _{name}_compiled{signature}:\n    return {name}({called})\n")
     return "\n\n".join(parts)
 
 

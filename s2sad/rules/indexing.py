@@ -9,7 +9,7 @@ import typing
 import numpy as np
 
 from .common import _array, _element, _has_array, _lift, _add_by_position, add_at
-from .helpers import batched_helper, batched_of, helper, numba_of
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of, type_test
 from .registry import defvjp, explicit, linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
@@ -87,8 +87,8 @@ def last_written(g, y, index):
 def _last_written(g, y, index):
     """runtime.last_written: walking the writes from the last, an element already written
     later gives zero (the positions picked come from Numba's own indexing, as the store's)."""
-    if not _array(g) or not _has_array(index):
-        return lambda g, y, index: g
+    if not _array(g) or not _has_array(index) or isinstance(index.dtype, types.Boolean):
+        return lambda g, y, index: g  # (a mask names no element twice)
 
     def impl(g, y, index):
         picked = np.ascontiguousarray(np.arange(y.size).reshape(y.shape)[index]).reshape(-1)
@@ -212,6 +212,19 @@ def _getitem_vjp(g, x, index):
                 return dx
 
             return elements
+
+        if index.ndim > 1:  # a mask over the leading axes: a sub-array each
+
+            def blocks(g, x, index):
+                dx = np.zeros(x.shape)
+                j = 0
+                for at in np.ndindex(index.shape):
+                    if index[at]:
+                        dx[at] += g[j]
+                        j += 1
+                return dx
+
+            return blocks
 
         def rows(g, x, index):  # a mask over the first axis
             dx = np.zeros(x.shape)
@@ -351,3 +364,129 @@ def _mask_fits(x, axis, m):
         return m
 
     return fits
+
+
+# ------------------------------------------------------------------ masks of several axes (jit)
+# Numba's `a[M]` fails (an AssertionError) for a boolean mask of more than one axis: jitted code
+# (pipeline/lower.py) reads, writes and adds by an index of two or more axes through these, which
+# walk such a mask's positions in NumPy's (C) order, and are `a[M]` for any other index.
+
+
+@helper
+def masked(a, m):
+    """`a[m]`, in jitted code where `m` has two or more axes."""
+    return a[m]
+
+
+@helper
+def set_masked(a, m, values):
+    """`a[m] = values`, in jitted code where `m` has two or more axes."""
+    a[m] = values
+
+
+@helper
+def add_masked(a, m, values):
+    """`add_at(a, m, values)`, in jitted code where `m` has two or more axes."""
+    add_at(a, m, values)
+
+
+@type_test
+def _mask_axes(a, m):
+    """How many leading axes of `a` the boolean mask `m` of two or more axes indexes (from the
+    types), else 0."""
+    mask = _array(a) and _array(m) and isinstance(m.dtype, types.Boolean)
+    return m.ndim if mask and 1 < m.ndim <= a.ndim else 0
+
+
+@numba_jitable
+def _taken(a, m):
+    """How many elements (or sub-arrays) the mask `m` takes of `a`, after NumPy's check of its
+    shape."""
+    for d in range(m.ndim):
+        if m.shape[d] != a.shape[d]:
+            raise IndexError("boolean index did not match indexed array")
+    count = 0
+    for at in np.ndindex(m.shape):
+        if m[at]:
+            count += 1
+    return count
+
+
+@numba_of(masked)
+def _masked(a, m):
+    k = _mask_axes(a, m)
+    if not k:
+        return lambda a, m: a[m]
+
+    def taken(a, m):
+        out = np.empty((_taken(a, m),) + a.shape[k:], a.dtype)
+        j = 0
+        for at in np.ndindex(m.shape):
+            if m[at]:
+                out[j] = a[at]
+                j += 1
+        return out
+
+    return taken
+
+
+@numba_of(set_masked)
+def _set_masked(a, m, values):
+    k = _mask_axes(a, m)
+    if not k:
+
+        def plain(a, m, values):
+            a[m] = values
+
+        return plain
+    if not _array(values) or values.ndim <= a.ndim - k:  # the same for each taken
+
+        def each(a, m, values):
+            _taken(a, m)
+            for at in np.ndindex(m.shape):
+                if m[at]:
+                    a[at] = values
+
+        return each
+    if values.ndim != a.ndim - k + 1:
+        return None
+
+    def one_each(a, m, values):  # values[j] for the j-th taken (or values[0] for all)
+        if values.shape[0] != _taken(a, m) and values.shape[0] != 1:
+            raise ValueError("boolean index assignment: values do not match the mask's count")
+        j = 0
+        for at in np.ndindex(m.shape):
+            if m[at]:
+                a[at] = values[j if values.shape[0] > 1 else 0]
+                j += 1
+
+    return one_each
+
+
+@numba_of(add_masked)
+def _add_masked(a, m, values):
+    k = _mask_axes(a, m)
+    if not k:
+        return lambda a, m, values: add_at(a, m, values)
+    if not _array(values) or values.ndim <= a.ndim - k:  # the same for each taken
+
+        def each(a, m, values):
+            _taken(a, m)
+            for at in np.ndindex(m.shape):
+                if m[at]:
+                    a[at] += values
+
+        return each
+    if values.ndim != a.ndim - k + 1:
+        return None
+
+    def one_each(a, m, values):
+        if values.shape[0] != _taken(a, m) and values.shape[0] != 1:
+            raise ValueError("boolean index: values do not match the mask's count")
+        j = 0
+        for at in np.ndindex(m.shape):
+            if m[at]:
+                a[at] += values[j if values.shape[0] > 1 else 0]
+                j += 1
+
+    return one_each

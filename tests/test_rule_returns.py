@@ -1,0 +1,113 @@
+"""What a user's vjp rule returns is checked where generated code calls it (rules/owned.py,
+`rule_cotangents`): JAX's tuple of one is taken for a one-argument function's cotangent, and a
+wrong count or shape names the rule, its file and line, and what was expected, at the first
+call, in Python mode and in compiled code (whose form is checked here by itself, cheaply)."""
+
+import numpy as np
+import pytest
+
+import s2sad
+
+
+@s2sad.custom_vjp
+def sq(x):
+    return x * x
+
+
+@sq.defvjp
+def sq_rule(g, ans, x):
+    return (2.0 * g * x,)  # JAX's convention: a tuple of one cotangent per argument
+
+
+@s2sad.custom_vjp
+def mul(a, b):
+    return a * b
+
+
+@mul.defvjp
+def mul_three(g, ans, a, b):
+    return g * b, g * a, g
+
+
+@s2sad.custom_vjp
+def mul_once(a, b):
+    return a * b
+
+
+@mul_once.defvjp
+def mul_one(g, ans, a, b):
+    return g * b  # an array, which two names would unpack by its rows
+
+
+@s2sad.custom_vjp
+def rows(x):
+    return np.sum(x, axis=1)
+
+
+@rows.defvjp
+def rows_rule(g, ans, x):
+    return g  # of the result's shape, not x's
+
+
+X = np.linspace(0.1, 1.2, 4).reshape(2, 2)
+
+
+def test_a_tuple_of_one_is_a_one_argument_functions_cotangent():
+    g = s2sad.grad(lambda x: np.sum(sq(x) * x))(X)
+    assert g.shape == X.shape
+    np.testing.assert_allclose(g, 3 * X**2, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "f, told",
+    [
+        (
+            lambda x, y: np.sum(mul(x, y)),
+            r"mul_three \(test_rule_returns.py:\d+\) of mul\(a, b\) "
+            r"returned 3 values where 2 cotangents were expected",
+        ),
+        (
+            lambda x, y: np.sum(mul_once(x, y)),
+            r"mul_one \(test_rule_returns.py:\d+\) of "
+            r"mul_once\(a, b\) returned one value where 2",
+        ),
+        (
+            lambda x, y: np.sum(rows(x) ** 2 * y[0]),
+            r"rows_rule \(test_rule_returns.py:\d+\) of "
+            r"rows\(x\) returned a cotangent of shape \(2,\) for `x`, of shape \(2, 2\)",
+        ),
+    ],
+)
+def test_a_wrong_count_or_shape_names_the_rule_and_what_was_expected(f, told):
+    with pytest.raises(ValueError, match=told) as err:
+        s2sad.grad(f, wrt=(0, 1))(X, X + 1.0)
+    assert any("test_rule_returns.py line" in n for n in err.value.__notes__)  # the user's line
+
+
+def test_the_compiled_form_checks_the_same():
+    numba = pytest.importorskip("numba")
+    from s2sad.numba_helpers import rule_cotangents
+
+    @numba.njit
+    def one(x):
+        return rule_cotangents((x * 2.0,), (x,), "R (f.py:1) of f(x)")
+
+    @numba.njit
+    def three(x):
+        return rule_cotangents((x, x, x), (x, x), "R (f.py:1) of f(a, b)")
+
+    @numba.njit
+    def row(x):
+        return rule_cotangents((x, x[:1]), (x, x), "R (f.py:1) of f(a, b)")
+
+    @numba.njit
+    def rank(x):
+        return rule_cotangents(x[0], (x,), "R (f.py:1) of f(x)")
+
+    np.testing.assert_array_equal(one(X), 2.0 * X)
+    with pytest.raises(ValueError, match=r"R \(f.py:1\) of f\(a, b\) returned 3 values where 2"):
+        three(X)
+    with pytest.raises(ValueError, match="a cotangent of another shape than `b`'s"):
+        row(X)
+    with pytest.raises(ValueError, match="a cotangent of another rank than `x`'s"):
+        rank(X)
