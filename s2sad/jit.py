@@ -36,10 +36,11 @@ from .diskcache import (  # noqa: F401  (generated modules import trusted_njit f
     user_stacklevel,
 )
 from .call_plans import Plan, float32_scalars, keep, signature_key, use_fingerprint
+from .callee_fingerprint import callees_fingerprint
 from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
-from .rules.helpers import code_bytes, forms_fingerprint, forms_used, numba_source
+from .rules.helpers import forms_fingerprint, forms_used, numba_source
 from .numba_failures import (
     at_user_line,
     axis_error,
@@ -157,34 +158,6 @@ BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
 
 
-_LIBRARIES = ("numpy", "math", "scipy", "numba", "s2sad", "builtins")
-
-
-def code_fingerprint(objects: dict) -> str:
-    """A hash of the code of the functions generated code calls (`objects`: name -> object, the
-    Numba dispatchers, rules and helpers it reads by name). Numba compiles a called function into
-    the caller's machine code and its disk cache does not notice when that function is edited,
-    so the generated module's name hashes this too: an edited callee gives a new module."""
-    digest = hashlib.sha256()
-    objects = dict(objects)
-    for name, value in list(objects.items()):
-        # a module of the user's: the compiled functions it holds (`userh.h(...)`), which Numba
-        # freezes into the code that reads them by attribute
-        if isinstance(value, types.ModuleType) and not value.__name__.startswith(_LIBRARIES):
-            for attr, member in vars(value).items():
-                if getattr(member, "py_func", None) is not None:
-                    objects[f"{name}.{attr}"] = member
-    for name in sorted(objects):
-        value = objects[name]
-        for candidate in (value, getattr(value, "py_func", None), getattr(value, "func", None)):
-            code = getattr(candidate, "__code__", None)
-            if code is not None:
-                # (not marshal's bytes, which depend on reference counts: a process that loaded
-                # the transform from disk named the module differently and compiled it again)
-                digest.update(name.encode() + code_bytes(code))
-    return digest.hexdigest()
-
-
 def _module_for(
     source: str,
     name: str,
@@ -201,7 +174,7 @@ def _module_for(
     compiled from the text itself, not read back. The module enters `sys.modules` (where Numba
     looks it up when it loads cached code) only once it has run, and one thread at a time loads.
     `fresh` first deletes Numba's cached machine code for it (it could not be loaded).
-    `callees` (`code_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
+    `callees` (`callees_fingerprint`) names the code of the functions it calls; `parallel`: Numba's
     parallel=True (its text says so, so a parallel and a serial build never share a module);
     `threads=False`: a parallel build compiled without Numba's parallel options; `indexed`: its
     indices checked (module_text)."""
@@ -468,7 +441,7 @@ class Jitted:
 
     def load(self, fresh: bool = False):
         try:
-            callees = code_fingerprint(self.compiled.globals)
+            callees = callees_fingerprint(self.compiled.globals)
             source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)

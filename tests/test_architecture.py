@@ -227,12 +227,12 @@ def test_helpers_read_only_what_a_standalone_module_has():
     import builtins
     import types
 
-    from s2sad.rules.helpers import RUNTIME, _global_names
+    from s2sad.rules.helpers import RUNTIME, global_names
 
     missing = {
         name: sorted(
             g
-            for g in _global_names(func.__code__)
+            for g in global_names(func.__code__)
             if g not in RUNTIME
             and not hasattr(builtins, g)
             and not isinstance(func.__globals__.get(g), types.ModuleType)

@@ -17,6 +17,7 @@ import pytest
 import s2sad
 from s2sad import diskcache, jit, numba_failures
 from s2sad.jit import CacheWarning, JitError, JitFallbackWarning
+from s2sad.callee_fingerprint import callees_fingerprint
 from conftest import load_module
 
 numba = pytest.importorskip("numba")
@@ -525,11 +526,9 @@ def test_a_compiled_helper_read_through_a_users_module_is_in_the_fingerprint():
         return module
 
     twice, five_times = made("v * 2.0"), made("v * 5.0")
-    assert jit.code_fingerprint({"userh": twice}) == jit.code_fingerprint(
-        {"userh": made("v * 2.0")}
-    )
-    assert jit.code_fingerprint({"userh": twice}) != jit.code_fingerprint({"userh": five_times})
-    assert jit.code_fingerprint({"np": np}) == jit.code_fingerprint({"np": np})
+    assert callees_fingerprint({"userh": twice}) == callees_fingerprint({"userh": made("v * 2.0")})
+    assert callees_fingerprint({"userh": twice}) != callees_fingerprint({"userh": five_times})
+    assert callees_fingerprint({"np": np}) == callees_fingerprint({"np": np})
 
 
 def test_the_fingerprint_of_equal_code_does_not_depend_on_reference_counts():
@@ -541,8 +540,8 @@ def test_the_fingerprint_of_equal_code_does_not_depend_on_reference_counts():
     exec(compile(text, "m.py", "exec"), first)
     exec(compile(text, "m.py", "exec"), second)
     held = [first["f"].__code__.co_names] * 5  # more references to one copy's names
-    assert jit.code_fingerprint({"f": first["f"]}) == jit.code_fingerprint({"f": second["f"]})
-    assert held and jit.code_fingerprint({"f": first["f"]}) != jit.code_fingerprint(
+    assert callees_fingerprint({"f": first["f"]}) == callees_fingerprint({"f": second["f"]})
+    assert held and callees_fingerprint({"f": first["f"]}) != callees_fingerprint(
         {"f": _made_other()}
     )
 
@@ -551,3 +550,48 @@ def _made_other():
     namespace = {}
     exec(compile("def f(x):\n    return x * 3.5\n", "m.py", "exec"), namespace)
     return namespace["f"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        (
+            "def make(c, d):\n    @numba.njit\n    def h(v):\n        return v * c\n    return h\n"
+            "h = make(2.0, 5.0)\n",
+            "v * c",
+            "v * d",
+        ),
+        ("@numba.njit\ndef h(*v):\n    return len(v) * 2.0\n", "(*v)", "(v)"),
+        ("@numba.njit\ndef h(v, c=2.0):\n    return v * c\n", "c=2.0", "c=5.0"),
+        ("K = 2.0\n@numba.njit\ndef h(v):\n    return v * K\n", "K = 2.0", "K = 5.0"),
+        (
+            "@numba.njit\ndef g(v):\n    return v * 2.0\n@numba.njit\ndef h(v):\n    return g(v)\n",
+            "v * 2.0",
+            "v * 5.0",
+        ),
+        (
+            "def make(c):\n    @numba.njit\n    def h(v):\n        return v * c\n    return h\n"
+            "h = make(2.0)\n",
+            "make(2.0)",
+            "make(5.0)",
+        ),
+        ("W = np.ones(3)\n@numba.njit\ndef h(v):\n    return v * W[0]\n", "np.ones", "np.zeros"),
+    ],
+    ids=["free-variable", "signature", "default", "global", "callee", "closure", "array"],
+)
+def test_the_fingerprint_sees_what_numba_freezes_from_a_callee(case):
+    """Numba freezes a callee's defaults, closure values, globals and callees into the machine
+    code its disk cache keeps: each edit must name a new module (break-it review: each gave the
+    old gradient in a new process)."""
+    text, old, new = case
+    assert old in text
+
+    def made(source):
+        namespace = {"numba": numba, "np": np}
+        exec(compile(source, "m.py", "exec"), namespace)
+        return namespace["h"]
+
+    assert callees_fingerprint({"h": made(text)}) == callees_fingerprint({"h": made(text)})
+    assert callees_fingerprint({"h": made(text)}) != callees_fingerprint(
+        {"h": made(text.replace(old, new))}
+    )

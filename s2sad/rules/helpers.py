@@ -168,12 +168,12 @@ def function_source(func) -> str:
     return "".join(lines)
 
 
-def _global_names(code) -> set[str]:
+def global_names(code) -> set[str]:
     """The global names `code` (and the functions it defines) reads."""
     names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
     for const in code.co_consts:
         if isinstance(const, type(code)):
-            names |= _global_names(const)
+            names |= global_names(const)
     return names
 
 
@@ -182,7 +182,7 @@ def constants_read(funcs) -> dict[str, str]:
     source lines for a module that copies the functions (`s2sad emit`)."""
     found = {}
     for func in funcs:
-        for name in sorted(_global_names(func.__code__)):
+        for name in sorted(global_names(func.__code__)):
             value = func.__globals__.get(name)
             if type(value) in (int, float, str, tuple) and name not in found:
                 found[name] = f"{name} = {value!r}"
@@ -231,7 +231,7 @@ def forms_used(text: str) -> frozenset[str]:
             # (and the helpers its NumPy form calls: numba_source writes that where it can)
             funcs = known[name] + ([stubs[name]] if name in stubs else [])
             for func in funcs:
-                todo += [n for n in _global_names(func.__code__) if n in known and n not in used]
+                todo += [n for n in global_names(func.__code__) if n in known and n not in used]
     return frozenset(used)
 
 
@@ -257,7 +257,7 @@ def numba_source(used: frozenset[str] | None = None) -> str:
     for stub, form in pairs:
         signature, name = inspect.signature(form), stub.__name__
         parts.append(f"@overload({name})\n" + function_source(form))
-        if _global_names(stub.__code__) <= plain:
+        if global_names(stub.__code__) <= plain:
             parts.insert(-1, function_source(stub))
             continue
         called = ", ".join(
@@ -269,22 +269,25 @@ def numba_source(used: frozenset[str] | None = None) -> str:
     return "\n\n".join(parts)
 
 
-def _stable_repr(value) -> str:
+def stable_repr(value) -> str:
     """`repr`, with sets sorted (their order changes with the process's string hashes)."""
     if isinstance(value, (set, frozenset)):
-        return "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+        return "{" + ", ".join(sorted(stable_repr(v) for v in value)) + "}"
     if type(value) is tuple:
-        return "(" + ", ".join(_stable_repr(v) for v in value) + ")"
+        return "(" + ", ".join(stable_repr(v) for v in value) + ")"
     return repr(value)
 
 
 def code_bytes(code) -> bytes:
     """A code object as bytes that depend on what it does alone (marshal's output also depends
-    on reference counts): its bytecode, names, line and constants, nested code included."""
-    parts = [code.co_code, repr((code.co_names, code.co_varnames, code.co_firstlineno)).encode()]
+    on reference counts): its bytecode, names, signature, flags, line and constants, nested code
+    included."""
+    described = (code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars)
+    counts = (code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags)
+    parts = [code.co_code, repr(described + counts + (code.co_firstlineno,)).encode()]
     for const in code.co_consts:
         is_code = isinstance(const, type(code))
-        parts.append(code_bytes(const) if is_code else _stable_repr(const).encode())
+        parts.append(code_bytes(const) if is_code else stable_repr(const).encode())
     return b"|".join(parts)
 
 
@@ -295,9 +298,9 @@ def _fingerprint_value(value) -> bytes | None:
     cache filled on first use, must not change the hash)."""
     code = getattr(value, "__code__", None)
     if code is not None:
-        return code_bytes(code) + _stable_repr(getattr(value, "__defaults__", None)).encode()
+        return code_bytes(code) + stable_repr(getattr(value, "__defaults__", None)).encode()
     if type(value) in (bool, int, float, complex, str, bytes, tuple, frozenset):
-        return _stable_repr(value).encode()
+        return stable_repr(value).encode()
     return None
 
 
