@@ -34,6 +34,7 @@ from s2sad import jit, transform_cache  # noqa: E402
 
 # (workload, size) of the quick run's cases measured
 CASES = (
+    ("gmm", {"d": 2, "K": 5, "n": 1000}),
     ("gmm", {"d": 10, "K": 25, "n": 1000}),
     ("gmm-loops", {"d": 2, "K": 5, "n": 1000}),
     ("lstm", {"l": 2, "c": 1024}),

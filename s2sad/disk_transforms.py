@@ -257,6 +257,8 @@ def load(func, options: tuple):
         return None
     compiled.unfused_code = entry["unfused"]
     compiled.parallel = entry["parallel"]
+    # (which checks its compiled code needs: pipeline/bounds.py)
+    compiled.indexed, compiled.numba_checks = entry.get("indexed", (True, True))
     used(path)
     return compiled
 
@@ -317,4 +319,5 @@ def _entry(func, compiled, key: str) -> dict | None:
         "namespace": tuple(namespace),
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
+        "indexed": (compiled.indexed, compiled.numba_checks),
     }
