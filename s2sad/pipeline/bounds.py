@@ -99,8 +99,8 @@ class _Checks:
                 out += [ir.copy_origin(g, stmt) for g in self.guards(node, stmt, loops)]
             bound = {n for node in ast.walk(stmt) for n in bound_names(node)}
             outer = self.scope = {k: v for k, v in self.scope.items() if not v & bound}
-            if bodies:
-                stmt = copy.copy(stmt)
+            if bodies:  # (a copy of the statement where a body changed)
+                original, stmt = stmt, copy.copy(stmt)
                 inner = (
                     loop_bounds(stmt, self.ranges, loops) if isinstance(stmt, ast.For) else loops
                 )
@@ -115,6 +115,8 @@ class _Checks:
                     else:
                         setattr(stmt, field, self.block(body, inner if field == "body" else loops))
                     self.scope = outer  # (a block's checks may not have run, or ran before)
+                if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
+                    stmt = original
             out.append(stmt)
         return out
 
@@ -170,6 +172,10 @@ class _Checks:
                 raise _Unplaced  # (an array of unknown kind and rank: its axes not counted)
             axis += width or 0
         return out
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _check(item: ast.expr, array: str, axis: int) -> ast.stmt:
