@@ -1,6 +1,8 @@
 """Index bounds checks in jitted code, side by side in one process: each benchmark workload's
-jitted derivative (its `s2sad-jit` row, `jit="strict"`) compiled with Numba's
-`boundscheck=True` ("checked") and without it ("unchecked": `S2SAD_BOUNDSCHECK=0`). One thread
+jitted derivative (its `s2sad-jit` row, `jit="strict"`) with its index checks ("checked": the
+`check_index` statements before indices not proven in range, or Numba's `boundscheck=True`
+where those cannot be placed, pipeline/bounds.py) and without them ("unchecked":
+`S2SAD_BOUNDSCHECK=0`). One thread
 for BLAS and Numba; each round calls both variants `calls` times (enough for about 20 ms), in
 rotating order; the table shows best and median CPU time a call over the rounds,
 checked/unchecked of the best times, and each variant's first call (its compile, from an empty
@@ -34,6 +36,7 @@ from s2sad import jit, transform_cache  # noqa: E402
 
 # (workload, size) of the quick run's cases measured
 CASES = (
+    ("gmm", {"d": 2, "K": 5, "n": 1000}),
     ("gmm", {"d": 10, "K": 25, "n": 1000}),
     ("gmm-loops", {"d": 2, "K": 5, "n": 1000}),
     ("lstm", {"l": 2, "c": 1024}),
@@ -51,8 +54,8 @@ CASES = (
 
 def _variant(case, inputs: dict, checked: bool):
     """The case's jitted derivative, transformed afresh (the transform cache is emptied: each
-    variant has its own compiled function), its module compiled with or without Numba's
-    bounds checks; called once (that call's CPU seconds: the compile, from an empty cache)."""
+    variant has its own compiled function), its module compiled with or without its bounds
+    checks; called once (that call's CPU seconds: the compile, from an empty cache)."""
     saved = jit.BOUNDSCHECK
     jit.BOUNDSCHECK = checked
     transform_cache._CACHE.clear()

@@ -52,7 +52,7 @@ from .pipeline.resolve import _CANONICAL
 from .prune import prune_files, used
 from .rules.registry import NAMESPACE, VERSION
 
-_LAYOUT = 2  # the entries' format (2: whether the code indexes, for jit.py's bounds checks)
+_LAYOUT = 3  # the entries' format (3: whether the code indexes, and whether Numba checks it)
 _IMPORTED = time.time()
 _RULES = VERSION[0]  # s2sad's own rules, all registered by now (the package imports them first)
 _SOURCE: list = []  # s2sad's source files' hash (None: one changed after the import), once
@@ -257,7 +257,8 @@ def load(func, options: tuple):
         return None
     compiled.unfused_code = entry["unfused"]
     compiled.parallel = entry["parallel"]
-    compiled.indexed = entry["indexed"]  # (the default, True, would add Numba's index checks)
+    # (which checks its compiled code needs: pipeline/bounds.py)
+    compiled.indexed, compiled.numba_checks = entry["indexed"]
     used(path)
     return compiled
 
@@ -318,5 +319,5 @@ def _entry(func, compiled, key: str) -> dict | None:
         "namespace": tuple(namespace),
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
-        "indexed": compiled.indexed,
+        "indexed": (compiled.indexed, compiled.numba_checks),
     }

@@ -54,6 +54,7 @@ from .numba_failures import (
     shape_assertion,
     two_types,
 )
+from .pipeline.bounds import without_index_checks
 from .pipeline.names import defined_functions
 from .workspace import Pool, pooling, rewritten
 from .mask_checks import with_mask_checks
@@ -129,7 +130,8 @@ def module_text(
     the helpers and the functions, whose defaults may read them. `parallel`: compiled with
     Numba's `parallel=True`, its `prange` loops on threads (unless `threads=False`: where
     Numba's parallel passes refuse the code, it runs them as `range`). `indexed`: the code indexes
-    by integers (pipeline/bounds.py), which Numba then checks (`BOUNDSCHECK`). (`name` is
+    by integers without its own checks (pipeline/bounds.py), which Numba then checks
+    (`BOUNDSCHECK`). (`name` is
     accepted for older callers; every top-level function is compiled.)"""
     text = source
     tail = []
@@ -147,10 +149,11 @@ def module_text(
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
-# Numba checks each index of the generated functions that index by integers or index arrays
-# (`boundscheck=True`, where pipeline/bounds.py finds the user's indexing), so an index out of
-# range raises IndexError, as in Python mode, where unchecked code would read past the array;
-# S2SAD_BOUNDSCHECK=0 compiles without the checks. (Read when a module's text is made: the text
+# The generated code checks the user's indices it cannot prove in range (`check_index`
+# statements, pipeline/bounds.py), or where it could not place them Numba checks each index of
+# the function (`boundscheck=True`), so an index out of range raises IndexError, as in Python
+# mode, where unchecked code would read past the array; S2SAD_BOUNDSCHECK=0 compiles without
+# the checks (`check_index` statements `pass`). (Read when a module's text is made: the text
 # says which, so the two never share a module.)
 BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
@@ -447,6 +450,8 @@ class Jitted:
                 source = fused_only(source)
             if BOUNDSCHECK and self.compiled.indexed:  # (a boolean mask's shape too)
                 source = with_mask_checks(source)
+            elif not BOUNDSCHECK:
+                source = without_index_checks(source)
             # allocations outside loops take slots of a workspace kept between calls
             source, slots = rewritten(source)
             self.pools = {fn: Pool(count) for fn, count in slots.items()}
@@ -457,7 +462,7 @@ class Jitted:
                 callees,
                 self.compiled.parallel,
                 self.threads,
-                self.compiled.indexed,
+                self.compiled.numba_checks,
             )
             namespace = vars(module)
             for key, value in self.compiled.globals.items():

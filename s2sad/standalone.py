@@ -21,6 +21,7 @@ from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from . import module_returns
 from .jit import BOUNDSCHECK, module_text
+from .pipeline.bounds import without_index_checks
 from .pipeline.names import names_in, names_stored
 from .pipeline.nodes import own_nodes
 from .pipeline.libraries import is_library_code
@@ -378,6 +379,7 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         ),
     ]
     source, values = baked(compiled, func)
+    source = source if BOUNDSCHECK else without_index_checks(source)  # (S2SAD_BOUNDSCHECK=0)
     # a function of the user's the code calls (a custom_vjp, its rule, what they call) compiled
     # too: nopython code cannot call a Python function
     checks = ", boundscheck=True" if BOUNDSCHECK else ""  # (an index out of range raises)
@@ -391,7 +393,7 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
     ]
     # the constants come before the functions: a data parameter defaults to one (`K=K`)
     body = module_text(
-        source, compiled.name, constants="\n".join(constants), indexed=compiled.indexed
+        source, compiled.name, constants="\n".join(constants), indexed=compiled.numba_checks
     )
     body = _called_through(body, source, compiled.name, mode, wrt, origin)
     text = format_source("\n".join(header + [body]) + "\n")

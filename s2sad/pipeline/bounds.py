@@ -1,20 +1,30 @@
-"""Which jitted functions need Numba's index checks (jit only): those whose code, before fusion,
-reads or writes by an integer or an index array (`x[k]`, `y[i + 1] = v`, `x[idx]`), the user's
-indexing, which may be out of range. Consumes the lowered statements (the primal and the
-adjoint, or the tangent code), produces a bool; jit.py compiles the function with
-`boundscheck=True` where it is True, so an index out of range raises IndexError as in Python
-mode instead of reading past the array.
+"""The user's indices checked in jitted code (jit only). Code that reads or writes by an integer
+or an index array (`x[k]`, `y[i + 1] = v`, `x[idx]`: `indexes_by_integers`) may index out of
+range, where Python raises IndexError and unchecked compiled code reads or writes past the
+array. Numba's `boundscheck=True` checks every index of a function, fusion's loops too (proven
+in range by their guards): 25% of GMM d=2's jitted gradient, whose one index is a gather.
+So `index_checks` places a `check_index(i, len(x))` statement (rules/indexing.py) before
+each statement with an index of the user's not proven in range: an index array is checked once
+(its least and greatest entries), an integer in a loop over the indexed array's own length is
+proven (index_ranges.py), and the adjoint's or a tangent's access that mirrors a primal one
+checked before it needs none. Where a check cannot be placed (an index evaluated maybe, or
+again: in a `while` test, a conditional expression; an array of unknown rank), the function is
+compiled with Numba's checks as before (`numba_checks`). Consumes the lowered statements before
+fusion (the primal and the adjoint, or the tangent code); jit.py turns the checks into `pass`
+under S2SAD_BOUNDSCHECK=0 (`without_index_checks`).
 
 Code that only slices and calls NumPy (a stencil of slices) needs no check: slices are
-clipped, never out of range, and the loops fusion writes index within the shapes their guards
-checked. Numba checks every index of a function it checks, so a function with any index of the
-user's has fusion's loops checked too: 0-5% of k-means' jitted Hessian-vector product, whose one
-index is a gather (benchmarks/boundscheck_side_by_side.py).
+clipped, never out of range.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+
+from .. import ir
+from ..astcopy import clone
+from .index_ranges import Ranges, bound_names, loop_bounds
 
 
 def indexes_by_integers(stmts: list) -> bool:
@@ -38,3 +48,225 @@ def _slice_or_axis(item: ast.expr) -> bool:
     return isinstance(item, ast.Slice) or (
         isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis)
     )
+
+
+# ------------------------------------------------------------------------- explicit checks
+
+
+def index_checks(groups: list, rank_of, kind_of, primal_of: dict, params=()) -> tuple:
+    """`groups` (the statement lists of one function, in the order they run: a primal, then
+    its adjoint; or a tangent code, one list) with a `check_index(i, len(x))` statement
+    before each statement whose index of an array is not proven in range (index_ranges.py),
+    and whether that failed somewhere (an index this cannot place: then `groups` as they are,
+    which Numba's `boundscheck=True` checks whole). An access of a derivative array (`dy[i]`,
+    `primal_of` names its primal) or any access in a later group (the adjoint) needs none where
+    the same index of the primal array was checked or proven before it: the adjoint mirrors
+    the primal's accesses, which ran first."""
+    ranges = Ranges([s for g in groups for s in g], primal_of, params)
+    checks = _Checks(ranges, rank_of, kind_of, primal_of)
+    out = []
+    try:
+        for group in groups:
+            out.append(checks.block(group, {}))
+            checks.mirrored |= checks.seen
+    except _Unplaced:
+        return groups, True
+    return out, False
+
+
+class _Unplaced(Exception):
+    """An index the explicit checks cannot place (the function keeps Numba's)."""
+
+
+class _Checks:
+    def __init__(self, ranges: Ranges, rank_of, kind_of, primal_of: dict):
+        self.ranges, self.rank_of, self.kind_of = ranges, rank_of, kind_of
+        self.primal_of = primal_of
+        self.seen: set = set()  # (primal array, index, axis) checked or proven
+        # those checked before, in this block or one around it, by names not bound since
+        # (a tangent's `x_dot[k]` follows its primal's `x[k]`): key -> the index's names
+        self.scope: dict = {}
+        self.mirrored: set = set()  # those of the groups before (the primal's, for the adjoint)
+
+    def block(self, stmts: list, loops: dict) -> list:
+        out = []
+        for stmt in stmts:
+            if not isinstance(stmt, ast.AST):
+                out.append(stmt)
+                continue
+            own, bodies = _parts(stmt)
+            for node in own:
+                out += [ir.copy_origin(g, stmt) for g in self.guards(node, stmt, loops)]
+            bound = {n for node in ast.walk(stmt) for n in bound_names(node)}
+            outer = self.scope = {k: v for k, v in self.scope.items() if not v & bound}
+            if bodies:  # (a copy of the statement where a body changed)
+                original, stmt = stmt, copy.copy(stmt)
+                inner = (
+                    loop_bounds(stmt, self.ranges, loops) if isinstance(stmt, ast.For) else loops
+                )
+                for field in bodies:
+                    body = getattr(stmt, field)
+                    if field == "handlers":
+                        handlers = [copy.copy(h) for h in body]
+                        for h in handlers:
+                            h.body = self.block(h.body, loops)
+                            self.scope = outer
+                        setattr(stmt, field, handlers)
+                    else:
+                        setattr(stmt, field, self.block(body, inner if field == "body" else loops))
+                    self.scope = outer  # (a block's checks may not have run, or ran before)
+                if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
+                    stmt = original
+            out.append(stmt)
+        return out
+
+    def guards(self, node: ast.AST, stmt: ast.stmt, loops: dict) -> list:
+        """The checks `node` (a part of `stmt` it evaluates once) needs, innermost first."""
+        out = []
+        for sub, conditional in _subscripts(node, False):
+            items = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+            if all(_slice_or_axis(i) for i in items):
+                continue
+            if conditional or isinstance(stmt, ast.While) or not isinstance(sub.value, ast.Name):
+                raise _Unplaced  # (evaluated maybe, or again: no check before the statement)
+            if isinstance(sub.ctx, ast.Store) and _unpacked(stmt):
+                raise _Unplaced  # (`i, x[i] = ...`: the index bound by the statement itself)
+            out += self.subscript(sub, items, loops)
+        return out
+
+    def subscript(self, sub: ast.Subscript, items: list, loops: dict) -> list:
+        array = sub.value.id
+        rank = self.rank_of(sub.value)
+        if not isinstance(rank, int) or rank < 1:
+            raise _Unplaced  # (a list, a tuple, a value of unknown kind)
+        primal = self.primal_of.get(array, array)
+        out, axis = [], 0
+        for k, item in enumerate(items):
+            if isinstance(item, ast.Slice):
+                axis += 1
+                continue
+            if isinstance(item, ast.Constant) and item.value is None:
+                continue
+            if isinstance(item, ast.Constant) and item.value is Ellipsis:
+                raise _Unplaced
+            if not _pure(item):
+                raise _Unplaced
+            key = (primal, ast.unparse(item), axis)
+            mirror = key in self.mirrored or key in self.scope
+            width = self.rank_of(item)
+            kind = self.kind_of(item)
+            if width == 0:
+                width = 1
+                if not mirror and not self.ranges.in_range(item, array, axis, loops):
+                    out.append(_check(item, array, axis))
+            elif kind != "b":  # (a mask: mask_fits checks its shape)
+                width = 1 if (width == 1 or kind == "i") else None
+                if not mirror:
+                    out.append(_check(item, array, axis))
+            self.seen.add(key)
+            self.scope[key] = {primal} | {n.id for n in ast.walk(item) if isinstance(n, ast.Name)}
+            rest = [
+                i for i in items[k + 1 :] if not (isinstance(i, ast.Constant) and i.value is None)
+            ]
+            if width is None and rest:
+                raise _Unplaced  # (an array of unknown kind and rank: its axes not counted)
+            axis += width or 0
+        return out
+
+
+def _same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _check(item: ast.expr, array: str, axis: int) -> ast.stmt:
+    """`check_index(item, len(array))`, or `array.shape[axis]` past the first axis (a tuple,
+    which rank inference may count as an array, has only the one)."""
+    if axis == 0:
+        length = ast.Call(ast.Name("len", ast.Load()), [ast.Name(array, ast.Load())], [])
+    else:
+        shape = ast.Attribute(ast.Name(array, ast.Load()), "shape", ast.Load())
+        length = ast.Subscript(shape, ast.Constant(axis), ast.Load())
+    call = ast.Call(ast.Name("check_index", ast.Load()), [clone(item), length], [])
+    return ast.Expr(call)
+
+
+def _parts(stmt: ast.stmt) -> tuple[list, list]:
+    """(what `stmt` itself evaluates, once; the fields holding its nested statements)."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        if indexes_by_integers([stmt.target]):
+            raise _Unplaced  # (`for x[i] in ...`: written at each step)
+        return [stmt.iter], ["body", "orelse"]
+    if isinstance(stmt, (ast.If, ast.While)):
+        return [stmt.test], ["body", "orelse"]
+    if isinstance(stmt, (ast.With, ast.AsyncWith)):
+        return list(stmt.items), ["body"]
+    if isinstance(stmt, ast.Try):
+        return [], ["body", "handlers", "orelse", "finalbody"]
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if indexes_by_integers(stmt.body):
+            raise _Unplaced  # (a nested function's indices)
+        return [], []
+    return [stmt], []
+
+
+def _subscripts(node: ast.AST, conditional: bool):
+    """(subscript, whether it may not be evaluated) under `node`, inner ones first, as Python
+    evaluates them."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute):
+        if node.value.attr == "shape":  # (`x.shape[k]`: a tuple's item)
+            return
+    if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        conditional = True
+    for field, child in ast.iter_fields(node):
+        later = conditional or (
+            (isinstance(node, ast.IfExp) and field != "test")
+            or (isinstance(node, ast.BoolOp) and field == "values")
+            or (isinstance(node, ast.Compare) and field == "comparators" and len(node.ops) > 1)
+        )
+        for c in child if isinstance(child, list) else [child]:
+            if isinstance(c, ast.AST):
+                yield from _subscripts(c, later)
+    if isinstance(node, ast.Subscript):
+        yield node, conditional
+
+
+def _unpacked(stmt: ast.stmt) -> bool:
+    """An assignment to several targets, or to a tuple of them."""
+    targets = getattr(stmt, "targets", None) or [getattr(stmt, "target", None)]
+    return len(targets) > 1 or any(isinstance(t, (ast.Tuple, ast.List)) for t in targets)
+
+
+_PURE_CALLS = {"len", "int", "min", "max", "abs"}
+
+
+def _pure(item: ast.expr) -> bool:
+    """An index that evaluates again to the same value, with no effect (a check reads it)."""
+    for node in ast.walk(item):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_CALLS):
+                return False
+        elif not isinstance(
+            node,
+            (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute)
+            + (ast.Tuple, ast.Slice, ast.expr_context, ast.operator, ast.unaryop),
+        ):
+            return False
+    return True
+
+
+def without_index_checks(source: str) -> str:
+    """`source` with its `check_index(...)` statements `pass`, line for line (bounds checks
+    turned off: S2SAD_BOUNDSCHECK=0)."""
+    if "check_index(" not in source:
+        return source
+    lines = source.splitlines(keepends=True)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Name) and func.id == "check_index":
+                first = lines[node.lineno - 1]
+                indent = first[: len(first) - len(first.lstrip())]
+                lines[node.lineno - 1] = indent + "pass\n"
+                for n in range(node.lineno, node.end_lineno):
+                    lines[n] = "\n"
+    return "".join(lines)

@@ -22,7 +22,7 @@ from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
-from .bounds import indexes_by_integers
+from .bounds import index_checks, indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -160,12 +160,12 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
         ir.set_op(stmt, classify(stmt, local_names))
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
-        source, name, unfused, indexed = _forward_mode(
+        source, name, unfused, indexed, numba_checks = _forward_mode(
             parsed, norm, resolver, wrt, ranks, batched, jit, parallel
         )
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
-        source, name, unfused, indexed = _reverse_mode(
+        source, name, unfused, indexed, numba_checks = _reverse_mode(
             parsed,
             norm,
             resolver,
@@ -183,6 +183,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
     compiled.unfused_code = unfused if unfused != source else None
     compiled.parallel = parallel
     compiled.indexed = indexed
+    compiled.numba_checks = numba_checks
     return compiled
 
 
@@ -210,7 +211,7 @@ def _forward_mode(
     body = prune(body, keep, set(fwd.tangent.values()))
     primal_names = set(norm.params) | assigned(norm.stmts)
     body = optimize(body, primal_names | keep)
-    fused, indexed = body, False
+    fused, indexed, numba_checks = body, False, False
     if jit:  # a tangent has its primal's rank (batched code has a batch axis more: unknown)
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
@@ -224,7 +225,9 @@ def _forward_mode(
             body = Threads(threads_taken, rank_of).primal(body, params)
         # (after threads: a reduction on threads is told by its own pattern, parallel.py)
         body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
-        indexed = indexes_by_integers(body)
+        indexed = numba_checks = indexes_by_integers(body)
+        if indexed and not parallel and not batched:  # (explicit checks, bounds.py)
+            [body], numba_checks = index_checks([body], rank_of, shapes.kind, primal_of, given)
         fused = body
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
@@ -236,8 +239,8 @@ def _forward_mode(
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
     unfused = emit_jvp(*args, jit=jit)
     if fused is body:
-        return unfused, name, unfused, indexed
-    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused, indexed
+        return unfused, name, unfused, indexed, numba_checks
+    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused, indexed, numba_checks
 
 
 def _reverse_mode(
@@ -362,10 +365,20 @@ def _reverse_mode(
             rows=rows,
         )
 
+    indexed = numba_checks = jit and indexes_by_integers(
+        primal + adjoint.stmts + (plain if rerun else [])
+    )
+    if indexed and not parallel and not batched:  # explicit checks where not proven (bounds.py)
+        bound = list(norm.params) + data + list(adjoint.seeds)
+        (primal, adjoint.stmts), numba_checks = index_checks(
+            [primal, adjoint.stmts], adjoint_ranks, shapes.kind, adjoint.primal_of, bound
+        )
+        if rerun:
+            [plain], unplaced = index_checks([plain], shapes.of, shapes.kind, {}, bound)
+            numba_checks = numba_checks or unplaced
     source = emitted(primal, adjoint, plain)
-    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
-        return source, name, source, indexed
+        return source, name, source, indexed, numba_checks
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
     reads = [ast.Name(o, ast.Load()) for o in norm.outputs] + [
         g for g in adjoint.grads if isinstance(g, ast.AST)
@@ -400,7 +413,7 @@ def _reverse_mode(
         [plain] = fuse(
             [plain], adjoint_ranks, outputs, taken - set(adjoint.seeds), integer_arrays(shapes)
         )
-    return emitted(fused_primal, fused, plain, row_inits), name, source, indexed
+    return emitted(fused_primal, fused, plain, row_inits), name, source, indexed, numba_checks
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:

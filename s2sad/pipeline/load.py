@@ -58,8 +58,10 @@ class Compiled:
     # the fused loops; None where nothing fused
     unfused_code: str | None = None
     # it reads or writes by integers or index arrays (the user's indexing, pipeline/bounds.py):
-    # jit.py compiles it with Numba's index checks
+    # its code checks them (`check_index` before each not proven in range), and where that
+    # could not place a check (`numba_checks`), jit.py compiles it with Numba's checks instead
     indexed: bool = True
+    numba_checks: bool = True
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     where: str = ""  # the user's file:line it was made from
     keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names

@@ -490,3 +490,43 @@ def _add_masked(a, m, values):
                 j += 1
 
     return one_each
+
+
+# ------------------------------------------------------------------- explicit index checks
+
+
+@helper(nondiff=True)
+def check_index(index, n):
+    """IndexError where `index` (an integer, or each entry of an integer array) is out of an
+    axis of length `n` (negative ones count from its end): jitted code, compiled without Numba's
+    checks, asks it before each index of the user's it cannot prove in range
+    (pipeline/bounds.py). A boolean mask is `mask_fits`'s to check."""
+    if isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
+        if index < -n or index >= n:
+            raise IndexError(f"index {index} is out of bounds for axis with size {n}")
+    elif isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.size:
+        for i in (index.min(), index.max()):
+            if i < -n or i >= n:
+                raise IndexError(f"index {i} is out of bounds for axis with size {n}")
+
+
+@numba_of(check_index)
+def _check_index(index, n):
+    if isinstance(index, types.Integer):
+
+        def one(index, n):
+            if index < -n or index >= n:
+                raise IndexError("index is out of bounds")  # (Numba's own check's message)
+
+        return one
+    if _array(index) and isinstance(index.dtype, types.Integer):
+
+        def each(index, n):
+            low, high = 0, -1
+            for v in index.flat:
+                low, high = min(low, v), max(high, v)
+            if low < -n or high >= n:
+                raise IndexError("index is out of bounds")
+
+        return each
+    return lambda index, n: None  # (a boolean mask: mask_fits; anything else: NumPy's error)

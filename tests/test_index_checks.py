@@ -1,0 +1,222 @@
+"""Explicit index checks in jitted code (pipeline/bounds.py, index_ranges.py): generated code is
+compiled without Numba's `boundscheck`, and checks each of the user's indices it cannot prove
+in range (`check_index(i, len(x))` before its statement). The proofs are tested against
+every loop they claim (hypothesis), the placed checks by the source and by running out of
+range (reads, writes, negative indices, index arrays): jit, Python mode and finite
+differences agree where the indices are in range."""
+
+import ast
+import inspect
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import s2sad
+from s2sad.pipeline.bounds import without_index_checks
+from s2sad.pipeline.index_ranges import Ranges, loop_bounds
+
+
+def _proven(code: str, params=("x",)) -> dict:
+    """{index text: proven} for each subscript `a[e]` of a name inside `code`'s loops."""
+    stmts = ast.parse(code).body
+    ranges = Ranges(stmts, {}, params)
+    found = {}
+
+    def visit(body, loops):
+        for stmt in body:
+            if isinstance(stmt, ast.For):
+                visit(stmt.body, loop_bounds(stmt, ranges, loops))
+                continue
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+                    text = ast.unparse(node)
+                    found[text] = ranges.in_range(node.slice, node.value.id, 0, loops)
+
+    visit(stmts, {})
+    return found
+
+
+def test_indices_proven_by_their_loops_bounds():
+    found = _proven(
+        "n = x.shape[0]\nm = w.shape[0]\ny = np.zeros(n - m + 1)\nz = np.empty_like(x)\n"
+        "for i in range(1, n):\n    a = x[i - 1] + x[i] + z[-i] + x[i - n]\n"
+        "for i in range(n - m + 1):\n    for k in range(m):\n        b = x[i + k] + w[k] + y[i]\n"
+        "for i in range(n - 1, -1, -1):\n    for j in range(i):\n        c = x[j + 1]\n",
+        ("x", "w"),
+    )
+    assert all(found.values()), found
+    assert len(found) == 8
+
+
+def test_indices_not_proven():
+    """Past the end, past minus the length, a loop's variable rebound in its body, a name
+    bound twice, a parameter bound again, a bound of a parameter of unknown kind."""
+    found = _proven(
+        "n = x.shape[0]\ny = np.zeros(n + 1)\nk = 2\nk = 3\nx = x + 1.0\n"
+        "for i in range(n):\n    a = y[i + 2] + x[i] + w[i - n - 2]\n"
+        "for j in range(1, n):\n    j = j + 1\n    b = w[j]\n"
+        "for i in range(k):\n    c = w[i]\n"
+        "for i in range(p):\n    d = w[i]\n",
+        ("x", "w", "p"),
+    )
+    assert found == {
+        "y[i + 2]": False,
+        "x[i]": False,  # (x bound again: another array than the one measured)
+        "w[i - n - 2]": False,
+        "w[j]": False,
+        "w[i]": False,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 3),
+    st.integers(-3, 2),
+    st.sampled_from([1, -1]),
+    st.integers(-4, 3),
+    st.integers(-1, 2),
+)
+def test_a_proof_holds_for_every_step_of_its_loop(start, stop, step, offset, longer):
+    """`for i in range(...)` over `n = x.shape[0]`, `y[i + offset]` of `y = np.zeros(n +
+    longer)`: where proven, every index the loop takes is in range (negative ones too)."""
+    bounds = f"{start}, n + {stop}" if step == 1 else f"n + {stop}, {start} - 1, -1"
+    code = (
+        f"n = x.shape[0]\ny = np.zeros(n + {longer})\n"
+        f"for i in range({bounds}):\n    a = y[i + {offset}]\n"
+    )
+    [proven] = _proven(code).values()
+    if proven:
+        for n in range(max(0, -longer), 8):
+            length = n + longer
+            steps = range(start, n + stop) if step == 1 else range(n + stop, start - 1, -1)
+            assert all(-length <= i + offset < length for i in steps), (code, n)
+
+
+def test_the_checks_turned_off_leave_the_lines():
+    source = "def f(x, k):\n    check_index(\n        k, x.shape[0]\n    )\n    return x[k]\n"
+    assert without_index_checks(source) == "def f(x, k):\n    pass\n\n\n    return x[k]\n"
+
+
+def recurrence(x, a):
+    n = x.shape[0]
+    y = np.zeros(n)
+    y[0] = x[0]
+    for i in range(1, n):
+        y[i] = a * y[i - 1] + x[i]
+    return np.sum(y**2)
+
+
+def window(x, w):
+    n = x.shape[0]
+    m = w.shape[0]
+    y = np.zeros(n - m + 1)
+    for i in range(n - m + 1):
+        for k in range(m):
+            y[i] = y[i] + w[k] * x[i + k]
+    return np.sum(np.tanh(y))
+
+
+def written(x, n, o, idx):
+    y = np.zeros(3)
+    for i in range(n):
+        y[i - o] = y[i - o] + x[i] * x[i]
+    return np.sum(y * x[1:4]) + np.sum(x[idx] ** 2)
+
+
+def columns(u, idx):
+    return np.sum(u[:, idx] ** 2)
+
+
+def test_loops_over_the_arrays_own_lengths_have_no_checks():
+    """Only `x[0]` and `y[0]` outside the loop are checked (an empty array has none); the
+    loops', and the adjoint's that mirror them, are proven. A gather checks its index array
+    once, against its axis."""
+    x, w = np.linspace(0.1, 1.0, 7), np.array([0.5, -0.25, 1.0])
+    text = s2sad.source(s2sad.grad(recurrence, jit=True), x, 0.9)
+    assert [line.strip() for line in text.splitlines() if "check_index" in line] == [
+        "check_index(0, len(x))",
+        "check_index(0, len(y))",
+    ]
+    assert "check_index" not in s2sad.source(s2sad.grad(window, jit=True), x, w)
+    jvp = s2sad.source(s2sad.jvp(recurrence, jit=True), x, 0.9)
+    assert jvp.count("check_index") == 2
+    text = s2sad.source(s2sad.grad(columns, jit=True), np.ones((2, 3)), np.zeros((2, 2), int))
+    assert text.count("check_index") == 1 and "check_index(idx, u.shape[1])" in text
+
+
+def _numeric_grad(f, x, *rest, h=1e-6):
+    g = np.zeros_like(x)
+    for k in range(x.size):
+        e = np.zeros_like(x)
+        e.flat[k] = h
+        g.flat[k] = (f(x + e, *rest) - f(x - e, *rest)) / (2 * h)
+    return g
+
+
+def _line(f, text: str) -> int:
+    lines, start = inspect.getsourcelines(f)
+    return start + next(n for n, line in enumerate(lines) if text in line)
+
+
+def test_reads_and_writes_out_of_range_raise_at_the_users_line():
+    """`y[i - o]` and `x[i]`, unproven (n, o are arguments), and `x[idx]` by a 2-D index array:
+    negative indices wrap as in Python; past either end (an array's bad entry neither its first
+    nor its last), IndexError naming the line, as Python mode raises it. In range, jit, Python
+    mode and finite differences agree."""
+    x = np.linspace(0.5, 1.5, 5)
+    jitted, python = s2sad.grad(written, jit="strict"), s2sad.grad(written)
+    idx = np.array([[0, -1], [4, -5]])
+    for n, o in ((3, 0), (3, 2), (4, 3), (0, 9)):
+        expected = python(x, n, o, idx)
+        np.testing.assert_allclose(jitted(x, n, o, idx), expected, rtol=1e-12)
+        np.testing.assert_allclose(expected, _numeric_grad(written, x, n, o, idx), rtol=1e-6)
+    text = s2sad.source(jitted, x, 3, 0, idx)
+    # (its read checked, its write in the same step not again; x[i] once too)
+    assert text.count("check_index(i - o, len(y))") == 1
+    assert text.count("check_index(i, len(x))") == 1
+    assert text.count("check_index(idx, len(x))") == 1
+    loop = f"{__file__} line {_line(written, 'y[i - o] = y[i - o]')}"
+    gather = f"{__file__} line {_line(written, 'np.sum(x[idx] ** 2)')}"
+    for n, o, bad, where in (
+        (4, 0, idx, loop),  # past y's end
+        (3, 4, idx, loop),  # before minus its length
+        (6, 3, idx, loop),  # past x's end
+        (3, 0, np.array([[0, 1], [5, 2]]), gather),
+        (3, 0, np.array([[0, -6], [1, 2]]), gather),
+    ):
+        with pytest.raises(IndexError):
+            python(x, n, o, bad)
+        with pytest.raises(IndexError) as raised:
+            jitted(x, n, o, bad)
+        assert where in str(raised.value), str(raised.value)
+
+
+def last_axis(u, k):
+    return np.sum(u[..., k] ** 2)
+
+
+def positive_prefix(x):
+    i = 0
+    s = 0.0
+    while i < x.shape[0] and x[i] > 0:
+        s = s + x[i]
+        i = i + 1
+    return s
+
+
+def test_an_index_no_check_can_be_placed_for_keeps_numbas_checks():
+    """`u[..., k]` (its axis not counted) and a `while` test's `x[i]` (evaluated again at each
+    step): the function is compiled with Numba's `boundscheck=True`, without checks of its own;
+    code whose checks are placed is compiled without it."""
+    x, u = np.array([1.0, 2.0, -1.0]), np.ones((2, 3))
+    for f, args, numba_checks in (
+        (last_axis, (u, 1), True),
+        (positive_prefix, (x,), True),
+        (recurrence, (x, 0.5), False),
+    ):
+        transformed = s2sad.grad(f, jit=True)
+        compiled = transformed.specialized(transformed._bind(args, {}))
+        assert compiled.indexed and compiled.numba_checks is numba_checks
+        assert ("check_index" in s2sad.source(transformed, *args)) is not numba_checks
