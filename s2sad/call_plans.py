@@ -39,6 +39,36 @@ def signature_key(args) -> tuple | None:
         return None
 
 
+class NotPlain(Exception):
+    """(raised by `_walk` at a value that is neither plain nor a dict, list or tuple)"""
+
+
+def tree_key(args, plain) -> tuple | None:
+    """The key of positional arguments that are `plain` values (arrays, numbers) or dicts, lists
+    and tuples of them, at any depth, and their leaves in order: the key is each container's
+    structure (its type, a dict's keys in order) with `signature_key` of the leaves; None for
+    anything else (a user's object, a function, a string: `_bind` decides each call)."""
+    leaves = []
+    try:
+        structure = tuple([_walk(a, leaves, plain) for a in args])
+    except NotPlain:
+        return None
+    kinds = signature_key(leaves)
+    return None if kinds is None else ((structure, kinds), leaves)
+
+
+def _walk(value, leaves: list, plain):
+    cls = type(value)
+    if cls in plain:
+        leaves.append(value)
+        return None
+    if cls is dict:
+        return (tuple(value), tuple([_walk(v, leaves, plain) for v in value.values()]))
+    if cls is list or cls is tuple:
+        return (cls, tuple([_walk(v, leaves, plain) for v in value]))
+    raise NotPlain
+
+
 ANEW = object()  # (what a planned call returns where its plan no longer serves: decided anew)
 
 
@@ -81,7 +111,7 @@ class Plan:
     @classmethod
     def made(cls, namespace, dispatcher, args) -> "Plan | None":
         """The plan of a call that ran `dispatcher` on `args`; None where its signature cannot
-        be found or its result type is one a plan does not retype (a tuple in a tuple)."""
+        be found."""
         try:
             return cls(namespace, dispatcher, args)
         except Exception:  # noqa: BLE001  (then each call decides, as before plans)
@@ -93,6 +123,8 @@ class Plan:
         floats = self.floats
         if floats is None:
             return result
+        if type(floats) is Nested:  # (a tree's gradients with numbers in it: walked)
+            return _retyped(result, floats.numba_type)
         if type(floats) is not tuple:  # a number
             return floats(result) if type(result) is float else result
         if len(floats) == 1:  # (a grad's value and gradient: the value alone, quickly)
@@ -129,16 +161,29 @@ def _number(numba_type):
     return np.float32 if str(numba_type) == "float32" else np.float64
 
 
+class Nested:
+    """A result type with numbers in a tuple in its tuple (a tree's gradients, a number among
+    its leaves): `_retyped` walks the result at each call."""
+
+    __slots__ = ("numba_type",)
+
+    def __init__(self, numba_type):
+        self.numba_type = numba_type
+
+
 def _float_positions(numba_type):
     """How a result of `numba_type` comes back: None (an array), the NumPy type a Python float
-    becomes, or for a tuple ((position, that type), ...) (a tuple in it: ValueError, no plan)."""
+    becomes, or for a tuple ((position, that type), ...); a tuple of arrays in it (a tree's
+    gradients) is left as it is, one with a number in it makes the whole a `Nested`."""
     parts = getattr(numba_type, "types", None)
     if parts is None:
         return _number(numba_type)
     floats = []
     for i, part in enumerate(parts):
         if getattr(part, "types", None) is not None:
-            raise ValueError("a tuple in the result: _retyped walks it at each call")
+            if _float_positions(part) is not None:
+                return Nested(numba_type)
+            continue
         if _number(part) is not None:
             floats.append((i, _number(part)))
     return tuple(floats) or None

@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from .errors import S2SADError, SeedShapeError
-from .call_plans import ANEW, Deferred, keep, signature_key
+from .call_plans import ANEW, Deferred, keep, signature_key, tree_key
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .generated_lines import user_lines
@@ -272,10 +272,14 @@ class Transformed:
 
     def _call(self, args, kwargs):
         if self._plans and not kwargs:
-            key = signature_key(args)
+            key, leaves = signature_key(args), args
             plan = self._plans.get(key)
+            if plan is None and self._tree_plans:  # (trees: planned by structure and leaves)
+                found = tree_key(args, _PLAIN)
+                if found is not None:
+                    (key, leaves), plan = found, self._plans.get(found[0])
             if plan is not None:
-                result = self._planned(plan, args, key)
+                result = self._planned(plan, leaves, key)
                 if result is not ANEW:
                     return result
         bound = self._bind(args, kwargs)
@@ -301,30 +305,51 @@ class Transformed:
         return self._finish(result, bound)
 
     def _keep_plan(self, compiled, args, bound) -> None:
-        """The transform a jitted grad or value_and_grad chose for plain values (arrays, numbers:
-        never trees) passed by position, which it writes into none of: kept for `_planned`."""
-        plain = bound.positional is not None and all(type(a) in _PLAIN for a in args)
-        if not plain or compiled.written or compiled.jitted is None:
+        """The transform a jitted grad or value_and_grad chose for plain values (arrays, numbers)
+        passed by position, which it writes into none of: kept for `_planned`. Dicts, lists
+        and tuples of them too, by structure and leaves (`tree_key`), where the generated
+        function took exactly those leaves in that order (a tuple `_bind` did not flatten, a
+        constant of the transform, makes no plan)."""
+        if compiled.written or compiled.jitted is None or self._positional is None:
             return
-        wrt = tuple(self._positional.index(n) for n in self.wrt)
-        plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last)
-        keep(self._plans, signature_key(args), plan)
+        if bound.positional is not None and all(type(a) in _PLAIN for a in args):
+            wrt = tuple(self._positional.index(n) for n in self.wrt)
+            plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last, None)
+            keep(self._plans, signature_key(args), plan)
+            return
+        found = tree_key(args, _PLAIN) if len(args) == len(self._positional) else None
+        names = list(bound.arguments)
+        if found is None or len(found[1]) != len(names):
+            return
+        if any(a is not b for a, b in zip(found[1], bound.arguments.values())):
+            return
+        wrt = tuple(names.index(n) for n in bound.wrt)
+        template = bound.copy_with({})  # (its trees and layout: regroup's)
+        plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last, template)
+        keep(self._plans, found[0], plan)
+        self._tree_plans = True
+
+    _tree_plans = False  # (whether a plan of trees was kept: calls with trees look them up)
 
     def _planned(self, plan, args, key):
         """A call with the kinds (`key`: they fix `_bind`'s checks and the ranks) of a kept one:
-        its transform run with the data read now, as `_call` (ANEW where what it read changed)."""
-        compiled, code, wrt, ranks, last = plan
+        its transform run with the data read now, as `_call` (ANEW where what it read changed).
+        `args`: the generated function's (a tree's leaves, for a plan of trees)."""
+        compiled, code, wrt, ranks, last, template = plan
         if compiled.rules_version != VERSION[0] or self.func.__code__ is not code:
             return ANEW
         values = compiled.read(self.func, None)
         if values is None:
             return ANEW
         self.last_ranks, self._last = ranks, last
-        key = None if values else key  # (the data's kinds too: the Jitted finds them)
-        result = compiled.jitted(args + values, self.jit == "strict", None, self._what, key)
+        args = tuple(args)
+        jitted_key = None if values else key[1] if template is not None else key
+        result = compiled.jitted(args + values, self.jit == "strict", None, self._what, jitted_key)
         grad_seed(result[0])  # (as _call: the output's kind refused as Python mode does)
         grads = result[1] if len(wrt) > 1 else (result[1],)
         out = _owned(grads, [args[i] for i in wrt], list(args))
+        if template is not None:
+            out = template.regroup(out)
         out = tuple(out) if self.wrt_tuple else out[0]
         return (result[0], out) if self.mode == "value_and_grad" else out
 
