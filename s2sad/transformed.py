@@ -120,6 +120,7 @@ class Transformed:
         self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
         self._plans = {}  # signature_key -> what a jitted call by position decided (_planned)
+        self._value_dtypes = {}  # kinds of arguments -> Python mode's dtype of the value (_value)
         self._what = Deferred(self.jit_label)
         self._pullback_what = Deferred(lambda: f"the pullback of {self.jit_label()}")
         self.last_ranks = None
@@ -279,7 +280,7 @@ class Transformed:
                 if found is not None:
                     (key, leaves), plan = found, self._plans.get(found[0])
             if plan is not None:
-                result = self._planned(plan, leaves, key)
+                result = self._planned(plan, leaves, key, args)
                 if result is not ANEW:
                     return result
         bound = self._bind(args, kwargs)
@@ -300,6 +301,9 @@ class Transformed:
             self._keep_plan(compiled, args, bound)
         if self.jit and self.mode == "grad":
             return self._finish(result[1], bound)
+        if self.mode == "value_and_grad" and self.jit:
+            given = (*bound.arguments.values(), *values)
+            return self._value(result[0], given, args, kwargs), self._finish(result[1], bound)
         if self.mode == "value_and_grad":
             return result[0], self._finish(result[1], bound)
         return self._finish(result, bound)
@@ -331,10 +335,11 @@ class Transformed:
 
     _tree_plans = False  # (whether a plan of trees was kept: calls with trees look them up)
 
-    def _planned(self, plan, args, key):
+    def _planned(self, plan, args, key, call):
         """A call with the kinds (`key`: they fix `_bind`'s checks and the ranks) of a kept one:
         its transform run with the data read now, as `_call` (ANEW where what it read changed).
-        `args`: the generated function's (a tree's leaves, for a plan of trees)."""
+        `args`: the generated function's (a tree's leaves, for a plan of trees); `call`: the
+        call's own."""
         compiled, code, wrt, ranks, last, template = plan
         if compiled.rules_version != VERSION[0] or self.func.__code__ is not code:
             return ANEW
@@ -351,7 +356,27 @@ class Transformed:
         if template is not None:
             out = template.regroup(out)
         out = tuple(out) if self.wrt_tuple else out[0]
-        return (result[0], out) if self.mode == "value_and_grad" else out
+        if self.mode == "grad":
+            return out
+        return self._value(result[0], args + values, call, {}), out
+
+    def _value(self, value, given, args, kwargs):
+        """A jitted value that is a number, in the dtype Python mode gives it: Numba types a
+        Python float as float64, so float32 meeting one (`e = 0.0` then `e + r2`, `4.0 * eps`)
+        comes back float64 where NumPy 2 keeps float32. Where float32 is among the inputs and
+        the value is float64, the function runs once per kind of arguments to learn its dtype
+        (as JVPTransformed's `_in_python_dtypes`)."""
+        if type(value) is not np.float64 or not _any_dtype(given, _NARROW):
+            return value
+        key = tuple(_kind(v) for v in given)
+        if key not in self._value_dtypes:
+            try:
+                ran = self.target.original(*args, **kwargs)
+            except Exception:  # noqa: BLE001  (what Numba gave is kept)
+                ran = None
+            ran = ran[0] if self.has_aux and isinstance(ran, tuple) else ran
+            self._value_dtypes[key] = ran.dtype if isinstance(ran, np.generic) else None
+        return _cast_to(value, self._value_dtypes[key])
 
     def __repr__(self):
         return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
