@@ -55,6 +55,7 @@ from .numba_failures import (
     two_types,
 )
 from .pipeline.names import defined_functions
+from .serial_loops import serial_warning
 from .workspace import Pool, pooling, rewritten
 from .mask_checks import with_mask_checks
 
@@ -292,6 +293,7 @@ class Jitted:
         with _LOAD_LOCK:
             if compiled.jitted is None:
                 compiled.jitted = cls(compiled)
+                serial_warning(compiled)  # (parallel=True where no loop runs on threads)
             return compiled.jitted
 
     def __call__(self, args, strict: bool, name: str | None = None, what=None, key=None):
