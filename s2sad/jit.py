@@ -55,6 +55,7 @@ from .numba_failures import (
     two_types,
 )
 from .pipeline.names import defined_functions
+from .generated_lines import argument_in_user_terms
 from .serial_loops import serial_warning
 from .workspace import Pool, pooling, rewritten
 from .mask_checks import with_mask_checks
@@ -519,6 +520,7 @@ class Jitted:
             or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
+        reason = argument_in_user_terms(reason, self.compiled, name)  # (`argument 1: ...`)
         callee = user_callee(failed, self.compiled.globals)  # (a rule of the user's: in Python)
         reason = f"{callee} does not compile with Numba: {reason}" if callee else reason
         message = f"Numba cannot compile {what or name}: {reason}"
