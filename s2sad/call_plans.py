@@ -123,20 +123,25 @@ class Plan:
         floats = self.floats
         if floats is None:
             return result
-        if type(floats) is Nested:  # (a tree's gradients with numbers in it: walked)
-            return _retyped(result, floats.numba_type)
         if type(floats) is not tuple:  # a number
             return floats(result) if type(result) is float else result
-        if len(floats) == 1:  # (a grad's value and gradient: the value alone, quickly)
-            i, number = floats[0]
-            if type(result[i]) is float:
-                return (*result[:i], number(result[i]), *result[i + 1 :])
-            return result
-        parts = list(result)
-        for i, number in floats:
-            if type(parts[i]) is float:
-                parts[i] = number(parts[i])
-        return tuple(parts)
+        return _placed(result, floats)
+
+
+def _placed(result: tuple, floats: tuple) -> tuple:
+    """`result` with the Python floats at `floats`' positions (in its tuples too) NumPy's."""
+    if len(floats) == 1 and type(floats[0][1]) is not tuple:
+        i, number = floats[0]  # (a grad's value and gradients: the value alone, quickly)
+        if type(result[i]) is float:
+            return (*result[:i], number(result[i]), *result[i + 1 :])
+        return result
+    parts = list(result)
+    for i, number in floats:
+        if type(number) is tuple:
+            parts[i] = _placed(parts[i], number)
+        elif type(parts[i]) is float:
+            parts[i] = number(parts[i])
+    return tuple(parts)
 
 
 def _return_type(dispatcher, args):
@@ -161,30 +166,23 @@ def _number(numba_type):
     return np.float32 if str(numba_type) == "float32" else np.float64
 
 
-class Nested:
-    """A result type with numbers in a tuple in its tuple (a tree's gradients, a number among
-    its leaves): `_retyped` walks the result at each call."""
-
-    __slots__ = ("numba_type",)
-
-    def __init__(self, numba_type):
-        self.numba_type = numba_type
-
-
-def _float_positions(numba_type):
+def _float_positions(numba_type, nested: bool = True):
     """How a result of `numba_type` comes back: None (an array), the NumPy type a Python float
-    becomes, or for a tuple ((position, that type), ...); a tuple of arrays in it (a tree's
-    gradients) is left as it is, one with a number in it makes the whole a `Nested`."""
+    becomes, or for a tuple ((position, that type), ...), a tuple in it (a grad's gradients for
+    several wrt) by (position, its own positions) where it holds numbers (a tuple deeper:
+    ValueError, no plan)."""
     parts = getattr(numba_type, "types", None)
     if parts is None:
         return _number(numba_type)
     floats = []
     for i, part in enumerate(parts):
         if getattr(part, "types", None) is not None:
-            if _float_positions(part) is not None:
-                return Nested(numba_type)
-            continue
-        if _number(part) is not None:
+            if not nested:
+                raise ValueError("a tuple in a tuple in the result: _retyped walks it each call")
+            inner = _float_positions(part, nested=False)
+            if inner is not None:
+                floats.append((i, inner))
+        elif _number(part) is not None:
             floats.append((i, _number(part)))
     return tuple(floats) or None
 

@@ -52,7 +52,7 @@ from .pipeline.resolve import _CANONICAL
 from .prune import prune_files, used
 from .rules.registry import NAMESPACE, VERSION
 
-_LAYOUT = 1  # the entries' format
+_LAYOUT = 2  # the entries' format (2: whether the code indexes, for jit.py's bounds checks)
 _IMPORTED = time.time()
 _RULES = VERSION[0]  # s2sad's own rules, all registered by now (the package imports them first)
 _SOURCE: list = []  # s2sad's source files' hash (None: one changed after the import), once
@@ -257,6 +257,7 @@ def load(func, options: tuple):
         return None
     compiled.unfused_code = entry["unfused"]
     compiled.parallel = entry["parallel"]
+    compiled.indexed = entry["indexed"]  # (the default, True, would add Numba's index checks)
     used(path)
     return compiled
 
@@ -317,4 +318,5 @@ def _entry(func, compiled, key: str) -> dict | None:
         "namespace": tuple(namespace),
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
+        "indexed": compiled.indexed,
     }

@@ -14,11 +14,12 @@ from .compiled_jacobian import WholeJacobians
 from .compose import composable
 from .errors import NonScalarOutputError, NoRuleError, S2SADError
 from .hessian_messages import in_users_terms
+from .input_checks import refuse_complex
 from .jit import Jitted
 from .keywords import caller, refuse
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
-from .transformed import JVPTransformed, Transformed, refuse_complex, unboxed
+from .transformed import JVPTransformed, Transformed, unboxed
 from .pullback import tree_output
 from .trees import flatten, unflatten
 
@@ -332,12 +333,8 @@ class Jacobian:
     def _conformed(self, blocks, inputs, bound):
         """Like a gradient, each block takes its input's float dtype (float32 stays float32);
         a tree argument's blocks come back in its structure."""
-        blocks = bound.regroup(
-            [
-                b.astype(np.result_type(np.asarray(x).dtype, np.float32))
-                for b, x in zip(blocks, inputs)
-            ]
-        )
+        dtypes = [np.result_type(np.asarray(x).dtype, np.float32) for x in inputs]
+        blocks = bound.regroup([b.astype(t) for b, t in zip(blocks, dtypes)])
         return tuple(blocks) if self.wrt_tuple else blocks[0]
 
     def source(self, *args, **kwargs) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
-import marshal
 import os
 import sys
 import threading
@@ -40,7 +39,7 @@ from .call_plans import Plan, float32_scalars, keep, signature_key, use_fingerpr
 from .custom import numba_form, user_callee
 from .errors import S2SADError
 from .fused_guards import BROADCAST_KEPT, ShapesNotFused, fused_only, shapes
-from .rules.helpers import forms_fingerprint, forms_used, numba_source
+from .rules.helpers import code_bytes, forms_fingerprint, forms_used, numba_source
 from .numba_failures import (
     at_user_line,
     axis_error,
@@ -182,10 +181,9 @@ def code_fingerprint(objects: dict) -> str:
         for candidate in (value, getattr(value, "py_func", None), getattr(value, "func", None)):
             code = getattr(candidate, "__code__", None)
             if code is not None:
-                try:
-                    digest.update(name.encode() + marshal.dumps(code))
-                except ValueError:  # a constant marshal cannot write: its repr stands in
-                    digest.update(name.encode() + repr(code.co_consts).encode() + code.co_code)
+                # (not marshal's bytes, which depend on reference counts: a process that loaded
+                # the transform from disk named the module differently and compiled it again)
+                digest.update(name.encode() + code_bytes(code))
     return digest.hexdigest()
 
 

@@ -5,6 +5,7 @@ parallel=True) and --quick's selection. No timing is asserted, only what the row
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -17,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.runner import builders, report  # noqa: E402
 from benchmarks.runner.cases import best_of, run_case  # noqa: E402
 from benchmarks.runner.jit_rows import numba_threads  # noqa: E402
-from benchmarks.runner.plan import Plan, make_plan, select  # noqa: E402
+from benchmarks.runner.plan import Plan, jit_cache, make_plan, select  # noqa: E402
 from benchmarks.workloads import all_cases  # noqa: E402
 from benchmarks.workloads.common import Case  # noqa: E402
 
@@ -166,3 +167,20 @@ def test_quick_runs_the_issue_targets_and_only_names_the_rest():
     for name in ("ode", "kmeans"):
         case = next(c for c in quick if c.workload == name)
         assert callable(case.peers["jax"]) and builders.has_jit_gradient(case)
+
+
+def test_the_jit_cache_holds_jaxs_and_the_objectives_compiles_unless_set(tmp_path, monkeypatch):
+    """JAX's persistent compilation cache (every compile kept) and numba.njit's cache of the
+    objectives go beside s2sad's jitted code, so a reused cache holds all three; a directory
+    the user set is kept."""
+    made = ("NUMBA_CACHE_DIR", "JAX_COMPILATION_CACHE_DIR")
+    for var in made + ("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS",):
+        monkeypatch.setenv(var, "")  # (restored afterwards)
+        monkeypatch.delenv(var)
+    note = jit_cache("quick", fresh=False)
+    assert note.startswith("jit cache: S2SAD_CACHE_DIR=")
+    assert [os.environ[v] for v in made] == [str(tmp_path / "numba-primal"), str(tmp_path / "jax")]
+    assert os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] == "0"
+    monkeypatch.setenv("JAX_COMPILATION_CACHE_DIR", str(tmp_path / "mine"))
+    jit_cache("quick", fresh=False)
+    assert os.environ["JAX_COMPILATION_CACHE_DIR"] == str(tmp_path / "mine")

@@ -55,6 +55,10 @@ def with_defaults(x):
 
 def cube(x):
     return x * x * x
+
+
+def picked(x, y):
+    return x[0] * y[1] + np.sum(x * y)
 """
 
 HELPERS = "import numpy as np\n\n\ndef bump(y):\n    return {body}\n"
@@ -136,6 +140,19 @@ def test_a_kept_transform_is_loaded_and_gives_the_pipelines_numbers(mod, transfo
     mod.SCALE = -3.0
     assert same(jitted_code(mod.f, X, Y)[1], python_mode(mod.f, X, Y))
     assert transforms == ["f"]
+
+
+def test_a_loaded_transform_keeps_whether_its_code_indexes(mod, transforms):
+    # jit.py compiles code that indexes by integers with Numba's index checks: a loaded transform
+    # that forgot it had none got them (Compiled's default), so each new process compiled its
+    # gradient again under another module name, with checks the pipeline's had not
+    for f, indexes in ((mod.f, False), (mod.picked, True)):
+        made, first = jitted_code(f, X, Y)
+        loaded, again = jitted_code(f, X, Y)
+        assert transforms[-1:] == [f.__name__] and loaded is not made
+        assert made.indexed is indexes and loaded.indexed is indexes
+        assert same(again, first) and same(first, python_mode(f, X, Y))
+    assert transforms == ["f", "picked"]
 
 
 def test_finite_differences_agree_with_a_loaded_transform(mod):

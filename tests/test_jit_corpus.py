@@ -66,6 +66,7 @@ import test_trust_refusals as tr  # noqa: E402
 import test_lists as tl  # noqa: E402
 import test_jit_forms as jf  # noqa: E402
 import test_jit_products as jp  # noqa: E402
+import test_jit_reductions_folded as rf  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -116,6 +117,8 @@ CORPUS = [
     ),
     (jp.mahalanobis, (jp.Q, jp.MEANS, jp.XS), (0, 1, 2), "grad"),  # add_outer_at
     (jp.vector_times_matrix, (jp.A.astype(np.float32), jp.V), (0, 1), "grad"),  # sum_zeros_like
+    # a loop's integer powers of np.arange's vector in fused loops (power_lanes)
+    (rf.polyfit, (rand(4), 9), 0, "grad"),
     # dtypes: a sum's dtype= (summed_in), a loop's number (as_number), a float32 loop's
     # cotangent a float64 matrix widens (widened_by) (test_dtypes.py)
     (td.sum32, (np.linspace(0.1, 0.9, 6),), 0, "grad"),

@@ -109,6 +109,10 @@ def test_a_jitted_grad_returns_the_outputs_kind_not_its_value():
     fused = s2sad.source(both).split("else:")[0]
     assert "stencil_columns[i1] += stencil_add2_i" in fused
     assert "stencil = np.sum(stencil_columns)" in fused
+    # grad reads the value for its kind alone: no loop computes it
+    fused = code_of(s2sad.source(jitted).split("# adjoint sweep")[0].split("else:")[0])
+    assert "stencil = in_dtype_of(0.0, dv_item)" in fused
+    assert "for i0" not in fused and "np.sum" not in fused
     np.testing.assert_allclose(grad, jitted(u, 0.7), rtol=1e-12, atol=1e-12)
     with pytest.raises(s2sad.NonScalarOutputError):
         s2sad.grad(integer_output, jit=True)(u)
@@ -129,6 +133,28 @@ def test_a_fused_sums_columns_give_python_modes_value(shape):
     fused = compiled.source.split("else:")[0]
     assert ("squares_columns" in fused) == (len(shape) > 1)
     assert ("squares_lanes" in fused) == (len(shape) == 1)
+
+
+@pytest.mark.parametrize("f", ["squares", "tripled", "squared_total"])
+@pytest.mark.parametrize("shape", [(5, 6), (7,), (0, 3)])
+def test_a_jitted_grads_sum_read_for_its_kind_alone_is_not_computed(f, shape):
+    """grad(jit=True) returns the output's kind, not its value: a fused sum that only it reads
+    (itself the output, or through arithmetic making it) is a number of its kind, no loop or
+    columns computing it; one the adjoint reads is summed. The gradient, run by Python, is
+    Python mode's and finite differences'."""
+    f = globals()[f]
+    u, x = rng().normal(size=shape), rng(1).normal(size=shape)
+    ranks = (("u", len(shape)), ("x", len(shape)))
+    compiled = transform(f, ("u",), "checked_grad", ranks, True)
+    (kind, grad), _ = in_python(compiled, u, x)
+    assert isinstance(kind, float)
+    np.testing.assert_allclose(grad, s2sad.grad(f)(u, x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, fd_grad(f, (u, x), 0), rtol=1e-6, atol=1e-6)
+    fused = code_of(compiled.source.split("# adjoint sweep")[0].split("else:")[0])
+    computed = f is squared_total
+    assert ("for i0" in fused) == computed
+    assert ("+=" in fused) == computed
+    assert ("in_dtype_of(0.0, u)" in fused) != computed
 
 
 @pytest.mark.parametrize("n", [0, 1, 31, 32, 33, 70])
@@ -167,6 +193,21 @@ def total(t, w):
 
 def squares(u, x):
     return np.sum(u * u * x + np.sin(u))
+
+
+def code_of(source: str) -> str:
+    """`source` without its comments (which quote the user's lines)."""
+    return "\n".join(line for line in source.splitlines() if not line.strip().startswith("#"))
+
+
+def tripled(u, x):
+    s = np.sum(u * u * x + np.sin(u))
+    return -(3.0 * s - 1.0) / 2.0
+
+
+def squared_total(u, x):
+    s = np.sum(u * x)
+    return s * s - s
 
 
 @st.composite

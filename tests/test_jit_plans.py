@@ -94,6 +94,23 @@ def test_source_shows_the_code_of_the_last_call(grad_weighted):
     assert "def checked_grad_weighted(x" in s2sad.source(grad_weighted)
 
 
+def test_gradients_of_several_wrt_are_planned_numbers_retyped(tmp_path, monkeypatch):
+    """A tuple of gradients (several wrt) in the result, a number among them, is planned as one
+    gradient is (a plan each call tried and gave up cost GMM's small gradient a third of its
+    time): the later calls' types, dtypes and numbers Python mode's."""
+    monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path / "cache"))
+    vg = s2sad.value_and_grad(scaled, wrt=("x", "c"), jit="strict")
+    python = s2sad.value_and_grad(scaled, wrt=("x", "c"))
+    x32 = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    for x in (x32, x32, x32):  # (float32: the numbers come back as NumPy's float32)
+        (value, (gx, gc)), (want, (wx, wc)) = vg(x, 0.7), python(x, 0.7)
+        assert type(value) is type(want) and type(gc) is type(wc) and gx.dtype == wx.dtype
+        np.testing.assert_allclose([value, gc], [want, wc], rtol=1e-6)
+        np.testing.assert_allclose(gx, wx, rtol=1e-6)
+    jitted = {id(plan[0].jitted): plan[0].jitted for plan in vg._plans.values()}
+    assert sum(len(j.plans) for j in jitted.values()) == 1  # kept, not made at each call
+
+
 def dict_loss(p, x):
     return np.sum((x @ p["W"] + p["b"]) ** 2)
 

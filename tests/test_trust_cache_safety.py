@@ -530,3 +530,24 @@ def test_a_compiled_helper_read_through_a_users_module_is_in_the_fingerprint():
     )
     assert jit.code_fingerprint({"userh": twice}) != jit.code_fingerprint({"userh": five_times})
     assert jit.code_fingerprint({"np": np}) == jit.code_fingerprint({"np": np})
+
+
+def test_the_fingerprint_of_equal_code_does_not_depend_on_reference_counts():
+    """Two compilations of one source (a process that made a transform, one that loaded it from
+    disk): marshal's bytes differ where a constant or name is referenced more often, which
+    named the generated module differently and compiled it again in every other process."""
+    text = "def f(x):\n    y = x * 2.5\n    return y + len('abc')\n"
+    first, second = {}, {}
+    exec(compile(text, "m.py", "exec"), first)
+    exec(compile(text, "m.py", "exec"), second)
+    held = [first["f"].__code__.co_names] * 5  # more references to one copy's names
+    assert jit.code_fingerprint({"f": first["f"]}) == jit.code_fingerprint({"f": second["f"]})
+    assert held and jit.code_fingerprint({"f": first["f"]}) != jit.code_fingerprint(
+        {"f": _made_other()}
+    )
+
+
+def _made_other():
+    namespace = {}
+    exec(compile("def f(x):\n    return x * 3.5\n", "m.py", "exec"), namespace)
+    return namespace["f"]

@@ -50,29 +50,36 @@ def jit_cache(mode: str, fresh: bool) -> str:
     are Numba compiling; --quick and --smoke reuse one per user, in which a first run's compiles
     (about a minute for the big array gradients) are later runs' disk reads. The objectives'
     `numba.njit` (f Numba) caches in its `numba-primal` directory (NUMBA_CACHE_DIR, unless
-    set; Numba reads it when it is first imported, after this)."""
+    set; Numba reads it when it is first imported, after this), and JAX's `jax.jit` in its
+    `jax` directory (JAX's persistent compilation cache, every compile kept: read when
+    builders.load_peers imports JAX), so that JAX's first calls are a trace and a disk read
+    where s2sad's are a disk read too, and compiles in the full run's empty cache."""
     if "S2SAD_CACHE_DIR" in os.environ:
-        _primal_cache(Path(os.environ["S2SAD_CACHE_DIR"]))
+        _library_caches(Path(os.environ["S2SAD_CACHE_DIR"]))
         return f"jit cache: S2SAD_CACHE_DIR={os.environ['S2SAD_CACHE_DIR']}, as set"
     if mode == "full" or fresh:
         os.environ["S2SAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2sad-bench-")
-        _primal_cache(Path(os.environ["S2SAD_CACHE_DIR"]))
+        _library_caches(Path(os.environ["S2SAD_CACHE_DIR"]))
         return "jit cache: empty (Numba compile ∇ is Numba compiling)"
     path = Path(tempfile.gettempdir()) / f"s2sad-bench-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     os.environ["S2SAD_CACHE_DIR"] = str(path)
-    _primal_cache(path)
+    _library_caches(path)
     if any(path.iterdir()):
         return (
             f"jit cache: {path}, reused: it holds an earlier quick or smoke run's compiled\n"
-            "code, so "
-            "Numba compile ∇ is mostly a read from disk (--fresh-cache to compile)"
+            "code (and JAX's), so "
+            "Numba compile ∇ and JAX's first call are mostly reads from disk (--fresh-cache to "
+            "compile)"
         )
     return f"jit cache: {path}, empty: this run compiles (later quick and smoke runs reuse it)"
 
 
-def _primal_cache(root: Path) -> None:
+def _library_caches(root: Path) -> None:
+    """The objectives' numba.njit and JAX's compiles cache beside s2sad's (unless set)."""
     os.environ.setdefault("NUMBA_CACHE_DIR", str(root / "numba-primal"))
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(root / "jax"))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 
 def make_plan(mode: str, left_out: list[str]) -> tuple[Plan, list[str]]:

@@ -20,7 +20,7 @@ from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
-from .accumulate import accumulate_in_place
+from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
 from .bounds import indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
@@ -315,6 +315,7 @@ def _reverse_mode(
         )
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
+            adjoint.stmts = extrema_in_place(adjoint.stmts, adjoint_ranks, protected)
     if rerun:  # the sweep's own copy of the primal: the value is the value function's
         primal = drop_unread(primal, adjoint.stmts, names_mentioned(adjoint.grads))
     name = f"{mode}_{parsed.name}"
@@ -376,8 +377,9 @@ def _reverse_mode(
     ]
     taken = set(norm.params) | set(adjoint.seeds) | set(data) | reserved_names(parsed.name)
     taken |= names_mentioned([t for t in tape_inits if isinstance(t, ast.AST)])
+    kinds = set(norm.outputs) if mode == "checked_grad" else set()  # (grad_seed, output_kind)
     fused_primal, fused_adjoint = fuse(
-        [primal, adjoint.stmts], adjoint_ranks, reads, taken, integer_arrays(shapes)
+        [primal, adjoint.stmts], adjoint_ranks, reads, taken, integer_arrays(shapes), kinds
     )
     fused = copy.copy(adjoint)
     # the fused code keeps loops' tapes in rows; the unfused code, its fallback, keeps lists

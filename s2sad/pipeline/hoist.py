@@ -19,7 +19,9 @@ being assigned in the body (carried to the next iteration), read outside the loo
 appended to a list (a tape keeping a reference: `push_row` and `shape_push` copy or read its
 shape only), stored into a container not known as an array, or passed to a call not known to
 keep no reference. A buffer made before an inner loop moves before the loops around it too,
-where the names its shape reads are defined there. The pass runs on the fused jitted code only,
+where the names its shape reads are defined there. The 32 lanes a fused run in the body adds a
+sum into (`s_lanes = np.zeros(32)`) are made before the loop too, and zeroed at each iteration
+(`reused_zeros`). The pass runs on the fused jitted code only,
 after the tapes of rows; it consumes and produces statement lists.
 """
 
@@ -101,6 +103,13 @@ class _Hoister:
             if _fused_guard(stmt):
                 inner = list(stmt.body)
                 for m, alloc in enumerate(stmt.body):
+                    if _lanes(alloc):  # a sum's lanes: zeroed in place at each iteration
+                        buffer = self.names.fresh(f"{alloc.targets[0].id}_buffer")
+                        made.append(ir.copy_origin(assign_to(buffer, clone(alloc.value)), loop))
+                        shape, dtype = _attribute(buffer, "shape"), _attribute(buffer, "dtype")
+                        call = call_of("reused_zeros", load_name(buffer), shape, dtype)
+                        inner[m] = ir.copy_origin(assign_to(alloc.targets[0].id, call), alloc)
+                        continue
                     kind = _allocation(alloc)
                     if kind is None:
                         continue
@@ -342,6 +351,22 @@ def _fused_guard(stmt) -> bool:
     return any(
         isinstance(n, ast.Call) and _callee(n) in ("fusible", "float_arrays")
         for n in walk_nodes(stmt.test)
+    )
+
+
+def _lanes(stmt) -> bool:
+    """Whether `stmt` makes the lanes a fused run adds a sum into, `s_lanes = np.zeros(32)`
+    (fusion/loops.py): read by that run alone, never outliving it."""
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and stmt.targets[0].id.endswith("_lanes")
+        and isinstance(stmt.value, ast.Call)
+        and ast.unparse(stmt.value.func) == "np.zeros"
+        and len(stmt.value.args) == 1
+        and isinstance(stmt.value.args[0], ast.Constant)
+        and not stmt.value.keywords
     )
 
 

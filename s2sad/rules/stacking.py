@@ -12,7 +12,7 @@ import typing
 import numpy as np
 
 from .common import _absent, _array, _integer, _shift
-from .helpers import batched_helper, batched_of, helper, numba_of
+from .helpers import batched_helper, batched_of, helper, numba_jitable, numba_of
 from .registry import defvjp, explicit, linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
@@ -52,6 +52,18 @@ def batched_joined_vjp(g, arrays, k, axis=None):
     return _piece(g, arrays, k, ax, 1)
 
 
+@numba_jitable
+def _size_before(arrays, k):
+    """The elements of the operands before operand `k` (a tuple: each its own type)."""
+    size = 0
+    i = 0
+    for a in literal_unroll(arrays):
+        if i < k:
+            size += np.size(a)
+        i += 1
+    return size
+
+
 @numba_of(joined_vjp)
 def _joined_vjp(g, arrays, k, axis=None):
     """The operand's position is a literal in generated code: its type (rank) is then known."""
@@ -69,13 +81,7 @@ def _joined_vjp(g, arrays, k, axis=None):
             if i != ax:
                 other *= g.shape[i]
         other = max(other, 1)
-        start = 0
-        i = 0
-        for a in literal_unroll(arrays):
-            if i < K:
-                start += np.size(a)
-            i += 1
-        start //= other
+        start = _size_before(arrays, K) // other
         mine = arrays[K]
         piece = np.moveaxis(g, ax, 0)[start : start + np.size(mine) // other]
         return np.ascontiguousarray(np.moveaxis(piece, 0, ax)).reshape(np.shape(mine))
@@ -85,13 +91,7 @@ def _joined_vjp(g, arrays, k, axis=None):
         def number(g, arrays, k, axis=None):
             # a number joined (`np.append(out, x[i])`): its element, a number as it is (the
             # other axes of `g` have length 1 wherever NumPy joins a number)
-            start = 0
-            i = 0
-            for a in literal_unroll(arrays):
-                if i < K:
-                    start += np.size(a)
-                i += 1
-            return np.ascontiguousarray(g).reshape(-1)[start]
+            return np.ascontiguousarray(g).reshape(-1)[_size_before(arrays, K)]
 
         return number
     return impl

@@ -8,8 +8,9 @@ of consecutive assignments (at the top level or in a loop body) of rank-`r` arra
 `unbroadcast(g, x)` where `g` and `x` have one rank (the identity when their shapes agree), of
 `expand_reduced(s, x)` of a number `s` (`s` everywhere), and of full sums `np.sum(t)` (folded in
 as accumulators: over two axes or more, one per column, over one axis at the top level, 32
-lanes over blocks of 32 elements, loops LLVM vectorises); slicing views (`v = u[1:, :-1]`) and
-arithmetic on numbers are moved above it.
+lanes over blocks of 32 elements, loops LLVM vectorises; a sum that a jitted grad reads for
+its kind alone, the output, is a number of that kind, `s = in_dtype_of(0.0, a)`); slicing views
+(`v = u[1:, :-1]`) and arithmetic on numbers are moved above it.
 
 Emitted, a run is
 
@@ -67,35 +68,104 @@ then read them, knowing their axes of length 1, and the adds into their columns
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
 gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows
-and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, dtypes.py
-the integer arrays a run reads, and syntax.py what they all share.
+and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, sums.py the
+full sums taken out of arithmetic on numbers (`da = da - np.sum(g)`: the sum joins the run
+computing `g`), dtypes.py the integer arrays a run reads, and syntax.py what they all share.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+from collections import Counter
 
 from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
+from .sums import sums_apart
 from .syntax import names_in
 from .views import viewed
 
 
 def fuse(
-    blocks: list[list], rank_of, reads: list, taken: set[str], integers=frozenset()
+    blocks: list[list],
+    rank_of,
+    reads: list,
+    taken: set[str],
+    integers=frozenset(),
+    kinds=frozenset(),
 ) -> list[list]:
     """The statement lists of one generated function with their fusible runs fused. `rank_of`
     gives an expression's rank (None where unknown); `reads` are the other nodes of the function
     that read values (its outputs and returned gradients); `taken`, every name it uses;
-    `integers`, the integer and boolean arrays among its arguments (dtypes.py)."""
-    blocks = viewed([_without_zeroing(b) for b in blocks], rank_of, reads)
+    `integers`, the integer and boolean arrays among its arguments (dtypes.py); `kinds`, the
+    names among `reads` read there for their kind alone (a jitted grad's output: loops.py)."""
+    named = set(taken) | names_in([s for b in blocks for s in b if isinstance(s, ast.AST)])
+    made: dict[str, int] = {}  # the names sums_apart gives sums -> their rank, 0
+    blocks = [sums_apart(_without_zeroing(b), rank_of, named, made) for b in blocks]
+    if made:
+        rank_of = _with_numbers(rank_of, made)
+    blocks = viewed(blocks, rank_of, reads)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes), integers)
+    fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
     return [_emitted(g) for g in gathered]
+
+
+def _kind_reads(blocks: list[list], reads: list, kinds, value_reads: Counter) -> Counter:
+    """Each name's reads for its kind alone: by `reads` (of `kinds`), and by arithmetic at a
+    block's top level assigning a name that is read for its kind alone (`l = 3.0 * s`, which
+    has one kind whatever number of s's kind s is: a fused sum so read is not computed)."""
+    counted = Counter(n.id for n in reads if isinstance(n, ast.Name) and n.id in kinds)
+    stores = Counter(
+        n.id
+        for b in blocks
+        for s in b
+        if isinstance(s, ast.AST)
+        for n in ast.walk(s)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    )
+    todo = [
+        s
+        for b in blocks
+        for s in b
+        if isinstance(s, ast.Assign)
+        and len(s.targets) == 1
+        and isinstance(s.targets[0], ast.Name)
+        and stores[s.targets[0].id] == 1
+        and _arithmetic(s.value)
+    ]
+    found = True
+    while found:
+        found = False
+        for stmt in list(todo):
+            target = stmt.targets[0].id
+            if counted[target] and counted[target] == value_reads[target]:
+                counted.update(n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name))
+                todo.remove(stmt)
+                found = True
+    return counted
+
+
+def _arithmetic(node) -> bool:
+    """Numbers, names and `+ - * / **` of them: an expression of one kind for any values of
+    its names' kinds, which compiled code computes without raising (NumPy's error model)."""
+    if isinstance(node, ast.BinOp):
+        return _arithmetic(node.left) and _arithmetic(node.right)
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.op, (ast.USub, ast.UAdd)) and _arithmetic(node.operand)
+    return isinstance(node, ast.Name) or (
+        isinstance(node, ast.Constant) and type(node.value) in (int, float)
+    )
+
+
+def _with_numbers(rank_of, numbers: dict):
+    """`rank_of`, told the ranks of names made after the analysis behind it ran."""
+    return lambda node: (
+        numbers[node.id] if isinstance(node, ast.Name) and node.id in numbers else rank_of(node)
+    )
 
 
 def _without_zeroing(stmts: list) -> list:

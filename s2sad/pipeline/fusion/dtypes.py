@@ -30,7 +30,9 @@ def integer_derived(nodes, integers) -> set[str]:
         for n in walk_nodes(node):
             if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
                 targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                assignments.append((set().union(*map(_names, targets)), _names(n.value)))
+                bound = set().union(*map(_bound, targets))  # (`x[i] = v` binds x, reads i)
+                reads = _names(n.value) | set().union(*map(_names, targets)) - bound
+                assignments.append((bound, reads))
             elif isinstance(n, ast.For):
                 assignments.append((_names(n.target), _names(n.iter)))
     changed = True
@@ -99,6 +101,15 @@ def _value_reads(node) -> set[str]:
 
 def _names(node) -> set[str]:
     return {n.id for n in walk_nodes(node) if isinstance(n, ast.Name)}
+
+
+def _bound(target) -> set[str]:
+    """The names an assignment to `target` binds or writes into: `x` of `x[i, j]`, not `i`."""
+    while isinstance(target, (ast.Subscript, ast.Attribute, ast.Starred)):
+        target = target.value
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*map(_bound, target.elts))
+    return {target.id} if isinstance(target, ast.Name) else set()
 
 
 def with_integers(test: ast.expr, source: str, integers: list, same_shape: bool) -> ast.expr:

@@ -25,6 +25,7 @@ class Emitter:
         self.anchor = next((n for n, m in maps.items() if m == run.full()), None)
         self.index = self.f.indices(run.rank)
         inside_values, inside_shapes = name_reads([s for s, _ in run.entries])
+        self.inside_values = inside_values
         self.final = {}  # name -> the position of its last assignment in the run
         for k, (stmt, kind) in enumerate(run.entries):
             if kind not in ("sum", "reduce", "scatter", "row_add", "store"):
@@ -38,6 +39,7 @@ class Emitter:
                 self.standins.append(name)
         self.scalar: dict[str, ast.expr] = {}  # a name the run assigned -> its element
         self.lane: str | None = None  # the lane index of a one-loop run's blocked sums
+        self.powers: list = []  # the exponents of `power_lanes`, which the guard checks
 
     def element(self, name: str) -> ast.expr:
         if name in self.scalar:
@@ -77,6 +79,9 @@ class Emitter:
             return self.element(node.id)
         if isinstance(node, ast.Subscript):  # `x[:, None]`: x read by its own map
             return self.element(node.value.id)
+        if isinstance(node, ast.BinOp) and _varying_power(node, self.f.rank):
+            self.powers.append(node.right)
+            return ast.Call(load("power_lanes"), [self.translate(node.left), clone(node.right)], [])
         if isinstance(node, ast.BinOp):
             return ast.BinOp(self.translate(node.left), node.op, self.translate(node.right))
         if isinstance(node, ast.UnaryOp):
@@ -128,6 +133,9 @@ class Emitter:
                 body.append(origin(added, stmt))
                 continue
             target = stmt.targets[0].id
+            if kind == "sum" and self.kind_only(target):
+                casts.append(origin(assign(target, self.kind_stand_in()), stmt))
+                continue
             if kind == "reduce":
                 mapping, witness, summed = run.reductions[target]
                 value = self.translate(summed)
@@ -211,6 +219,17 @@ class Emitter:
             return gathered(self, head, body, starts) + casts + tail
         return head + (self.loops(body) if body else []) + casts + tail
 
+    def kind_only(self, target: str) -> bool:
+        """Whether a full sum's value is read only for its kind (a jitted grad's output, which
+        `grad_seed` and `output_kind` read for its dtype alone): then no sum is computed, where
+        its accumulators (an array of columns) kept the loop nest computing it alive."""
+        kinds = self.f.kind_reads.get(target, 0)
+        return kinds > 0 and self.f.value_reads[target] - self.inside_values[target] == kinds
+
+    def kind_stand_in(self) -> ast.expr:
+        """A number of the sum's kind, `in_dtype_of(0.0, a)`: what the sum would be cast to."""
+        return ast.Call(load("in_dtype_of"), [ast.Constant(0.0), load(self.dtype)], [])
+
     def columns(self, target: str) -> str | None:
         """The name of the float64 array a full sum over two axes or more adds each column
         into, `s_columns[i1] += t_i` (a sum per element of the innermost loop, which LLVM
@@ -223,11 +242,11 @@ class Emitter:
         return self.f.fresh(f"{target}_columns")
 
     def lanes(self, target: str) -> str | None:
-        """The name of the float64 array of LANE_COUNT sums a full sum of a one-loop run at
-        the function's top level adds into, the loop blocked (`s_lanes[i0_lane] += t_i`): a
-        loop LLVM vectorises, and each lane a sum of 1/LANE_COUNT of the elements (more
-        accurate than one accumulator); None elsewhere."""
-        if self.run.rank != 1 or self.run.depth or self.run.units:
+        """The name of the float64 array of LANE_COUNT sums a full sum of a one-loop run
+        adds into, the loop blocked (`s_lanes[i0_lane] += t_i`): a loop LLVM vectorises, and
+        each lane a sum of 1/LANE_COUNT of the elements (more accurate than one accumulator);
+        None elsewhere. (In a loop's body, hoist.py makes the lanes once before the loop.)"""
+        if self.run.rank != 1 or self.run.units:
             return None
         if self.lane is None:
             self.lane = self.f.fresh(f"{self.index[0]}_lane")
@@ -322,3 +341,12 @@ def _without_dead_elements(body: list) -> list:
 
 def _shape(name: str) -> ast.expr:
     return ast.Attribute(load(name), "shape", ast.Load())
+
+
+def _varying_power(node: ast.BinOp, rank) -> bool:
+    """`t ** j` of a number `j` not written as a constant (`t ** 2` Numba unrolls itself)."""
+    return (
+        isinstance(node.op, ast.Pow)
+        and rank(node.right) == 0
+        and not isinstance(node.right, (ast.Constant, ast.UnaryOp))
+    )

@@ -24,6 +24,7 @@ from .shapes import (
     size,
     unit_axes,
     units_of,
+    with_small_powers,
 )
 from .syntax import (
     BINOPS,
@@ -48,6 +49,7 @@ class Fuser:
         self.integers = integer_derived(nodes, integers)  # (dtypes.py)
         self.value_reads, self.shape_reads = name_reads(nodes)
         self.written = written_in_place(nodes)
+        self.shared_writes = written_in_place(nodes, owned=False)  # (aliases: see _take)
         self.taken = taken
         self.runs: list = []
         self._indices: dict[str, list[str]] = {}
@@ -57,6 +59,7 @@ class Fuser:
         self.units = unit_axes(nodes, self.rank)  # name -> its axes known to be of length 1
         self.views = base_views(nodes, self.rank)  # view -> (the array it views, its starts)
         self.extents = Extents(nodes, self.rank)  # the lengths of the axes, symbolically
+        self.kind_reads: dict = {}  # name -> how often `reads` reads it for its kind alone (fuse)
 
     def indices(self, rank: int, letter: str = "i") -> list[str]:
         """The loop indices of a nest of `rank` loops: `i0, i1, ...` (`j0, j1, ...` for a
@@ -248,7 +251,7 @@ class Run:
         if found is None or not self._agree(found[1]):
             return False
         source = aliased(value)
-        if source is not None and (target in self.f.written or source in self.f.written):
+        if source is not None and {target, source} & self.f.shared_writes:
             return False  # the original shares the array that is written into later
         return self._add(stmt, "alias" if source is not None else "element", target, *found)
 
@@ -500,7 +503,7 @@ class Run:
         before = [s for s in self.hoisted if s not in after]
         # the values the fused loop recomputes, computed again where it does not run
         again = [origin(assign(x, clone(r)), s) for x, (s, r) in self.remat.items()]
-        fused = Emitter(self, maps, sizes, numbers[0]).statements()
+        fused = (emitter := Emitter(self, maps, sizes, numbers[0])).statements()
         if self.undefined(fused):  # never expected: the statements as they were are right
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
@@ -512,6 +515,7 @@ class Run:
         test = with_integers(test, numbers[0], integers, self.plain())
         if self.sliced or self.stores:  # the arrays sliced: the run's dtype, slices its shape
             test = with_slices_checked(test, self, maps, sizes, numbers[0])
+        test = with_small_powers(test, emitter.powers)
         return before + [ast.If(test, fused, unfused)] + after
 
     def plain(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from ...astcopy import walk_nodes
+from ...astcopy import clone, walk_nodes
 from .syntax import SHAPE_ONLY, UFUNCS, assign, load, origin, text_of
 
 # s2sad's reductions over an axis as the lowering writes them: `sum_over(x, 1, True)`
@@ -269,3 +269,14 @@ def fusible_test(arrays: list[str]) -> ast.expr:
         return ast.Call(load("fusible"), [load(arrays[0])], [])
     pairs = [ast.Call(load("fusible"), [load(arrays[0]), load(a)], []) for a in arrays[1:]]
     return pairs[0] if len(pairs) == 1 else ast.BoolOp(ast.And(), pairs)
+
+
+def with_small_powers(test: ast.expr, exponents: list) -> ast.expr:
+    """`test and 0 <= j < 256` for each exponent `j` of the run's `power_lanes(t_i, j)`, whose
+    form for an integer `j` holds in that range alone (rules/lanes.py)."""
+    for exponent in exponents:
+        small = ast.Compare(
+            ast.Constant(0), [ast.LtE(), ast.Lt()], [clone(exponent), ast.Constant(256)]
+        )
+        test = ast.BoolOp(ast.And(), [test, small])
+    return test

@@ -92,11 +92,15 @@ _WRITING_CALLS = frozenset(
     }
 )
 _WRITING_METHODS = frozenset({"fill", "sort", "put", "itemset", "resize", "partition"})
+# calls that write into their first argument only where no other name of its array is read
+# after (pipeline/accumulate.py makes them so): a copy by name made before is no hazard
+_OWNED_WRITES = frozenset({"extremum_added"})
 
 
-def written_in_place(nodes) -> set[str]:
+def written_in_place(nodes, owned=True) -> set[str]:
     """Names of arrays the function writes into: `x[i] = v`, `x += g`, `add_at(x, ...)`,
-    `np.copyto(x, ...)`, `np.add.at(x, ...)`, `f(..., out=x)`, `x.fill(0)`."""
+    `np.copyto(x, ...)`, `np.add.at(x, ...)`, `f(..., out=x)`, `x.fill(0)` (and, with
+    `owned`, `extremum_added(x, ...)`)."""
     found = set()
     for node in nodes:
         for n in walk_nodes(node):
@@ -106,7 +110,8 @@ def written_in_place(nodes) -> set[str]:
             elif isinstance(n, ast.AugAssign):
                 targets.append(n.target)
             elif isinstance(n, ast.Call):
-                if n.args and text_of(n.func) in _WRITING_CALLS:
+                writing = _WRITING_CALLS | _OWNED_WRITES if owned else _WRITING_CALLS
+                if n.args and text_of(n.func) in writing:
                     targets.append(n.args[0])
                 if isinstance(n.func, ast.Attribute) and n.func.attr in _WRITING_METHODS:
                     targets.append(n.func.value)
