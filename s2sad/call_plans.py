@@ -39,6 +39,36 @@ def signature_key(args) -> tuple | None:
         return None
 
 
+class NotPlain(Exception):
+    """(raised by `_walk` at a value that is neither plain nor a dict, list or tuple)"""
+
+
+def tree_key(args, plain) -> tuple | None:
+    """The key of positional arguments that are `plain` values (arrays, numbers) or dicts, lists
+    and tuples of them, at any depth, and their leaves in order: the key is each container's
+    structure (its type, a dict's keys in order) with `signature_key` of the leaves; None for
+    anything else (a user's object, a function, a string: `_bind` decides each call)."""
+    leaves = []
+    try:
+        structure = tuple([_walk(a, leaves, plain) for a in args])
+    except NotPlain:
+        return None
+    kinds = signature_key(leaves)
+    return None if kinds is None else ((structure, kinds), leaves)
+
+
+def _walk(value, leaves: list, plain):
+    cls = type(value)
+    if cls in plain:
+        leaves.append(value)
+        return None
+    if cls is dict:
+        return (tuple(value), tuple([_walk(v, leaves, plain) for v in value.values()]))
+    if cls is list or cls is tuple:
+        return (cls, tuple([_walk(v, leaves, plain) for v in value]))
+    raise NotPlain
+
+
 ANEW = object()  # (what a planned call returns where its plan no longer serves: decided anew)
 
 
@@ -81,7 +111,7 @@ class Plan:
     @classmethod
     def made(cls, namespace, dispatcher, args) -> "Plan | None":
         """The plan of a call that ran `dispatcher` on `args`; None where its signature cannot
-        be found or its result type is one a plan does not retype (a tuple in a tuple)."""
+        be found."""
         try:
             return cls(namespace, dispatcher, args)
         except Exception:  # noqa: BLE001  (then each call decides, as before plans)

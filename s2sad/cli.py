@@ -95,12 +95,12 @@ def emit_text(spec: str, wrt_names, mode: str, jit: bool = False) -> str:
 def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | None:
     """The module for a function taking parameter trees, specialized on the structure of its
     module's example arguments (`inputs(rng)[name]`): the generated function takes the leaves,
-    and a wrapper of the function's name takes the trees whole (grad without jit). None for a
-    function whose example arguments hold no tree. A method (`Model.loss`) takes its object as
-    `self`, a tree of its attributes."""
+    and a wrapper of the function's name takes the trees whole (grad, with or without --jit).
+    None for a function whose example arguments hold no tree. A method (`Model.loss`) takes its
+    object as `self`, a tree of its attributes."""
     module = sys.modules.get(func.__module__)
     example = getattr(module, "inputs", None)
-    if example is None or mode != "grad" or jit:
+    if example is None or mode != "grad":
         return None
     args = example(np.random.default_rng(0)).get(spec.rpartition(":")[2])
     if args is None:
@@ -114,7 +114,7 @@ def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | Non
         )
     if not bound.trees:
         return None
-    compiled = transform(transformed.func, bound.wrt, mode, None, False, bound.trees)
+    compiled = transform(transformed.func, bound.wrt, mode, None, jit, bound.trees)
     inner = f"{compiled.name}_leaves"
     params = list(inspect.signature(func).parameters)
     wrapper = wrapper_source(
@@ -123,7 +123,9 @@ def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | Non
     if wrapper is None:
         raise CLIError(f"{spec}: s2sad emit spells only dicts, lists and tuples of arrays")
     origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
-    text = standalone_module(compiled, func, mode, bound.wrt, __version__, origin)
+    # (with --jit, the one `def {compiled.name}(` is the plain function calling the compiled one)
+    emit = jit_module if jit else standalone_module
+    text = emit(compiled, func, mode, bound.wrt, __version__, origin)
     text = text.replace(f"def {compiled.name}(", f"def {inner}(", 1)
     return format_source(text + "\n\n" + wrapper)
 

@@ -4,6 +4,7 @@ mode's errors (a note naming the user's line, `user_lines`) read it here."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import linecache
 import re
@@ -94,3 +95,29 @@ def comment_above(lines: list, at: int) -> str | None:
         if text.strip().startswith("# line "):
             return text.strip()[2:]
     return None
+
+
+_ARGUMENT = re.compile(r"^(?:- )?argument (\d+): ")
+_SCOPES = {"global": "the global", "closure": "the enclosing function's variable"}
+
+
+def argument_in_user_terms(reason: str, compiled, name: str) -> str:
+    """Numba's `argument 1: Cannot determine Numba type of ...` with the argument named: a
+    value the code reads from the user's scope (a global object of the user's class, passed in
+    as the generated function's data parameter) by its name and the first line reading it; a
+    parameter by its name."""
+    found = _ARGUMENT.match(reason)
+    tree = ast.parse(compiled.code) if found else None
+    func = next((n for n in getattr(tree, "body", ()) if getattr(n, "name", None) == name), None)
+    if func is None or int(found.group(1)) >= len(func.args.args):
+        return reason
+    param, told = func.args.args[int(found.group(1))].arg, reason[found.end() :]
+    spec = compiled.data_specs[compiled.data.index(param)] if param in compiled.data else None
+    if spec is None or spec[1] not in _SCOPES or not isinstance(spec[2], str):
+        return f"argument '{param}': {told}"
+    shown = ".".join([spec[2], *map(str, spec[3])])
+    named = re.compile(rf"\b{re.escape(spec[2])}\b")  # the first user line reading it
+    said = (comment_parts(t) for t in compiled.code.splitlines())
+    parts = next((p for p in said if p and named.search(p[1])), None)
+    where = f", read at {parts[0]} (`{parts[1]}`)" if parts else ""
+    return f"{_SCOPES[spec[1]]} `{shown}`{where}: {told}"

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import linecache
-import re
 
 import numpy as np
 
 from .compiled_jacobian import WholeJacobians
 from .compose import composable
-from .errors import NonScalarOutputError, S2SADError
+from .errors import NonScalarOutputError, NoRuleError, S2SADError
+from .hessian_messages import in_users_terms
 from .input_checks import refuse_complex
 from .jit import Jitted
 from .keywords import caller, refuse
@@ -50,11 +49,27 @@ class Jacobian:
         self.last = None  # (mode, ranks, wrt, trees, functions passed) of the last call
         self.per_basis_mode = mode  # unbatched (and jitted): the sweeps the last call ran
         self._out_shapes: dict = {}  # argument shapes -> output shape seen, to pick a mode
+        # the default's mode whose transform met an op without a rule in it (a function given
+        # only a vjp rule has no tangent rule): the other runs from then on; and the one tried
+        self.refused = self.trying = None
         # jitted: the whole Jacobian compiled for each kind of arguments it is called with often
         self._whole = WholeJacobians(self.wrt_tuple, on=bool(jit))
         functools.update_wrapper(self, f)
 
     def __call__(self, *args, **kwargs):
+        try:
+            return self._call(args, kwargs)
+        except NoRuleError as exc:
+            if self.mode is not None or self.refused is not None or self.trying is None:
+                raise  # (mode="forward" given: its message says to use mode="reverse")
+            self.refused, first = self.trying, exc
+        try:
+            return self._call(args, kwargs)
+        except NoRuleError:  # (neither mode has a rule: the first refusal, as before)
+            self.refused = None
+            raise first from None
+
+    def _call(self, args, kwargs):
         if kwargs:  # the same call by position, which the compiled paths take
             args, kwargs = self._by_position(args, kwargs)
         fast = self._whole.last
@@ -76,11 +91,15 @@ class Jacobian:
         mode, ran = self.mode, None
         if mode is None:
             key = _shapes_key(bound)
-            if key not in self._out_shapes:
+            if key not in self._out_shapes and self.refused is None:
+                self.trying = "reverse"
                 ran = self._reverse_primal(bound, ranks)  # the output's size decides
                 self._out_shapes[key] = sum(np.size(o) for o in ran[0])
-            mode = "forward" if n_in <= self._out_shapes[key] else "reverse"
+            mode = _OTHER.get(self.refused) or (
+                "forward" if n_in <= self._out_shapes[key] else "reverse"
+            )
         self.last = (mode, ranks, bound.wrt, bound.trees, bound.passed)
+        self.trying = mode
         if mode == "reverse":
             outs, pullback, compiled = ran or self._reverse_primal(bound, ranks)
             sizes = [np.size(o) for o in outs]
@@ -165,26 +184,30 @@ class Jacobian:
             items = result if self.wrt_tuple else (result,)
             return [leaf for item in items for leaf in flatten(item)[1]]
 
+        only = self.mode or _OTHER.get(self.refused)  # (the one mode to run, if any)
         if self.backward.jit and bound.plain:
-            if self.mode != "forward":
+            if only != "forward":
+                self.trying = "reverse"
                 rows = self._compiled_rows(bound, inputs, (args, kwargs))
                 if rows is not None:
                     self.per_basis_mode = "reverse"
                     return rows
-            if self.mode != "reverse":
+            if only != "reverse":
+                self.trying = "forward"
                 columns = self._compiled_columns(bound, inputs, (args, kwargs))
                 if columns is not None:
                     self.per_basis_mode = "forward"
                     return columns
-        if self.mode == "forward":  # never the reverse transform: it may refuse what jvp follows
+        self.trying = only or "reverse"
+        if only == "forward":  # never the reverse transform: it may refuse what jvp follows
             zeros = [np.zeros(np.shape(x)) for x in inputs]
             out = forward(*args, tangent=given(zeros), **kwargs)[0]
         else:
             out, pullback = backward(*args, **kwargs)
         d, outs = flatten(out)  # a tuple or tree output: a Jacobian per leaf, in its structure
         n_in = sum(np.size(x) for x in inputs)
-        chosen = self.mode or ("forward" if n_in <= sum(np.size(o) for o in outs) else "reverse")
-        self.per_basis_mode = chosen
+        chosen = only or ("forward" if n_in <= sum(np.size(o) for o in outs) else "reverse")
+        self.per_basis_mode = self.trying = chosen
         per_output = []
         if chosen == "reverse":
             zeros = [np.zeros(np.shape(o)) for o in outs]
@@ -230,7 +253,7 @@ class Jacobian:
         if self._falls_back(compiled, compiled.name, (*bound.arguments.values(), *values)):
             return self._batched_instead(given)
         n_in = sum(np.size(x) for x in inputs)
-        if self.mode is None and n_in <= np.size(out):
+        if self.mode is None and self.refused is None and n_in <= np.size(out):
             return None
         sweep = compiled.name + "_sweep"
         blocks = [np.empty((np.size(out), np.size(x))) for x in inputs]
@@ -282,7 +305,8 @@ class Jacobian:
                     if self._falls_back(compiled, compiled.name, called):
                         return self._batched_instead(given)
                     if columns is None:
-                        if self.mode is None and offsets[-1] > np.size(out):
+                        cheaper = offsets[-1] > np.size(out)  # (reverse mode's rows)
+                        if self.mode is None and self.refused is None and cheaper:
                             return None
                         refuse_complex(dot, "tangent")  # every column has the first one's types
                         columns, first = np.empty((np.size(out), offsets[-1])), dot
@@ -321,7 +345,7 @@ class Jacobian:
             fast = self._whole.last
             if args or kwargs:  # the sweeps such a call runs: the mode its sizes pick
                 bound = self.backward._bind(args, kwargs)
-                mode = self.mode
+                mode = self.mode or _OTHER.get(self.refused)
                 if mode is None:
                     n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
                     out = self.backward.target.original(*args, **kwargs)
@@ -342,7 +366,8 @@ class Jacobian:
         if args or kwargs:
             bound = self.backward._bind(args, kwargs)
             ranks = tuple((n, rank_of_argument(v)) for n, v in bound.arguments.items())
-            wrt, trees, passed, mode = bound.wrt, bound.trees, bound.passed, self.mode
+            wrt, trees, passed = bound.wrt, bound.trees, bound.passed
+            mode = self.mode or _OTHER.get(self.refused)
             if mode is None:
                 outs = self._reverse_primal(bound, ranks)[0]
                 n_in = sum(np.size(bound.arguments[n]) for n in bound.wrt)
@@ -356,6 +381,9 @@ class Jacobian:
 
     def __repr__(self):
         return f"<s2sad.jacobian of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
+
+
+_OTHER = {"forward": "reverse", "reverse": "forward"}
 
 
 def _one(values: tuple, compiled):
@@ -473,7 +501,7 @@ class Hessian:
             generated = generic[0]
             return second(*generic)
         except S2SADError as exc:
-            raise _in_users_terms(exc, generated, self.__wrapped__) from None
+            raise in_users_terms(exc, generated, self.__wrapped__) from None
 
     def _second(self, args, kwargs):
         """The bound arguments, the user's data values the gradient code takes after them, and
@@ -542,46 +570,6 @@ class Hessian:
         if not (args or kwargs):
             raise S2SADError("pass the arguments: the gradient code depends on their ranks")
         return self._second(args, kwargs)[3][0].source
-
-
-def _in_users_terms(exc: S2SADError, generated, f) -> S2SADError:
-    """A refusal met in s2sad's own gradient code, restated at the user's line it came from:
-    the generated names in it are nothing the user can change."""
-    if not str(exc.file or "").startswith("<s2sad ") or exc.line is None:
-        return exc
-    try:
-        lines = inspect.getsource(generated).splitlines()[: exc.line]
-        code = f.__code__
-    except (OSError, TypeError, AttributeError):
-        return exc
-    line, source = code.co_firstlineno, None
-    for text in reversed(lines):  # the `# line N: <source>` comment heading the block
-        found = _LINE_COMMENT.match(text)
-        if found:
-            source = found.group(2)
-            user = "".join(linecache.getline(code.co_filename, int(found.group(1))).split())
-            if user.startswith("".join(source.split())[:16]):  # (not a helper's other file)
-                line = int(found.group(1))
-            break
-    what = exc.what.splitlines()[0] if exc.what else type(exc).__name__
-    return type(exc)(
-        f"s2sad.hessian({f.__qualname__}) cannot apply forward mode to the gradient code s2sad "
-        f"writes for this line: {what}",
-        file=code.co_filename,
-        line=line,
-        source=source,
-        hint=(
-            exc.hint
-            if what.startswith("no third derivatives")  # f calls a gradient s2sad made
-            else "forward mode does not read all of s2sad's own gradient code yet (loops writing "
-            "array elements are where it stops most often); take central differences of "
-            "s2sad.grad(f) instead: (grad(x + h*e) - grad(x - h*e)) / (2*h) for each basis "
-            "direction e"
-        ),
-    )
-
-
-_LINE_COMMENT = re.compile(r"\s*# line (\d+): (.*)$")
 
 
 def _keywords(bound, names: dict) -> dict:

@@ -56,6 +56,8 @@ from .numba_failures import (
 )
 from .pipeline.bounds import without_index_checks
 from .pipeline.names import defined_functions
+from .generated_lines import argument_in_user_terms
+from .serial_loops import serial_warning
 from .workspace import Pool, pooling, rewritten
 from .mask_checks import with_mask_checks
 
@@ -266,6 +268,7 @@ class Jitted:
         with _LOAD_LOCK:
             if compiled.jitted is None:
                 compiled.jitted = cls(compiled)
+                serial_warning(compiled)  # (parallel=True where no loop runs on threads)
             return compiled.jitted
 
     def __call__(self, args, strict: bool, name: str | None = None, what=None, key=None):
@@ -493,6 +496,7 @@ class Jitted:
             or no_numba_form(failed, self.compiled.source)
             or numba_reason(failed, self.compiled.source)
         )
+        reason = argument_in_user_terms(reason, self.compiled, name)  # (`argument 1: ...`)
         callee = user_callee(failed, self.compiled.globals)  # (a rule of the user's: in Python)
         reason = f"{callee} does not compile with Numba: {reason}" if callee else reason
         message = f"Numba cannot compile {what or name}: {reason}"

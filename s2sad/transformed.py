@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from .errors import S2SADError, SeedShapeError
-from .call_plans import ANEW, Deferred, keep, signature_key
+from .call_plans import ANEW, Deferred, keep, signature_key, tree_key
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .generated_lines import user_lines
@@ -120,6 +120,7 @@ class Transformed:
         self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
         self._plans = {}  # signature_key -> what a jitted call by position decided (_planned)
+        self._value_dtypes = {}  # kinds of arguments -> Python mode's dtype of the value (_value)
         self._what = Deferred(self.jit_label)
         self._pullback_what = Deferred(lambda: f"the pullback of {self.jit_label()}")
         self.last_ranks = None
@@ -272,10 +273,14 @@ class Transformed:
 
     def _call(self, args, kwargs):
         if self._plans and not kwargs:
-            key = signature_key(args)
+            key, leaves = signature_key(args), args
             plan = self._plans.get(key)
+            if plan is None and self._tree_plans:  # (trees: planned by structure and leaves)
+                found = tree_key(args, _PLAIN)
+                if found is not None:
+                    (key, leaves), plan = found, self._plans.get(found[0])
             if plan is not None:
-                result = self._planned(plan, args, key)
+                result = self._planned(plan, leaves, key, args)
                 if result is not ANEW:
                     return result
         bound = self._bind(args, kwargs)
@@ -296,37 +301,82 @@ class Transformed:
             self._keep_plan(compiled, args, bound)
         if self.jit and self.mode == "grad":
             return self._finish(result[1], bound)
+        if self.mode == "value_and_grad" and self.jit:
+            given = (*bound.arguments.values(), *values)
+            return self._value(result[0], given, args, kwargs), self._finish(result[1], bound)
         if self.mode == "value_and_grad":
             return result[0], self._finish(result[1], bound)
         return self._finish(result, bound)
 
     def _keep_plan(self, compiled, args, bound) -> None:
-        """The transform a jitted grad or value_and_grad chose for plain values (arrays, numbers:
-        never trees) passed by position, which it writes into none of: kept for `_planned`."""
-        plain = bound.positional is not None and all(type(a) in _PLAIN for a in args)
-        if not plain or compiled.written or compiled.jitted is None:
+        """The transform a jitted grad or value_and_grad chose for plain values (arrays, numbers)
+        passed by position, which it writes into none of: kept for `_planned`. Dicts, lists
+        and tuples of them too, by structure and leaves (`tree_key`), where the generated
+        function took exactly those leaves in that order (a tuple `_bind` did not flatten, a
+        constant of the transform, makes no plan)."""
+        if compiled.written or compiled.jitted is None or self._positional is None:
             return
-        wrt = tuple(self._positional.index(n) for n in self.wrt)
-        plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last)
-        keep(self._plans, signature_key(args), plan)
+        if bound.positional is not None and all(type(a) in _PLAIN for a in args):
+            wrt = tuple(self._positional.index(n) for n in self.wrt)
+            plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last, None)
+            keep(self._plans, signature_key(args), plan)
+            return
+        found = tree_key(args, _PLAIN) if len(args) == len(self._positional) else None
+        names = list(bound.arguments)
+        if found is None or len(found[1]) != len(names):
+            return
+        if any(a is not b for a, b in zip(found[1], bound.arguments.values())):
+            return
+        wrt = tuple(names.index(n) for n in bound.wrt)
+        template = bound.copy_with({})  # (its trees and layout: regroup's)
+        plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last, template)
+        keep(self._plans, found[0], plan)
+        self._tree_plans = True
 
-    def _planned(self, plan, args, key):
+    _tree_plans = False  # (whether a plan of trees was kept: calls with trees look them up)
+
+    def _planned(self, plan, args, key, call):
         """A call with the kinds (`key`: they fix `_bind`'s checks and the ranks) of a kept one:
-        its transform run with the data read now, as `_call` (ANEW where what it read changed)."""
-        compiled, code, wrt, ranks, last = plan
+        its transform run with the data read now, as `_call` (ANEW where what it read changed).
+        `args`: the generated function's (a tree's leaves, for a plan of trees); `call`: the
+        call's own."""
+        compiled, code, wrt, ranks, last, template = plan
         if compiled.rules_version != VERSION[0] or self.func.__code__ is not code:
             return ANEW
         values = compiled.read(self.func, None)
         if values is None:
             return ANEW
         self.last_ranks, self._last = ranks, last
-        key = None if values else key  # (the data's kinds too: the Jitted finds them)
-        result = compiled.jitted(args + values, self.jit == "strict", None, self._what, key)
+        args = tuple(args)
+        jitted_key = None if values else key[1] if template is not None else key
+        result = compiled.jitted(args + values, self.jit == "strict", None, self._what, jitted_key)
         grad_seed(result[0])  # (as _call: the output's kind refused as Python mode does)
         grads = result[1] if len(wrt) > 1 else (result[1],)
         out = _owned(grads, [args[i] for i in wrt], list(args))
+        if template is not None:
+            out = template.regroup(out)
         out = tuple(out) if self.wrt_tuple else out[0]
-        return (result[0], out) if self.mode == "value_and_grad" else out
+        if self.mode == "grad":
+            return out
+        return self._value(result[0], args + values, call, {}), out
+
+    def _value(self, value, given, args, kwargs):
+        """A jitted value that is a number, in the dtype Python mode gives it: Numba types a
+        Python float as float64, so float32 meeting one (`e = 0.0` then `e + r2`, `4.0 * eps`)
+        comes back float64 where NumPy 2 keeps float32. Where float32 is among the inputs and
+        the value is float64, the function runs once per kind of arguments to learn its dtype
+        (as JVPTransformed's `_in_python_dtypes`)."""
+        if type(value) is not np.float64 or not _any_dtype(given, _NARROW):
+            return value
+        key = tuple(_kind(v) for v in given)
+        if key not in self._value_dtypes:
+            try:
+                ran = self.target.original(*args, **kwargs)
+            except Exception:  # noqa: BLE001  (what Numba gave is kept)
+                ran = None
+            ran = ran[0] if self.has_aux and isinstance(ran, tuple) else ran
+            self._value_dtypes[key] = ran.dtype if isinstance(ran, np.generic) else None
+        return _cast_to(value, self._value_dtypes[key])
 
     def __repr__(self):
         return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"

@@ -367,3 +367,19 @@ def test_emitted_jit_module_reduces_values_of_unknown_rank(tmp_path):
             up, down = ((x + step, v), (x - step, v)) if k == 0 else ((x, v + step), (x, v - step))
             fd[i] = (reductions_of_unknown_rank(*up) - reductions_of_unknown_rank(*down)) / 2e-6
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_emitted_jit_module_of_a_function_taking_a_dict_reads_inputs(tmp_path):
+    """`emit --jit` of a function taking a dict of parameters specializes on the file's
+    `inputs(rng)`, as emit without --jit does (it refused, asking for those very inputs): the
+    compiled function takes the leaves and a plain one of the function's name the dict. (Not
+    imported here: Numba's compile of it costs seconds; the wrapper is the one the module
+    without --jit has, whose numbers tests above check.)"""
+    text = cli.emit_text(f"{EXAMPLES / 'mlp_dict.py'}:loss", ["params"], "grad", jit=True)
+    assert "_grad_loss_jit = njit(" in text
+    assert "def grad_loss_leaves(params_W0, params_b0, params_W1, params_b1, x, y):" in text
+    assert "def grad_loss(params, x, y):" in text
+    call = 'grad_loss_leaves(params["W0"], params["b0"], params["W1"], params["b1"], x, y)'
+    assert f"grads = {call}" in text
+    assert 'return {"W0": grads[0], "b0": grads[1], "W1": grads[2], "b1": grads[3]}' in text
+    compile(text, "mlp_dict_jit.py", "exec")

@@ -611,8 +611,25 @@ def test_register_vjp_with_two_cotangents():
 
 
 def test_forward_mode_through_a_custom_vjp_is_refused_clearly():
-    with pytest.raises(s2sad.NoRuleError, match="forward-mode"):
+    with pytest.raises(s2sad.NoRuleError, match="forward-mode") as caught:
         s2sad.jacobian(uses_softplus, mode="forward")(normal(3))
+    assert "s2sad.jacobian(f, mode='reverse')" in caught.value.hint
+
+
+def test_the_default_mode_takes_reverse_where_forward_has_no_rule():
+    """Equal sizes pick forward mode, which has no rule for a function given only a vjp rule:
+    the default runs reverse mode instead (batched and per basis, from the first call on);
+    a Hessian, forward over reverse, says so and what to do."""
+    x = normal(3)
+    expected = fd_jacobian(uses_softplus, (x,), 0)
+    for batched in (True, False):
+        jac = s2sad.jacobian(uses_softplus, batched=batched)
+        for _ in range(2):
+            np.testing.assert_allclose(jac(x), expected, rtol=1e-6, atol=1e-6)
+        assert jac.refused == "forward"
+    with pytest.raises(s2sad.NoRuleError, match="no forward-mode") as caught:
+        s2sad.hessian(lambda x: np.sum(uses_softplus(x)))(x)
+    assert "register_vjp" in caught.value.hint and "central differences" in caught.value.hint
 
 
 def test_every_builtin_rule_is_vectorized():

@@ -352,3 +352,34 @@ def test_float64_numbers_meeting_float32_arrays_stay_float64(jit):
         expected, (eu, ek) = s2sad.value_and_grad(scaled, wrt=(0, 1))(u, k)
         assert value == pytest.approx(float(expected), rel=1e-12)
         assert float(dk) == pytest.approx(float(ek), rel=1e-12)
+
+
+def pair_energy(pos, eps, rc2):
+    """Lennard-Jones-like: a float64 accumulator (`e = 0.0`) a float32 loop adds into, Python
+    floats meeting float32 numbers (`4.0 * eps`): Numba's value is float64, NumPy's float32."""
+    e = 0.0
+    for i in range(pos.shape[0]):
+        for j in range(i + 1, pos.shape[0]):
+            d = pos[i] - pos[j]
+            r2 = np.sum(d * d)
+            if r2 < rc2:
+                e = e + 4.0 * eps * (1.0 / r2**3 - 1.0 / r2**6 * 0.5)
+    return e
+
+
+def test_a_jitted_value_and_grad_has_python_modes_dtypes():
+    """value_and_grad's value of float32 inputs is float32 in every mode, as Python mode's
+    (learnt once per kind of arguments from the function, so a function widening to float64
+    itself keeps its float64 value), its gradient float32."""
+    pos = (1.1 * np.arange(12.0).reshape(4, 3) % 2.3 + rng().normal(size=(4, 3)) * 0.1).astype(
+        np.float32
+    )
+    e_value, e_g = s2sad.value_and_grad(pair_energy)(pos, 1.0, 6.25)
+    assert type(e_value) is np.float32 and e_g.dtype == np.float32
+    for jit in (True, "strict"):
+        transformed = s2sad.value_and_grad(pair_energy, jit=jit)
+        for _ in range(2):  # the first call learns the dtype, the second runs the plan
+            value, g = transformed(pos, 1.0, 6.25)
+            assert type(value) is np.float32 and g.dtype == np.float32
+            close32(value, e_value)
+            close32(g, e_g)

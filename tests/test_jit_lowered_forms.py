@@ -102,3 +102,29 @@ def test_joins_of_mixed_ranks_and_numbers_appended_compile():
     fd = [fd_grad(grown, (a, b), k) for k in (0, 1)]
     for g, f in zip(got, fd):
         np.testing.assert_allclose(g, f, rtol=1e-6, atol=1e-8)
+
+
+def summed_and_first(u, k):
+    v = np.linalg.solve(np.eye(5) * k, u)
+    return np.array([np.sum(v), v[0]])  # numbers of ranks not known when lowered
+
+
+def test_an_array_of_numbers_of_unknown_rank_compiles():
+    """`np.array([np.sum(v), v[0]])` is lowered to `np.stack` of operands whose ranks the
+    lowering does not know (v is a solve's): `stack_operands` makes a vector of numbers where
+    Numba's np.stack takes arrays only; the Jacobian is Python mode's and central differences'
+    (forward mode only: reverse mode's primal is the same lowered code, and a compile costs
+    seconds)."""
+    from s2sad.numba_helpers import stack_operands
+
+    compiled = numba.njit(lambda a, b: stack_operands((a, b)))
+    assert compiled(1.5, 2).dtype == np.float64 and list(compiled(1.5, 2)) == [1.5, 2.0]
+    np.testing.assert_array_equal(compiled(np.ones(2), np.zeros(2)), [[1, 1], [0, 0]])
+    u, k = np.arange(1.0, 6.0), 2.0
+    want = s2sad.jacobian(summed_and_first, wrt=(0, 1), mode="reverse")(u, k)
+    fd = [fd_grad(lambda u, k: summed_and_first(u, k) @ [1.0, 0.5], (u, k), i) for i in (0, 1)]
+    np.testing.assert_allclose(want[0].T @ [1.0, 0.5], fd[0], rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(want[1] @ [1.0, 0.5], fd[1], rtol=1e-6, atol=1e-8)
+    got = s2sad.jacobian(summed_and_first, wrt=(0, 1), mode="forward", jit="strict")(u, k)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)

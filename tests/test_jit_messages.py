@@ -340,3 +340,30 @@ def test_a_helper_without_a_numba_form_in_an_inlined_function_names_its_line():
     assert user_line(source.splitlines(), 5) == (
         'line 13 of attention (`v = np.einsum("btd,de->bte", x, w)`)'
     )
+
+
+class Spring:
+    def __init__(self, k):
+        self.k = k
+
+    def pot(self, x):
+        return 0.5 * self.k * np.sum(x * x)
+
+
+SPRING = Spring(3.0)
+
+
+def with_a_global_spring(x):
+    return SPRING.pot(x) + np.sum(x)
+
+
+def test_a_global_object_numba_cannot_type_is_named_with_its_line():
+    """A global of the user's class reaches the generated function as a parameter of its own:
+    Numba's `argument 1: Cannot determine Numba type` is told as the global and the user's
+    line reading it (the function has no argument 1)."""
+    with pytest.raises(JitError) as caught:
+        s2sad.grad(with_a_global_spring, jit="strict")(np.ones(3))
+    line = with_a_global_spring.__code__.co_firstlineno + 1
+    said = str(caught.value)
+    assert f"the global `SPRING`, read at line {line} (`return SPRING.pot(x)" in said, said
+    assert "argument 1" not in said and "Spring" in said

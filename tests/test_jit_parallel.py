@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.serial_loops import SerialLoopsWarning
 from conftest import check_grad, check_jvp, check_vjp
 from s2sad.errors import S2SADError, UnsupportedSyntaxError
 
@@ -168,11 +169,22 @@ def test_grad_equals_python_mode_and_finite_differences(f, args, wrt, threaded):
     check_grad(f, args, wrt=wrt)
     expected = s2sad.grad(f, wrt=wrt)(*args)
     g = s2sad.grad(f, wrt=wrt, jit="strict", parallel=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g(*args)  # (the first call: where no loop runs on threads, one warning says why)
+    serial = [w for w in caught if issubclass(w.category, SerialLoopsWarning)]
+    assert len(serial) == (not threaded), [str(w.message) for w in caught]
+    if f is array_sum:  # the first loop's line and reason
+        line = array_sum.__code__.co_firstlineno + 3
+        assert f"line {line}: its adjoint reads values of each iteration from a tape" in str(
+            serial[0].message
+        )
     for got in _on_threads((numba.config.NUMBA_NUM_THREADS, 1), lambda: g(*args)):
         for a, b, x in zip(got, expected, (args[k] for k in wrt)):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
             assert np.shape(a) == np.shape(x)
     source = s2sad.source(g)
+    assert ("no loop runs on threads" in source) == (not threaded)
     primal, adjoint = source.split("# adjoint sweep")
     assert ("prange(" in primal) == threaded, source
     assert ("prange(" in adjoint) == threaded, source

@@ -109,3 +109,53 @@ def test_gradients_of_several_wrt_are_planned_numbers_retyped(tmp_path, monkeypa
         np.testing.assert_allclose(gx, wx, rtol=1e-6)
     jitted = {id(plan[0].jitted): plan[0].jitted for plan in vg._plans.values()}
     assert sum(len(j.plans) for j in jitted.values()) == 1  # kept, not made at each call
+
+
+def dict_loss(p, x):
+    return np.sum((x @ p["W"] + p["b"]) ** 2)
+
+
+def test_a_dict_of_parameters_is_planned_by_its_structure_and_leaves(monkeypatch):
+    """A jitted grad taking a dict runs its plan from the second call (no `_bind`, no Numba
+    typing: 281 µs a call against 110 µs with the leaves as arguments, before), with the
+    gradients right for the values passed at each call and the caller's own."""
+    rng = np.random.default_rng(0)
+    jitted, python = s2sad.grad(dict_loss, jit="strict"), s2sad.grad(dict_loss)
+    p, x = {"W": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}, rng.normal(size=3)
+    first = jitted(p, x)
+    monkeypatch.setattr(jitted, "_bind", None)  # a planned call binds nothing
+    for k in range(3):
+        p = {"W": rng.normal(size=(3, 2)), "b": rng.normal(size=2)}
+        got, want = jitted(p, x), python(p, x)
+        assert list(got) == ["W", "b"] and type(first) is dict
+        for name in p:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-12, atol=1e-12)
+            assert got[name].dtype == p[name].dtype and not np.shares_memory(got[name], p[name])
+
+
+def test_a_trees_plan_key_tells_structures_and_kinds_apart():
+    """`tree_key`: the key a plan of trees is kept under, which tells apart what makes another
+    transform or compile (a dict's keys and their order, a list from a tuple, a leaf's dtype or
+    rank), and is None for anything but plain values in dicts, lists and tuples."""
+    from s2sad.call_plans import tree_key, use_fingerprint
+    from s2sad.transformed import _PLAIN
+
+    pytest.importorskip("numba")
+    use_fingerprint()
+    a, b = np.ones(2), np.ones((2, 2))
+    key, leaves = tree_key(({"W": a, "b": b}, 1.0), _PLAIN)
+    assert leaves[0] is a and leaves[1] is b and leaves[2] == 1.0
+    assert tree_key(({"W": np.zeros(2), "b": b}, 2.0), _PLAIN)[0] == key
+    others = [
+        ({"b": b, "W": a}, 1.0),
+        ({"W": a, "c": b}, 1.0),
+        ({"W": a.astype(np.float32), "b": b}, 1.0),
+        ({"W": b, "b": b}, 1.0),
+        ({"W": a, "b": b}, np.ones(1)),
+        ([a, b], 1.0),
+        ((a, b), 1.0),
+    ]
+    keys = {tree_key(args, _PLAIN)[0] for args in others}
+    assert len(keys) == len(others) and key not in keys
+    for args in (({"W": a, "b": "x"},), (object(),), ({"f": np.sin},)):
+        assert tree_key(args, _PLAIN) is None

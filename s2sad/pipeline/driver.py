@@ -222,7 +222,8 @@ def _forward_mode(
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
             threads_taken = primal_names | names_mentioned(body + outputs) | norm.taken
             params = list(norm.params) + list(tangents_in)
-            body = Threads(threads_taken, rank_of).primal(body, params)
+            threads = Threads(threads_taken, rank_of)
+            body = threads.primal(body, params)
         # (after threads: a reduction on threads is told by its own pattern, parallel.py)
         body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
         indexed = numba_checks = indexes_by_integers(body)
@@ -238,6 +239,8 @@ def _forward_mode(
     data = list(resolver.reads.data.values())
     args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
     unfused = emit_jvp(*args, jit=jit)
+    if jit and parallel:  # (where no loop runs on threads, why: the first call warns)
+        unfused = threads.noted(unfused)
     if fused is body:
         return unfused, name, unfused, indexed, numba_checks
     return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused, indexed, numba_checks
@@ -377,6 +380,8 @@ def _reverse_mode(
             [plain], unplaced = index_checks([plain], shapes.of, shapes.kind, {}, bound)
             numba_checks = numba_checks or unplaced
     source = emitted(primal, adjoint, plain)
+    if parallel:  # (where no loop runs on threads, why: the first call warns)
+        source = threads.noted(source)
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source, indexed, numba_checks
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one

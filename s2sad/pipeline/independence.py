@@ -121,7 +121,12 @@ class _Accesses:
             self.hazard = f"`{ast.unparse(call)}` writes into its `out=`"
         elif isinstance(call.func, ast.Attribute) and name in _WRITING_METHODS:
             base = call.func.value
-            if not (isinstance(base, ast.Name) and base.id in ("np", "math")):
+            if isinstance(base, ast.Name) and base.id.endswith("_tape") and name == "append":
+                self.hazard = (  # (tape.py's lists: a value of each iteration the adjoint reads)
+                    f"its adjoint reads values of each iteration from a tape ({base.id}), which "
+                    "one thread at a time may push onto"
+                )
+            elif not (isinstance(base, ast.Name) and base.id in ("np", "math")):
                 self.hazard = f"`{ast.unparse(call)}` writes into {ast.unparse(base)}"
         elif name in _WRITING_FUNCTIONS:
             self.hazard = f"`{ast.unparse(call)}` writes into its argument"

@@ -244,6 +244,15 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 and all(rank_of(e) == 0 for e in node.args[0].elts)
             ):  # of numbers (np.array([a, b]) of the user's code): Numba stacks only arrays
                 node.func = ast.parse("np.array", mode="eval").body
+            elif (
+                text == "np.stack"
+                and node.args
+                and isinstance(node.args[0], ast.List)
+                and all(k.arg == "axis" for k in node.keywords)
+                and any(rank_of(e) in (0, None) for e in node.args[0].elts)
+            ):  # of operands whose ranks are not all known: numbers or arrays, told by types
+                node.func = ast.Name("stack_operands", ast.Load())
+                node.args[0] = ast.Tuple(node.args[0].elts, ast.Load())
             elif text in _JOINS_OF_TUPLES and node.args and isinstance(node.args[0], ast.List):
                 # of arrays (or of values of ranks not known here, a loop's): Numba takes them
                 # as a tuple, as NumPy does; a list it refuses

@@ -14,6 +14,7 @@ serial. Consumes and produces the final statement lists (after lowering).
 from __future__ import annotations
 
 import ast
+import textwrap
 
 from .. import ir
 from ..astcopy import clone, walk_nodes
@@ -39,6 +40,7 @@ class Threads:
         self.names = NameAllocator(set(taken))
         self.rank_of = rank_of
         self.primal_keys: set = set()  # (user line, index) of the primal's prange loops
+        self.serial: list[str] = []  # why each primal loop stays serial ("line n: reason")
 
     def primal(self, stmts: list, params=(), tail=()) -> list:
         """`stmts` with their independent loops as prange loops (`tail`: code that runs after
@@ -56,7 +58,18 @@ class Threads:
                 self.rewrite(result, stmts)
                 if counts.get(key) == 1:
                     self.primal_keys.add(key)
+            else:
+                self.serial.append(f"{_line(loop)}{result}")
         return stmts
+
+    def noted(self, source: str) -> str:
+        """`source` with, where no loop in it runs on threads, a last comment saying so and why
+        (the first loop's reason): `s2sad.source` shows it, and the first call warns with it
+        (jit.py, `serial_warning`)."""
+        if not self.serial or "prange(" in source:
+            return source
+        said = f"{SERIAL} {self.serial[0]}"
+        return source + "\n" + textwrap.fill(said, 99, initial_indent="# ", subsequent_indent="# ")
 
     def adjoint(self, stmts: list) -> list:
         """The adjoint loops of the primal's prange loops, as prange loops where race-free."""
@@ -108,6 +121,18 @@ class Threads:
         block = _holding(stmts, loop)
         k = next(j for j, s in enumerate(block) if s is loop)
         block[k : k + 1] = before + [loop] + after
+
+
+# the note `noted` ends a source with where no loop runs on threads
+SERIAL = "parallel=True, but no loop runs on threads:"
+
+
+def _line(loop) -> str:
+    """ "line n: " of the user's line a loop came from, where known."""
+    src, parsed = ir.src(loop), ir.src_parsed(loop)
+    if src is None or parsed is None or not hasattr(src, "lineno"):
+        return ""
+    return f"line {src.lineno + parsed.line_offset}: "
 
 
 def _key(loop):

@@ -483,8 +483,10 @@ class Forward:
             NoRuleError,
             f"no forward-mode (jvp) rule for {what or op.what or 'this'}",
             ir.src(stmt),
-            hint="use an operation with a tangent rule (see "
-            "the `jvp=` of the op's entry in s2sad/rules/); custom_vjp rules have no tangent rule",
+            hint="use an operation with a tangent rule (see the `jvp=` of the op's entry in "
+            "s2sad/rules/); a function given only a reverse-mode rule (s2sad.register_vjp, "
+            "custom_vjp) has none: differentiate it in reverse mode (s2sad.grad, s2sad.vjp, "
+            "s2sad.jacobian(f, mode='reverse'))",
         )
 
 

@@ -15,6 +15,7 @@ from .registry import ELEMENTWISE, defvjp, linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+    from numba.np.numpy_support import as_dtype
 
 # ----------------------------------------------------------------------------- reshapes
 
@@ -297,6 +298,35 @@ def _stack_vjp(g, k, axis=0):
         return np.moveaxis(g, ax, 0)[k]
 
     return impl
+
+
+@helper
+def stack_operands(arrays, axis=0):
+    """`np.stack(arrays, axis)` in jitted code where the operands' ranks are not known when it
+    is lowered (pipeline/lower.py): Numba's np.stack takes arrays only, and the user's
+    `np.array([np.sum(v), k])` stacks numbers."""
+    return np.stack(arrays, axis=axis)
+
+
+@numba_of(stack_operands)
+def _stack_operands(arrays, axis=0):
+    if not isinstance(arrays, types.BaseTuple) or not all(
+        isinstance(t, (types.Number, types.Boolean)) for t in arrays.types
+    ):
+        return lambda arrays, axis=0: np.stack(arrays, axis)
+    # numbers: a vector of them, of their common type (axis can only be 0 or -1)
+    dtype = np.result_type(*(as_dtype(t) for t in arrays.types))
+    size = len(arrays.types)
+
+    def numbers(arrays, axis=0):
+        out = np.empty(size, dtype)
+        i = 0
+        for a in literal_unroll(arrays):
+            out[i] = a
+            i += 1
+        return out
+
+    return numbers
 
 
 @batched_helper
