@@ -60,3 +60,12 @@ def test_a_mask_of_another_shape_raises_numpys_index_error_compiled_too():
         read(X, W[:, :3] > 0.5)
     with pytest.raises(IndexError, match="boolean index did not match"):
         write(X.copy(), W[:, :3, 0] > 0.5)
+    # an integer index array of two axes goes through them too, compiled without Numba's
+    # checks: its entries are checked as NumPy checks them (negative ones from the end)
+    rows = np.array([[0, -1], [1, 2]])
+    np.testing.assert_array_equal(read(X, rows), X[rows])
+    for bad in (np.array([[0, 1], [len(X), 2]]), np.array([[0, -len(X) - 1], [1, 2]])):
+        with pytest.raises(IndexError):
+            read(X, bad)
+        with pytest.raises(IndexError):
+            write(X.copy(), bad)

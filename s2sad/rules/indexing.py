@@ -412,9 +412,29 @@ def _taken(a, m):
     return count
 
 
+@numba_jitable
+def _rows_in_range(m, n):
+    """IndexError where an entry of the integer array `m` is out of an axis of length `n`: the
+    code calling these helpers is compiled without Numba's checks (pipeline/bounds.py)."""
+    for v in m.flat:
+        if v < -n or v >= n:
+            raise IndexError("index is out of bounds")
+
+
+def _integer_array(m) -> bool:
+    return _array(m) and isinstance(m.dtype, types.Integer)
+
+
 @numba_of(masked)
 def _masked(a, m):
     k = _mask_axes(a, m)
+    if not k and _integer_array(m):
+
+        def gathered(a, m):
+            _rows_in_range(m, a.shape[0])
+            return a[m]
+
+        return gathered
     if not k:
         return lambda a, m: a[m]
 
@@ -433,6 +453,13 @@ def _masked(a, m):
 @numba_of(set_masked)
 def _set_masked(a, m, values):
     k = _mask_axes(a, m)
+    if not k and _integer_array(m):
+
+        def scattered(a, m, values):
+            _rows_in_range(m, a.shape[0])
+            a[m] = values
+
+        return scattered
     if not k:
 
         def plain(a, m, values):
