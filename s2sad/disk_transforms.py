@@ -174,7 +174,7 @@ def _key(func, options: tuple) -> str | None:
         sys.version,
         np.__version__,
         importlib.import_module("numba").__version__,
-        (driver._JIT_FORMS, driver._FUSE, driver._REUSE),
+        (driver._JIT_FORMS, driver._FUSE, driver._REUSE, driver.BOUNDSCHECK),
     )
     return repr((_LAYOUT, source, versions, options, func.__module__, func.__qualname__, digest))
 
@@ -257,6 +257,7 @@ def load(func, options: tuple):
         return None
     compiled.unfused_code = entry["unfused"]
     compiled.parallel = entry["parallel"]
+    compiled.slots, compiled.unfused_slots = entry.get("slots", {}), entry.get("unfused_slots", {})
     used(path)
     return compiled
 
@@ -317,4 +318,6 @@ def _entry(func, compiled, key: str) -> dict | None:
         "namespace": tuple(namespace),
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
+        "slots": dict(compiled.slots),
+        "unfused_slots": dict(compiled.unfused_slots),
     }

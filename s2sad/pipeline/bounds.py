@@ -15,6 +15,12 @@ index is a gather (benchmarks/boundscheck_side_by_side.py).
 from __future__ import annotations
 
 import ast
+import os
+
+# Numba checks the indices of the functions that index (and numba_forms.py their boolean masks'
+# shapes); S2SAD_BOUNDSCHECK=0 compiles without the checks. (Read once: the emitted text and a
+# module's text say which, so the two never share a module.)
+BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
 def indexes_by_integers(stmts: list) -> bool:
