@@ -77,6 +77,7 @@ def test_the_pass_pools_allocations_outside_loops_under_a_free_name():
             v = matmul_stacks(t, z)
         m = x.shape[0] - (k + 1)
         n = c - d
+        lanes = np.zeros(32)
         return matmul_stacks(t, z)
     """
     text, slots, forms, before, after = _forms(body, ranks={"c": 0})
@@ -89,7 +90,7 @@ def test_the_pass_pools_allocations_outside_loops_under_a_free_name():
         "if a.ndim:\n    v = pooled_subtract(workspace2, 2, a, workspace)\n"
         "else:\n    v = pooled_matmul(workspace2, 3, t, z)"
     )
-    assert text[4:] == [ast.unparse(s) for s in before[4:]]  # sizes, numbers, a return
+    assert text[4:] == [ast.unparse(s) for s in before[4:]]  # sizes, numbers, lanes, a return
     assert after[2] is before[2] and after[4] is before[4]  # (unchanged: not copied)
     assert ast.unparse(before[0]) == "t = np.empty(a.shape, a.dtype)"  # (a copy was changed)
 

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
+
+from ..rules.pools import POOLED_BYTES
 
 # allocations of generated code -> the helper taking a slot (rules/pools.py)
 _NUMPY = {"empty": "pooled", "zeros": "pooled_zeros"}
@@ -141,6 +144,8 @@ class NumbaForms:
         if found is None:
             return value
         helper, operands, dtype = found
+        if helper in _NUMPY.values() and _small(operands[0]):
+            return value  # (a few numbers: malloc's free lists serve it, no page to fault)
         if isinstance(value, ast.BinOp) and (
             _sizes(value) or 0 in (self.rank_of(value.left), self.rank_of(value.right))
         ):
@@ -172,6 +177,15 @@ def _allocation(call: ast.expr):
     if isinstance(f, ast.Name) and f.id in _HELPERS and len(call.args) == _HELPERS[f.id][1]:
         return _HELPERS[f.id][0], call.args, None
     return None
+
+
+def _small(shape: ast.expr) -> bool:
+    """A shape of literal lengths whose array is under POOLED_BYTES in any dtype (fusion's
+    lanes of partial sums: `np.zeros(32)`)."""
+    items = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+    if not all(isinstance(i, ast.Constant) and type(i.value) is int for i in items):
+        return False
+    return math.prod(i.value for i in items) * 16 < POOLED_BYTES
 
 
 def _sizes(node: ast.BinOp) -> bool:
