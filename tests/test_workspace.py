@@ -77,10 +77,11 @@ def test_the_pass_pools_allocations_outside_loops_under_a_free_name():
             v = matmul_stacks(t, z)
         m = x.shape[0] - (k + 1)
         n = c - d
+        e = p * q
         lanes = np.zeros(32)
         return matmul_stacks(t, z)
     """
-    text, slots, forms, before, after = _forms(body, ranks={"c": 0})
+    text, slots, forms, before, after = _forms(body, ranks={"a": 2, "c": 0, "d": 1})
     assert slots == 4 and forms.workspace == "workspace2"
     assert forms.parameter(slots) == ["workspace2=None"] and forms.parameter(0) == []
     assert text[0] == "t = pooled(workspace2, 0, a.shape, a.dtype)"
@@ -90,7 +91,8 @@ def test_the_pass_pools_allocations_outside_loops_under_a_free_name():
         "if a.ndim:\n    v = pooled_subtract(workspace2, 2, a, workspace)\n"
         "else:\n    v = pooled_matmul(workspace2, 3, t, z)"
     )
-    assert text[4:] == [ast.unparse(s) for s in before[4:]]  # sizes, numbers, lanes, a return
+    # sizes, a number, ranks unknown (a CUDA kernel's numbers), lanes, a return
+    assert text[4:] == [ast.unparse(s) for s in before[4:]]
     assert after[2] is before[2] and after[4] is before[4]  # (unchanged: not copied)
     assert ast.unparse(before[0]) == "t = np.empty(a.shape, a.dtype)"  # (a copy was changed)
 

@@ -146,15 +146,20 @@ class NumbaForms:
         helper, operands, dtype = found
         if helper in _NUMPY.values() and _small(operands[0]):
             return value  # (a few numbers: malloc's free lists serve it, no page to fault)
-        if isinstance(value, ast.BinOp) and (
-            _sizes(value) or 0 in (self.rank_of(value.left), self.rank_of(value.right))
-        ):
-            return value  # (a number in it: the helper's arrays of one dtype are not both there)
+        if isinstance(value, ast.BinOp) and not self._arrays(value):
+            return value
         args = [ast.Name(self.workspace, ast.Load()), ast.Constant(self.slots), *operands]
         if dtype is not None:
             args.append(ast.Attribute(ast.Name("np", ast.Load()), dtype, ast.Load()))
         self.slots += 1
         return _at(ast.Call(ast.Name(helper, ast.Load()), args, []), stmt)
+
+    def _arrays(self, value: ast.BinOp) -> bool:
+        """Whether arithmetic `value` is on arrays (a slot's helper takes two): an operand known
+        to be one, neither known to be a number (nor a length: `x.shape[0] - 1`). Code of
+        numbers alone (a CUDA kernel's device function) takes no slot."""
+        ranks = [self.rank_of(value.left), self.rank_of(value.right)]
+        return 0 not in ranks and any(r is not None and r >= 1 for r in ranks) and not _sizes(value)
 
     def parameter(self, slots: int) -> list[str]:
         """The parameter a function of `slots` slots takes last: `workspace=None`, or none."""
