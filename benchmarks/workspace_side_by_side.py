@@ -28,16 +28,17 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import s2sad  # noqa: E402
+from s2sad import workspace  # noqa: E402
 from benchmarks.workloads import gmm  # noqa: E402
 
 
 def _without_workspace(g, args):
     def call():
-        os.environ["S2SAD_WORKSPACE"] = "0"
+        workspace.ENABLED = False  # (S2SAD_WORKSPACE=0, read once a process)
         try:
             return g(*args)
         finally:
-            del os.environ["S2SAD_WORKSPACE"]
+            workspace.ENABLED = True
 
     return call
 

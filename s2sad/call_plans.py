@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import workspace
+from .rules.pools import POOLED_BYTES
+
 _FINGERPRINT = []  # Numba's compute_fingerprint, once Numba is loaded (jit.py loads it)
 
 PLANS_KEPT = 64  # plans per Jitted or Transformed: more kinds than this start again
@@ -99,23 +102,37 @@ class Plan:
     key fixes, a NumPy float64 told from a Python float by its type): the dispatcher that ran
     it, in `namespace`, the module it was loaded into (a reload makes a new one and the plan no
     longer applies), and how the result's Python floats come back (`retype`, from the compiled
-    signature's return type)."""
+    signature's return type), and its workspace's `pool` (jit.py) with the positions of the
+    arguments whose bytes decide whether a call takes it (`pool_for`)."""
 
-    __slots__ = ("namespace", "dispatcher", "floats")
+    __slots__ = ("namespace", "dispatcher", "floats", "pool", "sized")
 
-    def __init__(self, namespace, dispatcher, args):
+    def __init__(self, namespace, dispatcher, args, pool=None, given=()):
         self.namespace = namespace
         self.dispatcher = dispatcher
         self.floats = _float_positions(_return_type(dispatcher, args))
+        self.pool = pool
+        self.sized = tuple(i for i, a in enumerate(given) if type(a) is np.ndarray)
 
     @classmethod
-    def made(cls, namespace, dispatcher, args) -> "Plan | None":
-        """The plan of a call that ran `dispatcher` on `args`; None where its signature cannot
-        be found."""
+    def made(cls, namespace, dispatcher, args, pool=None, given=()) -> "Plan | None":
+        """The plan of a call that ran `dispatcher` on `args` (the arguments `given`, and the
+        workspace where `pool`'s was passed); None where its signature cannot be found."""
         try:
-            return cls(namespace, dispatcher, args)
+            return cls(namespace, dispatcher, args, pool, given)
         except Exception:  # noqa: BLE001  (then each call decides, as before plans)
             return None
+
+    def pool_for(self, args):
+        """The pool whose workspace a call on `args` takes (`workspace.pooling`, with the
+        arrays' positions known: their sizes may change from call to call), or None."""
+        pool = self.pool
+        if pool is None or not workspace.ENABLED:
+            return None
+        size = 0
+        for i in self.sized:
+            size += args[i].nbytes
+        return pool if size >= POOLED_BYTES else None
 
     def retype(self, result):
         """`result` with the Python floats Numba returned as the NumPy numbers of the compiled

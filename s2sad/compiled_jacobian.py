@@ -72,7 +72,10 @@ class _Names:
 
 
 def _signature(compiled, name: str) -> list[str]:
-    return list(inspect.signature(compiled.functions[name]).parameters)
+    """The function's parameters, less its workspace (numba_forms.py), which its callers here
+    leave to its default."""
+    params = list(inspect.signature(compiled.functions[name]).parameters)
+    return params[:-1] if name in compiled.slots else params
 
 
 def rows_text(compiled, n_args: int, wrt: list[int], ranks: list, out_rank):

@@ -52,7 +52,7 @@ from .pipeline.resolve import _CANONICAL
 from .prune import prune_files, used
 from .rules.registry import NAMESPACE, VERSION
 
-_LAYOUT = 3  # the entries' format (3: whether the code indexes, and whether Numba checks it)
+_LAYOUT = 4  # the entries' format (4: whether the code indexes, whether Numba checks it, its slots)
 _IMPORTED = time.time()
 _RULES = VERSION[0]  # s2sad's own rules, all registered by now (the package imports them first)
 _SOURCE: list = []  # s2sad's source files' hash (None: one changed after the import), once
@@ -174,7 +174,7 @@ def _key(func, options: tuple) -> str | None:
         sys.version,
         np.__version__,
         importlib.import_module("numba").__version__,
-        (driver._JIT_FORMS, driver._FUSE, driver._REUSE),
+        (driver._JIT_FORMS, driver._FUSE, driver._REUSE, driver.BOUNDSCHECK),
     )
     return repr((_LAYOUT, source, versions, options, func.__module__, func.__qualname__, digest))
 
@@ -259,6 +259,7 @@ def load(func, options: tuple):
     compiled.parallel = entry["parallel"]
     # (which checks its compiled code needs: pipeline/bounds.py)
     compiled.indexed, compiled.numba_checks = entry["indexed"]
+    compiled.slots, compiled.unfused_slots = entry["slots"], entry["unfused_slots"]
     used(path)
     return compiled
 
@@ -320,4 +321,6 @@ def _entry(func, compiled, key: str) -> dict | None:
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
         "indexed": (compiled.indexed, compiled.numba_checks),
+        "slots": dict(compiled.slots),
+        "unfused_slots": dict(compiled.unfused_slots),
     }

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
-import os
 import sys
 import threading
 import types
@@ -54,12 +53,11 @@ from .numba_failures import (
     shape_assertion,
     two_types,
 )
-from .pipeline.bounds import without_index_checks
+from .pipeline.bounds import BOUNDSCHECK, without_index_checks
 from .pipeline.names import defined_functions
 from .generated_lines import argument_in_user_terms
 from .serial_loops import serial_warning
-from .workspace import Pool, pooling, rewritten
-from .mask_checks import with_mask_checks
+from .workspace import Pool, pooling
 
 
 class JitError(S2SADError):
@@ -155,9 +153,7 @@ def module_text(
 # statements, pipeline/bounds.py), or where it could not place them Numba checks each index of
 # the function (`boundscheck=True`), so an index out of range raises IndexError, as in Python
 # mode, where unchecked code would read past the array; S2SAD_BOUNDSCHECK=0 compiles without
-# the checks (`check_index` statements `pass`). (Read when a module's text is made: the text
-# says which, so the two never share a module.)
-BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
+# the checks (`check_index` statements `pass`; pipeline/bounds.py reads it).
 
 
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
@@ -286,8 +282,8 @@ class Jitted:
             and not self.misfits
         ):
             try:
-                pool = self.pools.get(name)
-                if pool is not None and pooling(args):
+                pool = plan.pool_for(args)
+                if pool is not None:
                     return plan.retype(pool.call(plan.dispatcher, args)[0])
                 return plan.retype(plan.dispatcher(*args))
             except Exception:  # noqa: BLE001  (decided anew below, where the call runs again)
@@ -316,7 +312,8 @@ class Jitted:
                 else:
                     result = dispatcher(*args)
                 if route is None and key[1] is not None:  # (what it decided, kept)
-                    keep(self.plans, key, Plan.made(self.namespace, dispatcher, called))
+                    plan = Plan.made(self.namespace, dispatcher, called, pool, args)
+                    keep(self.plans, key, plan)
                 return float32_scalars(dispatcher, called, result)
             except ShapesNotFused:
                 # arrays that broadcast where a fused run takes one shape: the code with the
@@ -423,7 +420,11 @@ class Jitted:
         with self.lock:
             if self.unfused is None:
                 plain = dataclasses.replace(
-                    self.compiled, code=self.compiled.unfused_code, unfused_code=None, jitted=None
+                    self.compiled,
+                    code=self.compiled.unfused_code,
+                    unfused_code=None,
+                    jitted=None,
+                    slots=self.compiled.unfused_slots,
                 )
                 self.unfused = Jitted(plain)
             return self.unfused
@@ -451,13 +452,11 @@ class Jitted:
             source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)
-            if BOUNDSCHECK and self.compiled.indexed:  # (a boolean mask's shape too)
-                source = with_mask_checks(source)
-            elif not BOUNDSCHECK:
+            if not BOUNDSCHECK:
                 source = without_index_checks(source)
             # allocations outside loops take slots of a workspace kept between calls
-            source, slots = rewritten(source)
-            self.pools = {fn: Pool(count) for fn, count in slots.items()}
+            # (pipeline/numba_forms.py wrote them into the code)
+            self.pools = {fn: Pool(count) for fn, count in self.compiled.slots.items()}
             module = _module_for(
                 source,
                 self.compiled.name,

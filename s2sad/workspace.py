@@ -5,11 +5,11 @@ fresh pages the kernel faults in and zeroes: half of GMM's jitted gradient at d=
 s2sad must not change the process's malloc (it is the user's whole process), so it keeps its
 own memory, for the calls `Jitted` makes:
 
-- `with_workspace(source)` is the text Numba compiles: each top-level function gets a last
-  parameter, `workspace=None`, and each allocation its body makes outside loops (`np.empty`,
-  `np.zeros`, a stack product, a subtraction: rules/pools.py) takes a slot of it. The text
-  keeps its lines (errors name the same lines of `s2sad.source`, which shows the code without
-  it); called without a workspace (by another generated function) the code is what it was;
+- the code Numba compiles takes it (pipeline/numba_forms.py writes it in, and `s2sad.source`
+  shows it): each top-level function a last parameter, `workspace=None`, and each allocation
+  its body makes outside loops (`np.empty`, `np.zeros`, a stack product, an array's arithmetic:
+  rules/pools.py) a slot of it; called without a workspace (by the Python fallback, another
+  generated function) each allocation is what it was;
 - `Pool.call` hands the compiled function this thread's arena of bytes and a table of a region
   of it per slot, laid out after each call for the sizes that call asked (POOLED_BYTES or
   more): the same arena while it holds them and is at most twice their size, else a new one.
@@ -19,7 +19,7 @@ its last call made outside loops, at most twice their bytes (GMM d=64 K=200 n=1e
 arrays; peak memory is that of a call without it, plus the old arena while a call of larger
 shapes runs). A thread's arena goes when the thread ends; all of them with the compiled code
 (which the transform cache keeps while the process runs), or at `s2sad.release_workspaces()`;
-S2SAD_WORKSPACE=0 in the environment turns pooling off (read at each call).
+S2SAD_WORKSPACE=0 in the environment turns pooling off (`ENABLED`, read once).
 
 Rules that keep it right: an array returned is never memory the pool keeps (an output in the
 arena is copied, and its slot's arrays made afresh from then on); a call from inside a call on
@@ -29,186 +29,13 @@ one; `np.zeros` is set to zero in its region.
 
 from __future__ import annotations
 
-import ast
 import os
-import tokenize
 import threading
 import weakref
 
 import numpy as np
 
 from .rules.pools import POOLED_BYTES
-
-# allocations of generated code -> (the helper taking a slot, the dtype an omitted one means)
-_NUMPY = {"empty": "pooled", "zeros": "pooled_zeros"}
-_HELPERS = {"matmul_stacks": ("pooled_matmul", 2), "matmul_vjp_rhs": ("pooled_matmul_vjp_rhs", 3)}
-
-
-def _allocation(call: ast.expr):
-    """(helper name, the dtype to append or None) where `call` is an allocation a slot may
-    hold, else None."""
-    if isinstance(call, ast.BinOp) and isinstance(call.op, ast.Sub):
-        return "pooled_subtract", None
-    if not isinstance(call, ast.Call) or call.keywords:
-        return None
-    if any(isinstance(a, ast.Starred) for a in call.args):
-        return None
-    f = call.func
-    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np":
-        if f.attr in _NUMPY and len(call.args) in (1, 2):
-            return _NUMPY[f.attr], ("np.float64" if len(call.args) == 1 else None)
-    if isinstance(f, ast.Name) and f.id in _HELPERS and len(call.args) == _HELPERS[f.id][1]:
-        return _HELPERS[f.id][0], None
-    return None
-
-
-def _sites(body: list) -> list:
-    """The allocations assigned to one name in `body`'s statements, outside loops (run at most
-    once a call), in order."""
-    found = []
-    for stmt in body:
-        if isinstance(stmt, ast.If):
-            found += _sites(stmt.body) + _sites(stmt.orelse)
-        elif (
-            isinstance(stmt, ast.Assign)
-            and len(stmt.targets) == 1
-            and isinstance(stmt.targets[0], ast.Name)
-        ):
-            kind = _allocation(stmt.value)
-            if kind is not None and not _sizes(stmt.value):
-                found.append((stmt.value, *kind))
-    return found
-
-
-def _sizes(node: ast.expr) -> bool:
-    """Whether `node` is a subtraction of a length or size (`x.shape[0] - (k + 1)`): integer
-    arithmetic, no array for a slot."""
-    if not isinstance(node, ast.BinOp):
-        return False
-    return any(_size(e) for e in (node.left, node.right))
-
-
-def _size(e: ast.expr) -> bool:
-    if isinstance(e, ast.BinOp):
-        return _size(e.left) or _size(e.right)
-    if isinstance(e, ast.Call):
-        return isinstance(e.func, ast.Name) and e.func.id == "len"
-    if isinstance(e, ast.Attribute):
-        return e.attr in ("size", "ndim")
-    return (
-        isinstance(e, ast.Subscript)
-        and isinstance(e.value, ast.Attribute)
-        and e.value.attr == "shape"
-    )
-
-
-def _simple(fn: ast.FunctionDef) -> bool:
-    """Parameters a last positional one can follow."""
-    a = fn.args
-    return bool(a.args) and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
-
-
-def _unused_name(tree: ast.Module) -> str:
-    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    names |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
-    name, k = "workspace", 1
-    while name in names:
-        k += 1
-        name = f"workspace{k}"
-    return name
-
-
-def with_workspace(source: str) -> tuple[str, dict[str, int]]:
-    """`source` with its top-level functions' allocations outside loops taking slots of a last
-    parameter `workspace=None`, line for line; and each such function's number of slots."""
-    tree = ast.parse(source)
-    text = source.encode()  # (ast's columns count bytes)
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
-    edits = []  # (first byte, byte after the last, text put there)
-    slots = {}
-    name = _unused_name(tree)
-    for fn in tree.body:
-        if not isinstance(fn, ast.FunctionDef) or not _simple(fn):
-            continue
-        count = 0
-        for node, helper, dtype in _sites(fn.body):
-            call = _call(text, starts, node, f"{helper}({name}, {count}, ", dtype)
-            if call is None:
-                continue
-            edits.append(call)
-            count += 1
-        if count:
-            slots[fn.name] = count
-            edits.append(_parameter(text, starts, fn, name))
-    for first, after, new in sorted(edits, reverse=True):
-        text = text[:first] + new + text[after:]
-    return text.decode(), slots
-
-
-def _span(starts: list, node) -> tuple[int, int]:
-    return (
-        starts[node.lineno - 1] + node.col_offset,
-        starts[node.end_lineno - 1] + node.end_col_offset,
-    )
-
-
-def _parameter(text: bytes, starts: list, fn: ast.FunctionDef, name: str) -> tuple:
-    """The edit appending `name=None` to `fn`'s parameters, before the `)` closing them (after
-    the last one's default, annotation, parentheses, comments and trailing comma)."""
-    lines = text.decode().splitlines(keepends=True)[fn.lineno - 1 :]
-    tokens = tokenize.generate_tokens(iter(lines).__next__)
-    depth, last = 0, None
-    for token in tokens:  # (a decorator is above `fn.lineno`: the first `(` opens the parameters)
-        if token.type in (tokenize.NL, tokenize.COMMENT):
-            continue
-        if token.type == tokenize.OP:
-            depth += token.string in "([{"
-            depth -= token.string in ")]}"
-            if depth == 0 and token.string == ")":
-                break
-        last = token
-    row, col = token.start
-    at = starts[fn.lineno - 2 + row] + len(lines[row - 1][:col].encode())
-    return at, at, (f" {name}=None" if last.string == "," else f", {name}=None").encode()
-
-
-def _call(text: bytes, starts: list, node: ast.expr, head: str, dtype: str | None):
-    """The edit making allocation `node` the call `head...)`, its operands' own text (and
-    `dtype` last) as the arguments, each on the line it was on; None where it cannot."""
-    operands = [node.left, node.right] if isinstance(node, ast.BinOp) else node.args
-    first, after = _span(starts, node)
-    pieces, at = [head.encode()], first
-    for k, operand in enumerate(operands):
-        begin, end = _span(starts, operand)
-        if not at <= begin <= end <= after:
-            return None
-        segment = text[begin:end]
-        if isinstance(operand, (ast.Tuple, ast.NamedExpr)) and not segment.startswith(b"("):
-            segment = b"(" + segment + b")"
-        pieces += [b", " if k else b"", _gap(text[at:begin]), segment]
-        at = end
-    pieces += [f", {dtype}".encode() if dtype else b"", _gap(text[at:after]), b")"]
-    return first, after, b"".join(pieces)
-
-
-def _gap(between: bytes) -> bytes:
-    """The line breaks of the text between two operands, and the last line's indentation (the
-    text is in the call's parentheses: what else was there, `(`, `-`, comments, goes)."""
-    if b"\n" not in between:
-        return b""
-    tail = between.rsplit(b"\n", 1)[1]
-    return b"\n" * between.count(b"\n") + tail[: len(tail) - len(tail.lstrip())]
-
-
-def rewritten(source: str) -> tuple[str, dict[str, int]]:
-    """`with_workspace(source)`, or `source` as it is where its text is not one it rewrites."""
-    try:
-        return with_workspace(source)
-    except SyntaxError:
-        return source, {}
-
 
 _ALIGN = 64  # each slot's region starts at a multiple of this many bytes
 _NUMBERS = (int, float, complex, bool, str, bytes, np.generic, type(None))
@@ -310,13 +137,17 @@ def release_workspaces() -> None:
         pool.clear()
 
 
+# S2SAD_WORKSPACE=0 in the environment: no call takes a workspace (each call's arrays fresh, as
+# before). Read once; a program comparing the two in one process sets this.
+ENABLED = os.environ.get("S2SAD_WORKSPACE", "1") != "0"
+
+
 def pooling(args=()) -> bool:
     """Whether a call on `args` takes a workspace: where its arrays hold POOLED_BYTES or more
     together (a call on small arrays makes no array the pool would keep, and passing the
     workspace costs Numba's typing of one more argument: 130 µs a call of GMM's d=2 gradient,
-    about 40% of it); S2SAD_WORKSPACE=0 turns them off (each call's arrays then fresh, as
-    before; for comparing the two in one process)."""
-    if os.environ.get("S2SAD_WORKSPACE", "1") == "0":
+    about 40% of it) and `ENABLED`. (A planned call decides as this, call_plans.Plan.pool_for.)"""
+    if not ENABLED:
         return False
     size = 0
     for a in args:

@@ -14,7 +14,6 @@ import pytest
 import s2sad
 from s2sad import cli
 from s2sad.jit import module_text
-from s2sad.mask_checks import with_mask_checks
 
 
 def picked(x, k):
@@ -190,23 +189,12 @@ def test_an_index_numbas_library_checks_as_the_code_runs_is_no_failure_to_compil
 
 def test_a_boolean_mask_of_another_length_than_the_axis():
     """Numba's `x[m]` took a mask shorter than the axis (its first elements), where NumPy
-    raises: jitted code checks a mask's shape (`mask_fits`, mask_checks.py)."""
+    raises: jitted code checks a mask's shape (`mask_fits`, pipeline/numba_forms.py; the pass
+    itself: tests/test_workspace.py)."""
     u = np.arange(12.0).reshape(4, 3)
     _same(masked, (u, np.array([True, False, True, True])))
     for m in (np.ones(3, bool), np.ones(5, bool)):
         _out_of_range(masked, (u, m), "return np.sum(u[m] ** 2) + np.sum(u[:, m[:3]])")
-
-
-def test_the_mask_check_keeps_the_lines_and_leaves_loops():
-    source = (
-        "def f(x, m, i):\n    a = x[m]\n    x[i, m] = x[:, m]\n    if a:\n        b = x[m, None]\n"
-        "    for j in range(3):\n        c = x[j]\n    return a\n"
-    )
-    lines = with_mask_checks(source).splitlines()
-    assert len(lines) == source.count("\n")
-    assert lines[1] == "    a = x[mask_fits(x, 0, m)]"
-    assert lines[2] == "    x[mask_fits(x, 0, i), mask_fits(x, 1, m)] = x[:, mask_fits(x, 1, m)]"
-    assert lines[4:7] == source.splitlines()[4:7]  # (axes not counted; a loop's index)
 
 
 def test_only_code_that_indexes_by_integers_is_checked():

@@ -399,15 +399,12 @@ def test_the_corpus_covers_every_numba_helper():
         seen |= {h for h in helpers if h + "(" in text}
     # stop_gradient is s2sad's own function: a primal calling it does not compile in Numba;
     # shape_stub is left only on a tape of shapes that is read other than by its pops (jitted
-    # tapes of shapes call shape_push: pipeline/shape_tapes.py); the pooled allocations and
-    # mask_fits are written into the text Numba compiles, not into `s2sad.source`'s
-    # (workspace.py, mask_checks.py: tests/test_workspace.py and test_jit_bounds.py run them);
-    # broadcast_like only into modules without ranks (`emit`: tests/test_jit_forms.py);
-    # own_copy only where a custom_vjp rule writes into its cotangent (test_rule_cotangent.py),
-    # rule_cotangents wherever one is called (test_rule_cotangent.py, test_rule_returns.py);
-    # the masks of several axes' helpers test_jit_masks.py compiles (one gradient for all three);
-    # stack_operands only where a stack's operands have ranks not known (test_jit_lowered_forms)
-    pooled = {"pooled", "pooled_zeros", "pooled_subtract", "pooled_matmul", "pooled_matmul_vjp_rhs"}
-    exempt = {"stop_gradient", "shape_stub", "mask_fits", "broadcast_like", "own_copy"}
-    exempt |= pooled | {"masked", "set_masked", "add_masked", "rule_cotangents", "stack_operands"}
+    # tapes of shapes call shape_push: pipeline/shape_tapes.py); broadcast_like only into
+    # modules without ranks (`emit`: tests/test_jit_forms.py); own_copy only where a custom_vjp
+    # rule writes into its cotangent (test_rule_cotangent.py), rule_cotangents wherever one is
+    # called (test_rule_cotangent.py, test_rule_returns.py); the masks of several axes' helpers
+    # test_jit_masks.py compiles (one gradient for all three); stack_operands only where a
+    # stack's operands have ranks not known (test_jit_lowered_forms)
+    exempt = {"stop_gradient", "shape_stub", "broadcast_like", "own_copy"}
+    exempt |= {"masked", "set_masked", "add_masked", "rule_cotangents", "stack_operands"}
     assert helpers - seen <= exempt, f"no corpus function calls {helpers - seen}"

@@ -257,7 +257,8 @@ def test_values_are_not_recomputed_from_arrays_written_in_place():
     assert_close(in_python(jitted, x, y)[1], expected)
     np.testing.assert_allclose(got[0], fd_grad(written_after, (x, y), 0), rtol=1e-6)
     source = s2sad.source(jitted)
-    assert "if fusible(" in source and "d = np.empty(" in source  # stored, not recomputed
+    assert "if fusible(" in source  # stored, not recomputed
+    assert re.search(r"\bd = (np\.empty\(|pooled\(workspace, )", source)
 
 
 def test_the_stencils_loops_recompute_rather_than_store():
@@ -269,7 +270,8 @@ def test_the_stencils_loops_recompute_rather_than_store():
     source = s2sad.source(jitted)
     primal, adjoint = source.split("# adjoint sweep")
     fused_primal = primal.split("if fusible(")[1].split("else:")[0]
-    assert "np.empty(" not in fused_primal and "for i0" not in fused_primal
+    assert "np.empty(" not in fused_primal and "pooled(" not in fused_primal
+    assert "for i0" not in fused_primal
     assert "np.sum(" in primal.split("else:")[1]  # the original statements, unfused
     # (one guard, its pairs of arrays on lines of their own)
     assert len(re.findall(r"if \(?\s*fusible\(", adjoint)) == 1 and "for j1" in adjoint

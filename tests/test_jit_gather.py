@@ -9,6 +9,8 @@ differences', for any shapes, starts and stops, empty and length-1 axes included
 from __future__ import annotations
 
 import math
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -60,7 +62,8 @@ def test_the_gather_reads_the_array_viewed_and_adds_nothing_into_the_gradient():
         s2sad.grad(stencil, wrt="u", jit="strict"), rng().normal(size=(5, 4)), 0.7
     )
     adjoint = source.split("# adjoint sweep")[1].split("    else:\n        # line")[0]
-    assert "du = np.empty(u.shape, " in adjoint and "du[j0, j1] = du_j" in adjoint
+    assert re.search(r"du = (np\.empty\(|pooled\(workspace, \d+, )u\.shape, ", adjoint)
+    assert "du[j0, j1] = du_j" in adjoint
     assert "for j1 in range(1, c.shape[1]):" in adjoint  # every slice covers these
     assert "u[j0, j1 - 1]" in adjoint and "u[j0 - 1, j1]" in adjoint  # ddh, ddv shifted
     assert "c[" not in adjoint and "dv_item[" not in adjoint  # views read through u

@@ -159,7 +159,7 @@ def _allocated_in(loop, name: str) -> bool:
 
 
 def _buffers_before(source: str) -> dict[str, ast.AST]:
-    """Each `x_buffer = np.empty(...)` -> the loop statement that follows it in its block, and
+    """Each `x_buffer = np.empty(...)` (`pooled(workspace, k, ...)`) -> the loop statement that follows it in its block, and
     where `reused(x_buffer, ...)` must stand."""
     out = {}
     for node in ast.walk(ast.parse(source)):
@@ -167,7 +167,8 @@ def _buffers_before(source: str) -> dict[str, ast.AST]:
             if not isinstance(block, list):
                 continue
             for k, stmt in enumerate(block):
-                if isinstance(stmt, ast.Assign) and ast.unparse(stmt.value).startswith("np.empty("):
+                made = ast.unparse(stmt.value) if isinstance(stmt, ast.Assign) else ""
+                if made.startswith(("np.empty(", "pooled(")):  # (outside loops: a slot)
                     name = stmt.targets[0].id
                     if name.endswith("_buffer"):
                         loop = next(

@@ -3,6 +3,9 @@ rewrite of the compiled text, the numbers (against Python mode, finite differenc
 code without a workspace), and the rules: outputs the caller's own, threads and nested calls
 never sharing a buffer, zeroed buffers, memory kept and freed."""
 
+import ast
+import re
+import textwrap
 import threading
 from pathlib import Path
 
@@ -11,9 +14,9 @@ import pytest
 
 import s2sad
 from s2sad.rules.pools import POOLED_BYTES
-from s2sad.workspace import Pool, pooling, release_workspaces, with_workspace
-
-GENERATED = Path(__file__).resolve().parent.parent / "generated"
+from s2sad.fused_guards import fused_only
+from s2sad.pipeline.numba_forms import NumbaForms
+from s2sad.workspace import Pool, pooling, release_workspaces
 
 # (K, d, n): the (K, d, n) arrays, 5 MB, and the (K, n) sums, 1.3 MB, are pooled
 K, D, N = 4, 4, 40_000
@@ -52,69 +55,87 @@ def _regions(pool):
     return [arena[s : s + n] for s, n in zip(table[1], table[2]) if n]
 
 
-def test_rewrite_keeps_lines_and_takes_a_free_name():
-    source = (
-        "def f(a, workspace):\n"
-        "    t = np.empty(a.shape, a.dtype)\n"
-        "    z = np.zeros(\n"
-        "        (a.shape[0], 2)\n"
-        "    )\n"
-        "    for i in range(3):\n"
-        "        u = np.empty(a.shape, a.dtype)\n"
-        "    if a.ndim:\n"
-        "        v = a - workspace\n"
-        "    return matmul_stacks(t, z)\n"
+def _forms(body: str, ranks=None, checks=False, names=()):
+    """The pass (pipeline/numba_forms.py) over the function body `body`: its statements' text,
+    the slots, the pass, and the statements before and after."""
+    stmts = ast.parse(textwrap.dedent(body)).body
+    mentioned = {n.id for s in stmts for n in ast.walk(s) if isinstance(n, ast.Name)}
+    forms = NumbaForms(mentioned | set(names), lambda e: (ranks or {}).get(ast.unparse(e)), checks)
+    [out], slots = forms.function(stmts)
+    return [ast.unparse(s) for s in out], slots, forms, stmts, out
+
+
+def test_the_pass_pools_allocations_outside_loops_under_a_free_name():
+    body = """
+        t = np.empty(a.shape, a.dtype)
+        z = np.zeros((a.shape[0], 2))
+        for i in range(3):
+            u = np.empty(a.shape, a.dtype)
+        if a.ndim:
+            v = a - workspace
+        else:
+            v = matmul_stacks(t, z)
+        m = x.shape[0] - (k + 1)
+        n = c - d
+        e = p * q
+        lanes = np.zeros(32)
+        return matmul_stacks(t, z)
+    """
+    text, slots, forms, before, after = _forms(body, ranks={"a": 2, "c": 0, "d": 1})
+    assert slots == 4 and forms.workspace == "workspace2"
+    assert forms.parameter(slots) == ["workspace2=None"] and forms.parameter(0) == []
+    assert text[0] == "t = pooled(workspace2, 0, a.shape, a.dtype)"
+    assert text[1] == "z = pooled_zeros(workspace2, 1, (a.shape[0], 2), np.float64)"
+    assert text[2] == ast.unparse(before[2])  # in a loop: fresh each time
+    assert text[3] == (
+        "if a.ndim:\n    v = pooled_subtract(workspace2, 2, a, workspace)\n"
+        "else:\n    v = pooled_matmul(workspace2, 3, t, z)"
     )
-    text, slots = with_workspace(source)
-    assert slots == {"f": 3}
-    assert text.count("\n") == source.count("\n")
-    lines = text.splitlines()
-    assert lines[0] == "def f(a, workspace, workspace2=None):"
-    assert lines[1] == "    t = pooled(workspace2, 0, a.shape, a.dtype)"
-    assert lines[2] == "    z = pooled_zeros(workspace2, 1, "
-    assert lines[3] == "        (a.shape[0], 2), np.float64"
-    assert lines[6] == "        u = np.empty(a.shape, a.dtype)"  # in a loop: fresh each time
-    assert lines[8] == "        v = pooled_subtract(workspace2, 2, a, workspace)"
-    assert lines[9] == "    return matmul_stacks(t, z)"  # returned: not an assignment
+    # sizes, a number, ranks unknown (a CUDA kernel's numbers), lanes, a return
+    assert text[4:] == [ast.unparse(s) for s in before[4:]]
+    assert after[2] is before[2] and after[4] is before[4]  # (unchanged: not copied)
+    assert ast.unparse(before[0]) == "t = np.empty(a.shape, a.dtype)"  # (a copy was changed)
 
 
-TRICKY = [
-    "def f(x, y, scale=2.0):\n    d = x - y\n    return d * scale\n",
-    "def f(x, y=(1.0), z: 'a)' = ')',  # )\n      ):\n    d = x - y\n    return d\n",
-    "def f(x, y,\n      z=None,\n):\n    d = np.empty(x.shape)\n    return d\n",
-    "@dec(1)\ndef f(x, y):\n    d = (x * 2) - y\n    e = x - (y + 1)\n    return d\n",
-    "def f(x, y):\n    d = x - (y - (x - 1))\n    w = np.empty((n))\n    return d\n",
-    "def f(x, y):\n    s = x - \\\n      y\n    t = (x -\n  # c\n   (y - 1))\n    u = '-'\n    return s\n",
-    "def f(x, *a):\n    d = x - a\n",
-    "def f(x, *, a):\n    d = x - a\n",
-    "def f(x, **a):\n    d = x - a\n",
-]
+def test_the_pass_checks_masks_on_the_statements_lines():
+    body = """
+        a = x[m]
+        x[i, m] = x[:, m]
+        z = x[k]
+        if y[m]:
+            b = x[m, None]
+        for j in range(3):
+            c = x[j]
+        return a
+    """
+    text, slots, _, before, after = _forms(body, checks=True, ranks={"k": 0})
+    assert slots == 0
+    assert text[0] == "a = x[mask_fits(x, 0, m)]"
+    assert text[1] == "x[mask_fits(x, 0, i), mask_fits(x, 1, m)] = x[:, mask_fits(x, 1, m)]"
+    assert text[2] == "z = x[k]"  # (a number: mask_fits(x, 0, k) would be k)
+    assert text[3] == "if y[mask_fits(y, 0, m)]:\n    b = x[m, None]"  # (axes not counted)
+    assert text[4:] == [ast.unparse(s) for s in before[4:]]  # a loop's index
+    assert _forms(body)[0] == [ast.unparse(s) for s in before]  # (bounds not checked)
+    # every node the pass made is on its statement's line (what messages name)
+    for old, new in zip(before, after):
+        for node in ast.walk(new):
+            if isinstance(node, ast.expr):
+                assert node.lineno in range(old.lineno, old.end_lineno + 1), ast.unparse(node)
+    for old, new in zip(before, after):
+        assert getattr(new, "lineno") == old.lineno
 
 
-@pytest.mark.parametrize("source", TRICKY + sorted(GENERATED.glob("*.py")), ids=str)
-def test_rewrite_compiles_and_keeps_lines(source):
-    """Defaults, annotations, parenthesised or continued operands, strings holding `-`: the
-    rewritten text compiles, line for line (and the subtraction keeps its operands)."""
-    if not isinstance(source, str):
-        source = source.read_text()
-    text, slots = with_workspace(source)
-    compile(text, "rewritten", "exec")
-    assert text.count("\n") == source.count("\n")
-    assert bool(slots) == ("workspace=None" in text)
+def test_no_workspace_after_keyword_only_parameters():
+    """A parameter cannot follow keyword-only ones positionally: such a function takes no
+    workspace."""
 
+    def keyed(x, *, scale):
+        return np.sum(np.sin(x) ** 2) * scale
 
-def test_rewrite_keeps_operands_and_leaves_sizes():
-    text, slots = with_workspace(TRICKY[0])
-    assert text.splitlines()[0] == "def f(x, y, scale=2.0, workspace=None):"
-    text, _ = with_workspace(TRICKY[3])
-    assert "pooled_subtract(workspace, 0, x * 2, y)" in text
-    assert "pooled_subtract(workspace, 1, x, y + 1)" in text
-    text, _ = with_workspace(TRICKY[4])
-    assert "pooled_subtract(workspace, 0, x, y - (x - 1))" in text
-    assert "pooled(workspace, 1, n, np.float64)" in text
-    assert with_workspace(TRICKY[6]) == (TRICKY[6], {})  # (a parameter cannot follow *a)
-    sizes = "def f(x, k):\n    m = x.shape[0] - (k + 1)\n    n = len(x) - 1\n    return m\n"
-    assert with_workspace(sizes) == (sizes, {})  # integer arithmetic: no slot
+    g = s2sad.grad(keyed, jit=True)
+    x = np.linspace(0.0, 1.0, 5)
+    text = s2sad.source(g, x, scale=2.0)
+    assert "workspace=None" not in text and "pooled" not in text
 
 
 def test_gradient_with_workspace(mixture_grad):
@@ -139,6 +160,23 @@ def test_gradient_with_workspace(mixture_grad):
     assert abs((plus - minus) / (2 * h) - slope) <= 1e-6 * max(1.0, abs(slope))
 
 
+def test_what_numba_compiles_is_what_source_shows(mixture_grad):
+    """The workspace and the slots are in the code `s2sad.source` shows, which is the text
+    Numba compiles (its fused runs' `else:` branches aside: fused_guards.py)."""
+    args = _inputs(0)
+    mixture_grad(*args)
+    shown = s2sad.source(mixture_grad, *args)
+    jitted = mixture_grad.compiled.jitted
+    name = jitted.compiled.name
+    assert f"def {name}(Q, mu, x, workspace=None):" in shown
+    assert "workspace: memory s2sad keeps between calls" in shown  # (its docstring says why)
+    compiled = Path(jitted.namespace["__file__"]).read_text()
+    assert fused_only(shown).replace(f"def {name}(", f"def _{name}_py(", 1) in compiled
+    slots = [int(k) for k in re.findall(r"pooled\w*\(\s*workspace, (\d+),", shown)]
+    assert sorted(slots) == list(range(jitted.pools[name].slots)) and len(slots) >= 5
+    assert "centred = pooled_subtract(workspace, 0, " in shown
+
+
 def test_outputs_are_the_callers(monkeypatch):
     g = s2sad.grad(wave, jit="strict")  # its gradient written into a pooled np.empty
     x1, x2 = np.linspace(0, 1, 200_000), np.linspace(1, 3, 200_000)
@@ -154,7 +192,7 @@ def test_outputs_are_the_callers(monkeypatch):
     for out in (first, second, third):
         assert not np.shares_memory(out, _pool(g).local.arena)
     assert _pool(g).local.escaped  # its slot: made afresh (no copy) from the second call on
-    monkeypatch.setenv("S2SAD_WORKSPACE", "0")  # the same code without a workspace
+    monkeypatch.setattr("s2sad.workspace.ENABLED", False)  # the same code without a workspace
     np.testing.assert_array_equal(g(x1), kept)
 
 
@@ -242,8 +280,29 @@ def test_release_frees_every_pool(mixture_grad):
 def test_only_calls_on_large_arguments_take_a_workspace(monkeypatch):
     """Small arguments make no array the pool keeps, and the workspace argument costs Numba's
     typing at each call: such calls run as before (GMM d=2 had slowed from 217 to 346 µs)."""
-    monkeypatch.delenv("S2SAD_WORKSPACE", raising=False)
     assert not pooling((np.zeros(1000), 2.0))
     assert pooling((np.zeros(POOLED_BYTES // 16), np.zeros(POOLED_BYTES // 16)))
-    monkeypatch.setenv("S2SAD_WORKSPACE", "0")
+    monkeypatch.setattr("s2sad.workspace.ENABLED", False)  # (S2SAD_WORKSPACE=0)
     assert not pooling((np.zeros(POOLED_BYTES),))
+
+
+def test_a_planned_call_decides_by_its_arguments_sizes(monkeypatch):
+    """A signature's plan keeps its pool, and each call's arrays decide whether it takes the
+    workspace: the same kinds, small then large arrays, then pooling off."""
+    g = s2sad.grad(wave, jit="strict")
+    small, large = np.linspace(0, 1, 100), np.linspace(0, 1, POOLED_BYTES // 8 + 1)
+    for _ in range(3):  # (a plan made, then used)
+        np.testing.assert_allclose(g(small), np.sin(2 * small), rtol=1e-12, atol=1e-14)
+    pool = _pool(g)
+    pool.clear()
+    [plan] = g.compiled.jitted.plans.values()
+    assert plan.pool is pool and plan.pool_for((small,)) is None
+    assert plan.pool_for((large,)) is pool
+    np.testing.assert_allclose(g(small), np.sin(2 * small), rtol=1e-12, atol=1e-14)
+    assert getattr(pool.local, "table", None) is None  # (no workspace passed)
+    assert [plan] == list(g.compiled.jitted.plans.values())  # (the planned path ran)
+    np.testing.assert_allclose(g(large), np.sin(2 * large), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(g(large), np.sin(2 * large), rtol=1e-12, atol=1e-14)
+    assert pool.local.table[0].max() >= large.nbytes  # (its gradient asked a slot)
+    monkeypatch.setattr("s2sad.workspace.ENABLED", False)
+    assert plan.pool_for((large,)) is None

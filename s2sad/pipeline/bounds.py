@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import ast
 import copy
+import os
 
 from .. import ir
 from ..astcopy import clone
 from .index_ranges import Ranges, bound_names, loop_bounds
+
+# Numba checks the indices of the functions that index (and numba_forms.py their boolean masks'
+# shapes); S2SAD_BOUNDSCHECK=0 compiles without the checks. (Read once: the emitted text and a
+# module's text say which, so the two never share a module.)
+BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
 def indexes_by_integers(stmts: list) -> bool:

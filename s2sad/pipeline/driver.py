@@ -22,7 +22,7 @@ from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
-from .bounds import index_checks, indexes_by_integers
+from .bounds import BOUNDSCHECK, index_checks, indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -34,6 +34,7 @@ from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .nodes import own_nodes
 from .normalize import hygienic, normalize, reserved_names
+from .numba_forms import NumbaForms
 from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads
@@ -179,8 +180,10 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
             parallel,
             reuse,
         )
+    (source, slots), (unfused, unfused_slots) = source, unfused
     compiled = load(parsed, resolver, norm, source, name)
     compiled.unfused_code = unfused if unfused != source else None
+    compiled.slots, compiled.unfused_slots = slots, unfused_slots
     compiled.parallel = parallel
     compiled.indexed = indexed
     compiled.numba_checks = numba_checks
@@ -237,13 +240,22 @@ def _forward_mode(
             [fused] = hoist_buffers([fused], reads, given, named, rank_of)
     name = f"{'jvp_batched' if batched else 'jvp'}_{parsed.name}"
     data = list(resolver.reads.data.values())
-    args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
-    unfused = emit_jvp(*args, jit=jit)
+
+    def emitted(body) -> tuple[str, dict]:
+        slots, workspace = {}, {}
+        forms = _forms(parsed, body + outputs, rank_of, indexed, data) if jit else None
+        if forms is not None:
+            [body], slots[name] = forms.function(body)
+            workspace[name] = forms.parameter(slots[name])
+        args = (parsed, norm, body, list(wrt), tangents_in, outputs, name, fwd.batch, data)
+        return emit_jvp(*args, jit=jit, workspace=workspace), _counted(slots)
+
+    unfused = emitted(body)
     if jit and parallel:  # (where no loop runs on threads, why: the first call warns)
-        unfused = threads.noted(unfused)
+        unfused = (threads.noted(unfused[0]), unfused[1])
     if fused is body:
         return unfused, name, unfused, indexed, numba_checks
-    return emit_jvp(parsed, norm, fused, *args[3:], jit=jit), name, unfused, indexed, numba_checks
+    return emitted(fused), name, unfused, indexed, numba_checks
 
 
 def _reverse_mode(
@@ -352,7 +364,25 @@ def _reverse_mode(
         and not changes_primal(adjoint.stmts, local_names)
     )
 
-    def emitted(primal, adjoint, plain, tape_inits=tape_inits) -> str:
+    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
+
+    def emitted(primal, adjoint, plain, tape_inits=tape_inits) -> tuple[str, dict]:
+        """The source of these statements, and its functions' workspace slots (jit)."""
+        slots, rows_code = {}, None
+        code = tape_inits + primal + adjoint.stmts + (plain if rerun else [])
+        forms = _forms(parsed, code, adjoint_ranks, indexed, data) if jit else None
+        if forms is not None:
+            if rerun:
+                [plain], slots[name] = forms.function(plain)
+            if rows:  # (its adjoint runs once per row: left as it is)
+                [rows_primal], slots[f"{name}_rows"] = forms.function(primal)
+                rows_code = (rows_primal, adjoint)
+            whole = f"{name}_sweep" if rerun else name
+            adjoint = copy.copy(adjoint)
+            [tape_inits, primal, adjoint.stmts], slots[whole] = forms.function(
+                tape_inits, primal, adjoint.stmts
+            )
+        workspace = {fn: forms.parameter(count) for fn, count in slots.items()}
         return emit(
             parsed,
             norm,
@@ -366,7 +396,9 @@ def _reverse_mode(
             jit=jit,
             data=data,
             rows=rows,
-        )
+            workspace=workspace,
+            rows_code=rows_code,
+        ), _counted(slots)
 
     indexed = numba_checks = jit and indexes_by_integers(
         primal + adjoint.stmts + (plain if rerun else [])
@@ -381,7 +413,7 @@ def _reverse_mode(
             numba_checks = numba_checks or unplaced
     source = emitted(primal, adjoint, plain)
     if parallel:  # (where no loop runs on threads, why: the first call warns)
-        source = threads.noted(source)
+        source = (threads.noted(source[0]), source[1])
     if not jit or parallel or not _FUSE:  # builds on threads are not fused (yet)
         return source, name, source, indexed, numba_checks
     # the sweep fused: the unfused source is kept for where Numba cannot type the fused one
@@ -419,6 +451,22 @@ def _reverse_mode(
             [plain], adjoint_ranks, outputs, taken - set(adjoint.seeds), integer_arrays(shapes)
         )
     return emitted(fused_primal, fused, plain, row_inits), name, source, indexed, numba_checks
+
+
+def _forms(parsed, code: list, rank_of, indexed: bool, data) -> NumbaForms:
+    """The pass writing jitted code's workspace and mask checks (numba_forms.py) for code of
+    these statements: no workspace where the functions' parameters take no positional one after
+    them (`*args`, keyword-only ones)."""
+    a = parsed.tree.args
+    pooled = a.args and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
+    names = names_mentioned([s for s in code if isinstance(s, ast.AST)]) | set(data)
+    names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    return NumbaForms(names, rank_of, BOUNDSCHECK and indexed, bool(pooled))
+
+
+def _counted(slots: dict) -> dict:
+    """The functions taking a workspace, and their slots."""
+    return {fn: count for fn, count in slots.items() if count}
 
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:

@@ -47,10 +47,11 @@ def _is_literal(node: ast.expr) -> bool:
         return False
 
 
-def _parameters(tree: ast.FunctionDef, extra=()) -> str:
+def _parameters(tree: ast.FunctionDef, extra=(), last=()) -> str:
     """The user's parameter list with its literal defaults, then the `extra` positional ones
-    (tangents, the user's data: `=None` after parameters with defaults); a non-literal default
-    is dropped (with those before it), since s2sad's wrapper always passes every argument."""
+    (tangents, the user's data: `=None` after parameters with defaults), then `last` as given
+    (`workspace=None`); a non-literal default is dropped (with those before it), since s2sad's
+    wrapper always passes every argument."""
     args = clone(tree.args)
     for a in args.posonlyargs + args.args + args.kwonlyargs:
         a.annotation = None
@@ -62,7 +63,7 @@ def _parameters(tree: ast.FunctionDef, extra=()) -> str:
     args.args += [ast.arg(name) for name in extra]
     if args.defaults:
         args.defaults += [ast.Constant(None) for _ in extra]
-    return ast.unparse(args)
+    return ", ".join(t for t in (ast.unparse(args), *last) if t)
 
 
 class _Lines:
@@ -137,14 +138,18 @@ def _unparse_statement(stmt: ast.stmt) -> str:
         return ast.unparse(ast.fix_missing_locations(stmt))
 
 
-def _data_note(parsed, data) -> str:
-    """The docstring's word on the data parameters, where there are any."""
-    if not data:
-        return ""
-    names = ", ".join(data)
-    return (
-        f"\n\n    {names}: what {parsed.name} reads from its scope, passed in at each call.\n    "
-    )
+def _data_note(parsed, data, last=()) -> str:
+    """The docstring's word on the data parameters and the workspace (`last`), where there are
+    any."""
+    lines = [f"{', '.join(data)}: what {parsed.name} reads from its scope, passed in at each call."]
+    lines = lines if data else []
+    lines += [
+        f"{p.split('=')[0]}: memory s2sad keeps between calls for its large arrays (None: fresh)."
+        for p in last
+    ]
+    return "".join(
+        f"\n\n    {line}" if k == 0 else f"\n    {line}" for k, line in enumerate(lines)
+    ) + ("\n    " if lines else "")
 
 
 def _own_copies(names, stmts, indent: str) -> list[str]:
@@ -191,17 +196,20 @@ def emit(
     jit: bool = False,
     data: list[str] = (),
     rows: bool = False,
+    workspace: dict | None = None,
+    rows_code=None,
 ) -> str:
     """Python source of the gradient (`mode="grad"`), value and gradient, or vjp function.
 
     A vjp with `plain_primal` re-runs the recording sweep on each pullback call (see below); with
     `jit` it is two top-level functions and no closure, which Numba compiles: `vjp_f(args)`
     returning the value and `vjp_f_sweep(args, seeds)` returning the cotangents; with `rows`
-    also `vjp_f_rows(args, stacked seeds)` (see `_rows_function`). Every top-level function
-    takes the user's `data` (globals, closure values) last."""
-    data = list(data)
-    params = _parameters(parsed.tree, data)
-    note = _data_note(parsed, data)
+    also `vjp_f_rows(args, stacked seeds)` (see `_rows_function`), of `rows_code` (its primal
+    and adjoint) where given. Every top-level function takes the user's `data` (globals, closure
+    values), then what `workspace` gives it by name (`workspace=None`: numba_forms.py)."""
+    data, workspace = list(data), workspace or {}
+    params = _parameters(parsed.tree, data, workspace.get(name, ()))
+    note = _data_note(parsed, data, workspace.get(name, ()))
     where = _where(parsed)
     names = _parameter_names(parsed.tree) + data
     swept = mode in ("grad", "value_and_grad", "checked_grad") or plain_primal is not None
@@ -268,7 +276,7 @@ def emit(
         lines += [
             "",
             "",
-            f"def {sweep}({', '.join(names + adjoint.seeds + data)}):",
+            f"def {sweep}({', '.join(names + adjoint.seeds + data + workspace.get(sweep, []))}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
         lines += given_lines
@@ -280,7 +288,11 @@ def emit(
         lines += text.block(adjoint.stmts, "    ")
         lines.append(f"    return {grads}")
         if rows:
-            lines += _rows_function(parsed, primal, adjoint, wrt, names + data, f"{name}_rows")
+            rows_name = f"{name}_rows"
+            params = names + data + workspace.get(rows_name, [])
+            lines += _rows_function(
+                parsed, *(rows_code or (primal, adjoint)), wrt, params, rows_name
+            )
         return "\n".join(lines) + "\n"
     lines += given_lines
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
@@ -370,12 +382,14 @@ def emit_jvp(
     batch: str | None = None,
     data: list[str] = (),
     jit: bool = False,
+    workspace: dict | None = None,
 ) -> str:
     """Python source of the forward-mode function: primal and tangent statements interleaved
     (`batch`: batched tangents, with the name holding their number of rows); it takes the
     tangents after the arguments, then the user's `data`. Jitted, each tangent returned is in
-    its output's float dtype (`in_dtype_of`)."""
-    params = _parameters(parsed.tree, list(tangents) + list(data))
+    its output's float dtype (`in_dtype_of`); `workspace`: as `emit`'s."""
+    workspace = workspace or {}
+    params = _parameters(parsed.tree, list(tangents) + list(data), workspace.get(name, ()))
     where = _where(parsed)
     what = "each row of the tangents" if batch else "the tangents"
     lines = [
@@ -383,7 +397,7 @@ def emit_jvp(
         "    "
         + docstring(
             f"Value of {where} and its derivative along {what} of {', '.join(wrt)}."
-            f"{_data_note(parsed, data)}"
+            f"{_data_note(parsed, data, workspace.get(name, ()))}"
         ),
     ]
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")

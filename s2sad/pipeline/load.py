@@ -57,6 +57,10 @@ class Compiled:
     # a jitted transform's code without fusion (pipeline/fuse.py), for where Numba cannot type
     # the fused loops; None where nothing fused
     unfused_code: str | None = None
+    # each function's number of workspace slots (pipeline/numba_forms.py: jit.py pools them),
+    # in the code and in the unfused code
+    slots: dict = field(default_factory=dict)
+    unfused_slots: dict = field(default_factory=dict)
     # it reads or writes by integers or index arrays (the user's indexing, pipeline/bounds.py):
     # its code checks them (`check_index` before each not proven in range), and where that
     # could not place a check (`numba_checks`), jit.py compiles it with Numba's checks instead

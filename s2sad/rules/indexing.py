@@ -346,9 +346,9 @@ defvjp(
 
 @helper(nondiff=True)
 def mask_fits(x, axis, m):
-    """`m`, an index of `x` at `axis`: jitted code (mask_checks.py) asks it of each index, since
-    Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where NumPy
-    raises IndexError; NumPy checks it itself."""
+    """`m`, an index of `x` at `axis`: jitted code asks it of each index (numba_forms.py),
+    since Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where
+    NumPy raises IndexError; NumPy checks it itself."""
     return m
 
 

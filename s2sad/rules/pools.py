@@ -153,6 +153,13 @@ def _pooled_matmul_vjp_rhs(workspace, slot, g, a, b):
     return product
 
 
+@type_test
+def _like_floats(workspace, a, b):
+    """A workspace, and float arrays (not 0-d) of one dtype: what an arithmetic's slot holds."""
+    same = _array(a) and _array(b) and a.dtype == b.dtype and isinstance(a.dtype, types.Float)
+    return same and a.ndim > 0 and b.ndim > 0 and not _no_workspace(workspace)
+
+
 @helper(nondiff=True)
 def pooled_subtract(workspace, slot, a, b):
     """`a - b`, in a slot of the call's workspace where both are float arrays of one dtype."""
@@ -161,9 +168,7 @@ def pooled_subtract(workspace, slot, a, b):
 
 @numba_of(pooled_subtract)
 def _pooled_subtract(workspace, slot, a, b):
-    same = _array(a) and _array(b) and a.dtype == b.dtype and isinstance(a.dtype, types.Float)
-    same = same and a.ndim > 0 and b.ndim > 0
-    if _no_workspace(workspace) or not same:
+    if not _like_floats(workspace, a, b):
         return lambda workspace, slot, a, b: a - b
 
     def subtracted(workspace, slot, a, b):
@@ -172,3 +177,60 @@ def _pooled_subtract(workspace, slot, a, b):
         return out
 
     return subtracted
+
+
+@helper(nondiff=True)
+def pooled_add(workspace, slot, a, b):
+    """`a + b`, in a slot of the call's workspace where both are float arrays of one dtype."""
+    return a + b
+
+
+@numba_of(pooled_add)
+def _pooled_add(workspace, slot, a, b):
+    if not _like_floats(workspace, a, b):
+        return lambda workspace, slot, a, b: a + b
+
+    def added(workspace, slot, a, b):
+        out = pooled(workspace, slot, np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        np.add(a, b, out)
+        return out
+
+    return added
+
+
+@helper(nondiff=True)
+def pooled_multiply(workspace, slot, a, b):
+    """`a * b`, in a slot of the call's workspace where both are float arrays of one dtype."""
+    return a * b
+
+
+@numba_of(pooled_multiply)
+def _pooled_multiply(workspace, slot, a, b):
+    if not _like_floats(workspace, a, b):
+        return lambda workspace, slot, a, b: a * b
+
+    def multiplied(workspace, slot, a, b):
+        out = pooled(workspace, slot, np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        np.multiply(a, b, out)
+        return out
+
+    return multiplied
+
+
+@helper(nondiff=True)
+def pooled_divide(workspace, slot, a, b):
+    """`a / b`, in a slot of the call's workspace where both are float arrays of one dtype."""
+    return a / b
+
+
+@numba_of(pooled_divide)
+def _pooled_divide(workspace, slot, a, b):
+    if not _like_floats(workspace, a, b):
+        return lambda workspace, slot, a, b: a / b
+
+    def divided(workspace, slot, a, b):
+        out = pooled(workspace, slot, np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        np.divide(a, b, out)
+        return out
+
+    return divided

@@ -1,0 +1,235 @@
+"""Stage (jit only, after fusion and row tapes, before emit): the two forms of compiled code that
+Python mode has no use for, written into each top-level function's statements that run once a
+call (outside loops, into `if`s), in one walk:
+
+- a workspace: each allocation the statements make (`np.empty`, `np.zeros`, a stack product, an
+  elementwise `a - b`: rules/pools.py) takes a slot of a last parameter `workspace=None`, which
+  s2sad's call hands the compiled function (s2sad/workspace.py keeps its memory between calls);
+  called without one (by the Python fallback, another generated function) each is the
+  allocation it was;
+- mask checks (`checks`: Numba's bounds checks on, code that indexes: bounds.py): each
+  subscript of a name by names (`x[m]`, `x[i, m]`, `y[m] = v`) becomes `x[mask_fits(x, 0, m)]`,
+  since Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where
+  NumPy raises IndexError; `mask_fits` (rules/indexing.py) is `m` itself for any other index.
+
+Loops' statements (fusion's, the user's) are left as they are: a slot taken in a loop would be
+one array for every iteration. The statements changed are copies (the unfused code's and the
+fused code's share nodes), each keeping its statement's line and origin (the `# line` comments,
+and messages naming the user's line); the text `s2sad.source` shows is the text Numba compiles.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import math
+
+from ..rules.pools import POOLED_BYTES
+
+# allocations of generated code -> the helper taking a slot (rules/pools.py)
+_NUMPY = {"empty": "pooled", "zeros": "pooled_zeros"}
+_HELPERS = {"matmul_stacks": ("pooled_matmul", 2), "matmul_vjp_rhs": ("pooled_matmul_vjp_rhs", 3)}
+_BINARY = {
+    ast.Sub: "pooled_subtract",
+    ast.Add: "pooled_add",
+    ast.Mult: "pooled_multiply",
+    ast.Div: "pooled_divide",
+}
+# statements whose insides run any number of times a call (or are not this function's)
+_REPEATED = (ast.For, ast.While, ast.FunctionDef, ast.With, ast.Try)
+
+
+class NumbaForms:
+    """The pass over one transform's functions: `workspace`, the parameter's name (a name the
+    code does not use); `checks`, whether subscripts' masks are checked; `rank_of`, an
+    expression's rank where known (arithmetic on numbers takes no slot); `pooled`, whether the
+    functions take a workspace (not where a parameter cannot follow theirs: `*args`)."""
+
+    def __init__(self, names: set[str], rank_of, checks: bool, pooled: bool = True):
+        name, k = "workspace", 1
+        while name in names:
+            k += 1
+            name = f"workspace{k}"
+        self.workspace = name
+        self.rank_of = rank_of
+        self.checks = checks
+        self.pooled = pooled
+
+    def function(self, *blocks: list) -> tuple[list[list], int]:
+        """Copies of `blocks`, one function's statements in order, with their allocations taking
+        slots numbered from 0 and their masks checked; and the number of slots (0: the function
+        takes no workspace)."""
+        self.slots = 0
+        return [self._block(b) for b in blocks], self.slots
+
+    def _block(self, stmts: list) -> list:
+        return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
+
+    def _statement(self, stmt: ast.stmt) -> ast.stmt:
+        if isinstance(stmt, _REPEATED):
+            return stmt
+        if isinstance(stmt, ast.If):
+            new = copy.copy(stmt)
+            new.test = self._checked(stmt.test, stmt)
+            new.body, new.orelse = self._block(stmt.body), self._block(stmt.orelse)
+            return new
+        new = copy.copy(stmt)
+        for field in stmt._fields:
+            value = getattr(stmt, field, None)
+            if isinstance(value, ast.expr):
+                setattr(new, field, self._checked(value, stmt))
+            elif isinstance(value, list):
+                values = [self._checked(v, stmt) for v in value]
+                if any(v is not w for v, w in zip(values, value)):
+                    setattr(new, field, values)
+        if (
+            isinstance(new, ast.Assign)
+            and len(new.targets) == 1
+            and isinstance(new.targets[0], ast.Name)
+        ):
+            new.value = self._pooled(new.value, stmt)
+        changed = any(getattr(new, f, None) is not getattr(stmt, f, None) for f in stmt._fields)
+        return new if changed else stmt
+
+    def _checked(self, e, stmt: ast.stmt):
+        """`e` with each subscript of a name by names checked (a copy where one is)."""
+        if not self.checks or not isinstance(e, ast.expr):
+            return e
+        if not any(self._masks(n) for n in ast.walk(e)):
+            return e
+        e = _copied(e)
+        for node in ast.walk(e):
+            masks = self._masks(node)
+            if not masks:
+                continue
+            tupled = isinstance(node.slice, ast.Tuple)
+            items = node.slice.elts if tupled else [node.slice]
+            checked = [
+                (
+                    _at(
+                        ast.Call(
+                            ast.Name("mask_fits", ast.Load()),
+                            [ast.Name(node.value.id, ast.Load()), ast.Constant(axis), i],
+                            [],
+                        ),
+                        stmt,
+                    )
+                    if axis in masks
+                    else i
+                )
+                for axis, i in enumerate(items)
+            ]
+            if tupled:
+                node.slice.elts = checked
+            else:
+                node.slice = checked[0]
+        return e
+
+    def _masks(self, node) -> list[int]:
+        """The axes of subscript `node` whose index may be a boolean array: a name not known to
+        be a number (`mask_fits` of a number is the number), where the array is a name and the
+        index names and slices only (`None`, `...` or an expression: axes not counted here)."""
+        if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
+            return []
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if not all(isinstance(i, (ast.Name, ast.Slice)) for i in items):
+            return []
+        return [
+            axis for axis, i in enumerate(items) if isinstance(i, ast.Name) and self.rank_of(i) != 0
+        ]
+
+    def _pooled(self, value: ast.expr, stmt: ast.stmt) -> ast.expr:
+        """`value` taking the next slot where it is an allocation a slot may hold."""
+        found = _allocation(value) if self.pooled else None
+        if found is None:
+            return value
+        helper, operands, dtype = found
+        if helper in _NUMPY.values() and _small(operands[0]):
+            return value  # (a few numbers: malloc's free lists serve it, no page to fault)
+        if isinstance(value, ast.BinOp) and not self._arrays(value):
+            return value
+        args = [ast.Name(self.workspace, ast.Load()), ast.Constant(self.slots), *operands]
+        if dtype is not None:
+            args.append(ast.Attribute(ast.Name("np", ast.Load()), dtype, ast.Load()))
+        self.slots += 1
+        return _at(ast.Call(ast.Name(helper, ast.Load()), args, []), stmt)
+
+    def _arrays(self, value: ast.BinOp) -> bool:
+        """Whether arithmetic `value` is on arrays (a slot's helper takes two): an operand known
+        to be one, neither known to be a number (nor a length: `x.shape[0] - 1`). Code of
+        numbers alone (a CUDA kernel's device function) takes no slot."""
+        ranks = [self.rank_of(value.left), self.rank_of(value.right)]
+        return 0 not in ranks and any(r is not None and r >= 1 for r in ranks) and not _sizes(value)
+
+    def parameter(self, slots: int) -> list[str]:
+        """The parameter a function of `slots` slots takes last: `workspace=None`, or none."""
+        return [f"{self.workspace}=None"] if slots else []
+
+
+def _allocation(call: ast.expr):
+    """(helper, its operands, the dtype to append or None) where `call` is an allocation a slot
+    may hold, else None."""
+    if isinstance(call, ast.BinOp) and type(call.op) in _BINARY:
+        return _BINARY[type(call.op)], [call.left, call.right], None
+    if not isinstance(call, ast.Call) or call.keywords:
+        return None
+    if any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    f = call.func
+    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "np":
+        if f.attr in _NUMPY and len(call.args) in (1, 2):
+            return _NUMPY[f.attr], call.args, ("float64" if len(call.args) == 1 else None)
+    if isinstance(f, ast.Name) and f.id in _HELPERS and len(call.args) == _HELPERS[f.id][1]:
+        return _HELPERS[f.id][0], call.args, None
+    return None
+
+
+def _small(shape: ast.expr) -> bool:
+    """A shape of literal lengths whose array is under POOLED_BYTES in any dtype (fusion's
+    lanes of partial sums: `np.zeros(32)`)."""
+    items = shape.elts if isinstance(shape, ast.Tuple) else [shape]
+    if not all(isinstance(i, ast.Constant) and type(i.value) is int for i in items):
+        return False
+    return math.prod(i.value for i in items) * 16 < POOLED_BYTES
+
+
+def _sizes(node: ast.BinOp) -> bool:
+    """Whether `node` is arithmetic on a length or size (`x.shape[0] - (k + 1)`)."""
+    return any(_size(e) for e in (node.left, node.right))
+
+
+def _size(e: ast.expr) -> bool:
+    if isinstance(e, ast.BinOp):
+        return _size(e.left) or _size(e.right)
+    if isinstance(e, ast.Call):
+        return isinstance(e.func, ast.Name) and e.func.id == "len"
+    if isinstance(e, ast.Attribute):
+        return e.attr in ("size", "ndim")
+    return (
+        isinstance(e, ast.Subscript)
+        and isinstance(e.value, ast.Attribute)
+        and e.value.attr == "shape"
+    )
+
+
+def _copied(node):
+    """A copy of expression `node`'s nodes (what is recorded on them shared, not copied)."""
+    new = copy.copy(node)
+    for field in node._fields:
+        value = getattr(node, field, None)
+        if isinstance(value, ast.AST):
+            setattr(new, field, _copied(value))
+        elif isinstance(value, list):
+            setattr(new, field, [_copied(v) if isinstance(v, ast.AST) else v for v in value])
+    return new
+
+
+def _at(node: ast.expr, stmt: ast.stmt) -> ast.expr:
+    """`node`, and its new nodes, on `stmt`'s line (where the user's line is read from)."""
+    line = getattr(stmt, "lineno", None)
+    if line is not None:
+        for n in ast.walk(node):
+            if getattr(n, "lineno", None) is None:
+                n.lineno = n.end_lineno = line
+                n.col_offset = n.end_col_offset = 0
+    return node
