@@ -5,6 +5,7 @@ forms, `JVPTransformed` and `BatchedJVPTransformed`."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import numbers
@@ -370,8 +371,8 @@ class Transformed:
             return value
         key = tuple(_kind(v) for v in given)
         if key not in self._value_dtypes:
-            try:
-                ran = self.target.original(*args, **kwargs)
+            try:  # (on copies: a function writing into its arguments must not write the caller's)
+                ran = self.target.original(*copy.deepcopy(args), **copy.deepcopy(kwargs))
             except Exception:  # noqa: BLE001  (what Numba gave is kept)
                 ran = None
             ran = ran[0] if self.has_aux and isinstance(ran, tuple) else ran

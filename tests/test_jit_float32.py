@@ -385,3 +385,25 @@ def test_a_jitted_value_and_grad_has_python_modes_dtypes():
             assert type(value) is np.float32 and g.dtype == np.float32
             close32(value, e_value)
             close32(g, e_g)
+
+
+def bumped(x):
+    x[0] = x[0] + 1.0  # (written into: Python mode and jit work on a copy of the caller's x)
+    e = 0.0
+    for i in range(x.shape[0]):
+        e = e + x[i] * x[i]
+    return e
+
+
+def test_learning_the_values_dtype_leaves_the_callers_arrays_alone():
+    """The run that learns Python mode's dtype of a jitted value works on copies: a function
+    writing into its argument had written the caller's float32 array (break-it review)."""
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    expected = s2sad.value_and_grad(bumped)(x.copy())
+    transformed = s2sad.value_and_grad(bumped, jit=True)
+    for _ in range(2):
+        value, g = transformed(x)
+        np.testing.assert_array_equal(x, [1.0, 2.0, 3.0])
+        assert type(value) is np.float32
+        close32(value, expected[0])
+        close32(g, expected[1])
