@@ -221,3 +221,22 @@ def test_an_index_no_check_can_be_placed_for_keeps_numbas_checks():
         compiled = transformed.specialized(transformed._bind(args, {}))
         assert compiled.indexed and compiled.numba_checks is numba_checks
         assert ("check_index" in s2sad.source(transformed, *args)) is not numba_checks
+
+
+def masked_column(x, m):
+    return np.sum(x[m, 0] ** 2)
+
+
+def test_a_mask_beside_an_integer_is_checked():
+    """`x[m, 0]`: mask_fits covers indices of names and slices only, so check_index asks the
+    mask's length (the function is compiled without Numba's checks: a mask one too long read
+    and wrote past x, or crashed the process; break-it review)."""
+    x = np.arange(1.0, 7.0).reshape(3, 2)
+    jitted = s2sad.value_and_grad(masked_column, jit="strict")
+    good = np.array([True, False, True])
+    expected = s2sad.value_and_grad(masked_column)(x, good)
+    np.testing.assert_allclose(jitted(x, good)[1], expected[1])
+    assert "check_index(m, len(x))" in s2sad.source(jitted, x, good)
+    for bad in (np.array([True, False, False, True]), np.array([True, False])):
+        with pytest.raises(IndexError):
+            jitted(x, bad)

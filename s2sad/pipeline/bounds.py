@@ -165,7 +165,13 @@ class _Checks:
                 width = 1
                 if not mirror and not self.ranges.in_range(item, array, axis, loops):
                     out.append(_check(item, array, axis))
-            elif kind != "b":  # (a mask: mask_fits checks its shape)
+            elif kind == "b":  # a mask: mask_fits checks it where the index is names and slices
+                if not all(isinstance(i, (ast.Name, ast.Slice)) for i in items):
+                    if width != 1:
+                        raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
+                    if not mirror:  # (`x[m, 0]`: check_index asks the mask's length)
+                        out.append(_check(item, array, axis))
+            else:
                 width = 1 if (width == 1 or kind == "i") else None
                 if not mirror:
                     out.append(_check(item, array, axis))

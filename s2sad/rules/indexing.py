@@ -527,8 +527,11 @@ def check_index(index, n):
     """IndexError where `index` (an integer, or each entry of an integer array) is out of an
     axis of length `n` (negative ones count from its end): jitted code, compiled without Numba's
     checks, asks it before each index of the user's it cannot prove in range
-    (pipeline/bounds.py). A boolean mask is `mask_fits`'s to check."""
-    if isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
+    (pipeline/bounds.py); a boolean mask's first axis must be the axis's length."""
+    if isinstance(index, np.ndarray) and index.dtype == bool and index.ndim:
+        if index.shape[0] != n:
+            raise IndexError("boolean index did not match indexed array")
+    elif isinstance(index, (int, np.integer)) and not isinstance(index, (bool, np.bool_)):
         if index < -n or index >= n:
             raise IndexError(f"index {index} is out of bounds for axis with size {n}")
     elif isinstance(index, np.ndarray) and index.dtype.kind in "iu" and index.size:
@@ -556,4 +559,11 @@ def _check_index(index, n):
                 raise IndexError("index is out of bounds")
 
         return each
-    return lambda index, n: None  # (a boolean mask: mask_fits; anything else: NumPy's error)
+    if _array(index) and isinstance(index.dtype, types.Boolean) and index.ndim:
+
+        def mask(index, n):
+            if index.shape[0] != n:
+                raise IndexError("boolean index did not match indexed array")
+
+        return mask
+    return lambda index, n: None  # (anything else: NumPy's error)
