@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.jit import JitError
 
 
 @s2sad.custom_vjp
@@ -175,3 +176,24 @@ def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
             fd[j] = (up - returns_of_all_kinds(*step)) / 2e-6
         np.testing.assert_allclose(p, fd, rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(python[3], np.zeros(3))
+
+
+@s2sad.custom_vjp
+def scaled(x, s):
+    return x * s
+
+
+@scaled.defvjp
+def scaled_list(g, ans, x, s):
+    return [g * s, np.sum(g * x)]  # a list of an array and a number: Numba cannot return it
+
+
+def test_a_list_of_several_types_is_named_where_numba_refuses_it():
+    """Python mode takes the list; compiled code names the rule and what to return instead."""
+    x = np.linspace(0.1, 1.0, 3)
+    gx, gs = s2sad.grad(lambda x, s: np.sum(scaled(x, s)), wrt=(0, 1))(x, 1.5)
+    np.testing.assert_allclose(gx, np.full(3, 1.5), rtol=1e-12)
+    np.testing.assert_allclose(gs, np.sum(x), rtol=1e-12)
+    told = r"your vjp rule scaled_list \(test_rule_returns.py:\d+\), which returns a list of"
+    with pytest.raises(JitError, match=told):
+        s2sad.grad(lambda x, s: np.sum(scaled(x, s)), wrt=(0, 1), jit="strict")(x, 1.5)
