@@ -282,6 +282,15 @@ def _data_read(func: types.FunctionType, seen: set) -> str | None:
     return None
 
 
+def _returns_list(func) -> bool:
+    """Whether a function's code returns a list display (`return [g * b, 0.0]`)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    return any(isinstance(n, ast.Return) and isinstance(n.value, ast.List) for n in ast.walk(tree))
+
+
 def _filled(cell) -> bool:
     try:
         cell.cell_contents
@@ -304,6 +313,9 @@ def user_callee(exc, objects: dict) -> str | None:
         where = f"your {kind} {func.__name__} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
         if f"<function {func.__name__} at " in str(exc):
             return where
+        if kind == "vjp rule" and "unhashable type: 'list'" in str(exc) and _returns_list(func):
+            # (Numba's error boxing a list of several types, which it types but cannot return)
+            return f"{where}, which returns a list of values of different types (a tuple compiles),"
         read = _data_read(func, set()) if f"'{name}'" in str(exc) else None
         if read is not None:
             return (

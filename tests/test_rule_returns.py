@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.jit import JitError
 
 
 @s2sad.custom_vjp
@@ -104,10 +105,95 @@ def test_the_compiled_form_checks_the_same():
     def rank(x):
         return rule_cotangents(x[0], (x,), "R (f.py:1) of f(x)")
 
+    @numba.njit
+    def listed(x):
+        return rule_cotangents([x, x, x], (x, x), "R (f.py:1) of f(a, b)")
+
     np.testing.assert_array_equal(one(X), 2.0 * X)
+    with pytest.raises(ValueError, match=r"R \(f.py:1\) of f\(a, b\) returned a list of another"):
+        listed(X)
     with pytest.raises(ValueError, match=r"R \(f.py:1\) of f\(a, b\) returned 3 values where 2"):
         three(X)
     with pytest.raises(ValueError, match="a cotangent of another shape than `b`'s"):
         row(X)
     with pytest.raises(ValueError, match="a cotangent of another rank than `x`'s"):
         rank(X)
+
+
+@s2sad.custom_vjp
+def five(a, b, c, d, s):
+    return a * b + c + s * a  # `d` unread: its cotangent None
+
+
+@five.defvjp
+def five_rule(g, ans, a, b, c, d, s):
+    return g * (b + s), g * a, g, None, np.array(np.sum(g * a))  # a 0-d array for the float `s`
+
+
+@s2sad.custom_vjp
+def mul_by(a, b):
+    return a * b
+
+
+@mul_by.defvjp
+def mul_list(g, ans, a, b):
+    return [g * b, g * a]
+
+
+@s2sad.custom_vjp
+def flat(x):
+    return x * 0.0
+
+
+@flat.defvjp
+def flat_rule(g, ans, x):
+    return None  # JAX's zero cotangent
+
+
+def returns_of_all_kinds(a, b, c, d, s):
+    return np.sum(five(a, b, c, d, s) ** 2) + np.sum(mul_by(a, c) * b) + np.sum(flat(b) + a)
+
+
+def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
+    """A rule of five arguments, one returning a list, a 0-d array for a float and None (a zero
+    cotangent, for one argument or one of several): compiled (strict) == Python == finite
+    differences, each gradient of its input's shape and dtype."""
+    r = np.random.default_rng(5)
+    args = [r.normal(size=3) for _ in range(4)] + [0.7]
+    wrt = (0, 1, 2, 3, 4)
+    python = s2sad.grad(returns_of_all_kinds, wrt=wrt)(*args)
+    compiled = s2sad.grad(returns_of_all_kinds, wrt=wrt, jit="strict")(*args)
+    for i, (p, c, x) in enumerate(zip(python, compiled, args)):
+        assert np.shape(p) == np.shape(c) == np.shape(x)
+        assert np.asarray(p).dtype == np.asarray(c).dtype == np.float64
+        np.testing.assert_allclose(c, p, rtol=1e-12, atol=1e-12)
+        fd = np.zeros(np.shape(x))
+        for j in np.ndindex(np.shape(x)):
+            step = [np.array(v, dtype=float) for v in args]
+            step[i][j] += 1e-6
+            up = returns_of_all_kinds(*step)
+            step[i][j] -= 2e-6
+            fd[j] = (up - returns_of_all_kinds(*step)) / 2e-6
+        np.testing.assert_allclose(p, fd, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(python[3], np.zeros(3))
+
+
+@s2sad.custom_vjp
+def scaled(x, s):
+    return x * s
+
+
+@scaled.defvjp
+def scaled_list(g, ans, x, s):
+    return [g * s, np.sum(g * x)]  # a list of an array and a number: Numba cannot return it
+
+
+def test_a_list_of_several_types_is_named_where_numba_refuses_it():
+    """Python mode takes the list; compiled code names the rule and what to return instead."""
+    x = np.linspace(0.1, 1.0, 3)
+    gx, gs = s2sad.grad(lambda x, s: np.sum(scaled(x, s)), wrt=(0, 1))(x, 1.5)
+    np.testing.assert_allclose(gx, np.full(3, 1.5), rtol=1e-12)
+    np.testing.assert_allclose(gs, np.sum(x), rtol=1e-12)
+    told = r"your vjp rule scaled_list \(test_rule_returns.py:\d+\), which returns a list of"
+    with pytest.raises(JitError, match=told):
+        s2sad.grad(lambda x, s: np.sum(scaled(x, s)), wrt=(0, 1), jit="strict")(x, 1.5)

@@ -5,7 +5,8 @@ are often read-only broadcast views (Python's `expand_reduced`) or arrays other 
 too, so such a rule raised NumPy's "output array is read-only" in Python and could change other
 gradients in compiled code. custom.py calls a rule through `own_copy` only where the rule's code
 writes into its cotangent: the others take theirs as it is, at no cost. And what a rule returns
-checked at each call (`rule_cotangents`): one cotangent per argument, each of its shape.
+checked at each call (`rule_cotangents`): one cotangent per argument, each of its shape, None
+taken for zeros and a list for a tuple.
 """
 
 import typing
@@ -18,6 +19,7 @@ from .registry import linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
+    from numba.np.numpy_support import as_dtype
 
 
 @helper(jvp=linear("g"), batch_safe=True, shaped_like="g")
@@ -41,10 +43,12 @@ def _own_copy(g):
 def rule_cotangents(result, args, rule):
     """What a user's vjp rule returned, checked where generated code calls it: one cotangent per
     argument (one value for a function of one argument, or JAX's tuple of one, which is taken
-    apart), each float argument's of its shape (None passes, as does anything for an argument
-    that is no float: an index, a flag); else a ValueError naming the rule (`rule`: its name,
-    file and line) and what was expected. A wrong count or shape would otherwise surface far
-    from the rule, or not at all (an array unpacked by its rows as two cotangents)."""
+    apart; a tuple or a list of them for more), each float argument's of its shape (anything
+    passes for an argument that is no float: an index, a flag); else a ValueError naming the rule
+    (`rule`: its name, file and line) and what was expected. A wrong count or shape would
+    otherwise surface far from the rule, or not at all (an array unpacked by its rows as two
+    cotangents). None is a zero cotangent (as in JAX), returned as zeros of the argument's shape
+    and dtype; a list, as a tuple."""
     names = rule[rule.rindex("(") + 1 : -1]  # (`rule` ends with the function's parameters)
     params = names.split(", ")
     if len(args) == 1:
@@ -62,17 +66,21 @@ def rule_cotangents(result, args, rule):
             f"per argument ({names})"
         )
     else:
-        given = result
+        given = tuple(result)
+    checked = []
     for ct, arg, name in zip(given, args, params):
         floats = isinstance(arg, (float, np.floating)) or (
             isinstance(arg, np.ndarray) and arg.dtype.kind == "f"
         )
+        if ct is None and floats:  # a zero cotangent
+            ct = np.zeros_like(arg) if isinstance(arg, np.ndarray) else type(arg)(0.0)
         if ct is not None and floats and np.shape(ct) != np.shape(arg):
             raise ValueError(
                 f"your vjp rule {rule} returned a cotangent of shape {np.shape(ct)} for `{name}`, of shape "
                 f"{np.shape(arg)}: each cotangent has its argument's shape"
             )
-    return result
+        checked.append(ct)
+    return checked[0] if len(args) == 1 else tuple(checked)
 
 
 @type_test
@@ -80,15 +88,19 @@ def _shape_differs(ct, arg) -> bool | None:
     """Whether the cotangent `ct` cannot have the shape of the float argument `arg` (from the
     types: its rank), None where only the values tell (both arrays of one rank); False where
     nothing is checked (no float argument, a cotangent None)."""
-    if isinstance(ct, (types.NoneType, types.Omitted)) or not (
-        isinstance(arg, types.Float) or (_array(arg) and isinstance(arg.dtype, types.Float))
-    ):
+    if isinstance(ct, (types.NoneType, types.Omitted)) or not _floats(arg):
         return False
     ct_ndim = ct.ndim if _array(ct) else 0 if isinstance(ct, types.Number) else -1
     arg_ndim = arg.ndim if _array(arg) else 0
     if ct_ndim != arg_ndim:
         return True
-    return None if _array(ct) else False
+    return None if _array(ct) and _array(arg) else False
+
+
+@type_test
+def _floats(arg) -> bool:
+    """Whether an argument is a float or an array of floats (whose cotangent is checked)."""
+    return isinstance(arg, types.Float) or (_array(arg) and isinstance(arg.dtype, types.Float))
 
 
 @numba_jitable
@@ -103,15 +115,13 @@ def _rule_cotangents(result, args, rule):
         return None  # (Numba asks again with the string's value)
     told = f"your vjp rule {rule.literal_value}"
     names = rule.literal_value[rule.literal_value.rindex("(") + 1 : -1]
-    params = names.split(", ")
     n = len(args.types)
     tuple_of = isinstance(result, types.BaseTuple)
-    if n > 1 and (not tuple_of or len(result.types) != n):
+    list_of = isinstance(result, types.List)
+    expected = f"where {n} cotangents were expected, a tuple of one per argument ({names})"
+    if n > 1 and (not (tuple_of or list_of) or tuple_of and len(result.types) != n):
         count = f"{len(result.types)} values" if tuple_of else "one value"
-        wrong = (
-            f"{told} returned {count} where {n} cotangents were expected, a tuple of one per "
-            f"argument ({names})"
-        )
+        wrong = f"{told} returned {count} {expected}"
 
         def refused(result, args, rule):  # (`args`: a tuple of the count expected)
             if _raising(n):
@@ -119,70 +129,61 @@ def _rule_cotangents(result, args, rule):
             return args
 
         return refused
-    one = n == 1 and tuple_of and len(result.types) == 1
-    one = one and not isinstance(args.types[0], types.BaseTuple)  # (JAX's tuple of one)
-    given = result.types[:1] if one else (result,) if n == 1 else result.types
-    checks = [(i, _shape_differs(t, a)) for i, (t, a) in enumerate(zip(given, args.types))]
-    messages = [
-        f"{told} returned a cotangent {'of another rank' if c else 'of another shape'} than "
-        f"`{params[i]}`'s: each cotangent has its argument's shape"
-        for i, c in checks
-    ]
-    if any(c for _, c in checks):  # known wrong from the types
-        wrong = messages[next(i for i, c in checks if c)]
+    if n > 1:
+        length = f"{told} returned a list of another length {expected}"
 
-        def refused_rank(result, args, rule):
-            if _raising(n):
+        def each(result, args, rule):  # (a list's length known only from its value)
+            if len(result) != n:
+                raise ValueError(length)
+            return _cotangents_from(result, args, rule, 0)
+
+        return each
+    if tuple_of and len(result.types) == 1 and not isinstance(args.types[0], types.BaseTuple):
+        return lambda result, args, rule: _cotangents_from(result, args, rule, 0)[0]
+    return lambda result, args, rule: _cotangents_from((result,), args, rule, 0)[0]
+
+
+def _cotangents_from(result, args, rule, i):
+    """The cotangents `result[i:]` of `args[i:]`, each checked (Numba's form only)."""
+    return tuple(result[i:])
+
+
+@numba_of(_cotangents_from)
+def _cotangents_from_impl(result, args, rule, i):
+    """One cotangent checked and the rest, by a form for each index `i` (a literal): the
+    cotangents of a tuple or list are of different types, which a loop cannot index."""
+    if not isinstance(i, types.IntegerLiteral):
+        return None  # (Numba asks again with the index's value)
+    k = i.literal_value
+    if k == len(args.types):
+        return lambda result, args, rule, i: ()
+    names = rule.literal_value[rule.literal_value.rindex("(") + 1 : -1]
+    name, later = names.split(", ")[k], k + 1
+    ct, arg = result.dtype if isinstance(result, types.List) else result.types[k], args.types[k]
+    differs = _shape_differs(ct, arg)
+    told = f"your vjp rule {rule.literal_value} returned a cotangent"
+    wrong = f"{told} {'of another rank' if differs else 'of another shape'} than `{name}`'s: "
+    wrong += "each cotangent has its argument's shape"
+    if isinstance(ct, types.NoneType) and _floats(arg):  # a zero cotangent
+        zero = as_dtype(arg.dtype if _array(arg) else arg).type(0.0)
+        if _array(arg):
+            return lambda result, args, rule, i: (np.zeros_like(args[k]),) + _cotangents_from(
+                result, args, rule, later
+            )
+        return lambda result, args, rule, i: (zero,) + _cotangents_from(result, args, rule, later)
+
+    if differs is None:  # arrays of one rank: their shapes compared
+
+        def compared(result, args, rule, i):
+            if result[k].shape != args[k].shape:
                 raise ValueError(wrong)
-            return result[0] if one else result
+            return (result[k],) + _cotangents_from(result, args, rule, later)
 
-        return refused_rank
-    m0, m1, m2, m3 = (messages + [""] * 4)[:4]
+        return compared
 
-    def one_checked(result, args, rule):
-        if not _same_shape(result, args[0]):
-            raise ValueError(m0)
-        return result
+    def checked(result, args, rule, i):  # (known wrong from the types, or not checked)
+        if differs and _raising(k):
+            raise ValueError(wrong)
+        return (result[k],) + _cotangents_from(result, args, rule, later)
 
-    def one_of_tuple(result, args, rule):
-        if not _same_shape(result[0], args[0]):
-            raise ValueError(m0)
-        return result[0]
-
-    def two(result, args, rule):
-        if not _same_shape(result[0], args[0]):
-            raise ValueError(m0)
-        if not _same_shape(result[1], args[1]):
-            raise ValueError(m1)
-        return result
-
-    def three(result, args, rule):
-        if not (_same_shape(result[0], args[0]) and _same_shape(result[1], args[1])):
-            raise ValueError(m0 if not _same_shape(result[0], args[0]) else m1)
-        if not _same_shape(result[2], args[2]):
-            raise ValueError(m2)
-        return result
-
-    def four(result, args, rule):
-        if not (_same_shape(result[0], args[0]) and _same_shape(result[1], args[1])):
-            raise ValueError(m0 if not _same_shape(result[0], args[0]) else m1)
-        if not (_same_shape(result[2], args[2]) and _same_shape(result[3], args[3])):
-            raise ValueError(m2 if not _same_shape(result[2], args[2]) else m3)
-        return result
-
-    if one:
-        return one_of_tuple
-    # (a rule of more arguments: its count checked above, its shapes not)
-    return {1: one_checked, 2: two, 3: three, 4: four}.get(n, lambda result, a, r: result)
-
-
-def _same_shape(ct, arg):
-    return True
-
-
-@numba_of(_same_shape)
-def _same_shape_impl(ct, arg):
-    """Whether a cotangent has its float argument's shape (true for what is not checked)."""
-    if _shape_differs(ct, arg) is None:
-        return lambda ct, arg: ct.shape == arg.shape
-    return lambda ct, arg: True
+    return checked
