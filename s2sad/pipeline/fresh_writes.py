@@ -185,6 +185,8 @@ def overwritten_zeros(block: list[ast.stmt]) -> set[int]:
                 break  # a loop, a branch, a return: it may leave the block with z unwritten
             if not any(isinstance(n, ast.Name) and n.id == name for n in walk_nodes(later)):
                 continue
+            if _index_check(later):
+                continue  # (`check_index(0, len(z))`, bounds.py: z's length alone)
             index = _write_into(later, name)
             piece = _range(index[0]) if index else None
             if piece is None or not all(_whole(i) for i in index[1:]):
@@ -194,6 +196,12 @@ def overwritten_zeros(block: list[ast.stmt]) -> set[int]:
                 found.add(id(stmt))
                 break
     return found
+
+
+def _index_check(stmt) -> bool:
+    """A `check_index(...)` statement, which reads an array's length, none of its elements."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return isinstance(call, ast.Call) and getattr(call.func, "id", None) == "check_index"
 
 
 def emptied(stmt: ast.Assign) -> ast.Assign:
