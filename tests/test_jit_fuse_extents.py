@@ -3,7 +3,6 @@ over `u[:, 1:]` are not fused into one loop nest whose guard could never pass, s
 loop runs; statements of one shape further on are moved up to join their run."""
 
 import ast
-
 import re
 
 import numpy as np
