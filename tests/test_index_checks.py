@@ -236,7 +236,8 @@ def test_a_mask_beside_an_integer_is_checked():
     good = np.array([True, False, True])
     expected = s2sad.value_and_grad(masked_column)(x, good)
     np.testing.assert_allclose(jitted(x, good)[1], expected[1])
-    assert "check_index(m, len(x))" in s2sad.source(jitted, x, good)
+    text = s2sad.source(jitted, x, good)
+    assert "check_index(m, len(x))" in text and "x[mask_fits(x, 0, m), 0]" in text
     for bad in (np.array([True, False, False, True]), np.array([True, False])):
         with pytest.raises(IndexError):
             jitted(x, bad)

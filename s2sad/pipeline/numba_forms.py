@@ -127,12 +127,14 @@ class NumbaForms:
 
     def _masks(self, node) -> list[int]:
         """The axes of subscript `node` whose index may be a boolean array: a name not known to
-        be a number (`mask_fits` of a number is the number), where the array is a name and the
-        index names and slices only (`None`, `...` or an expression: axes not counted here)."""
+        be a number (`mask_fits` of a number is the number), where the array is a name and each
+        index item takes one axis (`None` or `...`: axes not counted here). An integer or an
+        expression beside the mask (`x[m, 0]`) takes one: such code may be compiled with Numba's
+        checks, which do not check a mask's length (an `emit --jit` module's, break-it review)."""
         if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
             return []
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if not all(isinstance(i, (ast.Name, ast.Slice)) for i in items):
+        if any(isinstance(i, ast.Constant) and i.value in (None, Ellipsis) for i in items):
             return []
         return [
             axis for axis, i in enumerate(items) if isinstance(i, ast.Name) and self.rank_of(i) != 0
