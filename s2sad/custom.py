@@ -19,6 +19,7 @@ import types
 import weakref
 
 from .errors import S2SADError
+from .pipeline.bounds import BOUNDSCHECK
 from .pipeline.reserved import RESERVED
 from .rules.registry import NAMESPACE, nondiff, register
 from .rules.common import stop_gradient
@@ -243,9 +244,8 @@ def numba_form(value):
         return value
     import numba  # (Numba loads on first use: s2sad imports fast)
 
-    # bounds checked as the generated code's (jit.BOUNDSCHECK): an index out of range raises
-    checks = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
-    dispatcher = numba.njit(error_model="numpy", boundscheck=checks)(func)
+    # bounds checked as the generated code's: an index out of range raises
+    dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(func)
     _NUMBA_FORMS[value] = dispatcher
     return dispatcher
 

@@ -149,13 +149,6 @@ def module_text(
     return head + "\n\n" + constants + "\n\n" + text + "\n\n" + "\n".join(tail) + "\n"
 
 
-# The generated code checks the user's indices it cannot prove in range (`check_index`
-# statements, pipeline/bounds.py), or where it could not place them Numba checks each index of
-# the function (`boundscheck=True`), so an index out of range raises IndexError, as in Python
-# mode, where unchecked code would read past the array; S2SAD_BOUNDSCHECK=0 compiles without
-# the checks (`check_index` statements `pass`; pipeline/bounds.py reads it).
-
-
 _LOAD_LOCK = threading.RLock()  # first loads of generated modules, one at a time
 
 

@@ -27,9 +27,11 @@ from .. import ir
 from ..astcopy import clone
 from .index_ranges import Ranges, bound_names, loop_bounds
 
-# Numba checks the indices of the functions that index (and numba_forms.py their boolean masks'
-# shapes); S2SAD_BOUNDSCHECK=0 compiles without the checks. (Read once: the emitted text and a
-# module's text say which, so the two never share a module.)
+# The generated code checks the user's indices it cannot prove in range (`check_index`
+# statements), or where it could not place them Numba checks each index of the function
+# (`boundscheck=True`), and numba_forms.py its boolean masks' shapes; S2SAD_BOUNDSCHECK=0
+# compiles without the checks (`check_index` statements `pass`). (Read once: the emitted text
+# and a module's text say which, so the two never share a module.)
 BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
