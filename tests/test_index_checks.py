@@ -70,6 +70,22 @@ def test_indices_not_proven():
     }
 
 
+def test_bounds_bound_once_inside_a_loop():
+    """An inner loop's bound bound once in the outer loop's body (as normalize writes
+    `for j in range(n1 - 1)`) is a stable value; one naming the outer loop's variable, or
+    bound twice, is not."""
+    found = _proven(
+        "n0 = w.shape[0]\nn1 = x.shape[0]\n"
+        "for i in range(n0 - 1):\n    stop = n1 - 1\n    for j in range(stop):\n"
+        "        a = x[j + 1]\n"
+        "for i in range(n0):\n    top = i + 1\n    for j in range(top):\n        b = w[j]\n"
+        "for i in range(n0):\n    if i:\n        k = n0 + 1\n    else:\n        k = n0\n"
+        "    for j in range(k):\n        c = w[j - 1]\n",
+        ("x", "w"),
+    )
+    assert found == {"x[j + 1]": True, "w[j]": False, "w[j - 1]": False}, found
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.integers(0, 3),

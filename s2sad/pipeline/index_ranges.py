@@ -40,6 +40,31 @@ class Ranges:
         # (a parameter bound again has two values)
         self.stable = {n for n, c in counts.items() if c == 1 and n in self.defs} - set(params)
         self.unbound = lambda n: n not in counts  # (a parameter, a global)
+        self._nested_numbers(stmts, counts, set(params))
+
+    def _nested_numbers(self, stmts: list, counts: dict, params: set) -> None:
+        """Names bound once inside a loop or branch (`stop = n1 - 1` in an outer loop's body,
+        the inner loop's bound) to a form of stable values alone: one value wherever they are
+        bound, so stable too. Forms naming a loop's variable, or anything bound twice, are not."""
+        nested = [
+            node
+            for stmt in stmts
+            if isinstance(stmt, (ast.For, ast.While, ast.If, ast.With, ast.Try))
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and counts.get(node.targets[0].id) == 1
+            and node.targets[0].id not in params
+        ]
+        for _ in range(len(nested)):  # (a bound may name another one's: until none is added)
+            added = [a for a in nested if self.form(a.value, {}) is not None]
+            for a in added:
+                self.defs[a.targets[0].id] = a.value
+                self.stable.add(a.targets[0].id)
+            nested = [a for a in nested if a not in added]
+            if not added:
+                break
 
     def is_stable(self, name: str) -> bool:
         return name in self.stable or self.unbound(name)
