@@ -155,7 +155,7 @@ def emit_all(directory: str, outdir: str | None, check: bool) -> int:
         for func_name, options in getattr(module, "EMIT", {}).items():
             mode = options.get("mode", "grad")
             text = emit_text(f"{file.as_posix()}:{func_name}", options.get("wrt"), mode)
-            out = Path(outdir) / f"{file.stem}_{func_name.replace('.', '_')}_{mode}.py"
+            out = Path(outdir) / module_name(file, func_name, mode)
             if check:
                 if not out.is_file() or out.read_text() != text:
                     stale.append(str(out))
@@ -166,6 +166,21 @@ def emit_all(directory: str, outdir: str | None, check: bool) -> int:
     for name in stale:
         print(f"stale: {name}", file=sys.stderr)
     return 1 if stale else 0
+
+
+def module_name(file: Path, func_name: str, mode: str, jit: bool = False) -> str:
+    """The file name an emitted module gets in a directory: `loops_smooth_grad.py`."""
+    return f"{file.stem}_{func_name.replace('.', '_')}_{mode}{'_jit' if jit else ''}.py"
+
+
+def output_path(output: str, spec: str, mode: str, jit: bool) -> Path:
+    """`-o`'s path: a directory (one that exists, or a name ending in a slash) takes the
+    module under its `module_name`, as `--all` names them."""
+    path = Path(output)
+    if path.is_dir() or output.endswith(("/", os.sep)):
+        file, _, func_name = spec.rpartition(":")
+        return path / module_name(Path(file), func_name, mode, jit)
+    return path
 
 
 def write_output(path: Path, text: str) -> None:
@@ -259,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="OUT.py",
-        help="write here instead of stdout (with --all: a directory)",
+        help="write here instead of stdout (a directory: under the name --all gives it; "
+        "with --all: a directory)",
     )
     emit_p.add_argument(
         "--jit",
@@ -296,9 +312,12 @@ def main(argv=None) -> int:
         if args.command == "emit" and args.all:
             return emit_all(args.target, args.output, args.check)
         if args.command == "emit":
+            out = args.output and output_path(args.output, args.target, args.mode, args.jit)
             text = emit_text(args.target, args.wrt, args.mode, args.jit)
-            if args.output:
-                write_output(Path(args.output), text)
+            if out:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                write_output(out, text)
+                print(f"wrote {out}", file=sys.stderr)
             else:
                 sys.stdout.write(text)
         else:

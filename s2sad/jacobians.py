@@ -447,6 +447,7 @@ class Hessian:
                 f"wrt={wrt!r})",
             )
         self.batched = batched
+        self.last_source = None  # the batched sweep's code of the last call (`source()`)
         functools.update_wrapper(self, f)
 
     def _leaf(self, bound) -> str:
@@ -544,6 +545,7 @@ class Hessian:
             bound, data, names, (compiled, values) = self._second(args, kwargs)
             tangent = np.eye(n).reshape((n,) + np.shape(x))
             keywords = _keywords(bound, names)
+            self.last_source = compiled.source
             rows = compiled.function(*bound.args, *data, tangent, *values, **keywords)[1]
             stacked = np.moveaxis(_rows(rows, n, x), 0, -1)
         else:
@@ -566,9 +568,14 @@ class Hessian:
         )
 
     def source(self, *args, **kwargs) -> str:
-        """The batched forward sweep over the gradient code, for these arguments."""
+        """The batched forward sweep over the gradient code, for these arguments (none: the
+        last call's)."""
         if not (args or kwargs):
-            raise S2SADError("pass the arguments: the gradient code depends on their ranks")
+            if self.last_source is not None:
+                return self.last_source
+            raise S2SADError(
+                "pass the arguments, or call the Hessian first: its code depends on their ranks"
+            )
         return self._second(args, kwargs)[3][0].source
 
 

@@ -67,6 +67,8 @@ def numba_reason(exc, source: str = "") -> str:
         (line for line in lines if any(t in line for t in _TELLING)),
         plain[0] if plain else lines[0] if lines else type(exc).__name__,
     )
+    if "scipy" in reason.lower() and "required" in reason:  # (Numba's words: not what to do)
+        reason += ": pip install scipy (Numba runs np.dot, @ and np.linalg through SciPy's BLAS)"
     pointed = [
         _pointed_at(lines, i + 1)
         for i, line in enumerate(lines[:-1])

@@ -195,6 +195,15 @@ def test_source_shows_the_generated_function():
         s2sad.source(loss)
 
 
+def test_source_of_a_hessian_is_its_last_calls():
+    H = s2sad.hessian(needs_positive)
+    with pytest.raises(s2sad.S2SADError, match="call the Hessian first"):
+        s2sad.source(H)
+    x = np.array([1.0, 4.0])
+    np.testing.assert_allclose(H(x), np.diag(-0.25 * x**-1.5))
+    assert s2sad.source(H) == s2sad.source(H, x)
+
+
 def test_tracebacks_show_generated_lines():
     import traceback
 

@@ -135,6 +135,17 @@ def test_emit_vjp_mode_module(tmp_path):
     np.testing.assert_allclose(pullback(1.0), s2sad.grad(_chain(), wrt=1)(x, y, z))
 
 
+def test_emit_into_a_directory_names_the_module(tmp_path, capsys):
+    """`-o DIR/` (or an existing directory) writes the module under the name `--all` gives it;
+    the name is decided before the transform, and the directory is made."""
+    spec = "examples/broadcasting.py:chain"
+    assert cli.main(["emit", spec, "--wrt", "y", "-o", f"{tmp_path}/new/"]) == 0
+    made = tmp_path / "new" / "broadcasting_chain_grad.py"
+    assert made.read_text().startswith('"""Adjoint of chain') and "wrote" in capsys.readouterr().err
+    assert cli.main(["emit", spec, "--mode", "vjp", "--wrt", "y", "-o", str(tmp_path)]) == 0
+    assert "def vjp_chain(" in (tmp_path / "broadcasting_chain_vjp.py").read_text()
+
+
 def _chain():
     return cli._load_module(EXAMPLES / "broadcasting.py").chain
 

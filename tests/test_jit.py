@@ -410,7 +410,7 @@ def test_numba_linear_algebra_without_scipy_is_a_compile_failure(monkeypatch):
     assert numba_failures.is_numba_error(missing) and not numba_failures.is_numba_error(
         ImportError("other")
     )
-    assert "scipy" in numba_failures.numba_reason(missing)
+    assert "pip install scipy" in numba_failures.numba_reason(missing)
 
 
 def rotation_loss(x):
