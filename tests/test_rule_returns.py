@@ -180,13 +180,13 @@ def flat_rule(g, ans, x):
 
 
 @s2sad.custom_vjp
-def first_of(a, d):
-    return a * 1.0  # `d` unread
+def first_of(a, s):
+    return a * 1.0  # `s` unread
 
 
 @first_of.defvjp
-def first_listed(g, ans, a, d):
-    return [g, None]  # None in a list: a zero cotangent too (Numba typed it another rank)
+def first_listed(g, ans, a, s):
+    return [g, None]  # None in a list, for a float: a zero (Numba had said "another rank")
 
 
 @s2sad.custom_vjp
@@ -212,7 +212,7 @@ def shifted_rule(g, ans, x, by, scale):
 def returns_of_all_kinds(a, b, c, d, s):
     out = np.sum(five(a, b, c, d, s) ** 2) + np.sum(mul_by(a, c) * b) + np.sum(flat(b) + a)
     # defaults the call leaves out are bound as Python binds them (was: no rule for the call)
-    return out + np.sum(first_of(c, d) * tripled(d)) + np.sum(shifted(b) * a)
+    return out + np.sum(first_of(c, s) * tripled(d)) + np.sum(shifted(b) * a)
 
 
 def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
@@ -237,7 +237,7 @@ def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
             step[i][j] -= 2e-6
             fd[j] = (up - returns_of_all_kinds(*step)) / 2e-6
         np.testing.assert_allclose(p, fd, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(python[3], 3.0 * args[2], rtol=1e-12)  # first_of's `d`: zero
+    np.testing.assert_allclose(python[3], 3.0 * args[2], rtol=1e-12)  # `d`: tripled's alone
 
 
 @s2sad.custom_vjp

@@ -211,12 +211,7 @@ def _cotangents_from_impl(result, args, rule, i):
     wrong = f"{told} {'of another rank' if differs else 'of another shape'} than `{name}`'s: "
     wrong += "each cotangent has its argument's shape"
     if isinstance(ct, types.NoneType) and _floats(arg):  # a zero cotangent
-        zero = as_dtype(arg.dtype if _array(arg) else arg).type(0.0)
-        if _array(arg):
-            return lambda result, args, rule, i: (np.zeros_like(args[k]),) + _cotangents_from(
-                result, args, rule, later
-            )
-        return lambda result, args, rule, i: (zero,) + _cotangents_from(result, args, rule, later)
+        return _zero_unless_given(k, later, arg, "")
     # wrong whatever the value (a rank or a dtype the types tell), as Python mode raises it
     known = wrong if differs else None
     if known is None and _floats(arg):
@@ -259,13 +254,7 @@ def _optional_form(k, later, arg, ct, known, compare, wrong):
     argument's shape, in the cotangent's dtype (both branches give one type); another value is
     checked as one in a tuple is (`known`: the message it raises whatever its value)."""
     if known is not None:  # None passes, anything else raises
-
-        def refused(result, args, rule, i):
-            if result[k] is not None:
-                raise ValueError(known)
-            return (np.zeros_like(args[k]),) + _cotangents_from(result, args, rule, later)
-
-        return refused
+        return _zero_unless_given(k, later, arg, known)
     dtype = as_dtype(ct.dtype if _array(ct) else ct)
     zero = dtype.type(0.0)
     if not compare:  # numbers (a float argument's)
@@ -287,3 +276,25 @@ def _optional_form(k, later, arg, ct, known, compare, wrong):
         return (out,) + _cotangents_from(result, args, rule, later)
 
     return optional
+
+
+@type_test
+def _zero_unless_given(k, later, arg, known):
+    """The cotangent `k` as zeros of the float argument's shape and dtype (a number for a
+    number, as in Python mode) where the rule gave None, else a ValueError saying `known`."""
+    if _array(arg):
+
+        def zeros(result, args, rule, i):
+            if result[k] is not None:
+                raise ValueError(known)
+            return (np.zeros_like(args[k]),) + _cotangents_from(result, args, rule, later)
+
+        return zeros
+    zero = as_dtype(arg).type(0.0)
+
+    def number(result, args, rule, i):
+        if result[k] is not None:
+            raise ValueError(known)
+        return (zero,) + _cotangents_from(result, args, rule, later)
+
+    return number
