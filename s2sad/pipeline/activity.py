@@ -213,11 +213,16 @@ def _refuse_nested_in_user_rule(parsed, op, varied: set[str]) -> None:
     if rule.user is None:
         return
     param, arg = next(
-        (p, a)
-        for p, a in op.bound.args.items()
-        if isinstance(a, ast.AST)
-        and {n.id for n in ast.walk(a) if isinstance(n, ast.Name)} & varied
+        (
+            (p, a)
+            for p, a in op.bound.args.items()
+            if isinstance(a, ast.AST)
+            and {n.id for n in ast.walk(a) if isinstance(n, ast.Name)} & varied
+        ),
+        (None, None),
     )
+    if param is None:  # (not found in an argument: the caller's internal error)
+        return
     kind = "list" if isinstance(arg, ast.List) else "tuple" if isinstance(arg, ast.Tuple) else None
     what = (
         f"a {kind} holding differentiated values"
