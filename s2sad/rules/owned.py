@@ -5,8 +5,8 @@ are often read-only broadcast views (Python's `expand_reduced`) or arrays other 
 too, so such a rule raised NumPy's "output array is read-only" in Python and could change other
 gradients in compiled code. custom.py calls a rule through `own_copy` only where the rule's code
 writes into its cotangent: the others take theirs as it is, at no cost. And what a rule returns
-checked at each call (`rule_cotangents`): one cotangent per argument, each of its shape, None
-taken for zeros and a list for a tuple.
+checked at each call (`rule_cotangents`): one cotangent per argument, each of its shape and of
+a dtype keeping its precision, None taken for zeros and a list for a tuple.
 """
 
 import typing
