@@ -21,7 +21,7 @@ import weakref
 from .errors import S2SADError
 from .pipeline.bounds import BOUNDSCHECK
 from .pipeline.reserved import RESERVED
-from .rules.registry import NAMESPACE, nondiff, register
+from .rules.registry import NAMESPACE, VJP, nondiff, register
 from .rules.common import stop_gradient
 
 nondiff(stop_gradient)
@@ -86,11 +86,13 @@ def register_vjp(func, rule, argnames=None) -> None:
     call = f"{rule_name}({cotangent}, {ans}, {', '.join(names)})"
     # what it returns checked at each call (rules/owned.py): the count, and each one's shape
     of = f"{getattr(func, '__name__', 'a function')}({', '.join(names)})"
-    call = f"rule_cotangents({call}, ({', '.join(names)},), {f'{_described(rule)} of {of}'!r})"
+    described = f"{_described(rule)} of {of}"
+    call = f"rule_cotangents({call}, ({', '.join(names)},), {described!r})"
     templates = {n: call if len(names) == 1 else f"{call}[{i}]" for i, n in enumerate(names)}
     joint = call if len(names) > 1 else None
     signature = _signature_text(func, names, rule_name) if argnames is None else ", ".join(names)
     register(func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans})
+    VJP[id(func)].user = described
 
 
 def _described(rule) -> str:
@@ -217,7 +219,7 @@ class custom_vjp:  # noqa: N801  (used as a decorator, like functools.wraps)
 
     def defvjp(self, rule):
         self.rule = rule
-        register_vjp(self, rule, _argnames(self.func, None))
+        register_vjp(self, rule)  # (the signature of `func`, its defaults with it)
         return rule
 
 

@@ -19,6 +19,7 @@ from .jit import Jitted
 from .generated_lines import user_lines
 from .keywords import refuse_misspelled
 from .pipeline.ranks import rank_of_argument
+from .python_dtypes import NARROW, any_dtype, cast_to, dtypes_of, kind_of
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
 from .rules.common import grad_seed
 from .rules.registry import VERSION
@@ -367,17 +368,35 @@ class Transformed:
         comes back float64 where NumPy 2 keeps float32. Where float32 is among the inputs and
         the value is float64, the function runs once per kind of arguments to learn its dtype
         (as JVPTransformed's `_in_python_dtypes`)."""
-        if type(value) is not np.float64 or not _any_dtype(given, _NARROW):
+        if type(value) is not np.float64 or not any_dtype(given, NARROW):
             return value
-        key = tuple(_kind(v) for v in given)
+        key = tuple(kind_of(v) for v in given)
         if key not in self._value_dtypes:
-            try:  # (on copies: a function writing into its arguments must not write the caller's)
-                ran = self.target.original(*copy.deepcopy(args), **copy.deepcopy(kwargs))
-            except Exception:  # noqa: BLE001  (what Numba gave is kept)
-                ran = None
-            ran = ran[0] if self.has_aux and isinstance(ran, tuple) else ran
+            ran = self._python_value(args, kwargs)
             self._value_dtypes[key] = ran.dtype if isinstance(ran, np.generic) else None
-        return _cast_to(value, self._value_dtypes[key])
+        return cast_to(value, self._value_dtypes[key])
+
+    def _python_value(self, args, kwargs):
+        """Python mode's value for a call, computed on copies (a function writing into its
+        arguments must not write the caller's): the function itself on deep copies, or where an
+        argument refuses `copy.deepcopy` (an object holding a lock), the Python-mode generated
+        code on copies of the arrays it takes, the leaves. None where that raises (what Numba
+        gave is kept)."""
+        try:
+            copied = copy.deepcopy((args, kwargs))
+        except Exception:  # noqa: BLE001  (anything an object's __deepcopy__ raises)
+            copied = None
+        try:
+            if copied is not None:
+                ran = self.target.original(*copied[0], **copied[1])
+                return ran[0] if self.has_aux and isinstance(ran, tuple) else ran
+            bound = self._bind(args, kwargs)
+            bound = bound.copy_with({n: own_copy(v) for n, v in bound.arguments.items()})
+            python, values = self.read_mode(bound, self.mode, False)
+            values = tuple(own_copy(v) for v in values)
+            return python.function(*bound.args, *values, **bound.kwargs)[0]
+        except Exception:  # noqa: BLE001
+            return None
 
     def __repr__(self):
         return f"<s2sad.{self.mode} of {self.func.__qualname__} wrt {', '.join(self.wrt)}>"
@@ -428,51 +447,15 @@ class JVPTransformed(Transformed):
         back float64 where NumPy keeps float32. Where float32 is among the inputs and a result
         is float64, Python mode runs once per kind of arguments to learn its dtypes."""
         given = (*bound.arguments.values(), *tangents, *values)
-        if not (_any_dtype(given, _NARROW) and _any_dtype((out, out_dot), (np.float64,))):
+        if not (any_dtype(given, NARROW) and any_dtype((out, out_dot), (np.float64,))):
             return out, out_dot
-        key = (compiled.name, tuple(_kind(v) for v in given))
+        key = (compiled.name, tuple(kind_of(v) for v in given))
         dtypes = self._python_dtypes.get(key)
         if dtypes is None:
             python, values = self.read_mode(bound, self.mode, False)
             ran = python.function(*bound.args, *tangents, *values, **bound.kwargs)
-            dtypes = self._python_dtypes[key] = _dtypes_of(ran)
-        return _cast_to(out, dtypes[0]), _cast_to(out_dot, dtypes[1])
-
-
-_NARROW = (np.float32, np.float16)
-
-
-def _kind(value):
-    """What fixes a value's dtype in NumPy's promotions: its type, and its dtype if it has one."""
-    return type(value), getattr(value, "dtype", None)
-
-
-def _any_dtype(values, dtypes) -> bool:
-    """Whether any array or NumPy number among `values` (tuples looked into) has one of `dtypes`."""
-    for v in values:
-        if isinstance(v, tuple) and _any_dtype(v, dtypes):
-            return True
-        if isinstance(v, (np.ndarray, np.generic)) and v.dtype.type in dtypes:
-            return True
-    return False
-
-
-def _dtypes_of(value):
-    """The dtype of each array or NumPy number in `value` (tuples looked into), else None."""
-    if isinstance(value, tuple):
-        return tuple(_dtypes_of(v) for v in value)
-    return value.dtype if isinstance(value, (np.ndarray, np.generic)) else None
-
-
-def _cast_to(value, dtype):
-    """`value` with the float `dtype` Python mode gave it (a tuple: each part with its own)."""
-    if isinstance(value, tuple):
-        return tuple(_cast_to(v, d) for v, d in zip(value, dtype))
-    if dtype is None or not isinstance(value, (np.ndarray, np.generic)) or value.dtype == dtype:
-        return value
-    if not (np.issubdtype(dtype, np.floating) and np.issubdtype(value.dtype, np.floating)):
-        return value
-    return value.astype(dtype) if isinstance(value, np.ndarray) else dtype.type(value)
+            dtypes = self._python_dtypes[key] = dtypes_of(ran)
+        return cast_to(out, dtypes[0]), cast_to(out_dot, dtypes[1])
 
 
 def flat_tangents(bound, tangent, is_tuple, wrt) -> tuple:

@@ -407,3 +407,32 @@ def test_learning_the_values_dtype_leaves_the_callers_arrays_alone():
         assert type(value) is np.float32
         close32(value, expected[0])
         close32(g, expected[1])
+
+
+class Settings:
+    """An argument `copy.deepcopy` refuses (as one holding a lock or a generator does)."""
+
+    def __init__(self, scale):
+        self.scale = scale
+
+    def __deepcopy__(self, memo):
+        raise TypeError("cannot deepcopy Settings")
+
+
+def scaled_squares(x, settings):
+    e = 0.0  # (Numba's value float64, Python mode's float32)
+    return e + np.sum(x * x) * settings.scale
+
+
+def test_the_values_dtype_is_learnt_where_an_argument_refuses_deepcopy():
+    """The run that learns Python mode's dtype of a jitted value, where an argument cannot be
+    deep-copied, runs the Python-mode code on copies of the arrays it takes: the value came back
+    float64 (the run raised and Numba's dtype was kept)."""
+    x = np.array([1.0, 2.0, 3.0], np.float32)
+    settings = Settings(np.float32(0.5))
+    e_value, e_g = s2sad.value_and_grad(scaled_squares)(x, settings)
+    assert type(e_value) is np.float32
+    value, g = s2sad.value_and_grad(scaled_squares, jit="strict")(x, settings)
+    assert type(value) is np.float32 and g.dtype == np.float32
+    close32(value, e_value)
+    close32(g, e_g)

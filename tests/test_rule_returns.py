@@ -85,6 +85,10 @@ def test_a_wrong_count_or_shape_names_the_rule_and_what_was_expected(f, told):
     assert any("test_rule_returns.py line" in n for n in err.value.__notes__)  # the user's line
 
 
+R2 = "R (f.py:1) of f(a, b)"
+DTYPE = r"R \(f.py:1\) of f\(a, b\) returned a cotangent of dtype float32 for `a`, of dtype float64"
+
+
 def test_the_compiled_form_checks_the_same():
     numba = pytest.importorskip("numba")
     from s2sad.numba_helpers import rule_cotangents
@@ -109,7 +113,32 @@ def test_the_compiled_form_checks_the_same():
     def listed(x):
         return rule_cotangents([x, x, x], (x, x), "R (f.py:1) of f(a, b)")
 
+    @numba.njit
+    def one_listed(x):
+        return rule_cotangents([x * 2.0], (x,), "R (f.py:1) of f(x)")
+
+    @numba.njit
+    def two_listed(x):
+        return rule_cotangents([x, x], (x,), "R (f.py:1) of f(x)")
+
+    @numba.njit
+    def with_none(x, first):  # a list of arrays and None: Numba's Optional, known at run time
+        return rule_cotangents([x * 2.0, None] if first else [None, x[:1]], (x, x), R2)
+
+    @numba.njit
+    def narrower(x):
+        return rule_cotangents([x.astype(np.float32), None], (x, x), R2)
+
     np.testing.assert_array_equal(one(X), 2.0 * X)
+    np.testing.assert_array_equal(one_listed(X), 2.0 * X)
+    for got, want in zip(with_none(X, True), (2.0 * X, np.zeros_like(X))):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="a cotangent of another shape than `b`'s"):
+        with_none(X, False)
+    with pytest.raises(ValueError, match=r"returned a list of another length where 1 cotangent"):
+        two_listed(X)
+    with pytest.raises(ValueError, match=DTYPE):
+        narrower(X)
     with pytest.raises(ValueError, match=r"R \(f.py:1\) of f\(a, b\) returned a list of another"):
         listed(X)
     with pytest.raises(ValueError, match=r"R \(f.py:1\) of f\(a, b\) returned 3 values where 2"):
@@ -150,13 +179,46 @@ def flat_rule(g, ans, x):
     return None  # JAX's zero cotangent
 
 
+@s2sad.custom_vjp
+def first_of(a, s):
+    return a * 1.0  # `s` unread
+
+
+@first_of.defvjp
+def first_listed(g, ans, a, s):
+    return [g, None]  # None in a list, for a float: a zero (Numba had said "another rank")
+
+
+@s2sad.custom_vjp
+def tripled(x):
+    return 3.0 * x
+
+
+@tripled.defvjp
+def tripled_rule(g, ans, x):
+    return [3.0 * g]  # a list of one, as `(3.0 * g,)` (was refused)
+
+
+@s2sad.custom_vjp
+def shifted(x, by=0.5, scale=2.0):
+    return (x + by) * scale
+
+
+@shifted.defvjp
+def shifted_rule(g, ans, x, by, scale):
+    return g * scale, np.sum(g * scale), np.sum(g * (x + by))
+
+
 def returns_of_all_kinds(a, b, c, d, s):
-    return np.sum(five(a, b, c, d, s) ** 2) + np.sum(mul_by(a, c) * b) + np.sum(flat(b) + a)
+    out = np.sum(five(a, b, c, d, s) ** 2) + np.sum(mul_by(a, c) * b) + np.sum(flat(b) + a)
+    # defaults the call leaves out are bound as Python binds them (was: no rule for the call)
+    return out + np.sum(first_of(c, s) * tripled(d)) + np.sum(shifted(b) * a)
 
 
 def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
     """A rule of five arguments, one returning a list, a 0-d array for a float and None (a zero
-    cotangent, for one argument or one of several): compiled (strict) == Python == finite
+    cotangent, for one argument or one of several, in a tuple or a list), a list of one, and a
+    function whose call leaves out its defaults: compiled (strict) == Python == finite
     differences, each gradient of its input's shape and dtype."""
     r = np.random.default_rng(5)
     args = [r.normal(size=3) for _ in range(4)] + [0.7]
@@ -175,7 +237,7 @@ def test_five_arguments_a_list_a_0d_array_and_none_compile_and_agree():
             step[i][j] -= 2e-6
             fd[j] = (up - returns_of_all_kinds(*step)) / 2e-6
         np.testing.assert_allclose(p, fd, rtol=1e-6, atol=1e-7)
-    np.testing.assert_array_equal(python[3], np.zeros(3))
+    np.testing.assert_allclose(python[3], 3.0 * args[2], rtol=1e-12)  # `d`: tripled's alone
 
 
 @s2sad.custom_vjp
@@ -197,3 +259,51 @@ def test_a_list_of_several_types_is_named_where_numba_refuses_it():
     told = r"your vjp rule scaled_list \(test_rule_returns.py:\d+\), which returns a list of"
     with pytest.raises(JitError, match=told):
         s2sad.grad(lambda x, s: np.sum(scaled(x, s)), wrt=(0, 1), jit="strict")(x, 1.5)
+
+
+def test_a_wrong_count_dtype_or_tuple_argument_is_refused_naming_the_rule(tmp_path):
+    """Python mode's checks of what the compiled form checks above: two values in a list for one
+    argument, a float32 cotangent of a float64 argument (its gradient rounded silently), and, at
+    transform time, a tuple of differentiated values passed as one argument of a function with
+    a rule (was an internal error): s2sad cannot take the rule's tuple cotangent apart yet."""
+    from conftest import load_module
+
+    from s2sad.rules.owned import rule_cotangents
+
+    with pytest.raises(ValueError, match=r"returned 2 values where 1 cotangent was expected"):
+        rule_cotangents([X, X], (X,), "R (f.py:1) of f(x)")
+    with pytest.raises(ValueError, match=DTYPE):
+        rule_cotangents([X.astype(np.float32), None], (X, X), R2)
+    m = load_module(tmp_path, "tuple_rule", TUPLE_RULE)
+    told = (
+        r"tuple_rule.py:\d+: paired's argument `pair` is a tuple holding differentiated values, "
+        r"and paired has your vjp rule paired_rule \(tuple_rule.py:\d+\) of paired\(pair\)"
+    )
+    with pytest.raises(s2sad.S2SADError, match=told):
+        s2sad.grad(m.passes_a_tuple, wrt=(0, 1))(X, X)
+    with pytest.raises(s2sad.S2SADError, match=told):
+        s2sad.grad(m.passes_its_tuple)((X, X))
+
+
+TUPLE_RULE = """
+import numpy as np
+import s2sad
+
+
+@s2sad.custom_vjp
+def paired(pair):
+    return np.sum(pair[0] * pair[1])
+
+
+@paired.defvjp
+def paired_rule(g, ans, pair):
+    return g * pair[1], g * pair[0]
+
+
+def passes_a_tuple(x, y):
+    return paired((x, y))
+
+
+def passes_its_tuple(pair):
+    return paired(pair)
+"""

@@ -178,6 +178,7 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
     refuse_hidden_writes(parsed, ops, varied)
     for op in ops:
         if op.kind == "rule" and op.target in useful and op.nested & varied:
+            _refuse_nested_in_user_rule(parsed, op, varied)
             raise S2SADError(  # normalization should have split it: refuse, never guess
                 f"internal error: {op.what or 'an operation'} has a differentiated operand "
                 "nested in an expression; please report this with the function",
@@ -202,6 +203,43 @@ def active_names(parsed, ops, wrt: list[str], outputs: list[str]) -> set[str]:
                 "rule with s2sad.register_vjp",
             )
     return varied & useful
+
+
+def _refuse_nested_in_user_rule(parsed, op, varied: set[str]) -> None:
+    """A differentiated value inside an argument of a function with the user's vjp rule
+    (`f((a, b))`, or a tuple tree passed on): the rule's cotangent of that argument would be a
+    structure the adjoint cannot take apart yet, so it is refused, naming the rule."""
+    rule = op.bound.rule
+    if rule.user is None:
+        return
+    param, arg = next(
+        (
+            (p, a)
+            for p, a in op.bound.args.items()
+            if isinstance(a, ast.AST)
+            and {n.id for n in ast.walk(a) if isinstance(n, ast.Name)} & varied
+        ),
+        (None, None),
+    )
+    if param is None:  # (not found in an argument: the caller's internal error)
+        return
+    kind = "list" if isinstance(arg, ast.List) else "tuple" if isinstance(arg, ast.Tuple) else None
+    what = (
+        f"a {kind} holding differentiated values"
+        if kind
+        else "an expression of differentiated values"
+    )
+    func = rule.name
+    where = ir.src_parsed(op.stmt) or parsed
+    raise where.error(
+        UnsupportedSyntaxError,
+        f"{func}'s argument `{param}` is {what}, and {func} has your vjp rule {rule.user}: "
+        "s2sad gives a rule one array or number per parameter and cannot yet take a "
+        f"{kind or 'structured'} cotangent apart",
+        ir.src(op.stmt),
+        hint=f"give {func} a parameter per array (and its rule a cotangent for each), or "
+        f"differentiate {func} without a rule",
+    )
 
 
 def _refuse_keyed_read(parsed, op, varied: set[str]) -> None:

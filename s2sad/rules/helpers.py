@@ -194,7 +194,7 @@ def numba_names() -> set[str]:
     names = {"math", "np", "njit", "overload"} | set(NUMBA_NAMES)
     names |= {s.__name__ for s, _ in NUMBA} | {f.__name__ for _, f in NUMBA}
     names |= {f"_{s.__name__}_compiled" for s, _ in NUMBA}
-    forms = list(_TYPE_TESTS.values()) + JITABLE + [f for _, f in NUMBA]
+    forms = list(_TYPE_TESTS.values()) + JITABLE + [f for pair in NUMBA for f in pair]
     return names | {f.__name__ for f in JITABLE} | set(_TYPE_TESTS) | set(constants_read(forms))
 
 
@@ -247,13 +247,18 @@ def numba_source(used: frozenset[str] | None = None) -> str:
     tests = [f for f in _TYPE_TESTS.values() if wanted(f)]
     jitable = [f for f in JITABLE if wanted(f)]
     pairs = [(stub, form) for stub, form in NUMBA if wanted(stub)]
-    parts += list(constants_read(tests + jitable + [f for _, f in pairs]).values())
+    # (with those helpers' NumPy forms read, which are then copied as they are: see below)
+    constants = constants_read(tests + jitable + [f for pair in pairs for f in pair])
+    parts += list(constants.values())
     parts += [function_source(f) for f in tests]
     parts += ["@njit\n" + function_source(f) for f in jitable]
     # each helper also runs when Python calls it (the module's Python version of its function
     # runs to find the line of an index out of range: module_returns._returned): its NumPy
-    # form where that reads only NumPy, math and the helpers, else its compiled form
-    plain = {"np", "math"} | {stub.__name__ for stub, _ in pairs} | set(dir(builtins))
+    # form where that reads only NumPy, math, the helpers and the constants written above,
+    # else its compiled form
+    plain = (
+        {"np", "math"} | {stub.__name__ for stub, _ in pairs} | set(dir(builtins)) | set(constants)
+    )
     for stub, form in pairs:
         signature, name = inspect.signature(form), stub.__name__
         parts.append(f"@overload({name})\n" + function_source(form))

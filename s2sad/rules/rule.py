@@ -67,6 +67,8 @@ class Rule:
         # a function with a tuple result (np.linalg.eigh): (bound arguments) -> whether this call
         # gives one; its cotangent is then a tuple of the parts' (None where none reached)
         self.parts: Callable[[dict], bool] | None = None
+        # a user's rule (register_vjp): `rule (file.py:line) of f(x, y)`, for messages
+        self.user: str | None = None
 
     def bind(self, args: list[ast.expr], keywords: dict[str, ast.expr]) -> Bound:
         ba = self.signature.bind(*args, **keywords)  # TypeError when it does not fit
