@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
-from s2sad.pipeline.bounds import without_index_checks
 from s2sad.pipeline.index_ranges import Ranges, loop_bounds
 
 
@@ -92,11 +91,6 @@ def test_a_proof_holds_for_every_step_of_its_loop(start, stop, step, offset, lon
             length = n + longer
             steps = range(start, n + stop) if step == 1 else range(n + stop, start - 1, -1)
             assert all(-length <= i + offset < length for i in steps), (code, n)
-
-
-def test_the_checks_turned_off_leave_the_lines():
-    source = "def f(x, k):\n    check_index(\n        k, x.shape[0]\n    )\n    return x[k]\n"
-    assert without_index_checks(source) == "def f(x, k):\n    pass\n\n\n    return x[k]\n"
 
 
 def recurrence(x, a):

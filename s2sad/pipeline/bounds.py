@@ -10,8 +10,8 @@ proven (index_ranges.py), and the adjoint's or a tangent's access that mirrors a
 checked before it needs none. Where a check cannot be placed (an index evaluated maybe, or
 again: in a `while` test, a conditional expression; an array of unknown rank), the function is
 compiled with Numba's checks as before (`numba_checks`). Consumes the lowered statements before
-fusion (the primal and the adjoint, or the tangent code); jit.py turns the checks into `pass`
-under S2SAD_BOUNDSCHECK=0 (`without_index_checks`).
+fusion (the primal and the adjoint, or the tangent code); under S2SAD_BOUNDSCHECK=0 the driver
+places none (nor Numba's, nor numba_forms.py's mask checks).
 
 Code that only slices and calls NumPy (a stencil of slices) needs no check: slices are
 clipped, never out of range.
@@ -30,8 +30,9 @@ from .index_ranges import Ranges, bound_names, loop_bounds
 # The generated code checks the user's indices it cannot prove in range (`check_index`
 # statements), or where it could not place them Numba checks each index of the function
 # (`boundscheck=True`), and numba_forms.py its boolean masks' shapes; S2SAD_BOUNDSCHECK=0
-# compiles without the checks (`check_index` statements `pass`). (Read once: the emitted text
-# and a module's text say which, so the two never share a module.)
+# makes code without any (the driver places none). Read once, as `bounds.BOUNDSCHECK` where it
+# is used (a benchmark sets it to compare); the transform caches' keys hold it, and the
+# emitted text says which, so code with and without checks never share a module.
 BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
@@ -266,21 +267,3 @@ def _pure(item: ast.expr) -> bool:
         ):
             return False
     return True
-
-
-def without_index_checks(source: str) -> str:
-    """`source` with its `check_index(...)` statements `pass`, line for line (bounds checks
-    turned off: S2SAD_BOUNDSCHECK=0)."""
-    if "check_index(" not in source:
-        return source
-    lines = source.splitlines(keepends=True)
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if isinstance(func, ast.Name) and func.id == "check_index":
-                first = lines[node.lineno - 1]
-                indent = first[: len(first) - len(first.lstrip())]
-                lines[node.lineno - 1] = indent + "pass\n"
-                for n in range(node.lineno, node.end_lineno):
-                    lines[n] = "\n"
-    return "".join(lines)
