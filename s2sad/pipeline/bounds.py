@@ -26,6 +26,7 @@ import os
 from .. import ir
 from ..astcopy import clone
 from .index_ranges import Ranges, bound_names, loop_bounds
+from .numba_forms import REPEATED
 
 # The generated code checks the user's indices it cannot prove in range (`check_index`
 # statements), or where it could not place them Numba checks each index of the function
@@ -96,6 +97,8 @@ class _Checks:
         # (a tangent's `x_dot[k]` follows its primal's `x[k]`): key -> the index's names
         self.scope: dict = {}
         self.mirrored: set = set()  # those of the groups before (the primal's, for the adjoint)
+        # inside a loop (or a statement numba_forms.py leaves as it is): no mask_fits there
+        self.looped = False
 
     def block(self, stmts: list, loops: dict) -> list:
         out = []
@@ -110,6 +113,7 @@ class _Checks:
             outer = self.scope = {k: v for k, v in self.scope.items() if not v & bound}
             if bodies:  # (a copy of the statement where a body changed)
                 original, stmt = stmt, copy.copy(stmt)
+                looped, self.looped = self.looped, self.looped or isinstance(stmt, REPEATED)
                 inner = (
                     loop_bounds(stmt, self.ranges, loops) if isinstance(stmt, ast.For) else loops
                 )
@@ -124,6 +128,7 @@ class _Checks:
                     else:
                         setattr(stmt, field, self.block(body, inner if field == "body" else loops))
                     self.scope = outer  # (a block's checks may not have run, or ran before)
+                self.looped = looped
                 if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
                     stmt = original
             out.append(stmt)
@@ -167,13 +172,16 @@ class _Checks:
             if width == 0:
                 width = 1
                 if not mirror and not self.ranges.in_range(item, array, axis, loops):
-                    out.append(_check(item, array, axis))
-            elif kind == "b":  # a mask: mask_fits checks it where the index is names and slices
-                if not all(isinstance(i, (ast.Name, ast.Slice)) for i in items):
-                    if width != 1:
-                        raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
-                    if not mirror:  # (`x[m, 0]`: check_index asks the mask's length)
+                    if not self.implied(key, array):
                         out.append(_check(item, array, axis))
+            elif kind == "b":  # a mask: numba_forms.py's mask_fits checks it outside loops
+                mixed = not all(isinstance(i, (ast.Name, ast.Slice)) for i in items)
+                if mixed and width != 1:
+                    raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
+                # (`x[m, None]`: axes not counted there; check_index asks the mask's length)
+                unfit = any(isinstance(i, ast.Constant) and i.value is None for i in items)
+                if not mirror and (self.looped or unfit or not isinstance(item, ast.Name)):
+                    out.append(_check(item, array, axis))
             else:
                 width = 1 if (width == 1 or kind == "i") else None
                 if not mirror:
@@ -187,6 +195,15 @@ class _Checks:
                 raise _Unplaced  # (an array of unknown kind and rank: its axes not counted)
             axis += width or 0
         return out
+
+    def implied(self, key: tuple, array: str) -> bool:
+        """Whether the same index was checked before, in this block or one around it, against
+        an axis the prover shows is of `array`'s length (`y = np.zeros_like(x)`, `y = x`)."""
+        _, index, axis = key
+        length = self.ranges.shape(array, axis)
+        return length is not None and any(
+            (i, a) == (index, axis) and self.ranges.shape(p, a) == length for p, i, a in self.scope
+        )
 
 
 def _same(a: list, b: list) -> bool:
