@@ -32,7 +32,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.runner.builders import s2sad_builder  # noqa: E402
 from benchmarks.workloads import all_cases  # noqa: E402
 from benchmarks.workloads.common import size_label  # noqa: E402
-from s2sad import jit, transform_cache  # noqa: E402
+from s2sad import transform_cache  # noqa: E402
+from s2sad.pipeline import bounds  # noqa: E402
 
 # (workload, size) of the quick run's cases measured
 CASES = (
@@ -56,8 +57,8 @@ def _variant(case, inputs: dict, checked: bool):
     """The case's jitted derivative, transformed afresh (the transform cache is emptied: each
     variant has its own compiled function), its module compiled with or without its bounds
     checks; called once (that call's CPU seconds: the compile, from an empty cache)."""
-    saved = jit.BOUNDSCHECK
-    jit.BOUNDSCHECK = checked
+    saved = bounds.BOUNDSCHECK
+    bounds.BOUNDSCHECK = checked
     transform_cache._CACHE.clear()
     try:
         start = time.process_time()
@@ -65,7 +66,7 @@ def _variant(case, inputs: dict, checked: bool):
         value = fetch(run())
         first = time.process_time() - start
     finally:
-        jit.BOUNDSCHECK = saved
+        bounds.BOUNDSCHECK = saved
         transform_cache._CACHE.clear()
     return run, value, first
 

@@ -85,7 +85,8 @@ def emit_text(spec: str, wrt_names, mode: str, jit: bool = False) -> str:
     if trees is not None:
         return trees
     if jit:
-        compiled = transform(func, transformed.wrt, mode, None, True)
+        # (no workspace parameter: the module's caller has none to pass, pipeline/numba_forms.py)
+        compiled = transform(func, transformed.wrt, mode, None, True, workspace=False)
         origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
         return jit_module(compiled, func, mode, transformed.wrt, __version__, origin)
     origin = f"{_project_path(Path(spec.rpartition(':')[0]))}:{func.__code__.co_firstlineno}"
@@ -114,7 +115,7 @@ def _with_trees(spec: str, func, transformed, mode: str, jit: bool) -> str | Non
         )
     if not bound.trees:
         return None
-    compiled = transform(transformed.func, bound.wrt, mode, None, jit, bound.trees)
+    compiled = transform(transformed.func, bound.wrt, mode, None, jit, bound.trees, workspace=False)
     inner = f"{compiled.name}_leaves"
     params = list(inspect.signature(func).parameters)
     wrapper = wrapper_source(

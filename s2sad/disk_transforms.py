@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from .diskcache import atomic_write, private_dir, read_private, trusted_cache_root
-from .pipeline import driver
+from .pipeline import bounds, driver
 from .pipeline.load import assemble
 from .pipeline.resolve import _CANONICAL
 from .prune import prune_files, used
@@ -174,7 +174,7 @@ def _key(func, options: tuple) -> str | None:
         sys.version,
         np.__version__,
         importlib.import_module("numba").__version__,
-        (driver._JIT_FORMS, driver._FUSE, driver._REUSE, driver.BOUNDSCHECK),
+        (driver._JIT_FORMS, driver._FUSE, driver._REUSE, bounds.BOUNDSCHECK),
     )
     return repr((_LAYOUT, source, versions, options, func.__module__, func.__qualname__, digest))
 

@@ -53,7 +53,6 @@ from .numba_failures import (
     shape_assertion,
     two_types,
 )
-from .pipeline.bounds import BOUNDSCHECK, without_index_checks
 from .pipeline.names import defined_functions
 from .generated_lines import argument_in_user_terms
 from .serial_loops import serial_warning
@@ -130,16 +129,16 @@ def module_text(
     the helpers and the functions, whose defaults may read them. `parallel`: compiled with
     Numba's `parallel=True`, its `prange` loops on threads (unless `threads=False`: where
     Numba's parallel passes refuse the code, it runs them as `range`). `indexed`: the code indexes
-    by integers without its own checks (pipeline/bounds.py), which Numba then checks
-    (`BOUNDSCHECK`). (`name` is
-    accepted for older callers; every top-level function is compiled.)"""
+    by integers where it could not place its own checks (pipeline/bounds.py: `numba_checks`,
+    False under S2SAD_BOUNDSCHECK=0), which Numba then checks. (`name` is accepted for older
+    callers; every top-level function is compiled.)"""
     text = source
     tail = []
     # a build with no prange loop compiles as a serial one (Numba would warn that it found
     # nothing to run in parallel), its text still its own
     threaded = parallel and threads and _has_prange(source)
     threads = f", parallel={_PRANGE_ONLY}, no_rewrites=True" if threaded else ""
-    checks = ", boundscheck=True" if BOUNDSCHECK and indexed else ""
+    checks = ", boundscheck=True" if indexed else ""
     for fn in defined_functions(source):
         text = text.replace(f"def {fn}(", f"def _{fn}_py(", 1)
         # IEEE arithmetic as NumPy's: 1 / 0 is inf (a singular point), never ZeroDivisionError
@@ -445,8 +444,6 @@ class Jitted:
             source = self.compiled.formatted_source(on_disk=True)  # (formatted.py)
             if not self.branches:
                 source = fused_only(source)
-            if not BOUNDSCHECK:
-                source = without_index_checks(source)
             # allocations outside loops take slots of a workspace kept between calls
             # (pipeline/numba_forms.py wrote them into the code)
             self.pools = {fn: Pool(count) for fn, count in self.compiled.slots.items()}

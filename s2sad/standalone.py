@@ -20,8 +20,8 @@ from .rules.helpers import NUMBA_HEADER, RUNTIME, constants_read, function_sourc
 from .pipeline.emit import docstring, format_source
 from .errors import S2SADError
 from . import module_returns
-from .jit import BOUNDSCHECK, module_text
-from .pipeline.bounds import without_index_checks
+from .jit import module_text
+from .pipeline import bounds
 from .pipeline.names import names_in, names_stored
 from .pipeline.nodes import own_nodes
 from .pipeline.libraries import is_library_code
@@ -379,10 +379,9 @@ def jit_module(compiled, func, mode: str, wrt, version: str, origin: str) -> str
         ),
     ]
     source, values = baked(compiled, func)
-    source = source if BOUNDSCHECK else without_index_checks(source)  # (S2SAD_BOUNDSCHECK=0)
     # a function of the user's the code calls (a custom_vjp, its rule, what they call) compiled
     # too: nopython code cannot call a Python function
-    checks = ", boundscheck=True" if BOUNDSCHECK else ""  # (an index out of range raises)
+    checks = ", boundscheck=True" if bounds.BOUNDSCHECK else ""  # (an index out of range raises)
     constants = [
         (
             f'@njit(cache=True, error_model="numpy"{checks})\n{text}'

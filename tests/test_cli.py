@@ -388,8 +388,10 @@ def test_emitted_jit_module_of_a_function_taking_a_dict_reads_inputs(tmp_path):
     without --jit has, whose numbers tests above check.)"""
     text = cli.emit_text(f"{EXAMPLES / 'mlp_dict.py'}:loss", ["params"], "grad", jit=True)
     assert "_grad_loss_jit = njit(" in text
-    assert "def grad_loss_leaves(params_W0, params_b0, params_W1, params_b1, x, y" in text
+    # (its caller has no workspace to pass: none taken, no pool helper carried; numba_forms.py)
+    assert "def grad_loss_leaves(params_W0, params_b0, params_W1, params_b1, x, y):" in text
     assert "def grad_loss(params, x, y):" in text
+    assert "workspace=None" not in text and "pooled" not in text and "POOLED_BYTES" not in text
     call = 'grad_loss_leaves(params["W0"], params["b0"], params["W1"], params["b1"], x, y)'
     assert f"grads = {call}" in text
     assert 'return {"W0": grads[0], "b0": grads[1], "W1": grads[2], "b1": grads[3]}' in text

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import s2sad
-from s2sad.pipeline.bounds import without_index_checks
 from s2sad.pipeline.index_ranges import Ranges, loop_bounds
 
 
@@ -110,11 +109,6 @@ def test_a_proof_holds_for_every_step_of_its_loop(start, stop, step, offset, lon
             assert all(-length <= i + offset < length for i in steps), (code, n)
 
 
-def test_the_checks_turned_off_leave_the_lines():
-    source = "def f(x, k):\n    check_index(\n        k, x.shape[0]\n    )\n    return x[k]\n"
-    assert without_index_checks(source) == "def f(x, k):\n    pass\n\n\n    return x[k]\n"
-
-
 def recurrence(x, a):
     n = x.shape[0]
     y = np.zeros(n)
@@ -146,18 +140,17 @@ def columns(u, idx):
 
 
 def test_loops_over_the_arrays_own_lengths_have_no_checks():
-    """Only `x[0]` and `y[0]` outside the loop are checked (an empty array has none); the
+    """Only `x[0]` outside the loop is checked (an empty array has none): `y[0]` beside it
+    needs none, y of x's length (`np.zeros(n)`, `n = x.shape[0]`: index_ranges.py); the
     loops', and the adjoint's that mirror them, are proven. A gather checks its index array
     once, against its axis."""
     x, w = np.linspace(0.1, 1.0, 7), np.array([0.5, -0.25, 1.0])
     text = s2sad.source(s2sad.grad(recurrence, jit=True), x, 0.9)
-    assert [line.strip() for line in text.splitlines() if "check_index" in line] == [
-        "check_index(0, len(x))",
-        "check_index(0, len(y))",
-    ]
+    checks = [line.strip() for line in text.splitlines() if "check_index" in line]
+    assert checks == ["check_index(0, len(x))"]
     assert "check_index" not in s2sad.source(s2sad.grad(window, jit=True), x, w)
     jvp = s2sad.source(s2sad.jvp(recurrence, jit=True), x, 0.9)
-    assert jvp.count("check_index") == 2
+    assert jvp.count("check_index") == 1
     text = s2sad.source(s2sad.grad(columns, jit=True), np.ones((2, 3)), np.zeros((2, 2), int))
     assert text.count("check_index") == 1 and "check_index(idx, u.shape[1])" in text
 
@@ -244,16 +237,48 @@ def masked_column(x, m):
 
 
 def test_a_mask_beside_an_integer_is_checked():
-    """`x[m, 0]`: mask_fits covers indices of names and slices only, so check_index asks the
-    mask's length (the function is compiled without Numba's checks: a mask one too long read
-    and wrote past x, or crashed the process; break-it review)."""
+    """`x[m, 0]`: the mask's length checked once, by mask_fits (numba_forms.py, which takes
+    each item for one axis), not by check_index too (the function is compiled without Numba's
+    checks: a mask one too long read and wrote past x, or crashed the process; break-it
+    review)."""
     x = np.arange(1.0, 7.0).reshape(3, 2)
     jitted = s2sad.value_and_grad(masked_column, jit="strict")
     good = np.array([True, False, True])
     expected = s2sad.value_and_grad(masked_column)(x, good)
     np.testing.assert_allclose(jitted(x, good)[1], expected[1])
     text = s2sad.source(jitted, x, good)
-    assert "check_index(m, len(x))" in text and "x[mask_fits(x, 0, m), 0]" in text
+    assert "check_index(m, len(x))" not in text and "x[mask_fits(x, 0, m), 0]" in text
     for bad in (np.array([True, False, False, True]), np.array([True, False])):
         with pytest.raises(IndexError):
             jitted(x, bad)
+
+
+def masked_in_a_loop(x, m):
+    s = 0.0
+    for i in range(3):
+        s = s + np.sum(x[m]) * i
+    return s
+
+
+def test_a_mask_in_a_loop_is_checked_by_check_index():
+    """numba_forms.py leaves a loop's statements as they are (no mask_fits there): a mask read
+    in a loop has its length checked by check_index, once an iteration, before its statement."""
+    x, m = np.arange(3.0), np.array([True, False, True])
+    text = s2sad.source(s2sad.grad(masked_in_a_loop, jit=True), x, m)
+    loop = text[text.index("for i in range(3):") :]
+    assert loop.index("check_index(m, len(x))") < loop.index("= x[m]")
+    assert "mask_fits(x, 0, m)" not in text
+
+
+def copied_first(x):
+    y = np.zeros_like(x)
+    y[0] = x[0]
+    z = y
+    return np.sum(y**2) + z[0]
+
+
+def test_a_check_implied_by_an_earlier_one_is_dropped():
+    """`y[0]` after `x[0]` was checked, y of x's length (`np.zeros_like(x)`), and `z[0]`, z
+    an alias of y: the prover (index_ranges.py) shows the one check covers them."""
+    text = s2sad.source(s2sad.grad(copied_first, jit=True), np.arange(3.0))
+    assert text.count("check_index(") == 1, text

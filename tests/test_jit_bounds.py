@@ -214,13 +214,23 @@ def test_only_code_that_indexes_by_integers_is_checked():
 
 
 def test_the_checks_are_in_the_modules_text_and_can_be_turned_off(monkeypatch):
-    """`s2sad emit --jit` modules are compiled with the checks too; S2SAD_BOUNDSCHECK=0 (read
-    as the text is made) leaves them out."""
+    """`s2sad emit --jit` modules are compiled with the checks too (this generic one, of `k`'s
+    rank unknown, with Numba's and its masks'); S2SAD_BOUNDSCHECK=0 makes the driver place none
+    (no text rewritten after it), and the transform caches' keys hold the setting: code made
+    with checks is not served without them, nor the other way round."""
     source = "def f(x):\n    return x[0]\n"
     assert 'njit(cache=True, error_model="numpy", boundscheck=True)(_f_py)' in module_text(source)
     assert "boundscheck" not in module_text(source, indexed=False)
-    monkeypatch.setattr("s2sad.jit.BOUNDSCHECK", False)
-    assert "boundscheck" not in module_text(source)
+    emitted = functools.partial(cli.emit_text, f"{__file__}:picked", ["x"], "grad", jit=True)
+    transformed = s2sad.grad(picked, jit=True)
+    for checked in (True, False, True):
+        monkeypatch.setattr("s2sad.pipeline.bounds.BOUNDSCHECK", checked)
+        compiled = transformed.specialized(transformed._bind((X, 1), {}))
+        assert compiled.indexed and compiled.numba_checks is False  # (placed, or none at all)
+        assert ("check_index(k, len(x))" in s2sad.source(transformed, X, 1)) is checked
+        text = emitted()
+        assert ("boundscheck=True" in text) is checked and ("mask_fits(" in text) is checked
+        assert "check_index" not in text
 
 
 def test_a_module_emit_jit_writes_raises_naming_the_users_line(tmp_path):

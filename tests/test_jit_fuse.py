@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import s2sad
 from s2sad.pipeline.fusion import fuse
+from test_control_flow import recur
 
 G = np.linspace(0.5, 1.5, 6)  # a global array: data, whose rank the transform does not know
 
@@ -383,3 +384,13 @@ def test_a_name_the_run_rebinds_twice_stays_in_one_loop():
     for name in ("out", "dt"):
         np.testing.assert_allclose(space[name], plain[name], rtol=1e-15)
     np.testing.assert_array_equal(g, rng().normal(size=(5, 2)))  # `g` left as it was
+
+
+def test_a_runs_casts_sit_under_its_unfused_branchs_line():
+    """`dy = in_dtype_of(dy, y)`, closing a run's unfused branch, is of that branch's last line
+    (under its `# line` comment), not of the run's last statement, left after the branches
+    (`da = 0.0`, of the loop's line): no comment of its own naming another line."""
+    text = s2sad.source(s2sad.grad(recur, wrt=(0, 1), jit=True), np.ones(4), 0.5)
+    lines = text.splitlines()
+    casts = [k for k, line in enumerate(lines) if re.match(r"\s*(\w+) = in_dtype_of\(\1,", line)]
+    assert casts and all(not lines[k - 1].strip().startswith("#") for k in casts), text

@@ -10,8 +10,8 @@ proven (index_ranges.py), and the adjoint's or a tangent's access that mirrors a
 checked before it needs none. Where a check cannot be placed (an index evaluated maybe, or
 again: in a `while` test, a conditional expression; an array of unknown rank), the function is
 compiled with Numba's checks as before (`numba_checks`). Consumes the lowered statements before
-fusion (the primal and the adjoint, or the tangent code); jit.py turns the checks into `pass`
-under S2SAD_BOUNDSCHECK=0 (`without_index_checks`).
+fusion (the primal and the adjoint, or the tangent code); under S2SAD_BOUNDSCHECK=0 the driver
+places none (nor Numba's, nor numba_forms.py's mask checks).
 
 Code that only slices and calls NumPy (a stencil of slices) needs no check: slices are
 clipped, never out of range.
@@ -26,12 +26,14 @@ import os
 from .. import ir
 from ..astcopy import clone
 from .index_ranges import Ranges, bound_names, loop_bounds
+from .numba_forms import REPEATED
 
 # The generated code checks the user's indices it cannot prove in range (`check_index`
 # statements), or where it could not place them Numba checks each index of the function
 # (`boundscheck=True`), and numba_forms.py its boolean masks' shapes; S2SAD_BOUNDSCHECK=0
-# compiles without the checks (`check_index` statements `pass`). (Read once: the emitted text
-# and a module's text say which, so the two never share a module.)
+# makes code without any (the driver places none). Read once, as `bounds.BOUNDSCHECK` where it
+# is used (a benchmark sets it to compare); the transform caches' keys hold it, and the
+# emitted text says which, so code with and without checks never share a module.
 BOUNDSCHECK = os.environ.get("S2SAD_BOUNDSCHECK") != "0"
 
 
@@ -95,6 +97,8 @@ class _Checks:
         # (a tangent's `x_dot[k]` follows its primal's `x[k]`): key -> the index's names
         self.scope: dict = {}
         self.mirrored: set = set()  # those of the groups before (the primal's, for the adjoint)
+        # inside a loop (or a statement numba_forms.py leaves as it is): no mask_fits there
+        self.looped = False
 
     def block(self, stmts: list, loops: dict) -> list:
         out = []
@@ -109,6 +113,7 @@ class _Checks:
             outer = self.scope = {k: v for k, v in self.scope.items() if not v & bound}
             if bodies:  # (a copy of the statement where a body changed)
                 original, stmt = stmt, copy.copy(stmt)
+                looped, self.looped = self.looped, self.looped or isinstance(stmt, REPEATED)
                 inner = (
                     loop_bounds(stmt, self.ranges, loops) if isinstance(stmt, ast.For) else loops
                 )
@@ -123,6 +128,7 @@ class _Checks:
                     else:
                         setattr(stmt, field, self.block(body, inner if field == "body" else loops))
                     self.scope = outer  # (a block's checks may not have run, or ran before)
+                self.looped = looped
                 if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
                     stmt = original
             out.append(stmt)
@@ -166,13 +172,16 @@ class _Checks:
             if width == 0:
                 width = 1
                 if not mirror and not self.ranges.in_range(item, array, axis, loops):
-                    out.append(_check(item, array, axis))
-            elif kind == "b":  # a mask: mask_fits checks it where the index is names and slices
-                if not all(isinstance(i, (ast.Name, ast.Slice)) for i in items):
-                    if width != 1:
-                        raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
-                    if not mirror:  # (`x[m, 0]`: check_index asks the mask's length)
+                    if not self.implied(key, array):
                         out.append(_check(item, array, axis))
+            elif kind == "b":  # a mask: numba_forms.py's mask_fits checks it outside loops
+                mixed = not all(isinstance(i, (ast.Name, ast.Slice)) for i in items)
+                if mixed and width != 1:
+                    raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
+                # (`x[m, None]`: axes not counted there; check_index asks the mask's length)
+                unfit = any(isinstance(i, ast.Constant) and i.value is None for i in items)
+                if not mirror and (self.looped or unfit or not isinstance(item, ast.Name)):
+                    out.append(_check(item, array, axis))
             else:
                 width = 1 if (width == 1 or kind == "i") else None
                 if not mirror:
@@ -186,6 +195,15 @@ class _Checks:
                 raise _Unplaced  # (an array of unknown kind and rank: its axes not counted)
             axis += width or 0
         return out
+
+    def implied(self, key: tuple, array: str) -> bool:
+        """Whether the same index was checked before, in this block or one around it, against
+        an axis the prover shows is of `array`'s length (`y = np.zeros_like(x)`, `y = x`)."""
+        _, index, axis = key
+        length = self.ranges.shape(array, axis)
+        return length is not None and any(
+            (i, a) == (index, axis) and self.ranges.shape(p, a) == length for p, i, a in self.scope
+        )
 
 
 def _same(a: list, b: list) -> bool:
@@ -266,21 +284,3 @@ def _pure(item: ast.expr) -> bool:
         ):
             return False
     return True
-
-
-def without_index_checks(source: str) -> str:
-    """`source` with its `check_index(...)` statements `pass`, line for line (bounds checks
-    turned off: S2SAD_BOUNDSCHECK=0)."""
-    if "check_index(" not in source:
-        return source
-    lines = source.splitlines(keepends=True)
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            func = node.value.func
-            if isinstance(func, ast.Name) and func.id == "check_index":
-                first = lines[node.lineno - 1]
-                indent = first[: len(first) - len(first.lstrip())]
-                lines[node.lineno - 1] = indent + "pass\n"
-                for n in range(node.lineno, node.end_lineno):
-                    lines[n] = "\n"
-    return "".join(lines)

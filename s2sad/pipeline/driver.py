@@ -22,7 +22,8 @@ from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
-from .bounds import BOUNDSCHECK, index_checks, indexes_by_integers
+from . import bounds
+from .bounds import index_checks, indexes_by_integers
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -84,13 +85,16 @@ def differentiate(
     has_aux=False,
     parallel: bool = False,
     reuse: bool = False,
+    pooled: bool = True,
 ) -> Compiled:
     """The `mode` transform of `func`, generated and loaded (modes: transform_cache.transform).
     `trees`: (parameter, TreeDef, leaf names) per parameter passed as a tree's leaves (`wrt` and
     `ranks` name the leaves); `has_aux`: `func` returns `(value, aux)`, and the transform is of
     the value; `parallel` (with `jit`): independent loops run on threads (pipeline/parallel.py);
     `reuse` (NumPy-mode grad, value_and_grad and vjp): elementwise results go into dying
-    temporaries' arrays (pipeline/reuse.py), for code that nothing differentiates again.
+    temporaries' arrays (pipeline/reuse.py), for code that nothing differentiates again;
+    `pooled=False` (jit): no function takes a workspace (numba_forms.py), which an `emit
+    --jit` module's caller has none of.
     A function nesting deeply runs on a thread with room; the cyclic collector waits
     meanwhile."""
 
@@ -131,7 +135,7 @@ def differentiate(
         with without_gc_pauses():
             parsed_ = unused.pop() if unused else parse()
             reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad", "vjp")
-            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused)
+            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused, pooled)
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -146,7 +150,7 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Compiled:
+def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compiled:
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
@@ -162,7 +166,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name, unfused, indexed, numba_checks = _forward_mode(
-            parsed, norm, resolver, wrt, ranks, batched, jit, parallel
+            parsed, norm, resolver, wrt, ranks, batched, jit, parallel, pooled
         )
     else:
         active = active_names(parsed, [ir.op(s) for s in simple], list(wrt), norm.outputs)
@@ -179,6 +183,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
             local_names,
             parallel,
             reuse,
+            pooled,
         )
     (source, slots), (unfused, unfused_slots) = source, unfused
     compiled = load(parsed, resolver, norm, source, name)
@@ -191,7 +196,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel=False, reuse=False) -> Com
 
 
 def _forward_mode(
-    parsed, norm, resolver, wrt, ranks, batched, jit, parallel=False
+    parsed, norm, resolver, wrt, ranks, batched, jit, parallel, pooled
 ) -> tuple[str, str, str, bool]:
     """forward -> optimize -> lower -> fuse or threads -> emit: the tangent code's source, its
     function's name, (jitted) its source unfused, and whether it indexes by integers (its
@@ -229,8 +234,9 @@ def _forward_mode(
             body = threads.primal(body, params)
         # (after threads: a reduction on threads is told by its own pattern, parallel.py)
         body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
-        indexed = numba_checks = indexes_by_integers(body)
-        if indexed and not parallel and not batched:  # (explicit checks, bounds.py)
+        indexed = indexes_by_integers(body)
+        numba_checks = indexed and bounds.BOUNDSCHECK  # (S2SAD_BOUNDSCHECK=0: no checks)
+        if numba_checks and not parallel and not batched:  # (explicit checks, bounds.py)
             [body], numba_checks = index_checks([body], rank_of, shapes.kind, primal_of, given)
         fused = body
         if not parallel and _FUSE:
@@ -243,7 +249,7 @@ def _forward_mode(
 
     def emitted(body) -> tuple[str, dict]:
         slots, workspace = {}, {}
-        forms = _forms(parsed, body + outputs, rank_of, indexed, data) if jit else None
+        forms = _forms(parsed, body + outputs, rank_of, indexed, data, pooled) if jit else None
         if forms is not None:
             [body], slots[name] = forms.function(body)
             workspace[name] = forms.parameter(slots[name])
@@ -269,8 +275,9 @@ def _reverse_mode(
     jit,
     active,
     local_names,
-    parallel=False,
-    reuse=False,
+    parallel,
+    reuse,
+    pooled,
 ) -> tuple[str, str, str, bool]:
     """reverse -> tape -> optimize (buffer reuse) -> lower -> fuse -> emit: the adjoint code's
     source, its function's name, (jitted) its source unfused, and whether it indexes by
@@ -364,13 +371,11 @@ def _reverse_mode(
         and not changes_primal(adjoint.stmts, local_names)
     )
 
-    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
-
     def emitted(primal, adjoint, plain, tape_inits=tape_inits) -> tuple[str, dict]:
         """The source of these statements, and its functions' workspace slots (jit)."""
         slots, rows_code = {}, None
         code = tape_inits + primal + adjoint.stmts + (plain if rerun else [])
-        forms = _forms(parsed, code, adjoint_ranks, indexed, data) if jit else None
+        forms = _forms(parsed, code, adjoint_ranks, indexed, data, pooled) if jit else None
         if forms is not None:
             if rerun:
                 [plain], slots[name] = forms.function(plain)
@@ -400,10 +405,9 @@ def _reverse_mode(
             rows_code=rows_code,
         ), _counted(slots)
 
-    indexed = numba_checks = jit and indexes_by_integers(
-        primal + adjoint.stmts + (plain if rerun else [])
-    )
-    if indexed and not parallel and not batched:  # explicit checks where not proven (bounds.py)
+    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
+    numba_checks = indexed and bounds.BOUNDSCHECK  # (S2SAD_BOUNDSCHECK=0: no checks)
+    if numba_checks and not parallel and not batched:  # explicit checks where not proven
         bound = list(norm.params) + data + list(adjoint.seeds)
         (primal, adjoint.stmts), numba_checks = index_checks(
             [primal, adjoint.stmts], adjoint_ranks, shapes.kind, adjoint.primal_of, bound
@@ -453,15 +457,15 @@ def _reverse_mode(
     return emitted(fused_primal, fused, plain, row_inits), name, source, indexed, numba_checks
 
 
-def _forms(parsed, code: list, rank_of, indexed: bool, data) -> NumbaForms:
+def _forms(parsed, code: list, rank_of, indexed: bool, data, pooled: bool) -> NumbaForms:
     """The pass writing jitted code's workspace and mask checks (numba_forms.py) for code of
-    these statements: no workspace where the functions' parameters take no positional one after
-    them (`*args`, keyword-only ones)."""
+    these statements: no workspace where not asked for, or where the functions' parameters take
+    no positional one after them (`*args`, keyword-only ones)."""
     a = parsed.tree.args
-    pooled = a.args and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
+    pooled = pooled and a.args and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
     names = names_mentioned([s for s in code if isinstance(s, ast.AST)]) | set(data)
     names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    return NumbaForms(names, rank_of, BOUNDSCHECK and indexed, bool(pooled))
+    return NumbaForms(names, rank_of, bounds.BOUNDSCHECK and indexed, bool(pooled))
 
 
 def _counted(slots: dict) -> dict:

@@ -148,6 +148,8 @@ class Ranges:
             elif axis == 0:  # (an integer, not a shape tuple held by a name)
                 found = self.form(given, {}, depth + 1)
                 return found if found is not None and _known(found) else _atom(array, axis)
+        if isinstance(made, ast.Name):  # (an alias)
+            return self.shape(made.id, axis, depth + 1) or _atom(array, axis)
         if isinstance(made, ast.Call) and made.args and _np_call(made) in _SHAPED_LIKE:
             if isinstance(made.args[0], ast.Name) and not made.keywords:
                 return self.shape(made.args[0].id, axis, depth + 1) or _atom(array, axis)

@@ -6,7 +6,8 @@ call (outside loops, into `if`s), in one walk:
   elementwise `a - b`: rules/pools.py) takes a slot of a last parameter `workspace=None`, which
   s2sad's call hands the compiled function (s2sad/workspace.py keeps its memory between calls);
   called without one (by the Python fallback, another generated function) each is the
-  allocation it was;
+  allocation it was. An `s2sad emit --jit` module's code has none (`pooled=False`): its caller
+  has no workspace to pass;
 - mask checks (`checks`: Numba's bounds checks on, code that indexes: bounds.py): each
   subscript of a name by names (`x[m]`, `x[i, m]`, `y[m] = v`) becomes `x[mask_fits(x, 0, m)]`,
   since Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where
@@ -36,7 +37,7 @@ _BINARY = {
     ast.Div: "pooled_divide",
 }
 # statements whose insides run any number of times a call (or are not this function's)
-_REPEATED = (ast.For, ast.While, ast.FunctionDef, ast.With, ast.Try)
+REPEATED = (ast.For, ast.While, ast.FunctionDef, ast.With, ast.Try)
 
 
 class NumbaForms:
@@ -66,7 +67,7 @@ class NumbaForms:
         return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
 
     def _statement(self, stmt: ast.stmt) -> ast.stmt:
-        if isinstance(stmt, _REPEATED):
+        if isinstance(stmt, REPEATED):
             return stmt
         if isinstance(stmt, ast.If):
             new = copy.copy(stmt)

@@ -106,45 +106,27 @@ def _laned(a):
 
 
 @numba_jitable
-def _lanes_max(v):
-    """np.max of a float vector: NaN spreads, an empty one raises NumPy's error."""
+def _lanes_extreme(v, largest):
+    """np.max (`largest`) or np.min of a float vector: NaN spreads, an empty one raises NumPy's
+    error."""
     if v.shape[0] == 0:
-        return np.max(v)
+        return np.max(v) if largest else np.min(v)
     lanes = np.full(_LANES, v[0])
     nan = np.zeros(_LANES, np.bool_)
     end = v.shape[0] - v.shape[0] % _LANES
     for start in range(0, end, _LANES):
         for k in range(_LANES):
             x = v[start + k]
-            lanes[k] = x if x > lanes[k] else lanes[k]
+            beyond = x > lanes[k] if largest else x < lanes[k]
+            lanes[k] = x if beyond else lanes[k]
             nan[k] |= x != x
     best = lanes[0]
     for k in range(_LANES):
-        best = lanes[k] if lanes[k] > best else best
+        beyond = lanes[k] > best if largest else lanes[k] < best
+        best = lanes[k] if beyond else best
     for i in range(end, v.shape[0]):
-        best = v[i] if v[i] > best else best
-        nan[0] |= v[i] != v[i]
-    return _first_nan(v, best) if nan.any() or best != best else best
-
-
-@numba_jitable
-def _lanes_min(v):
-    """np.min of a float vector, as _lanes_max."""
-    if v.shape[0] == 0:
-        return np.min(v)
-    lanes = np.full(_LANES, v[0])
-    nan = np.zeros(_LANES, np.bool_)
-    end = v.shape[0] - v.shape[0] % _LANES
-    for start in range(0, end, _LANES):
-        for k in range(_LANES):
-            x = v[start + k]
-            lanes[k] = x if x < lanes[k] else lanes[k]
-            nan[k] |= x != x
-    best = lanes[0]
-    for k in range(_LANES):
-        best = lanes[k] if lanes[k] < best else best
-    for i in range(end, v.shape[0]):
-        best = v[i] if v[i] < best else best
+        beyond = v[i] > best if largest else v[i] < best
+        best = v[i] if beyond else best
         nan[0] |= v[i] != v[i]
     return _first_nan(v, best) if nan.any() or best != best else best
 
@@ -250,44 +232,37 @@ def _whole_plain(axis, keepdims):
     return _absent(axis) and (keep or _absent(keepdims, False))
 
 
-@numba_of(max_over)
-def _max_over(a, axis=None, keepdims=False):
+@type_test
+def _extreme_over(a, axis, keepdims, largest):
+    """The Numba form of max_over (`largest`) or min_over for these types."""
     if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
         return lambda a, axis=None, keepdims=False: a
-    how = _reduce_how(a, axis, keepdims)
+    how, kind = _reduce_how(a, axis, keepdims), _MAX if largest else _MIN
     if how == "whole" and _laned(a):
         if a.ndim == 1:
-            return lambda a, axis=None, keepdims=False: _lanes_max(a)
-        return lambda a, axis=None, keepdims=False: _lanes_max(a.reshape(-1))
+            return lambda a, axis=None, keepdims=False: _lanes_extreme(a, largest)
+        return lambda a, axis=None, keepdims=False: _lanes_extreme(a.reshape(-1), largest)
     if how == "whole":
-        return lambda a, axis=None, keepdims=False: np.max(a)
+        return lambda a, axis=None, keepdims=False: np.max(a) if largest else np.min(a)
     if how == "kept":
-        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.max(a))
+        return lambda a, axis=None, keepdims=False: np.full(
+            _ones(a), np.max(a) if largest else np.min(a)
+        )
     if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MAX)
+        return lambda a, axis=None, keepdims=False: _fold(a, axis, kind)
     if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MAX), a, axis)
+        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, kind), a, axis)
     return None
+
+
+@numba_of(max_over)
+def _max_over(a, axis=None, keepdims=False):
+    return _extreme_over(a, axis, keepdims, True)
 
 
 @numba_of(min_over)
 def _min_over(a, axis=None, keepdims=False):
-    if not _array(a) and _whole_plain(axis, keepdims):  # a number (of unknown rank when written)
-        return lambda a, axis=None, keepdims=False: a
-    how = _reduce_how(a, axis, keepdims)
-    if how == "whole" and _laned(a):
-        if a.ndim == 1:
-            return lambda a, axis=None, keepdims=False: _lanes_min(a)
-        return lambda a, axis=None, keepdims=False: _lanes_min(a.reshape(-1))
-    if how == "whole":
-        return lambda a, axis=None, keepdims=False: np.min(a)
-    if how == "kept":
-        return lambda a, axis=None, keepdims=False: np.full(_ones(a), np.min(a))
-    if how == "axis":
-        return lambda a, axis=None, keepdims=False: _fold(a, axis, _MIN)
-    if how == "kept axis":
-        return lambda a, axis=None, keepdims=False: _kept(_fold(a, axis, _MIN), a, axis)
-    return None
+    return _extreme_over(a, axis, keepdims, False)
 
 
 @numba_of(prod_over)

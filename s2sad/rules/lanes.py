@@ -16,7 +16,7 @@ import typing
 
 import numpy as np
 
-from .helpers import helper, numba_jitable, numba_of
+from .helpers import helper, numba_jitable, numba_of, type_test
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
@@ -32,6 +32,18 @@ _INVERSE_FACTORIALS = tuple(1.0 / math.factorial(k) for k in range(2, 15))
 # of it (relative) for |s| <= 3 - 2 sqrt(2), where log of [sqrt(2)/2, sqrt(2)) takes s
 _ATANH_SERIES = tuple(2.0 / (2 * k + 1) for k in range(1, 11))
 _LOG2E = 1.4426950408889634  # 1 / ln 2
+
+
+@type_test
+def _in_float64(x, f64, numpys):
+    """The form of an elementwise function for a number of type `x`: `f64` of a float64, of a
+    float32 too (computed in float64, rounded once: float32 in, float32 out, as NumPy), else
+    NumPy's own (`numpys`)."""
+    if isinstance(x, types.Float) and x.bitwidth == 64:
+        return lambda x: f64(x)
+    if isinstance(x, types.Float) and x.bitwidth == 32:
+        return lambda x: np.float32(f64(np.float64(x)))
+    return lambda x: numpys(x)
 
 
 @numba_jitable
@@ -80,11 +92,7 @@ def tanh_lanes(x):
 
 @numba_of(tanh_lanes)
 def _tanh_lanes(x):
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _tanh_float64(x)
-    if isinstance(x, types.Float) and x.bitwidth == 32:  # float32 in, float32 out, as np.tanh
-        return lambda x: np.float32(_tanh_float64(np.float64(x)))
-    return lambda x: np.tanh(x)
+    return _in_float64(x, _tanh_float64, np.tanh)
 
 
 @numba_jitable
@@ -120,11 +128,7 @@ def exp_lanes(x):
 
 @numba_of(exp_lanes)
 def _exp_lanes(x):
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _exp_float64(x)
-    if isinstance(x, types.Float) and x.bitwidth == 32:  # float32 in, float32 out, as np.exp
-        return lambda x: np.float32(_exp_float64(np.float64(x)))
-    return lambda x: np.exp(x)
+    return _in_float64(x, _exp_float64, np.exp)
 
 
 @numba_jitable
@@ -174,11 +178,7 @@ def log_lanes(x):
 
 @numba_of(log_lanes)
 def _log_lanes(x):
-    if isinstance(x, types.Float) and x.bitwidth == 64:
-        return lambda x: _log_float64(x)
-    if isinstance(x, types.Float) and x.bitwidth == 32:  # float32 in, float32 out, as np.log
-        return lambda x: np.float32(_log_float64(np.float64(x)))
-    return lambda x: np.log(x)
+    return _in_float64(x, _log_float64, np.log)
 
 
 @numba_jitable

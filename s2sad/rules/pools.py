@@ -54,7 +54,7 @@ def _shape(t):
 
 
 @numba_jitable
-def _taken(workspace, slot, shape, dtype, item_bytes):
+def _slot_view(workspace, slot, shape, dtype, item_bytes):
     """An empty array of `shape` (a tuple) and `dtype` in slot `slot`'s region of `workspace`
     (its table: bytes asked, region starts, region sizes; its arena), or a fresh one where the
     region is too small or the array small."""
@@ -81,8 +81,10 @@ def _pooled(workspace, slot, shape, dtype):
     if _no_workspace(workspace) or size is None or not _shape(shape):
         return lambda workspace, slot, shape, dtype: np.empty(shape, dtype)
     if isinstance(shape, types.Integer):
-        return lambda workspace, slot, shape, dtype: _taken(workspace, slot, (shape,), dtype, size)
-    return lambda workspace, slot, shape, dtype: _taken(workspace, slot, shape, dtype, size)
+        return lambda workspace, slot, shape, dtype: _slot_view(
+            workspace, slot, (shape,), dtype, size
+        )
+    return lambda workspace, slot, shape, dtype: _slot_view(workspace, slot, shape, dtype, size)
 
 
 @helper(nondiff=True)

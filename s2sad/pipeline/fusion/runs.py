@@ -497,7 +497,7 @@ class Run:
         if self.undefined(fused):  # never expected: the statements as they were are right
             return again + list(self.stmts)
         unfused = again + [s for s in self.stmts if s not in self.hoisted]
-        unfused += in_run_dtype(fused, unfused, numbers[0], self.stmts[-1])
+        unfused += in_run_dtype(fused, unfused, numbers[0])
         if self.plain():
             test = fusible_test([n for n in arrays if n not in integers])
         else:

@@ -238,12 +238,15 @@ def guard(maps: dict, sizes: dict, full: tuple, masks: set) -> ast.expr:
     return ast.BoolOp(ast.And(), checks) if len(checks) > 1 else checks[0]
 
 
-def in_run_dtype(fused: list, unfused: list, dtype: str, last) -> list:
+def in_run_dtype(fused: list, unfused: list, dtype: str) -> list:
     """`t = in_dtype_of(t, a)` for each value both branches assign: the statements widen a
     float32 value meeting a Python float (`0.5 * k * u`) to float64 in compiled code, where the
     fused branch, as NumPy, keeps the dtype of the run's arrays (`a`); Numba types a name once,
-    and fails to where the two branches disagree. An identity for float64 runs, and in Python."""
+    and fails to where the two branches disagree. An identity for float64 runs, and in Python.
+    Each is of the unfused branch's last statement, under its `# line` comment (the run's own
+    last statement may be one left after the branches, of another line)."""
     defined = _assigned(fused)
+    last = unfused[-1] if unfused else None
     return [
         origin(assign(n, ast.Call(load("in_dtype_of"), [load(n), load(dtype)], [])), last)
         for n in _assigned(unfused)
