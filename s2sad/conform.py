@@ -66,7 +66,7 @@ class _Others:
     """The values a gradient must share no memory with, split once a call: the plain arrays
     owning their memory (by id: a gradient owning its own shares none with them unless it is
     one of them) and the rest, numbers aside (views, other objects: np.may_share_memory asks).
-    Each gradient used to ask each argument again (GMM's nine: 5 of a call's 7 µs)."""
+    Each gradient used to ask each argument again (GMM d=2, nine arguments: 7.3 -> 5.2 µs)."""
 
     __slots__ = ("ids", "rest")
 
