@@ -183,24 +183,19 @@ def _number(numba_type):
     return np.float32 if str(numba_type) == "float32" else np.float64
 
 
-def _float_positions(numba_type, nested: bool = True):
+def _float_positions(numba_type):
     """How a result of `numba_type` comes back: None (an array), the NumPy type a Python float
     becomes, or for a tuple ((position, that type), ...), a tuple in it (a grad's gradients for
-    several wrt) by (position, its own positions) where it holds numbers (a tuple deeper:
-    ValueError, no plan)."""
+    several wrt, a Jacobian's blocks per output and input) by (position, its own positions),
+    at any depth, where it holds numbers."""
     parts = getattr(numba_type, "types", None)
     if parts is None:
         return _number(numba_type)
     floats = []
     for i, part in enumerate(parts):
-        if getattr(part, "types", None) is not None:
-            if not nested:
-                raise ValueError("a tuple in a tuple in the result: _retyped walks it each call")
-            inner = _float_positions(part, nested=False)
-            if inner is not None:
-                floats.append((i, inner))
-        elif _number(part) is not None:
-            floats.append((i, _number(part)))
+        inner = _float_positions(part)
+        if inner is not None:
+            floats.append((i, inner))
     return tuple(floats) or None
 
 

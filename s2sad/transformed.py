@@ -14,9 +14,10 @@ import numpy as np
 
 from .errors import S2SADError, SeedShapeError
 from .call_plans import ANEW, Deferred, keep, signature_key, tree_key
+from .conform import owned_gradients
 from .callables import FlatBound, Target
 from .jit import Jitted
-from .generated_lines import user_lines
+from .generated_lines import note_user_line, user_lines
 from .keywords import refuse_misspelled
 from .pipeline.ranks import rank_of_argument
 from .python_dtypes import NARROW, any_dtype, cast_to, dtypes_of, kind_of
@@ -26,53 +27,6 @@ from .rules.registry import VERSION
 from .trees import flatten, is_container, is_passed_function
 from .transform_cache import transform, transform_and_read
 from .input_checks import check_input, check_parallel, refuse_complex
-
-
-def _conform(g, x, others):
-    """The cotangent `g` with exactly the type, shape and dtype of the input `x`."""
-    if type(g) is np.ndarray and type(x) is np.ndarray and g.dtype == x.dtype:
-        if g.shape == x.shape and g.dtype.kind == "f":  # the common case, without conversions
-            flags = g.flags  # (made anew at each read: read once)
-            owned = flags.owndata
-            for o in others:  # (a loop: a generator cost a small gradient's call 10%)
-                # two arrays owning their memory share none unless one is the other
-                if o is not g and (isinstance(o, (float, int)) or (owned and _owns(o))):
-                    continue
-                if np.may_share_memory(g, o):
-                    return g.copy()
-            return g if flags.writeable else g.copy()
-    refuse_complex(g, "gradient")
-    if isinstance(x, float) and not isinstance(x, np.generic):
-        return float(np.asarray(g).reshape(()))
-    x_arr = np.asarray(x)
-    g_arr = np.asarray(g, dtype=x_arr.dtype)
-    if g_arr.shape != x_arr.shape:
-        raise S2SADError(
-            f"internal error: a gradient of shape {g_arr.shape} for an input of "
-            f"shape {x_arr.shape}; please report this with the function"
-        )
-    if isinstance(x, np.generic):
-        return g_arr[()]
-    if not isinstance(x, np.ndarray):
-        return g_arr.copy() if any(np.may_share_memory(g_arr, o) for o in others) else g_arr
-    if not g_arr.flags.writeable or any(np.may_share_memory(g_arr, o) for o in others):
-        g_arr = g_arr.copy()
-    return g_arr
-
-
-def _owned(grads, inputs, others: list) -> list:
-    """Each gradient conformed to its input and the caller's own: sharing memory with no one of
-    `others` or other gradient (dx and dy of sin(x + y) are one array in the generated code)."""
-    out = []
-    for g, x in zip(grads, inputs):
-        out.append(_conform(g, x, others))
-        others.append(out[-1])
-    return out
-
-
-def _owns(value) -> bool:
-    """A plain array owning its memory (no view of another's)."""
-    return type(value) is np.ndarray and value.flags.owndata
 
 
 def _structured(value) -> bool:
@@ -157,7 +111,8 @@ class Transformed:
 
     def read_mode(self, bound, mode, jit=False):
         """The `mode` transform for these bound arguments and its data values (see prepared)."""
-        ranks = tuple((name, rank_of_argument(value)) for name, value in bound.arguments.items())
+        arguments = bound.arguments
+        ranks = tuple(zip(arguments, map(rank_of_argument, arguments.values())))
         self.last_ranks, self._last = ranks, (bound.wrt, bound.trees, bound.passed)
         compiled, values = transform_and_read(
             self.func,
@@ -182,10 +137,14 @@ class Transformed:
 
     def _run(self, compiled, values, bound, extra=(), name=None):
         if not self.jit:
-            with user_lines(compiled.function):
+            function = compiled.function
+            try:  # (user_lines' work without a context manager's microsecond a call)
                 if bound.positional is not None:  # every argument passed by position (_bind)
-                    return compiled.function(*bound.positional, *values)
-                return compiled.function(*bound.args, *values, **bound.kwargs)
+                    return function(*bound.positional, *values)
+                return function(*bound.args, *values, **bound.kwargs)
+            except Exception as exc:
+                note_user_line(exc, function)
+                raise
         args = (*bound.arguments.values(), *extra, *values)
         what = self._what if name is None else self._pullback_what
         jitted = compiled.jitted or Jitted.of(compiled)
@@ -248,7 +207,7 @@ class Transformed:
     def _finish(self, grads, bound, extra=()):
         grads = grads if len(bound.wrt) > 1 else (grads,)
         inputs = [bound.arguments[n] for n in bound.wrt]
-        out = _owned(grads, inputs, list(bound.arguments.values()) + list(extra))
+        out = owned_gradients(grads, inputs, list(bound.arguments.values()) + list(extra))
         out = bound.regroup(out)
         return tuple(out) if self.wrt_tuple else out[0]
 
@@ -354,7 +313,7 @@ class Transformed:
         result = compiled.jitted(args + values, self.jit == "strict", None, self._what, jitted_key)
         grad_seed(result[0])  # (as _call: the output's kind refused as Python mode does)
         grads = result[1] if len(wrt) > 1 else (result[1],)
-        out = _owned(grads, [args[i] for i in wrt], list(args))
+        out = owned_gradients(grads, [args[i] for i in wrt], list(args))
         if template is not None:
             out = template.regroup(out)
         out = tuple(out) if self.wrt_tuple else out[0]

@@ -159,3 +159,21 @@ def test_a_trees_plan_key_tells_structures_and_kinds_apart():
     assert len(keys) == len(others) and key not in keys
     for args in (({"W": a, "b": "x"},), (object(),), ({"f": np.sin},)):
         assert tree_key(args, _PLAIN) is None
+
+
+def test_a_result_of_tuples_at_any_depth_is_planned_its_numbers_retyped():
+    """A compiled result nested three deep (blocks per output and input, a value beside them)
+    gets a plan as a flat one does (it used to give up, and every call decided anew), and the
+    plan makes each Python float at any depth the NumPy number of its compiled type."""
+    from numba import types
+
+    from s2sad.call_plans import _float_positions, _placed
+
+    f32, f64, arr = types.float32, types.float64, types.float64[:]
+    nested = types.Tuple((f64, types.Tuple((arr, types.Tuple((f32, arr)))), types.UniTuple(f64, 2)))
+    floats = _float_positions(nested)
+    result = _placed((1.5, (np.ones(2), (2.5, np.zeros(1))), (3.5, 4.5)), floats)
+    assert type(result[0]) is np.float64 and type(result[1][1][0]) is np.float32
+    assert [type(v) for v in result[2]] == [np.float64, np.float64]
+    assert result[1][1][0] == 2.5 and type(result[1][0]) is np.ndarray
+    assert _float_positions(types.Tuple((arr, types.Tuple((arr,))))) is None

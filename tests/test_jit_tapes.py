@@ -209,3 +209,23 @@ def test_jitted_vjp_of_a_recurrence_can_be_called_twice():
     for a, b, e in zip(first, second, expected):
         np.testing.assert_allclose(a, e, rtol=1e-12)
         np.testing.assert_allclose(b, 2 * np.asarray(e), rtol=1e-12)
+
+
+def powers_fit(x, n):  # gradbench's llsq: a loop value read back for its shape alone
+    t = np.linspace(-1.0, 1.0, n)
+    r = np.sign(t)
+    for j in range(x.shape[0]):
+        r = r - x[j] * t**j
+    return 0.5 * np.sum(r**2)
+
+
+def test_a_loop_value_read_for_its_shape_alone_is_taped_as_a_shape_not_computed_again():
+    """The adjoint of `r - p` reads `p` (`x[j] * t**j`) for its shape alone: it is taped as its
+    shape, not computed again in the reversed loop (a sweep of powers a step, 1.4x llsq's
+    jitted gradient); the adjoint's own `t**j` for x[j]'s cotangent stays."""
+    source = s2sad.source(s2sad.grad(powers_fit, jit="strict"), np.ones(3), 5)
+    adjoint = source.split("# adjoint sweep: from")[1]
+    assert "shape_push(r_mul_tape, r_mul)" in source
+    assert (
+        "r_mul = r_item * t**j" not in adjoint and "r_mul = shape_pop(r_mul_tape, r_mul)" in adjoint
+    )

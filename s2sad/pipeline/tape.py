@@ -145,14 +145,19 @@ class Tape:
         if self.recompute and in_loop and mine:
             start = min((self.order.get(id(x), 0) for x in statements_in_order(block)), default=0)
             later = {n for n, i in self.last_write.items() if i >= start}
+            threaded = any(id(x) in self.threaded for x in loops)
+            # a value the adjoint reads for its shape alone is recorded as its shape (`push`),
+            # not computed again: llsq's `x[j] * t**j` was, a sweep of powers per iteration
+            # (a loop on threads pushes nothing: it computes every value again)
+            valued = [n for n in mine if threaded or n not in self.shapes or self.scalar(n)]
             again = _recomputable(
                 block,
-                mine,
+                valued,
                 varying or {},
                 set(indices),
                 later,
                 lambda read: self.finals.final(read, loops),
-                _pure if any(id(x) in self.threaded for x in loops) else _cheap,
+                _pure if threaded else _cheap,
             )
             if again:
                 self.recomputed[id(block)] = again
