@@ -42,12 +42,20 @@ def bool_store(k, idx):
     return np.sum(flags * k) + np.sum(np.where(flags, k * k, k))
 
 
+def dtype_of_an_argument(k, idx):
+    y = np.ones(4, dtype=idx.dtype)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
 def _central(f, k, idx=IDX):
     eps = 1e-6
     return np.array([(f(k + eps * e, idx) - f(k - eps * e, idx)) / (2 * eps) for e in np.eye(4)])
 
 
-@pytest.mark.parametrize("f", [loop_store, stores_outside_loops, matrix_store, bool_store])
+@pytest.mark.parametrize(
+    "f", [loop_store, stores_outside_loops, matrix_store, bool_store, dtype_of_an_argument]
+)
 def test_store_into_integers_carries_no_derivative(f):
     expected = _central(f, K)
     value, g = s2sad.value_and_grad(f)(K, IDX)

@@ -177,7 +177,7 @@ class Ranks:
 
     def _made_kind(self, node: ast.Call):
         """The kind of an array made in the dtype it is given (`np.zeros(n, dtype=int)`,
-        `a.astype(bool)`) or in that of the array it copies (`np.zeros_like(idx)`,
+        `a.astype(bool)`, `dtype=idx.dtype`) or in that of the array it copies (`np.zeros_like(idx)`,
         `idx.copy()`): where a store into it truncates, the store has no derivative."""
         callee, args = ir.callee(node.func), list(node.args)
         if callee is None and isinstance(node.func, ast.Attribute):
@@ -185,8 +185,12 @@ class Ranks:
         dtype = {k.arg: k.value for k in node.keywords}.get("dtype")
         if callee is astype and len(args) == 2:
             dtype = args[1]
+        if dtype is not None and callee not in _LIKE | _FROM_SHAPE | {astype}:
+            return None
+        if isinstance(dtype, ast.Attribute) and dtype.attr == "dtype":  # dtype=idx.dtype
+            return self.kind(dtype.value)
         if dtype is not None:
-            return dtype_kind(dtype) if callee in _LIKE | _FROM_SHAPE | {astype} else None
+            return dtype_kind(dtype)
         if callee in _LIKE and args:
             return self.kind(args[0])
         return None
