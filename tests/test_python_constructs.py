@@ -540,9 +540,24 @@ def test_an_empty_dict_filled_later_and_checks_inside_a_loop():
         s2sad.jvp(checks_in_a_loop)(np.abs(X) * 20, tangent=X)
 
 
+def loss_and_aux(w):
+    loss = np.sum(w**2)
+    return loss, {"norm": np.sqrt(loss)}
+
+
+def loss_of_a_helper_with_aux(w):
+    loss, _ = loss_and_aux(w)
+    return loss
+
+
 def test_a_dict_used_otherwise_is_refused_at_its_line():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="used other than by constant keys"):
         s2sad.grad(dict_read_by_a_method)(X)
+    # a helper's (loss, aux dict), inlined: the error names the helper and what to do instead
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"\(in `loss_and_aux`\)") as err:
+        s2sad.grad(loss_of_a_helper_with_aux)(X)
+    assert "has_aux=True" in str(err.value) and "return loss, (norm,)" in str(err.value)
+    assert f"test_python_constructs.py:{loss_and_aux.__code__.co_firstlineno + 2}" in str(err.value)
 
 
 @pytest.mark.parametrize(

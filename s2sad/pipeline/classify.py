@@ -114,6 +114,12 @@ def _names(node: ast.AST) -> set[str]:
 def _integer_dtype(node) -> bool:
     """Whether `node` spells an integer or boolean dtype (int, np.int32, "int64", bool): a
     result cast to it is piecewise constant, with a zero derivative."""
+    return dtype_kind(node) is not None
+
+
+def dtype_kind(node) -> str | None:
+    """ "i" or "b" where `node` spells an integer or boolean dtype, else None (ranks.py's kinds:
+    a value stored into such an array is truncated, and carries no derivative)."""
     if isinstance(node, ast.Name):
         value = {"int": int, "bool": bool}.get(node.id)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -121,11 +127,12 @@ def _integer_dtype(node) -> bool:
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
         value = node.value
     else:
-        return False
+        return None
     try:
-        return value is not None and np.dtype(value).kind in "iub"
+        kind = np.dtype(value).kind if value is not None else None
     except (TypeError, ValueError):
-        return False
+        return None
+    return {"i": "i", "u": "i", "b": "b"}.get(kind)
 
 
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:

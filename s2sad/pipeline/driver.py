@@ -40,6 +40,7 @@ from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
+from .integer_writes import drop_truncating_stores, refuse_float_updates
 from .ranks import adjoint_rank, infer_ranks, integer_arrays, scalar_output_ranks
 from .reuse import reuse_buffers
 from .sum_first import sum_first
@@ -154,6 +155,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
+    refuse_float_updates(parsed, dict(ranks or ()))
     norm, resolver = normalize(parsed, list(wrt), ranks)
     if mode in _GRADS and norm.tuple_output:
         raise _tuple_return(parsed, len(norm.outputs))
@@ -163,6 +165,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
         ir.set_op(stmt, classify(stmt, local_names))
+    drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple])
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name, unfused, indexed, numba_checks = _forward_mode(

@@ -20,7 +20,8 @@ from .. import ir, rules, runtime
 
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME, SHAPED_LIKE
-from .classify import BINOPS, METHODS, UNARYOPS
+from ..rules.elementwise import astype
+from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
@@ -170,6 +171,28 @@ class Ranks:
         if isinstance(node, ast.Call) and ir.callee(node.func) is np.arange:  # of ints: ints
             ints = node.args and not node.keywords and all(self._is_int(a) for a in node.args)
             return "i" if ints else None
+        if isinstance(node, ast.Call):
+            return self._made_kind(node)
+        return None
+
+    def _made_kind(self, node: ast.Call):
+        """The kind of an array made in the dtype it is given (`np.zeros(n, dtype=int)`,
+        `a.astype(bool)`, `dtype=idx.dtype`) or in that of the array it copies (`np.zeros_like(idx)`,
+        `idx.copy()`): where a store into it truncates, the store has no derivative."""
+        callee, args = ir.callee(node.func), list(node.args)
+        if callee is None and isinstance(node.func, ast.Attribute):
+            callee, args = METHODS.get(node.func.attr), [node.func.value] + args
+        dtype = {k.arg: k.value for k in node.keywords}.get("dtype")
+        if callee is astype and len(args) == 2:
+            dtype = args[1]
+        if dtype is not None and callee not in _LIKE | _FROM_SHAPE | {astype}:
+            return None
+        if isinstance(dtype, ast.Attribute) and dtype.attr == "dtype":  # dtype=idx.dtype
+            return self.kind(dtype.value)
+        if dtype is not None:
+            return dtype_kind(dtype)
+        if callee in _LIKE and args:
+            return self.kind(args[0])
         return None
 
     def _is_int(self, node: ast.expr) -> bool:

@@ -134,9 +134,9 @@ class BranchesAndLoops:
         touched = set()
         for s in simple_statements(stmt.body):
             op = ir.op(s)
-            if op is None:
-                continue
-            names = {o for _, _, o in op.operands} | ({op.target} if op.target else set())
+            if op is None or op.target not in self.active:
+                continue  # (no adjoint: its operands get nothing from it)
+            names = {o for _, _, o in op.operands} | {op.target}
             touched |= {n for n in names if n in self.active and n not in inner.local}
         inplace = {
             op.target if op.kind == "setitem" else op.operands[0][2]

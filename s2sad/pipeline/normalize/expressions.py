@@ -203,6 +203,8 @@ class Expressions(Flattener):
             node = self.rename(node)
         elif isinstance(node, ast.IfExp):
             return self.if_expression(node, base)
+        elif isinstance(node, ast.Dict):
+            raise self.dict_refused(node)
         else:
             what = {
                 ast.Lambda: "lambdas",
@@ -210,11 +212,26 @@ class Expressions(Flattener):
                 ast.ListComp: "list comprehensions",
                 ast.GeneratorExp: "generators",
                 ast.Starred: "starred arguments",
-                ast.Dict: "a dict of differentiated values used other than by constant keys "
-                '(`d = {"a": x}; d["a"]`)',
             }.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
         return ast.copy_location(node, loc)
+
+    def dict_refused(self, node: ast.Dict):
+        """A dict literal holding differentiated values that `sugar.py` could not split into
+        names (a local read only by constant keys): most often a helper's `(loss, aux)` return,
+        inlined, whose dict the caller drops."""
+        name = self.parsed.name
+        return self.parsed.error(
+            UnsupportedSyntaxError,
+            f"s2sad cannot differentiate the dict `{self.parsed.text_of(node)}` (in `{name}`), a "
+            "dict of differentiated values used other than by constant keys: it follows one only "
+            'as a local read by constant keys (`d = {"a": x}; d["a"]`), not one that a helper '
+            "the differentiated code calls returns (in a tuple), even where the caller drops it",
+            node,
+            hint="keep such values in names or a tuple (`return loss, (norm,)`); a helper "
+            "returning `(value, aux_dict)` is differentiated with its dict kept by "
+            "`s2sad.grad(helper, has_aux=True)` called outside the differentiated function",
+        )
 
     def if_expression(self, node: ast.IfExp, base: str) -> ast.expr:
         """`a if c else b` becomes an `if` statement assigning one name."""

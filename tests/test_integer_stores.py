@@ -1,0 +1,115 @@
+"""A value stored into an integer or boolean array is truncated (NumPy's cast): piecewise
+constant, so no derivative flows through the store. Each store form is checked against central
+finite differences of the primal, in reverse and forward mode, and in jitted code once."""
+
+import numpy as np
+import pytest
+
+import s2sad
+
+K = np.array([0.5, 1.3, 2.7, 0.8])
+IDX = np.array([3, 1, 2, 2])
+
+
+def loop_store(k, idx):  # the new user's case: an integer buffer filled in a loop
+    y = np.zeros_like(idx)
+    for i in range(idx.shape[0]):
+        y[i] = k[i] * idx[i]
+    return np.sum(y * k)
+
+
+def stores_outside_loops(k, idx):
+    y = idx.copy()
+    y[0:2] = k[0:2] * 3.0
+    y[idx > 2] = k[1] * 2.0
+    y[idx[1:3]] = k[2:] * 1.5
+    y[2] = k[3] * 4.0
+    return np.sum(y * k) + np.sum(k * k)
+
+
+def matrix_store(k, idx):
+    y = np.zeros((2, 2), dtype=int)
+    for i in range(2):
+        for j in range(2):
+            y[i, j] = k[2 * i + j] * idx[i + j]
+    return np.sum(y @ k[:2]) * k[3]
+
+
+def bool_store(k, idx):
+    flags = np.zeros(4, dtype=bool)
+    for i in range(4):
+        flags[i] = k[i] - 1.0
+    return np.sum(flags * k) + np.sum(np.where(flags, k * k, k))
+
+
+def dtype_of_an_argument(k, idx):
+    y = np.ones(4, dtype=idx.dtype)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def _central(f, k, idx=IDX):
+    eps = 1e-6
+    return np.array([(f(k + eps * e, idx) - f(k - eps * e, idx)) / (2 * eps) for e in np.eye(4)])
+
+
+@pytest.mark.parametrize(
+    "f", [loop_store, stores_outside_loops, matrix_store, bool_store, dtype_of_an_argument]
+)
+def test_store_into_integers_carries_no_derivative(f):
+    expected = _central(f, K)
+    value, g = s2sad.value_and_grad(f)(K, IDX)
+    assert value == f(K, IDX)
+    np.testing.assert_allclose(g, expected, atol=1e-6)
+    assert g.dtype == K.dtype
+    t = np.array([0.3, -1.1, 0.7, 2.0])
+    _, tangent = s2sad.jvp(f)(K, IDX, tangent=t)
+    np.testing.assert_allclose(tangent, expected @ t, atol=1e-6)
+
+
+def test_store_into_integers_leaves_no_adjoint_in_the_source():
+    source = s2sad.source(s2sad.grad(loop_store), K, IDX)
+    assert "dy" not in source and "for i in reversed" not in source, source
+    # a float buffer still has its store's adjoint
+    assert "dy_mul = dy[i]" in s2sad.source(s2sad.grad(loop_store), K, IDX.astype(float))
+
+
+def test_store_into_integers_jitted():
+    g = s2sad.grad(loop_store, jit=True)(K, IDX)
+    np.testing.assert_allclose(g, _central(loop_store, K), atol=1e-6)
+
+
+def float_update(k, idx):
+    x = idx.copy()
+    for _ in range(2):
+        x += 0.1 * k * x  # NumPy: UFuncTypeError (same_kind casting)
+    return np.sum(x**2)
+
+
+def divided(k, idx):
+    x = np.zeros_like(idx)
+    x /= 2
+    return np.sum(x * k)
+
+
+def integer_update(k, idx):
+    x = idx.copy()
+    x += idx  # integers into integers: NumPy runs it
+    return np.sum(x * k)
+
+
+@pytest.mark.parametrize("f", [float_update, divided])
+@pytest.mark.parametrize("jit", [False, True])
+def test_float_update_of_integers_raises_as_numpy_does(f, jit):
+    with pytest.raises(TypeError):
+        f(K, IDX)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"UFuncTypeError.*same_kind") as err:
+        s2sad.value_and_grad(f, jit=jit)(K, IDX)
+    assert "test_integer_stores.py" in str(err.value) and "astype(float)" in str(err.value)
+
+
+def test_updates_that_numpy_runs_are_kept():
+    np.testing.assert_allclose(s2sad.grad(integer_update)(K, IDX), 2 * IDX)
+    floats = IDX.astype(float)  # a float array: updated as before
+    g = s2sad.grad(float_update)(K, floats)
+    np.testing.assert_allclose(g, _central(float_update, K, floats), rtol=1e-6)
