@@ -154,7 +154,7 @@ class CheckpointedLoop:
     *inputs)` runs the loop over `steps` and returns its last state (a tuple for several names);
     `vjp` is its rule. `segment(start, stop, step, *state, *inputs)` is the loop over that
     range, made from the user's loop (pipeline/checkpoint_loops.py); `differentiate` is the
-    pipeline's, for its taped vjp (made once per set of argument ranks)."""
+    pipeline's, for its taped vjp (made once per set of argument ranks and real arguments)."""
 
     # under jit, the code calling it runs in Python and its segments in Numba (jit.Jitted)
     compiles_itself = True
@@ -255,13 +255,16 @@ class CheckpointedLoop:
         *seeds, *data)` returns the cotangents), Numba's under jit; the indices of the
         differentiated parameters (the real floats); the data they read (globals, as now)."""
         ranks = tuple(rank_of_argument(a) for a in args)
-        if ranks in self.transforms:
-            primal, sweep, wrt, compiled = self.transforms[ranks]
+        # which values are real is part of the key: `s = 0` is rank 0 like the float it is
+        # after a step, and a segment starting from the int must not decide the later ones'
+        wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
+        key = (ranks, wrt)
+        if key in self.transforms:
+            primal, sweep, wrt, compiled = self.transforms[key]
             data = compiled.read(self.segment)
             if data is not None:
                 return primal, sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
-        wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
         compiled = self.differentiate(
             self.segment,
             tuple(params[k] for k in wrt),
@@ -288,7 +291,7 @@ class CheckpointedLoop:
                 _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])
                 return pullback(*rest[count : count + seeds])
 
-        self.transforms[ranks] = (primal, sweep, wrt, compiled)
+        self.transforms[key] = (primal, sweep, wrt, compiled)
         return primal, sweep, wrt, compiled.read(self.segment)
 
 

@@ -277,14 +277,8 @@ def _step_function(parsed, loop, target, state, inputs):
     name = f"{parsed.name}_loop{parsed.file_line(loop)}"
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)} | {name}
     bounds = [_unused(f"{target}_{b}", used) for b in ("start", "stop", "step")]
-    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
-    if first > loop.lineno:
-        lines = parsed.split_lines[first - 1 : last]
-        text = textwrap.indent(textwrap.dedent("\n".join(lines)), " " * 8)
-        padding = parsed.file_line(loop.body[0]) - 3
-    else:
-        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), " " * 8)
-        padding = 0
+    text = _body_text(parsed, loop)
+    padding = parsed.file_line(loop.body[0]) - 3 if loop.body[0].lineno > loop.lineno else 0
     returned = state[0] if len(state) == 1 else ", ".join(state)
     source = (
         "\n" * max(padding, 0)
@@ -298,6 +292,28 @@ def _step_function(parsed, loop, target, state, inputs):
     code = compile(source, filename, "exec")
     body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     return types.FunctionType(body_code, parsed.func.__globals__, name)
+
+
+def _body_text(parsed, loop) -> str:
+    """The loop's body, indented for the segment function: the user's lines where the body is
+    as written, so the segment's line N is the file's line N; else (a body on the `for` line,
+    or one rewritten already: `p["W"]` read as the leaf `p_W`) the body's statements unparsed,
+    each from its own line where there is room. Never the text alone when it was rewritten: the
+    segment would read `p` as a global of the module."""
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
+    if first > loop.lineno:
+        text = textwrap.dedent("\n".join(parsed.split_lines[first - 1 : last]))
+        try:
+            written = ast.parse(text).body
+        except SyntaxError:
+            written = []
+        if [ast.dump(s) for s in written] == [ast.dump(s) for s in loop.body]:
+            return textwrap.indent(text, " " * 8)
+    lines: list[str] = []
+    for stmt in loop.body:
+        lines += [""] * (stmt.lineno - first - len(lines))
+        lines += ast.unparse(stmt).splitlines()
+    return textwrap.indent("\n".join(lines), " " * 8)
 
 
 def _unused(name: str, used: set[str]) -> str:
