@@ -2,8 +2,10 @@
 taped gradient (the same function without the mark) and central differences."""
 
 import numpy as np
+import pytest
 
 import s2sad
+from s2sad.errors import UnsupportedSyntaxError
 
 from conftest import check_grad
 
@@ -92,3 +94,68 @@ def test_a_tree_read_in_the_loop_is_read_through_its_leaves():
         s2sad.grad(model.loss)(x, 5), s2sad.grad(model.taped)(x, 5), rtol=1e-13
     )
     check_grad(model.loss, (x, 5))
+
+
+def first_step_only(x, n):
+    y = x
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        if t == 0:
+            c = y * 1.0  # bound on the first step alone: the later segments would not have it
+        y = y + 0.1 * c * np.sin(y)
+    return np.sum(y)
+
+
+def test_a_value_bound_on_the_first_step_only_is_refused_at_its_read():
+    # by flow, not text order: the bare UnboundLocalError of a later segment before
+    with pytest.raises(UnsupportedSyntaxError, match="'c' is carried from one step") as info:
+        s2sad.grad(first_step_only)(np.array([0.1, 0.4]), 9)
+    line = first_step_only.__code__.co_firstlineno + 5
+    assert f"test_checkpoint_trust.py:{line}:" in str(info.value)
+
+
+def temporary_bound_again_after(x, n):
+    y = x
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        z = np.sin(y)  # a temporary of the body: z bound after the loop is not bound before it
+        y = y + 0.1 * z
+    z = y * 2.0
+    return np.sum(z)
+
+
+def temporary_bound_again_after_taped(x, n):
+    y = x
+    for t in range(n):
+        z = np.sin(y)
+        y = y + 0.1 * z
+    z = y * 2.0
+    return np.sum(z)
+
+
+def target_used_before(x, n):
+    t = 0.5
+    y = x * t
+    for t in s2sad.checkpoint(range(n), snapshots=2):  # t is not read after the loop
+        y = y * 0.9 + 0.01 * t * y
+    return np.sum(y)
+
+
+def target_used_before_taped(x, n):
+    t = 0.5
+    y = x * t
+    for t in range(n):
+        y = y * 0.9 + 0.01 * t * y
+    return np.sum(y)
+
+
+@pytest.mark.parametrize(
+    "f,taped",
+    [
+        (temporary_bound_again_after, temporary_bound_again_after_taped),
+        (target_used_before, target_used_before_taped),
+    ],
+)
+def test_names_bound_after_or_read_before_the_loop_are_not_its_state(f, taped):
+    # refused before: z "used before it is assigned", t's "last value is not kept"
+    x = np.array([0.1, 0.4])
+    np.testing.assert_allclose(s2sad.grad(f)(x, 5), s2sad.grad(taped)(x, 5), rtol=1e-13)
+    check_grad(f, (x, 5))

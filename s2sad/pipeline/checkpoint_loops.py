@@ -23,6 +23,7 @@ import types
 
 from ..checkpointing import CheckpointedLoop, checkpoint
 from ..errors import UnsupportedSyntaxError
+from . import checkpoint_flow
 
 _FORWARD_MODES = ("jvp", "jvp_batched")
 _MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
@@ -145,38 +146,10 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     assigned = _stored(body)
     body_ids = {id(n) for n in body}
     outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    # every local outside the body: what the body reads of them is passed in (unbound where
+    # Python's loop would find it unbound)
     before = set(parsed.params) | _stored(outside)
-    read_outside = {
-        n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
-    for name in sorted(assigned - before - {target}):
-        if name in read_outside:
-            raise _refuse(
-                parsed,
-                loop,
-                f"'{name}' is assigned in the checkpointed loop and read outside it, but not bound "
-                "before it",
-                f"assign {name} before the loop",
-            )
-    other_loops = {
-        id(n)
-        for f in outside
-        if isinstance(f, ast.For) and isinstance(f.target, ast.Name) and f.target.id == target
-        for n in ast.walk(f)
-    }
-    if any(
-        isinstance(n, ast.Name) and n.id == target and id(n) not in other_loops
-        for n in outside
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    ):
-        raise _refuse(
-            parsed,
-            loop,
-            f"the loop's target '{target}' is read outside the loop (its last value is not kept)",
-            "give the loop a target of its own",
-        )
-    _refuse_carried(parsed, loop, assigned - before - {target})
-    state = tuple(sorted(assigned & before))
+    state = _refuse_lost(parsed, loop, target, assigned)
     freevars = set(parsed.func.__code__.co_freevars)
     read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     # the closure's values too: a closure made again (same code) reuses this transform
@@ -241,33 +214,40 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     return new
 
 
-def _refuse_carried(parsed, loop, locals_: set[str]) -> None:
-    """Refuses a name the body may read before it assigns it, unbound before the loop: a value
-    carried from one step to the next that no segment would carry across its end."""
-    lines = {}
-    for stmt in _own(loop.body):
-        if isinstance(stmt, ast.stmt):
-            lines.setdefault(stmt.lineno, stmt)
-    first: dict = {}
-    for node in sorted(
-        (n for n in _own(loop.body) if isinstance(n, ast.Name) and n.id in locals_),
-        key=lambda n: (n.lineno, n.col_offset),
-    ):
-        line, _ = first.get(node.id, (None, False))
-        if line is None:
-            first[node.id] = (node.lineno, isinstance(node.ctx, ast.Load))
-        elif line == node.lineno and isinstance(node.ctx, ast.Load):
-            stmt = lines.get(line)  # `z = z + 1`: the read comes first
-            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                first[node.id] = (line, True)
-    for name, (line, read) in sorted(first.items()):
-        if read:
-            raise _refuse(
-                parsed,
-                loop,
-                f"'{name}' is carried from one step to the next but not bound before the loop",
-                f"assign {name} before the loop",
-            )
+def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ...]:
+    """The loop's state: the names the body assigns that may be bound when it starts. Refuses a
+    value the segments would lose: a name the body assigns, unbound before the loop, that a read
+    after the loop may see, or that the body may read before assigning it (carried from one
+    step to the next); and the loop's target, where a read after the loop may see its last
+    value."""
+    bound = checkpoint_flow.bound_at_entry(parsed.tree, loop, parsed.params)
+    local = assigned - bound - {target}
+    seen_after = checkpoint_flow.read_after(parsed.tree, loop, local | {target})
+    lost = sorted(local & seen_after)
+    if lost:
+        raise _refuse(
+            parsed,
+            loop,
+            f"'{lost[0]}' is assigned in the checkpointed loop and read after it, but not bound "
+            "before it",
+            f"assign {lost[0]} before the loop",
+        )
+    if target in seen_after:
+        raise _refuse(
+            parsed,
+            loop,
+            f"the loop's target '{target}' is read after the loop (its last value is not kept)",
+            "give the loop a target of its own",
+        )
+    carried = sorted(checkpoint_flow.carried(loop, local))
+    if carried:
+        raise _refuse(
+            parsed,
+            checkpoint_flow.first_read(loop.body, carried[0]) or loop,
+            f"'{carried[0]}' is carried from one step to the next but not bound before the loop",
+            f"assign {carried[0]} before the loop",
+        )
+    return tuple(sorted(assigned & bound))
 
 
 def _step_function(parsed, loop, target, state, inputs):
