@@ -10,7 +10,8 @@ the generated gradient calls one `CheckpointedLoop` in the loop's place. Its for
 no tape; its rule (`CheckpointedLoop.vjp`) cuts the steps into segments, saves at most
 `snapshots` states at segment starts and reverses the segments by revolve (`revolve`),
 recomputing forward from the nearest saved state; each segment is reversed by its own taped vjp,
-so the tape holds one segment. Under jit the segments run in Numba.
+so the tape holds one segment. Under jit the segments run in Numba, but for a segment where
+a step changes a state's rank, which Numba cannot type (`_run` tells by a first run in Python).
 """
 
 from __future__ import annotations
@@ -164,6 +165,7 @@ class CheckpointedLoop:
         self.state, self.inputs = state, inputs
         self.differentiate, self.jit = differentiate, jit
         self.transforms: dict = {}
+        self.numba: dict = {}  # _key(args) -> whether Numba runs the segment (under jit)
         self.kept = None  # (the last call's result, the states it saved)
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
@@ -205,7 +207,17 @@ class CheckpointedLoop:
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
         args = (steps.start, steps.stop, steps.step, *state, *inputs)
-        if not self.jit:
+        if self.jit and _key(args) not in self.numba:
+            # the first segment of these kinds runs in Python: a step that changes a state's
+            # rank (`h = 0.0`, then `h = np.tanh(y)`) is one Numba cannot type, whose segment
+            # is then reversed in Python (its vjp's form for Numba gave h's cotangent h's
+            # shape after the step, not before)
+            out = self.segment(*args)
+            after = (out,) if len(self.state) == 1 else out
+            ranks = [rank_of_argument(v) for v in state]
+            self.numba[_key(args)] = ranks == [rank_of_argument(v) for v in after]
+            return out
+        if not self.jit or not self.numba[_key(args)]:
             return self.segment(*args)
         primal, _, _, data = self._forms(args)
         return primal(*args, *data)
@@ -254,26 +266,24 @@ class CheckpointedLoop:
         """For these arguments' ranks: the segment's primal and its recording sweep (`sweep(*args,
         *seeds, *data)` returns the cotangents), Numba's under jit; the indices of the
         differentiated parameters (the real floats); the data they read (globals, as now)."""
-        ranks = tuple(rank_of_argument(a) for a in args)
-        # which values are real is part of the key: `s = 0` is rank 0 like the float it is
-        # after a step, and a segment starting from the int must not decide the later ones'
-        wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
-        key = (ranks, wrt)
+        key = _key(args)
+        ranks, wrt = key
         if key in self.transforms:
             primal, sweep, wrt, compiled = self.transforms[key]
             data = compiled.read(self.segment)
             if data is not None:
                 return primal, sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
+        numba = bool(self.jit) and self.numba.get(key, True)
         compiled = self.differentiate(
             self.segment,
             tuple(params[k] for k in wrt),
             "vjp",
             tuple(zip(params, ranks)),
-            bool(self.jit),
+            numba,
         )
         primal, sweep = compiled.function, compiled.functions.get(f"{compiled.name}_sweep")
-        if self.jit:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
+        if numba:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
             jitted, strict = Jitted.of(compiled), self.jit == "strict"
             what = f"s2sad.checkpoint's {self.__name__}"
 
@@ -293,6 +303,14 @@ class CheckpointedLoop:
 
         self.transforms[key] = (primal, sweep, wrt, compiled)
         return primal, sweep, wrt, compiled.read(self.segment)
+
+
+def _key(args: tuple) -> tuple:
+    """What a segment's transform is made for: the arguments' ranks and which of them are real
+    (differentiated). The second because `s = 0` is rank 0 like the float it is after a step:
+    a transform made from the int's segment, without s, must not reverse the later ones."""
+    ranks = tuple(rank_of_argument(a) for a in args)
+    return ranks, tuple(k for k in range(3, len(args)) if _real(args[k]))
 
 
 def _real(value) -> bool:

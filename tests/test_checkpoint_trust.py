@@ -1,6 +1,8 @@
 """s2sad.checkpoint on loops the break-it trial found wrong or refused: each gradient against the
 taped gradient (the same function without the mark) and central differences."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -159,3 +161,36 @@ def test_names_bound_after_or_read_before_the_loop_are_not_its_state(f, taped):
     x = np.array([0.1, 0.4])
     np.testing.assert_allclose(s2sad.grad(f)(x, 5), s2sad.grad(taped)(x, 5), rtol=1e-13)
     check_grad(f, (x, 5))
+
+
+def scratch(x, w, n):
+    y = x
+    h = 0.0  # a number before the loop, an array after its first step
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        h = np.tanh(y * w)
+        y = y + 0.1 * h
+    return np.sum(y) + np.sum(h)
+
+
+def scratch_taped(x, w, n):
+    y = x
+    h = 0.0
+    for t in range(n):
+        h = np.tanh(y * w)
+        y = y + 0.1 * h
+    return np.sum(y) + np.sum(h)
+
+
+def test_a_state_whose_rank_changes_on_the_first_step_under_jit():
+    # jit=True raised "your vjp rule vjp (checkpointing.py:...) returned a cotangent of shape
+    # (2,) for 'h', of shape ()": the segment changing h's rank now runs in Python, the rest
+    # in Numba. One step: the one segment, the failing one, compiles nothing (7 steps, whose
+    # later segments Numba runs, agree too: 15 s of compiling, left to the break-it repro)
+    x = np.array([0.3, -0.2])
+    want = s2sad.grad(scratch_taped, wrt=(0, 1))(x, 0.8, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = s2sad.grad(scratch, wrt=(0, 1), jit=True)(x, 0.8, 1)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    check_grad(scratch, (x, 0.8, 7), wrt=(0, 1))
