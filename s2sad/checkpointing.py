@@ -11,7 +11,8 @@ no tape; its rule (`CheckpointedLoop.vjp`) cuts the steps into segments, saves a
 `snapshots` states at segment starts and reverses the segments by revolve (`revolve`),
 recomputing forward from the nearest saved state; each segment is reversed by its own taped vjp,
 so the tape holds one segment. Under jit the segments run in Numba, but for a segment where
-a step changes a state's rank, which Numba cannot type (`_run` tells by a first run in Python).
+a step changes a state's rank, which Numba cannot type (`_keeps_ranks` tells by one step in
+Python).
 """
 
 from __future__ import annotations
@@ -207,20 +208,22 @@ class CheckpointedLoop:
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
         args = (steps.start, steps.stop, steps.step, *state, *inputs)
-        if self.jit and _key(args) not in self.numba:
-            # the first segment of these kinds runs in Python: a step that changes a state's
-            # rank (`h = 0.0`, then `h = np.tanh(y)`) is one Numba cannot type, whose segment
-            # is then reversed in Python (its vjp's form for Numba gave h's cotangent h's
-            # shape after the step, not before)
-            out = self.segment(*args)
-            after = (out,) if len(self.state) == 1 else out
-            ranks = [rank_of_argument(v) for v in state]
-            self.numba[_key(args)] = ranks == [rank_of_argument(v) for v in after]
-            return out
-        if not self.jit or not self.numba[_key(args)]:
+        if self.jit and steps and _key(args) not in self.numba:
+            self.numba[_key(args)] = self._keeps_ranks(steps, state, inputs)
+        if not self.jit or not steps or not self.numba[_key(args)]:
             return self.segment(*args)
         primal, _, _, data = self._forms(args)
         return primal(*args, *data)
+
+    def _keeps_ranks(self, steps: range, state: tuple, inputs: tuple) -> bool:
+        """Whether the first step, run in Python, leaves each state's rank as it was: one that
+        changes it (`h = 0.0` before the loop, `h = np.tanh(y)` in it) makes a segment Numba
+        cannot type, whose form for Numba gave h's cotangent h's shape after the step; such
+        segments run and are reversed in Python (once per kind of arguments)."""
+        first = steps[:1]
+        out = self.segment(first.start, first.stop, first.step, *_copy(state), *inputs)
+        after = (out,) if len(self.state) == 1 else out
+        return [rank_of_argument(v) for v in state] == [rank_of_argument(v) for v in after]
 
     def vjp(self, g, ans, steps, snapshots, *values):
         """The rule: the cotangents of (steps, snapshots, *state, *inputs) from that of the
