@@ -16,124 +16,26 @@ steps but unbound before the loop, a function passed in) is refused at its line.
 from __future__ import annotations
 
 import ast
-import builtins
 import linecache
 import textwrap
 import types
 
-from ..checkpointing import CheckpointedLoop, checkpoint
-from ..errors import UnsupportedSyntaxError
+from ..checkpointing import CheckpointedLoop
 from . import checkpoint_flow
+from .checkpoint_marks import FORWARD_MODES, check, marked, own, refuse
 
-_FORWARD_MODES = ("jvp", "jvp_batched")
 _MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
 
 
 def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
     """Rewrite each marked loop of `parsed` in place (see the module's docstring)."""
-    for parent, field, index, loop in _marked(parsed, parsed.tree):
+    parsed.drops_checkpoints = mode in FORWARD_MODES
+    for parent, field, index, loop in marked(parsed, parsed.tree):
         call = loop.iter
-        if mode in _FORWARD_MODES:
+        if mode in FORWARD_MODES:
             getattr(parent, field)[index].iter = call.args[0]
             continue
         getattr(parent, field)[index] = _replaced(parsed, loop, differentiate, jit)
-
-
-def _marked(parsed, tree):
-    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, not those inside
-    another (its segment function holds them)."""
-    found, todo = [], [tree]
-    while todo:
-        parent = todo.pop()
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list):
-                continue
-            for index, stmt in enumerate(block):
-                if isinstance(stmt, ast.For) and _is_mark(parsed, stmt.iter):
-                    found.append((parent, field, index, stmt))
-                elif not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
-                    todo.append(stmt)
-    return found
-
-
-def _is_mark(parsed, node) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    return _lookup(parsed, node.func) is checkpoint
-
-
-def _lookup(parsed, node):
-    """The object a Name or Attribute chain of globals denotes (None for anything else)."""
-    if isinstance(node, ast.Attribute):
-        base = _lookup(parsed, node.value)
-        try:  # a property of the user's may raise anything: then it is no mark
-            return getattr(base, node.attr, None) if base is not None else None
-        except Exception:
-            return None
-    if not isinstance(node, ast.Name):
-        return None
-    func = parsed.func
-    if func.__closure__ and node.id in func.__code__.co_freevars:
-        try:
-            return func.__closure__[func.__code__.co_freevars.index(node.id)].cell_contents
-        except ValueError:
-            return None
-    scope = func.__globals__
-    return scope[node.id] if node.id in scope else getattr(builtins, node.id, None)
-
-
-def _refuse(parsed, node, what: str, hint: str):
-    return parsed.error(UnsupportedSyntaxError, f"s2sad.checkpoint: {what}", node, hint=hint)
-
-
-def _check(parsed, loop):
-    """The loop's target, trip and snapshots; refuses what a step function cannot be."""
-    call = loop.iter
-    if len(call.args) != 1 or any(k.arg != "snapshots" for k in call.keywords):
-        raise _refuse(
-            parsed,
-            loop,
-            "takes the loop's range and snapshots=",
-            "write checkpoint(range(n), snapshots=k)",
-        )
-    trip = call.args[0]
-    if not (isinstance(trip, ast.Call) and _lookup(parsed, trip.func) is range):
-        raise _refuse(
-            parsed,
-            loop,
-            f"the loop runs over {ast.unparse(trip)}, whose length is unknown before the loop",
-            "checkpoint a loop over range(...)",
-        )
-    if not isinstance(loop.target, ast.Name):
-        raise _refuse(parsed, loop, "the loop's target must be one name", "write `for t in ...`")
-    if loop.orelse:
-        raise _refuse(parsed, loop, "a checkpointed loop has no else:", "move it after the loop")
-    for node in _own(loop.body):
-        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom)):
-            word = type(node).__name__.lower()
-            raise _refuse(
-                parsed,
-                node,
-                f"`{word}` inside a checkpointed loop",
-                "every step must run the whole body: use an if around the rest of the body",
-            )
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise _refuse(
-                parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in"
-            )
-    snaps = call.keywords[0].value if call.keywords else ast.Constant(None)
-    return loop.target.id, trip, snaps
-
-
-def _own(body):
-    """The nodes of `body`, not inside functions or lambdas it defines."""
-    todo = list(body)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 def _stored(nodes) -> set[str]:
@@ -141,11 +43,11 @@ def _stored(nodes) -> set[str]:
 
 
 def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
-    target, trip, snaps = _check(parsed, loop)
-    body = list(_own(loop.body))
+    target, trip, snaps = check(parsed, loop)
+    body = list(own(loop.body))
     assigned = _stored(body)
     body_ids = {id(n) for n in body}
-    outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    outside = [n for n in own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
     # every local outside the body: what the body reads of them is passed in (unbound where
     # Python's loop would find it unbound)
     before = set(parsed.params) | _stored(outside)
@@ -162,7 +64,7 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
             and isinstance(node.func, ast.Name)
             and node.func.id in inputs
         ):
-            raise _refuse(
+            raise refuse(
                 parsed,
                 node,
                 f"the loop calls '{node.func.id}', a local or closure value of {parsed.name}, "
@@ -180,14 +82,14 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
                     if isinstance(root, ast.Name) and (root.id in before or root.id in freevars):
                         written = root.id
         if written is not None:
-            raise _refuse(
+            raise refuse(
                 parsed,
                 node,
                 f"a write into '{written}', which lives outside the checkpointed loop's body",
                 f"rebind it instead ({written} = ...), or copy it inside the body first",
             )
     if not state:
-        raise _refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
+        raise refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
     line = parsed.file_line(loop)
     key = (parsed.func.__code__, line, jit)
     if key not in _MADE:
@@ -225,7 +127,7 @@ def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ..
     seen_after = checkpoint_flow.read_after(parsed.tree, loop, local | {target})
     lost = sorted(local & seen_after)
     if lost:
-        raise _refuse(
+        raise refuse(
             parsed,
             loop,
             f"'{lost[0]}' is assigned in the checkpointed loop and read after it, but not bound "
@@ -233,7 +135,7 @@ def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ..
             f"assign {lost[0]} before the loop",
         )
     if target in seen_after:
-        raise _refuse(
+        raise refuse(
             parsed,
             loop,
             f"the loop's target '{target}' is read after the loop (its last value is not kept)",
@@ -241,7 +143,7 @@ def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ..
         )
     carried = sorted(checkpoint_flow.carried(loop, local))
     if carried:
-        raise _refuse(
+        raise refuse(
             parsed,
             checkpoint_flow.first_read(loop.body, carried[0]) or loop,
             f"'{carried[0]}' is carried from one step to the next but not bound before the loop",
