@@ -10,7 +10,9 @@ the generated gradient calls one `CheckpointedLoop` in the loop's place. Its for
 no tape; its rule (`CheckpointedLoop.vjp`) cuts the steps into segments, saves at most
 `snapshots` states at segment starts and reverses the segments by revolve (`revolve`),
 recomputing forward from the nearest saved state; each segment is reversed by its own taped vjp,
-so the tape holds one segment. Under jit the segments run in Numba.
+so the tape holds one segment. Under jit the segments run in Numba, but for a segment where
+a step changes a state's rank, which Numba cannot type (`_keeps_ranks` tells by one step in
+Python).
 """
 
 from __future__ import annotations
@@ -154,7 +156,7 @@ class CheckpointedLoop:
     *inputs)` runs the loop over `steps` and returns its last state (a tuple for several names);
     `vjp` is its rule. `segment(start, stop, step, *state, *inputs)` is the loop over that
     range, made from the user's loop (pipeline/checkpoint_loops.py); `differentiate` is the
-    pipeline's, for its taped vjp (made once per set of argument ranks)."""
+    pipeline's, for its taped vjp (made once per set of argument ranks and real arguments)."""
 
     # under jit, the code calling it runs in Python and its segments in Numba (jit.Jitted)
     compiles_itself = True
@@ -164,6 +166,7 @@ class CheckpointedLoop:
         self.state, self.inputs = state, inputs
         self.differentiate, self.jit = differentiate, jit
         self.transforms: dict = {}
+        self.numba: dict = {}  # _key(args) -> whether Numba runs the segment (under jit)
         self.kept = None  # (the last call's result, the states it saved)
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
@@ -205,10 +208,22 @@ class CheckpointedLoop:
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
         args = (steps.start, steps.stop, steps.step, *state, *inputs)
-        if not self.jit:
+        if self.jit and steps and _key(args) not in self.numba:
+            self.numba[_key(args)] = self._keeps_ranks(steps, state, inputs)
+        if not self.jit or not steps or not self.numba[_key(args)]:
             return self.segment(*args)
         primal, _, _, data = self._forms(args)
         return primal(*args, *data)
+
+    def _keeps_ranks(self, steps: range, state: tuple, inputs: tuple) -> bool:
+        """Whether the first step, run in Python, leaves each state's rank as it was: one that
+        changes it (`h = 0.0` before the loop, `h = np.tanh(y)` in it) makes a segment Numba
+        cannot type, whose form for Numba gave h's cotangent h's shape after the step; such
+        segments run and are reversed in Python (once per kind of arguments)."""
+        first = steps[:1]
+        out = self.segment(first.start, first.stop, first.step, *_copy(state), *inputs)
+        after = (out,) if len(self.state) == 1 else out
+        return [rank_of_argument(v) for v in state] == [rank_of_argument(v) for v in after]
 
     def vjp(self, g, ans, steps, snapshots, *values):
         """The rule: the cotangents of (steps, snapshots, *state, *inputs) from that of the
@@ -254,23 +269,24 @@ class CheckpointedLoop:
         """For these arguments' ranks: the segment's primal and its recording sweep (`sweep(*args,
         *seeds, *data)` returns the cotangents), Numba's under jit; the indices of the
         differentiated parameters (the real floats); the data they read (globals, as now)."""
-        ranks = tuple(rank_of_argument(a) for a in args)
-        if ranks in self.transforms:
-            primal, sweep, wrt, compiled = self.transforms[ranks]
+        key = _key(args)
+        ranks, wrt = key
+        if key in self.transforms:
+            primal, sweep, wrt, compiled = self.transforms[key]
             data = compiled.read(self.segment)
             if data is not None:
                 return primal, sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
-        wrt = tuple(k for k in range(3, len(args)) if _real(args[k]))
+        numba = bool(self.jit) and self.numba.get(key, True)
         compiled = self.differentiate(
             self.segment,
             tuple(params[k] for k in wrt),
             "vjp",
             tuple(zip(params, ranks)),
-            bool(self.jit),
+            numba,
         )
         primal, sweep = compiled.function, compiled.functions.get(f"{compiled.name}_sweep")
-        if self.jit:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
+        if numba:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
             jitted, strict = Jitted.of(compiled), self.jit == "strict"
             what = f"s2sad.checkpoint's {self.__name__}"
 
@@ -288,8 +304,16 @@ class CheckpointedLoop:
                 _, pullback = compiled.function(*rest[:count], *rest[count + seeds :])
                 return pullback(*rest[count : count + seeds])
 
-        self.transforms[ranks] = (primal, sweep, wrt, compiled)
+        self.transforms[key] = (primal, sweep, wrt, compiled)
         return primal, sweep, wrt, compiled.read(self.segment)
+
+
+def _key(args: tuple) -> tuple:
+    """What a segment's transform is made for: the arguments' ranks and which of them are real
+    (differentiated). The second because `s = 0` is rank 0 like the float it is after a step:
+    a transform made from the int's segment, without s, must not reverse the later ones."""
+    ranks = tuple(rank_of_argument(a) for a in args)
+    return ranks, tuple(k for k in range(3, len(args)) if _real(args[k]))
 
 
 def _real(value) -> bool:

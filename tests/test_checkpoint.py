@@ -327,7 +327,7 @@ def _target_read_after(y, n):
     [
         (_carried_unbound, "'prev' is carried from one step to the next"),
         (_carried_in_one_line, "'z' is carried from one step to the next"),
-        (_target_read_after, "target 't' is read outside the loop"),
+        (_target_read_after, "target 't' is read after the loop"),
     ],
 )
 def test_values_a_segment_would_lose_are_refused(f, words):

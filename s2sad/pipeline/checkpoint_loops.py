@@ -16,123 +16,26 @@ steps but unbound before the loop, a function passed in) is refused at its line.
 from __future__ import annotations
 
 import ast
-import builtins
 import linecache
 import textwrap
 import types
 
-from ..checkpointing import CheckpointedLoop, checkpoint
-from ..errors import UnsupportedSyntaxError
+from ..checkpointing import CheckpointedLoop
+from . import checkpoint_flow
+from .checkpoint_marks import FORWARD_MODES, check, marked, own, refuse
 
-_FORWARD_MODES = ("jvp", "jvp_batched")
 _MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
 
 
 def checkpoint_loops(parsed, mode: str, differentiate, jit=False) -> None:
     """Rewrite each marked loop of `parsed` in place (see the module's docstring)."""
-    for parent, field, index, loop in _marked(parsed, parsed.tree):
+    parsed.drops_checkpoints = mode in FORWARD_MODES
+    for parent, field, index, loop in marked(parsed, parsed.tree):
         call = loop.iter
-        if mode in _FORWARD_MODES:
+        if mode in FORWARD_MODES:
             getattr(parent, field)[index].iter = call.args[0]
             continue
         getattr(parent, field)[index] = _replaced(parsed, loop, differentiate, jit)
-
-
-def _marked(parsed, tree):
-    """(parent, field, index, loop) of each loop marked by s2sad.checkpoint, not those inside
-    another (its segment function holds them)."""
-    found, todo = [], [tree]
-    while todo:
-        parent = todo.pop()
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(parent, field, None)
-            if not isinstance(block, list):
-                continue
-            for index, stmt in enumerate(block):
-                if isinstance(stmt, ast.For) and _is_mark(parsed, stmt.iter):
-                    found.append((parent, field, index, stmt))
-                elif not isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
-                    todo.append(stmt)
-    return found
-
-
-def _is_mark(parsed, node) -> bool:
-    if not isinstance(node, ast.Call):
-        return False
-    return _lookup(parsed, node.func) is checkpoint
-
-
-def _lookup(parsed, node):
-    """The object a Name or Attribute chain of globals denotes (None for anything else)."""
-    if isinstance(node, ast.Attribute):
-        base = _lookup(parsed, node.value)
-        try:  # a property of the user's may raise anything: then it is no mark
-            return getattr(base, node.attr, None) if base is not None else None
-        except Exception:
-            return None
-    if not isinstance(node, ast.Name):
-        return None
-    func = parsed.func
-    if func.__closure__ and node.id in func.__code__.co_freevars:
-        try:
-            return func.__closure__[func.__code__.co_freevars.index(node.id)].cell_contents
-        except ValueError:
-            return None
-    scope = func.__globals__
-    return scope[node.id] if node.id in scope else getattr(builtins, node.id, None)
-
-
-def _refuse(parsed, node, what: str, hint: str):
-    return parsed.error(UnsupportedSyntaxError, f"s2sad.checkpoint: {what}", node, hint=hint)
-
-
-def _check(parsed, loop):
-    """The loop's target, trip and snapshots; refuses what a step function cannot be."""
-    call = loop.iter
-    if len(call.args) != 1 or any(k.arg != "snapshots" for k in call.keywords):
-        raise _refuse(
-            parsed,
-            loop,
-            "takes the loop's range and snapshots=",
-            "write checkpoint(range(n), snapshots=k)",
-        )
-    trip = call.args[0]
-    if not (isinstance(trip, ast.Call) and _lookup(parsed, trip.func) is range):
-        raise _refuse(
-            parsed,
-            loop,
-            f"the loop runs over {ast.unparse(trip)}, whose length is unknown before the loop",
-            "checkpoint a loop over range(...)",
-        )
-    if not isinstance(loop.target, ast.Name):
-        raise _refuse(parsed, loop, "the loop's target must be one name", "write `for t in ...`")
-    if loop.orelse:
-        raise _refuse(parsed, loop, "a checkpointed loop has no else:", "move it after the loop")
-    for node in _own(loop.body):
-        if isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Yield, ast.YieldFrom)):
-            word = type(node).__name__.lower()
-            raise _refuse(
-                parsed,
-                node,
-                f"`{word}` inside a checkpointed loop",
-                "every step must run the whole body: use an if around the rest of the body",
-            )
-        if isinstance(node, (ast.Global, ast.Nonlocal)):
-            raise _refuse(
-                parsed, node, "global or nonlocal inside a checkpointed loop", "pass it in"
-            )
-    snaps = call.keywords[0].value if call.keywords else ast.Constant(None)
-    return loop.target.id, trip, snaps
-
-
-def _own(body):
-    """The nodes of `body`, not inside functions or lambdas it defines."""
-    todo = list(body)
-    while todo:
-        node = todo.pop()
-        yield node
-        if not isinstance(node, (ast.FunctionDef, ast.Lambda, ast.ClassDef)):
-            todo.extend(ast.iter_child_nodes(node))
 
 
 def _stored(nodes) -> set[str]:
@@ -140,43 +43,15 @@ def _stored(nodes) -> set[str]:
 
 
 def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
-    target, trip, snaps = _check(parsed, loop)
-    body = list(_own(loop.body))
+    target, trip, snaps = check(parsed, loop)
+    body = list(own(loop.body))
     assigned = _stored(body)
     body_ids = {id(n) for n in body}
-    outside = [n for n in _own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    outside = [n for n in own(parsed.tree.body) if id(n) not in body_ids and n is not loop.target]
+    # every local outside the body: what the body reads of them is passed in (unbound where
+    # Python's loop would find it unbound)
     before = set(parsed.params) | _stored(outside)
-    read_outside = {
-        n.id for n in outside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    }
-    for name in sorted(assigned - before - {target}):
-        if name in read_outside:
-            raise _refuse(
-                parsed,
-                loop,
-                f"'{name}' is assigned in the checkpointed loop and read outside it, but not bound "
-                "before it",
-                f"assign {name} before the loop",
-            )
-    other_loops = {
-        id(n)
-        for f in outside
-        if isinstance(f, ast.For) and isinstance(f.target, ast.Name) and f.target.id == target
-        for n in ast.walk(f)
-    }
-    if any(
-        isinstance(n, ast.Name) and n.id == target and id(n) not in other_loops
-        for n in outside
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    ):
-        raise _refuse(
-            parsed,
-            loop,
-            f"the loop's target '{target}' is read outside the loop (its last value is not kept)",
-            "give the loop a target of its own",
-        )
-    _refuse_carried(parsed, loop, assigned - before - {target})
-    state = tuple(sorted(assigned & before))
+    state = _refuse_lost(parsed, loop, target, assigned)
     freevars = set(parsed.func.__code__.co_freevars)
     read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
     # the closure's values too: a closure made again (same code) reuses this transform
@@ -189,7 +64,7 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
             and isinstance(node.func, ast.Name)
             and node.func.id in inputs
         ):
-            raise _refuse(
+            raise refuse(
                 parsed,
                 node,
                 f"the loop calls '{node.func.id}', a local or closure value of {parsed.name}, "
@@ -207,14 +82,14 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
                     if isinstance(root, ast.Name) and (root.id in before or root.id in freevars):
                         written = root.id
         if written is not None:
-            raise _refuse(
+            raise refuse(
                 parsed,
                 node,
                 f"a write into '{written}', which lives outside the checkpointed loop's body",
                 f"rebind it instead ({written} = ...), or copy it inside the body first",
             )
     if not state:
-        raise _refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
+        raise refuse(parsed, loop, "the loop carries no state", "drop s2sad.checkpoint")
     line = parsed.file_line(loop)
     key = (parsed.func.__code__, line, jit)
     if key not in _MADE:
@@ -241,33 +116,40 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     return new
 
 
-def _refuse_carried(parsed, loop, locals_: set[str]) -> None:
-    """Refuses a name the body may read before it assigns it, unbound before the loop: a value
-    carried from one step to the next that no segment would carry across its end."""
-    lines = {}
-    for stmt in _own(loop.body):
-        if isinstance(stmt, ast.stmt):
-            lines.setdefault(stmt.lineno, stmt)
-    first: dict = {}
-    for node in sorted(
-        (n for n in _own(loop.body) if isinstance(n, ast.Name) and n.id in locals_),
-        key=lambda n: (n.lineno, n.col_offset),
-    ):
-        line, _ = first.get(node.id, (None, False))
-        if line is None:
-            first[node.id] = (node.lineno, isinstance(node.ctx, ast.Load))
-        elif line == node.lineno and isinstance(node.ctx, ast.Load):
-            stmt = lines.get(line)  # `z = z + 1`: the read comes first
-            if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                first[node.id] = (line, True)
-    for name, (line, read) in sorted(first.items()):
-        if read:
-            raise _refuse(
-                parsed,
-                loop,
-                f"'{name}' is carried from one step to the next but not bound before the loop",
-                f"assign {name} before the loop",
-            )
+def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ...]:
+    """The loop's state: the names the body assigns that may be bound when it starts. Refuses a
+    value the segments would lose: a name the body assigns, unbound before the loop, that a read
+    after the loop may see, or that the body may read before assigning it (carried from one
+    step to the next); and the loop's target, where a read after the loop may see its last
+    value."""
+    bound = checkpoint_flow.bound_at_entry(parsed.tree, loop, parsed.params)
+    local = assigned - bound - {target}
+    seen_after = checkpoint_flow.read_after(parsed.tree, loop, local | {target})
+    lost = sorted(local & seen_after)
+    if lost:
+        raise refuse(
+            parsed,
+            loop,
+            f"'{lost[0]}' is assigned in the checkpointed loop and read after it, but not bound "
+            "before it",
+            f"assign {lost[0]} before the loop",
+        )
+    if target in seen_after:
+        raise refuse(
+            parsed,
+            loop,
+            f"the loop's target '{target}' is read after the loop (its last value is not kept)",
+            "give the loop a target of its own",
+        )
+    carried = sorted(checkpoint_flow.carried(loop, local))
+    if carried:
+        raise refuse(
+            parsed,
+            checkpoint_flow.first_read(loop.body, carried[0]) or loop,
+            f"'{carried[0]}' is carried from one step to the next but not bound before the loop",
+            f"assign {carried[0]} before the loop",
+        )
+    return tuple(sorted(assigned & bound))
 
 
 def _step_function(parsed, loop, target, state, inputs):
@@ -277,14 +159,8 @@ def _step_function(parsed, loop, target, state, inputs):
     name = f"{parsed.name}_loop{parsed.file_line(loop)}"
     used = {n.id for n in ast.walk(loop) if isinstance(n, ast.Name)} | {name}
     bounds = [_unused(f"{target}_{b}", used) for b in ("start", "stop", "step")]
-    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
-    if first > loop.lineno:
-        lines = parsed.split_lines[first - 1 : last]
-        text = textwrap.indent(textwrap.dedent("\n".join(lines)), " " * 8)
-        padding = parsed.file_line(loop.body[0]) - 3
-    else:
-        text = textwrap.indent("\n".join(ast.unparse(s) for s in loop.body), " " * 8)
-        padding = 0
+    text = _body_text(parsed, loop)
+    padding = parsed.file_line(loop.body[0]) - 3 if loop.body[0].lineno > loop.lineno else 0
     returned = state[0] if len(state) == 1 else ", ".join(state)
     source = (
         "\n" * max(padding, 0)
@@ -298,6 +174,28 @@ def _step_function(parsed, loop, target, state, inputs):
     code = compile(source, filename, "exec")
     body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     return types.FunctionType(body_code, parsed.func.__globals__, name)
+
+
+def _body_text(parsed, loop) -> str:
+    """The loop's body, indented for the segment function: the user's lines where the body is
+    as written, so the segment's line N is the file's line N; else (a body on the `for` line,
+    or one rewritten already: `p["W"]` read as the leaf `p_W`) the body's statements unparsed,
+    each from its own line where there is room. Never the text alone when it was rewritten: the
+    segment would read `p` as a global of the module."""
+    first, last = loop.body[0].lineno, loop.body[-1].end_lineno
+    if first > loop.lineno:
+        text = textwrap.dedent("\n".join(parsed.split_lines[first - 1 : last]))
+        try:
+            written = ast.parse(text).body
+        except SyntaxError:
+            written = []
+        if [ast.dump(s) for s in written] == [ast.dump(s) for s in loop.body]:
+            return textwrap.indent(text, " " * 8)
+    lines: list[str] = []
+    for stmt in loop.body:
+        lines += [""] * (stmt.lineno - first - len(lines))
+        lines += ast.unparse(stmt).splitlines()
+    return textwrap.indent("\n".join(lines), " " * 8)
 
 
 def _unused(name: str, used: set[str]) -> str:

@@ -31,6 +31,8 @@ class ParsedFunction:
     known: dict = field(default_factory=dict)
     # a name the transform made for a checkpointed loop -> its object (checkpoint_loops.py)
     synthesized: dict = field(default_factory=dict)
+    # a forward mode's: a helper's loops marked s2sad.checkpoint lose the mark, not refused
+    drops_checkpoints: bool = False
 
     @property
     def name(self) -> str:

@@ -78,6 +78,8 @@ class Tape:
         # the returned cotangents are read after the sweep: dx[0] = 0.0 of `x[0] = 3.0` on a
         # parameter x is what makes its gradient zero there, never a dead store
         _future_reads(adjoint, set(returned), self.future)
+        self.read_after: dict = {}  # the same, counting the reads of a shape too
+        _future_reads(adjoint, set(returned), self.read_after, _all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
             if marker.kind not in ("restore", "kill"):
@@ -196,13 +198,12 @@ class Tape:
         return out
 
     def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
-        """In a loop that runs on threads, whether nothing in the adjoint reads the value a
-        loop-carried name had before this iteration (a sum, whose adjoint does not read it, and
-        that no adjoint code after the reversed loop reads): then it is not recorded. (Serial
-        loops keep the recording either way: their code stays as it was.)"""
-        if not any(id(x) in self.threaded for x in loops):
-            return False
-        if self.future.get(("header", id(end_copy)), {None}):
+        """Whether nothing in the adjoint reads the value a loop-carried name had before this
+        iteration (a sum, whose adjoint does not read it, and that no adjoint code after the
+        reversed loop reads): then it is not recorded, a tape nothing reads. A serial loop's
+        reads of its shape count too (threads' loops recompute what they can: values alone)."""
+        future = self.future if any(id(x) in self.threaded for x in loops) else self.read_after
+        if future.get(("header", id(end_copy)), {None}):
             return False
         self.unrecorded.add(id(end_copy))
         return True
@@ -505,9 +506,15 @@ def _reads(node) -> set[str]:
     return value_reads([node])
 
 
-def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
+def _all_reads(node) -> set[str]:
+    """The names `node` reads, for their values or their shapes (markers read none)."""
+    return names_read(node if isinstance(node, list) else [node])
+
+
+def _future_reads(stmts: list, after: set[str], out: dict, reads=_reads) -> set[str]:
     """For each marker, the names adjoint code may read after it runs (a loop's whole body
-    counts, since its next iteration runs after). Returns what `stmts` read."""
+    counts, since its next iteration runs after); `reads`: a node's reads (by default, those
+    for their values). Returns what `stmts` read."""
     future = set(after)
     for stmt in reversed(stmts):
         if isinstance(stmt, Marker):
@@ -521,15 +528,15 @@ def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
                 key = ("header", id(stmt.node))
                 out[key] = out.get(key, set()) | ({name} & future)
         elif isinstance(stmt, ast.If):
-            _future_reads(stmt.body, future, out)
-            _future_reads(stmt.orelse, future, out)
-            future |= _reads(stmt.test) | _reads(stmt.body) | _reads(stmt.orelse)
+            _future_reads(stmt.body, future, out, reads)
+            _future_reads(stmt.orelse, future, out, reads)
+            future |= reads(stmt.test) | reads(stmt.body) | reads(stmt.orelse)
         elif isinstance(stmt, ast.For):
-            whole = _reads(stmt.iter) | _reads(stmt.body)
-            _future_reads(stmt.body, future | whole, out)
+            whole = reads(stmt.iter) | reads(stmt.body)
+            _future_reads(stmt.body, future | whole, out, reads)
             future |= whole
         else:
-            future |= _reads(stmt)
+            future |= reads(stmt)
     return future
 
 

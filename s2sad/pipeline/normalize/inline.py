@@ -20,6 +20,7 @@ from ...errors import UnsupportedSyntaxError
 from ..names import names_read, names_stored
 from ..parse import parse_function
 from ..resolve import is_data
+from ..checkpoint_marks import helper_marks
 from ..treeparams import flat_signature, flatten_parameters, self_by_name, star_trees
 from .calls import refuse_factory
 from .control import ControlFlow
@@ -310,6 +311,7 @@ class Inlining(ControlFlow):
             trees, renamed = star
             keywords = {renamed.get(k, k): v for k, v in keywords.items()}
         parsed = parse_function(func, star=list(trees or ()))
+        helper_marks(parsed, self.parsed)
         if owner is not None:  # `self.W`, `self.predict(x)` read through the object's name
             self_by_name(parsed, *owner)
             params = parsed.tree.args.posonlyargs + parsed.tree.args.args
