@@ -4,10 +4,8 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
 
 - a value a block inside a loop assigns is pushed at the end of the block (and at each `break`
   leaving it) and popped where the reversed block starts;
-- a loop-carried value is pushed before the end-of-body copy overwrites it and popped after that
-  copy's adjoint;
-- the elements a subscript write overwrites are saved before it and written back after its
-  adjoint.
+- a loop-carried value is pushed before the end-of-body copy overwrites it, popped after its adjoint;
+- the elements a subscript write overwrites are saved before it, written back after its adjoint.
 
 The reverse pass leaves a `Marker` where pops and restores go; `record` consumes the primal and
 the adjoint sweep with its markers and produces both with the pushes and pops in place.
@@ -148,9 +146,8 @@ class Tape:
             start = min((self.order.get(id(x), 0) for x in statements_in_order(block)), default=0)
             later = {n for n, i in self.last_write.items() if i >= start}
             threaded = any(id(x) in self.threaded for x in loops)
-            # a value the adjoint reads for its shape alone is recorded as its shape (`push`),
-            # not computed again: llsq's `x[j] * t**j` was, a sweep of powers per iteration
-            # (a loop on threads pushes nothing: it computes every value again)
+            # a value the adjoint reads for its shape alone is recorded as its shape, not computed
+            # again (llsq's `x[j] * t**j`); a loop on threads pushes nothing, computing it all
             valued = [n for n in mine if threaded or n not in self.shapes or self.scalar(n)]
             again = _recomputable(
                 block,
@@ -198,10 +195,9 @@ class Tape:
         return out
 
     def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
-        """Whether nothing in the adjoint reads the value a loop-carried name had before this
-        iteration (a sum, whose adjoint does not read it, and that no adjoint code after the
-        reversed loop reads): then it is not recorded, a tape nothing reads. A serial loop's
-        reads of its shape count too (threads' loops recompute what they can: values alone)."""
+        """Whether no adjoint code reads the value a loop-carried name had before this
+        iteration (a sum's, read neither in the loop nor after it): then it is not recorded. A
+        serial loop's reads of its shape count too (threads' loops recompute: values alone)."""
         future = self.future if any(id(x) in self.threaded for x in loops) else self.read_after
         if future.get(("header", id(end_copy)), {None}):
             return False
@@ -513,8 +509,7 @@ def _all_reads(node) -> set[str]:
 
 def _future_reads(stmts: list, after: set[str], out: dict, reads=_reads) -> set[str]:
     """For each marker, the names adjoint code may read after it runs (a loop's whole body
-    counts, since its next iteration runs after); `reads`: a node's reads (by default, those
-    for their values). Returns what `stmts` read."""
+    counts: its next iteration runs after), by `reads` (values'). Returns what `stmts` read."""
     future = set(after)
     for stmt in reversed(stmts):
         if isinstance(stmt, Marker):
