@@ -380,7 +380,7 @@ def _reverse_mode(
             whole = f"{name}_sweep" if rerun else name
             adjoint = copy.copy(adjoint)
             [tape_inits, primal, adjoint.stmts], slots[whole] = forms.function(
-                tape_inits, primal, adjoint.stmts
+                tape_inits, primal, adjoint.stmts, adjoint=True
             )
         workspace = {fn: forms.parameter(count) for fn, count in slots.items()}
         return emit(
@@ -461,7 +461,8 @@ def _forms(parsed, code: list, rank_of, indexed: bool, data) -> NumbaForms:
     pooled = a.args and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
     names = names_mentioned([s for s in code if isinstance(s, ast.AST)]) | set(data)
     names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    return NumbaForms(names, rank_of, BOUNDSCHECK and indexed, bool(pooled))
+    given = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs} | set(data)
+    return NumbaForms(names, rank_of, BOUNDSCHECK and indexed, bool(pooled), given)
 
 
 def _counted(slots: dict) -> dict:
