@@ -37,7 +37,7 @@ def operation(helper: str) -> str:
     if over and _numpy_name(over.group(1)):
         return _numpy_name(over.group(1))
     if helper == "indexed_by_arrays":
-        return "indexing by two arrays, or by a mask of several axes beside another index"
+        return "indexing by a boolean mask beside another array or (of several axes) an integer"
     derivative = re.fullmatch(r"(\w+?)_(?:vjp|jvp)(?:_\w+)?", helper)
     if derivative:
         base = derivative.group(1)
@@ -99,7 +99,7 @@ def _advice(helper: str, args: list) -> str:
     """What to write instead, where the arguments show why (`: ...`), else nothing."""
     if helper == "indexed_by_arrays":
         return (
-            ": Numba indexes by one array of one axis beside integers and slices; jit=True "
+            ": Numba indexes by a mask of one axis only beside integers and slices; jit=True "
             "runs the Python version"
         )
     if any("list(" in a for a in args):

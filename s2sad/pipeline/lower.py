@@ -99,7 +99,7 @@ def _as_text(node: ast.expr) -> ast.expr:
     return ast.copy_location(ast.Constant("".join(parts)), node)
 
 
-def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
+def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
@@ -114,7 +114,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     out (`g * b` for `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of
     `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
     A `while True:` loop tests `forever()`, which Numba does not fold (folded, it miscompiles
-    some loops left by a `break`). `rank_of` gives the rank of an expression where known."""
+    some loops left by a `break`). `rank_of` gives the rank of an expression where known,
+    `kind_of` whether it is a boolean or integer array ("b", "i")."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -148,7 +149,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                 node.slice = _ellipsis_tuple(node.slice)  # `h[...]`: Numba lowers `h[...,]`
             elif _by_mask(node, rank_of) and isinstance(node.ctx, ast.Load):
                 return ast.Call(ast.Name("masked", ast.Load()), [node.value, node.slice], [])
-            elif _by_arrays(node, rank_of) and isinstance(node.ctx, ast.Load):
+            elif _by_arrays(node, rank_of, kind_of) and isinstance(node.ctx, ast.Load):
                 args = [node.value, node.slice]  # (Numba cannot: its refusal names the line)
                 return ast.Call(ast.Name("indexed_by_arrays", ast.Load()), args, [])
             return node
@@ -353,14 +354,18 @@ def _linspace_ends(node: ast.Call) -> ast.expr | None:
     return ast.Call(ast.Name("linspace_ends", ast.Load()), args, [])
 
 
-def _by_arrays(node, rank_of) -> bool:
-    """Whether `node` is a subscript whose index Numba cannot lower: two arrays (`x[m, idx]`),
-    or one of two or more axes beside another item (`x[M, 0]`)."""
+def _by_arrays(node, rank_of, kind_of) -> bool:
+    """Whether `node` is a subscript whose index Numba cannot lower: a boolean mask beside
+    another array (`x[m, idx]`), or one of two or more axes beside another item (`x[M, 0]`).
+    (Integer arrays of any rank, several of them too, and a mask of one axis beside integers
+    and slices it lowers.)"""
     if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
         return False
-    ranks = [rank_of(i) for i in node.slice.elts if not isinstance(i, (ast.Slice, ast.Constant))]
-    arrays = [r for r in ranks if isinstance(r, int) and r >= 1]
-    return len(arrays) >= 2 or (len(node.slice.elts) > 1 and any(r >= 2 for r in arrays))
+    items = [i for i in node.slice.elts if not isinstance(i, (ast.Slice, ast.Constant))]
+    arrays = [(rank_of(i), kind_of(i)) for i in items]
+    arrays = [(r, k) for r, k in arrays if isinstance(r, int) and r >= 1]
+    masks = [r for r, k in arrays if k == "b"]
+    return bool(masks) and (len(arrays) >= 2 or max(masks) >= 2)
 
 
 def _ellipsis_tuple(node: ast.expr) -> ast.expr:

@@ -521,10 +521,10 @@ def _add_masked(a, m, values):
 
 @helper
 def indexed_by_arrays(x, index):
-    """`x[index]`, in jitted code where the index holds two arrays (`x[m, idx]`) or one of
-    several axes beside another item (`x[M, 0]`): Numba indexes by one array of one axis
-    beside integers and slices (more fails in its lowering, an AssertionError or an LLVM
-    error), so this has no Numba form, and its refusal names the user's line."""
+    """`x[index]`, in jitted code where the index holds a boolean mask beside another array
+    (`x[m, idx]`), or one of several axes beside another item (`x[M, 0]`): Numba's lowering
+    fails there (an LLVM error, an AssertionError), so this has no Numba form, and its refusal
+    names the user's line."""
     return x[index]
 
 
