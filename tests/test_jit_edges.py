@@ -45,7 +45,7 @@ def test_keyword_only_parameters_bind_by_name_jitted():
     )
 
 
-def test_emit_of_a_keyword_only_parameter(tmp_path):
+def test_emit_and_hessian_of_a_keyword_only_parameter(tmp_path):
     """`s2sad emit --wrt scale` returned dscale shaped like the data array after `x` (the
     parameter at scale's position among the positional ones); `--jit` left scale out of the
     call, so the compiled function took its default."""
@@ -67,6 +67,12 @@ def test_emit_of_a_keyword_only_parameter(tmp_path):
     assert module.grad_loss(x, scale=3.0) == pytest.approx(np.sum(np.sin(x) * [1, 2, 3]))
     jitted = cli.emit_text(spec, [], "grad", jit=True)
     assert "_returned(_grad_loss_jit, (x, scale, W), (x,)" in jitted
+    # the Hessian, which calls the gradient code with `scale` by its name there, took the
+    # name at scale's positional index (W: "got multiple values for argument 'W'")
+    loss = cli.load_function(spec)
+    expected = np.diag(-np.sin(x) * 3.0 * [1, 2, 3])
+    for batched in (True, False):
+        np.testing.assert_allclose(s2sad.hessian(loss, batched=batched)(x, scale=3.0), expected)
 
 
 def _module(path, text):
@@ -145,9 +151,11 @@ def test_an_index_numba_cannot_lower_is_refused_naming_the_line():
     `x[M, 0]` (M of two axes) with an AssertionError, both told as they were; Python mode's
     numbers where jit=True falls back."""
     x, m, idx = np.arange(12.0).reshape(3, 4), np.array([True, False, True]), np.array([1, 3])
-    with pytest.raises(s2sad.S2SADError, match=r"indexing by two arrays.*line \d+: `return np"):
+    with pytest.raises(
+        s2sad.S2SADError, match=r"indexing by a boolean mask beside.*line \d+: `return np"
+    ):
         s2sad.grad(by_two_arrays, jit="strict")(x, m, idx)
-    with pytest.warns(JitFallbackWarning, match="indexing by two arrays"):
+    with pytest.warns(JitFallbackWarning, match="indexing by a boolean mask"):
         got = s2sad.grad(by_two_arrays, jit=True)(x, m, idx)
     np.testing.assert_array_equal(got, s2sad.grad(by_two_arrays)(x, m, idx))
     M = np.array([[True, False, True], [False, True, True]])
