@@ -150,7 +150,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
             elif _by_mask(node, rank_of) and isinstance(node.ctx, ast.Load):
                 return ast.Call(ast.Name("masked", ast.Load()), [node.value, node.slice], [])
             elif _by_arrays(node, rank_of, kind_of) and isinstance(node.ctx, ast.Load):
-                args = [node.value, node.slice]  # (Numba cannot: its refusal names the line)
+                args = [node.value, index_expr(node.slice)]  # (refused, naming the line)
                 return ast.Call(ast.Name("indexed_by_arrays", ast.Load()), args, [])
             return node
 
