@@ -383,3 +383,17 @@ def _flat_signature(names: tuple) -> inspect.Signature:
     return inspect.Signature(
         [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
     )
+
+
+def generated_names(generated, signature) -> dict:
+    """The generated function's name for each parameter of `signature`: its positional ones in
+    order, then its keyword-only ones (the data it takes sit between them)."""
+    theirs = inspect.signature(generated).parameters.values()
+    positional = [p.name for p in theirs if p.kind != p.KEYWORD_ONLY]
+    keyword = [p.name for p in theirs if p.kind == p.KEYWORD_ONLY]
+    names = {}
+    for p in signature.parameters.values():
+        taken = keyword if p.kind == p.KEYWORD_ONLY and keyword else positional
+        if taken:  # (as many as it has: a zip's)
+            names[p.name] = taken.pop(0)
+    return names

@@ -11,6 +11,7 @@ import inspect
 import numpy as np
 
 from .compiled_jacobian import WholeJacobians
+from .callables import generated_names
 from .compose import composable
 from .errors import NonScalarOutputError, NoRuleError, S2SADError
 from .hessian_messages import in_users_terms
@@ -486,8 +487,7 @@ class Hessian:
                 gradient.func, bound.wrt, gradient._generated_mode(), None, False, bound.trees
             )
         generated = compiled.functions[compiled.name]
-        names = dict(zip(bound.signature.parameters, inspect.signature(generated).parameters))
-        return generated, names, data
+        return generated, generated_names(generated, bound.signature), data
 
     def _forward(self, bound, second):
         """`second(generated, names, data)` for the gradient code specialized on the ranks,

@@ -334,6 +334,14 @@ class Jitted:
                     return self.without_fusion()(args, strict, name, what)
                 if not is_numba_error(exc):  # the user's error, placed at the user's line
                     python = self.compiled.functions.get(name, self.compiled.function)
+                    if isinstance(exc, ZeroDivisionError):
+                        # Numba's `t ** j` of a float 0.0 and an int j < 0 raises where NumPy's
+                        # numbers give inf (a Python float raises in Python too): Python mode's
+                        # numbers, or its error, for these arguments
+                        try:
+                            return python(*args)
+                        except Exception:  # noqa: BLE001  (placed below, as any other)
+                            pass
                     raise at_user_line(exc, python, args) from None
                 self.failed[name, _kinds(args)] = failed = exc
         if self.compiled.unfused_code is not None:

@@ -36,6 +36,8 @@ def operation(helper: str) -> str:
     over = re.fullmatch(r"(\w+?)_over", helper)
     if over and _numpy_name(over.group(1)):
         return _numpy_name(over.group(1))
+    if helper == "indexed_by_arrays":
+        return "indexing by a boolean mask beside another array or (of several axes) an integer"
     derivative = re.fullmatch(r"(\w+?)_(?:vjp|jvp)(?:_\w+)?", helper)
     if derivative:
         base = derivative.group(1)
@@ -95,6 +97,11 @@ def _described(numba_type: str) -> str:
 
 def _advice(helper: str, args: list) -> str:
     """What to write instead, where the arguments show why (`: ...`), else nothing."""
+    if helper == "indexed_by_arrays":
+        return (
+            ": Numba indexes by a mask of one axis only beside integers and slices; jit=True "
+            "runs the Python version"
+        )
     if any("list(" in a for a in args):
         return ": pass the list as an array (`np.asarray([...])`)"
     if any(a.startswith(("Tuple(", "UniTuple(")) for a in args[1:]):

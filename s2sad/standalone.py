@@ -292,6 +292,16 @@ def standalone_module(compiled, func, mode: str, wrt, version: str, origin: str)
     return check_module(format_source("\n".join(lines)), func.__qualname__)
 
 
+def _users_parameters(args: ast.arguments, users: list) -> list[str]:
+    """The generated function's parameters standing for the user's `users` (inspect's), in
+    their order: its positional ones, then its keyword-only ones (the data it takes sit
+    between them), or all positional where a jitted function takes them so (emit.py)."""
+    positional = [a.arg for a in args.posonlyargs + args.args]
+    keyword = [a.arg for a in args.kwonlyargs]
+    told = sum(p.kind != p.KEYWORD_ONLY for p in users)
+    return positional[:told] + keyword if keyword else positional[: len(users)]
+
+
 def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tuple[str, list]:
     """`source` with its gradients returned as in-process s2sad returns them, each with its
     input's type, dtype and shape (`return like_inputs((dx, dy), (x, y))`; a vjp's pullback or
@@ -307,10 +317,13 @@ def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tupl
         returning = next((n for n in owner.body if isinstance(n, ast.FunctionDef)), None)
         if returning is None:
             raise S2SADError(f"internal error: {name} defines no pullback; please report this")
-    params = [a.arg for a in owner.args.args]
-    users = list(inspect.signature(func, follow_wrapped=False).parameters)
+    a = owner.args
+    params = [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs]
+    users = list(inspect.signature(func, follow_wrapped=False).parameters.values())
+    theirs = _users_parameters(a, users)
+    users = [p.name for p in users]
     # a parameter the generated code renamed (hygiene) sits where the user's does
-    inputs = [w if w in params or w not in users else params[users.index(w)] for w in wrt]
+    inputs = [w if w in params or w not in users else theirs[users.index(w)] for w in wrt]
     if not set(inputs) <= set(params):
         raise S2SADError(f"internal error: {owner.name} does not take {', '.join(wrt)}")
     stored, taken = set(names_stored(owner.body)), names_in(source)

@@ -272,7 +272,16 @@ _PURE_CALLS = {"len", "int", "min", "max", "abs"}
 
 
 def _pure(item: ast.expr) -> bool:
-    """An index that evaluates again to the same value, with no effect (a check reads it)."""
+    """An index that evaluates again to the same value, with no effect (a check reads it): a
+    list of numbers as its array too (`np.array([True, False, True])`, pipeline/lower.py)."""
+    if (
+        isinstance(item, ast.Call)
+        and ast.unparse(item.func) == "np.array"
+        and len(item.args) == 1
+        and isinstance(item.args[0], ast.List)
+        and all(isinstance(e, ast.Constant) for e in item.args[0].elts)
+    ):
+        return True
     for node in ast.walk(item):
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_CALLS):

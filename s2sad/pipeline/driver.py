@@ -227,7 +227,7 @@ def _forward_mode(
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
         given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
-        body = numbers_carried(lower_for_numba(body, rank_of), rank_of, given)
+        body = numbers_carried(lower_for_numba(body, rank_of, shapes.kind), rank_of, given)
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
@@ -320,7 +320,7 @@ def _reverse_mode(
         primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
-        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks)
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks, shapes.kind)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
         params = list(norm.params) + list(resolver.reads.data.values()) + list(adjoint.seeds)
         given = assigned_before(primal, params)
@@ -328,9 +328,11 @@ def _reverse_mode(
             adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks, given
         )
         adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
-        primal = numbers_carried(lower_for_numba(primal, shapes.of), shapes.of, params)
+        primal = numbers_carried(lower_for_numba(primal, shapes.of, shapes.kind), shapes.of, params)
         if rerun:  # the value function a re-running pullback's vjp returns with it
-            plain = numbers_carried(lower_for_numba(plain, shapes.of), shapes.of, params)
+            plain = numbers_carried(
+                lower_for_numba(plain, shapes.of, shapes.kind), shapes.of, params
+            )
         if not parallel:  # (on threads, after them: a reduction there has its own pattern)
             adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)
             primal = numbers_in_dtype(primal, shapes.of, in_use, params)
@@ -388,7 +390,7 @@ def _reverse_mode(
             whole = f"{name}_sweep" if rerun else name
             adjoint = copy.copy(adjoint)
             [tape_inits, primal, adjoint.stmts], slots[whole] = forms.function(
-                tape_inits, primal, adjoint.stmts
+                tape_inits, primal, adjoint.stmts, adjoint=True
             )
         workspace = {fn: forms.parameter(count) for fn, count in slots.items()}
         return emit(
@@ -468,7 +470,8 @@ def _forms(parsed, code: list, rank_of, indexed: bool, data, pooled: bool) -> Nu
     pooled = pooled and a.args and not (a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs)
     names = names_mentioned([s for s in code if isinstance(s, ast.AST)]) | set(data)
     names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
-    return NumbaForms(names, rank_of, bounds.BOUNDSCHECK and indexed, bool(pooled))
+    given = {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs} | set(data)
+    return NumbaForms(names, rank_of, bounds.BOUNDSCHECK and indexed, bool(pooled), given)
 
 
 def _counted(slots: dict) -> dict:

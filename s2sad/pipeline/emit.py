@@ -47,14 +47,27 @@ def _is_literal(node: ast.expr) -> bool:
         return False
 
 
-def _parameters(tree: ast.FunctionDef, extra=(), last=()) -> str:
+def _parameters(tree: ast.FunctionDef, extra=(), last=(), jit: bool = False) -> str:
     """The user's parameter list with its literal defaults, then the `extra` positional ones
     (tangents, the user's data: `=None` after parameters with defaults), then `last` as given
     (`workspace=None`); a non-literal default is dropped (with those before it), since s2sad's
-    wrapper always passes every argument."""
+    wrapper always passes every argument. Jitted, keyword-only parameters come before `extra`
+    as positional ones: jit.py passes every argument by position in that order (Numba's
+    dispatcher, and the Python fallback, would otherwise bind a tangent to `scale` of
+    `f(x, *, scale)`)."""
     args = clone(tree.args)
     for a in args.posonlyargs + args.args + args.kwonlyargs:
         a.annotation = None
+    if jit and args.kwonlyargs and args.vararg is None:
+        positional = len(args.posonlyargs) + len(args.args)
+        given = [None] * (positional - len(args.defaults)) + args.defaults + args.kw_defaults
+        args.args += args.kwonlyargs
+        args.kwonlyargs, args.kw_defaults = [], []
+        args.defaults = []
+        for d in reversed(given):  # (the defaults a positional list can keep: a suffix)
+            if d is None:
+                break
+            args.defaults.insert(0, d)
     literal = [_is_literal(d) for d in args.defaults]
     while literal and not all(literal):
         literal.pop(0)
@@ -208,7 +221,7 @@ def emit(
     and adjoint) where given. Every top-level function takes the user's `data` (globals, closure
     values), then what `workspace` gives it by name (`workspace=None`: numba_forms.py)."""
     data, workspace = list(data), workspace or {}
-    params = _parameters(parsed.tree, data, workspace.get(name, ()))
+    params = _parameters(parsed.tree, data, workspace.get(name, ()), jit)
     note = _data_note(parsed, data, workspace.get(name, ()))
     where = _where(parsed)
     names = _parameter_names(parsed.tree) + data
@@ -389,7 +402,7 @@ def emit_jvp(
     tangents after the arguments, then the user's `data`. Jitted, each tangent returned is in
     its output's float dtype (`in_dtype_of`); `workspace`: as `emit`'s."""
     workspace = workspace or {}
-    params = _parameters(parsed.tree, list(tangents) + list(data), workspace.get(name, ()))
+    params = _parameters(parsed.tree, list(tangents) + list(data), workspace.get(name, ()), jit)
     where = _where(parsed)
     what = "each row of the tangents" if batch else "the tangents"
     lines = [

@@ -99,7 +99,7 @@ def _as_text(node: ast.expr) -> ast.expr:
     return ast.copy_location(ast.Constant("".join(parts)), node)
 
 
-def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
+def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node: None) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
@@ -114,7 +114,8 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
     out (`g * b` for `dot_vjp_lhs(g, a, b)`): Numba makes one loop and one array of
     `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
     A `while True:` loop tests `forever()`, which Numba does not fold (folded, it miscompiles
-    some loops left by a `break`). `rank_of` gives the rank of an expression where known."""
+    some loops left by a `break`). `rank_of` gives the rank of an expression where known,
+    `kind_of` whether it is a boolean or integer array ("b", "i")."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -143,10 +144,14 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
 
         def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
             self.generic_visit(node)
+            node.slice = _listed_index(node.slice)
             if isinstance(node.slice, ast.Constant) and node.slice.value is Ellipsis:
                 node.slice = _ellipsis_tuple(node.slice)  # `h[...]`: Numba lowers `h[...,]`
             elif _by_mask(node, rank_of) and isinstance(node.ctx, ast.Load):
                 return ast.Call(ast.Name("masked", ast.Load()), [node.value, node.slice], [])
+            elif _by_arrays(node, rank_of, kind_of) and isinstance(node.ctx, ast.Load):
+                args = [node.value, index_expr(node.slice)]  # (refused, naming the line)
+                return ast.Call(ast.Name("indexed_by_arrays", ast.Load()), args, [])
             return node
 
         def visit_Assign(self, node: ast.Assign) -> ast.stmt:
@@ -192,6 +197,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
                     for a in node.args
                 ]
             text = ast.unparse(node.func)
+            if text in _INDEXED and len(node.args) > _INDEXED[text]:
+                at = _INDEXED[text]  # (the adjoint of `x[[True, False, True]]`: as the read)
+                node.args[at] = _listed_index(node.args[at])
             if (
                 text == "np.reshape"
                 and len(node.args) == 2
@@ -217,6 +225,10 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None) -> list:
             if ast.unparse(node.func) == "add_at" and len(node.args) == 3:
                 if _by_mask(ast.Subscript(node.args[0], node.args[1], ast.Load()), rank_of):
                     node.func = ast.Name("add_masked", ast.Load())  # (as `d[M] += g`, above)
+            if text == "np.linspace":
+                ends = _linspace_ends(node)
+                if ends is not None:
+                    return ends
             if text in ("np.partition", "np.argpartition"):  # Numba's orders differ from NumPy's
                 node.func = ast.Name(f"numpy_{text[3:]}", ast.Load())
             if (
@@ -310,6 +322,50 @@ def _by_mask(node, rank_of) -> bool:
         return False
     rank = rank_of(node.slice)
     return rank is not None and rank >= 2
+
+
+# the helpers taking an index, and its position among their arguments
+_INDEXED = {"getitem_vjp": 2, "add_at": 1, "scatter_added": 1}
+
+
+def _listed_index(index: ast.expr) -> ast.expr:
+    """An index written as a list of numbers or bools (`x[[True, False, True]]`, a mask, as
+    NumPy reads it) as the array NumPy makes of it, `np.array([...])`: Numba indexes by no
+    list. Any other index as it is."""
+    if not (isinstance(index, ast.List) and index.elts):
+        return index
+    if not all(isinstance(e, ast.Constant) and type(e.value) in (bool, int) for e in index.elts):
+        return index
+    return ast.Call(ast.parse("np.array", mode="eval").body, [index], [])
+
+
+def _linspace_ends(node: ast.Call) -> ast.expr | None:
+    """`np.linspace(a, b, n, endpoint=e)` as `linspace_ends(a, b, n, e)` (Numba's np.linspace
+    takes no `endpoint`); None for any other call, or one Numba has."""
+    given = dict(zip(("start", "stop", "num", "endpoint"), node.args))
+    for k in node.keywords:
+        if k.arg in given or k.arg not in ("num", "endpoint"):
+            return None  # (retstep=, dtype=, axis=: left to Numba)
+        given[k.arg] = k.value
+    if "endpoint" not in given or len(node.args) > 4 or "stop" not in given:
+        return None
+    num = given.get("num", ast.Constant(50))
+    args = [given["start"], given["stop"], num, given["endpoint"]]
+    return ast.Call(ast.Name("linspace_ends", ast.Load()), args, [])
+
+
+def _by_arrays(node, rank_of, kind_of) -> bool:
+    """Whether `node` is a subscript whose index Numba cannot lower: a boolean mask beside
+    another array (`x[m, idx]`), or one of two or more axes beside another item (`x[M, 0]`).
+    (Integer arrays of any rank, several of them too, and a mask of one axis beside integers
+    and slices it lowers.)"""
+    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
+        return False
+    items = [i for i in node.slice.elts if not isinstance(i, (ast.Slice, ast.Constant))]
+    arrays = [(rank_of(i), kind_of(i)) for i in items]
+    arrays = [(r, k) for r, k in arrays if isinstance(r, int) and r >= 1]
+    masks = [r for r, k in arrays if k == "b"]
+    return bool(masks) and (len(arrays) >= 2 or max(masks) >= 2)
 
 
 def _ellipsis_tuple(node: ast.expr) -> ast.expr:

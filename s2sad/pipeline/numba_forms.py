@@ -44,9 +44,10 @@ class NumbaForms:
     """The pass over one transform's functions: `workspace`, the parameter's name (a name the
     code does not use); `checks`, whether subscripts' masks are checked; `rank_of`, an
     expression's rank where known (arithmetic on numbers takes no slot); `pooled`, whether the
-    functions take a workspace (not where a parameter cannot follow theirs: `*args`)."""
+    functions take a workspace (not where a parameter cannot follow theirs: `*args`); `given`,
+    the functions' parameters and data."""
 
-    def __init__(self, names: set[str], rank_of, checks: bool, pooled: bool = True):
+    def __init__(self, names: set[str], rank_of, checks: bool, pooled: bool = True, given=()):
         name, k = "workspace", 1
         while name in names:
             k += 1
@@ -55,13 +56,18 @@ class NumbaForms:
         self.rank_of = rank_of
         self.checks = checks
         self.pooled = pooled
+        self.given = set(given)  # the parameters and data: a float may be among them
 
-    def function(self, *blocks: list) -> tuple[list[list], int]:
+    def function(self, *blocks: list, adjoint: bool = False) -> tuple[list[list], int]:
         """Copies of `blocks`, one function's statements in order, with their allocations taking
-        slots numbered from 0 and their masks checked; and the number of slots (0: the function
-        takes no workspace)."""
+        slots numbered from 0, their masks checked and their ranges' bounds (`range_checked`;
+        not the last block's where it is an `adjoint`, whose loops' trips the primal's were);
+        and the number of slots (0: the function takes no workspace)."""
         self.slots = 0
-        return [self._block(b) for b in blocks], self.slots
+        given = _given_values([s for b in blocks for s in b], self.given)
+        out = [self._block(b) for b in blocks]
+        checked = out[:-1] if adjoint else out
+        return [range_checked(b, given) for b in checked] + out[len(checked) :], self.slots
 
     def _block(self, stmts: list) -> list:
         return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
@@ -236,3 +242,79 @@ def _at(node: ast.expr, stmt: ast.stmt) -> ast.expr:
                 n.lineno = n.end_lineno = line
                 n.col_offset = n.end_col_offset = 0
     return node
+
+
+# ------------------------------------------------------------------------------ range bounds
+
+
+def range_checked(stmts: list, given: set) -> list:
+    """`stmts` with `check_range(n)` (rules/loop_tests.py) before each loop over a `range` of
+    a bound that may be a float (`range(n)` of a parameter n, or of a value computed from
+    one): Python raises TypeError there, where Numba's range truncates it. Copies of the loops
+    and branches holding such a loop; the check is nothing, compiled, for integers."""
+    out = []
+    for stmt in stmts:
+        if isinstance(stmt, ast.For) and _floats_maybe(stmt.iter, given):
+            call = ast.Call(ast.Name("check_range", ast.Load()), stmt.iter.args, [])
+            out.append(_at(ast.Expr(_copied(call)), stmt))
+        if isinstance(stmt, (ast.For, ast.While, ast.If)):
+            body, orelse = range_checked(stmt.body, given), range_checked(stmt.orelse, given)
+            if (
+                len(body) != len(stmt.body)
+                or len(orelse) != len(stmt.orelse)
+                or any(a is not b for a, b in zip(body + orelse, stmt.body + stmt.orelse))
+            ):
+                stmt = copy.copy(stmt)
+                stmt.body, stmt.orelse = body, orelse
+        out.append(stmt)
+    return out
+
+
+def _floats_maybe(it: ast.expr, given: set) -> bool:
+    """Whether `range(...)` call `it` has a bound that may be a float: a float constant, or an
+    expression reading a name of `given` that is not a length (`len(x)`, `x.shape[0]`)."""
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)):
+        return False
+    if it.func.id not in ("range", "prange") or it.keywords:
+        return False
+    return any(not _integer(a) and _reads(a, given) for a in it.args)
+
+
+def _reads(e: ast.expr, given: set) -> bool:
+    return any(
+        (isinstance(n, ast.Name) and n.id in given)
+        or (isinstance(n, ast.Constant) and type(n.value) is float)
+        for n in ast.walk(e)
+    )
+
+
+def _integer(e: ast.expr) -> bool:
+    """An expression of integers whatever the values given: int constants, lengths and sizes."""
+    if isinstance(e, ast.Constant):
+        return type(e.value) in (int, bool)
+    if isinstance(e, ast.BinOp):
+        return not isinstance(e.op, ast.Div) and _integer(e.left) and _integer(e.right)
+    if isinstance(e, ast.UnaryOp):
+        return _integer(e.operand)
+    return _size(e) or (
+        isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id in ("len", "int")
+    )
+
+
+def _given_values(stmts: list, given: set) -> set:
+    """`given` and the names assigned from them in `stmts` (`n_stop = n`), transitively."""
+    found, more = set(given), True
+    assigns = [
+        n for s in stmts if isinstance(s, ast.AST) for n in ast.walk(s) if isinstance(n, ast.Assign)
+    ]
+    while more:
+        more = False
+        for a in assigns:
+            if _integer(a.value) or not _reads(a.value, found):
+                continue
+            for t in a.targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in found:
+                        found.add(n.id)
+                        more = True
+    return found

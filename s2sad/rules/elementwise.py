@@ -500,6 +500,39 @@ def _linspace_jvp(t, ans, num, which, endpoint=True, axis=0):
     return impl
 
 
+@helper(nondiff=True)
+def linspace_ends(start, stop, num, endpoint):
+    """`np.linspace(start, stop, num, endpoint=endpoint)`, in jitted code (pipeline/lower.py):
+    Numba's takes no `endpoint`."""
+    return np.linspace(start, stop, num, endpoint=endpoint)
+
+
+@numba_of(linspace_ends)
+def _linspace_ends(start, stop, num, endpoint):
+    if _array(start) or _array(stop):  # (end points of arrays: Numba's error names this)
+        return None
+
+    def impl(start, stop, num, endpoint):  # NumPy's arithmetic, sample by sample
+        if num < 0:
+            raise ValueError("Number of samples must be non-negative.")
+        div = num - 1 if endpoint else num
+        delta = stop - start
+        step = delta / div if div > 0 else np.nan
+        out = np.empty(num)
+        for i in range(num):
+            if div > 0 and step != 0:
+                out[i] = i * step + start
+            elif div > 0:
+                out[i] = i / div * delta + start
+            else:
+                out[i] = i * delta + start
+        if endpoint and num > 1:
+            out[num - 1] = stop
+        return out
+
+    return impl
+
+
 defvjp(
     np.linspace,
     "start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None",

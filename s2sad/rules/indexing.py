@@ -519,6 +519,20 @@ def _add_masked(a, m, values):
     return one_each
 
 
+@helper
+def indexed_by_arrays(x, index):
+    """`x[index]`, in jitted code where the index holds a boolean mask beside another array
+    (`x[m, idx]`), or one of several axes beside another item (`x[M, 0]`): Numba's lowering
+    fails there (an LLVM error, an AssertionError), so this has no Numba form, and its refusal
+    names the user's line."""
+    return x[index]
+
+
+@numba_of(indexed_by_arrays)
+def _indexed_by_arrays(x, index):
+    return None
+
+
 # ------------------------------------------------------------------- explicit index checks
 
 

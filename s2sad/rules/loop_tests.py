@@ -73,6 +73,25 @@ def _forever():
 
 
 @helper(nondiff=True)
+def check_range(*bounds):
+    """TypeError where a `range` bound is not an integer (`range(n)` of n = 3.0), as Python
+    raises: Numba's range takes a float, truncated (pipeline/numba_forms.py asks it before each
+    loop over a range of values the function is given)."""
+    range(*bounds)
+
+
+@numba_of(check_range)
+def _check_range(*bounds):
+    if all(isinstance(b, (types.Integer, types.Boolean)) for b in bounds):
+        return lambda *bounds: None
+
+    def refused(*bounds):
+        raise TypeError("'float' object cannot be interpreted as an integer")
+
+    return refused
+
+
+@helper(nondiff=True)
 def float_arrays(*arrays):
     """Whether a fused loop nest broadcasting arrays across ranks (pipeline/fusion) may stand
     for the array statements it replaces, with the shape comparisons that follow it: in
