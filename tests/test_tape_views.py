@@ -201,3 +201,42 @@ def test_an_array_bound_afresh_each_step_is_returned_uncopied():
     rk4 = _primal(ode.ode_last)
     assert "k1_2 = z2" in rk4 and "snapshot(z" not in rk4
     assert "k = snapshot(z" in _primal(steps_written_after)  # k is written into later
+
+
+def spring(k, x0, v0):  # a mass-spring chain: in-place slice updates of a state rebound each step
+    x = x0.copy()
+    v = v0.copy()
+    for _ in range(4):
+        f = k * (x[1:] - x[:-1] - 1.0)
+        v[1:-1] += 0.1 * (f[1:] - f[:-1])
+        v[-1] -= 0.1 * f[-1]
+        v *= 0.9
+        x += 0.1 * v
+    return np.sum(x * x)
+
+
+def spring_read(k, x0, v0):  # as spring, but the adjoint reads the elements the writes change
+    x = x0.copy()
+    v = v0.copy()
+    t = 0.0
+    for _ in range(3):
+        f = k * (x[1:] - x[:-1])
+        v *= 0.9
+        t = t + np.sum(np.sin(v))
+        v[1:-1] += 0.1 * (f[1:] - f[:-1])
+        x = x + 0.1 * v
+    return t + np.sum(x * x)
+
+
+@pytest.mark.parametrize("f", [spring, spring_read])
+def test_in_place_updates_of_a_rebound_state_keep_no_copies(f):
+    """`v[1:-1] += e` reads the view `v[1:-1]` only before its write, and the adjoint only its
+    shape: no copy of it. `v` is bound only to new arrays (`v0.copy()`, `v * 0.9`), so writes
+    into it are undone only where the adjoint reads it: in `spring` nowhere (no tape of `v`'s
+    old elements), in `spring_read` by `np.sin(v)` (kept)."""
+    rng = np.random.default_rng(3)
+    args = (rng.uniform(0.5, 1.5, 5), np.arange(6.0) + 0.1 * rng.normal(size=6), rng.normal(size=6))
+    np.testing.assert_allclose(s2sad.grad(f)(*args), _fd(f, args, 0, 1e-6), rtol=1e-6, atol=1e-8)
+    source = s2sad.source(s2sad.grad(f, jit=True), *args)
+    assert "snapshot" not in next(line for line in source.splitlines() if "v_item = " in line)
+    assert ("_old_tape" in source) == (f is spring_read), source

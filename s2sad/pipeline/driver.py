@@ -51,6 +51,7 @@ from .snapshots import (
     final_reads_need_no_snapshot,
     rebound_reads_need_no_snapshot,
     scalar_reads_need_no_snapshot,
+    shape_read_snapshots_need_no_copy,
 )
 from .tangent import Forward, prune
 from .tape import copy_blocks, record, without_markers
@@ -526,7 +527,10 @@ def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):
     taken = norm.taken | names_mentioned([ast.Module(without_markers(adjoint.stmts), [])])
     scalar_reads_need_no_snapshot(norm.stmts, shapes)
     rebound_reads_need_no_snapshot(norm.stmts)
-    if jit or _JIT_FORMS:
+    if jit or _JIT_FORMS:  # (NumPy mode keeps the copies: forward mode over it refuses views)
+        shape_read_snapshots_need_no_copy(
+            norm.stmts, without_markers(adjoint.stmts), set(norm.params) | set(norm.outputs)
+        )
         finals = FinalReads(norm.stmts, norm.params, shapes._is_int)
         final_reads_need_no_snapshot(norm.stmts, finals.final)
     primal, adjoint.stmts, tape_inits = record(

@@ -15,6 +15,7 @@ from .fusion.remat import reaching
 from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
 from .nodes import stored_base
+from .shape_reads import shape_only_reads, value_reads
 
 
 def scalar_reads_need_no_snapshot(stmts, shapes) -> None:
@@ -89,6 +90,51 @@ FRESH_ALLOCATORS = {
 
 
 _MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffle"}
+
+
+def fresh_arrays(stmts, adjoint_values=frozenset()) -> set[str]:
+    """Arrays the function makes itself (np.zeros, x.copy(), ...): writes into them need no
+    restoring for the caller's sake, only where the adjoint reads them. A name rebound in a loop
+    to arithmetic's new array (`v = v0.copy()`, then `v_new = v * 0.999; v = v_new` for `v *=
+    0.999`) is one too, where the adjoint reads none of the names bound to that array for their
+    elements (a write through `v` would change them: only reads of `v` itself are followed)."""
+    defs: dict[str, list] = {}
+    for node in walk_nodes(ast.Module(stmts, [])):
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            defs.setdefault(node.targets[0].id, []).append(node.value)
+    bound = _binding_counts(stmts)
+
+    def allocates(value) -> bool:
+        if not isinstance(value, ast.Call):
+            return False
+        func = value.func
+        short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        return short in FRESH_ALLOCATORS
+
+    def new_array(value) -> bool:  # a name bound once, to arithmetic's result or an allocation
+        if not isinstance(value, ast.Name) or value.id in adjoint_values:
+            return False
+        if bound.get(value.id) != 1:
+            return False
+        (of,) = defs.get(value.id) or [None]
+        return isinstance(of, (ast.BinOp, ast.UnaryOp)) or allocates(of)
+
+    fresh = set()
+    for name, values in defs.items():
+        if len(values) == 1 and allocates(values[0]):
+            fresh.add(name)
+        elif bound.get(name) == len(values) and all(allocates(v) or new_array(v) for v in values):
+            fresh.add(name)
+    return fresh
+
+
+def _binding_counts(stmts) -> dict[str, int]:
+    """How many times each name is bound, by any kind of binding."""
+    counts: dict[str, int] = {}
+    for n in walk_nodes(ast.Module(stmts, [])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            counts[n.id] = counts.get(n.id, 0) + 1
+    return counts
 
 
 def written_memory(primal: list[ast.stmt]) -> set[str] | None:
@@ -356,16 +402,8 @@ def rebound_reads_need_no_snapshot(stmts) -> None:
     links = sharing(stmts, arrays)
     for block in _all_blocks(stmts):
         for p, stmt in enumerate(block):
-            value = getattr(stmt, "value", None)
-            if not (
-                isinstance(stmt, ast.Assign)
-                and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name)
-                and isinstance(value, ast.Call)
-                and getattr(value.func, "id", "") == "snapshot"
-                and len(value.args) == 1
-                and isinstance(value.args[0], ast.Name)
-            ):
+            value = stmt.value if _snapshot_read(stmt) else None
+            if value is None or not isinstance(value.args[0], ast.Name):
                 continue
             z = value.args[0].id
             values = bound.get(z, [])
@@ -377,6 +415,19 @@ def rebound_reads_need_no_snapshot(stmts) -> None:
             shared = reaching({z, stmt.targets[0].id}, links) | {z, stmt.targets[0].id}
             if _written_only_between(stmts, block, q, p, shared):
                 stmt.value = value.args[0]
+
+
+def _snapshot_read(stmt) -> bool:
+    """Whether `stmt` is `n = snapshot(expr)`."""
+    value = getattr(stmt, "value", None)
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(value, ast.Call)
+        and getattr(value.func, "id", "") == "snapshot"
+        and len(value.args) == 1
+    )
 
 
 def _all_blocks(stmts):
@@ -402,3 +453,88 @@ def _written_only_between(stmts, block, q: int, p: int, names: set[str]) -> bool
         if isinstance(node, ast.Call) and any(k.arg == "out" for k in node.keywords):
             return False
     return True
+
+
+def shape_read_snapshots_need_no_copy(stmts, adjoint, kept=()) -> None:
+    """`n = snapshot(x[...])` keeps what the read saw for whoever reads `n` after a write into
+    `x`. In `v[1:-1] += dt * a` (normalized `v_item = snapshot(v[1:-1])`, ..., `v_add = v_item +
+    v_div`, `v[1:-1] = v_add`) the primal reads `n` for its elements only before the write, and
+    the adjoint for its shape alone (`unbroadcast(dv_add, v_item)`), which a write leaves as it
+    was: the copy, one array a step in a loop, is dropped (`n = x[...]`). Refused where `n` is
+    bound more than once, kept (`kept`: outputs, parameters), read by the adjoint for its
+    elements, read by the primal for its elements after a write that may reach its memory, or
+    assigned to another name that may share its memory."""
+    adjoint_values = value_reads(adjoint)
+    bound: dict[str, int] = {}
+    for node in walk_nodes(ast.Module(list(stmts), [])):
+        for name in _bound_targets(node):
+            bound[name] = bound.get(name, 0) + 1
+    skip = shape_only_reads(stmts)
+    for block in _all_blocks(stmts):
+        for p, stmt in enumerate(block):
+            value = stmt.value if _snapshot_read(stmt) else None
+            if not (
+                value is not None
+                and isinstance(value.args[0], ast.Subscript)
+                and isinstance(value.args[0].value, ast.Name)
+            ):
+                continue
+            n, base = stmt.targets[0].id, value.args[0].value.id
+            if bound.get(n) != 1 or n in kept or _computed_from(stmts, n, skip) & adjoint_values:
+                continue
+            links = sharing(stmts)
+            if links.get(n):
+                continue  # a name assigned from `n` may be a view of it
+            memory = reaching({base, n}, links) | {base, n}
+            q = next(
+                (j for j in range(p + 1, len(block)) if _writes_into(block[j], memory)),
+                len(block),
+            )
+            before = {id(node) for s in block[p + 1 : q] for node in walk_nodes(s)}
+            reads = [
+                node
+                for node in walk_nodes(ast.Module(list(stmts), []))
+                if isinstance(node, ast.Name)
+                and node.id == n
+                and isinstance(node.ctx, ast.Load)
+                and id(node) not in skip
+            ]
+            if all(id(node) in before for node in reads):
+                stmt.value = value.args[0]
+
+
+def _computed_from(stmts, name: str, skip: set[int]) -> set[str]:
+    """`name` and the names whose values the statements compute from its elements: the adjoint
+    may compute such a value again (the tape's `recompute`), reading `name` then."""
+    found, grown = {name}, True
+    while grown:
+        grown = False
+        for stmt in simple_statements(stmts):
+            reads = {
+                n.id
+                for n in walk_nodes(stmt)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and id(n) not in skip
+            }
+            new = set(_bound_targets(stmt)) - found
+            if reads & found and new:
+                found |= new
+                grown = True
+    return found
+
+
+def _writes_into(stmt, names: set[str]) -> bool:
+    """Whether `stmt` may write into the memory of `names` (a write it cannot follow counts)."""
+    for node in walk_nodes(stmt):
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            if node.target.id in names:
+                return True
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):
+            base = stored_base(node)
+            if base is None or base in names:
+                return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if any(k.arg == "out" for k in node.keywords) or short in _MUTATING or short == "fill":
+                return True
+    return False

@@ -26,7 +26,7 @@ from .nodes import assigned_name, load_name, stored_base
 from .names import names_mentioned, names_read, statements_in_order
 from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
-from .snapshots import FRESH_ALLOCATORS, FinalReads, written_memory
+from .snapshots import FinalReads, fresh_arrays, written_memory
 
 
 @dataclass
@@ -64,7 +64,7 @@ class Tape:
             for t in getattr(stmt, "targets", []):
                 if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name):
                     self.last_write[t.value.id] = i
-        self.fresh = _fresh_arrays(primal) | set(owned)
+        self.fresh = fresh_arrays(primal, value_reads(adjoint)) | set(owned)
         self.finals = FinalReads(primal, owned, is_int or (lambda node: False))
         self.allocated = _allocated_values(primal)
         self.written = written_memory(primal)  # None: any array may be written into
@@ -431,23 +431,6 @@ def _invariant(defs: list[ast.Assign], name: str, varying: dict) -> bool:
     return not any(r in varying for r in reads) and not any(
         isinstance(n, ast.Call) and not ir.callee(n.func) for n in walk_nodes(defs[0].value)
     )
-
-
-def _fresh_arrays(stmts) -> set[str]:
-    """Arrays the function makes itself (np.zeros, x.copy(), ...): writes into them need no
-    restoring for the caller's sake, only where the adjoint reads them."""
-    defs: dict[str, list] = {}
-    for node in walk_nodes(ast.Module(stmts, [])):
-        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
-            defs.setdefault(node.targets[0].id, []).append(node.value)
-    fresh = set()
-    for name, values in defs.items():
-        if len(values) == 1 and isinstance(values[0], ast.Call):
-            func = values[0].func
-            short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if short in FRESH_ALLOCATORS:
-                fresh.add(name)
-    return fresh
 
 
 _ALLOCATING = {
