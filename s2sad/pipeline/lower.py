@@ -329,12 +329,13 @@ _INDEXED = {"getitem_vjp": 2, "add_at": 1, "scatter_added": 1}
 
 
 def _listed_index(index: ast.expr) -> ast.expr:
-    """An index written as a list of numbers or bools (`x[[True, False, True]]`, a mask, as
-    NumPy reads it) as the array NumPy makes of it, `np.array([...])`: Numba indexes by no
-    list. Any other index as it is."""
+    """An index written as a list of bools (`x[[True, False, True]]`, a mask, as NumPy reads
+    it) as the array NumPy makes of it, `np.array([...])`: Numba indexes by no list. Any other
+    index as it is: a list of integers keeps the forms that give a store's repeated indices
+    their last write's cotangent (`y[[0, 0, 1]] = x`: x[0] gets none)."""
     if not (isinstance(index, ast.List) and index.elts):
         return index
-    if not all(isinstance(e, ast.Constant) and type(e.value) in (bool, int) for e in index.elts):
+    if not all(isinstance(e, ast.Constant) and type(e.value) is bool for e in index.elts):
         return index
     return ast.Call(ast.parse("np.array", mode="eval").body, [index], [])
 
