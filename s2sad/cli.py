@@ -316,7 +316,8 @@ def main(argv=None) -> int:
             out = args.output and output_path(args.output, args.target, args.mode, args.jit)
             text = emit_text(args.target, args.wrt, args.mode, args.jit)
             if out:
-                out.parent.mkdir(parents=True, exist_ok=True)
+                if args.output.endswith(("/", os.sep)):  # (a directory named: made)
+                    out.parent.mkdir(parents=True, exist_ok=True)
                 write_output(out, text)
                 print(f"wrote {out}", file=sys.stderr)
             else:
