@@ -165,12 +165,18 @@ class Ranks:
             return self.kind(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
             return self.kind(node.operand)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            return "i" if self.kind(node.operand) == "i" else None  # (NumPy refuses -mask)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPS):
+            return _arithmetic_kind(self, node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             kinds = {self.kind(node.left), self.kind(node.right)}
             return "b" if kinds == {"b"} else None
         if isinstance(node, ast.Call) and ir.callee(node.func) is np.arange:  # of ints: ints
             ints = node.args and not node.keywords and all(self._is_int(a) for a in node.args)
             return "i" if ints else None
+        if isinstance(node, ast.Call) and ir.callee(node.func) in _KIND_KEEPING:
+            return _arithmetic_kind(self, node)
         if isinstance(node, ast.Call):
             return self._made_kind(node)
         return None
@@ -387,6 +393,38 @@ class Ranks:
         if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
             value = value.value
         return isinstance(value, ast.Name) and value.id in self.lists
+
+
+# the operators and functions that give integers of integers (and of booleans with them): a store
+# into their result truncates as one into an argument does
+_INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
+_KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
+
+
+def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
+    """ "i" for integer arithmetic on integer or boolean arrays (True + 1 is 2), "b" for
+    `np.abs`, `np.minimum`, `np.maximum` of booleans alone, else None: an operand that may be a
+    float (a float literal, a float array, a number of unknown type), a true division, or a power
+    whose exponent is not a non-negative integer literal makes the result's kind unknown."""
+    if isinstance(node, ast.Call):
+        operands = list(node.args) if not node.keywords else []
+        if len(operands) != (1 if ir.callee(node.func) in (abs, np.abs) else 2):
+            return None
+    else:
+        operands = [node.left, node.right]
+        exponent = node.right
+        if isinstance(node.op, ast.Pow) and not (
+            isinstance(exponent, ast.Constant) and ranks._is_int(exponent) and exponent.value >= 0
+        ):
+            return None
+    kinds = [ranks.kind(o) for o in operands]
+    if not any(kinds) or not all(
+        k is not None or ranks._is_int(o) for k, o in zip(kinds, operands)
+    ):
+        return None  # (of numbers alone, Python's: not an array's)
+    if set(kinds) == {"b"}:  # True + True is True in NumPy, an error in `-`: bool only where kept
+        return "b" if isinstance(node, ast.Call) else None
+    return "i"
 
 
 def _list_method(value: ast.expr, method: str, arity: int):
