@@ -86,6 +86,18 @@ def mixed(k, idx):  # np.abs, np.maximum, a power and a mask: integers (True + 1
     return np.sum(y * k)
 
 
+def unsigned(k, idx):
+    y = idx.astype(np.uint32) + (idx > 2)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def unsigned_with_signed(k, idx):  # uint64 and int64 give float64 (and in Numba)
+    y = idx.astype(np.uint64) + idx
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
 def times_float(k, idx):  # floats: the store has its derivative
     y = idx * 1.0
     y[1:] = k[1:] * 2.7
@@ -118,13 +130,14 @@ def _central(f, k, idx=IDX):
         affine,
         halved,
         mixed,
+        unsigned,
     ],
 )
 def test_store_into_integers_carries_no_derivative(f):
     _check_against_central_differences(f)
 
 
-@pytest.mark.parametrize("f", [times_float, divided_by_one])
+@pytest.mark.parametrize("f", [times_float, divided_by_one, unsigned_with_signed])
 def test_store_into_floats_made_of_integers_keeps_its_derivative(f):
     _check_against_central_differences(f)
     assert "dy" in s2sad.source(s2sad.grad(f), K, IDX)  # the store's adjoint reads it

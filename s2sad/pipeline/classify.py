@@ -118,8 +118,9 @@ def _integer_dtype(node) -> bool:
 
 
 def dtype_kind(node) -> str | None:
-    """ "i" or "b" where `node` spells an integer or boolean dtype, else None (ranks.py's kinds:
-    a value stored into such an array is truncated, and carries no derivative)."""
+    """ "i", "u" or "b" where `node` spells an integer, unsigned or boolean dtype, else None
+    (ranks.py's kinds: a value stored into such an array is truncated, and carries no
+    derivative)."""
     if isinstance(node, ast.Name):
         value = {"int": int, "bool": bool}.get(node.id)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -132,7 +133,7 @@ def dtype_kind(node) -> str | None:
         kind = np.dtype(value).kind if value is not None else None
     except (TypeError, ValueError):
         return None
-    return {"i": "i", "u": "i", "b": "b"}.get(kind)
+    return {"i": "i", "u": "u", "b": "b"}.get(kind)
 
 
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:

@@ -39,7 +39,8 @@ _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 
 
-_INDEX_KINDS = {"b": "b", "i": "i", "u": "i"}  # dtype kind -> how it indexes: mask, integers
+# dtype kind -> how it indexes: a mask, integers ("u" apart: uint64 with int64 gives floats)
+_INDEX_KINDS = {"b": "b", "i": "i", "u": "u"}
 
 
 # the constants of NumPy and math that are numbers (as generated code spells them)
@@ -49,7 +50,7 @@ _NUMBERS.add("np.euler_gamma")
 
 def rank_of_argument(value):
     """The rank the transform is specialized on: an int (None for what is not a number or an
-    array), and for an integer or boolean array the pair (rank, "i" or "b")."""
+    array), and for an integer or boolean array the pair (rank, "i", "u" or "b")."""
     if isinstance(value, (float, int, np.generic)):
         return 0
     if isinstance(value, np.ndarray):
@@ -72,7 +73,7 @@ class Ranks:
         self.rank: dict[str, object] = {
             n: r[0] if isinstance(r, tuple) else r for n, r in params.items()
         }
-        # names of integer or boolean arrays -> "i" or "b" (rank_of_argument), where every
+        # names of integer or boolean arrays -> "i", "u" or "b" (rank_of_argument), where every
         # assignment says so (the arguments' from the key: never a guess)
         self.kinds: dict[str, object] = {n: r[1] for n, r in params.items() if isinstance(r, tuple)}
         self.indices = indices
@@ -155,7 +156,8 @@ class Ranks:
         return rank + max(advanced, default=0)
 
     def kind(self, node: ast.expr):
-        """ "b" or "i" for a boolean or integer array (or an element of one), where known."""
+        """ "b", "i" or "u" (unsigned) for a boolean or integer array (or an element of one),
+        where known."""
         if isinstance(node, ast.Name):
             value = self.kinds.get(node.id)
             return value if isinstance(value, str) else None
@@ -166,7 +168,8 @@ class Ranks:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
             return self.kind(node.operand)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            return "i" if self.kind(node.operand) == "i" else None  # (NumPy refuses -mask)
+            kind = self.kind(node.operand)
+            return kind if kind in ("i", "u") else None  # (NumPy refuses -mask)
         if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPS):
             return _arithmetic_kind(self, node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
@@ -402,10 +405,11 @@ _KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
 
 
 def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
-    """ "i" for integer arithmetic on integer or boolean arrays (True + 1 is 2), "b" for
-    `np.abs`, `np.minimum`, `np.maximum` of booleans alone, else None: an operand that may be a
-    float (a float literal, a float array, a number of unknown type), a true division, or a power
-    whose exponent is not a non-negative integer literal makes the result's kind unknown."""
+    """ "i" for integer arithmetic on integer or boolean arrays (True + 1 is 2), "u" for that on
+    unsigned ones with no signed integer, "b" for `np.abs`, `np.minimum`, `np.maximum` of
+    booleans alone, else None: an operand that may be a float (a float literal, a float array, a
+    number of unknown type), a true division, or a power whose exponent is not a non-negative
+    integer literal makes the result's kind unknown."""
     if isinstance(node, ast.Call):
         operands = list(node.args) if not node.keywords else []
         if len(operands) != (1 if ir.callee(node.func) in (abs, np.abs) else 2):
@@ -424,6 +428,8 @@ def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
         return None  # (of numbers alone, Python's: not an array's)
     if set(kinds) == {"b"}:  # True + True is True in NumPy, an error in `-`: bool only where kept
         return "b" if isinstance(node, ast.Call) else None
+    if "u" in kinds:  # uint64 with an int64 (Numba: an int too) gives float64
+        return "u" if set(kinds) <= {"u", "b"} else None
     return "i"
 
 
