@@ -87,7 +87,7 @@ def mixed(k, idx):  # np.abs, np.maximum, a power and a mask: integers (True + 1
 
 
 def unsigned(k, idx):
-    y = idx.astype(np.uint32) + (idx > 2)
+    y = idx.astype(np.uint64) + (idx > 2)
     y[1:] = k[1:] * 2.7
     return np.sum(y * k)
 

@@ -21,7 +21,7 @@ from .. import ir, rules, runtime
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME, SHAPED_LIKE
 from ..rules.elementwise import astype
-from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind
+from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind, kind_letter
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
@@ -39,10 +39,6 @@ _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 
 
-# dtype kind -> how it indexes: a mask, integers ("u" apart: uint64 with int64 gives floats)
-_INDEX_KINDS = {"b": "b", "i": "i", "u": "u"}
-
-
 # the constants of NumPy and math that are numbers (as generated code spells them)
 _NUMBERS = {f"{m}.{c}" for m in ("np", "math") for c in ("pi", "e", "inf", "nan", "tau")}
 _NUMBERS.add("np.euler_gamma")
@@ -50,11 +46,12 @@ _NUMBERS.add("np.euler_gamma")
 
 def rank_of_argument(value):
     """The rank the transform is specialized on: an int (None for what is not a number or an
-    array), and for an integer or boolean array the pair (rank, "i", "u" or "b")."""
+    array), and for an integer or boolean array the pair (rank, `kind_letter`): "b" indexes as a
+    mask, "i" and "u" (uint64) as integers."""
     if isinstance(value, (float, int, np.generic)):
         return 0
     if isinstance(value, np.ndarray):
-        kind = _INDEX_KINDS.get(value.dtype.kind)
+        kind = kind_letter(value.dtype)
         return value.ndim if kind is None else (value.ndim, kind)
     return None
 
@@ -156,8 +153,8 @@ class Ranks:
         return rank + max(advanced, default=0)
 
     def kind(self, node: ast.expr):
-        """ "b", "i" or "u" (unsigned) for a boolean or integer array (or an element of one),
-        where known."""
+        """ "b", "i" or "u" (uint64) for a boolean or integer array (or an element of one), where
+        known."""
         if isinstance(node, ast.Name):
             value = self.kinds.get(node.id)
             return value if isinstance(value, str) else None
@@ -406,7 +403,7 @@ _KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
 
 def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
     """ "i" for integer arithmetic on integer or boolean arrays (True + 1 is 2), "u" for that on
-    unsigned ones with no signed integer, "b" for `np.abs`, `np.minimum`, `np.maximum` of
+    uint64 ones with no other integer, "b" for `np.abs`, `np.minimum`, `np.maximum` of
     booleans alone, else None: an operand that may be a float (a float literal, a float array, a
     number of unknown type), a true division, or a power whose exponent is not a non-negative
     integer literal makes the result's kind unknown."""
@@ -428,7 +425,7 @@ def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
         return None  # (of numbers alone, Python's: not an array's)
     if set(kinds) == {"b"}:  # True + True is True in NumPy, an error in `-`: bool only where kept
         return "b" if isinstance(node, ast.Call) else None
-    if "u" in kinds:  # uint64 with an int64 (Numba: an int too) gives float64
+    if "u" in kinds:  # uint64 with an int64 (in Numba: an int literal too) gives float64
         return "u" if set(kinds) <= {"u", "b"} else None
     return "i"
 
