@@ -48,15 +48,102 @@ def dtype_of_an_argument(k, idx):
     return np.sum(y * k)
 
 
+# buffers made by arithmetic on integers keep an integer dtype (ranks.py follows the kind)
+def times_one(k, idx):  # the user's spelling: `y = x0 * 1`
+    y = idx * 1
+    for i in range(idx.shape[0]):
+        y[i] = k[i] * idx[i]
+    return np.sum(y * k)
+
+
+def sum_of_integers(k, idx):
+    y = idx + np.arange(4)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def negated(k, idx):
+    y = -idx
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def affine(k, idx):
+    y = 2 * idx - 1
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def halved(k, idx):
+    y = idx // 2
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def mixed(k, idx):  # np.abs, np.maximum, a power and a mask: integers (True + 1 is 2)
+    y = np.maximum(np.abs(idx - 3), 1) ** 2 % 5 + (idx > 2)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def unsigned(k, idx):
+    y = idx.astype(np.uint64) + (idx > 2)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def unsigned_with_signed(k, idx):  # uint64 and int64 give float64 (and in Numba)
+    y = idx.astype(np.uint64) + idx
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def times_float(k, idx):  # floats: the store has its derivative
+    y = idx * 1.0
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def divided_by_one(k, idx):
+    y = idx / 1
+    for i in range(idx.shape[0]):
+        y[i] = k[i] * idx[i]
+    return np.sum(y * k)
+
+
 def _central(f, k, idx=IDX):
     eps = 1e-6
     return np.array([(f(k + eps * e, idx) - f(k - eps * e, idx)) / (2 * eps) for e in np.eye(4)])
 
 
 @pytest.mark.parametrize(
-    "f", [loop_store, stores_outside_loops, matrix_store, bool_store, dtype_of_an_argument]
+    "f",
+    [
+        loop_store,
+        stores_outside_loops,
+        matrix_store,
+        bool_store,
+        dtype_of_an_argument,
+        times_one,
+        sum_of_integers,
+        negated,
+        affine,
+        halved,
+        mixed,
+        unsigned,
+    ],
 )
 def test_store_into_integers_carries_no_derivative(f):
+    _check_against_central_differences(f)
+
+
+@pytest.mark.parametrize("f", [times_float, divided_by_one, unsigned_with_signed])
+def test_store_into_floats_made_of_integers_keeps_its_derivative(f):
+    _check_against_central_differences(f)
+    assert "dy" in s2sad.source(s2sad.grad(f), K, IDX)  # the store's adjoint reads it
+
+
+def _check_against_central_differences(f):
     expected = _central(f, K)
     value, g = s2sad.value_and_grad(f)(K, IDX)
     assert value == f(K, IDX)

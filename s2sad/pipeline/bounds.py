@@ -183,7 +183,7 @@ class _Checks:
                 if not mirror and (self.looped or unfit or not isinstance(item, ast.Name)):
                     out.append(_check(item, array, axis))
             else:
-                width = 1 if (width == 1 or kind == "i") else None
+                width = 1 if (width == 1 or kind in ("i", "u")) else None
                 if not mirror:
                     out.append(_check(item, array, axis))
             self.seen.add(key)

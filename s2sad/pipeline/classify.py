@@ -117,9 +117,18 @@ def _integer_dtype(node) -> bool:
     return dtype_kind(node) is not None
 
 
+def kind_letter(dtype: np.dtype) -> str | None:
+    """ "b" for bool, "u" for uint64, "i" for the other integers, else None: ranks.py's kinds.
+    uint64 stands apart as the one integer dtype that gives float64 with another (a signed one),
+    in NumPy and in Numba; a uint8 index shares the transform of an int64 one."""
+    if dtype.kind == "u" and dtype.itemsize == 8:
+        return "u"
+    return {"i": "i", "u": "i", "b": "b"}.get(dtype.kind)
+
+
 def dtype_kind(node) -> str | None:
-    """ "i" or "b" where `node` spells an integer or boolean dtype, else None (ranks.py's kinds:
-    a value stored into such an array is truncated, and carries no derivative)."""
+    """`kind_letter` of the dtype `node` spells, else None (ranks.py's kinds: a value stored into
+    such an array is truncated, and carries no derivative)."""
     if isinstance(node, ast.Name):
         value = {"int": int, "bool": bool}.get(node.id)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
@@ -129,10 +138,9 @@ def dtype_kind(node) -> str | None:
     else:
         return None
     try:
-        kind = np.dtype(value).kind if value is not None else None
+        return kind_letter(np.dtype(value)) if value is not None else None
     except (TypeError, ValueError):
         return None
-    return {"i": "i", "u": "i", "b": "b"}.get(kind)
 
 
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:

@@ -21,7 +21,7 @@ from .. import ir, rules, runtime
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME, SHAPED_LIKE
 from ..rules.elementwise import astype
-from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind
+from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind, kind_letter
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
@@ -39,9 +39,6 @@ _FROM_SHAPE = {np.zeros, np.ones, np.empty, np.full}
 _BOTTOM = object()  # not assigned yet
 
 
-_INDEX_KINDS = {"b": "b", "i": "i", "u": "i"}  # dtype kind -> how it indexes: mask, integers
-
-
 # the constants of NumPy and math that are numbers (as generated code spells them)
 _NUMBERS = {f"{m}.{c}" for m in ("np", "math") for c in ("pi", "e", "inf", "nan", "tau")}
 _NUMBERS.add("np.euler_gamma")
@@ -49,11 +46,12 @@ _NUMBERS.add("np.euler_gamma")
 
 def rank_of_argument(value):
     """The rank the transform is specialized on: an int (None for what is not a number or an
-    array), and for an integer or boolean array the pair (rank, "i" or "b")."""
+    array), and for an integer or boolean array the pair (rank, `kind_letter`): "b" indexes as a
+    mask, "i" and "u" (uint64) as integers."""
     if isinstance(value, (float, int, np.generic)):
         return 0
     if isinstance(value, np.ndarray):
-        kind = _INDEX_KINDS.get(value.dtype.kind)
+        kind = kind_letter(value.dtype)
         return value.ndim if kind is None else (value.ndim, kind)
     return None
 
@@ -72,7 +70,7 @@ class Ranks:
         self.rank: dict[str, object] = {
             n: r[0] if isinstance(r, tuple) else r for n, r in params.items()
         }
-        # names of integer or boolean arrays -> "i" or "b" (rank_of_argument), where every
+        # names of integer or boolean arrays -> "i", "u" or "b" (rank_of_argument), where every
         # assignment says so (the arguments' from the key: never a guess)
         self.kinds: dict[str, object] = {n: r[1] for n, r in params.items() if isinstance(r, tuple)}
         self.indices = indices
@@ -155,7 +153,8 @@ class Ranks:
         return rank + max(advanced, default=0)
 
     def kind(self, node: ast.expr):
-        """ "b" or "i" for a boolean or integer array (or an element of one), where known."""
+        """ "b", "i" or "u" (uint64) for a boolean or integer array (or an element of one), where
+        known."""
         if isinstance(node, ast.Name):
             value = self.kinds.get(node.id)
             return value if isinstance(value, str) else None
@@ -165,12 +164,19 @@ class Ranks:
             return self.kind(node.value)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Invert):
             return self.kind(node.operand)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            kind = self.kind(node.operand)
+            return kind if kind in ("i", "u") else None  # (NumPy refuses -mask)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, _INT_OPS):
+            return _arithmetic_kind(self, node)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)):
             kinds = {self.kind(node.left), self.kind(node.right)}
             return "b" if kinds == {"b"} else None
         if isinstance(node, ast.Call) and ir.callee(node.func) is np.arange:  # of ints: ints
             ints = node.args and not node.keywords and all(self._is_int(a) for a in node.args)
             return "i" if ints else None
+        if isinstance(node, ast.Call) and ir.callee(node.func) in _KIND_KEEPING:
+            return _arithmetic_kind(self, node)
         if isinstance(node, ast.Call):
             return self._made_kind(node)
         return None
@@ -387,6 +393,41 @@ class Ranks:
         if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
             value = value.value
         return isinstance(value, ast.Name) and value.id in self.lists
+
+
+# the operators and functions that give integers of integers (and of booleans with them): a store
+# into their result truncates as one into an argument does
+_INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
+_KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
+
+
+def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
+    """ "i" for integer arithmetic on integer or boolean arrays (True + 1 is 2), "u" for that on
+    uint64 ones with no other integer, "b" for `np.abs`, `np.minimum`, `np.maximum` of
+    booleans alone, else None: an operand that may be a float (a float literal, a float array, a
+    number of unknown type), a true division, or a power whose exponent is not a non-negative
+    integer literal makes the result's kind unknown."""
+    if isinstance(node, ast.Call):
+        operands = list(node.args) if not node.keywords else []
+        if len(operands) != (1 if ir.callee(node.func) in (abs, np.abs) else 2):
+            return None
+    else:
+        operands = [node.left, node.right]
+        exponent = node.right
+        if isinstance(node.op, ast.Pow) and not (
+            isinstance(exponent, ast.Constant) and ranks._is_int(exponent) and exponent.value >= 0
+        ):
+            return None
+    kinds = [ranks.kind(o) for o in operands]
+    if not any(kinds) or not all(
+        k is not None or ranks._is_int(o) for k, o in zip(kinds, operands)
+    ):
+        return None  # (of numbers alone, Python's: not an array's)
+    if set(kinds) == {"b"}:  # True + True is True in NumPy, an error in `-`: bool only where kept
+        return "b" if isinstance(node, ast.Call) else None
+    if "u" in kinds:  # uint64 with an int64 (in Numba: an int literal too) gives float64
+        return "u" if set(kinds) <= {"u", "b"} else None
+    return "i"
 
 
 def _list_method(value: ast.expr, method: str, arity: int):
