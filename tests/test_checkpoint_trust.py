@@ -9,6 +9,7 @@ import pytest
 
 import s2sad
 from s2sad.errors import UnsupportedSyntaxError
+from s2sad.jit import JitError
 
 from conftest import check_grad
 
@@ -195,6 +196,23 @@ def test_a_state_whose_rank_changes_on_the_first_step_under_jit():
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-13)
     check_grad(scratch, (x, 0.8, 7), wrt=(0, 1))
+
+
+def test_jit_true_and_strict_share_a_checkpointed_loop_but_not_its_strictness():
+    # jit="strict" after jit=True ran the loop made for jit=True, falling back to Python where
+    # it cannot compile; now each call tells the loop which it is (one step: nothing compiles)
+    x = np.array([0.3, -0.2])
+    lenient = s2sad.grad(scratch, wrt=(0, 1), jit=True)
+    want = lenient(x, 0.8, 1)
+    for strict in (s2sad.grad(scratch, wrt=(0, 1), jit="strict"), s2sad.vjp(scratch, jit="strict")):
+        with pytest.raises(JitError, match=r"'h' is of rank 0 before the loop and of rank 1") as e:
+            strict(x, 0.8, 1)
+        assert e.value.line == scratch.__code__.co_firstlineno + 4
+        assert "h = np.tanh(y * w)" in str(e.value) and "cannot type a value" in str(e.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for g, w in zip(lenient(x, 0.8, 1), want):
+            np.testing.assert_array_equal(g, w)
 
 
 def evolve(y, w, n):
