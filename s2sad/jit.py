@@ -52,8 +52,8 @@ from .numba_failures import (
     numba_reason,
     row_misfit,
     shape_assertion,
-    two_types,
 )
+from .numba_types import two_types
 from .pipeline.names import defined_functions
 from .generated_lines import argument_in_user_terms
 from .serial_loops import serial_warning
