@@ -24,7 +24,7 @@ from math import comb
 import numpy as np
 
 from .custom import register_vjp
-from .jit import Jitted
+from .jit import STRICT, JitError, Jitted
 from .pipeline.ranks import rank_of_argument
 
 
@@ -166,7 +166,10 @@ class CheckpointedLoop:
         self.state, self.inputs = state, inputs
         self.differentiate, self.jit = differentiate, jit
         self.transforms: dict = {}
-        self.numba: dict = {}  # _key(args) -> whether Numba runs the segment (under jit)
+        # _key(args) -> under jit, the state whose rank a step changes (then Python runs the
+        # segment; jit="strict" refuses it: see _changed_rank), or None where Numba runs it
+        self.numba: dict = {}
+        self.assigned_at: dict = {}  # state name -> (file, line, text) of its assignment
         self.kept = None  # (the last call's result, the states it saved)
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
@@ -208,31 +211,54 @@ class CheckpointedLoop:
 
     def _run(self, steps: range, state: tuple, inputs: tuple):
         args = (steps.start, steps.stop, steps.step, *state, *inputs)
-        if self.jit and steps and _key(args) not in self.numba:
-            self.numba[_key(args)] = self._keeps_ranks(steps, state, inputs)
-        if not self.jit or not steps or not self.numba[_key(args)]:
+        if not self.jit or not steps:
+            return self.segment(*args)
+        if _key(args) not in self.numba:
+            self.numba[_key(args)] = self._changed_rank(steps, state, inputs)
+        changed = self.numba[_key(args)]
+        if changed is not None:
+            if STRICT.get():
+                raise self._rank_error(*changed)
             return self.segment(*args)
         primal, _, _, data = self._forms(args)
         return primal(*args, *data)
 
-    def _keeps_ranks(self, steps: range, state: tuple, inputs: tuple) -> bool:
-        """Whether the first step, run in Python, leaves each state's rank as it was: one that
-        changes it (`h = 0.0` before the loop, `h = np.tanh(y)` in it) makes a segment Numba
-        cannot type, whose form for Numba gave h's cotangent h's shape after the step; such
-        segments run and are reversed in Python (once per kind of arguments)."""
+    def _changed_rank(self, steps: range, state: tuple, inputs: tuple):
+        """(name, rank before, rank after) of the first state whose rank the first step, run in
+        Python, changes, or None: one that changes it (`h = 0.0` before the loop, `h =
+        np.tanh(y)` in it) makes a segment Numba cannot type, whose form for Numba gave h's
+        cotangent h's shape after the step; such segments run and are reversed in Python (once
+        per kind of arguments)."""
         first = steps[:1]
         out = self.segment(first.start, first.stop, first.step, *_copy(state), *inputs)
         after = (out,) if len(self.state) == 1 else out
-        return [rank_of_argument(v) for v in state] == [rank_of_argument(v) for v in after]
+        for name, v, w in zip(self.state, state, after):
+            if rank_of_argument(v) != rank_of_argument(w):
+                return name, rank_of_argument(v), rank_of_argument(w)
+        return None
+
+    def _rank_error(self, name: str, before: int, after: int) -> JitError:
+        file, line, text = self.assigned_at.get(name, (None, None, None))
+        return JitError(
+            f"Numba cannot compile s2sad.checkpoint's {self.__name__}: '{name}' is of rank "
+            f"{before} before the loop and of rank {after} after its first step, and Numba "
+            "cannot type a value whose rank changes",
+            file=file,
+            line=line,
+            source=text,
+            hint=f"bind {name} before the loop to a value of the rank the loop gives it, or use "
+            "jit=True to run such segments in Python",
+        )
 
     def vjp(self, g, ans, steps, snapshots, *values):
         """The rule: the cotangents of (steps, snapshots, *state, *inputs) from that of the
         last state, `g` (for several names, an array with one entry per name, 0 where none).
         Revolve reverses segments of the loop, each by the segment function's taped vjp."""
         n = len(self.state)
-        state, inputs = values[:n], values[n:]
+        inputs = values[n:]
         bar = (g,) if n == 1 else tuple(g[i] for i in range(n))
-        bar = tuple(_zero_like(b, s) for b, s in zip(bar, state))
+        # a zero shaped like the last state, not the first: a rank may change in the loop
+        bar = tuple(_zero_like(b, s) for b, s in zip(bar, (ans,) if n == 1 else ans))
         sums = [None] * len(inputs)
         length, segments, snapshots = self._plan(steps, snapshots)
         kept, self.kept = self.kept, None
@@ -277,7 +303,7 @@ class CheckpointedLoop:
             if data is not None:
                 return primal, sweep, wrt, data
         params = list(self.segment.__code__.co_varnames[: len(args)])
-        numba = bool(self.jit) and self.numba.get(key, True)
+        numba = bool(self.jit) and self.numba.get(key) is None
         compiled = self.differentiate(
             self.segment,
             tuple(params[k] for k in wrt),
@@ -287,14 +313,14 @@ class CheckpointedLoop:
         )
         primal, sweep = compiled.function, compiled.functions.get(f"{compiled.name}_sweep")
         if numba:  # Numba's: the value, and the sweep (a jitted vjp re-runs it)
-            jitted, strict = Jitted.of(compiled), self.jit == "strict"
-            what = f"s2sad.checkpoint's {self.__name__}"
+            # jit=True's and "strict"'s calls share this loop: each call tells which it is
+            jitted, what = Jitted.of(compiled), f"s2sad.checkpoint's {self.__name__}"
 
             def primal(*a, name=compiled.name):
-                return jitted(a, strict, name, what)
+                return jitted(a, STRICT.get(), name, what)
 
             def sweep(*a, name=f"{compiled.name}_sweep"):
-                return jitted(a, strict, name, what)
+                return jitted(a, STRICT.get(), name, what)
 
         elif sweep is None:  # the pullback is a closure over the forward run's values
 

@@ -12,6 +12,7 @@ pipeline stage: pipeline/lower.py.)
 from __future__ import annotations
 
 import ast
+import contextvars
 import dataclasses
 import hashlib
 import sys
@@ -51,8 +52,8 @@ from .numba_failures import (
     numba_reason,
     row_misfit,
     shape_assertion,
-    two_types,
 )
+from .numba_types import two_types
 from .pipeline.names import defined_functions
 from .generated_lines import argument_in_user_terms
 from .serial_loops import serial_warning
@@ -65,6 +66,11 @@ class JitError(S2SADError):
 
 class JitFallbackWarning(UserWarning):
     """`jit=True` runs the plain Python version because Numba could not compile it."""
+
+
+# whether the call running now is jit="strict"'s: jit=True and "strict" share one transform, and
+# code that runs in Python and compiles its own parts (s2sad.checkpoint's loops) reads it there
+STRICT = contextvars.ContextVar("s2sad_strict", default=False)
 
 
 # a cached module's `njit` keeps Numba's files in s2sad's checked directory (trusted_njit)
@@ -281,7 +287,11 @@ class Jitted:
             except Exception:  # noqa: BLE001  (decided anew below, where the call runs again)
                 self.plans.pop(key, None)
         if self.runs_python:
-            return self.compiled.functions.get(name, self.compiled.function)(*args)
+            told = STRICT.set(strict)
+            try:
+                return self.compiled.functions.get(name, self.compiled.function)(*args)
+            finally:
+                STRICT.reset(told)
         if self.namespace is None and self.module_failed is None:
             with self.lock:
                 if self.namespace is None and self.module_failed is None:

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.checkpointing import CheckpointedLoop
 from s2sad.errors import UnsupportedSyntaxError
+from s2sad.jit import JitError
 
 from conftest import check_grad
 
@@ -195,6 +197,55 @@ def test_a_state_whose_rank_changes_on_the_first_step_under_jit():
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-13)
     check_grad(scratch, (x, 0.8, 7), wrt=(0, 1))
+
+
+def test_jit_true_and_strict_share_a_checkpointed_loop_but_not_its_strictness():
+    # jit="strict" after jit=True ran the loop made for jit=True, falling back to Python where
+    # it cannot compile; now each call tells the loop which it is (one step: nothing compiles)
+    x = np.array([0.3, -0.2])
+    lenient = s2sad.grad(scratch, wrt=(0, 1), jit=True)
+    want = lenient(x, 0.8, 1)
+    for strict in (s2sad.grad(scratch, wrt=(0, 1), jit="strict"), s2sad.vjp(scratch, jit="strict")):
+        with pytest.raises(JitError, match=r"'h' is of rank 0 before the loop and of rank 1") as e:
+            strict(x, 0.8, 1)
+        assert e.value.line == scratch.__code__.co_firstlineno + 4
+        assert "h = np.tanh(y * w)" in str(e.value) and "cannot type a value" in str(e.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for g, w in zip(lenient(x, 0.8, 1), want):
+            np.testing.assert_array_equal(g, w)
+
+
+def scratch_unread(x, w, n):
+    y = x
+    h = 0.0  # a number before the loop, an array after its first step; no output reads it
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        h = np.tanh(y * w)
+        y = y + 0.1 * h
+    return np.sum(y)
+
+
+def test_an_unread_state_is_seeded_with_a_zero_of_its_last_shape(monkeypatch):
+    # the jitted gradient passes the rule 0 for h's cotangent, which it made a zero shaped like
+    # h before the loop (a number): the jitted sweep of the last segment, made for h's rank
+    # after a step, failed on it (`dh.dtype`). Seen here in the seeds each segment's sweep
+    # gets, in Python mode (no compile)
+    g = s2sad.grad(scratch_unread, wrt=(0, 1))
+    x = np.array([0.3, -0.2])
+    g(x, 0.8, 3)
+    loop = next(v for v in g.compiled.globals.values() if isinstance(v, CheckpointedLoop))
+    forms, seeds = loop._forms, []
+
+    def spied(args):
+        primal, sweep, wrt, data = forms(args)
+        return primal, lambda *a: seeds.append(a[len(args) : len(args) + 2]) or sweep(*a), wrt, data
+
+    monkeypatch.setattr(loop, "_forms", spied)
+    args = (range(3), 2, 0.0, x, 0.8)
+    _, _, dh, dy, dw = loop.vjp((0, np.ones(2)), loop(*args), *args)
+    assert [np.shape(h) for h, _ in seeds] == [(2,), (2,), (2,)]
+    for a, b in zip((dy, dw), check_grad(scratch_unread, (x, 0.8, 3), wrt=(0, 1))):
+        np.testing.assert_array_equal(a, b)
 
 
 def evolve(y, w, n):

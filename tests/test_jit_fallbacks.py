@@ -11,7 +11,8 @@ import pytest
 
 import s2sad
 from s2sad.jit import JitError, JitFallbackWarning
-from s2sad.numba_failures import numba_reason, two_types
+from s2sad.numba_failures import numba_reason
+from s2sad.numba_types import two_types
 
 numba = pytest.importorskip("numba")
 

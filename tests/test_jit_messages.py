@@ -10,7 +10,10 @@ import pytest
 
 import s2sad
 from s2sad.jit import JitError
-from s2sad.numba_failures import in_user_terms, numba_reason, two_types
+from s2sad.numba_failures import in_user_terms, numba_reason
+from s2sad.numba_types import two_types
+
+from conftest import check_grad
 
 X32, W64 = np.linspace(0.1, 0.9, 4).astype(np.float32), np.linspace(1.0, 2.0, 4)
 
@@ -118,6 +121,44 @@ def test_a_zero_d_array_becoming_a_number_in_a_loop_is_told_in_words(tmp_path):
     assert "'s' is a 0-d float64 array as the loop at" in text
     assert "and a float64 number after a step at " + _at(zero_d_state, "s = s + x[i]") in text
     assert "`s = 0.0` for a number" in text
+
+
+def rank_changing(h, y, w, n):
+    # h: a number before the loop, an array after a step
+    for t in range(n):
+        h = np.tanh(y * w)
+        y = y + 0.1 * h
+    return np.sum(y) + np.sum(h)
+
+
+def test_a_value_whose_rank_changes_in_a_loop_gets_python_numbers_and_says_why(tmp_path):
+    # jit=True raised "cannot reshape array of size 2 into shape ()": in the code Numba declines
+    # (run in Python), h's zero at the loop's entry was shaped like its adjoint after a step.
+    # That code is run here as the fallback runs it, and Numba's words are given (no compile)
+    args = (0.0, np.ones(2), np.array([0.5, -0.3]), 3)
+    want = check_grad(rank_changing, args, wrt=(0, 1, 2))
+    g = s2sad.grad(rank_changing, wrt=(0, 1, 2), jit=True)
+    compiled, values = g.prepared(g._bind(args, {}))
+    for got, w in zip(compiled.function(*args, *values)[1], want):
+        np.testing.assert_allclose(got, w, rtol=1e-14)
+        assert np.shape(got) == np.shape(w)
+    module = tmp_path / "generated.py"
+    module.write_text(compiled.source)
+    header = next(
+        i for i, t in enumerate(compiled.source.splitlines()) if t.strip().startswith("for t in")
+    )
+    said = _NumbaSays(
+        "Failed in nopython mode pipeline (step: nopython frontend)\n"
+        f"Cannot unify float64 and array(float64, 1d, C) for 'h.3', defined at {module} "
+        f"({header + 1})"
+    )
+    text = " ".join(two_types(said, compiled.source))
+    assert "'h' is a float64 number as the loop at" in text
+    assert (
+        "an array of rank 1 (float64) after a step at " + _at(rank_changing, "h = np.tanh") in text
+    )
+    assert "Numba cannot type a value whose rank changes" in text
+    assert "bind it before the loop to a value of the rank the loop gives it" in text
 
 
 def _shape_of_names(x, c):

@@ -94,7 +94,9 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     key = (parsed.func.__code__, line, jit)
     if key not in _MADE:
         step = _step_function(parsed, loop, target, state, inputs)
-        _MADE[key] = CheckpointedLoop(step, step.__name__, state, inputs, differentiate, jit)
+        made = CheckpointedLoop(step, step.__name__, state, inputs, differentiate, jit)
+        made.assigned_at = _first_stores(parsed, body, state)
+        _MADE[key] = made
     made = _MADE[key]
     parsed.synthesized[made.__name__] = made
     call = ast.Call(
@@ -114,6 +116,19 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     if header[len(header.encode()[: new.end_col_offset].decode()) :].lstrip().startswith(":"):
         new.end_col_offset += 1
     return new
+
+
+def _first_stores(parsed, body, names) -> dict:
+    """name -> (file, line, the line's text) of the body's first assignment to it, for the
+    messages of jit="strict" about a state's rank (checkpointing.py)."""
+    lines = {}
+    for node in body:
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in names:
+            lines[node.id] = min(lines.get(node.id, node.lineno), node.lineno)
+    return {
+        n: (parsed.filename, line + parsed.line_offset, parsed.split_lines[line - 1].strip())
+        for n, line in lines.items()
+    }
 
 
 def _refuse_lost(parsed, loop, target: str, assigned: set[str]) -> tuple[str, ...]:

@@ -182,10 +182,14 @@ class BranchesAndLoops:
                     self.owned.add(d)
                 else:
                     # Numba types a name once: an array's zero is an array (shaped like the
-                    # stale adjoint, so the primal need not be recorded for its shape)
+                    # stale adjoint, so the primal need not be recorded for its shape). Not
+                    # where the rank is unknown: `h = 0.0` before the loop, an array in it,
+                    # whose entry value's zero is shaped like it, not like the stale adjoint
                     zero = (
                         call_of("zeros_like", load_name(d))
-                        if self.jit and not self.batched and self.rank(load_name(primal)) != 0
+                        if self.jit
+                        and not self.batched
+                        and self.rank(load_name(primal)) not in (0, None)
                         else self.zero_of(primal)
                     )
                     body.append(self.at(assign_to(d, zero), stmt))
