@@ -57,6 +57,23 @@ def nested_two_arguments(x):
         s = f(g2(np.sum(x), c), s) * 0.1
     return s
 
+K = 2
+
+def nested_def_binds_its_own_name(x):
+    def helper(v):
+        K = 0
+        return v * 2.0 + K
+    return helper(x[K])
+
+def nested_def_in_a_loop_binds_its_own_name(x):
+    s = 0.0
+    for i in range(2):
+        def helper(v):
+            K = 0
+            return v * 3.0 + K
+        s = s + helper(x[K])
+    return s
+
 def keywords_out_of_order(x):
     s = 0.5
     for i in range(3):
@@ -77,3 +94,15 @@ CASES = [
 def test_loop_varied_parameters_of_nested_inlined_calls(tmp_path, name):
     module = load_module(tmp_path, "inline_nested", HELPERS)
     check_grad(getattr(module, name), (np.array([0.3, -0.2, 0.4]),))
+
+
+@pytest.mark.parametrize(
+    "name", ["nested_def_binds_its_own_name", "nested_def_in_a_loop_binds_its_own_name"]
+)
+def test_a_nested_defs_own_local_leaves_the_outer_global(tmp_path, name):
+    """`K = 0` in a nested def binds the def's own `K` (Python's scoping): the outer function's
+    `K` stays the global 2 (it was refused as a local read before its assignment)."""
+    module = load_module(tmp_path, "inline_nested", HELPERS)
+    grad = check_grad(getattr(module, name), (np.arange(1.0, 6.0),))
+    expected = {"nested_def_binds_its_own_name": 2.0}.get(name, 6.0)
+    np.testing.assert_array_equal(grad, [0.0, 0.0, expected, 0.0, 0.0])
