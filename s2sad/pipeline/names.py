@@ -143,11 +143,12 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def names_stored(nodes, nested_defs: bool = False) -> list[str]:
-    """Every name the nodes bind (a `Store`: `=`, `+=`, loop and comprehension targets), at any
-    depth, in order of first appearance: for the user's code, which binds names in more ways than
-    `assigned` sees. A def, lambda or class inside the nodes binds names of its own (Python's
-    scoping: a nested def's `K = 0` leaves the outer `K` global), so its body is not read unless
-    `nested_defs` (the code reading them as well, as the standalone module's does)."""
+    """Every name the nodes bind (a `Store`: `=`, `+=`, loop targets, `:=`), at any depth, in
+    order of first appearance: for the user's code, which binds names in more ways than
+    `assigned` sees. A def, lambda, class or comprehension inside the nodes binds names of its
+    own (Python's scoping: a nested def's `K = 0`, or `for K in` in a comprehension, leaves the
+    outer `K` global), so its body and targets are not read unless `nested_defs` (the code
+    reading them as well, as the standalone module's does)."""
     names: dict[str, None] = {}
     for node in nodes:
         todo = [node]
@@ -156,6 +157,9 @@ def names_stored(nodes, nested_defs: bool = False) -> list[str]:
                 names.setdefault(n.id)
             elif n is not node and isinstance(n, _SCOPES) and not nested_defs:
                 todo.extend(_evaluated_outside(n))
+                continue
+            elif isinstance(n, ast.comprehension) and not nested_defs:
+                todo.extend([n.iter, *n.ifs])  # (its target is the comprehension's own)
                 continue
             todo.extend(ast.iter_child_nodes(n))
     return list(names)
