@@ -250,13 +250,20 @@ def scaled_list(g, ans, x, s):
     return [g * s, np.sum(g * x)]  # a list of an array and a number: Numba cannot return it
 
 
-@pytest.mark.parametrize("f", [lambda x: np.sum(tripled(x)), lambda x: np.sum(mul_by(x, x))])
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: np.sum(tripled(x)),
+        lambda x: np.sum(mul_by(x, x)),
+        lambda x: np.sum(first_of(x, 0.5) ** 2),
+    ],
+)
 def test_a_hessian_through_a_rule_returning_a_list_is_refused_for_want_of_a_tangent_rule(f):
     """A Hessian is forward mode over the gradient code, which calls the rule: a rule returning a
-    list (`[3.0 * g]`, `[g * b, g * a]`) gets the refusal a tuple gets, that the function has no
-    forward-mode rule (it was refused as returning a list, with a hint to return a tuple)."""
+    list (`[3.0 * g]`, `[g * b, g * a]`, `[g, None]`) gets the refusal a tuple gets, that the
+    function has no forward-mode rule (it was refused as returning a list, hinting a tuple)."""
     with pytest.raises(
-        s2sad.NoRuleError, match=r"no forward-mode \(jvp\) rule for (tripled|mul_by)"
+        s2sad.NoRuleError, match=r"no forward-mode \(jvp\) rule for (tripled|mul_by|first_of)"
     ):
         s2sad.hessian(f)(np.linspace(0.1, 1.0, 3))
 

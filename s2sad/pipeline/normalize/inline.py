@@ -518,10 +518,18 @@ def _listed_cotangents(caller, sub, result: str) -> list[str]:
     """The elements of a list a vjp rule returns (`return [g]`), where s2sad's own gradient code
     calls the rule (`caller`: forward mode over that code, a Hessian's): there the list only goes
     to `rule_cotangents`, which takes a list as it takes a tuple, so it is read as the tuple of
-    its elements; a list is no value forward mode follows. Else none (the list is refused)."""
+    its elements (names, or constants: None), as a list is no value forward mode follows. Else
+    none (the list is refused)."""
     known = sub.lists.get(result)
     if not caller.parsed.filename.startswith("<s2sad ") or known is None or not known.varied:
         return []
-    if not all(isinstance(e, ast.Name) for e in known.elts):
+    if not all(isinstance(e, (ast.Name, ast.Constant)) for e in known.elts):
         return []
-    return [e.id for e in known.elts]
+    names = []
+    for e in known.elts:  # a constant (None: a zero cotangent) named in the caller's code
+        name = e.id if isinstance(e, ast.Name) else caller.names.fresh(f"{result}_constant")
+        if isinstance(e, ast.Constant):
+            caller.append(name, e, varied=False)
+            sub.env[name] = name
+        names.append(name)
+    return names
