@@ -326,7 +326,7 @@ def _returning_like_inputs(source: str, name: str, mode: str, wrt, func) -> tupl
     inputs = [w if w in params or w not in users else theirs[users.index(w)] for w in wrt]
     if not set(inputs) <= set(params):
         raise S2SADError(f"internal error: {owner.name} does not take {', '.join(wrt)}")
-    stored, taken = set(names_stored(owner.body)), names_in(source)
+    stored, taken = set(names_stored(owner.body, nested_defs=True)), names_in(source)
     given = {x: _fresh(f"{x}_given", taken) for x in inputs if x in stored}
     xs = [ast.Name(given.get(x, x), ast.Load()) for x in inputs]
     helper = module_returns.like_input if len(inputs) == 1 else module_returns.like_inputs

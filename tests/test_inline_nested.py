@@ -57,6 +57,27 @@ def nested_two_arguments(x):
         s = f(g2(np.sum(x), c), s) * 0.1
     return s
 
+K = 2
+
+def nested_def_binds_its_own_name(x):
+    def helper(v):
+        K = 0
+        return v * 2.0 + K
+    return helper(x[K])
+
+def nested_def_in_a_loop_binds_its_own_name(x):
+    s = 0.0
+    for i in range(2):
+        def helper(v):
+            K = 0
+            return v * 3.0 + K
+        s = s + helper(x[K])
+    return s
+
+def comprehension_binds_its_own_name(x):
+    s = sum([x[K] * 2.0 for K in range(2)]) + sum(x[K] * 3.0 for K in range(1))
+    return s + x[K]
+
 def keywords_out_of_order(x):
     s = 0.5
     for i in range(3):
@@ -77,3 +98,25 @@ CASES = [
 def test_loop_varied_parameters_of_nested_inlined_calls(tmp_path, name):
     module = load_module(tmp_path, "inline_nested", HELPERS)
     check_grad(getattr(module, name), (np.array([0.3, -0.2, 0.4]),))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nested_def_binds_its_own_name",
+        "nested_def_in_a_loop_binds_its_own_name",
+        "comprehension_binds_its_own_name",
+    ],
+)
+def test_a_nested_defs_own_local_leaves_the_outer_global(tmp_path, name):
+    """`K = 0` in a nested def, or `for K in` in a comprehension, binds a `K` of its own
+    (Python's scoping): the outer function's `K` stays the global 2 (it was refused as a local
+    read before its assignment)."""
+    module = load_module(tmp_path, "inline_nested", HELPERS)
+    grad = check_grad(getattr(module, name), (np.arange(1.0, 6.0),))
+    expected = {
+        "nested_def_binds_its_own_name": [0.0, 0.0, 2.0, 0.0, 0.0],
+        "nested_def_in_a_loop_binds_its_own_name": [0.0, 0.0, 6.0, 0.0, 0.0],
+        "comprehension_binds_its_own_name": [5.0, 2.0, 1.0, 0.0, 0.0],
+    }[name]
+    np.testing.assert_array_equal(grad, expected)

@@ -250,6 +250,24 @@ def scaled_list(g, ans, x, s):
     return [g * s, np.sum(g * x)]  # a list of an array and a number: Numba cannot return it
 
 
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: np.sum(tripled(x)),
+        lambda x: np.sum(mul_by(x, x)),
+        lambda x: np.sum(first_of(x, 0.5) ** 2),
+    ],
+)
+def test_a_hessian_through_a_rule_returning_a_list_is_refused_for_want_of_a_tangent_rule(f):
+    """A Hessian is forward mode over the gradient code, which calls the rule: a rule returning a
+    list (`[3.0 * g]`, `[g * b, g * a]`, `[g, None]`) gets the refusal a tuple gets, that the
+    function has no forward-mode rule (it was refused as returning a list, hinting a tuple)."""
+    with pytest.raises(
+        s2sad.NoRuleError, match=r"no forward-mode \(jvp\) rule for (tripled|mul_by|first_of)"
+    ):
+        s2sad.hessian(f)(np.linspace(0.1, 1.0, 3))
+
+
 def test_a_list_of_several_types_is_named_where_numba_refuses_it():
     """Python mode takes the list; compiled code names the rule and what to return instead."""
     x = np.linspace(0.1, 1.0, 3)
@@ -272,6 +290,8 @@ def test_a_wrong_count_dtype_or_tuple_argument_is_refused_naming_the_rule(tmp_pa
 
     with pytest.raises(ValueError, match=r"returned 2 values where 1 cotangent was expected"):
         rule_cotangents([X, X], (X,), "R (f.py:1) of f(x)")
+    with pytest.raises(ValueError, match=r"returned 1 value where 2 cotangents were expected"):
+        rule_cotangents((X,), (X, X), R2)
     with pytest.raises(ValueError, match=DTYPE):
         rule_cotangents([X.astype(np.float32), None], (X, X), R2)
     m = load_module(tmp_path, "tuple_rule", TUPLE_RULE)

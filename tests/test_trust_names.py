@@ -13,6 +13,7 @@ the same numbers (and is itself checked against finite differences).
 from __future__ import annotations
 
 import ast
+import builtins
 import itertools
 import re
 import warnings
@@ -560,6 +561,30 @@ def test_standalone_module_with_user_globals_named_like_private_helpers(tmp_path
     namespace: dict = {}
     exec(compile(text, "<emitted>", "exec"), namespace)
     _same(namespace["grad_f"](X), s2sad.grad(mod.f)(X), "emit")
+
+
+@pytest.mark.parametrize("name", ["masked", "mask_fits", "set_masked", "grad_seed"])
+def test_a_jitted_module_of_a_function_named_like_a_helper(tmp_path, name):
+    """`s2sad emit --jit` of a function named like a Numba helper (`masked`): the module carries
+    the helpers its code calls, not those whose names only its docstrings and `def`s spell (it
+    carried `masked`'s form, and not `_integer_array`, which that reads: refused)."""
+    mod = _module(
+        tmp_path, f"import numpy as np\n\ndef {name}(x, m):\n    return np.sum(x[m] ** 2)\n"
+    )
+    text = cli.emit_text(f"{mod.__file__}:{name}", ["x"], "grad", jit=True)
+    compile(text, "<emitted jit>", "exec")
+    assert "mask_fits(x, 0, m)" in text and "def masked(" not in text
+
+
+def test_each_numba_helper_carries_what_it_reads():
+    """A standalone module holding one helper's Numba form defines every name the form reads
+    (`masked`'s read `_integer_array`, which was no type test: not copied)."""
+    from s2sad.rules.helpers import forms_used, numba_source
+    from s2sad.standalone import free_globals
+
+    for helper in ["masked", "set_masked", "add_masked"]:
+        text = numba_source(forms_used(f"{helper}(a, m)"))
+        assert {n for n in free_globals(text) if not hasattr(builtins, n)} == set(), helper
 
 
 def keyword_adjoints(x):

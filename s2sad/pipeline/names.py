@@ -139,16 +139,39 @@ def statements_in_order(stmts):
             yield stmt
 
 
-def names_stored(nodes) -> list[str]:
-    """Every name the nodes bind (a `Store`: `=`, `+=`, loop and comprehension targets), at any
-    depth, in order of first appearance: for the user's code, which binds names in more ways than
-    `assigned` sees."""
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def names_stored(nodes, nested_defs: bool = False) -> list[str]:
+    """Every name the nodes bind (a `Store`: `=`, `+=`, loop targets, `:=`), at any depth, in
+    order of first appearance: for the user's code, which binds names in more ways than
+    `assigned` sees. A def, lambda, class or comprehension inside the nodes binds names of its
+    own (Python's scoping: a nested def's `K = 0`, or `for K in` in a comprehension, leaves the
+    outer `K` global), so its body and targets are not read unless `nested_defs` (the code
+    reading them as well, as the standalone module's does)."""
     names: dict[str, None] = {}
     for node in nodes:
-        for n in walk_nodes(node):
+        todo = [node]
+        for n in todo:  # breadth first, like walk_nodes; the list grows as it is read
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.setdefault(n.id)
+            elif n is not node and isinstance(n, _SCOPES) and not nested_defs:
+                todo.extend(_evaluated_outside(n))
+                continue
+            elif isinstance(n, ast.comprehension) and not nested_defs:
+                todo.extend([n.iter, *n.ifs])  # (its target is the comprehension's own)
+                continue
+            todo.extend(ast.iter_child_nodes(n))
     return list(names)
+
+
+def _evaluated_outside(scope) -> list[ast.AST]:
+    """The parts of a nested def, lambda or class evaluated in the scope around it: decorators,
+    default values, base classes."""
+    if isinstance(scope, ast.ClassDef):
+        return scope.decorator_list + scope.bases + [k.value for k in scope.keywords]
+    defaults = scope.args.defaults + [d for d in scope.args.kw_defaults if d is not None]
+    return getattr(scope, "decorator_list", []) + defaults
 
 
 def names_read(stmts, skip=frozenset()) -> set[str]:

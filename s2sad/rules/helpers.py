@@ -32,12 +32,12 @@ before any form runs. `numba_source()` is the same forms as one module's text, f
 
 from __future__ import annotations
 
+import ast
 import builtins
 import dis
 import functools
 import hashlib
 import inspect
-import re
 import sys
 
 from . import registry
@@ -219,10 +219,13 @@ def _forms_by_name() -> dict[str, list]:
 
 def forms_used(text: str) -> frozenset[str]:
     """The helpers, plain functions and type tests that code `text` calls, with those their
-    Numba forms call in turn: all a standalone jitted module has to carry."""
+    Numba forms call in turn: all a standalone jitted module has to carry. The names the code
+    reads, not every word of it: a docstring naming the user's function `masked` or a `def` of
+    that name is no call of the helper `masked`."""
     known = _forms_by_name()
     stubs = {stub.__name__: stub for stub, _ in NUMBA}
-    todo = [name for name in set(re.findall(r"[A-Za-z_]\w*", text)) if name in known]
+    read = {n.id for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Name)}
+    todo = [name for name in read if name in known]
     used: set[str] = set()
     while todo:
         name = todo.pop()

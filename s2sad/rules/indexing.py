@@ -423,6 +423,7 @@ def _rows_in_range(m, n):
             raise IndexError("index is out of bounds")
 
 
+@type_test
 def _integer_array(m) -> bool:
     return _array(m) and isinstance(m.dtype, types.Integer)
 

@@ -62,7 +62,8 @@ def rule_cotangents(result, args, rule):
             result = result[0]
         given = (result,)
     elif not isinstance(result, (tuple, list)) or len(result) != len(args):
-        count = f"{len(result)} values" if isinstance(result, (tuple, list)) else "one value"
+        k = len(result) if isinstance(result, (tuple, list)) else None
+        count = "one value" if k is None else f"{k} value{'s' * (k != 1)}"  # (a tuple of one)
         raise ValueError(
             f"your vjp rule {rule} returned {count} where {len(args)} cotangents were expected, a tuple of one "
             f"per argument ({names})"
@@ -143,7 +144,8 @@ def _rule_cotangents(result, args, rule):
     list_of = isinstance(result, types.List)
     expected = f"where {n} cotangents were expected, a tuple of one per argument ({names})"
     if n > 1 and (not (tuple_of or list_of) or tuple_of and len(result.types) != n):
-        count = f"{len(result.types)} values" if tuple_of else "one value"
+        k = len(result.types) if tuple_of else None
+        count = "one value" if k is None else f"{k} value{'s' * (k != 1)}"
         wrong = f"{told} returned {count} {expected}"
 
         def refused(result, args, rule):  # (`args`: a tuple of the count expected)

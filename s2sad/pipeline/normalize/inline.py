@@ -277,9 +277,9 @@ class Inlining(ControlFlow):
         sub.locals |= {result} | {f"{result}{i}" for i in range(arity)}
         sub.mark_loop_varied(body)  # as for the main function: what varies anywhere is split
         sub.block_into(self.out, body)
-        sub.refuse_list_results([f"{result}{i}" for i in range(arity)] or [result])
-        if arity:
-            results = [f"{result}{i}" for i in range(arity)]
+        results = [f"{result}{i}" for i in range(arity)] or _listed_cotangents(self, sub, result)
+        sub.refuse_list_results(results or [result])
+        if results:
             out = ast.Tuple([ast.Name(sub.env[r], ast.Load()) for r in results], ast.Load())
             # per element: the caller's arrays it may be (a view of), or an earlier element
             # whose memory it may share (`return h, h`, `return v[:2], v[2:]` share `v`)
@@ -512,3 +512,24 @@ def _object_passed_as_self(function, node: ast.Call, inliner):
         return None
     obj = inliner.resolver.resolve(first)
     return (first, obj) if getattr(type(obj), function.__name__, None) is function else None
+
+
+def _listed_cotangents(caller, sub, result: str) -> list[str]:
+    """The elements of a list a vjp rule returns (`return [g]`), where s2sad's own gradient code
+    calls the rule (`caller`: forward mode over that code, a Hessian's): there the list only goes
+    to `rule_cotangents`, which takes a list as it takes a tuple, so it is read as the tuple of
+    its elements (names, or constants: None), as a list is no value forward mode follows. Else
+    none (the list is refused)."""
+    known = sub.lists.get(result)
+    if not caller.parsed.filename.startswith("<s2sad ") or known is None or not known.varied:
+        return []
+    if not all(isinstance(e, (ast.Name, ast.Constant)) for e in known.elts):
+        return []
+    names = []
+    for e in known.elts:  # a constant (None: a zero cotangent) named in the caller's code
+        name = e.id if isinstance(e, ast.Name) else caller.names.fresh(f"{result}_constant")
+        if isinstance(e, ast.Constant):
+            caller.append(name, e, varied=False)
+            sub.env[name] = name
+        names.append(name)
+    return names
