@@ -20,7 +20,7 @@ from s2sad.pipeline.index_ranges import Ranges, loop_bounds
 def _proven(code: str, params=("x",)) -> dict:
     """{index text: proven} for each subscript `a[e]` of a name inside `code`'s loops."""
     stmts = ast.parse(code).body
-    ranges = Ranges(stmts, {}, params)
+    ranges = Ranges(stmts, {}, params, lambda name: 1 if name.id in params else None)
     found = {}
 
     def visit(body, loops):
@@ -57,7 +57,9 @@ def test_indices_not_proven():
         "for i in range(n):\n    a = y[i + 2] + x[i] + w[i - n - 2]\n"
         "for j in range(1, n):\n    j = j + 1\n    b = w[j]\n"
         "for i in range(k):\n    c = w[i]\n"
-        "for i in range(p):\n    d = w[i]\n",
+        "for i in range(p):\n    d = w[i]\n"
+        "lst = [0.0]\nz = np.zeros(len(lst))\nlst.append(1.0)\n"
+        "for i in range(len(lst)):\n    e = z[i]\n",
         ("x", "w", "p"),
     )
     assert found == {
@@ -66,6 +68,7 @@ def test_indices_not_proven():
         "w[i - n - 2]": False,
         "w[j]": False,
         "w[i]": False,
+        "z[i]": False,  # (a list's length changes with `lst.append`: only an array's is stable)
     }
 
 
@@ -260,14 +263,60 @@ def masked_in_a_loop(x, m):
     return s
 
 
-def test_a_mask_in_a_loop_is_checked_by_check_index():
-    """numba_forms.py leaves a loop's statements as they are (no mask_fits there): a mask read
-    in a loop has its length checked by check_index, once an iteration, before its statement."""
+def test_a_mask_in_a_loop_is_checked_by_mask_fits():
+    """A mask read in a loop has its length checked by mask_fits (numba_forms.py), as outside
+    one, and not by check_index too."""
     x, m = np.arange(3.0), np.array([True, False, True])
     text = s2sad.source(s2sad.grad(masked_in_a_loop, jit=True), x, m)
     loop = text[text.index("for i in range(3):") :]
-    assert loop.index("check_index(m, len(x))") < loop.index("= x[m]")
-    assert "mask_fits(x, 0, m)" not in text
+    assert "x[mask_fits(x, 0, m)]" in loop and "check_index" not in text
+
+
+def grown(x, g, idx):
+    lst = [0.0]
+    a = np.zeros(len(lst))
+    for t in range(g):
+        lst.append(1.0)
+    for k in range(len(lst)):
+        a[k] = x[k]
+    j = idx.copy()
+    s = x[j[0]]
+    j[0] = j[1]
+    return s * x[j[0]] + np.sum(a**2)
+
+
+def searched(x, y):
+    i = 0
+    while x[i] < 0.0:
+        i = i + 1
+    s = x[i]
+    for k in range(2):
+        s = s + np.sum(x[y > k])
+    return s
+
+
+def test_what_may_change_an_index_or_a_length_is_checked_again():
+    """Break-it review, each out of range returned numbers in jitted code where Python raises
+    IndexError: `len` of a list grown since (only an array's length is stable), an index array
+    written into between two reads by `j[0]`, and (`searched`: a `while` test's subscript makes
+    the function keep Numba's checks, which do not check a mask's length) a mask written as a
+    comparison inside the subscript, in a loop."""
+    x, idx, y = np.linspace(0.5, 1.5, 5), np.array([0, 2]), np.ones(5)
+    for f, good, bads in (
+        (grown, (x, 0, idx), [(x, 1, idx), (x, 0, np.array([0, 5]))]),
+        (searched, (x, y), [(x, y[:4])]),
+    ):
+        jitted, python = s2sad.grad(f, jit="strict"), s2sad.grad(f)
+        np.testing.assert_allclose(jitted(*good), python(*good), rtol=1e-12)
+        for args in bads:
+            with pytest.raises(IndexError):
+                python(*args)
+            with pytest.raises(IndexError):
+                jitted(*args)
+    text = s2sad.source(s2sad.grad(grown, jit=True), x, 0, idx)
+    assert "check_index(k, len(a))" in text and text.count("check_index(j[0], len(x))") == 2
+    text = s2sad.source(s2sad.grad(searched, jit=True), x, y)
+    assert text.count("x[mask_fits(x, 0, ") == 1 and "check_index" not in text
 
 
 def copied_first(x):

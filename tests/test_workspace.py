@@ -106,15 +106,19 @@ def test_the_pass_checks_masks_on_the_statements_lines():
             b = x[m, None]
         for j in range(3):
             c = x[j]
+        while j:
+            c = x[y > j]
         return a
     """
-    text, slots, _, before, after = _forms(body, checks=True, ranks={"k": 0})
+    text, slots, _, before, after = _forms(body, checks=True, ranks={"k": 0, "y > j": 1})
     assert slots == 0
     assert text[0] == "a = x[mask_fits(x, 0, m)]"
     assert text[1] == "x[mask_fits(x, 0, i), mask_fits(x, 1, m)] = x[:, mask_fits(x, 1, m)]"
     assert text[2] == "z = x[k]"  # (a number: mask_fits(x, 0, k) would be k)
-    assert text[3] == "if y[mask_fits(y, 0, m)]:\n    b = x[m, None]"  # (axes not counted)
-    assert text[4:] == [ast.unparse(s) for s in before[4:]]  # a loop's index
+    assert text[3] == "if y[mask_fits(y, 0, m)]:\n    b = x[mask_fits(x, 0, m), None]"
+    assert text[4] == ast.unparse(before[4])  # a `range` loop's variable (fusion's i0)
+    assert text[5] == "while j:\n    c = x[mask_fits(x, 0, y > j)]"  # (a mask in a loop too)
+    assert text[6] == "return a"
     assert _forms(body)[0] == [ast.unparse(s) for s in before]  # (bounds not checked)
     # every node the pass made is on its statement's line (what messages name)
     for old, new in zip(before, after):

@@ -7,7 +7,10 @@ So `index_checks` places a `check_index(i, len(x))` statement (rules/indexing.py
 each statement with an index of the user's not proven in range: an index array is checked once
 (its least and greatest entries), an integer in a loop over the indexed array's own length is
 proven (index_ranges.py), and the adjoint's or a tangent's access that mirrors a primal one
-checked before it needs none. Where a check cannot be placed (an index evaluated maybe, or
+checked before it needs none (unless a name in the index was written into since: `j[0] = 10`
+between two `x[j[0]]`). A boolean mask gets none here: numba_forms.py's `mask_fits` checks
+every mask, also where this falls back (Numba's checks do not check a mask's length). Where a
+check cannot be placed (an index evaluated maybe, or
 again: in a `while` test, a conditional expression; an array of unknown rank), the function is
 compiled with Numba's checks as before (`numba_checks`). Consumes the lowered statements before
 fusion (the primal and the adjoint, or the tangent code); under S2SAD_BOUNDSCHECK=0 the driver
@@ -26,7 +29,6 @@ import os
 from .. import ir
 from ..astcopy import clone
 from .index_ranges import Ranges, bound_names, loop_bounds
-from .numba_forms import REPEATED
 
 # The generated code checks the user's indices it cannot prove in range (`check_index`
 # statements), or where it could not place them Numba checks each index of the function
@@ -72,7 +74,7 @@ def index_checks(groups: list, rank_of, kind_of, primal_of: dict, params=()) -> 
     `primal_of` names its primal) or any access in a later group (the adjoint) needs none where
     the same index of the primal array was checked or proven before it: the adjoint mirrors
     the primal's accesses, which ran first."""
-    ranges = Ranges([s for g in groups for s in g], primal_of, params)
+    ranges = Ranges([s for g in groups for s in g], primal_of, params, rank_of)
     checks = _Checks(ranges, rank_of, kind_of, primal_of)
     out = []
     try:
@@ -93,12 +95,11 @@ class _Checks:
         self.ranges, self.rank_of, self.kind_of = ranges, rank_of, kind_of
         self.primal_of = primal_of
         self.seen: set = set()  # (primal array, index, axis) checked or proven
-        # those checked before, in this block or one around it, by names not bound since
-        # (a tangent's `x_dot[k]` follows its primal's `x[k]`): key -> the index's names
+        # those checked before, in this block or one around it, by names not bound or written
+        # into since (a tangent's `x_dot[k]` follows its primal's `x[k]`): key -> the index's
+        # names
         self.scope: dict = {}
         self.mirrored: set = set()  # those of the groups before (the primal's, for the adjoint)
-        # inside a loop (or a statement numba_forms.py leaves as it is): no mask_fits there
-        self.looped = False
 
     def block(self, stmts: list, loops: dict) -> list:
         out = []
@@ -110,10 +111,12 @@ class _Checks:
             for node in own:
                 out += [ir.copy_origin(g, stmt) for g in self.guards(node, stmt, loops)]
             bound = {n for node in ast.walk(stmt) for n in bound_names(node)}
-            outer = self.scope = {k: v for k, v in self.scope.items() if not v & bound}
+            changed = bound | _changed(stmt, self.rank_of)
+            outer = self.scope = {
+                k: v for k, v in self.scope.items() if k[0] not in bound and not v & changed
+            }
             if bodies:  # (a copy of the statement where a body changed)
                 original, stmt = stmt, copy.copy(stmt)
-                looped, self.looped = self.looped, self.looped or isinstance(stmt, REPEATED)
                 inner = (
                     loop_bounds(stmt, self.ranges, loops) if isinstance(stmt, ast.For) else loops
                 )
@@ -128,7 +131,6 @@ class _Checks:
                     else:
                         setattr(stmt, field, self.block(body, inner if field == "body" else loops))
                     self.scope = outer  # (a block's checks may not have run, or ran before)
-                self.looped = looped
                 if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
                     stmt = original
             out.append(stmt)
@@ -174,20 +176,16 @@ class _Checks:
                 if not mirror and not self.ranges.in_range(item, array, axis, loops):
                     if not self.implied(key, array):
                         out.append(_check(item, array, axis))
-            elif kind == "b":  # a mask: numba_forms.py's mask_fits checks it outside loops
+            elif kind == "b":  # a mask: numba_forms.py's mask_fits checks it, in loops too
                 mixed = not all(isinstance(i, (ast.Name, ast.Slice)) for i in items)
                 if mixed and width != 1:
                     raise _Unplaced  # (`x[M, 0]`, M of two axes: Numba's checks)
-                # (`x[m, None]`: axes not counted there; check_index asks the mask's length)
-                unfit = any(isinstance(i, ast.Constant) and i.value is None for i in items)
-                if not mirror and (self.looped or unfit or not isinstance(item, ast.Name)):
-                    out.append(_check(item, array, axis))
             else:
                 width = 1 if (width == 1 or kind in ("i", "u")) else None
                 if not mirror:
                     out.append(_check(item, array, axis))
             self.seen.add(key)
-            self.scope[key] = {primal} | {n.id for n in ast.walk(item) if isinstance(n, ast.Name)}
+            self.scope[key] = {n.id for n in ast.walk(item) if isinstance(n, ast.Name)}
             rest = [
                 i for i in items[k + 1 :] if not (isinstance(i, ast.Constant) and i.value is None)
             ]
@@ -204,6 +202,30 @@ class _Checks:
         return length is not None and any(
             (i, a) == (index, axis) and self.ranges.shape(p, a) == length for p, i, a in self.scope
         )
+
+
+def _changed(stmt: ast.stmt, rank_of) -> set:
+    """The names of arrays (or of values of unknown kind) `stmt` may write into without binding
+    them: a subscript's or an attribute's store (`j[0] = 10`, `j[0] += 1`), a method's call
+    (`j.sort()`), an argument of any call but `len` and the like (`np.copyto(j, k)`, `out=j`).
+    An index read from one may differ after it (break-it review: `x[j[0]]` taken as checked
+    across `j[0] = 10`)."""
+    names = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.Subscript, ast.Attribute)) and not isinstance(node.ctx, ast.Load):
+            names |= _names(node.value)
+        elif isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute):
+                names |= _names(node.func.value)
+            elif isinstance(node.func, ast.Name) and node.func.id in _PURE_CALLS:
+                continue
+            for arg in node.args + [k.value for k in node.keywords]:
+                names |= _names(arg)
+    return {n for n in names if rank_of(ast.Name(n, ast.Load())) != 0}
+
+
+def _names(node: ast.AST) -> set:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _same(a: list, b: list) -> bool:
@@ -289,7 +311,8 @@ def _pure(item: ast.expr) -> bool:
         elif not isinstance(
             node,
             (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Subscript, ast.Attribute)
-            + (ast.Tuple, ast.Slice, ast.expr_context, ast.operator, ast.unaryop),
+            + (ast.Tuple, ast.Slice, ast.expr_context, ast.operator, ast.unaryop)
+            + (ast.Compare, ast.cmpop),
         ):
             return False
     return True

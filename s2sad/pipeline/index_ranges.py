@@ -18,10 +18,14 @@ _CONST = ()  # the constant term's key in a form
 
 class Ranges:
     """The stable values of a function's statements (`stmts`; `params`, its parameters):
-    `primal_of` maps a derivative array to the primal array whose shape it has."""
+    `primal_of` maps a derivative array to the primal array whose shape it has; `rank_of`, an
+    expression's rank where known. Only an array's length is stable: a list's changes with
+    `lst.append` (a method call, no rebinding), so `len` of a name of rank unknown (a list, a
+    dict) is no form, nor an atom of one (break-it review: checks dropped past a grown list)."""
 
-    def __init__(self, stmts: list, primal_of: dict, params=()):
+    def __init__(self, stmts: list, primal_of: dict, params=(), rank_of=None):
         self.primal_of = primal_of
+        self.rank_of = rank_of
         self.defs: dict[str, ast.expr] = {}
         counts: dict[str, int] = {}
         for stmt in stmts:
@@ -68,6 +72,17 @@ class Ranges:
 
     def is_stable(self, name: str) -> bool:
         return name in self.stable or self.unbound(name)
+
+    def is_array(self, name: str, depth: int = 0) -> bool:
+        """Whether `name` holds an array (of a fixed length): of a rank known to be one or more,
+        or made by NumPy (`np.zeros(n)`), or an alias of such a name."""
+        rank = self.rank_of(ast.Name(name, ast.Load())) if self.rank_of else None
+        if isinstance(rank, int) and rank >= 1:
+            return True
+        made = self.defs.get(name) if name in self.stable else None
+        if isinstance(made, ast.Call) and _np_call(made) in _SHAPED | _SHAPED_LIKE:
+            return True
+        return isinstance(made, ast.Name) and depth < 20 and self.is_array(made.id, depth + 1)
 
     def in_range(self, index: ast.expr, array: str, axis: int, loops: dict) -> bool:
         """Whether `index` (an integer) is in range of `array`'s `axis` wherever it runs inside
@@ -137,6 +152,8 @@ class Ranges:
         where known, else the atom `array.shape[axis]` (of a stable array)."""
         array = self.primal_of.get(array, array)
         if not isinstance(axis, int) or not self.is_stable(array) or depth > 20:
+            return None
+        if not self.is_array(array):
             return None
         made = self.defs.get(array) if array in self.stable else None
         if isinstance(made, ast.Call) and made.args and _np_call(made) in _SHAPED:

@@ -9,12 +9,14 @@ call (outside loops, into `if`s), in one walk:
   allocation it was. An `s2sad emit --jit` module's code has none (`pooled=False`): its caller
   has no workspace to pass;
 - mask checks (`checks`: Numba's bounds checks on, code that indexes: bounds.py): each
-  subscript of a name by names (`x[m]`, `x[i, m]`, `y[m] = v`) becomes `x[mask_fits(x, 0, m)]`,
-  since Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where
-  NumPy raises IndexError; `mask_fits` (rules/indexing.py) is `m` itself for any other index.
+  subscript of a name by an item not known to be a number (`x[m]`, `x[i, m]`, `x[y > 0]`,
+  `y[m] = v`) becomes `x[mask_fits(x, 0, m)]`, since Numba's `x[m]` takes a boolean mask
+  shorter than the axis (its first elements) where NumPy raises IndexError, and its
+  `boundscheck` does not check that; `mask_fits` (rules/indexing.py) is `m` itself for any
+  other index. Every statement's, loops' too.
 
-Loops' statements (fusion's, the user's) are left as they are: a slot taken in a loop would be
-one array for every iteration. The statements changed are copies (the unfused code's and the
+Loops' statements (fusion's, the user's) take no slot: a slot taken in a loop would be one
+array for every iteration. The statements changed are copies (the unfused code's and the
 fused code's share nodes), each keeping its statement's line and origin (the `# line` comments,
 and messages naming the user's line); the text `s2sad.source` shows is the text Numba compiles.
 """
@@ -63,7 +65,7 @@ class NumbaForms:
         slots numbered from 0, their masks checked and their ranges' bounds (`range_checked`;
         not the last block's where it is an `adjoint`, whose loops' trips the primal's were);
         and the number of slots (0: the function takes no workspace)."""
-        self.slots = 0
+        self.slots, self.looped, self.counters = 0, False, frozenset()
         given = _given_values([s for b in blocks for s in b], self.given)
         out = [self._block(b) for b in blocks]
         checked = out[:-1] if adjoint else out
@@ -73,30 +75,47 @@ class NumbaForms:
         return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
 
     def _statement(self, stmt: ast.stmt) -> ast.stmt:
-        if isinstance(stmt, REPEATED):
+        if isinstance(stmt, ast.FunctionDef) or (isinstance(stmt, REPEATED) and not self.checks):
             return stmt
-        if isinstance(stmt, ast.If):
-            new = copy.copy(stmt)
-            new.test = self._checked(stmt.test, stmt)
-            new.body, new.orelse = self._block(stmt.body), self._block(stmt.orelse)
-            return new
+        looped, counters = self.looped, self.counters
+        self.looped = looped or isinstance(stmt, REPEATED)  # (masks checked there, no slots)
+        if isinstance(stmt, ast.For) and _counted(stmt):  # (`for i0 in range(n)`: i0 no mask)
+            self.counters = counters | {stmt.target.id}
         new = copy.copy(stmt)
         for field in stmt._fields:
             value = getattr(stmt, field, None)
             if isinstance(value, ast.expr):
                 setattr(new, field, self._checked(value, stmt))
             elif isinstance(value, list):
-                values = [self._checked(v, stmt) for v in value]
+                values = [self._part(v, stmt) for v in value]
                 if any(v is not w for v, w in zip(values, value)):
                     setattr(new, field, values)
+        self.looped, self.counters = looped, counters
         if (
             isinstance(new, ast.Assign)
             and len(new.targets) == 1
             and isinstance(new.targets[0], ast.Name)
+            and not looped
         ):
             new.value = self._pooled(new.value, stmt)
         changed = any(getattr(new, f, None) is not getattr(stmt, f, None) for f in stmt._fields)
         return new if changed else stmt
+
+    def _part(self, part, stmt: ast.stmt):
+        """A statement's item: a nested statement, an `except` clause, a `with` item, an
+        expression (a copy where a mask in it is checked)."""
+        if isinstance(part, ast.stmt):
+            return self._statement(part)
+        if isinstance(part, (ast.ExceptHandler, ast.withitem)):
+            new = copy.copy(part)
+            for field in part._fields:
+                value = getattr(part, field, None)
+                if isinstance(value, list):
+                    setattr(new, field, [self._part(v, stmt) for v in value])
+                elif field != "optional_vars":
+                    setattr(new, field, self._checked(value, stmt))
+            return new
+        return self._checked(part, stmt)
 
     def _checked(self, e, stmt: ast.stmt):
         """`e` with each subscript of a name by names checked (a copy where one is)."""
@@ -111,41 +130,57 @@ class NumbaForms:
                 continue
             tupled = isinstance(node.slice, ast.Tuple)
             items = node.slice.elts if tupled else [node.slice]
-            checked = [
-                (
-                    _at(
-                        ast.Call(
-                            ast.Name("mask_fits", ast.Load()),
-                            [ast.Name(node.value.id, ast.Load()), ast.Constant(axis), i],
-                            [],
-                        ),
-                        stmt,
+            checked, axis = [], 0
+            for i in items:
+                if any(i is m for m in masks):
+                    call = ast.Call(
+                        ast.Name("mask_fits", ast.Load()),
+                        [ast.Name(node.value.id, ast.Load()), ast.Constant(axis), i],
+                        [],
                     )
-                    if axis in masks
-                    else i
-                )
-                for axis, i in enumerate(items)
-            ]
+                    i = _at(call, stmt)
+                checked.append(i)
+                axis += not (isinstance(i, ast.Constant) and i.value is None)
             if tupled:
                 node.slice.elts = checked
             else:
                 node.slice = checked[0]
         return e
 
-    def _masks(self, node) -> list[int]:
-        """The axes of subscript `node` whose index may be a boolean array: a name not known to
-        be a number (`mask_fits` of a number is the number), where the array is a name and each
-        index item takes one axis (`None` or `...`: axes not counted here). An integer or an
-        expression beside the mask (`x[m, 0]`) takes one: such code may be compiled with Numba's
-        checks, which do not check a mask's length (an `emit --jit` module's, break-it review)."""
+    def _masks(self, node) -> list[ast.expr]:
+        """The axes of subscript `node` whose index may be a boolean array (`x[m]`, `x[y > 0]`,
+        `x[:, m]`): an item not known to be a number (`mask_fits` of an integer or an index
+        array is that index), where the array is a name. Each item takes one axis (`None`
+        none): after `...`, or after an item of several axes (a mask of them takes as many),
+        the axes are not counted, and nothing is checked. Every mask, in loops too: the code may be compiled
+        with Numba's checks (bounds.py could not place its own, an `emit --jit` module), which
+        do not check a mask's length (break-it review)."""
         if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
             return []
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        if any(isinstance(i, ast.Constant) and i.value in (None, Ellipsis) for i in items):
-            return []
-        return [
-            axis for axis, i in enumerate(items) if isinstance(i, ast.Name) and self.rank_of(i) != 0
-        ]
+        out = []
+        for i in items:
+            if isinstance(i, ast.Constant) and i.value is Ellipsis:
+                break
+            if isinstance(i, ast.Slice) or isinstance(i, ast.Constant):
+                continue
+            rank = self.rank_of(i)
+            if rank == 0 or self._counter(i) or _called(i, "slice"):
+                continue
+            out.append(i)
+            if isinstance(rank, int) and rank > 1:
+                break
+        return out
+
+    def _counter(self, item: ast.expr) -> bool:
+        """Arithmetic on the variables of the `range` loops around (fusion's `i0`, of a rank
+        inference does not know) and integer literals: a number."""
+        return all(
+            (isinstance(n, ast.Name) and n.id in self.counters)
+            or (isinstance(n, ast.Constant) and type(n.value) is int)
+            or isinstance(n, (ast.BinOp, ast.UnaryOp, ast.operator, ast.unaryop, ast.Load))
+            for n in ast.walk(item)
+        )
 
     def _pooled(self, value: ast.expr, stmt: ast.stmt) -> ast.expr:
         """`value` taking the next slot where it is an allocation a slot may hold."""
@@ -173,6 +208,26 @@ class NumbaForms:
     def parameter(self, slots: int) -> list[str]:
         """The parameter a function of `slots` slots takes last: `workspace=None`, or none."""
         return [f"{self.workspace}=None"] if slots else []
+
+
+def _counted(loop: ast.For) -> bool:
+    """`for i in range(...)` (or `prange`), the body never binding i."""
+    call = loop.iter
+    return (
+        isinstance(loop.target, ast.Name)
+        and _called(call, "range", "prange")
+        and not any(loop.target.id in _stored(s) for s in loop.body)
+    )
+
+
+def _called(node: ast.expr, *names: str) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
+
+
+def _stored(stmt: ast.stmt) -> set:
+    return {
+        n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
+    }
 
 
 def _allocation(call: ast.expr):
