@@ -83,7 +83,7 @@ from collections import Counter
 from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
-from .means import means_apart
+from .means import means_apart, rejoined
 from .sums import sums_apart
 from .syntax import names_in, text_of
 from .views import viewed
@@ -104,7 +104,8 @@ def fuse(
     names among `reads` read there for their kind alone (a jitted grad's output: loops.py)."""
     named = set(taken) | names_in([s for b in blocks for s in b if isinstance(s, ast.AST)])
     made: dict[str, int] = {}  # the names sums_apart gives sums -> their rank, 0
-    blocks = [means_apart(_without_zeroing(b), rank_of, named, made) for b in blocks]
+    split: dict = {}  # the pairs means_apart makes, rejoined where no run takes a part
+    blocks = [means_apart(_without_zeroing(b), rank_of, named, made, split) for b in blocks]
     rank_of = _with_numbers(rank_of, made)
     blocks = [sums_apart(b, rank_of, named, made) for b in blocks]
     if made:
@@ -115,7 +116,7 @@ def fuse(
     fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
-    return [_emitted(g) for g in gathered]
+    return [_emitted(rejoined(g, split)) for g in gathered]
 
 
 def _kind_reads(blocks: list[list], reads: list, kinds, value_reads: Counter) -> Counter:

@@ -15,34 +15,38 @@ kind alone, not computed at all), and the cotangent is a number the next run rea
 over one axis (`axis=k`, `keepdims`) become the sums over an axis and the broadcasts a run
 accumulates and reads through index maps. `per_count` divides in the sum's dtype, as NumPy's
 mean of float32 does (its Numba form rounds the float64 sum to float32 and divides, as the
-unfused `mean_over` does). It consumes and produces statement lists (the originals untouched).
+unfused `mean_over` does). A pair no run takes a part of (the mean of an argument, or of a
+sum over an axis a run is still accumulating) is written as the one statement it was again,
+once the runs are gathered (`rejoined`). It consumes and produces statement lists (the
+originals untouched).
 """
 
 from __future__ import annotations
 
 import ast
 
-from ...astcopy import clone, walk_nodes
+from ...astcopy import clone
 from ..names import fresh_in
 from ..nodes import assigned_name
 from .shapes import constant_int
 from .syntax import assign, bodies_mapped, load, origin, text_of
 
 
-def means_apart(stmts: list, rank_of, taken: set[str], made: dict) -> list:
+def means_apart(stmts: list, rank_of, taken: set[str], made: dict, split: dict) -> list:
     """`stmts` with each `m = mean_over(t, axis, keepdims)` and `dt = mean_vjp(g, t, ...)` of
     arrays by name over all axes or one written as a sum, or a broadcast, and `per_count`; the
-    names made taken from `taken` and entered in `made` with their ranks."""
+    names made taken from `taken` and entered in `made` with their ranks, and `split` told, by
+    the id of each pair's second statement, (the first, the original)."""
     out: list = []
-    for k, stmt in enumerate(stmts):
+    for stmt in stmts:
         if isinstance(stmt, (ast.For, ast.While, ast.If)):
-            out.append(bodies_mapped(stmt, lambda body: means_apart(body, rank_of, taken, made)))
+            out.append(
+                bodies_mapped(stmt, lambda body: means_apart(body, rank_of, taken, made, split))
+            )
             continue
         target = assigned_name(stmt)
         parts = _mean(stmt.value) or _mean_vjp(stmt.value) if target else None
         forward = parts is not None and text_of(stmt.value.func) == "mean_over"
-        if forward and parts[1] not in _stored(stmts[:k]):  # no run to fold the sum into
-            parts = None
         # the rank of the name made: the mean's, or the cotangent's before its broadcast
         rank = rank_of(stmt.targets[0] if forward else parts[0]) if parts else None
         if not isinstance(rank, int) or not isinstance(rank_of(load(parts[1])), int):
@@ -61,13 +65,33 @@ def means_apart(stmts: list, rank_of, taken: set[str], made: dict) -> list:
         made[name] = rank
         out.append(origin(ast.copy_location(assign(name, first), stmt), stmt))
         out.append(origin(ast.copy_location(assign(target, last), stmt), stmt))
+        split[id(out[-1])] = (out[-2], stmt)
     return out
 
 
-def _stored(stmts: list) -> set[str]:
-    """The names `stmts` assign: the arrays a run before a mean may compute."""
-    nodes = (n for stmt in stmts for n in walk_nodes(stmt))
-    return {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+def rejoined(items: list, split: dict) -> list:
+    """Gathered statements (runs, loops and branches as `Fuser.gather` gives them) with each
+    pair `means_apart` made that no run took a part of written as the one original statement
+    again: a mean of an array no run computes, a cotangent no run reads."""
+    out: list = []
+    for item in map(_alone, items):
+        if isinstance(item, tuple):  # a loop or branch, its bodies gathered
+            stmt, body, orelse = item
+            out.append((stmt, rejoined(body, split), rejoined(orelse, split)))
+        elif id(item) in split and out and out[-1] is split[id(item)][0]:
+            out[-1] = split[id(item)][1]
+        else:
+            out.append(item)
+    return out
+
+
+def _alone(item):
+    """The one statement of a run that does not fuse (it emits the statement as it is), else
+    the item."""
+    fuses = getattr(item, "fuses", None)
+    if fuses is not None and len(item.stmts) == 1 and not fuses():
+        return item.stmts[0]
+    return item
 
 
 def _per_count(value: ast.expr, over: str, axis: ast.expr) -> ast.Call:
