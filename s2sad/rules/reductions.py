@@ -24,6 +24,7 @@ from .registry import defvjp, explicit, linear, multilinear, nondiff, reduction
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import literal_unroll, types
+    from numba.np.numpy_support import as_dtype
 
 _SIG = "a, axis=None, dtype=None, out=None, keepdims=False"
 _STD_SIG = "a, axis=None, dtype=None, out=None, ddof=0, keepdims=False"
@@ -106,6 +107,32 @@ defvjp(
     a="mean_vjp(g, a, axis=axis, keepdims=keepdims)",
     jvp=linear("a", batched=batched_mean),
 )
+
+
+@helper(shape_only=("x",))
+def per_count(s, x, axis=None):
+    """`s` over the count of `x`'s elements `axis` reduces, in `s`'s dtype: what jitted fusion
+    writes a mean, and a mean's cotangent before its broadcast, as (pipeline/fusion/means.py), so
+    that the sum and the broadcast fold into loops. Nan over no elements, as NumPy's mean."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return s / np.asarray(_count(x, axis), np.result_type(s, 1.0))
+
+
+@numba_of(per_count)
+def _per_count(s, x, axis=None):
+    if _array(s) and isinstance(s.dtype, (types.Float, types.Complex)):
+
+        def in_place(s, x, axis=None):
+            out = s.copy()
+            out /= _count(x, axis)  # in place: float32 stays float32, as in np.mean
+            return out
+
+        return in_place
+    if s in (types.float32, types.complex64):
+        cast = as_dtype(s).type
+        return lambda s, x, axis=None: cast(s / _count(x, axis))
+    return lambda s, x, axis=None: s / _count(x, axis)
+
 
 # ----------------------------------------------------------------------------- prod
 

@@ -70,7 +70,8 @@ shapes.py holds the index maps and guards across ranks, scatters.py the slices a
 gather.py the gathers and the views read through their arrays, row_adds.py the adds into rows
 and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, sums.py the
 full sums taken out of arithmetic on numbers (`da = da - np.sum(g)`: the sum joins the run
-computing `g`), dtypes.py the integer arrays a run reads, and syntax.py what they all share.
+computing `g`), means.py the means written as sums and broadcasts of a number over the count
+(`per_count`), so that they fold in as sums do, dtypes.py the integer arrays a run reads, and syntax.py what they all share.
 """
 
 from __future__ import annotations
@@ -82,8 +83,9 @@ from collections import Counter
 from ..fresh_writes import emptied, overwritten_zeros
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
+from .means import means_apart, rejoined
 from .sums import sums_apart
-from .syntax import names_in
+from .syntax import names_in, text_of
 from .views import viewed
 
 
@@ -102,7 +104,10 @@ def fuse(
     names among `reads` read there for their kind alone (a jitted grad's output: loops.py)."""
     named = set(taken) | names_in([s for b in blocks for s in b if isinstance(s, ast.AST)])
     made: dict[str, int] = {}  # the names sums_apart gives sums -> their rank, 0
-    blocks = [sums_apart(_without_zeroing(b), rank_of, named, made) for b in blocks]
+    split: dict = {}  # the pairs means_apart makes, rejoined where no run takes a part
+    blocks = [means_apart(_without_zeroing(b), rank_of, named, made, split) for b in blocks]
+    rank_of = _with_numbers(rank_of, made)
+    blocks = [sums_apart(b, rank_of, named, made) for b in blocks]
     if made:
         rank_of = _with_numbers(rank_of, made)
     blocks = viewed(blocks, rank_of, reads)
@@ -111,7 +116,7 @@ def fuse(
     fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
-    return [_emitted(g) for g in gathered]
+    return [_emitted(rejoined(g, split)) for g in gathered]
 
 
 def _kind_reads(blocks: list[list], reads: list, kinds, value_reads: Counter) -> Counter:
@@ -150,8 +155,11 @@ def _kind_reads(blocks: list[list], reads: list, kinds, value_reads: Counter) ->
 
 
 def _arithmetic(node) -> bool:
-    """Numbers, names and `+ - * / **` of them: an expression of one kind for any values of
-    its names' kinds, which compiled code computes without raising (NumPy's error model)."""
+    """Numbers, names and `+ - * / **` of them, and `per_count` of them (a mean of a sum,
+    means.py): an expression of one kind for any values of its names' kinds, which compiled
+    code computes without raising (NumPy's error model)."""
+    if isinstance(node, ast.Call) and text_of(node.func) == "per_count" and node.args:
+        return _arithmetic(node.args[0])
     if isinstance(node, ast.BinOp):
         return _arithmetic(node.left) and _arithmetic(node.right)
     if isinstance(node, ast.UnaryOp):

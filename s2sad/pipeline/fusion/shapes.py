@@ -65,6 +65,8 @@ def units_of(node, found: dict, rank, proven: bool = False) -> frozenset:
         return units_of(node.args[1], found, rank, proven)  # of the shape of its second argument
     if isinstance(node, ast.Call) and name in _SAME_SHAPE and len(node.args) == 1:
         return units_of(node.args[0], found, rank, proven)
+    if isinstance(node, ast.Call) and name == "per_count" and node.args:  # a mean (means.py)
+        return units_of(node.args[0], found, rank, proven)
     if isinstance(node, ast.UnaryOp):
         return units_of(node.operand, found, rank, proven)
     if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):

@@ -20,7 +20,7 @@ import copy
 from ...astcopy import walk_nodes
 from ..names import fresh_in
 from ..nodes import assigned_name
-from .syntax import assign, load, origin, whole_sum
+from .syntax import assign, bodies_mapped, load, origin, whole_sum
 
 
 def sums_apart(stmts: list, rank_of, taken: set[str], made: dict) -> list:
@@ -30,10 +30,7 @@ def sums_apart(stmts: list, rank_of, taken: set[str], made: dict) -> list:
     out: list = []
     for stmt in stmts:
         if isinstance(stmt, (ast.For, ast.While, ast.If)):
-            stmt = copy.copy(stmt)  # the unfused code keeps the original
-            stmt.body = sums_apart(stmt.body, rank_of, taken, made)
-            stmt.orelse = sums_apart(stmt.orelse, rank_of, taken, made)
-            out.append(stmt)
+            out.append(bodies_mapped(stmt, lambda body: sums_apart(body, rank_of, taken, made)))
             continue
         target = assigned_name(stmt)
         if target is None or rank_of(stmt.targets[0]) != 0 or whole_sum(stmt.value) is not None:

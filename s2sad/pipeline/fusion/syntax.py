@@ -4,6 +4,7 @@ code reads (for its value, or for its shape alone) or writes into, and small nod
 from __future__ import annotations
 
 import ast
+import copy
 from collections import Counter
 
 from ... import ir
@@ -25,7 +26,8 @@ COMPARE = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 SHAPE_ONLY = frozenset({"unbroadcast", "expand_reduced"})
 # the same among all calls, the shape tapes' pushes and pops too (rules/tapes.py): a run need not
 # store a value recorded for its shape alone
-SHAPE_READS = SHAPE_ONLY | {"shape_push", "shape_pop"}
+# (and the count `per_count(s, x, axis)` divides by, means.py)
+SHAPE_READS = SHAPE_ONLY | {"shape_push", "shape_pop", "per_count"}
 
 
 def names_in(nodes) -> set[str]:
@@ -155,6 +157,14 @@ def assign(name: str, value: ast.expr) -> ast.Assign:
 def empty(anchor: str) -> ast.expr:
     shape = ast.Attribute(ast.Name(anchor, ast.Load()), "shape", ast.Load())
     return ast.Call(ast.Attribute(ast.Name("np", ast.Load()), "empty", ast.Load()), [shape], [])
+
+
+def bodies_mapped(stmt, each):
+    """A copy of a loop or branch with `each` applied to its bodies (the unfused code keeps the
+    original)."""
+    stmt = copy.copy(stmt)
+    stmt.body, stmt.orelse = each(stmt.body), each(stmt.orelse)
+    return stmt
 
 
 def origin(new: ast.stmt, old: ast.stmt) -> ast.stmt:
