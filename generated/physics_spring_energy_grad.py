@@ -108,7 +108,9 @@ def getitem_vjp(g, x, index):
     ):
         dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
     else:
-        dtype = np.result_type(g, *(x if isinstance(x, (tuple, list)) else (x,)), np.float32)
+        parts = (g, *(x if isinstance(x, (tuple, list)) else (x,)))
+        # (a Python float is a float64: NumPy takes it for a weak one, float32 beside float32)
+        dtype = np.result_type(*(np.float64 if type(v) is float else v for v in parts), np.float32)
         dx = np.zeros(np.shape(x), dtype=dtype)
     if _is_basic(index):
         dx[index] += g
