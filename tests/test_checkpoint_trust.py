@@ -1,6 +1,5 @@
 """s2sad.checkpoint on loops the break-it trial found wrong or refused: each gradient against the
-taped gradient (the same function without the mark) and central differences; and the dead tape
-of a loop-carried value that trial found in an ordinary loop."""
+taped gradient (the same function without the mark) and central differences."""
 
 import warnings
 
@@ -281,21 +280,3 @@ def test_a_marked_loop_in_a_helper_is_refused_in_reverse_and_run_in_forward_mode
     e, dx = 1e-6, tangent[0] * 1e-6
     up, down = through_helper(x + dx, 0.8 + e / 4, 7), through_helper(x - dx, 0.8 - e / 4, 7)
     np.testing.assert_allclose(got[1], (up - down) / (2 * e), rtol=1e-6)
-
-
-def carried_not_read_back(x, w, m, k):
-    y = np.zeros(x.shape[0])
-    c = 5
-    for i in range(m):
-        c = k - 1  # carried, read after the loop, never by the loop's adjoint
-        y[i] = x[i] * w
-    return np.sum(y) * c
-
-
-def test_a_carried_value_no_adjoint_reads_has_no_tape():
-    # `c_tape.append(c)` in the loop and `c = c_tape.pop()` in its adjoint, read by nothing
-    args = (np.array([0.5, 1.0, 2.0]), 0.7, 3, 3)
-    g = s2sad.grad(carried_not_read_back, wrt=1)
-    assert g(*args) == 3.5 * 2
-    assert "tape" not in s2sad.source(g)
-    check_grad(carried_not_read_back, args, wrt=1)

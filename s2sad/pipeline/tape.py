@@ -76,8 +76,6 @@ class Tape:
         # the returned cotangents are read after the sweep: dx[0] = 0.0 of `x[0] = 3.0` on a
         # parameter x is what makes its gradient zero there, never a dead store
         _future_reads(adjoint, set(returned), self.future)
-        self.read_after: dict = {}  # the same, counting the reads of a shape too
-        _future_reads(adjoint, set(returned), self.read_after, _all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
         for marker in _markers(adjoint):
             if marker.kind not in ("restore", "kill"):
@@ -195,11 +193,14 @@ class Tape:
         return out
 
     def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
-        """Whether no adjoint code reads the value a loop-carried name had before this
-        iteration (a sum's, read neither in the loop nor after it): then it is not recorded. A
-        serial loop's reads of its shape count too (threads' loops recompute: values alone)."""
-        future = self.future if any(id(x) in self.threaded for x in loops) else self.read_after
-        if future.get(("header", id(end_copy)), {None}):
+        """In a loop that runs on threads, whether no adjoint code reads the value a
+        loop-carried name had before this iteration (a sum's, read neither in the loop nor after
+        it): then it is not recorded. Serial loops keep the recording: what reads it there is not
+        all in `future` (a while loop's restored zeroing reads `i` as it was; test_trust_overwrite).
+        """
+        if not any(id(x) in self.threaded for x in loops):
+            return False
+        if self.future.get(("header", id(end_copy)), {None}):
             return False
         self.unrecorded.add(id(end_copy))
         return True
@@ -483,11 +484,6 @@ def _reads(node) -> set[str]:
     if isinstance(node, Marker):
         return set()
     return value_reads([node])
-
-
-def _all_reads(node) -> set[str]:
-    """The names `node` reads, for their values or their shapes (markers read none)."""
-    return names_read(node if isinstance(node, list) else [node])
 
 
 def _future_reads(stmts: list, after: set[str], out: dict, reads=_reads) -> set[str]:
