@@ -39,7 +39,7 @@ CI_COUNT = 300
 LONG_COUNT = 3000
 LONG_START = 100_000
 JACOBIAN_EVERY = 4  # in CI, seeds divisible by this also check jacobian (it keeps CI near 90s)
-JIT_EVERY = 20  # in CI, seeds divisible by this also check jit=True (long runs: every seed)
+JIT_EVERY = 40  # in CI, seeds divisible by this also check jit=True (long runs: every seed)
 
 
 def pytest_generate_tests(metafunc):
