@@ -486,9 +486,9 @@ def _reads(node) -> set[str]:
     return value_reads([node])
 
 
-def _future_reads(stmts: list, after: set[str], out: dict, reads=_reads) -> set[str]:
+def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
     """For each marker, the names adjoint code may read after it runs (a loop's whole body
-    counts: its next iteration runs after), by `reads` (values'). Returns what `stmts` read."""
+    counts: its next iteration runs after). Returns what `stmts` read."""
     future = set(after)
     for stmt in reversed(stmts):
         if isinstance(stmt, Marker):
@@ -502,15 +502,15 @@ def _future_reads(stmts: list, after: set[str], out: dict, reads=_reads) -> set[
                 key = ("header", id(stmt.node))
                 out[key] = out.get(key, set()) | ({name} & future)
         elif isinstance(stmt, ast.If):
-            _future_reads(stmt.body, future, out, reads)
-            _future_reads(stmt.orelse, future, out, reads)
-            future |= reads(stmt.test) | reads(stmt.body) | reads(stmt.orelse)
+            _future_reads(stmt.body, future, out)
+            _future_reads(stmt.orelse, future, out)
+            future |= _reads(stmt.test) | _reads(stmt.body) | _reads(stmt.orelse)
         elif isinstance(stmt, ast.For):
-            whole = reads(stmt.iter) | reads(stmt.body)
-            _future_reads(stmt.body, future | whole, out, reads)
+            whole = _reads(stmt.iter) | _reads(stmt.body)
+            _future_reads(stmt.body, future | whole, out)
             future |= whole
         else:
-            future |= reads(stmt)
+            future |= _reads(stmt)
     return future
 
 
