@@ -1,14 +1,23 @@
 """The runner's timing loop (benchmarks/runner/timing.py) and its own cost ledger
 (benchmarks/runner/cost.py): every round starts with the last round's garbage collected, the
 objects alive before the rounds are frozen only while they run, and the ledger records each
-entry's first call and timed calls. No time is asserted, only what is recorded and collected."""
+entry's first call and timed calls. No time is asserted, only what is recorded and collected.
+
+The checks of the collector run in a fresh interpreter, all in one: a full collection looks at
+every object alive, and in a worker of the suite (millions of objects: Numba's compiled code)
+each took seconds, several a check."""
 
 from __future__ import annotations
 
 import gc
+import json
+import subprocess
 import sys
+import traceback
 import weakref
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.runner.cost import Ledger, summary  # noqa: E402
@@ -34,7 +43,7 @@ def _cycle_maker(seen: list):
     return run
 
 
-def test_each_round_starts_with_the_last_rounds_garbage_collected():
+def _each_round_starts_with_the_last_rounds_garbage_collected():
     seen: list = []
     entries = [Entry("cycles", _cycle_maker(seen)), Entry("other", lambda: None)]
     old = _Node()  # alive before the rounds (frozen during them), garbage after them
@@ -50,7 +59,7 @@ def test_each_round_starts_with_the_last_rounds_garbage_collected():
     assert set(ledger.as_dict()) == {"gc between rounds"}
 
 
-def test_a_failing_timed_call_still_unfreezes():
+def _a_failing_timed_call_still_unfreezes():
     def boom():
         raise RuntimeError("boom")
 
@@ -64,7 +73,7 @@ def test_a_failing_timed_call_still_unfreezes():
     assert gc.get_freeze_count() == 0
 
 
-def test_kept_frozen_the_next_cases_collections_skip_what_was_alive_until_the_run_ends():
+def _kept_frozen_the_next_cases_collections_skip_what_was_alive_until_the_run_ends():
     old = _Node()  # alive before the rounds: kept frozen after them (run.py's cases)
     probe = weakref.ref(old)
     try:
@@ -77,6 +86,42 @@ def test_kept_frozen_the_next_cases_collections_skip_what_was_alive_until_the_ru
         gc.unfreeze()  # (run.py's end)
     gc.collect()
     assert probe() is None
+
+
+COLLECTOR_CHECKS = [
+    _each_round_starts_with_the_last_rounds_garbage_collected,
+    _a_failing_timed_call_still_unfreezes,
+    _kept_frozen_the_next_cases_collections_skip_what_was_alive_until_the_run_ends,
+]
+
+
+def _run_collector_checks() -> None:
+    """Each check's name and its traceback ("" where it passed), as JSON on stdout."""
+    verdicts = {}
+    for check in COLLECTOR_CHECKS:
+        try:
+            check()
+            verdicts[check.__name__] = ""
+        except BaseException:
+            verdicts[check.__name__] = traceback.format_exc()
+    print(json.dumps(verdicts))
+
+
+@pytest.fixture(scope="module")
+def collector_verdicts():
+    here = Path(__file__).resolve().parent
+    code = f"import sys; sys.path.insert(0, {str(here)!r})\n"
+    code += "import test_benchmarks_timing as t; t._run_collector_checks()"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("check", COLLECTOR_CHECKS, ids=lambda c: c.__name__[1:])
+def test_the_collector(check, collector_verdicts):
+    assert collector_verdicts[check.__name__] == "", collector_verdicts[check.__name__]
 
 
 def test_the_ledger_sums_phases_and_the_summary_lists_them():
