@@ -5,6 +5,7 @@ parallel=True) and --quick's selection. No timing is asserted, only what the row
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -34,12 +35,23 @@ NO_PEERS: dict = {}  # load_peers()'s answer where none is installed
 def _own_cache(tmp_path, monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setenv("S2SAD_CACHE_DIR", str(tmp_path))
+    # as run.py runs the cases: what was alive before them is frozen, and the plans keep what
+    # each case leaves frozen (keep_frozen), so the collections between rounds look at the
+    # case's own objects, not at a suite worker's millions (seconds a full collection)
+    gc.freeze()
+    yield
+    gc.unfreeze()
+
+
+def _plan(plan: Plan) -> Plan:
+    plan.keep_frozen = True  # (run.py's; the fixture above unfreezes)
+    return plan
 
 
 def test_an_array_row_has_a_jitted_gradient_and_the_best_of_both():
     """stencil, an array workload without an f Numba row (Case.jit is False): its gradient
     under jit='strict' is timed, agrees with NumPy mode, and the best form is the faster."""
-    row = run_case(SMOKE["stencil"], NO_PEERS, Plan("smoke"))
+    row = run_case(SMOKE["stencil"], NO_PEERS, _plan(Plan("smoke")))
     jit = row["jit"]
     assert jit["status"] == "ok" and jit["median_s"] > 0
     assert jit["vs_numpy"]["ok"], jit["vs_numpy"]
@@ -83,7 +95,7 @@ def test_a_refused_jitted_gradient_is_reported_as_unsupported():
         wrt=("x",),
         peers={p: "n/a: test" for p in ("jax", "torch", "autograd")},
     )
-    row = run_case(case, NO_PEERS, Plan("smoke"))
+    row = run_case(case, NO_PEERS, _plan(Plan("smoke")))
     assert row["s2sad"]["status"] == "ok"
     assert row["jit"]["status"].startswith("unsupported: ")
     assert row["best"]["form"] == "numpy"
@@ -113,6 +125,7 @@ def test_no_parallel_table_where_s2sad_lacks_the_keyword(monkeypatch):
     _grad_without_parallel(monkeypatch)
     assert not builders.accepts_parallel()
     plan, notes = make_plan("smoke", [])
+    plan = _plan(plan)
     assert not plan.parallel and any("does not take it" in n for n in notes)
     row = run_case(SMOKE["stencil-loops"], NO_PEERS, plan)
     assert "parallel" not in row["jit"]
@@ -133,6 +146,7 @@ def test_the_parallel_table_where_s2sad_takes_the_keyword(monkeypatch):
     monkeypatch.setattr(s2sad, "grad", grad)
     assert builders.accepts_parallel()
     plan, notes = make_plan("smoke", [])
+    plan = _plan(plan)
     assert plan.parallel
     case = SMOKE["stencil-loops"]
     assert case.parallel
