@@ -1,6 +1,8 @@
 """The `s2sad` command and the checked-in generated/ directory."""
 
+import contextlib
 import importlib.util
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -27,10 +29,25 @@ def _example_cases():
     return cases
 
 
-def _run(*args, cwd=ROOT):
+def _run_command(*args, cwd=ROOT):
+    """`python -m s2sad ARGS` in a fresh interpreter (its imports: a second of CPU a call)."""
     return subprocess.run(
         [sys.executable, "-m", "s2sad", *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )
+
+
+def _run(*args):
+    """`s2sad ARGS` as `python -m s2sad` runs it (`sys.exit(cli.main())`), in this process and
+    from the repository's root: its exit status, stdout and stderr. The command itself, in an
+    interpreter of its own, is run by the --debug test and the top-level --help."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(list(args))
+        except SystemExit as exc:  # argparse's --help and usage errors
+            status = exc.code
+    status = 0 if status is None else status
+    return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
 
 
 def _import_without_s2sad(path: Path):
@@ -199,13 +216,13 @@ def test_import_failure_and_unsupported_construct(tmp_path):
     result = _run("emit", str(tmp_path / "loop.py") + ":f")
     assert result.returncode == 1 and "`with` blocks" in result.stderr
     assert "loop.py:2" in result.stderr and "Traceback" not in result.stderr
-    debug = _run("--debug", "emit", str(tmp_path / "loop.py") + ":f")
+    debug = _run_command("--debug", "emit", str(tmp_path / "loop.py") + ":f")
     assert "Traceback" in debug.stderr
 
 
 @pytest.mark.parametrize("command", [[], ["emit"], ["show"]])
 def test_help_is_complete(command):
-    result = _run(*command, "--help")
+    result = (_run if command else _run_command)(*command, "--help")
     assert result.returncode == 0
     text = result.stdout
     if command:
