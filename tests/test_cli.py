@@ -3,6 +3,7 @@
 import contextlib
 import importlib.util
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,11 +42,15 @@ def _run(*args):
     from the repository's root: its exit status, stdout and stderr. The command itself, in an
     interpreter of its own, is run by the --debug test and the top-level --help."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
+    here = os.getcwd()  # (contextlib.chdir is Python 3.11's)
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             status = cli.main(list(args))
-        except SystemExit as exc:  # argparse's --help and usage errors
-            status = exc.code
+    except SystemExit as exc:  # argparse's --help and usage errors
+        status = exc.code
+    finally:
+        os.chdir(here)
     status = 0 if status is None else status
     return subprocess.CompletedProcess(args, status, out.getvalue(), err.getvalue())
 
