@@ -2,6 +2,7 @@
 
 import importlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -143,9 +144,26 @@ def _run_in_new_process(cache, count=1):
     return [out for out, _ in results]
 
 
-def test_damaged_cache_files_are_rebuilt_not_trusted(tmp_path):
+@pytest.fixture(scope="module")
+def compiled_at_once(tmp_path_factory):
+    """Two processes compiling the same function at once into one empty cache: what each
+    printed, and the cache they left (the damage test below damages a copy of it)."""
+    cache = tmp_path_factory.mktemp("at-once") / "disk"
+    return cache, _run_in_new_process(cache, count=2)
+
+
+def test_two_processes_compiling_the_same_function_at_once_both_work(compiled_at_once):
+    _, (first, second) = compiled_at_once
+    assert first == second
+    assert float(first) == pytest.approx(
+        s2sad.grad(__import__("test_jit").euler)(0.3, 0.8, 100), rel=1e-12
+    )
+
+
+def test_damaged_cache_files_are_rebuilt_not_trusted(compiled_at_once, tmp_path):
+    written, (expected, _) = compiled_at_once
     cache = tmp_path / "disk"
-    (expected,) = _run_in_new_process(cache)
+    shutil.copytree(written, cache)  # (modes kept: the cache directory is the user's alone)
     numba_files = list(cache.rglob("*.nbi")) + list(cache.rglob("*.nbc"))
     assert numba_files
     for path in numba_files:  # truncated, foreign bytes
@@ -155,14 +173,6 @@ def test_damaged_cache_files_are_rebuilt_not_trusted(tmp_path):
         path.write_text(path.read_text()[:50])
     assert _run_in_new_process(cache) == [expected]
     assert float(expected) == pytest.approx(
-        s2sad.grad(__import__("test_jit").euler)(0.3, 0.8, 100), rel=1e-12
-    )
-
-
-def test_two_processes_compiling_the_same_function_at_once_both_work(tmp_path):
-    first, second = _run_in_new_process(tmp_path / "disk", count=2)
-    assert first == second
-    assert float(first) == pytest.approx(
         s2sad.grad(__import__("test_jit").euler)(0.3, 0.8, 100), rel=1e-12
     )
 
