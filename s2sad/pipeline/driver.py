@@ -166,7 +166,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
         ir.set_op(stmt, classify(stmt, local_names))
-    drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple])
+    drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple], wrt)
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name, unfused, indexed, numba_checks = _forward_mode(
