@@ -41,6 +41,7 @@ from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
 from .integer_writes import drop_truncating_stores, refuse_float_updates
+from .unbound_reads import refuse_unbound_reads
 from .ranks import adjoint_rank, infer_ranks, integer_arrays, scalar_output_ranks
 from .reuse import reuse_buffers
 from .sum_first import sum_first
@@ -128,6 +129,7 @@ def differentiate(
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         refuse_unread_wrt(parsed, wrt)
         checkpoint_loops(parsed, mode, differentiate, jit)
+        refuse_unbound_reads(parsed)  # (after: a checkpointed loop's refusal names its carries)
         return parsed
 
     parsed = parse()
