@@ -111,6 +111,36 @@ def divided_by_one(k, idx):
     return np.sum(y * k)
 
 
+# dtypes s2sad does not follow: the store's derivative is weighed by `inexact(y)` at run time
+def _made_elsewhere(x0):
+    return x0 * 1
+
+
+def helper_result(k, idx):
+    y = _made_elsewhere(idx)
+    for i in range(idx.shape[0]):
+        y[i] = k[i] * idx[i]
+    return np.sum(y * k)
+
+
+def where_of_integers(k, idx):
+    y = np.where(idx > 1, idx, 0)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def cumsum_of_integers(k, idx):
+    y = np.cumsum(idx)
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+def concatenated_integers(k, idx):
+    y = np.concatenate([idx[:2], idx[2:]])
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
 def _central(f, k, idx=IDX):
     eps = 1e-6
     return np.array([(f(k + eps * e, idx) - f(k - eps * e, idx)) / (2 * eps) for e in np.eye(4)])
@@ -135,6 +165,34 @@ def _central(f, k, idx=IDX):
 )
 def test_store_into_integers_carries_no_derivative(f):
     _check_against_central_differences(f)
+
+
+@pytest.mark.parametrize(
+    "f", [helper_result, where_of_integers, cumsum_of_integers, concatenated_integers]
+)
+def test_store_into_integers_of_a_dtype_known_at_run_time(f):
+    _check_against_central_differences(f)
+    assert "* inexact(y)" in s2sad.source(s2sad.grad(f), K, IDX)
+    floats = IDX.astype(float)  # the same code on floats: the store has its derivative
+    np.testing.assert_allclose(
+        s2sad.grad(f)(K, floats), _central(f, K, floats), rtol=1e-6, atol=1e-6
+    )
+
+
+def scaled_by_an_argument(k, idx, n):
+    y = idx * n
+    y[1:] = k[1:] * 2.7
+    return np.sum(y * k)
+
+
+@pytest.mark.parametrize("n", [2, 2.0])
+def test_store_into_a_buffer_an_int_or_float_argument_scales(n):
+    def f(k, idx):
+        return scaled_by_an_argument(k, idx, n)
+
+    np.testing.assert_allclose(
+        s2sad.grad(scaled_by_an_argument)(K, IDX, n), _central(f, K), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize("f", [times_float, divided_by_one, unsigned_with_signed])

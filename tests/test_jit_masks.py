@@ -69,3 +69,24 @@ def test_a_mask_of_another_shape_raises_numpys_index_error_compiled_too():
             read(X, bad)
         with pytest.raises(IndexError):
             write(X.copy(), bad)
+
+
+def last_axes(x, m):
+    y = x * 1.0
+    y[..., m, 0] = 0.0
+    return np.sum(x[..., m] ** 2) + np.sum(y * x)
+
+
+def test_a_mask_after_an_ellipsis_is_checked_from_the_back():
+    m = np.array([True, False, True, True])
+    source = s2sad.source(s2sad.grad(last_axes, jit=True), np.ones((2, 4, 4)), m)
+    assert "x[..., mask_fits(x, -1, m)]" in source and "y[..., mask_fits(y, -2, m), 0]" in source
+    numba = pytest.importorskip("numba")
+    from s2sad.numba_helpers import mask_fits
+
+    fits = numba.njit(lambda a, axis, m: mask_fits(a, axis, m))
+    np.testing.assert_array_equal(fits(X, -1, m[:2]), m[:2])  # X's last axis has 2
+    np.testing.assert_array_equal(fits(X, -2, m), m)  # the axis before it, 4
+    for axis, mask in ((-1, m[:3]), (-2, m[:2]), (-1, np.ones((4, 3), bool))):
+        with pytest.raises(IndexError, match="boolean index did not match"):
+            fits(X, axis, mask)

@@ -806,3 +806,57 @@ def test_a_new_binding_of_data_is_followed():
     np.testing.assert_allclose(
         s2sad.grad(_sorted_before_use)(u, m), np.cos(u) * ms * ms + 1.0, rtol=1e-12
     )
+
+
+# a name one branch of an `if` binds, read after it: Python raises UnboundLocalError where the
+# branch did not run; jitted code read zero there, so both modes refuse it
+def _bound_in_one_branch(x, c):
+    if c > 0:
+        y = x * 2.0
+    return np.sum(y * x)
+
+
+def _bound_in_a_branch_that_may_not_return(x, c):
+    if c > 0:
+        y = x * 2.0
+    elif c < -1:
+        return np.sum(x)
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize("f", [_bound_in_one_branch, _bound_in_a_branch_that_may_not_return])
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_name_an_if_binds_on_some_paths_only_is_refused_where_read(f, jit):
+    x = np.linspace(0.1, 0.9, 3)
+    with pytest.raises(UnboundLocalError):
+        f(x, 0.0)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"`y` is read here, but the `if` at"):
+        s2sad.grad(f, jit=jit)(x, 1.0)
+
+
+def _read_under_the_same_condition(x, c):  # taken to follow the same condition
+    if c > 0:
+        y = x * 2.0
+    z = x
+    if c > 0:
+        z = z * y
+    return np.sum(z)
+
+
+def _early_return(x, c):  # a branch that returns binds nothing the rest reads
+    if c > 0:
+        return np.sum(x)
+    else:
+        y = x * 3.0
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (_read_under_the_same_condition, (1.0,)),  # (with c <= 0 the adjoint reads y: a gap)
+        (_early_return, (-1.0,)),
+    ],
+)
+def test_reads_every_path_to_which_binds_the_name_are_followed(f, args):
+    check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)

@@ -80,6 +80,7 @@ class Op:
     nested: set[str] = field(default_factory=set)  # names read inside a non-atomic operand
     fixed: dict[str, set[str]] = field(default_factory=dict)
     # rule parameter the rule has no derivative for -> the local names its argument reads
+    weighed: bool = False  # a store into an array of unknown dtype (integer_writes.py)
 
     def without_rule(self, varied: set[str]) -> str | None:
         """What has no derivative rule when a differentiated value reaches a parameter the rule
@@ -129,8 +130,14 @@ def kind_letter(dtype: np.dtype) -> str | None:
 def dtype_kind(node) -> str | None:
     """`kind_letter` of the dtype `node` spells, else None (ranks.py's kinds: a value stored into
     such an array is truncated, and carries no derivative)."""
+    dtype = spelled_dtype(node)
+    return kind_letter(dtype) if dtype is not None else None
+
+
+def spelled_dtype(node) -> np.dtype | None:
+    """The dtype `node` spells (`int`, `float`, `np.int32`, "float64", `bool`), else None."""
     if isinstance(node, ast.Name):
-        value = {"int": int, "bool": bool}.get(node.id)
+        value = {"int": int, "bool": bool, "float": float, "complex": complex}.get(node.id)
     elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         value = getattr(np, node.attr, None) if node.attr[:1].islower() else None
     elif isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -138,7 +145,7 @@ def dtype_kind(node) -> str | None:
     else:
         return None
     try:
-        return kind_letter(np.dtype(value)) if value is not None else None
+        return np.dtype(value) if value is not None else None
     except (TypeError, ValueError):
         return None
 

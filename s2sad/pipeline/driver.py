@@ -41,6 +41,7 @@ from .independence import independent_loops
 from .parallel import Threads
 from .parse import parse_function
 from .integer_writes import drop_truncating_stores, refuse_float_updates
+from .unbound_reads import refuse_unbound_reads
 from .ranks import adjoint_rank, infer_ranks, integer_arrays, scalar_output_ranks
 from .reuse import reuse_buffers
 from .sum_first import sum_first
@@ -128,6 +129,7 @@ def differentiate(
         flatten_parameters(parsed, {p: (d, names) for p, d, names in trees}, has_aux)
         refuse_unread_wrt(parsed, wrt)
         checkpoint_loops(parsed, mode, differentiate, jit)
+        refuse_unbound_reads(parsed)  # (after: a checkpointed loop's refusal names its carries)
         return parsed
 
     parsed = parse()
@@ -166,7 +168,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     local_names = set(norm.params) | assigned(norm.stmts)
     for stmt in simple:
         ir.set_op(stmt, classify(stmt, local_names))
-    drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple])
+    drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple], wrt)
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name, unfused, indexed, numba_checks = _forward_mode(

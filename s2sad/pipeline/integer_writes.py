@@ -2,17 +2,23 @@
 key decide (ranks.py): NumPy truncates a value stored into one, and refuses to update one in
 place with floats. s2sad rewrites `x += v` as `x = x + v`, which would promote instead, so
 such an update is refused here as NumPy refuses it, and a store's derivative, zero, is made
-so before activity analysis. An array whose kind is unknown is taken for a float one.
+so before activity analysis. A store into an array not certainly of floats either (a helper's
+result, `np.cumsum(idx)`, `idx * n` of an int `n`) has its derivative weighed at run time by
+`inexact(y)`: 1.0 for floats, 0.0 where NumPy truncates.
 """
 
 from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .. import ir
 from ..astcopy import clone, walk_nodes
+from ..rules.helpers import RUNTIME
 from ..errors import UnsupportedSyntaxError
-from .ranks import _BOTTOM, Ranks, _join, infer_ranks
+from .classify import spelled_dtype
+from .ranks import _BOTTOM, _LIKE, Ranks, _join, call_parts, infer_ranks
 
 _CAST_NAMES = {
     ast.Add: "add",
@@ -25,16 +31,104 @@ _CAST_NAMES = {
 }
 
 
-def drop_truncating_stores(stmts: list[ast.stmt], params: dict, ops: list) -> None:
+def drop_truncating_stores(stmts: list[ast.stmt], params: dict, ops: list, wrt) -> None:
     """A store into an integer or boolean array (`y[i] = v` with `y = np.zeros_like(idx)`)
     truncates `v`: piecewise constant, its derivative is zero. Such a store is made one of a
-    constant, so neither the adjoint nor the tangent reads through it."""
+    constant, so neither the adjoint nor the tangent reads through it. A store into an array
+    whose dtype is not known here, neither integers nor certainly floats, is marked
+    `weighed`: the reverse and tangent passes multiply its derivative by `inexact(y)`."""
     stores = [op for op in ops if op.kind == "setitem" and op.operands]
     if stores:
         kinds = infer_ranks(stmts, params).kinds
+        floats = certain_floats(stmts, params, wrt)
         for op in stores:
             if isinstance(kinds.get(op.target), str):
                 op.operands.clear()
+            elif op.target not in floats:
+                op.weighed = True
+                import os
+
+                if os.environ.get("TRUST_LOG"):
+                    with open(os.environ["TRUST_LOG"], "a") as fh:
+                        fh.write(ast.unparse(op.stmt) + "  | " + op.target + "\n")
+
+
+def certain_floats(stmts: list[ast.stmt], params: dict, wrt) -> set[str]:
+    """The names every assignment of which certainly holds floats (or complex numbers): the
+    largest such set, so a loop's `y = y * 2` of a float `y` stays one. A parameter counts where
+    differentiated (input_checks.py refuses integers there) or an array the key says has no
+    integer or boolean kind; a name bound any other way than `name = value` counts nowhere."""
+    nodes = list(walk_nodes(ast.Module(stmts, [])))
+    assigns = [
+        (n.targets[0].id, n)
+        for n in nodes
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    ]
+    named = {id(stmt.targets[0]) for _, stmt in assigns}
+    other = {
+        n.id
+        for n in nodes
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and id(n) not in named
+    }
+    given = {
+        n for n, r in params.items() if isinstance(r, int) and not isinstance(r, bool) and r > 0
+    }
+    floats = (set(wrt) | given | {name for name, _ in assigns}) - other
+    while True:
+        wrong = {name for name, stmt in assigns if not _float_value(stmt, stmt.value, floats)}
+        if not wrong & floats:
+            return floats
+        floats -= wrong
+
+
+_ARITHMETIC = (ast.Add, ast.Sub, ast.Mult, ast.MatMult, ast.Pow, ast.Mod, ast.FloorDiv)
+# arrays made in float64 where no dtype is given (s2sad's `zeros_like` in code s2sad made:
+# a cotangent, float64 at least)
+_MADE = {np.zeros, np.ones, np.empty, np.eye, np.identity, np.linspace}
+_MADE |= {RUNTIME["zeros_like"], RUNTIME["sum_zeros_like"]}
+
+
+def _float_value(stmt, value: ast.expr, floats: set[str]) -> bool:
+    """Whether `value` certainly holds floats, given the names of `floats` do: NumPy's result
+    type of a float with anything (`idx * 1.0`, `x / 1`, `np.where(m, x, 0)`), an array made
+    with no dtype or a float one, a copy of a float array."""
+
+    def floating(node) -> bool:
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return any(floating(e) for e in node.elts)
+        return _float_value(None, node, floats)
+
+    if isinstance(value, ast.Constant):
+        return isinstance(value.value, (float, complex))
+    if isinstance(value, ast.Name):
+        return value.id in floats
+    if isinstance(value, ast.BinOp):
+        if isinstance(value.op, ast.Div):
+            return True
+        return isinstance(value.op, _ARITHMETIC) and (floating(value.left) or floating(value.right))
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, (ast.USub, ast.UAdd)):
+        return floating(value.operand)
+    if isinstance(value, ast.Subscript):  # an element or a part of a float array
+        return floating(value.value)
+    if not isinstance(value, ast.Call):
+        return False
+    callee, args, dtype = call_parts(value)
+    if dtype is not None:
+        if isinstance(dtype, ast.Attribute) and dtype.attr == "dtype":  # dtype=x.dtype
+            return floating(dtype.value)
+        spelled = spelled_dtype(dtype)
+        return spelled is not None and spelled.kind in "fc"
+    if callee in _MADE:
+        return True
+    if callee is np.full:
+        return len(args) > 1 and floating(args[1])
+    if callee in _LIKE:  # the dtype of the array it is like
+        return bool(args) and floating(args[0])
+    op = ir.op(stmt) if stmt is not None and ir.is_classified(stmt) else None
+    if op is None or op.kind != "rule":
+        return False
+    bound = op.bound
+    return any(floating(bound.args[p]) for p in op.bound.rule.differentiable(bound))
 
 
 def refuse_float_updates(parsed, params: dict) -> None:

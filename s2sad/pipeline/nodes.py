@@ -18,6 +18,12 @@ def call_of(func: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.parse(func, mode="eval").body, list(args), [])
 
 
+def weighed_by_dtype(value: ast.expr, array: str) -> ast.BinOp:
+    """`value * inexact(array)`: the derivative of a value stored into `array`, whose dtype is
+    known only at run time (zero where its integers truncate the value)."""
+    return ast.BinOp(value, ast.Mult(), call_of("inexact", load_name(array)))
+
+
 def assign_to(name: str, value: ast.expr) -> ast.Assign:
     return ast.Assign([ast.Name(name, ast.Store())], value)
 

@@ -129,47 +129,55 @@ class NumbaForms:
             if not masks:
                 continue
             tupled = isinstance(node.slice, ast.Tuple)
-            items = node.slice.elts if tupled else [node.slice]
-            checked, axis = [], 0
-            for i in items:
-                if any(i is m for m in masks):
-                    call = ast.Call(
-                        ast.Name("mask_fits", ast.Load()),
-                        [ast.Name(node.value.id, ast.Load()), ast.Constant(axis), i],
-                        [],
-                    )
-                    i = _at(call, stmt)
-                checked.append(i)
-                axis += not (isinstance(i, ast.Constant) and i.value is None)
+            items = list(node.slice.elts) if tupled else [node.slice]
+            for k, axis in masks:
+                call = ast.Call(
+                    ast.Name("mask_fits", ast.Load()),
+                    [ast.Name(node.value.id, ast.Load()), ast.Constant(axis), items[k]],
+                    [],
+                )
+                items[k] = _at(call, stmt)
             if tupled:
-                node.slice.elts = checked
+                node.slice.elts = items
             else:
-                node.slice = checked[0]
+                node.slice = items[0]
         return e
 
-    def _masks(self, node) -> list[ast.expr]:
-        """The axes of subscript `node` whose index may be a boolean array (`x[m]`, `x[y > 0]`,
-        `x[:, m]`): an item not known to be a number (`mask_fits` of an integer or an index
-        array is that index), where the array is a name. Each item takes one axis (`None`
-        none): after `...`, or after an item of several axes (a mask of them takes as many),
-        the axes are not counted, and nothing is checked. Every mask, in loops too: the code may be compiled
+    def _masks(self, node) -> list[tuple[int, int]]:
+        """(position, axis) of each item of subscript `node` that may be a boolean array (`x[m]`,
+        `x[y > 0]`, `x[:, m]`, `x[..., m]`): an item not known to be a number (`mask_fits` of
+        an integer or an index array is that index), where the array is a name. Each item
+        takes one axis (`None` none), counted from the front before `...` and from the back
+        after it (-1 the mask ending at the last axis, -2 one axis before it); past an item of
+        several axes (a mask of them takes as many) the axes are not counted, and nothing
+        further from its side is checked. Every mask, in loops too: the code may be compiled
         with Numba's checks (bounds.py could not place its own, an `emit --jit` module), which
         do not check a mask's length (break-it review)."""
         if not isinstance(node, ast.Subscript) or not isinstance(node.value, ast.Name):
             return []
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        out = []
-        for i in items:
-            if isinstance(i, ast.Constant) and i.value is Ellipsis:
-                break
+        dots = [k for k, i in enumerate(items) if isinstance(i, ast.Constant) and i.value is ...]
+        front = list(enumerate(items[: dots[0]] if dots else items))
+        back = list(reversed(list(enumerate(items))[dots[0] + 1 :])) if dots else []
+        out = self._counted(front, lambda axis: axis)
+        return out + self._counted(back, lambda axis: -axis - 1)
+
+    def _counted(self, items, axis_of) -> list[tuple[int, int]]:
+        """The masks among `items` (position, item), the axis of each given by `axis_of` of the
+        number of axes the items before it (in this order) take."""
+        out, axis = [], 0
+        for k, i in items:
             if isinstance(i, ast.Slice) or isinstance(i, ast.Constant):
+                axis += not (isinstance(i, ast.Constant) and i.value is None)
                 continue
             rank = self.rank_of(i)
             if rank == 0 or self._counter(i) or _called(i, "slice"):
+                axis += 1
                 continue
-            out.append(i)
+            out.append((k, axis_of(axis)))
             if isinstance(rank, int) and rank > 1:
                 break
+            axis += 1
         return out
 
     def _counter(self, item: ast.expr) -> bool:

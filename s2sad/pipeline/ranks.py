@@ -185,12 +185,7 @@ class Ranks:
         """The kind of an array made in the dtype it is given (`np.zeros(n, dtype=int)`,
         `a.astype(bool)`, `dtype=idx.dtype`) or in that of the array it copies (`np.zeros_like(idx)`,
         `idx.copy()`): where a store into it truncates, the store has no derivative."""
-        callee, args = ir.callee(node.func), list(node.args)
-        if callee is None and isinstance(node.func, ast.Attribute):
-            callee, args = METHODS.get(node.func.attr), [node.func.value] + args
-        dtype = {k.arg: k.value for k in node.keywords}.get("dtype")
-        if callee is astype and len(args) == 2:
-            dtype = args[1]
+        callee, args, dtype = call_parts(node)
         if dtype is not None and callee not in _LIKE | _FROM_SHAPE | {astype}:
             return None
         if isinstance(dtype, ast.Attribute) and dtype.attr == "dtype":  # dtype=idx.dtype
@@ -393,6 +388,18 @@ class Ranks:
         if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice):
             value = value.value
         return isinstance(value, ast.Name) and value.id in self.lists
+
+
+def call_parts(node: ast.Call) -> tuple:
+    """(the function, its positional arguments, the dtype it is given or None) of a call: a
+    method's array its first argument (`x.astype(t)` as `astype(x, t)`, dtype `t`)."""
+    callee, args = ir.callee(node.func), list(node.args)
+    if callee is None and isinstance(node.func, ast.Attribute):
+        callee, args = METHODS.get(node.func.attr), [node.func.value] + args
+    dtype = {k.arg: k.value for k in node.keywords}.get("dtype")
+    if callee is astype and len(args) == 2:
+        dtype = args[1]
+    return callee, args, dtype
 
 
 # the operators and functions that give integers of integers (and of booleans with them): a store

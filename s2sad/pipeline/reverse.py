@@ -34,6 +34,7 @@ from .nodes import (
     is_basic_index,
     load_name,
     subscript_index,
+    weighed_by_dtype,
 )
 from .reverse_control import BranchesAndLoops, Context
 from .tape import Marker
@@ -451,10 +452,9 @@ class Reverser(BranchesAndLoops):
                             part = call_of(
                                 "last_written", part, load_name(base), index_expr(clone(index))
                             )
+                        part = weighed_by_dtype(part, base) if op.weighed else part
                         contribution = self.scalars(
-                            call_of("unbroadcast", part, load_name(operand)),
-                            self.rank(ast.Subscript(load_name(base), index, ast.Load())),
-                            self.batched,
+                            call_of("unbroadcast", part, load_name(operand)), rank, self.batched
                         )
                         if self.batched:
                             contribution = rename_helpers(contribution)

@@ -17,7 +17,7 @@ from .dependence import dependents
 from ..errors import NoRuleError, UnsupportedSyntaxError
 from .normalize import NameAllocator
 from .names import names_mentioned, simple_statements
-from .nodes import batched_slice, call_of, load_name
+from .nodes import batched_slice, call_of, load_name, weighed_by_dtype
 from ..rules.batching import batch_adjoint
 from ..rules.registry import (
     EXPLICIT,
@@ -258,6 +258,8 @@ class Forward:
                 and (self.rank(value) is None or self.rank(value) != self.rank(slot))
             ):  # rows of a lower rank would broadcast against the wrong axes
                 tangent = call_of("batched_lift", tangent, clone(slot))
+            if op.weighed and isinstance(tangent, ast.Name):
+                tangent = weighed_by_dtype(tangent, op.target)
             return [ast.Assign([target], tangent)]
         if op.target is None or op.target not in self.active:
             return []

@@ -257,7 +257,7 @@ def _output_kind(out):
     return lambda out: out  # an array or an integer: grad_seed refuses it, as in Python
 
 
-@helper(nondiff=True)
+@helper(nondiff=True, shape_only=("x",))
 def inexact(x):
     """1.0 for a float value, 0.0 for integers and booleans: the weight of a derivative reaching
     a value whose dtype another argument chose (np.full_like(a, v) with an integer `a` is

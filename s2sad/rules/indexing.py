@@ -348,7 +348,8 @@ defvjp(
 
 @helper(nondiff=True)
 def mask_fits(x, axis, m):
-    """`m`, an index of `x` at `axis`: jitted code asks it of each index (numba_forms.py),
+    """`m`, an index of `x` at `axis` (a negative one counts from the back, after `...`: -1
+    for a mask ending at the last axis): jitted code asks it of each index (numba_forms.py),
     since Numba's `x[m]` takes a boolean mask shorter than the axis (its first elements) where
     NumPy raises IndexError; NumPy checks it itself."""
     return m
@@ -360,8 +361,9 @@ def _mask_fits(x, axis, m):
         return lambda x, axis, m: m  # (an integer or index array: Numba's bounds checks)
 
     def fits(x, axis, m):
+        start = axis if axis >= 0 else x.ndim + axis + 1 - m.ndim
         for d in range(m.ndim):
-            if axis + d >= x.ndim or m.shape[d] != x.shape[axis + d]:
+            if start < 0 or start + d >= x.ndim or m.shape[d] != x.shape[start + d]:
                 raise IndexError("boolean index did not match indexed array")
         return m
 

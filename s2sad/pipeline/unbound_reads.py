@@ -1,0 +1,144 @@
+"""Reads of a name that an `if` binds on some paths only (`if c: y = ...`, then `np.sum(y)`):
+where no branch that binds it ran, Python raises UnboundLocalError, and Numba reads a value
+no line computed (zero, or garbage) instead. Python mode and jitted code must agree, so such a
+read is refused before normalizing, in both.
+
+A read inside a later `if` is taken to follow the same condition (`if c: z = y`) and is let
+through, as is a read in a loop of a name the loop's body binds on any path (the value of a
+previous iteration: `if i == 0 or ...: y = ...`, then `s = s + y`): both are common and
+right. A loop's body is taken to run at least once, and only `return` and `raise` end a path.
+So this refuses what certainly depends on one `if`'s branch and misses the rest (an unrelated
+later condition, a loop that runs no iteration or whose first does not bind the name).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from ..errors import UnsupportedSyntaxError
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def refuse_unbound_reads(parsed) -> None:
+    """Raise UnsupportedSyntaxError at the first read of a name some `if` binds on some paths
+    only, outside any later `if`; see the module's docstring."""
+    declared = {
+        n
+        for node in ast.walk(parsed.tree)
+        if isinstance(node, (ast.Global, ast.Nonlocal))
+        for n in node.names
+    }
+    args = parsed.tree.args
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    _Paths(parsed, declared).block(parsed.tree.body, params, {}, frozenset())
+
+
+class _Paths:
+    def __init__(self, parsed, declared: set[str]):
+        self.parsed, self.declared = parsed, declared
+
+    def block(self, stmts, bound: set[str], maybe: dict, assumed: frozenset):
+        """The names bound after `stmts` on every path (None where every path returns or
+        raises) and those bound on some path (name -> the `if` that may skip it). `assumed`:
+        names taken as bound, inside a branch of a later `if`."""
+        bound, maybe = set(bound), dict(maybe)
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                self.reads(stmt.test, bound, maybe, assumed)
+                inside = assumed | set(maybe)
+                after = [self.block(b, bound, maybe, inside) for b in (stmt.body, stmt.orelse)]
+                for _, some in after:
+                    maybe.update(some)
+                paths = [b for b, _ in after if b is not None]
+                if not paths:
+                    return None, maybe
+                every = set.intersection(*paths)
+                for name in set.union(*paths) - every:
+                    maybe.setdefault(name, stmt)
+                bound = every
+            elif isinstance(stmt, (ast.For, ast.While)):
+                self.reads(
+                    stmt.iter if isinstance(stmt, ast.For) else stmt.test, bound, maybe, assumed
+                )
+                inside = bound | (_stored(stmt.target) if isinstance(stmt, ast.For) else set())
+                carried = set().union(*map(_stored, stmt.body))  # a previous iteration's
+                body, some = self.block(stmt.body, inside | carried, maybe, assumed)
+                maybe.update(some)
+                bound = inside | (body or set())
+                bound, some = self.block(stmt.orelse, bound, maybe, assumed)
+                maybe.update(some)
+                if bound is None:
+                    return None, maybe
+            elif isinstance(stmt, (ast.Return, ast.Raise)):
+                self.reads(stmt, bound, maybe, assumed)
+                return None, maybe
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                bound.add(stmt.name)
+            elif isinstance(stmt, ast.With):
+                for item in stmt.items:
+                    self.reads(item.context_expr, bound, maybe, assumed)
+                    bound |= _stored(item.optional_vars) if item.optional_vars else set()
+                bound, some = self.block(stmt.body, bound, maybe, assumed)
+                maybe.update(some)
+                if bound is None:
+                    return None, maybe
+            elif isinstance(stmt, (ast.Try, ast.Match) + _TRY_STAR):
+                bound |= _stored(stmt)  # (not followed: every name it binds taken as bound)
+            else:
+                self.reads(stmt, bound, maybe, assumed)
+                bound |= _stored(stmt)
+        return bound, maybe
+
+    def reads(self, node: ast.AST, bound: set[str], maybe: dict, assumed: frozenset) -> None:
+        inner = {
+            n.id
+            for c in ast.walk(node)
+            if isinstance(c, _COMPREHENSIONS)
+            for g in c.generators
+            for n in ast.walk(g.target)
+            if isinstance(n, ast.Name)
+        }
+        for n in _own_walk(node):
+            if (
+                isinstance(n, ast.Name)
+                and isinstance(n.ctx, ast.Load)
+                and n.id in maybe
+                and n.id not in bound | assumed | inner | self.declared
+            ):
+                where = self.parsed.file_line(maybe[n.id])
+                raise self.parsed.error(
+                    UnsupportedSyntaxError,
+                    f"`{n.id}` is read here, but the `if` at line {where} binds it on some paths "
+                    "only: where it is unbound, Python raises UnboundLocalError (and jitted "
+                    "code would read a value no line computed)",
+                    n,
+                    hint=f"bind `{n.id}` before that `if`, or in each of its branches",
+                )
+
+
+_TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+
+
+def _own_walk(node: ast.AST):
+    """The nodes of `node`, not of the lambdas and functions in it (their reads come later)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if not isinstance(n, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef)):
+            todo.extend(ast.iter_child_nodes(n))
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The names `node` binds in the function's scope (not a comprehension's own targets)."""
+    names = set()
+    for n in _own_walk(node):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+    for c in _own_walk(node):
+        if isinstance(c, _COMPREHENSIONS):
+            for g in c.generators:
+                names -= {t.id for t in ast.walk(g.target) if isinstance(t, ast.Name)}
+    return names
