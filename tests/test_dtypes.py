@@ -109,13 +109,28 @@ def load_emitted(tmp_path, name: str, mode: str, wrt):
     return getattr(module, f"{mode}_{name}")
 
 
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory):
+    """`emitted(name, mode, wrt)`: the function of an `s2sad emit --jit` module, each module
+    written and imported once for the file: its Numba functions compile once per kind of
+    arguments, not again in each parametrized test (an emitted module's forms are its own)."""
+    directory, loaded = tmp_path_factory.mktemp("emitted"), {}
+
+    def get(name: str, mode: str, wrt):
+        if (name, mode) not in loaded:
+            loaded[name, mode] = load_emitted(directory, name, mode, wrt)
+        return loaded[name, mode]
+
+    return get
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_a_rebound_parameters_gradient_keeps_its_dtype_jitted_and_emitted(tmp_path, dtype):
+def test_a_rebound_parameters_gradient_keeps_its_dtype_jitted_and_emitted(emitted, dtype):
     rng = np.random.default_rng(0)
     v, A = rng.normal(size=4).astype(dtype), rng.normal(size=(3, 4, 4)).astype(dtype)
     expected = s2sad.grad(rebinding, wrt=("v", "A"))(v, A)
-    emitted = load_emitted(tmp_path, "rebinding", "grad", ("v", "A"))
-    for got in (emitted(v, A), s2sad.grad(rebinding, wrt=("v", "A"), jit="strict")(v, A)):
+    grad = emitted("rebinding", "grad", ("v", "A"))
+    for got in (grad(v, A), s2sad.grad(rebinding, wrt=("v", "A"), jit="strict")(v, A)):
         for g, e, a in zip(got, expected, (v, A)):
             same_kind(g, a, "gradient")
             np.testing.assert_allclose(g, e, rtol=tolerance(a), atol=tolerance(a))
@@ -349,14 +364,14 @@ SCALARS["float64 0-d"] = lambda: np.array(0.3)
 
 
 @pytest.mark.parametrize("kind", list(SCALARS))
-def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(tmp_path, kind):
+def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(emitted, kind):
     x = SCALARS[kind]()
     expected = s2sad.grad(accumulated)(x, 3)
-    emitted = load_emitted(tmp_path, "accumulated", "grad", ("x",))
+    grad = emitted("accumulated", "grad", ("x",))
     strict = s2sad.grad(accumulated, jit="strict")(x, 3)
-    sweep = load_emitted(tmp_path, "accumulated", "vjp", ("x",)).__globals__
+    sweep = emitted("accumulated", "vjp", ("x",)).__globals__
     pulled = sweep["vjp_accumulated_sweep"](x, 3, np.ones((), np.result_type(x))[()])
-    for got in (strict, emitted(x, 3), pulled):
+    for got in (strict, grad(x, 3), pulled):
         same_kind(got, x, "gradient")
         np.testing.assert_allclose(got, expected, rtol=tolerance(x))
     out, tangent = s2sad.jvp(accumulated, jit="strict")(x, 3, tangent=x)
@@ -364,7 +379,7 @@ def test_a_loop_over_a_0d_value_compiles_and_emitted_modules_return_grads_kinds(
     same_kind(out, e_out, "jvp's value")
     same_kind(tangent, e_tangent, "jvp's tangent")
     np.testing.assert_allclose(tangent, e_tangent, rtol=tolerance(x))
-    value, grad = load_emitted(tmp_path, "total", "value_and_grad", ("x",))(x, False)
+    value, grad = emitted("total", "value_and_grad", ("x",))(x, False)
     e_value, e_grad = s2sad.value_and_grad(total, jit=True)(x, False)
     same_kind(value, e_value, "value")
     same_kind(grad, x, "value_and_grad's gradient")
