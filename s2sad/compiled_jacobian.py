@@ -403,8 +403,9 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
             checks.append(f"{n}.dtype is D{k} and {n}.ndim == {ndim}")
     lines = ["def call(args):", f"    if len(args) != {fast.given}:", "        return None"]
     if fast.given < len(args):  # the defaults as they are now (a changed one is checked below)
-        lines += [
-            f"    args = args + f.__defaults__[len(f.__defaults__) - {len(args) - fast.given}:]",
+        lines += [  # (none left, `f.__defaults__ = None`: the compiled path's call)
+            "    defaults = f.__defaults__ or ()",
+            f"    args = args + defaults[len(defaults) - {len(args) - fast.given}:]",
             f"    if len(args) != {len(args)}:",
             "        return None",
         ]
