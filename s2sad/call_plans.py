@@ -105,12 +105,13 @@ class Plan:
     signature's return type), and its workspace's `pool` (jit.py) with the positions of the
     arguments whose bytes decide whether a call takes it (`pool_for`)."""
 
-    __slots__ = ("namespace", "dispatcher", "floats", "pool", "sized")
+    __slots__ = ("namespace", "dispatcher", "returns", "floats", "pool", "sized")
 
     def __init__(self, namespace, dispatcher, args, pool=None, given=()):
         self.namespace = namespace
         self.dispatcher = dispatcher
-        self.floats = _float_positions(_return_type(dispatcher, args))
+        self.returns = _return_type(dispatcher, args)  # (Numba's type: fast_calls.py reads it)
+        self.floats = _float_positions(self.returns)
         self.pool = pool
         self.sized = tuple(i for i, a in enumerate(given) if type(a) is np.ndarray)
 

@@ -227,10 +227,7 @@ class WholeJacobians:
         fast = self.fast.get((len(args), call_key(args)))
         if fast is None or fast is self.last:
             return None
-        try:
-            result = fast.call(args)
-        except Exception as exc:  # noqa: BLE001  (the compiled path runs again, and raises)
-            return fast.failed(exc)
+        result = fast.call(args)
         if result is not None:
             self.last = fast
         return result
@@ -406,8 +403,9 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
             checks.append(f"{n}.dtype is D{k} and {n}.ndim == {ndim}")
     lines = ["def call(args):", f"    if len(args) != {fast.given}:", "        return None"]
     if fast.given < len(args):  # the defaults as they are now (a changed one is checked below)
-        lines += [
-            f"    args = args + f.__defaults__[len(f.__defaults__) - {len(args) - fast.given}:]",
+        lines += [  # (none left, `f.__defaults__ = None`: the compiled path's call)
+            "    defaults = f.__defaults__ or ()",
+            f"    args = args + defaults[len(defaults) - {len(args) - fast.given}:]",
             f"    if len(args) != {len(args)}:",
             "        return None",
         ]
@@ -422,7 +420,9 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
     value_names = [f"v{k}" for k in range(len(values))]
     if compiled.helpers or compiled.checks or compiled.pinned or compiled.data_specs:
         # the user's data and helpers read now, as the compiled path reads them at each call
-        lines += ["    values = compiled.read(f, None)", "    if values is None:"]
+        compiled.read(fast.func, None)  # (makes the reader, which the guard calls itself)
+        env["read"] = compiled._reader
+        lines += ["    values = read(f, None)", "    if values is None:"]
         lines.append("        return None")
     if values:
         value_checks = []
@@ -440,8 +440,13 @@ def _guarded_call(fast: FastJacobian, whole, args, values, blocks, wrt_tuple):
         env[f"BS{k}"], env[f"BD{k}"] = shape, dtype
         given = "" if dtype == np.float64 else f", BD{k}"  # (np.empty's default: faster)
         lines.append(f"    {n} = empty(BS{k}{given})")
-    lines.append(f"    if not whole({', '.join([*names, *value_names, *block_names])}):")
-    lines.append("        return None")
+    lines += [
+        "    try:",
+        f"        if not whole({', '.join([*names, *value_names, *block_names])}):",
+        "            return None",
+        "    except Exception as exc:  # noqa: BLE001  (the compiled path runs again, and raises)",
+        "        return fast.failed(exc)",
+    ]
     result = ", ".join(block_names) + ("," if len(blocks) == 1 else "")
     lines.append(f"    return ({result})" if wrt_tuple else f"    return {block_names[0]}")
     exec("\n".join(lines), env)

@@ -58,6 +58,11 @@ class Jacobian:
         functools.update_wrapper(self, f)
 
     def __call__(self, *args, **kwargs):
+        fast = self._whole.last
+        if fast is not None and not kwargs:  # (compiled_jacobian.py: its guard first)
+            result = fast.call(args)
+            if result is not None:
+                return result
         try:
             return self._call(args, kwargs)
         except NoRuleError as exc:
@@ -71,14 +76,12 @@ class Jacobian:
             raise first from None
 
     def _call(self, args, kwargs):
+        fast = None  # (__call__ tried the last whole Jacobian on a call by position)
         if kwargs:  # the same call by position, which the compiled paths take
             args, kwargs = self._by_position(args, kwargs)
-        fast = self._whole.last
-        if fast is not None and not kwargs:  # (compiled_jacobian.py)
-            try:
-                result = fast.call(args)
-            except Exception as exc:  # noqa: BLE001  (the compiled path runs again, and raises)
-                result = fast.failed(exc)
+            fast = self._whole.last
+        if not kwargs:  # (compiled_jacobian.py)
+            result = None if fast is None else fast.call(args)
             if result is None:
                 result = self._whole.other(args)
             if result is not None:

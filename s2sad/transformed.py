@@ -13,8 +13,9 @@ import numbers
 import numpy as np
 
 from .errors import S2SADError, SeedShapeError
-from .call_plans import ANEW, Deferred, keep, signature_key, tree_key
+from .call_plans import ANEW, PLANS_KEPT, Deferred, keep, signature_key, tree_key
 from .conform import owned_gradients
+from .fast_calls import fast_call
 from .callables import FlatBound, Target
 from .jit import Jitted
 from .generated_lines import note_user_line, user_lines
@@ -76,6 +77,7 @@ class Transformed:
         self._layout = [(None, (n,)) for n in self.wrt]
         self._positional = tuple(self.signature.parameters) if plain and simple else None
         self._plans = {}  # signature_key -> what a jitted call by position decided (_planned)
+        self._fasts = {}  # signature_key -> (its plan, the lean call made of it: _fast_for)
         self._value_dtypes = {}  # kinds of arguments -> Python mode's dtype of the value (_value)
         self._what = Deferred(self.jit_label)
         self._pullback_what = Deferred(lambda: f"the pullback of {self.jit_label()}")
@@ -221,7 +223,14 @@ class Transformed:
             )
         return result[1]
 
+    _fast = None  # the lean call of the last planned kind (fast_calls.py), tried first
+
     def __call__(self, *args, **kwargs):
+        fast = self._fast
+        if fast is not None and not kwargs:
+            result = fast(args)
+            if result is not ANEW:
+                return result
         result = self._call(args, kwargs)
         if not self.has_aux:
             return result
@@ -311,6 +320,15 @@ class Transformed:
         args = tuple(args)
         jitted_key = None if values else key[1] if template is not None else key
         result = compiled.jitted(args + values, self.jit == "strict", None, self._what, jitted_key)
+        out = self._planned_result(result, args, values, wrt, template, call)
+        if template is None and not self.has_aux:  # (the next call of this kind: fast_calls.py)
+            self._fast = self._fast_for(plan, key, args, values)
+        return out
+
+    def _planned_result(self, result, args, values, wrt, template=None, call=None):
+        """What a planned call returns from the compiled code's `result` (retyped by its Plan):
+        the output's kind checked, the gradients made the caller's own (and regrouped into the
+        trees of `template`), the value in Python mode's dtype."""
         grad_seed(result[0])  # (as _call: the output's kind refused as Python mode does)
         grads = result[1] if len(wrt) > 1 else (result[1],)
         out = owned_gradients(grads, [args[i] for i in wrt], list(args))
@@ -319,7 +337,17 @@ class Transformed:
         out = tuple(out) if self.wrt_tuple else out[0]
         if self.mode == "grad":
             return out
-        return self._value(result[0], args + values, call, {}), out
+        return self._value(result[0], args + values, args if call is None else call, {}), out
+
+    def _fast_for(self, plan, key, args, values):
+        """The lean call (fast_calls.py) of `plan`, made at its first planned call; None where
+        it has none."""
+        made = self._fasts.get(key)
+        if made is None or made[0] is not plan:
+            if len(self._fasts) >= PLANS_KEPT:
+                self._fasts.clear()
+            made = self._fasts[key] = (plan, fast_call(self, plan, args, values))
+        return made[1]
 
     def _value(self, value, given, args, kwargs):
         """A jitted value that is a number, in the dtype Python mode gives it: Numba types a

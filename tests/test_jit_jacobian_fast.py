@@ -401,7 +401,8 @@ def with_a_default(p, obs, c=2.0):
 
 def test_an_argument_left_to_its_default():
     """The defaults a call leaves are read at each call, as the compiled path reads them: a
-    changed default gives its numbers, a default of another kind goes the compiled path."""
+    changed default gives its numbers, a default of another kind (or none) goes the compiled
+    path."""
     J = s2sad.jacobian(with_a_default, jit="strict")
     plain = s2sad.jacobian(with_a_default)
     p, obs = np.linspace(0.1, 0.9, 6), np.array([0.5, -1.0, 2.0])
@@ -415,6 +416,10 @@ def test_an_argument_left_to_its_default():
         with_a_default.__defaults__ = (np.array([1.0, 2.0, 3.0]),)
         assert not served(J, (p, obs))
         assert_same(J(p, obs), plain(p, obs))
+        with_a_default.__defaults__ = None  # none left: the call misses an argument
+        assert not served(J, (p, obs))
+        with pytest.raises(TypeError, match="'c'"):
+            J(p, obs)
     finally:
         with_a_default.__defaults__ = (2.0,)
     assert_same(J(p, obs, c=2.0), plain(p, obs))  # by keyword: as by position

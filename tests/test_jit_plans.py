@@ -73,6 +73,36 @@ def test_arguments_are_still_checked_after_a_plan(grad_weighted):
     np.testing.assert_allclose(grad_weighted(x), 2 * W * x)
 
 
+def test_a_planned_kind_takes_the_lean_call_which_checks_what_can_change(grad_weighted):
+    """From the third call of one kind a generated call runs the dispatcher itself
+    (s2sad/fast_calls.py, 25 Python functions a call fewer): it declines other kinds (they go
+    the planned way), and an array gradient that may share memory with an argument (Numba's own
+    array passed back, or one it did not allocate) is asked about, and copied where it does."""
+    from s2sad.call_plans import ANEW
+
+    x = np.array([0.5, -1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_allclose(grad_weighted(x), 2 * W * x)
+    fast = grad_weighted._fast
+    assert fast is not None and "MSM(g0, a0) or MSM(g0, v0)" in fast.text
+    for other in (x[::2], x.astype(np.float32), x[None], 1.0):
+        assert fast((other,)) is ANEW
+    assert fast((x, x)) is ANEW
+    made = grad_weighted(x)  # an array Numba made, passed back: not one owning its memory
+    g = grad_weighted(made)
+    assert not np.shares_memory(g, made) and grad_weighted._fast is fast
+    np.testing.assert_allclose(g, 2 * W * made)
+    shared = pytest.MonkeyPatch()  # as if Numba had not made it and it shared x's memory
+    shared.setitem(fast.__globals__, "MI", type(None))
+    shared.setitem(fast.__globals__, "MSM", lambda a, b: True)
+    try:
+        g = fast((x,))
+    finally:
+        shared.undo()
+    assert g is not ANEW and g.flags.owndata
+    np.testing.assert_allclose(g, 2 * W * x)
+
+
 def test_value_types_and_numpy_scalars_beside_float32(tmp_path, monkeypatch):
     """value_and_grad's value comes back as NumPy gives it, and a NumPy float64 scalar beside a
     float32 array (which the key does not tell from a Python float) keeps float64's route."""
