@@ -119,7 +119,7 @@ def test_range_with_start_and_step():
     y, k = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 1.5, 5)
     g = s2sad.grad(strided_steps, wrt=("y", "k"), jit="strict")
     source = _fused_source(g, y, k, 9)  # (the rows take a slot of the workspace)
-    assert "len(range(1, n, 2))" in source and "pooled_row_tape(workspace, " in source
+    assert re.search(r"pooled_row_tape\(workspace, \d+, y, len\(range\(1, n, 2\)\)\)", source)
     for n in (0, 2, 9):
         check_grad(strided_steps, (y, k, n), wrt=("y", "k"))
         _same_as_python(strided_steps, (y, k, n), ("y", "k"))

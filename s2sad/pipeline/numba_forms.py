@@ -86,7 +86,9 @@ class NumbaForms:
         return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
 
     def _statement(self, stmt: ast.stmt) -> ast.stmt:
-        if isinstance(stmt, ast.FunctionDef) or (isinstance(stmt, REPEATED) and not self.checks):
+        if isinstance(stmt, ast.FunctionDef) or (
+            isinstance(stmt, REPEATED) and not self.checks and not _makes_rows(stmt)
+        ):
             return stmt
         looped, counters = self.looped, self.counters
         self.looped = looped or isinstance(stmt, REPEATED)  # (masks checked there, no slots)
@@ -219,6 +221,11 @@ class NumbaForms:
     def parameter(self, slots: int) -> list[str]:
         """The parameter a function of `slots` slots takes last: `workspace=None`, or none."""
         return [f"{self.workspace}=None"] if slots else []
+
+
+def _makes_rows(stmt: ast.stmt) -> bool:
+    """Whether a loop makes a tape of rows (a slot, where nothing else in it takes one)."""
+    return any(_called(n, *_IN_LOOPS) for n in ast.walk(stmt))
 
 
 def _counted(loop: ast.For) -> bool:
