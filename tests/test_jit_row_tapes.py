@@ -14,6 +14,7 @@ import pytest
 
 import s2sad
 from conftest import check_grad
+from test_jit_fuse_stores import rhs_steps
 
 numba = pytest.importorskip("numba")
 
@@ -305,30 +306,21 @@ def test_a_loop_over_underscore_names_its_count_step_taped():
     _same_as_python(unnamed_steps, (x, 4), 0)
 
 
-def shifted_steps(x, n):  # `y[:-1]`, a view of the array the last step made, on the tape
-    y = np.zeros_like(x)
-    for _ in range(n):
-        z = np.zeros_like(y)
-        z[0] = x[0]
-        z[1:] = x[1:] * y[:-1]
-        y = y + 0.1 * z
-    return np.sum(y * y)
-
-
 def test_views_go_into_rows_of_the_workspace():
-    """A tape of views (`view_rows`) keeps the arrays on a list where the call has no workspace
-    and copies them into rows of it where it has one (the RK4 ODE's tapes: 320 MB of fresh pages
-    a call before): the second call reuses the rows the first laid out, the same numbers."""
+    """rhs_steps keeps `y[:-1]`, a view of the array the last step made, on a tape of views
+    (`view_rows`): a list of the arrays where the call has no workspace, rows of it the elements
+    are copied into where it has one (the RK4 ODE's tapes: 320 MB of fresh pages a call before).
+    The second call reuses the rows the first laid out, and gives the same numbers."""
     x = np.linspace(0.5, 1.0, 20000)  # 160 KB: a workspace, rows of 8 x 160 KB
-    g = s2sad.grad(shifted_steps, wrt=0, jit="strict")
-    plain = s2sad.grad(shifted_steps, wrt=0)(x, 8)
+    g = s2sad.grad(rhs_steps, wrt=0, jit="strict")
+    plain = s2sad.grad(rhs_steps, wrt=0)(x, 8)
     for _ in range(2):
         np.testing.assert_allclose(g(x, 8), plain, rtol=1e-12)
     source = s2sad.source(g)
     assert "pooled_view_rows(workspace," in source and "push_view(" in source
     [pool] = g.compiled.jitted.pools.values()
     assert pool.kept_bytes() >= 8 * (x.nbytes - 8) and pool.asked
-    check_grad(shifted_steps, (x[:6], 3), wrt=0)  # (Python mode: lists)
+    check_grad(rhs_steps, (x[:6], 3), wrt=0)  # (Python mode: lists)
 
 
 def test_view_rows_python_forms_are_lists():
