@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import workspace
-from .rules.pools import POOLED_BYTES
 
 _FINGERPRINT = []  # Numba's compute_fingerprint, once Numba is loaded (jit.py loads it)
 
@@ -133,7 +132,7 @@ class Plan:
         size = 0
         for i in self.sized:
             size += args[i].nbytes
-        return pool if size >= POOLED_BYTES else None
+        return pool if workspace.takes(pool, size) else None
 
     def retype(self, result):
         """`result` with the Python floats Numba returned as the NumPy numbers of the compiled

@@ -309,7 +309,9 @@ class Jitted:
             try:
                 dispatcher, pool = self.namespace[name], self.pools.get(name)
                 called = args
-                if pool is not None and pooling(args):  # its large arrays in this thread's buffers
+                if pool is not None and pooling(
+                    args, pool
+                ):  # its large arrays in this thread's buffers
                     result, called = pool.call(dispatcher, args)
                 else:
                     result = dispatcher(*args)

@@ -8,14 +8,14 @@ own memory, for the calls `Jitted` makes:
 - the code Numba compiles takes it (pipeline/numba_forms.py writes it in, and `s2sad.source`
   shows it): each top-level function a last parameter, `workspace=None`, and each allocation
   its body makes outside loops (`np.empty`, `np.zeros`, a stack product, an array's arithmetic:
-  rules/pools.py) a slot of it; called without a workspace (by the Python fallback, another
+  rules/pools.py), and each tape of rows, a slot of it; called without a workspace (by the Python fallback, another
   generated function) each allocation is what it was;
 - `Pool.call` hands the compiled function this thread's arena of bytes and a table of a region
   of it per slot, laid out after each call for the sizes that call asked (POOLED_BYTES or
   more): the same arena while it holds them and is at most twice their size, else a new one.
 
 What it keeps: per compiled function and per thread, the large arrays (POOLED_BYTES or more)
-its last call made outside loops, at most twice their bytes (GMM d=64 K=200 n=1e4: four 1 GB
+its last call made outside loops and its loops' tapes of rows, at most twice their bytes (GMM d=64 K=200 n=1e4: four 1 GB
 arrays; peak memory is that of a call without it, plus the old arena while a call of larger
 shapes runs). A thread's arena goes when the thread ends; all of them with the compiled code
 (which the transform cache keeps while the process runs), or at `s2sad.release_workspaces()`;
@@ -49,6 +49,9 @@ class Pool:
 
     def __init__(self, slots: int):
         self.slots = slots
+        # whether its last call asked a region: calls on arguments under POOLED_BYTES take the
+        # workspace while it does (`takes`)
+        self.asked = True
         self.local = threading.local()
         _POOLS.add(self)
 
@@ -69,7 +72,8 @@ class Pool:
             result = dispatcher(*called)
         finally:
             local.busy = False
-        if local.arena.size or table[0].max() >= POOLED_BYTES:
+        self.asked = table[0].max() >= POOLED_BYTES
+        if local.arena.size or self.asked:
             result = self._owned(result, local)
             self._lay_out(local)
         return result, called
@@ -142,14 +146,28 @@ def release_workspaces() -> None:
 ENABLED = os.environ.get("S2SAD_WORKSPACE", "1") != "0"
 
 
-def pooling(args=()) -> bool:
+def pooling(args=(), pool=None) -> bool:
     """Whether a call on `args` takes a workspace: where its arrays hold POOLED_BYTES or more
     together (a call on small arrays makes no array the pool would keep, and passing the
     workspace costs Numba's typing of one more argument: 130 µs a call of GMM's d=2 gradient,
-    about 40% of it) and `ENABLED`. (A planned call decides as this, call_plans.Plan.pool_for.)"""
+    about 40% of it), or MIDDLE_BYTES or more where `pool`'s last call asked a region (`takes`),
+    and `ENABLED`. (A planned call decides as this, call_plans.Plan.pool_for.)"""
     if not ENABLED:
         return False
     size = 0
     for a in args:
         size += getattr(a, "nbytes", 0)
-    return size >= POOLED_BYTES
+    return takes(pool, size)
+
+
+# Arguments of this many bytes take the workspace where the function's last call asked a
+# region: a loop's tape of rows holds all its steps (the RK4 ODE at n=1e5: x 800 KB, four tapes
+# of 80 MB each, their pages faulted at every call without one: 30% of its gradient's time).
+MIDDLE_BYTES = 1 << 16
+
+
+def takes(pool, size: int) -> bool:
+    """Whether a call on arrays of `size` bytes in all takes `pool`'s workspace."""
+    if size >= POOLED_BYTES:
+        return True
+    return size >= MIDDLE_BYTES and pool is not None and pool.asked

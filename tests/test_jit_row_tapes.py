@@ -14,6 +14,7 @@ import pytest
 
 import s2sad
 from conftest import check_grad
+from test_jit_fuse_stores import rhs_steps
 
 numba = pytest.importorskip("numba")
 
@@ -118,7 +119,8 @@ def test_known_trip_count_records_rows():
 def test_range_with_start_and_step():
     y, k = np.linspace(-1.0, 1.0, 5), np.linspace(0.5, 1.5, 5)
     g = s2sad.grad(strided_steps, wrt=("y", "k"), jit="strict")
-    assert "row_tape(y, len(range(1, n, 2)))" in _fused_source(g, y, k, 9)
+    source = _fused_source(g, y, k, 9)  # (the rows take a slot of the workspace)
+    assert re.search(r"pooled_row_tape\(workspace, \d+, y, len\(range\(1, n, 2\)\)\)", source)
     for n in (0, 2, 9):
         check_grad(strided_steps, (y, k, n), wrt=("y", "k"))
         _same_as_python(strided_steps, (y, k, n), ("y", "k"))
@@ -137,8 +139,12 @@ def test_nested_loops_share_one_count_and_rows_for_both():
     source = _fused_source(s2sad.grad(gated_layers, wrt=("x", "w"), jit="strict"), x, w, 5, 3)
     assert "j_taped" in source and "* m" in source  # rows for n * m inner iterations
     # the gate is written into a buffer made before the loops: its rows are made there too
-    made = source.index("gate_tape = rows_like(gate_buffer, j_trips)")
-    assert made < source.index("\n    for t in range(n):") and "row_tape(gate," not in source
+    made = re.search(
+        r"gate_tape = pooled_rows_like\(workspace, \d+, gate_buffer, j_trips\)", source
+    )
+    assert (
+        made.start() < source.index("\n    for t in range(n):") and "row_tape(gate," not in source
+    )
     # the shapes the adjoint reads go into rows of integers, counted with the gate's
     assert re.search(r"gate_mul_tape = shape_rows\(j_trips\d*, 1\)", source)
     assert re.search(r"push_shape_row\(gate_mul_tape, j_taped\d*, gate_mul\.shape\)", source)
@@ -298,3 +304,29 @@ def test_a_loop_over_underscore_names_its_count_step_taped():
     assert "step_taped = 0" in source and "__taped" not in source
     check_grad(unnamed_steps, (x, 4), wrt=0)
     _same_as_python(unnamed_steps, (x, 4), 0)
+
+
+def test_views_go_into_rows_of_the_workspace():
+    """rhs_steps keeps `y[:-1]`, a view of the array the last step made, on a tape of views
+    (`view_rows`): a list of the arrays where the call has no workspace, rows of it the elements
+    are copied into where it has one (the RK4 ODE's tapes: 320 MB of fresh pages a call before).
+    The second call reuses the rows the first laid out, and gives the same numbers."""
+    x = np.linspace(0.5, 1.0, 20000)  # 160 KB: a workspace, rows of 8 x 160 KB
+    g = s2sad.grad(rhs_steps, wrt=0, jit="strict")
+    plain = s2sad.grad(rhs_steps, wrt=0)(x, 8)
+    for _ in range(2):
+        np.testing.assert_allclose(g(x, 8), plain, rtol=1e-12)
+    source = s2sad.source(g)
+    assert "pooled_view_rows(workspace," in source and "push_view(" in source
+    [pool] = g.compiled.jitted.pools.values()
+    assert pool.kept_bytes() >= 8 * (x.nbytes - 8) and pool.asked
+    check_grad(rhs_steps, (x[:6], 3), wrt=0)  # (Python mode: lists)
+
+
+def test_view_rows_python_forms_are_lists():
+    from s2sad.rules.tapes import pop_row, push_view, view_rows
+
+    y = np.arange(4.0)
+    tape = view_rows(y[1:], 2)
+    push_view(tape, 0, y[1:])
+    assert pop_row(tape, 0).base is y and tape == []

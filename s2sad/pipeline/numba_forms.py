@@ -16,7 +16,9 @@ call (outside loops, into `if`s), in one walk:
   other index. Every statement's, loops' too.
 
 Loops' statements (fusion's, the user's) take no slot: a slot taken in a loop would be one
-array for every iteration. The statements changed are copies (the unfused code's and the
+array for every iteration. Save a loop's tapes of rows, made at its first push (row_tapes.py:
+`row_tape`, `view_rows`): their helpers hand a slot's region out once a call, a fresh array
+after that. The statements changed are copies (the unfused code's and the
 fused code's share nodes), each keeping its statement's line and origin (the `# line` comments,
 and messages naming the user's line); the text `s2sad.source` shows is the text Numba compiles.
 """
@@ -31,7 +33,16 @@ from ..rules.pools import POOLED_BYTES
 
 # allocations of generated code -> the helper taking a slot (rules/pools.py)
 _NUMPY = {"empty": "pooled", "zeros": "pooled_zeros"}
-_HELPERS = {"matmul_stacks": ("pooled_matmul", 2), "matmul_vjp_rhs": ("pooled_matmul_vjp_rhs", 3)}
+_HELPERS = {
+    "matmul_stacks": ("pooled_matmul", 2),
+    "matmul_vjp_rhs": ("pooled_matmul_vjp_rhs", 3),
+    "rows_like": ("pooled_rows_like", 2),
+    "row_tape": ("pooled_row_tape", 2),
+    "view_rows": ("pooled_view_rows", 2),
+}
+# made at a loop's first push (row_tapes.py), so in the loop: a slot all the same (the helper
+# hands the slot's region out once a call)
+_IN_LOOPS = frozenset({"row_tape", "view_rows"})
 _BINARY = {
     ast.Sub: "pooled_subtract",
     ast.Add: "pooled_add",
@@ -75,7 +86,9 @@ class NumbaForms:
         return [self._statement(s) if isinstance(s, ast.stmt) else s for s in stmts]
 
     def _statement(self, stmt: ast.stmt) -> ast.stmt:
-        if isinstance(stmt, ast.FunctionDef) or (isinstance(stmt, REPEATED) and not self.checks):
+        if isinstance(stmt, ast.FunctionDef) or (
+            isinstance(stmt, REPEATED) and not self.checks and not _makes_rows(stmt)
+        ):
             return stmt
         looped, counters = self.looped, self.counters
         self.looped = looped or isinstance(stmt, REPEATED)  # (masks checked there, no slots)
@@ -95,7 +108,7 @@ class NumbaForms:
             isinstance(new, ast.Assign)
             and len(new.targets) == 1
             and isinstance(new.targets[0], ast.Name)
-            and not looped
+            and (not looped or _called(new.value, *_IN_LOOPS))
         ):
             new.value = self._pooled(new.value, stmt)
         changed = any(getattr(new, f, None) is not getattr(stmt, f, None) for f in stmt._fields)
@@ -216,6 +229,11 @@ class NumbaForms:
     def parameter(self, slots: int) -> list[str]:
         """The parameter a function of `slots` slots takes last: `workspace=None`, or none."""
         return [f"{self.workspace}=None"] if slots else []
+
+
+def _makes_rows(stmt: ast.stmt) -> bool:
+    """Whether a loop makes a tape of rows (a slot, where nothing else in it takes one)."""
+    return any(_called(n, *_IN_LOOPS) for n in ast.walk(stmt))
 
 
 def _counted(loop: ast.For) -> bool:

@@ -23,14 +23,17 @@ shape, a large array) goes onto a list beside them, so the rows need no proof of
 The values pushed together at one place (the end of a loop's body) share one count. A tape
 stays a list where it is pushed at more than one place (a `break` pushes what the body's end
 would), popped other than into a name as one run, where the name it is popped into is written
-into by the adjoint (a row is a copy, not the array the primal had), where its value is an
-array bound to a subscript (a view, which a list keeps without copying its elements), where
+into by the adjoint (a row is a copy, not the array the primal had), where
 the value's rank is not known, or where a loop around the push is a `while` or a `for` whose
 trip count an enclosing loop may change (`range(t)` in a loop over `t`). A tape of an array's
 shapes (shape_tapes.py: `shape_push(x_tape, x)`, not proven of one shape) pushed and popped in
 the runs of a group goes into rows of integers counted with it (`x_tape = shape_rows(trips, 1)`,
 `push_shape_row(x_tape, t_taped, x.shape)`, `x = pop_shape_row(x_tape, t_taped, x)`): the push
-takes the shape alone, no reference to the array. The pass runs on the
+takes the shape alone, no reference to the array. A tape of arrays bound to a subscript (views,
+`z = y[:-1]`) is made by `view_rows` and pushed by `push_view`: compiled without a workspace, a
+list keeping the views uncopied (rows made afresh cost the RK4 ODE at n=1000 twice the list's
+time); with one, rows in it the elements are copied into (rules/pools.py: at n=1e5 the list
+held 320 MB of arrays the steps made, fresh pages at every call). The pass runs on the
 fused jitted code only (not on threads): the unfused code, its fallback, keeps lists. It
 consumes and produces statement lists."""
 
@@ -80,8 +83,8 @@ def row_tapes(
         and _known_trips(pushes[t][0][2])
         and pops[t][0][1].targets[0].id not in written
         and isinstance(rank_of(pops[t][0][1].targets[0]), int)
-        and pops[t][0][1].targets[0].id not in views
     }
+    viewed = {t for t in ok if pops[t][0][1].targets[0].id in views}
     shapes = {  # tapes of shapes not proven fixed (shape_tapes.py), used by one push and pop
         s.targets[0].id for s in inits if _unfixed_shape_tape(s) and uses.get(s.targets[0].id) == 2
     }
@@ -113,7 +116,7 @@ def row_tapes(
             capacity = load_name(trips)
         else:
             bound = None
-        _rewrite_pushes(block, pushed, count, capacity, bound, shaped)
+        _rewrite_pushes(block, pushed, count, capacity, bound, shaped, viewed)
         _rewrite_pops(pop_block, popped, count, shaped)
     return [s for s in inits if s.targets[0].id not in converted] + counts, primal, adjoint
 
@@ -361,11 +364,12 @@ def _run(block: list, stmts: list, alike) -> list:
 
 
 def _rewrite_pushes(
-    block: list, pushed: list, count: str, capacity: ast.expr, bound, shaped: dict
+    block: list, pushed: list, count: str, capacity: ast.expr, bound, shaped: dict, viewed: set
 ) -> None:
     """The pushes `pushed` in `block` become `push_row`s after one `if count == 0:` making the
     rows (after `bound`, the trip count's name bound, where given), and the count goes up after
-    the last push of their run; the pushes of `shaped`'s tapes of shapes, `push_shape_row`s."""
+    the last push of their run; the pushes of `shaped`'s tapes of shapes, `push_shape_row`s;
+    those of `viewed`'s tapes (of views), `push_view`s onto `view_rows`."""
     makes, at = [bound] if bound is not None else [], [_index(block, s) for s in pushed]
     for tape, (push, _, axes) in shaped.items():
         k, value = _index(block, push), push.value.args[1].id
@@ -379,9 +383,10 @@ def _rewrite_pushes(
     for i in at[: len(pushed)]:
         stmt = block[i]
         tape, value = stmt.value.func.value.id, stmt.value.args[0]
-        make = assign_to(tape, call_of("row_tape", clone(value), clone(capacity)))
+        made, pushing = ("view_rows", "push_view") if tape in viewed else ("row_tape", "push_row")
+        make = assign_to(tape, call_of(made, clone(value), clone(capacity)))
         makes.append(_copied(make, stmt))
-        push = call_of("push_row", load_name(tape), load_name(count), value)
+        push = call_of(pushing, load_name(tape), load_name(count), value)
         block[i] = _copied(ast.Expr(push), stmt)
     last = max(at)
     while last + 1 < len(block) and _push_like(block[last + 1]):

@@ -68,7 +68,9 @@ def _made_before(loop: ast.For, before: set) -> list:
                 moved.append(s)  # (rows of integers: known before the loop)
             elif _row_make(s):
                 value = s.value.args[0]
-                buffer = buffers.get(value.id) if isinstance(value, ast.Name) else None
+                buffer = None
+                if isinstance(value, ast.Name) and s.value.func.id == "row_tape":
+                    buffer = buffers.get(value.id)
                 if buffer is None:
                     kept.append(s)
                 else:
@@ -121,7 +123,7 @@ def _row_make(stmt) -> bool:
         isinstance(stmt, ast.Assign)
         and isinstance(stmt.value, ast.Call)
         and isinstance(stmt.value.func, ast.Name)
-        and stmt.value.func.id in ("row_tape", "shape_rows")
+        and stmt.value.func.id in ("row_tape", "shape_rows", "view_rows")
     )
 
 

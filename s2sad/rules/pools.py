@@ -19,6 +19,7 @@ from .common import _array
 from .helpers import helper, numba_jitable, numba_of, type_test
 from .matrix_products import _mm_stacks_into
 from .products import matmul_stacks, matmul_vjp_rhs
+from .tapes import row_tape, rows_like, view_rows
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
@@ -67,6 +68,16 @@ def _slot_view(workspace, slot, shape, dtype, item_bytes):
         start = table[1, slot]
         return arena[start : start + nbytes].view(dtype).reshape(shape)
     return np.empty(shape, dtype)
+
+
+@numba_jitable
+def _first_slot_view(workspace, slot, shape, dtype, item_bytes):
+    """`_slot_view`, the first time the call asks the slot; a fresh array after that (a tape of
+    rows made again in one call, once its rows are popped: a row popped before, a view, may
+    still be read, so the region is not handed out twice)."""
+    if workspace[0][0, slot] != 0:
+        return np.empty(shape, dtype)
+    return _slot_view(workspace, slot, shape, dtype, item_bytes)
 
 
 @helper(nondiff=True)
@@ -236,3 +247,60 @@ def _pooled_divide(workspace, slot, a, b):
         return out
 
     return divided
+
+
+@helper(nondiff=True)
+def pooled_row_tape(workspace, slot, x, capacity):
+    """`row_tape(x, capacity)` (rules/tapes.py), its rows in a slot of the call's workspace.
+    A loop's tape of rows holds every step's values at once (the RK4 ODE at n=1e5: four tapes
+    of 80 MB), which a fresh array takes as fresh pages at each call."""
+    return []
+
+
+@numba_of(pooled_row_tape)
+def _pooled_row_tape(workspace, slot, x, capacity):
+    if _no_workspace(workspace) or not isinstance(x, (types.Array, types.Number)):
+        return lambda workspace, slot, x, capacity: row_tape(x, capacity)
+    if isinstance(x, types.Array):
+        size, dtype = as_dtype(x.dtype).itemsize, as_dtype(x.dtype)
+        return lambda workspace, slot, x, capacity: _first_slot_view(
+            workspace, slot, (capacity,) + x.shape, dtype, size
+        )
+    size, dtype = as_dtype(x).itemsize, as_dtype(x)
+    return lambda workspace, slot, x, capacity: _first_slot_view(
+        workspace, slot, (capacity,), dtype, size
+    )
+
+
+@helper(nondiff=True)
+def pooled_rows_like(workspace, slot, buffer, capacity):
+    """`rows_like(buffer, capacity)` (rules/tapes.py), its rows in a slot of the call's
+    workspace."""
+    return []
+
+
+@numba_of(pooled_rows_like)
+def _pooled_rows_like(workspace, slot, buffer, capacity):
+    if _no_workspace(workspace) or not isinstance(buffer, types.Array):
+        return lambda workspace, slot, buffer, capacity: rows_like(buffer, capacity)
+    size, dtype = as_dtype(buffer.dtype).itemsize, as_dtype(buffer.dtype)
+    return lambda workspace, slot, buffer, capacity: _first_slot_view(
+        workspace, slot, (capacity,) + buffer.shape, dtype, size
+    )
+
+
+@helper(nondiff=True)
+def pooled_view_rows(workspace, slot, x, capacity):
+    """`view_rows(x, capacity)` (rules/tapes.py): with a workspace, rows in a slot of it, each
+    view's elements copied into its row (the RK4 ODE at n=1e5: 4 x 800 KB a step, where the
+    list kept the 800 KB arrays each step made, fresh pages at each call: 110 of its 360 ms);
+    without one, the list of the views themselves (at n=1000 rows made afresh, 3.2 MB a call,
+    took twice the list's time)."""
+    return []
+
+
+@numba_of(pooled_view_rows)
+def _pooled_view_rows(workspace, slot, x, capacity):
+    if _no_workspace(workspace) or not isinstance(x, types.Array):
+        return lambda workspace, slot, x, capacity: view_rows(x, capacity)
+    return _pooled_row_tape(workspace, slot, x, capacity)

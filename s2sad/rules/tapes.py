@@ -227,4 +227,41 @@ def pop_row(tape, k):
 
 @numba_of(pop_row)
 def _pop_row(tape, k):
+    if isinstance(tape, types.List):  # (views kept as they were: `view_rows`)
+        return lambda tape, k: tape.pop()
     return lambda tape, k: tape[k]
+
+
+@helper(nondiff=True)
+def view_rows(x, capacity):
+    """A tape for `capacity` arrays like `x`, each bound to a subscript (likely a view of an
+    array the loop made): compiled, a list of them, as a list tape kept them; compiled with a
+    workspace, rows in it (rules/pools.py: `pooled_view_rows`). In Python, a list."""
+    return []
+
+
+@numba_of(view_rows)
+def _view_rows(x, capacity):
+    if not isinstance(x, types.Array):
+        return None
+
+    def listed(x, capacity):
+        tape = [x]  # (typed as a list of such arrays, then emptied)
+        tape.pop()
+        return tape
+
+    return listed
+
+
+@helper(nondiff=True)
+def push_view(tape, k, x):
+    """Record `x` as the `k`-th value of a tape `view_rows` made: the array itself on a list,
+    its elements into a row."""
+    tape.append(x)
+
+
+@numba_of(push_view)
+def _push_view(tape, k, x):
+    if isinstance(tape, types.List):
+        return lambda tape, k, x: tape.append(x)
+    return lambda tape, k, x: push_row(tape, k, x)
