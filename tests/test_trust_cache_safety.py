@@ -2,12 +2,15 @@
 never through a link; names pasted into generated code cannot break out of it; emitted modules
 run; first calls from many threads work; every Numba failure falls back naming the transform."""
 
+import contextlib
 import importlib.util
+import io
 import os
 import pickle
 import stat
 import subprocess
 import sys
+import types
 import warnings
 from pathlib import Path
 
@@ -15,9 +18,10 @@ import numpy as np
 import pytest
 
 import s2sad
-from s2sad import diskcache, jit, numba_failures
+from s2sad import cli, diskcache, jit, numba_failures
 from s2sad.jit import CacheWarning, JitError, JitFallbackWarning
 from s2sad.callee_fingerprint import callees_fingerprint
+from s2sad.transform_cache import _CACHE
 from conftest import load_module
 
 numba = pytest.importorskip("numba")
@@ -358,15 +362,31 @@ def test_a_file_name_cannot_break_or_inject_into_generated_code(tmp_path, monkey
 
 
 def _cli(*args, cwd=ROOT):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "s2sad", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    """`python -m s2sad ARGS` in `cwd`: its exit status and what it wrote to stderr. Run in this
+    process (a new one would spend most of its time importing), as a new process would: the
+    user's modules an earlier `emit` imported and the transforms made so far are put aside, and
+    the ones this run makes dropped. (The transforms too: one of a function of the same code
+    from another file would be served, its docstring naming that file.)"""
+    saved = {name: sys.modules.pop(name) for name in list(sys.modules) if _cli_module(name)}
+    transforms = dict(_CACHE)
+    _CACHE.clear()
+    stderr, here = io.StringIO(), os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stderr(stderr):
+            returncode = cli.main(list(args))
+    finally:
+        os.chdir(here)
+        for name in [name for name in sys.modules if _cli_module(name)]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+        _CACHE.clear()
+        _CACHE.update(transforms)
+    return types.SimpleNamespace(returncode=returncode, stderr=stderr.getvalue())
+
+
+def _cli_module(name: str) -> bool:
+    return name.startswith("_s2sad_cli_")  # a user's module, as s2sad.cli imports it
 
 
 def _load(path: Path):
@@ -437,8 +457,6 @@ def _emit_to(tmp_path, out):
 
 
 def test_emit_replaces_a_link_instead_of_writing_through_it(tmp_path, monkeypatch):
-    from s2sad import cli
-
     target = tmp_path / "target.txt"
     target.write_text("not yours")
     out = tmp_path / "out.py"

@@ -329,51 +329,71 @@ def lambda_free_prod(tmp_path):
     return _module(tmp_path, "import numpy as np\ndef g(x):\n    return np.prod(x)\n").g
 
 
+# The jitted cases share compiles: one function holds a parameter, a local and a constant
+# spelled like helpers (the three kinds of _BODIES in one body), each checked against its
+# innocent spelling; a global function falls back, so it has a function of its own.
+_JIT_BODY = """
+CONSTANT = 2.0
+
+def f(PARAM, y):
+    LOCAL = PARAM * CONSTANT
+    t = onp.sum(LOCAL * y, axis=0)
+    s = onp.sum(onp.sin(LOCAL))
+    for i in range(2):
+        s = s + onp.sum(t * PARAM[i])
+    return s
+"""
 _JIT_CASES = [
-    ("local", "unbroadcast"),
-    ("param", "zeros_like"),
-    ("constant", "unbroadcast"),
-    ("constant", "types"),
-    ("local", "np"),
-    ("function", "unbroadcast"),
+    {"param": "zeros_like", "local": "unbroadcast", "constant": "types"},
+    {"local": "np", "constant": "unbroadcast"},
+    {"function": "unbroadcast"},
 ]
 
 
-@pytest.mark.parametrize("kind, name", _JIT_CASES)
-def test_user_name_spelled_like_a_helper_jitted(tmp_path, kind, name):
+def _jitted_case(tmp_path, names: dict):
+    """`f` with each kind's name spelled as `names` says (the others innocent)."""
+    if "function" in names:
+        text = _BODIES["function"].replace("onp.mean(", "onp.sum(").replace("CUBE[x]", "")
+        return _module(tmp_path, _HEAD + text.replace("NAME", names["function"])).f
+    spelled = {"PARAM": "x", "LOCAL": "u", "CONSTANT": "scale"}
+    spelled.update({kind.upper(): name for kind, name in names.items()})
+    text = re.sub(r"PARAM|LOCAL|CONSTANT", lambda m: spelled[m.group()], _JIT_BODY)
+    return _module(tmp_path, _HEAD + text).f
+
+
+@pytest.mark.parametrize(
+    "names", _JIT_CASES, ids=[",".join(f"{k}-{v}" for k, v in c.items()) for c in _JIT_CASES]
+)
+def test_user_name_spelled_like_a_helper_jitted(tmp_path, names):
     """Jitted code imports every Numba helper with `*` and puts the user's globals beside them.
     (Numba has no np.mean with an axis: these take np.sum.)"""
-
-    def case(spelling):
-        text = _BODIES[kind].replace("onp.mean(", "onp.sum(").replace("CUBE[x]", "")
-        return _module(tmp_path, _HEAD + text.replace("CUBE[NAME]", "").replace("NAME", spelling)).f
-
-    expected = _results(case("innocent"), reverse_only=True)
+    innocent = {kind: f"innocent_{kind}" for kind in names}
+    expected = _results(_jitted_case(tmp_path, innocent), reverse_only=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        results = _results(case(name), jit=True)
-    if kind != "function":  # Numba compiles no call of a Python function: that one falls back
+        results = _results(_jitted_case(tmp_path, names), jit=True)
+    if "function" not in names:  # Numba compiles no call of a Python function: that one falls back
         assert not [w for w in caught if issubclass(w.category, JitFallbackWarning)]
     for mode, value in results.items():
-        _same(value, expected[mode], f"jit {kind} {name!r} in {mode}")
+        _same(value, expected[mode], f"jit {names} in {mode}")
 
 
 def test_generated_names_use_only_reserved_or_user_names(tmp_path, baselines):
     """Every global the generated code reads is a user's (in its namespace) or reserved: the
     reserved list is complete, so the renaming above covers every name s2sad writes."""
     assert _CACHE
+    reserved = {}  # reserved_names(name), once per name (it runs over every process's cache)
     for compiled in [c for variants in list(_CACHE.values()) for c in variants]:
-        tree = ast.parse(compiled.code)
-        local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
-        local |= {
-            n.id
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-        }
-        local |= {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-        free = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - local
+        nodes = list(ast.walk(ast.parse(compiled.code)))
+        local = {a.arg for a in nodes if isinstance(a, ast.arg)}
+        names = [n for n in nodes if isinstance(n, ast.Name)]
+        local |= {n.id for n in names if not isinstance(n.ctx, ast.Load)}
+        local |= {n.name for n in nodes if isinstance(n, ast.FunctionDef)}
+        free = {n.id for n in names} - local
         func_name = compiled.name.split("_")[-1]
-        unknown = free - set(compiled.globals) - reserved_names(func_name) - {"True", "False"}
+        if func_name not in reserved:
+            reserved[func_name] = reserved_names(func_name)
+        unknown = free - set(compiled.globals) - reserved[func_name] - {"True", "False"}
         builtins_called = {"float", "int", "abs", "round", "sum", "tuple", "list", "zip"}
         unknown -= set(compiled.user_names) | builtins_called
         assert not unknown, (compiled.name, unknown)
