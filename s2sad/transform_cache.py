@@ -60,7 +60,7 @@ def transform_and_read(
 ) -> tuple[Compiled, tuple]:
     """The transform and the data values its function takes after the arguments, read now.
 
-    The cache keys on the code object, wrt, mode, ranks, jit, the parameter trees' structures
+    The cache keys on the code object and its file, wrt, mode, ranks, jit, the parameter trees' structures
     (`trees`: see pipeline/driver.differentiate), has_aux, parallel (loops on threads) and reuse
     (NumPy-mode grad, value_and_grad and vjp writing into dying temporaries, for the user's own
     gradients: code s2sad differentiates again is made without); `passed` holds the functions
@@ -73,8 +73,10 @@ def transform_and_read(
     reuse = bool(reuse and not jit and mode in ("grad", "value_and_grad", "vjp"))
     workspace = bool(workspace or not jit)
     checked = bool(jit and bounds.BOUNDSCHECK)
+    # (code objects compare equal across files: the file is part of what the transform names)
     key = (
         func.__code__,
+        func.__code__.co_filename,
         wrt,
         mode,
         ranks,

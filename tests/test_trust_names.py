@@ -623,3 +623,15 @@ def test_an_adjoint_named_like_a_keyword_gets_another_name():
         s2sad.jvp(keyword_adjoints)(x, tangent=np.ones(3))[1], np.sum(expected), rtol=1e-12
     )
     assert "del2" in s2sad.source(s2sad.grad(keyword_adjoints), x)
+
+
+def test_the_same_code_in_two_files_names_its_own_file(tmp_path):
+    """Code objects compare equal across files: each file's function gets a transform naming
+    that file (the cache keys on the file too)."""
+    text = "def f(x):\n    return x * x\n"
+    one = load_module(tmp_path, "same_code_one", text)
+    two = load_module(tmp_path, "same_code_two", text)
+    assert s2sad.grad(one.f)(3.0) == 6.0
+    assert s2sad.grad(two.f)(3.0) == 6.0
+    assert "same_code_one.py:1" in s2sad.source(s2sad.grad(one.f), 3.0)
+    assert "same_code_two.py:1" in s2sad.source(s2sad.grad(two.f), 3.0)
