@@ -179,13 +179,19 @@ def divided(k, idx):
     return np.sum(x * k)
 
 
+def element_update(k, idx):
+    x = idx.copy()
+    x += k[0]  # an element of a float array: UFuncTypeError as a float literal
+    return np.sum(x * k)
+
+
 def integer_update(k, idx):
     x = idx.copy()
     x += idx  # integers into integers: NumPy runs it
     return np.sum(x * k)
 
 
-@pytest.mark.parametrize("f", [float_update, divided])
+@pytest.mark.parametrize("f", [float_update, divided, element_update])
 @pytest.mark.parametrize("jit", [False, True])
 def test_float_update_of_integers_raises_as_numpy_does(f, jit):
     with pytest.raises(TypeError):

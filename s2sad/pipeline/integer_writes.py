@@ -41,7 +41,8 @@ def refuse_float_updates(parsed, params: dict) -> None:
     """`x += v` (or `-=`, `*=`, `/=`, ...) on an integer or boolean array `x` with a float `v`
     raises NumPy's UFuncTypeError (casting rule 'same_kind'); s2sad's `x = x + v` would run
     and give floats, so it is refused with NumPy's reason. `v` counts as a float where it
-    certainly is one: a float literal in it, a float array argument, or a true division."""
+    certainly is one: a float literal in it, a float array argument or an element or slice of
+    one, or a true division."""
     updates = [
         n
         for n in walk_nodes(parsed.tree)
@@ -75,6 +76,8 @@ def _floats(node: ast.expr, params: dict) -> bool:
     if isinstance(node, ast.Name):  # an array argument with no integer or boolean kind
         rank = params.get(node.id)
         return isinstance(rank, int) and not isinstance(rank, bool) and rank > 0
+    if isinstance(node, ast.Subscript):  # an element or a view of one (`x[0]`, `x[1:]`)
+        return _floats(node.value, params)
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Div):
             return True
