@@ -98,6 +98,12 @@ def unsigned_with_signed(k, idx):  # uint64 and int64 give float64 (and in Numba
     return np.sum(y * k)
 
 
+def positions(k, idx):  # np.argsort's int64 positions, whatever they are of
+    y = np.argsort(k)
+    y[0] = k[1] * 5.0
+    return np.sum(y * k)
+
+
 def times_float(k, idx):  # floats: the store has its derivative
     y = idx * 1.0
     y[1:] = k[1:] * 2.7
@@ -131,6 +137,7 @@ def _central(f, k, idx=IDX):
         halved,
         mixed,
         unsigned,
+        positions,
     ],
 )
 def test_store_into_integers_carries_no_derivative(f):
