@@ -192,13 +192,19 @@ def element_update(k, idx):
     return np.sum(x * k)
 
 
+def shadowing(k, IDX):  # a parameter named as a global array: its `.copy()` is the argument's
+    x = IDX.copy()
+    x += k[0]
+    return np.sum(x * k)
+
+
 def integer_update(k, idx):
     x = idx.copy()
     x += idx  # integers into integers: NumPy runs it
     return np.sum(x * k)
 
 
-@pytest.mark.parametrize("f", [float_update, divided, element_update])
+@pytest.mark.parametrize("f", [float_update, divided, element_update, shadowing])
 @pytest.mark.parametrize("jit", [False, True])
 def test_float_update_of_integers_raises_as_numpy_does(f, jit):
     with pytest.raises(TypeError):

@@ -92,6 +92,10 @@ def _kinds(tree: ast.FunctionDef, params: dict, scope: dict) -> dict:
     before normalization, which rewrites `x += v` as an assignment of unknown kind): a name
     bound any other way (a loop's target, unpacking) has none."""
     ranks, other = Ranks(params, set()), set()
+    local = set(params) | {
+        n.id for n in walk_nodes(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    scope = {k: v for k, v in scope.items() if k not in local}  # (a parameter named as a global)
     assigns, updated = [], {id(n.target) for n in walk_nodes(tree) if isinstance(n, ast.AugAssign)}
     for n in walk_nodes(tree):
         if id(n) in updated:
