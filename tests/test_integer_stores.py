@@ -98,6 +98,12 @@ def unsigned_with_signed(k, idx):  # uint64 and int64 give float64 (and in Numba
     return np.sum(y * k)
 
 
+def positions(k, idx):  # np.argsort's int64 positions, whatever they are of
+    y = np.argsort(k)
+    y[0] = k[1] * 5.0
+    return np.sum(y * k)
+
+
 def times_float(k, idx):  # floats: the store has its derivative
     y = idx * 1.0
     y[1:] = k[1:] * 2.7
@@ -161,6 +167,7 @@ def _central(f, k, idx=IDX):
         halved,
         mixed,
         unsigned,
+        positions,
     ],
 )
 def test_store_into_integers_carries_no_derivative(f):
@@ -237,13 +244,25 @@ def divided(k, idx):
     return np.sum(x * k)
 
 
+def element_update(k, idx):
+    x = idx.copy()
+    x += k[0]  # an element of a float array: UFuncTypeError as a float literal
+    return np.sum(x * k)
+
+
+def shadowing(k, IDX):  # a parameter named as a global array: its `.copy()` is the argument's
+    x = IDX.copy()
+    x += k[0]
+    return np.sum(x * k)
+
+
 def integer_update(k, idx):
     x = idx.copy()
     x += idx  # integers into integers: NumPy runs it
     return np.sum(x * k)
 
 
-@pytest.mark.parametrize("f", [float_update, divided])
+@pytest.mark.parametrize("f", [float_update, divided, element_update, shadowing])
 @pytest.mark.parametrize("jit", [False, True])
 def test_float_update_of_integers_raises_as_numpy_does(f, jit):
     with pytest.raises(TypeError):

@@ -135,7 +135,8 @@ def refuse_float_updates(parsed, params: dict) -> None:
     """`x += v` (or `-=`, `*=`, `/=`, ...) on an integer or boolean array `x` with a float `v`
     raises NumPy's UFuncTypeError (casting rule 'same_kind'); s2sad's `x = x + v` would run
     and give floats, so it is refused with NumPy's reason. `v` counts as a float where it
-    certainly is one: a float literal in it, a float array argument, or a true division."""
+    certainly is one: a float literal in it, a float array argument or an element or slice of
+    one, or a true division."""
     updates = [
         n
         for n in walk_nodes(parsed.tree)
@@ -169,6 +170,8 @@ def _floats(node: ast.expr, params: dict) -> bool:
     if isinstance(node, ast.Name):  # an array argument with no integer or boolean kind
         rank = params.get(node.id)
         return isinstance(rank, int) and not isinstance(rank, bool) and rank > 0
+    if isinstance(node, ast.Subscript):  # an element or a view of one (`x[0]`, `x[1:]`)
+        return _floats(node.value, params)
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Div):
             return True
@@ -183,6 +186,10 @@ def _kinds(tree: ast.FunctionDef, params: dict, scope: dict) -> dict:
     before normalization, which rewrites `x += v` as an assignment of unknown kind): a name
     bound any other way (a loop's target, unpacking) has none."""
     ranks, other = Ranks(params, set()), set()
+    local = set(params) | {
+        n.id for n in walk_nodes(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+    scope = {k: v for k, v in scope.items() if k not in local}  # (a parameter named as a global)
     assigns, updated = [], {id(n.target) for n in walk_nodes(tree) if isinstance(n, ast.AugAssign)}
     for n in walk_nodes(tree):
         if id(n) in updated:

@@ -177,6 +177,8 @@ class Ranks:
             return "i" if ints else None
         if isinstance(node, ast.Call) and ir.callee(node.func) in _KIND_KEEPING:
             return _arithmetic_kind(self, node)
+        if isinstance(node, ast.Call) and ir.callee(node.func) in _POSITIONS:
+            return "i"
         if isinstance(node, ast.Call):
             return self._made_kind(node)
         return None
@@ -406,6 +408,8 @@ def call_parts(node: ast.Call) -> tuple:
 # into their result truncates as one into an argument does
 _INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
 _KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
+# positions, int64 whatever they are of: a store into `y = np.argsort(k)` truncates
+_POSITIONS = {np.argsort, np.argmax, np.argmin}
 
 
 def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
