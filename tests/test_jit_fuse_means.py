@@ -33,7 +33,7 @@ def test_means_fold_into_the_runs_computing_their_arrays():
     x = np.ones((3, 2))
     source = s2sad.source(_GRAD, x, x)
     assert "mean_over" not in source and "mean_vjp" not in source
-    assert "m_tanh[i0, i1] =" not in source and "m_tanh = x" in source
+    assert "m_tanh[i0, i1] =" not in source and "m_tanh = shape_stub(x)" in source
     assert "m_sum = in_dtype_of(0.0, x)" in source
     assert "dm_tanh_per = per_count(dmeans, m_tanh, None)" in source
     assert "dm_mul_i = dm_tanh_per * (1 - tanh_lanes(" in source

@@ -9,14 +9,18 @@ element less" of an axis: max(n - 1, 0), exactly), the term of the argument a re
 shape from (`np.zeros_like(y)`, `np.empty(k.shape, ...)`, `@helper(shaped_like=...)`), or an
 atom of its own where nothing is known. An atom made inside a loop stands for a shape that may
 change from one iteration to the next; a term without one is the same on every iteration. A
-name a loop carries keeps the term it had before the loop only where its value at the end of
-the body provably has that same term again (an induction over the iterations, repeated with
-fewer such names until it holds); any other carried name is an atom of the loop's.
+name a loop carries has its term from before the loop in the first iteration and, in the later
+ones, the term the first gave it, where the body provably gives it that term again (an
+induction over the iterations, repeated with fewer such names until it holds); any other
+carried name is an atom of the loop's. A push records one shape where the first iteration and
+the later ones give it one term: a state `y = y0` that `y = y + h * (-k * y)` widens to the
+broadcast of y0 and k, then keeps, gives `-k * y` that broadcast's term in every iteration.
 
 A tape qualifies where its one push records a term with no loop's atom, and an expression of
 the parameters as passed has that term: its witness (`x`, `x[1:]`), which the tape's making, at
-the function's entry, evaluates. Unproven cases keep their tapes (a value that grows, a slice
-to the loop's index, a carried value a broadcast may widen)."""
+the function's entry, evaluates; for a broadcast of terms, the witnesses of its terms, whose
+broadcast the tape is made like. Unproven cases keep their tapes (a value that grows, a slice
+to the loop's index, a value whose shape a broadcast widens at the first iteration)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ from ..rules.helpers import SHAPED_LIKE
 from .fusion.syntax import UFUNCS, text_of, written_in_place
 
 SCALAR = ("scalar",)
+WITNESSES = 3  # the most arrays whose broadcast a tape is made like (rules/tapes.py)
 _LIKE = frozenset({"np.zeros_like", "np.empty_like", "np.ones_like", "np.full_like", "np.copy"})
 _OF_SHAPE = frozenset({"np.zeros", "np.empty", "np.ones", "np.full"})
 _SAME = frozenset({"snapshot", "widened_by", "stop_gradient"})  # (their first argument's shape)
@@ -38,10 +43,11 @@ _JUMPS = (ast.Break, ast.Continue, ast.Return)
 
 
 def fixed_shape_witnesses(primal, adjoint, tapes: dict[str, str], params, rank) -> dict:
-    """{tape: witness expression} for the shape tapes `tapes` (tape -> the name it records) of
-    `primal` whose pushes provably record one shape on every iteration, the witness's at the
-    function's entry. Pushes are still `tape.append(shape_stub(x))` here; `adjoint` is read
-    for the names it binds and writes into."""
+    """{tape: witness expressions} for the shape tapes `tapes` (tape -> the name it records) of
+    `primal` whose pushes provably record one shape on every iteration, the broadcast of the
+    witnesses' at the function's entry (`[x]`; `[k, y0]` for the shape of `k * y0`). Pushes are
+    still `tape.append(shape_stub(x))` here; `adjoint` is read for the names it binds and
+    writes into."""
     proof = _Proof(primal, adjoint, tapes, params, rank)
     # a parameter's shape as passed: of an array or a number (a list's items may differ)
     arrays = [p for p in params if type(rank(ast.Name(p, ast.Load()))) is int]
@@ -50,16 +56,26 @@ def fixed_shape_witnesses(primal, adjoint, tapes: dict[str, str], params, rank) 
     for tape, term in proof.pushed.items():
         if proof.counts.get(tape, 0) != 1 or term == SCALAR or _varying(term):
             continue  # (a number's push and pop are free already)
-        if term in proof.witness:
-            found[tape] = proof.witness[term]
+        parts = term[1] if term[0] == "broadcast" and term not in proof.witness else [term]
+        if len(parts) <= WITNESSES and all(t in proof.witness for t in parts):
+            found[tape] = sorted((proof.witness[t] for t in parts), key=ast.unparse)
     return found
 
 
 def _varying(term) -> bool:
     """Whether `term` holds an atom a loop made (a shape that may change per iteration)."""
+    return any(atom[2] for atom in _atoms(term))
+
+
+def _atoms(term):
+    """The atoms in `term`."""
     if term[0] == "atom":
-        return term[2]
-    return any(isinstance(t, tuple) and _varying(t) for t in term[1:])
+        yield term
+        return
+    for part in term[1:]:
+        for t in part if isinstance(part, frozenset) else (part,):
+            if isinstance(t, tuple) and t and isinstance(t[0], str):
+                yield from _atoms(t)
 
 
 def _bound_names(nodes) -> dict[str, int]:
@@ -140,34 +156,52 @@ class _Proof:
             env[name] = a if a == b or b is None else b if a is None else self.atom(depth)
 
     def _loop(self, stmt, env: dict, depth: int) -> None:
-        """The loop's names: those it carries keep their terms where the body gives each the
-        same term again; after it, a name keeps a term the body and the loop not run agree on."""
+        """The loop's names. A carried name enters the first iteration with its term before the
+        loop and each later one with its term after the first (the steady term), where the body
+        gives it that steady term again (an induction, repeated with fewer such names until it
+        holds; any other carried name is an atom of the loop's). The body is walked for the
+        first iteration and, where a steady term differs, for the later ones: a push records
+        one shape where both walks give it one term (`-k * y` of a state `y = y0` that the
+        step widens to the broadcast of y0 and k). After the loop, a name keeps a term every
+        iteration count (none too) agrees on."""
         assigned = set(_bound_names(stmt.body + stmt.orelse))
         target = _range_target(stmt)
-        same = {n for n in assigned if n in env} - {target}
         # an iteration cut short leaves its names as they were mid-body: nothing is carried
         jumps = any(isinstance(n, _JUMPS) for s in stmt.body for n in walk_nodes(s))
-        if jumps:
-            same = set()
-        while True:
-            inner = dict(env)
-            for name in assigned - same:
-                inner[name] = self.atom(depth + 1)
-            if isinstance(stmt, ast.For):
-                for name in _bound_names([stmt.target]):
-                    inner[name] = SCALAR if name == target else self.atom(depth + 1)
-            end = self.walk(stmt.body, inner, depth + 1)
-            changed = {n for n in same if end.get(n) != env[n]}
-            if not changed:
+        carried = set() if jumps else {n for n in assigned if n in env} - {target}
+        mark = next(self.atoms)  # (atoms made after it are the loop's)
+        start = {n: env[n] for n in carried}
+        first = end = self.walk(stmt.body, self._entered(stmt, env, start, depth), depth + 1)
+        pushes = dict(self.pushed)
+        steady = {n: first[n] for n in carried if not _made_after(first[n], mark)}
+        while steady != start:  # the later iterations
+            end = self.walk(stmt.body, self._entered(stmt, env, steady, depth), depth + 1)
+            kept = {n: t for n, t in steady.items() if end.get(n) == t}
+            if kept == steady:
                 break
-            same -= changed
+            steady = kept
+        for tape, term in self.pushed.items():
+            if pushes.get(tape) != term:
+                self.pushed[tape] = self.atom(depth + 1)
         for name in assigned | set(
             _bound_names([stmt.target]) if isinstance(stmt, ast.For) else ()
         ):
             before, after = env.get(name), end.get(name)
-            kept = not jumps and (before is None or before == after)
+            kept = not jumps and first.get(name) == after and before in (None, after)
             env[name] = after if kept else self.atom(depth)
         self.walk(stmt.orelse, env, depth)
+
+    def _entered(self, stmt, env: dict, carried: dict, depth: int) -> dict:
+        """The names at the start of an iteration of the loop `stmt`: `carried` with the terms
+        given, the loop's target a number, any other name the body binds an atom of the loop's."""
+        inner = {**env, **carried}
+        for name in set(_bound_names(stmt.body + stmt.orelse)) - set(carried):
+            inner[name] = self.atom(depth + 1)
+        if isinstance(stmt, ast.For):
+            target = _range_target(stmt)
+            for name in _bound_names([stmt.target]):
+                inner[name] = SCALAR if name == target else self.atom(depth + 1)
+        return inner
 
     # ------------------------------------------------------------------ expressions
     def term(self, node, env: dict, depth: int) -> tuple:
@@ -296,16 +330,24 @@ class _Proof:
 
 
 def _broadcast(terms: list) -> tuple:
-    """The term of NumPy's broadcast of `terms`: a number's `()` drops out, equal terms are one."""
+    """The term of NumPy's broadcast of `terms`: a number's `()` drops out, equal terms are one,
+    and a broadcast's own terms join the others' (broadcasting is associative: where it does
+    not raise, the shape of `(a * b) * c` is that of `a * (b * c)`)."""
     kept = []
-    for t in terms:
-        if t != SCALAR and t not in kept:
-            kept.append(t)
+    for term in terms:
+        for t in term[1] if term[0] == "broadcast" else (term,):
+            if t != SCALAR and t not in kept:
+                kept.append(t)
     if not kept:
         return SCALAR
     if len(kept) == 1:
         return kept[0]
     return ("broadcast", frozenset(kept))
+
+
+def _made_after(term, mark: int) -> bool:
+    """Whether `term` holds an atom made after the atom numbered `mark`."""
+    return any(atom[1] > mark for atom in _atoms(term))
 
 
 def _int_or_none(node):

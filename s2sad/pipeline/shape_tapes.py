@@ -61,8 +61,9 @@ def shape_only_tapes(
 
 
 def _made(tape: str, fixed: dict) -> ast.Call:
-    """A shape tape's making: `shape_tape()`, or `shape_tape(w)` for one of `w`'s shape."""
-    return call_of("shape_tape", *([clone(fixed[tape])] if tape in fixed else []))
+    """A shape tape's making: `shape_tape()`, or `shape_tape(w)` for one of `w`'s shape
+    (`shape_tape(k, y0)`: of their broadcast's)."""
+    return call_of("shape_tape", *(clone(w) for w in fixed.get(tape, ())))
 
 
 def _pushed(node, tapes) -> tuple[str, str | None] | None:

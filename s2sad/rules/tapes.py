@@ -21,7 +21,7 @@ import typing
 import numpy as np
 
 from .common import shape_stub
-from .helpers import helper, numba_of
+from .helpers import helper, numba_jitable, numba_of
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
@@ -30,22 +30,45 @@ if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
 
 
 @helper(nondiff=True)
-def shape_tape(like=None):
-    """An empty tape of shapes (given `like`, of values all of `like`'s shape)."""
+def shape_tape(*like):
+    """An empty tape of shapes (given arrays `like`, of values all of their broadcast's shape)."""
     return []
 
 
 @numba_of(shape_tape)
-def _shape_tape(like=None):
-    if isinstance(like, types.Array):
-        return lambda like=None: like.shape  # all the tape need know
+def _shape_tape(*like):
+    if not like:
 
-    def empty(like=None):
-        dims = [0]  # typed as a list of integers, then emptied
-        dims.pop()
-        return dims
+        def empty(*like):
+            dims = [0]  # typed as a list of integers, then emptied
+            dims.pop()
+            return dims
 
-    return empty
+        return empty
+    if len(like) > 3 or not all(isinstance(t, types.Array) and t.ndim for t in like):
+        return None
+    # the broadcast's shape (all the tape need know), from the array of the most axes; arrays
+    # that do not broadcast give one the code never records: its broadcast raises first
+    order = sorted(range(len(like)), key=lambda k: -like[k].ndim)
+    if len(like) == 1:
+        return lambda *like: like[0].shape
+    first, second = order[0], order[1]
+    if len(like) == 2:
+        return lambda *like: _widened(like[first].shape, like[second].shape)
+    third = order[2]
+    return lambda *like: _widened(
+        _widened(like[first].shape, like[second].shape), like[third].shape
+    )
+
+
+@numba_jitable
+def _widened(shape, other):
+    """`shape` with each axis of length 1 given `other`'s length there (axes from the right)."""
+    offset = len(shape) - len(other)
+    for k in range(len(other)):
+        if shape[offset + k] == 1:
+            shape = tuple_setitem(shape, offset + k, other[k])
+    return shape
 
 
 @helper(nondiff=True)

@@ -212,7 +212,11 @@ class Emitter:
         if stand is None and self.standins:  # an array of the run's shape, for its shape alone
             stand = self.standins[0]
             tail.append(assign(stand, self.empty()))
-        tail += aliases + [assign(n, load(stand)) for n in self.standins if n != stand]
+        # a stand-in repeating one zero, not another name for `stand`: a name the loop around
+        # the run carries to its adjoint, rebound every iteration, then counts no references
+        # (an RK4 step on 8 elements: 20 such names, 3.8 ms of 11 in 10^4 steps)
+        stub = ast.Call(load("shape_stub"), [load(stand)], [])
+        tail += aliases + [assign(n, clone(stub)) for n in self.standins if n != stand]
         body = _without_dead_elements(body)
         starts = gather_starts(self) if body else None
         if starts is not None:  # the slices' cotangents gathered, each element once
