@@ -200,7 +200,9 @@ class Inlining(ControlFlow):
             else:
                 value = defaults_spelled(name, param.default)
             if self.bind_list_param(sub, name, value):
-                continue  # a list of differentiated values (see lists.py)
+                # a list of differentiated values (see lists.py)
+                sub.memory.elements_of_param(name, names_read(sub.lists[name].elts))
+                continue
             if (
                 isinstance(value, ast.Name)
                 and (

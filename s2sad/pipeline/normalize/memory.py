@@ -281,6 +281,14 @@ class Memory:
                 bases |= {p} | self.sharing.get(p, set())
         return (texts[0], bases) if texts else None
 
+    def elements_of_param(self, param: str, proxies: set[str]) -> None:
+        """An inlined function's list parameter `param` is read through `proxies`, the caller's
+        elements: each may be the caller's array `param`'s argument holds (`first((y,))`
+        returning `t[0]` is `y` itself, and a write through it one into `y`)."""
+        if param in self.param_sources:
+            for proxy in proxies:
+                self.param_sources[proxy] = self.param_sources[param]
+
     # ------------------------------------------------------------------ branches
     def before_branches(self):
         """The state an `if` restores for its `else` branch."""
