@@ -185,7 +185,7 @@ def test_transform_is_cached():
     first = g1.compiled
     g2 = s2sad.grad(loss, wrt=1)
     assert g2.compiled is first
-    assert len([k for k in stage._CACHE if k[0] is loss.__code__ and k[1] == ("x",)]) == 1
+    assert len([k for k in stage._CACHE if k[0] is loss.__code__ and k[2] == ("x",)]) == 1
 
 
 def test_source_shows_the_generated_function():

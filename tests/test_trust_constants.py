@@ -73,7 +73,7 @@ def test_a_new_closure_per_batch_reuses_one_transform(jit):
     for k in range(1, 6):
         np.testing.assert_array_equal(s2sad.grad(make(float(k)), jit=jit)(x), 2 * k * x)
     mode = "checked_grad" if jit else "grad"
-    keys = [key for key in stage._CACHE if key[0] is make(1.0).__code__ and key[2] == mode]
+    keys = [key for key in stage._CACHE if key[0] is make(1.0).__code__ and key[3] == mode]
     assert len(keys) == 1 and len(stage._CACHE[keys[0]]) == 1
 
 
