@@ -29,7 +29,7 @@ from ...astcopy import walk_nodes
 from ...rules.helpers import SHAPED_LIKE
 from ..nodes import assigned_name
 from .shapes import _OVER, _SAME_SHAPE, constant_int
-from .syntax import names_in, text_of, written_in_place
+from .syntax import called, names_in, text_of, written_in_place
 
 UNIT = (("unit",), 0)  # an axis of length 1
 _MATMUL = frozenset({"matmul_stacks", "np.matmul"})
@@ -274,13 +274,13 @@ class Extents:
     def over(self, stmt):
         """The axes a statement computes over, where known (not a view's: moved above a run);
         a scatter's are those of the slice it adds into."""
-        if isinstance(stmt, ast.Expr) and _call(stmt.value, "add_at", 3):
+        if isinstance(stmt, ast.Expr) and called(stmt.value, "add_at", 3):
             array, index, _ = stmt.value.args
             return self._sliced(ast.Subscript(array, index, ast.Load()))
         if assigned_name(stmt) is None or isinstance(stmt.value, ast.Subscript):
             return None
         value = stmt.value
-        if _call(value, "getitem_vjp", 3):
+        if called(value, "getitem_vjp", 3):
             return self._sliced(ast.Subscript(value.args[1], value.args[2], ast.Load()))
         if text_of(getattr(value, "func", None)) in ("np.sum", "sum_over") and value.args:
             value = value.args[0]
@@ -299,15 +299,6 @@ def _longer(a: tuple, b: tuple) -> tuple:
         a, b = b, a
     return a[: len(a) - len(b)] + tuple(
         y if x is None or x == UNIT else x for x, y in zip(a[len(a) - len(b) :], b)
-    )
-
-
-def _call(node, name: str, arity: int) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and text_of(node.func) == name
-        and len(node.args) == arity
-        and not node.keywords
     )
 
 

@@ -29,7 +29,7 @@ from ...astcopy import clone
 from ..names import fresh_in
 from ..nodes import assigned_name
 from .shapes import constant_int
-from .syntax import assign, bodies_mapped, load, origin, text_of
+from .syntax import assign, bodies_mapped, called, load, origin, text_of
 
 
 def means_apart(stmts: list, rank_of, taken: set[str], made: dict, split: dict) -> list:
@@ -101,13 +101,7 @@ def _per_count(value: ast.expr, over: str, axis: ast.expr) -> ast.Call:
 def _mean(value):
     """(t, t's name, axis, keepdims) of `mean_over(t, axis, keepdims)` as the lowering writes
     it, `t` a name and `axis` None or a number; else None."""
-    if not (
-        isinstance(value, ast.Call)
-        and text_of(value.func) == "mean_over"
-        and len(value.args) == 3
-        and not value.keywords
-        and isinstance(value.args[0], ast.Name)
-    ):
+    if not (called(value, "mean_over", 3) and isinstance(value.args[0], ast.Name)):
         return None
     t, axis, keep = value.args
     return _checked(t, t.id, axis, keep)

@@ -23,6 +23,7 @@ from .syntax import (
     UFUNCS,
     aliased,
     assign,
+    called,
     load,
     names_in,
     origin,
@@ -575,13 +576,7 @@ def _reduction(run, value):
     negated = isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub)
     if negated:
         value = value.operand
-    if not (
-        isinstance(value, ast.Call)
-        and text_of(value.func) == "unbroadcast"
-        and len(value.args) == 2
-        and not value.keywords
-        and isinstance(value.args[1], ast.Name)
-    ):
+    if not (called(value, "unbroadcast", 2) and isinstance(value.args[1], ast.Name)):
         return None
     witness = value.args[1].id
     mapping = run.map_of(witness)

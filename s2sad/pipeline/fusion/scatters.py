@@ -27,7 +27,7 @@ from ...astcopy import clone
 from .remat import reaching
 from .row_adds import sharing
 from .shapes import constant_int, shape_of, size
-from .syntax import load, store, text_of
+from .syntax import called, load, store, text_of
 
 
 class Scatter(NamedTuple):
@@ -42,13 +42,13 @@ def scatter_of(stmt, rank) -> Scatter | None:
     every axis of an array of known rank (the trailing ones may be omitted); else None."""
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target, call = stmt.targets[0], stmt.value
-        if not (isinstance(target, ast.Name) and _call(call, "getitem_vjp")):
+        if not (isinstance(target, ast.Name) and called(call, "getitem_vjp", 3)):
             return None
         g, source, index = call.args
         if not isinstance(source, ast.Name):
             return None
         target, source = target.id, source.id
-    elif isinstance(stmt, ast.Expr) and _call(stmt.value, "add_at"):
+    elif isinstance(stmt, ast.Expr) and called(stmt.value, "add_at", 3):
         array, index, g = stmt.value.args
         if not isinstance(array, ast.Name):
             return None
@@ -115,15 +115,6 @@ def takes_store(run, stmt, found: Scatter) -> bool:
     run.stores[id(stmt)] = found
     run.added_into |= shared
     return run._add(stmt, "store", z, *elements)
-
-
-def _call(node, name: str) -> bool:
-    return (
-        isinstance(node, ast.Call)
-        and text_of(node.func) == name
-        and len(node.args) == 3
-        and not node.keywords
-    )
 
 
 def _slices(index, rank: int):

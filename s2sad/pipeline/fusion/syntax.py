@@ -128,6 +128,17 @@ def written_in_place(nodes, owned=True) -> set[str]:
     return found
 
 
+def called(node, name: str, arity: int) -> bool:
+    """`node` is `name(...)` of `arity` positional arguments and no keywords, as the rules and
+    the lowering write the helper calls the fusion passes match."""
+    return (
+        isinstance(node, ast.Call)
+        and text_of(node.func) == name
+        and len(node.args) == arity
+        and not node.keywords
+    )
+
+
 def aliased(value):
     """The array `value` is (`x`, or `unbroadcast(x, p)` of one rank: the identity), else None."""
     if isinstance(value, ast.Name):

@@ -24,7 +24,7 @@ import copy
 from .remat import reaching
 from .row_adds import sharing
 from .shapes import constant_int, unit_axes
-from .syntax import load, names_in, origin, text_of, written_in_place
+from .syntax import called, load, names_in, origin, text_of, written_in_place
 
 
 def viewed(blocks: list[list], rank_of, reads: list) -> list[list]:
@@ -116,13 +116,7 @@ def _new_axes_removed(stmt: ast.Assign, rank_of, links: dict, kept: set):
     and new axes alone, one new axis at least), where nothing sharing memory with `dx` or `g`
     is written into or returned; else None."""
     value, target = stmt.value, stmt.targets[0]
-    if not (
-        isinstance(value, ast.Call)
-        and text_of(value.func) == "getitem_vjp"
-        and len(value.args) == 3
-        and not value.keywords
-        and isinstance(target, ast.Name)
-    ):
+    if not (called(value, "getitem_vjp", 3) and isinstance(target, ast.Name)):
         return None
     g, x, index = value.args
     if not isinstance(g, ast.Name):
