@@ -851,11 +851,18 @@ def _early_return(x, c):  # a branch that returns binds nothing the rest reads
     return np.sum(y * y)
 
 
+def _read_in_a_conditional_expression(x, c):  # its branches follow its test, as an if's do
+    if c > 0:
+        y = x * 2.0
+    return np.sum(y * x) if c > 0 else np.sum(x)
+
+
 @pytest.mark.parametrize(
     "f, args",
     [
         (_read_under_the_same_condition, (1.0,)),  # (with c <= 0 the adjoint reads y: a gap)
         (_early_return, (-1.0,)),
+        (_read_in_a_conditional_expression, (1.0,)),  # (c <= 0: the same gap)
     ],
 )
 def test_reads_every_path_to_which_binds_the_name_are_followed(f, args):

@@ -3,10 +3,11 @@ where no branch that binds it ran, Python raises UnboundLocalError, and Numba re
 no line computed (zero, or garbage) instead. Python mode and jitted code must agree, so such a
 read is refused before normalizing, in both.
 
-A read inside a later `if` is taken to follow the same condition (`if c: z = y`) and is let
-through, as is a read in a loop of a name the loop's body binds on any path (the value of a
-previous iteration: `if i == 0 or ...: y = ...`, then `s = s + y`): both are common and
-right. A loop's body is taken to run at least once, and only `return` and `raise` end a path.
+A read inside a later `if` or a branch of a conditional expression is taken to follow the same
+condition (`if c: z = y`, `np.sum(y) if c else 0.0`) and is let through, as is a read in a loop
+of a name the loop's body binds on any path (the value of a previous iteration: `if i == 0 or
+...: y = ...`, then `s = s + y`): both are common and right. A loop's body is taken to run at
+least once, and only `return` and `raise` end a path.
 So this refuses what certainly depends on one `if`'s branch and misses the rest (an unrelated
 later condition, a loop that runs no iteration or whose first does not bind the name).
 """
@@ -100,12 +101,20 @@ class _Paths:
             for n in ast.walk(g.target)
             if isinstance(n, ast.Name)
         }
+        # the branches of a conditional expression follow its test, as a later `if`'s do
+        branches = {
+            id(n)
+            for c in _own_walk(node)
+            if isinstance(c, ast.IfExp)
+            for n in ast.walk(ast.Tuple([c.body, c.orelse], ast.Load()))
+        }
         for n in _own_walk(node):
             if (
                 isinstance(n, ast.Name)
                 and isinstance(n.ctx, ast.Load)
                 and n.id in maybe
                 and n.id not in bound | assumed | inner | self.declared
+                and id(n) not in branches
             ):
                 where = self.parsed.file_line(maybe[n.id])
                 raise self.parsed.error(
