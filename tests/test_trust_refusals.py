@@ -904,12 +904,21 @@ def _read_in_a_conditional_expression(x, c):  # its branches follow its test, as
 @pytest.mark.parametrize(
     "f, args",
     [
-        (_read_under_the_same_condition, (1.0,)),  # (with c <= 0 the adjoint reads y: a gap)
+        (_read_under_the_same_condition, (1.0,)),
+        (_read_under_the_same_condition, (-1.0,)),  # (y never bound, nor its adjoint's zero)
         (_early_return, (-1.0,)),
-        (_read_in_a_conditional_expression, (1.0,)),  # (c <= 0: the same gap)
+        (_read_in_a_conditional_expression, (1.0,)),
+        (_read_in_a_conditional_expression, (-1.0,)),
         (_bound_in_a_loop_that_runs, (1.5,)),
         (_bound_before_a_loop, (2.0,)),
     ],
 )
 def test_reads_every_path_to_which_binds_the_name_are_followed(f, args):
     check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)
+
+
+def test_a_value_read_under_the_same_condition_differentiates_jitted_on_both_paths():
+    x, grad = np.linspace(0.1, 0.9, 3), s2sad.grad(_read_under_the_same_condition, jit=True)
+    for c, want in ((1.0, 4.0 * x), (-1.0, np.ones(3))):
+        np.testing.assert_allclose(grad(x, c), want, rtol=1e-12)
+    assert "if cond:\n        dy = zeros_like(y)" in s2sad.source(grad)
