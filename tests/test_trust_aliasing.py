@@ -1241,20 +1241,31 @@ def _first_in_a_checkpointed_loop(x):
     return np.sum(y**2)
 
 
+def _first_of_a_pair_updated(x):
+    y = x.copy()
+    z = _first((y, x * 2.0))
+    z += 2.0
+    return np.sum(y * y)
+
+
 @pytest.mark.parametrize(
-    "f",
+    "f, source",
     [
-        _first_of_a_tuple,
-        _first_of_a_named_tuple,
-        _first_by_a_lambda,
-        _first_in_a_checkpointed_loop,
+        (_first_of_a_tuple, "`y`"),
+        (_first_of_a_named_tuple, "`t[0]`"),  # (not the normalizer's `(t_0, t_1)`)
+        (_first_by_a_lambda, "`y`"),
+        (_first_in_a_checkpointed_loop, "`y`"),
+        (_first_of_a_pair_updated, "`y` (it was assigned from it)"),
     ],
 )
-def test_a_write_through_an_element_a_helper_returns_is_refused(f):
+def test_a_write_through_an_element_a_helper_returns_is_refused(f, source):
     """A helper returning an element of the tuple it is given (`_first((y,))`) is `y` itself:
-    the write went unseen and the gradient was wrong ([4, 1.4, 2.2], not [0, 1.4, 2.2])."""
-    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`z` may share memory"):
+    the write went unseen and the gradient was wrong ([4, 1.4, 2.2], not [0, 1.4, 2.2]). The
+    message names the element as the user wrote it."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`z.*may share memory") as raised:
         s2sad.grad(f)(X.copy())
+    text = str(raised.value)
+    assert source in text and "t_0" not in text
 
 
 def _first_read_in_a_loop(x):

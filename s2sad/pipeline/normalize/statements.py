@@ -128,7 +128,7 @@ class Statements(Expressions):
 
     def assign_name(self, target: ast.Name, value: ast.expr) -> ast.expr:
         memory = self.memory
-        alias = ast.unparse(value) if memory.may_alias(value, self.env) else None
+        alias = self.parsed.text_of(value) if memory.may_alias(value, self.env) else None
         if isinstance(value, ast.Lambda):
             self.local_funcs[target.id] = value
             self.evaluate_defaults(value)
@@ -175,7 +175,7 @@ class Statements(Expressions):
         atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
         for t, v, a, bases, seen in zip(target.elts, value.elts, atoms, shared, viewed):
             if memory.may_alias(v, self.env):  # `a, b = y, z`: `a` is `y`
-                memory.pending_alias = ast.unparse(v)
+                memory.pending_alias = self.parsed.text_of(v)
             self.bind(t.id, a if seen is None else snapshot_of(a), varied=self.atom_varied(a))
             memory.pending_alias = None
             memory.views.pop(t.id, None)
@@ -200,7 +200,7 @@ class Statements(Expressions):
                 if elements and memory.written_base(elements[k][1]) is not None:
                     a = snapshot_of(a)  # a view of an array written in place (`return v[:2], ..`)
                 self.bind(t.id, a, varied=self.atom_varied(a))
-            memory.unpacked_sharing(names, elements, ast.unparse(value), self.env)
+            memory.unpacked_sharing(names, elements, self.parsed.text_of(value), self.env)
             return whole
         if not self.atom_varied(whole):
             stmt = ast.Assign(
@@ -222,7 +222,7 @@ class Statements(Expressions):
                 if viewed is not None:
                     memory.views[t.id] = viewed
         if shared:
-            text = ast.unparse(value)
+            text = self.parsed.text_of(value)
             memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
         return whole
 
