@@ -887,6 +887,16 @@ def _read_under_the_same_condition(x, c):  # taken to follow the same condition
     return np.sum(z)
 
 
+def _read_under_the_same_condition_in_a_loop(x, c):
+    if c > 0:
+        y = x * 2.0
+    z = x
+    for _ in range(2):
+        if c > 0:
+            z = z * y
+    return np.sum(z)
+
+
 def _early_return(x, c):  # a branch that returns binds nothing the rest reads
     if c > 0:
         return np.sum(x)
@@ -906,6 +916,8 @@ def _read_in_a_conditional_expression(x, c):  # its branches follow its test, as
     [
         (_read_under_the_same_condition, (1.0,)),
         (_read_under_the_same_condition, (-1.0,)),  # (y never bound, nor its adjoint's zero)
+        (_read_under_the_same_condition_in_a_loop, (1.0,)),
+        (_read_under_the_same_condition_in_a_loop, (-1.0,)),
         (_early_return, (-1.0,)),
         (_read_in_a_conditional_expression, (1.0,)),
         (_read_in_a_conditional_expression, (-1.0,)),

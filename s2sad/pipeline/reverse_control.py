@@ -180,12 +180,13 @@ class BranchesAndLoops:
                 zero = self.zero_of(primal)
                 if self.batched and primal in ir.liveout(stmt):  # unassigned if the loop never ran
                     zero.args[1] = ast.Lambda(_no_arguments(), load_name(primal))
-                inits.append(self.at(assign_to(d, zero), stmt))
+                inits.append(self.at(self.where_made(assign_to(d, zero), primal, stmt), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
                 self.owned.discard(d)
         if self.jit:  # Numba types a name once: a float32 input's sum starts as float64 would
             for init in inits:
+                init = init.body[0] if isinstance(init, ast.If) else init  # (where_made's)
                 zero = getattr(init, "value", None)
                 if isinstance(zero, ast.Call) and getattr(zero.func, "id", "") == "zeros_like":
                     zero.func.id = "sum_zeros_like"
