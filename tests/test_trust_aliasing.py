@@ -742,8 +742,8 @@ REFUSED_SHARING = {
     tuple_element: ("`z += 1.0`", "`(y, w)[0]`", "z = z + 1.0"),
     list_element: ("`z += 1.0`", "`[y][0]`", "z = z + 1.0"),
     list_element_updated: ("`L` may share memory with another array", "`[y]`", ".copy()"),
-    unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])`", "b = b * 2.0"),
-    unpacked_rows: ("`c += 1.0`", "`y`", "c = c + 1.0"),
+    unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])[1]`", "b = np.split(y, [1])[1].copy()"),
+    unpacked_rows: ("`c += 1.0`", "`y[2]`", "c = y[2].copy()"),  # (a row: not `y.copy()`)
     rows_read_after_their_array_is_written: ("`row` may share memory with `y`", "`y += 1.0`"),
 }
 
@@ -1266,6 +1266,30 @@ def test_a_write_through_an_element_a_helper_returns_is_refused(f, source):
         s2sad.grad(f)(X.copy())
     text = str(raised.value)
     assert source in text and "t_0" not in text
+
+
+def _unpacked_tuple_updated(x):
+    y = x * 1.0
+    t = (y, x * 2.0)
+    a, b = t
+    a += 1.0
+    return np.sum(y * b)
+
+
+def _unpacked_rows_written(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    a, b, c = y
+    a[0] = 1.0
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize(
+    "f, source", [(_unpacked_tuple_updated, "`t[0]`"), (_unpacked_rows_written, "`y[0]`")]
+)
+def test_an_alias_bound_by_unpacking_is_named_as_an_element(f, source):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`a.*may share memory") as raised:
+        s2sad.grad(f)(X.copy())
+    assert source in str(raised.value) and "t_0" not in str(raised.value)
 
 
 def _first_read_in_a_loop(x):

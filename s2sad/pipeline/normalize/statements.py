@@ -173,9 +173,14 @@ class Statements(Expressions):
         shared = [memory.shared_bases(v) for v in value.elts]
         viewed = [memory.written_view(v) for v in value.elts]  # (as `assign_name`'s, each)
         atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
-        for t, v, a, bases, seen in zip(target.elts, value.elts, atoms, shared, viewed):
+        for k, (t, v, a, bases, seen) in enumerate(
+            zip(target.elts, value.elts, atoms, shared, viewed)
+        ):
             if memory.may_alias(v, self.env):  # `a, b = y, z`: `a` is `y`
-                memory.pending_alias = self.parsed.text_of(v)
+                text = self.parsed.text_of(v)
+                if isinstance(v, ast.Name) and text != v.id:  # `a, b = t` of a tuple `t`
+                    text = f"{text}[{k}]"  # (v stands for its element k, where `t` was)
+                memory.pending_alias = text
             self.bind(t.id, a if seen is None else snapshot_of(a), varied=self.atom_varied(a))
             memory.pending_alias = None
             memory.views.pop(t.id, None)
@@ -221,9 +226,11 @@ class Statements(Expressions):
                 memory.views.pop(t.id, None)
                 if viewed is not None:
                     memory.views[t.id] = viewed
-        if shared:
+        if shared:  # element k is `value[k]` (a row of an array, an element of a tuple)
             text = self.parsed.text_of(value)
-            memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
+            whole_text = text if isinstance(value, _POSTFIX) else f"({text})"
+            parts = [(None, (f"{whole_text}[{k}]", shared)) for k in range(len(names))]
+            memory.unpacked_sharing(names, parts, text, self.env)
         return whole
 
     def is_item(self, target: ast.expr) -> bool:
@@ -296,6 +303,10 @@ class Statements(Expressions):
             self.varied.add(base.id)
         self.memory.written_now({target.value.id})
         return atom
+
+
+# expressions `[k]` may follow without parentheses
+_POSTFIX = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
 
 
 def _base(target: ast.expr) -> str:
