@@ -1086,6 +1086,7 @@ def negated_in_branch_enumerated_in_other(x):
 
 
 def loop_value_negated_in_branch(n, x):
+    y = 0.0 * x  # (bound before: a loop of no iteration would leave `y` unbound, refused)
     for i in range(n):
         y = np.sin(x) * i
     if x[0] > 0:
@@ -1104,6 +1105,7 @@ def loop_value_scaled_in_both_branches(n, x):
 
 
 def loop_value_replaced_in_branch(n, x):
+    y = 0.0 * x  # (bound before: a loop of no iteration would leave `y` unbound, refused)
     for i in range(n):
         y = np.sin(x) * i
     if x[0] > 0:

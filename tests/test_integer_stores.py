@@ -272,6 +272,30 @@ def test_float_update_of_integers_raises_as_numpy_does(f, jit):
     assert "test_integer_stores.py" in str(err.value) and "astype(float)" in str(err.value)
 
 
+def scalar_update(k, idx):
+    x = idx.copy()
+    x += k  # k differentiated, so a float: UFuncTypeError as a float literal
+    return np.sum(x * k)
+
+
+def test_float_number_update_of_integers_raises_as_numpy_does():
+    with pytest.raises(TypeError):
+        scalar_update(0.3, IDX)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"`x \+= k`.*same_kind"):
+        s2sad.grad(scalar_update)(0.3, IDX)
+
+
+def scaled_update(w, k, idx):
+    x = idx.copy()
+    x += k  # an int `k`, not differentiated: NumPy runs it
+    return np.sum(x * w)
+
+
+def test_int_number_update_of_integers_is_kept():
+    g = s2sad.grad(scaled_update)(K, 2, IDX)
+    np.testing.assert_allclose(g, IDX + 2)
+
+
 def test_updates_that_numpy_runs_are_kept():
     np.testing.assert_allclose(s2sad.grad(integer_update)(K, IDX), 2 * IDX)
     floats = IDX.astype(float)  # a float array: updated as before

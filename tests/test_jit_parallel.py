@@ -325,6 +325,7 @@ def test_a_loop_drawing_random_numbers_stays_serial():
 def index_after(x):  # the loop's index is read after it: on threads it would be a thread's own
     n = x.shape[0]
     out = np.zeros(n)
+    i = 0  # (a loop of no iteration would leave `i` unbound: refused)
     for i in range(n):
         out[i] = x[i] * 2.0
     return np.sum(out) * i

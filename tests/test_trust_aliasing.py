@@ -742,8 +742,8 @@ REFUSED_SHARING = {
     tuple_element: ("`z += 1.0`", "`(y, w)[0]`", "z = z + 1.0"),
     list_element: ("`z += 1.0`", "`[y][0]`", "z = z + 1.0"),
     list_element_updated: ("`L` may share memory with another array", "`[y]`", ".copy()"),
-    unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])`", "b = b * 2.0"),
-    unpacked_rows: ("`c += 1.0`", "`y`", "c = c + 1.0"),
+    unpacked_split: ("`b *= 2.0`", "`np.split(y, [1])[1]`", "b = np.split(y, [1])[1].copy()"),
+    unpacked_rows: ("`c += 1.0`", "`y[2]`", "c = y[2].copy()"),  # (a row: not `y.copy()`)
     rows_read_after_their_array_is_written: ("`row` may share memory with `y`", "`y += 1.0`"),
 }
 
@@ -1241,20 +1241,55 @@ def _first_in_a_checkpointed_loop(x):
     return np.sum(y**2)
 
 
+def _first_of_a_pair_updated(x):
+    y = x.copy()
+    z = _first((y, x * 2.0))
+    z += 2.0
+    return np.sum(y * y)
+
+
 @pytest.mark.parametrize(
-    "f",
+    "f, source",
     [
-        _first_of_a_tuple,
-        _first_of_a_named_tuple,
-        _first_by_a_lambda,
-        _first_in_a_checkpointed_loop,
+        (_first_of_a_tuple, "`y`"),
+        (_first_of_a_named_tuple, "`t[0]`"),  # (not the normalizer's `(t_0, t_1)`)
+        (_first_by_a_lambda, "`y`"),
+        (_first_in_a_checkpointed_loop, "`y`"),
+        (_first_of_a_pair_updated, "`y` (it was assigned from it)"),
     ],
 )
-def test_a_write_through_an_element_a_helper_returns_is_refused(f):
+def test_a_write_through_an_element_a_helper_returns_is_refused(f, source):
     """A helper returning an element of the tuple it is given (`_first((y,))`) is `y` itself:
-    the write went unseen and the gradient was wrong ([4, 1.4, 2.2], not [0, 1.4, 2.2])."""
-    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`z` may share memory"):
+    the write went unseen and the gradient was wrong ([4, 1.4, 2.2], not [0, 1.4, 2.2]). The
+    message names the element as the user wrote it."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`z.*may share memory") as raised:
         s2sad.grad(f)(X.copy())
+    text = str(raised.value)
+    assert source in text and "t_0" not in text
+
+
+def _unpacked_tuple_updated(x):
+    y = x * 1.0
+    t = (y, x * 2.0)
+    a, b = t
+    a += 1.0
+    return np.sum(y * b)
+
+
+def _unpacked_rows_written(x):
+    y = x.reshape(3, 1) * np.ones((3, 2))
+    a, b, c = y
+    a[0] = 1.0
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize(
+    "f, source", [(_unpacked_tuple_updated, "`t[0]`"), (_unpacked_rows_written, "`y[0]`")]
+)
+def test_an_alias_bound_by_unpacking_is_named_as_an_element(f, source):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`a.*may share memory") as raised:
+        s2sad.grad(f)(X.copy())
+    assert source in str(raised.value) and "t_0" not in str(raised.value)
 
 
 def _first_read_in_a_loop(x):

@@ -834,12 +834,66 @@ def test_a_name_an_if_binds_on_some_paths_only_is_refused_where_read(f, jit):
         s2sad.grad(f, jit=jit)(x, 1.0)
 
 
+# a name only a loop's body binds, read after it: Python raises UnboundLocalError where the loop
+# ran no iteration; jitted code read zero there, so both modes refuse it
+def _bound_in_a_for_loop(x, c):
+    for i in range(int(c)):
+        y = x * i
+    return np.sum(y * x)
+
+
+def _bound_in_a_while_loop(x, c):
+    while c > 0:
+        y = x * c
+        c = c - 1.0
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize(
+    "f, loop, jit",
+    [(_bound_in_a_for_loop, "for", False), (_bound_in_a_for_loop, "for", True)]
+    + [(_bound_in_a_while_loop, "while", False)],
+)
+def test_a_name_only_a_loop_that_may_not_run_binds_is_refused_where_read(f, loop, jit):
+    x = np.linspace(0.1, 0.9, 3)
+    with pytest.raises(UnboundLocalError):
+        f(x, 0.0)
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as raised:
+        s2sad.grad(f, jit=jit)(x, 1.0)
+    text = str(raised.value)
+    assert f"`y` is read here, but only the body of the `{loop}` loop at line" in text
+    assert "may run no iteration" in text and "bind `y` before that loop" in text
+
+
+def _bound_in_a_loop_that_runs(x, c):  # range(2) runs: `y` and `i` are bound after it
+    for i in range(2):
+        y = x * c * i
+    return np.sum(y * x) * i
+
+
+def _bound_before_a_loop(x, c):
+    y = x
+    for i in range(int(c)):
+        y = y * x
+    return np.sum(y)
+
+
 def _read_under_the_same_condition(x, c):  # taken to follow the same condition
     if c > 0:
         y = x * 2.0
     z = x
     if c > 0:
         z = z * y
+    return np.sum(z)
+
+
+def _read_under_the_same_condition_in_a_loop(x, c):
+    if c > 0:
+        y = x * 2.0
+    z = x
+    for _ in range(2):
+        if c > 0:
+            z = z * y
     return np.sum(z)
 
 
@@ -860,10 +914,23 @@ def _read_in_a_conditional_expression(x, c):  # its branches follow its test, as
 @pytest.mark.parametrize(
     "f, args",
     [
-        (_read_under_the_same_condition, (1.0,)),  # (with c <= 0 the adjoint reads y: a gap)
+        (_read_under_the_same_condition, (1.0,)),
+        (_read_under_the_same_condition, (-1.0,)),  # (y never bound, nor its adjoint's zero)
+        (_read_under_the_same_condition_in_a_loop, (1.0,)),
+        (_read_under_the_same_condition_in_a_loop, (-1.0,)),
         (_early_return, (-1.0,)),
-        (_read_in_a_conditional_expression, (1.0,)),  # (c <= 0: the same gap)
+        (_read_in_a_conditional_expression, (1.0,)),
+        (_read_in_a_conditional_expression, (-1.0,)),
+        (_bound_in_a_loop_that_runs, (1.5,)),
+        (_bound_before_a_loop, (2.0,)),
     ],
 )
 def test_reads_every_path_to_which_binds_the_name_are_followed(f, args):
     check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)
+
+
+def test_a_value_read_under_the_same_condition_differentiates_jitted_on_both_paths():
+    x, grad = np.linspace(0.1, 0.9, 3), s2sad.grad(_read_under_the_same_condition, jit=True)
+    for c, want in ((1.0, 4.0 * x), (-1.0, np.ones(3))):
+        np.testing.assert_allclose(grad(x, c), want, rtol=1e-12)
+    assert "if cond:\n        dy = zeros_like(y)" in s2sad.source(grad)

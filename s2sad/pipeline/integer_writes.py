@@ -126,12 +126,13 @@ def _float_value(stmt, value: ast.expr, floats: set[str]) -> bool:
     return any(floating(bound.args[p]) for p in op.bound.rule.differentiable(bound))
 
 
-def refuse_float_updates(parsed, params: dict) -> None:
+def refuse_float_updates(parsed, params: dict, wrt) -> None:
     """`x += v` (or `-=`, `*=`, `/=`, ...) on an integer or boolean array `x` with a float `v`
     raises NumPy's UFuncTypeError (casting rule 'same_kind'); s2sad's `x = x + v` would run
     and give floats, so it is refused with NumPy's reason. `v` counts as a float where it
     certainly is one: a float literal in it, a float array argument or an element or slice of
-    one, or a true division."""
+    one, a parameter differentiated (a number too: the key ranks a float and an int alike, but
+    input_checks.py refuses an int there), or a true division."""
     updates = [
         n
         for n in walk_nodes(parsed.tree)
@@ -142,7 +143,8 @@ def refuse_float_updates(parsed, params: dict) -> None:
     kinds = _kinds(parsed.tree, params, getattr(parsed.func, "__globals__", {}))
     for node in updates:
         kind = kinds.get(node.target.id)
-        if isinstance(kind, str) and (isinstance(node.op, ast.Div) or _floats(node.value, params)):
+        floats = isinstance(node.op, ast.Div) or _floats(node.value, params, set(wrt))
+        if isinstance(kind, str) and floats:
             name = node.target.id
             dtype = "bool" if kind == "b" else "an integer dtype"
             raise parsed.error(
@@ -158,21 +160,22 @@ def refuse_float_updates(parsed, params: dict) -> None:
             )
 
 
-def _floats(node: ast.expr, params: dict) -> bool:
+def _floats(node: ast.expr, params: dict, wrt: set[str]) -> bool:
     """Whether `node` certainly has a float dtype (see refuse_float_updates)."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (float, complex))
     if isinstance(node, ast.Name):  # an array argument with no integer or boolean kind
         rank = params.get(node.id)
-        return isinstance(rank, int) and not isinstance(rank, bool) and rank > 0
+        array = isinstance(rank, int) and not isinstance(rank, bool) and rank > 0
+        return array or node.id in wrt
     if isinstance(node, ast.Subscript):  # an element or a view of one (`x[0]`, `x[1:]`)
-        return _floats(node.value, params)
+        return _floats(node.value, params, wrt)
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Div):
             return True
-        return _floats(node.left, params) or _floats(node.right, params)
+        return _floats(node.left, params, wrt) or _floats(node.right, params, wrt)
     if isinstance(node, ast.UnaryOp):
-        return _floats(node.operand, params)
+        return _floats(node.operand, params, wrt)
     return False
 
 

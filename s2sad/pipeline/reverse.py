@@ -36,7 +36,7 @@ from .nodes import (
     subscript_index,
     weighed_by_dtype,
 )
-from .reverse_control import BranchesAndLoops, Context
+from .reverse_control import BranchesAndLoops, Context, branch_tests
 from .tape import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
 
@@ -488,6 +488,7 @@ def reverse(
     rev = Reverser(active, taken, ranks, batched)
     rev.jit = jit
     rev.assign_counts = assign_counts(stmts)
+    rev.made_in, rev.enclosing = branch_tests(stmts, rev.assign_counts)
     rev.unread = unread_writes(stmts)
     rev.params = set(params) | set(wrt)
     if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)

@@ -84,7 +84,8 @@ class BranchesAndLoops:
             if not need:
                 break
             for d in sorted(need):
-                inits.append(self.at(assign_to(d, self.zero_of(self.primal_of[d])), stmt))
+                zero = assign_to(d, self.zero_of(self.primal_of[d]))
+                inits.append(self.at(self.where_made(zero, self.primal_of[d], stmt), stmt))
                 started.append(d)
             self.restore(before)
             for d in started:
@@ -109,6 +110,26 @@ class BranchesAndLoops:
         ir.copy_origin(node, stmt)
         ir.mark_adjoint(node)
         return inits + [node]
+
+    def where_made(self, zero: ast.stmt, primal: str, stmt) -> ast.stmt:
+        """`zero` (`dy = zeros_like(y)`, made before `stmt`'s adjoint) run only where `primal`
+        exists: an `if` made it that does not enclose `stmt` (`if c > 0: y = ...`, then
+        `if c > 0: z = z * y`: where c <= 0, y was never bound and Python read none of it), so
+        the zero is made under that `if`'s recorded test. A value made in a loop is left as
+        it is (unbound_reads.py refuses a read of it outside a later `if`)."""
+        made, here = self.made_in.get(primal), self.enclosing.get(id(stmt), ())
+        if made is None or not isinstance(zero.value, ast.Call):  # (0.0 reads nothing)
+            return zero
+        shared = 0
+        while shared < min(len(made), len(here)) and made[shared][0] == here[shared]:
+            shared += 1  # (the `if`s around both: their tests hold here)
+        tests = [test for _, test in made[shared:]]
+        if not tests or any(t is None for t in tests):
+            return zero
+        test = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+        node = ast.If(clone(test), [zero], [])
+        ir.mark_adjoint(node)
+        return node
 
     def branches(self, stmt: ast.If, ctx: Context):
         start = self.state()
@@ -159,12 +180,13 @@ class BranchesAndLoops:
                 zero = self.zero_of(primal)
                 if self.batched and primal in ir.liveout(stmt):  # unassigned if the loop never ran
                     zero.args[1] = ast.Lambda(_no_arguments(), load_name(primal))
-                inits.append(self.at(assign_to(d, zero), stmt))
+                inits.append(self.at(self.where_made(assign_to(d, zero), primal, stmt), stmt))
                 self.defined.add(d)
                 self.zero.discard(d)
                 self.owned.discard(d)
         if self.jit:  # Numba types a name once: a float32 input's sum starts as float64 would
             for init in inits:
+                init = init.body[0] if isinstance(init, ast.If) else init  # (where_made's)
                 zero = getattr(init, "value", None)
                 if isinstance(zero, ast.Call) and getattr(zero.func, "id", "") == "zeros_like":
                     zero.func.id = "sum_zeros_like"
@@ -233,6 +255,33 @@ class BranchesAndLoops:
         ir.copy_origin(node, stmt)
         ir.mark_adjoint(node)
         return inits + [node]
+
+
+def branch_tests(stmts: list[ast.stmt], counts: dict[str, int]) -> tuple[dict, dict]:
+    """(each name bound once, by a statement in a branch -> the tests of the `if`s around that
+    statement, outermost first, `not t` for an `else`; each `if` or loop -> that of the `if`s
+    around it). A loop around it counts as a test None (where_made gives up); a test that is
+    not a name (the normalized `cond`) too."""
+    made: dict[str, tuple] = {}
+    enclosing: dict[int, tuple] = {}
+
+    def walk(block, tests, keys):
+        for stmt in block:
+            if isinstance(stmt, (ast.If, ast.For, ast.While)):
+                enclosing[id(stmt)] = keys
+            if isinstance(stmt, ast.If):
+                name = stmt.test if isinstance(stmt.test, ast.Name) else None
+                negated = name and ast.UnaryOp(ast.Not(), name)
+                walk(stmt.body, tests + [name], keys + ((id(stmt), True),))
+                walk(stmt.orelse, tests + [negated], keys + ((id(stmt), False),))
+            elif isinstance(stmt, (ast.For, ast.While)):
+                walk(stmt.body, tests + [None], keys + ((id(stmt), True),))
+            elif tests and isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                if counts.get(stmt.targets[0].id) == 1:
+                    made[stmt.targets[0].id] = tuple(zip(keys, tests))
+
+    walk(stmts, [], ())
+    return made, enclosing
 
 
 def _no_arguments() -> ast.arguments:

@@ -1,15 +1,17 @@
-"""Reads of a name that an `if` binds on some paths only (`if c: y = ...`, then `np.sum(y)`):
-where no branch that binds it ran, Python raises UnboundLocalError, and Numba reads a value
-no line computed (zero, or garbage) instead. Python mode and jitted code must agree, so such a
+"""Reads of a name that an `if` binds on some paths only (`if c: y = ...`, then `np.sum(y)`),
+or that only the body of a loop which may run no iteration binds (`for i in range(n): y = ...`):
+where nothing that binds it ran, Python raises UnboundLocalError, and Numba reads a value no
+line computed (zero, or garbage) instead. Python mode and jitted code must agree, so such a
 read is refused before normalizing, in both.
 
 A read inside a later `if` or a branch of a conditional expression is taken to follow the same
 condition (`if c: z = y`, `np.sum(y) if c else 0.0`) and is let through, as is a read in a loop
 of a name the loop's body binds on any path (the value of a previous iteration: `if i == 0 or
-...: y = ...`, then `s = s + y`): both are common and right. A loop's body is taken to run at
-least once, and only `return` and `raise` end a path.
-So this refuses what certainly depends on one `if`'s branch and misses the rest (an unrelated
-later condition, a loop that runs no iteration or whose first does not bind the name).
+...: y = ...`, then `s = s + y`): both are common and right. Only `while True` and a `for` over
+a non-empty `range` of int literals or a non-empty list or tuple display certainly run their
+body (`_runs`), and only `return` and `raise` end a path.
+So this refuses what certainly depends on one `if`'s branch or a loop's trip count and misses
+the rest (an unrelated later condition, a loop whose first iteration does not bind the name).
 """
 
 from __future__ import annotations
@@ -67,8 +69,12 @@ class _Paths:
                 carried = set().union(*map(_stored, stmt.body))  # a previous iteration's
                 body, some = self.block(stmt.body, inside | carried, maybe, assumed)
                 maybe.update(some)
-                bound = inside | (body or set())
-                bound, some = self.block(stmt.orelse, bound, maybe, assumed)
+                after = inside | (body or set())
+                if not _runs(stmt):  # what only its body binds: unbound where it runs none
+                    for name in after - bound:
+                        maybe.setdefault(name, stmt)
+                    after = bound
+                bound, some = self.block(stmt.orelse, after, maybe, assumed)
                 maybe.update(some)
                 if bound is None:
                     return None, maybe
@@ -116,18 +122,44 @@ class _Paths:
                 and n.id not in bound | assumed | inner | self.declared
                 and id(n) not in branches
             ):
-                where = self.parsed.file_line(maybe[n.id])
+                binder = maybe[n.id]
+                where = self.parsed.file_line(binder)
+                if isinstance(binder, ast.If):
+                    what = f"the `if` at line {where} binds it on some paths only"
+                    hint = f"bind `{n.id}` before that `if`, or in each of its branches"
+                else:
+                    loop = "for" if isinstance(binder, ast.For) else "while"
+                    what = (
+                        f"only the body of the `{loop}` loop at line {where} binds it, and that "
+                        "loop may run no iteration"
+                    )
+                    hint = f"bind `{n.id}` before that loop"
                 raise self.parsed.error(
                     UnsupportedSyntaxError,
-                    f"`{n.id}` is read here, but the `if` at line {where} binds it on some paths "
-                    "only: where it is unbound, Python raises UnboundLocalError (and jitted "
-                    "code would read a value no line computed)",
+                    f"`{n.id}` is read here, but {what}: where it is unbound, Python raises "
+                    "UnboundLocalError (and jitted code would read a value no line computed)",
                     n,
-                    hint=f"bind `{n.id}` before that `if`, or in each of its branches",
+                    hint=hint,
                 )
 
 
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+
+
+def _runs(loop: ast.For | ast.While) -> bool:
+    """Whether `loop` certainly runs its body once: `while True`, or a `for` over `range` of
+    int literals that is not empty or over a list or tuple display with an element."""
+    if isinstance(loop, ast.While):
+        return isinstance(loop.test, ast.Constant) and bool(loop.test.value)
+    it = loop.iter
+    if isinstance(it, (ast.List, ast.Tuple)):
+        return any(not isinstance(e, ast.Starred) for e in it.elts)
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"):
+        return False
+    bounds = [b.value for b in it.args if isinstance(b, ast.Constant) and type(b.value) is int]
+    if it.keywords or not 0 < len(bounds) == len(it.args) <= 3 or (bounds[2:] or [1])[0] == 0:
+        return False  # (a step of 0: Python raises ValueError)
+    return len(range(*bounds)) > 0
 
 
 def _own_walk(node: ast.AST):

@@ -178,7 +178,7 @@ class Inlining(ControlFlow):
         # the parameters that are the caller's arrays (or views of them), with those arrays
         memory = self.memory
         sub.memory.param_sources = {
-            name: (ast.unparse(arg), memory.shared_bases(arg))
+            name: (self.parsed.text_of(arg), memory.shared_bases(arg))
             for name, arg in given_args.items()
             if memory.may_alias(arg, self.env)
         }
@@ -201,7 +201,7 @@ class Inlining(ControlFlow):
                 value = defaults_spelled(name, param.default)
             if self.bind_list_param(sub, name, value):
                 # a list of differentiated values (see lists.py)
-                sub.memory.elements_of_param(name, names_read(sub.lists[name].elts))
+                sub.memory.elements_of_param(name, sub.lists[name].elts)
                 continue
             if (
                 isinstance(value, ast.Name)
@@ -218,7 +218,7 @@ class Inlining(ControlFlow):
                 sub.env[name] = local
                 if name in given_args and memory.may_alias(given_args[name], self.env):
                     # the callee's parameter is the caller's array (or a view of it)
-                    sub.memory.aliases[local] = ast.unparse(given_args[name])
+                    sub.memory.aliases[local] = self.parsed.text_of(given_args[name])
         # a parameter whose argument varies (now or in a later iteration) varies in the body
         per_param = signature.bind(*varied.positional, **varied.keywords).arguments
         sub.loop_varied |= {param for param, varies in per_param.items() if varies}

@@ -281,13 +281,25 @@ class Memory:
                 bases |= {p} | self.sharing.get(p, set())
         return (texts[0], bases) if texts else None
 
-    def elements_of_param(self, param: str, proxies: set[str]) -> None:
-        """An inlined function's list parameter `param` is read through `proxies`, the caller's
-        elements: each may be the caller's array `param`'s argument holds (`first((y,))`
-        returning `t[0]` is `y` itself, and a write through it one into `y`)."""
-        if param in self.param_sources:
-            for proxy in proxies:
-                self.param_sources[proxy] = self.param_sources[param]
+    def elements_of_param(self, param: str, elements: list[ast.expr]) -> None:
+        """An inlined function's list parameter `param` is read through the names in
+        `elements`, proxies of the caller's elements: each may be the caller's array `param`'s
+        argument holds (`first((y,))` returning `t[0]` is `y` itself, and a write through it
+        one into `y`). Messages name element k as the user wrote it: `y` of `(y,)`, else `t[k]`
+        (never the caller's temporaries)."""
+        if param not in self.param_sources:
+            return
+        text, shared = self.param_sources[param]
+        try:
+            spelled = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            spelled = None
+        if not (isinstance(spelled, (ast.Tuple, ast.List)) and len(spelled.elts) == len(elements)):
+            spelled = None
+        for k, element in enumerate(elements):
+            each = ast.unparse(spelled.elts[k]) if spelled is not None else f"{text}[{k}]"
+            for proxy in (n.id for n in ast.walk(element) if isinstance(n, ast.Name)):
+                self.param_sources[proxy] = (each, shared)
 
     # ------------------------------------------------------------------ branches
     def before_branches(self):

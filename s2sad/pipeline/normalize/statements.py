@@ -128,7 +128,7 @@ class Statements(Expressions):
 
     def assign_name(self, target: ast.Name, value: ast.expr) -> ast.expr:
         memory = self.memory
-        alias = ast.unparse(value) if memory.may_alias(value, self.env) else None
+        alias = self.parsed.text_of(value) if memory.may_alias(value, self.env) else None
         if isinstance(value, ast.Lambda):
             self.local_funcs[target.id] = value
             self.evaluate_defaults(value)
@@ -173,9 +173,14 @@ class Statements(Expressions):
         shared = [memory.shared_bases(v) for v in value.elts]
         viewed = [memory.written_view(v) for v in value.elts]  # (as `assign_name`'s, each)
         atoms = [self.atom(v, t.id) for t, v in zip(target.elts, value.elts)]
-        for t, v, a, bases, seen in zip(target.elts, value.elts, atoms, shared, viewed):
+        for k, (t, v, a, bases, seen) in enumerate(
+            zip(target.elts, value.elts, atoms, shared, viewed)
+        ):
             if memory.may_alias(v, self.env):  # `a, b = y, z`: `a` is `y`
-                memory.pending_alias = ast.unparse(v)
+                text = self.parsed.text_of(v)
+                if isinstance(v, ast.Name) and text != v.id:  # `a, b = t` of a tuple `t`
+                    text = f"{text}[{k}]"  # (v stands for its element k, where `t` was)
+                memory.pending_alias = text
             self.bind(t.id, a if seen is None else snapshot_of(a), varied=self.atom_varied(a))
             memory.pending_alias = None
             memory.views.pop(t.id, None)
@@ -200,7 +205,7 @@ class Statements(Expressions):
                 if elements and memory.written_base(elements[k][1]) is not None:
                     a = snapshot_of(a)  # a view of an array written in place (`return v[:2], ..`)
                 self.bind(t.id, a, varied=self.atom_varied(a))
-            memory.unpacked_sharing(names, elements, ast.unparse(value), self.env)
+            memory.unpacked_sharing(names, elements, self.parsed.text_of(value), self.env)
             return whole
         if not self.atom_varied(whole):
             stmt = ast.Assign(
@@ -221,9 +226,11 @@ class Statements(Expressions):
                 memory.views.pop(t.id, None)
                 if viewed is not None:
                     memory.views[t.id] = viewed
-        if shared:
-            text = ast.unparse(value)
-            memory.unpacked_sharing(names, [(None, (text, shared))] * len(names), text, self.env)
+        if shared:  # element k is `value[k]` (a row of an array, an element of a tuple)
+            text = self.parsed.text_of(value)
+            whole_text = text if isinstance(value, _POSTFIX) else f"({text})"
+            parts = [(None, (f"{whole_text}[{k}]", shared)) for k in range(len(names))]
+            memory.unpacked_sharing(names, parts, text, self.env)
         return whole
 
     def is_item(self, target: ast.expr) -> bool:
@@ -296,6 +303,10 @@ class Statements(Expressions):
             self.varied.add(base.id)
         self.memory.written_now({target.value.id})
         return atom
+
+
+# expressions `[k]` may follow without parentheses
+_POSTFIX = (ast.Name, ast.Attribute, ast.Subscript, ast.Call)
 
 
 def _base(target: ast.expr) -> str:
