@@ -385,3 +385,26 @@ def test_adds_into_a_column_or_a_new_axis_join_the_run_over_its_length_1(made, i
         spaces.append(space)
     for name in ("out", "dw"):
         np.testing.assert_allclose(spaces[0][name], spaces[1][name], rtol=1e-15)
+
+
+def chain(k, x0, m):
+    """A mass-spring chain's step: `m[1:-1]`, a slice of an array nothing writes into, is an
+    operand of the arithmetic (the rules keep it so in the adjoint too)."""
+    x = x0.copy()
+    v = np.zeros_like(x0)
+    for step in range(3):
+        f = k * (x[1:] - x[:-1])
+        v[1:-1] += 0.1 * (f[1:] - f[:-1]) / m[1:-1]
+        x = x + 0.1 * v
+    return np.sum(x * x)
+
+
+def test_a_slice_read_inside_arithmetic_is_named_and_joins_the_run():
+    compiled = transform(chain, ("k",), "grad", (("k", 1), ("x0", 1), ("m", 1)), True)
+    fused = _fused_parts(compiled.code)
+    assert "m_view = m[1:-1]" in fused and "m_view2 = m[1:-1]" in fused  # primal and adjoint
+    assert "v_div_i = v_mul_i / m[i0 + 1]" in fused and "/ m[i0 + 1]" in fused.split("sweep:")[1]
+    args = (rng().uniform(1, 2, 6), np.arange(7.0), rng().uniform(1, 2, 7))
+    got, _ = in_python(compiled, *args)
+    np.testing.assert_allclose(got, s2sad.grad(chain)(*args), rtol=1e-12)
+    np.testing.assert_allclose(got, fd_grad(chain, args, 0), rtol=1e-6)

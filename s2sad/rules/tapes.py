@@ -226,6 +226,15 @@ def _push_row(tape, k, x):
                 raise ValueError(ROW_TAPE_MISFIT)
 
             return misfit
+        if x.ndim == 1:  # element by element: Numba's `tape[k] = x` is a generic broadcast
+
+            def row_push(tape, k, x):
+                if k >= tape.shape[0] or x.shape[0] != tape.shape[1]:
+                    raise ValueError(ROW_TAPE_MISFIT)
+                for j in range(x.shape[0]):
+                    tape[k, j] = x[j]
+
+            return row_push
 
         def array_push(tape, k, x):
             if k >= tape.shape[0] or x.shape != tape.shape[1:]:

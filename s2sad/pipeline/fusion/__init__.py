@@ -63,7 +63,9 @@ are (views.py): `concatenate_vjp(g, [a, b, c], 2, axis=1)` as `g[:, lo : lo + c.
 cotangent of
 `x[:, None]` as `g[:, 0]` where nothing sharing its memory is written into or returned; runs
 then read them, knowing their axes of length 1, and the adds into their columns
-(`add_at(du, (slice(None), slice(2, 3)), du2)`) join the run computing them.
+(`add_at(du, (slice(None), slice(2, 3)), du2)`) join the run computing them. A slice of an
+array nothing writes into that arithmetic reads (`dv / mass[1:-1]`) is named there too
+(`mass_view = mass[1:-1]`): a run reads it in place, where the subscript ended the run.
 
 runs.py gathers the runs, loops.py writes a run's fused branch, remat.py plans recomputation,
 shapes.py holds the index maps and guards across ranks, scatters.py the slices added into,
@@ -86,7 +88,7 @@ from .runs import Fuser, Run
 from .means import means_apart, rejoined
 from .sums import sums_apart
 from .syntax import names_in, text_of
-from .views import viewed
+from .views import slices_named, viewed
 
 
 def fuse(
@@ -111,6 +113,9 @@ def fuse(
     if made:
         rank_of = _with_numbers(rank_of, made)
     blocks = viewed(blocks, rank_of, reads)
+    views: dict[str, int] = {}
+    blocks = slices_named(blocks, rank_of, reads, named, views)
+    rank_of = _with_numbers(rank_of, views)
     nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
     fuser = Fuser(rank_of, nodes, set(taken) | names_in(nodes), integers)
     fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)

@@ -19,19 +19,21 @@ def plan_rematerialization(runs: list, nodes: list, written: set[str]) -> None:
     """Values a fused run computes that later fused runs alone read, recomputed there from the
     arrays they came from instead of stored (`dv = dv_item - c` in the primal, read by the
     adjoint's loop): storing an array costs more than a few operations per element. Only
-    values of runs outside loops, from arrays assigned once and never written into (nor any
-    view of them): so the recomputation reads what the first computation read."""
+    values assigned once, from arrays assigned once outside loops and never written into (nor
+    any view of them): so the recomputation reads what the first computation read. A run in a
+    loop qualifies too: each iteration computes the one value (RK4's `k2_neg = -k`, allocated
+    and stored at every step for the adjoint's loop to read `-k[i0]` back)."""
     counts = assign_counts([n for n in nodes if isinstance(n, ast.stmt)])
     in_loops = _assigned_in_loops(nodes)
     unstable = reaching(written, _view_links(nodes))
-    unstable |= {n for n, c in counts.items() if c > 1} | in_loops
+    unstable |= {n for n, c in counts.items() if c > 1}
     fusing = [r for r in runs if r.fuses()]
     for k, first in enumerate(fusing):
-        if first.depth or not first.plain():
+        if not first.plain():
             continue
         for name, recipe in _recipes(first).items():
             names = {n.id for n in walk_nodes(recipe) if isinstance(n, ast.Name)}
-            if name in unstable or names & unstable or names & _assigned_by(fusing):
+            if name in unstable or names & (unstable | in_loops) or names & _assigned_by(fusing):
                 continue
             readers = [r for r in fusing[k + 1 :] if name in r.inputs]
             if not all(r.plain() for r in readers):

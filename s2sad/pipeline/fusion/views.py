@@ -14,17 +14,23 @@ too: a guessed length there (`b` is empty where `x` has two columns) cut wrong s
 array of `x`'s shape and adds `g` into it: every element once. It is `g[:, 0]`, a view, where
 nothing that may share memory with it (what it views included) is written into, and no output
 of the function may be it: the rewrite is taken only then. Both are statements of the fused code
-alone; the unfused code, its fallback, keeps the calls."""
+alone; the unfused code, its fallback, keeps the calls.
+
+A slice of an array nothing writes into, read inside arithmetic (`v_mul / mass[1:-1]`, the
+adjoint's `dv_div / mass[1:-1]`: the rules keep an operand that needs no cotangent as the user
+wrote it), is named first (`mass_view = mass[1:-1]`), as the slices the normalizer names are:
+a run reads a named view in place, where the subscript inside the expression ended it."""
 
 from __future__ import annotations
 
 import ast
 import copy
 
+from ..names import fresh_in
 from .remat import reaching
 from .row_adds import sharing
 from .shapes import constant_int, unit_axes
-from .syntax import called, load, names_in, origin, text_of, written_in_place
+from .syntax import UFUNCS, assign, called, load, names_in, origin, text_of, written_in_place
 
 
 def viewed(blocks: list[list], rank_of, reads: list) -> list[list]:
@@ -147,3 +153,80 @@ def _whole(node) -> bool:
         and not node.keywords
         and all(isinstance(a, ast.Constant) and a.value is None for a in node.args)
     )
+
+
+def slices_named(blocks: list[list], rank_of, reads: list, taken: set[str], ranks: dict):
+    """`blocks` with each basic slice of an array nothing writes into that arithmetic reads as an
+    operand (`v / mass[1:-1]`) named by a statement before its own (`mass_view = mass[1:-1]`),
+    in copies of the statements changed; `ranks` gets the new names' ranks."""
+    nodes = [s for b in blocks for s in b if isinstance(s, ast.AST)] + list(reads)
+    naming = _Naming(rank_of, written_in_place(nodes), taken)
+
+    def block(stmts: list) -> list:
+        out = []
+        for stmt in stmts:
+            if isinstance(stmt, (ast.For, ast.While, ast.If)):
+                stmt = copy.copy(stmt)
+                stmt.body, stmt.orelse = block(stmt.body), block(stmt.orelse)
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+                naming.named = []
+                value = naming.within(stmt.value)
+                for name, view in naming.named:
+                    ranks[name] = rank_of(view.value)
+                    out.append(origin(assign(name, view), stmt))
+                if value is not stmt.value:
+                    stmt = origin(ast.Assign([copy.copy(stmt.targets[0])], value), stmt)
+            out.append(stmt)
+        return out
+
+    return [block(b) for b in blocks]
+
+
+class _Naming:
+    """Slices that are operands of arithmetic, replaced by fresh names (`named`: (name, the
+    slice)) in copies of the nodes on the way to them (the unfused code keeps the original)."""
+
+    def __init__(self, rank_of, written: set[str], taken: set[str]):
+        self.rank_of, self.written, self.taken, self.named = rank_of, written, taken, []
+
+    def within(self, node):
+        """`node`, its operands of arithmetic that are such slices named."""
+        fields = ()
+        if isinstance(node, ast.BinOp):
+            fields = ("left", "right")
+        elif isinstance(node, ast.UnaryOp):
+            fields = ("operand",)
+        if fields:
+            parts = {f: self._named(self.within(getattr(node, f))) for f in fields}
+        elif isinstance(node, ast.Call) and not node.keywords:
+            operands = text_of(node.func) in UFUNCS
+            args = [self.within(a) for a in node.args]
+            parts = {"args": [self._named(a) if operands else a for a in args]}
+        else:
+            return node
+        if all(parts[f] is getattr(node, f) for f in fields) and (
+            fields or all(a is b for a, b in zip(parts["args"], node.args))
+        ):
+            return node
+        node = copy.copy(node)
+        for field, part in parts.items():
+            setattr(node, field, part)
+        return node
+
+    def _named(self, node):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)):
+            return node
+        base = node.value.id
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        rank = self.rank_of(node.value)
+        if base in self.written or not isinstance(rank, int) or len(items) != rank:
+            return node
+        for item in items:
+            if not isinstance(item, ast.Slice):
+                return node
+            bounds = (item.lower, item.upper, item.step)
+            if not all(b is None or constant_int(b) is not None for b in bounds):
+                return node
+        name = fresh_in(self.taken, f"{base}_view")
+        self.named.append((name, node))
+        return load(name)
