@@ -139,6 +139,8 @@ class Expressions(Flattener):
             rhs = snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
+        if inlined and inlined.alias:  # (its snapshot) in NumPy that memory itself
+            self.memory.results[name] = inlined.alias
         return ast.Name(name, ast.Load())
 
     def opname(self, node: ast.expr) -> str:
