@@ -4,12 +4,14 @@ floats is refused as NumPy raises. Checked against central differences, and the 
 reads for each factory against the dtype NumPy gives."""
 
 import ast
+import warnings
 
 import numpy as np
 import pytest
 
 import s2sad
 from s2sad import ir
+from s2sad.jit import JitFallbackWarning
 from s2sad.pipeline.classify import given_dtype, spelled_dtype
 from s2sad.rules.elementwise import DTYPE_AT
 
@@ -200,3 +202,15 @@ def test_no_dtype_is_read_where_none_is_given(text):
 def test_a_dtype_hidden_in_starred_arguments_is_not_taken_for_none():
     node = _call("np.zeros(*shape_and_dtype)")
     assert isinstance(given_dtype(np.zeros, node.args, {}), ast.Starred)
+
+
+def filled_in_python_types(k):
+    y = np.full(3, k[0] * 3.3, dtype=int)  # [1, 1, 1]: Numba's np.full gave 1.03 (no cast)
+    return np.sum(y * k)
+
+
+def test_python_types_as_dtypes_are_numpys_in_jitted_code():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", JitFallbackWarning)  # compiled, not run in Python
+        g = s2sad.grad(filled_in_python_types, jit=True)(K)
+    np.testing.assert_allclose(g, _central(filled_in_python_types), atol=1e-6)
