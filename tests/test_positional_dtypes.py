@@ -214,3 +214,19 @@ def test_python_types_as_dtypes_are_numpys_in_jitted_code():
         warnings.simplefilter("error", JitFallbackWarning)  # compiled, not run in Python
         g = s2sad.grad(filled_in_python_types, jit=True)(K)
     np.testing.assert_allclose(g, _central(filled_in_python_types), atol=1e-6)
+
+
+def integers_of_a_literal(k):
+    y = np.array([k[0] * 3.3, k[1]], dtype=int)
+    return np.sum(y * k[:2])
+
+
+def truths_of_a_literal(k):
+    y = np.asarray([[k[0] - 0.5, k[1]], [k[2], 0.0]], dtype=bool)
+    return np.sum(y * k[:2])
+
+
+@pytest.mark.parametrize("f", [integers_of_a_literal, truths_of_a_literal])
+def test_a_literal_of_differentiated_values_cast_to_integers_truncates(f):
+    """As np.array casts (`unsafe`): its np.stack raised TypeError ('same_kind')."""
+    np.testing.assert_allclose(s2sad.grad(f)(K), _central(f), atol=1e-6)

@@ -385,6 +385,8 @@ class Expressions(Flattener):
         func = ast.Attribute(ast.Name("np", ast.Load()), "stack", ast.Load())
         ir.set_callee(func, np.stack)
         keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
+        if keywords:  # np.array casts to its dtype as `unsafe` does (floats to ints truncated)
+            keywords.append(ast.keyword("casting", ast.Constant("unsafe")))
         return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
 
     def sequence(self, node: ast.expr, base: str, array: bool = False) -> ast.expr:
