@@ -6,6 +6,7 @@ Activity analysis and the reverse transform both read this view, so a statement 
 from __future__ import annotations
 
 import ast
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -15,7 +16,7 @@ from .reserved import STATIC_ATTRS
 from .nodes import index_expr
 from ..rules.indexing import getitem
 from ..rules.common import snapshot
-from ..rules.elementwise import astype
+from ..rules.elementwise import DTYPE_AT, astype
 from ..rules.registry import Bound
 
 BINOPS = {
@@ -148,6 +149,25 @@ def spelled_dtype(node) -> np.dtype | None:
         return np.dtype(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+def given_dtype(callee, args: list, keywords: dict):
+    """The dtype argument of a call of `callee` (`args` its positional arguments, a method's array
+    first), by keyword or at the position NumPy reads it from (`np.zeros(3, np.int64)`), else
+    None. A `*args` or `**kwargs` that may hold it is returned itself: a dtype not spelled."""
+    if "dtype" in keywords or None in keywords:
+        return keywords.get("dtype", keywords.get(None))
+    at = next((at for f, at in DTYPE_AT.items() if f is callee), None)
+    rule = rules.lookup(callee) if at is None and callee is not None else None
+    for i, param in enumerate(rule.signature.parameters.values() if rule else ()):
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.KEYWORD_ONLY):
+            break
+        if param.name == "dtype":
+            at = i
+    starred = [a for a in args[: at if at is not None else 0] if isinstance(a, ast.Starred)]
+    if at is None or starred:
+        return starred[0] if starred else None
+    return args[at] if at < len(args) else None
 
 
 def classify(stmt: ast.stmt, local_names: set[str]) -> Op:

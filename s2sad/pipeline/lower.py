@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import ast
 
+import numpy as np
+
 from .. import ir
 from ..rules.helpers import RUNTIME
+from .classify import given_dtype
 from .nodes import NOT_CONSTANT, constant_value, index_expr
 
 
@@ -197,6 +200,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
                     for a in node.args
                 ]
             text = ast.unparse(node.func)
+            _numpy_dtype(node, text)
             if text in _INDEXED and len(node.args) > _INDEXED[text]:
                 at = _INDEXED[text]  # (the adjoint of `x[[True, False, True]]`: as the read)
                 node.args[at] = _listed_index(node.args[at])
@@ -409,6 +413,28 @@ _REDUCTIONS = {
     "np.std": ("std_over", False),
 }
 _SPREADS = ("var_over", "std_over")  # which take `ddof`
+
+
+# Python's types as dtypes, as NumPy reads them (`int` is int64): Numba's np.full and
+# np.identity ignore them (`np.full(3, 1.5, int)` gave floats, and a wrong gradient), and its
+# np.zeros, np.ones, np.empty, np.eye and the `_like`s refuse them
+_PYTHON_DTYPES = {t.__name__: np.dtype(t).type.__name__ for t in (int, float, complex)}
+_PYTHON_DTYPES["bool"] = "bool_"
+
+
+def _numpy_dtype(node: ast.Call, text: str) -> None:
+    """A NumPy call's dtype spelled as a Python type (`np.full(n, v, int)`, `dtype=bool`) spelled
+    as NumPy's (`np.int64`), which Numba reads as NumPy does."""
+    callee = getattr(np, text[3:], None) if text.startswith("np.") else None
+    if callee is None:
+        return
+    dtype = given_dtype(callee, node.args, {k.arg: k.value for k in node.keywords})
+    if not (isinstance(dtype, ast.Name) and dtype.id in _PYTHON_DTYPES):
+        return
+    spelled = ast.Attribute(ast.Name("np", ast.Load()), _PYTHON_DTYPES[dtype.id], ast.Load())
+    for k in node.keywords:
+        k.value = spelled if k.value is dtype else k.value
+    node.args = [spelled if a is dtype else a for a in node.args]
 
 
 def _one_axis(axis: ast.expr) -> ast.expr:

@@ -21,7 +21,7 @@ from .. import ir, rules, runtime
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME, SHAPED_LIKE
 from ..rules.elementwise import astype
-from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind, kind_letter
+from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind, given_dtype, kind_letter
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
 _SCALAR_CALLS = {float, int, len}
@@ -398,10 +398,7 @@ def call_parts(node: ast.Call) -> tuple:
     callee, args = ir.callee(node.func), list(node.args)
     if callee is None and isinstance(node.func, ast.Attribute):
         callee, args = METHODS.get(node.func.attr), [node.func.value] + args
-    dtype = {k.arg: k.value for k in node.keywords}.get("dtype")
-    if callee is astype and len(args) == 2:
-        dtype = args[1]
-    return callee, args, dtype
+    return callee, args, given_dtype(callee, args, {k.arg: k.value for k in node.keywords})
 
 
 # the operators and functions that give integers of integers (and of booleans with them): a store

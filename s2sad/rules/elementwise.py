@@ -567,3 +567,8 @@ nondiff(
     np.allclose,
     np.array_equal,
 )
+# where the factories without a rule signature take a dtype by position, as NumPy reads one
+# there (`np.zeros(3, np.int64)` is `dtype=np.int64`; np.arange's C signature takes it after
+# `step`): the other calls' dtype parameters are their rules' (pipeline/classify.py, given_dtype)
+DTYPE_AT = {np.zeros: 1, np.ones: 1, np.empty: 1, np.zeros_like: 1, np.ones_like: 1}
+DTYPE_AT |= {np.empty_like: 1, np.eye: 3, np.identity: 1, np.arange: 3}

@@ -139,6 +139,8 @@ class Expressions(Flattener):
             rhs = snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
         self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
+        if inlined and inlined.alias:  # (its snapshot) in NumPy that memory itself
+            self.memory.results[name] = inlined.alias
         return ast.Name(name, ast.Load())
 
     def opname(self, node: ast.expr) -> str:
@@ -383,6 +385,8 @@ class Expressions(Flattener):
         func = ast.Attribute(ast.Name("np", ast.Load()), "stack", ast.Load())
         ir.set_callee(func, np.stack)
         keywords = [ast.keyword(k.arg, self.atom(k.value, base)) for k in keywords]
+        if keywords:  # np.array casts to its dtype as `unsafe` does (floats to ints truncated)
+            keywords.append(ast.keyword("casting", ast.Constant("unsafe")))
         return ast.Call(func, [ast.List(elts, ast.Load())], keywords)
 
     def sequence(self, node: ast.expr, base: str, array: bool = False) -> ast.expr:

@@ -176,12 +176,12 @@ class Inlining(ControlFlow):
             raise self.parsed.error(UnsupportedSyntaxError, f"bad call: {exc}", node) from None
         given_args = signature.bind(*node.args, **{k.arg: k.value for k in node.keywords}).arguments
         # the parameters that are the caller's arrays (or views of them), with those arrays
-        memory = self.memory
-        sub.memory.param_sources = {
-            name: (self.parsed.text_of(arg), memory.shared_bases(arg))
+        memory, text_of = self.memory, self.parsed.text_of
+        sources = {
+            name: memory.argument_memory(arg, bound.arguments[name], self.env, text_of(arg))
             for name, arg in given_args.items()
-            if memory.may_alias(arg, self.env)
         }
+        sub.memory.param_sources = {name: s for name, s in sources.items() if s is not None}
         for name, param in signature.parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise self.unsupported(node, "calls to functions with *args or **kwargs")
@@ -216,9 +216,9 @@ class Inlining(ControlFlow):
                 local = self.names.fresh(name)
                 self.append(local, value, varied=self.atom_varied(value))
                 sub.env[name] = local
-                if name in given_args and memory.may_alias(given_args[name], self.env):
+                if sources.get(name) is not None:
                     # the callee's parameter is the caller's array (or a view of it)
-                    sub.memory.aliases[local] = self.parsed.text_of(given_args[name])
+                    sub.memory.aliases[local] = sources[name][0]
         # a parameter whose argument varies (now or in a later iteration) varies in the body
         per_param = signature.bind(*varied.positional, **varied.keywords).arguments
         sub.loop_varied |= {param for param, varies in per_param.items() if varies}

@@ -120,6 +120,9 @@ class Memory:
         # an inlined function's parameters that are the caller's arrays (or views of them):
         # the caller's expression and the names it shares memory with
         self.param_sources: dict[str, tuple[str, set[str]]] = {}
+        # an inlined call's result snapshotted as an operand (SSA name) -> its `Inlined.alias`:
+        # passed on to another helper, it is that memory, as in NumPy (`ident(ident(y))`)
+        self.results: dict[str, tuple[str, set[str]]] = {}
 
     # ------------------------------------------------------------------ what a value shares
     def shared_bases(self, value: ast.expr) -> set[str]:
@@ -203,6 +206,23 @@ class Memory:
         if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
             return True
         return bool(self.memory_roots(value))
+
+    def argument_memory(self, arg: ast.expr, atom: ast.expr, env: dict, text: str):
+        """What a parameter of a function being inlined may share with this caller, its argument
+        `arg` (as the user wrote it: `text`) flattened to `atom`: an inlined call's result what
+        that call returned (`ident(ident(y))`, `ident(first((y,)))` are `y`), else what `arg` may
+        be (a view of); as (the caller's expression, the caller's locals), or None."""
+        inlined = ir.inlined(atom)
+        if isinstance(atom, ast.Name) and atom.id in self.results:
+            return self.results[atom.id]
+        if inlined is None:
+            if not self.may_alias(arg, env):
+                return None
+            return text, self.shared_bases(arg)
+        if inlined.alias:
+            return inlined.alias
+        parts = [e[1] for e in inlined.elements or () if e[1]]  # a tuple: any element's memory
+        return (text, set().union(*(p[1] for p in parts))) if parts else None
 
     def written_view(self, node: ast.expr) -> str | None:
         """The array the function writes in place that `node` may be a view of (or the very

@@ -146,6 +146,9 @@ class Statements(Expressions):
         if isinstance(rhs, ast.Name) and inlined:
             # `v = head(y)` returning `y[:-1]`, a view of an array written in place
             viewed = memory.written_base(inlined.alias)
+            if inlined.alias:  # (what names bound from `v` share: `z = v`, `ident(v)`)
+                memory.share(target.id, inlined.alias[1])
+                alias = inlined.alias[0]
         if isinstance(rhs, ast.Name) and inlined and viewed is None:
             name = self.rebind(target.id)  # the inlined result takes the user's name
             rename_in(self.out[start:], rhs.id, name)
@@ -202,9 +205,13 @@ class Statements(Expressions):
             inlined = ir.inlined(whole)
             elements = inlined.elements if inlined else None
             for k, (t, a) in enumerate(zip(target.elts, whole.elts)):
-                if elements and memory.written_base(elements[k][1]) is not None:
-                    a = snapshot_of(a)  # a view of an array written in place (`return v[:2], ..`)
+                viewed = memory.written_base(elements[k][1]) if elements else None
+                if viewed is not None:  # a view of an array written in place (`return v[:2], ..`)
+                    a = snapshot_of(a)  # (read after the write: refused, see `Memory.read`)
                 self.bind(t.id, a, varied=self.atom_varied(a))
+                memory.views.pop(t.id, None)
+                if viewed is not None:
+                    memory.views[t.id] = viewed
             memory.unpacked_sharing(names, elements, self.parsed.text_of(value), self.env)
             return whole
         if not self.atom_varied(whole):
