@@ -567,6 +567,37 @@ def test_lists_of_differentiated_values():
     assert "h.append(x[i])" in str(info.value) and "y[i] = v" in str(info.value)
 
 
+def resizes(x):
+    y = np.zeros(6)
+    y[:3] = x
+    y.resize(3, refcheck=False)
+    return np.sum(y**2)
+
+
+def sorts(x):
+    y = x * 2.0
+    y.sort()
+    return np.sum(y * np.arange(3.0))
+
+
+@pytest.mark.parametrize(
+    "f, line, instead",
+    [
+        (resizes, "y.resize(3, refcheck=False)", "`y = np.pad(y, (0, k))`"),
+        (sorts, "y.sort()", "`y = np.sort(y)`"),
+    ],
+)
+def test_an_arrays_method_changing_it_in_place_is_refused_with_a_new_array_as_the_way(
+    f, line, instead
+):
+    """An ndarray method changing the array (`y.resize(...)`) is told as such, with the
+    assignment that does the same s2sad follows; not as a list, whose hint is a loop's."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="changes `y` in place") as info:
+        s2sad.grad(f)(np.array([0.3, 0.7, 1.1]))
+    assert instead in str(info.value) and "list" not in str(info.value)
+    assert "test_control_flow.py:" in str(info.value) and f"\n    {line}\n" in str(info.value)
+
+
 def copies_into(x):
     y = np.zeros(3)
     np.copyto(y, x)
