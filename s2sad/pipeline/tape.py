@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -36,13 +36,16 @@ class Marker:
     kind: str  # "block" | "header" | "restore" | "kill"
     node: object  # the primal block (list id), the end-copy or the subscript write
     src: ast.stmt | None = None
+    owning: list = field(default_factory=list)  # a kill's statements making dy an array of its own
 
 
 class Tape:
     def __init__(self, primal: list, adjoint: list, taken: set, owned=(), is_int=None, returned=()):
         self.names = NameAllocator(taken)
-        self.reads = names_read(adjoint)
-        self.shapes = self.reads - value_reads(adjoint)  # read for shape and dtype alone
+        # (a kill's `dy = as_accumulator(dy, y)` reads y where the kill is kept)
+        seen = adjoint + [s for m in _markers(adjoint) for s in m.owning]
+        self.reads = names_read(seen)
+        self.shapes = self.reads - value_reads(seen)  # read for shape and dtype alone
         self.tapes: dict[str, str] = {}  # primal name -> its tape list
         self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
@@ -243,7 +246,8 @@ class Tape:
     def fill(self, marker: Marker) -> list[ast.stmt]:
         if marker.kind == "kill":
             target = marker.node.targets[0].value.id
-            return [marker.node] if target in self.future.get(id(marker), ()) else []
+            kept = target in self.future.get(id(marker), ())
+            return marker.owning + [marker.node] if kept else []
         if marker.kind == "block":
             return [
                 ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
