@@ -464,6 +464,22 @@ def test_scalar_ode_records_only_the_state():
     assert "unbroadcast" not in src
 
 
+def _filled_from_arithmetic(k, x0):
+    y = x0 * 2.0
+    for i in range(x0.shape[0]):
+        y[i] = k[i] * 3.0
+    return np.sum(y * k)
+
+
+def test_an_array_made_by_arithmetic_keeps_no_tape_of_its_overwritten_elements():
+    """`y = x0 * 2.0` is the function's own array, as `y = x0.copy()` is: nothing reads its old
+    elements, so none are taped and written back (they were)."""
+    k, x0 = np.array([0.5, 1.3, 2.7]), np.array([1.0, 2.0, 3.0])
+    src = s2sad.source(s2sad.grad(_filled_from_arithmetic), k, x0)
+    assert _tapes(src) == set() and "y[i] = " in src
+    check_grad(_filled_from_arithmetic, (k, x0))
+
+
 def test_generic_code_keeps_unbroadcast_where_ranks_are_unknown():
     src = s2sad.source(s2sad.grad(accum))  # no arguments: valid for any input
     assert "unbroadcast(" in src
