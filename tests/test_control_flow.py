@@ -480,6 +480,36 @@ def test_an_array_made_by_arithmetic_keeps_no_tape_of_its_overwritten_elements()
     check_grad(_filled_from_arithmetic, (k, x0))
 
 
+def _carried_not_read_back(x, w, m, k):
+    y = np.zeros(x.shape[0])
+    c = 5
+    for i in range(m):
+        c = k - 1  # carried, read after the loop, never by the loop's adjoint
+        y[i] = x[i] * w
+    return np.sum(y) * c
+
+
+def _counter_read_by_a_zeroing(x, k):
+    i = 0
+    while i < 2:
+        x[i] = 1.0
+        i += 1
+    return np.sum(x * x) * k
+
+
+def test_a_carried_value_no_adjoint_reads_has_no_tape():
+    """`c_tape.append(c)` in the loop and `c = c_tape.pop()` in its adjoint, read by nothing, are
+    gone (break-it r7); a while loop's counter, which its kept zeroing `dx[i] = 0.0` reads as it
+    was in that iteration, keeps its tape (test_trust_overwrite's in_while)."""
+    args = (np.array([0.5, 1.0, 2.0]), 0.7, 3, 3)
+    g = s2sad.grad(_carried_not_read_back, wrt=1)
+    assert g(*args) == 3.5 * 2 and _tapes(s2sad.source(g)) == set()
+    check_grad(_carried_not_read_back, args, wrt=1)
+    x = np.array([0.5, 1.0, 2.0, 3.0])
+    assert _tapes(s2sad.source(s2sad.grad(_counter_read_by_a_zeroing), x, 1.5)) == {"i_tape"}
+    check_grad(_counter_read_by_a_zeroing, (x, 1.5))
+
+
 def test_generic_code_keeps_unbroadcast_where_ranks_are_unknown():
     src = s2sad.source(s2sad.grad(accum))  # no arguments: valid for any input
     assert "unbroadcast(" in src

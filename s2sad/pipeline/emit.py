@@ -14,7 +14,7 @@ import black
 from .. import ir
 from ..astcopy import clone, walk_nodes
 from .names import assigned, names_mentioned, names_read
-from .tape import without_markers
+from .markers import without_markers
 
 
 def _where(parsed) -> str:

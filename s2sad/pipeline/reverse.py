@@ -37,7 +37,7 @@ from .nodes import (
     weighed_by_dtype,
 )
 from .reverse_control import BranchesAndLoops, Context
-from .tape import Marker
+from .markers import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
 
 # the cotangent of an item of a list of arrays, by the name a read's cotangent has otherwise
