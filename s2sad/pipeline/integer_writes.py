@@ -46,11 +46,6 @@ def drop_truncating_stores(stmts: list[ast.stmt], params: dict, ops: list, wrt) 
                 op.operands.clear()
             elif op.target not in floats:
                 op.weighed = True
-                import os
-
-                if os.environ.get("TRUST_LOG"):
-                    with open(os.environ["TRUST_LOG"], "a") as fh:
-                        fh.write(ast.unparse(op.stmt) + "  | " + op.target + "\n")
 
 
 def certain_floats(stmts: list[ast.stmt], params: dict, wrt) -> set[str]:
