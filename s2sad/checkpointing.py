@@ -24,7 +24,7 @@ from math import comb
 import numpy as np
 
 from .custom import register_vjp
-from .jit import STRICT, JitError, Jitted
+from .jit import STRICT, TOLD, JitError, Jitted
 from .pipeline.ranks import rank_of_argument
 
 
@@ -171,6 +171,7 @@ class CheckpointedLoop:
         self.numba: dict = {}
         self.assigned_at: dict = {}  # state name -> (file, line, text) of its assignment
         self.kept = None  # (the last call's result, the states it saved)
+        self.told = False  # a segment ran in Python in this call, and the user was told
         lead, taken = [], set(state + inputs)
         for base in ("steps", "snapshots"):  # unlike the user's names the loop reads
             name, k = base, 2
@@ -183,6 +184,7 @@ class CheckpointedLoop:
     def __call__(self, steps, snapshots, *values):
         """The loop's last state; the states of revolve's first descent are kept for `vjp`
         (the last call's only, told by the result it returned)."""
+        self.told = False
         self.kept = self._descend(steps, snapshots, values)
         return self.kept[0]
 
@@ -317,10 +319,10 @@ class CheckpointedLoop:
             jitted, what = Jitted.of(compiled), f"s2sad.checkpoint's {self.__name__}"
 
             def primal(*a, name=compiled.name):
-                return jitted(a, STRICT.get(), name, what)
+                return self._compiled(jitted, a, name, what)
 
             def sweep(*a, name=f"{compiled.name}_sweep"):
-                return jitted(a, STRICT.get(), name, what)
+                return self._compiled(jitted, a, name, what)
 
         elif sweep is None:  # the pullback is a closure over the forward run's values
 
@@ -332,6 +334,17 @@ class CheckpointedLoop:
 
         self.transforms[key] = (primal, sweep, wrt, compiled)
         return primal, sweep, wrt, compiled.read(self.segment)
+
+    def _compiled(self, jitted: Jitted, args: tuple, name: str, what: str):
+        """`name` of a segment's Numba code run on `args`. Where Numba could not compile it, its
+        Python version runs, and the warning saying so comes once a call of the user's
+        (`__call__` starts one), not at each of the call's runs of the segments."""
+        told = TOLD.set(self.told)
+        try:
+            return jitted(args, STRICT.get(), name, what)
+        finally:
+            TOLD.reset(told)
+            self.told = self.told or jitted.falls_back(name, args)
 
 
 def _key(args: tuple) -> tuple:

@@ -267,10 +267,12 @@ def trusted_njit(cache: bool = False, **options):
 
 
 def user_stacklevel() -> int:
-    """The stack level of the first caller outside s2sad, for warnings to point at."""
+    """The stack level of the first caller outside s2sad, for warnings to point at: not in the
+    package, nor in code it generated (`<s2sad checked_grad_f of ...>`, a checkpointed loop's
+    segment calling its compiled form), which the user never sees."""
     here = os.path.dirname(__file__) + os.sep  # the s2sad package and its subpackages
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(here):
+    while frame is not None and frame.f_code.co_filename.startswith((here, "<s2sad")):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -72,6 +72,11 @@ class JitFallbackWarning(UserWarning):
 # code that runs in Python and compiles its own parts (s2sad.checkpoint's loops) reads it there
 STRICT = contextvars.ContextVar("s2sad_strict", default=False)
 
+# set where the user was told already in this call that a function runs its Python version:
+# s2sad.checkpoint runs its segments several times a call (its descent, revolve's advances, the
+# sweeps), and says so once
+TOLD = contextvars.ContextVar("s2sad_fallback_told", default=False)
+
 
 # a cached module's `njit` keeps Numba's files in s2sad's checked directory (trusted_njit)
 _IMPORT = (
@@ -525,11 +530,12 @@ class Jitted:
                     )
                 ),
             )
-        warnings.warn(
-            message + "; running the Python version",
-            JitFallbackWarning,
-            stacklevel=user_stacklevel(),
-        )
+        if not TOLD.get():
+            warnings.warn(
+                message + "; running the Python version",
+                JitFallbackWarning,
+                stacklevel=user_stacklevel(),
+            )
         return self.compiled.functions.get(name, self.compiled.function)(*args)
 
 

@@ -11,6 +11,7 @@ import s2sad
 from s2sad import checkpointing
 from s2sad.cli import emit_text
 from s2sad.errors import UnsupportedSyntaxError
+from s2sad.jit import JitError, JitFallbackWarning
 
 from conftest import check_grad, check_vjp
 
@@ -285,6 +286,38 @@ def test_jit_compiles_the_segments():
     loop = next(v for v in grad.compiled.globals.values() if hasattr(v, "compiles_itself"))
     ((_, _, _, compiled),) = loop.transforms.values()
     assert compiled.jitted.namespace is not None and not compiled.jitted.failed
+
+
+def widened(x, w, n):
+    y = x
+    for t in s2sad.checkpoint(range(n), snapshots=2):
+        y = np.sin(y * w)
+    return np.sum(y)
+
+
+def test_a_segment_numba_cannot_type_is_told_once_a_call_at_the_users_loop():
+    """A float32 state widened by a float64 step: the segments run in Python, and the warning
+    comes once a call of the user's (each run of the failed code in the call warned: the
+    descent's segments, revolve's advances, the sweeps), at the call, quoting the user's loop,
+    not the segment's `for t in range(t_start, t_stop, t_step):`; "strict" raises the same."""
+    x, w = np.ones(3, np.float32), np.ones(3)
+    header = "for t in s2sad.checkpoint(range(n), snapshots=2):"
+    line = widened.__code__.co_firstlineno + 2
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        value, pullback = s2sad.vjp(widened, jit=True)(x, w, 7)
+        forward = len(seen)
+        got = pullback(1.0)  # (a second call: a jitted vjp's pullback runs the loop again)
+    assert (
+        forward == 1
+        and [(w.category, w.filename) for w in seen] == [(JitFallbackWarning, __file__)] * 2
+    )
+    told = str(seen[0].message)
+    assert f"test_checkpoint.py line {line} (`{header}`)" in told and "t_start" not in told
+    np.testing.assert_allclose(got, s2sad.grad(widened)(x, w, 7), rtol=1e-6)
+    with pytest.raises(JitError) as info:
+        s2sad.vjp(widened, jit="strict")(x, w, 7)
+    assert told.partition(";")[0] in str(info.value)
 
 
 def test_a_function_from_the_closure_is_refused():

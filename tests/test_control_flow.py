@@ -464,6 +464,52 @@ def test_scalar_ode_records_only_the_state():
     assert "unbroadcast" not in src
 
 
+def _filled_from_arithmetic(k, x0):
+    y = x0 * 2.0
+    for i in range(x0.shape[0]):
+        y[i] = k[i] * 3.0
+    return np.sum(y * k)
+
+
+def test_an_array_made_by_arithmetic_keeps_no_tape_of_its_overwritten_elements():
+    """`y = x0 * 2.0` is the function's own array, as `y = x0.copy()` is: nothing reads its old
+    elements, so none are taped and written back (they were)."""
+    k, x0 = np.array([0.5, 1.3, 2.7]), np.array([1.0, 2.0, 3.0])
+    src = s2sad.source(s2sad.grad(_filled_from_arithmetic), k, x0)
+    assert _tapes(src) == set() and "y[i] = " in src
+    check_grad(_filled_from_arithmetic, (k, x0))
+
+
+def _carried_not_read_back(x, w, m, k):
+    y = np.zeros(x.shape[0])
+    c = 5
+    for i in range(m):
+        c = k - 1  # carried, read after the loop, never by the loop's adjoint
+        y[i] = x[i] * w
+    return np.sum(y) * c
+
+
+def _counter_read_by_a_zeroing(x, k):
+    i = 0
+    while i < 2:
+        x[i] = 1.0
+        i += 1
+    return np.sum(x * x) * k
+
+
+def test_a_carried_value_no_adjoint_reads_has_no_tape():
+    """`c_tape.append(c)` in the loop and `c = c_tape.pop()` in its adjoint, read by nothing, are
+    gone (break-it r7); a while loop's counter, which its kept zeroing `dx[i] = 0.0` reads as it
+    was in that iteration, keeps its tape (test_trust_overwrite's in_while)."""
+    args = (np.array([0.5, 1.0, 2.0]), 0.7, 3, 3)
+    g = s2sad.grad(_carried_not_read_back, wrt=1)
+    assert g(*args) == 3.5 * 2 and _tapes(s2sad.source(g)) == set()
+    check_grad(_carried_not_read_back, args, wrt=1)
+    x = np.array([0.5, 1.0, 2.0, 3.0])
+    assert _tapes(s2sad.source(s2sad.grad(_counter_read_by_a_zeroing), x, 1.5)) == {"i_tape"}
+    check_grad(_counter_read_by_a_zeroing, (x, 1.5))
+
+
 def test_generic_code_keeps_unbroadcast_where_ranks_are_unknown():
     src = s2sad.source(s2sad.grad(accum))  # no arguments: valid for any input
     assert "unbroadcast(" in src
@@ -565,6 +611,37 @@ def test_lists_of_differentiated_values():
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="mutable container") as info:
         s2sad.grad(appends_in_a_loop_of_unknown_count)(np.arange(1.0, 7.0).reshape(2, 3), 2)
     assert "h.append(x[i])" in str(info.value) and "y[i] = v" in str(info.value)
+
+
+def resizes(x):
+    y = np.zeros(6)
+    y[:3] = x
+    y.resize(3, refcheck=False)
+    return np.sum(y**2)
+
+
+def sorts(x):
+    y = x * 2.0
+    y.sort()
+    return np.sum(y * np.arange(3.0))
+
+
+@pytest.mark.parametrize(
+    "f, line, instead",
+    [
+        (resizes, "y.resize(3, refcheck=False)", "`y = np.pad(y, (0, k))`"),
+        (sorts, "y.sort()", "`y = np.sort(y)`"),
+    ],
+)
+def test_an_arrays_method_changing_it_in_place_is_refused_with_a_new_array_as_the_way(
+    f, line, instead
+):
+    """An ndarray method changing the array (`y.resize(...)`) is told as such, with the
+    assignment that does the same s2sad follows; not as a list, whose hint is a loop's."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="changes `y` in place") as info:
+        s2sad.grad(f)(np.array([0.3, 0.7, 1.1]))
+    assert instead in str(info.value) and "list" not in str(info.value)
+    assert "test_control_flow.py:" in str(info.value) and f"\n    {line}\n" in str(info.value)
 
 
 def copies_into(x):

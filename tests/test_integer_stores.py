@@ -186,6 +186,21 @@ def test_store_into_integers_of_a_dtype_known_at_run_time(f):
     )
 
 
+@pytest.mark.parametrize("f", [where_of_integers, cumsum_of_integers, concatenated_integers])
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_weighed_store_takes_its_cotangent_without_copies_or_a_dead_zeroing(f, jit):
+    """`dy[1:] * inexact(y)` is a new array, made before dy[1:] is zeroed: no copy of the view
+    under it (`dy[1:].copy()`, `snapshot(dy[1:])`); nothing reads dy afterwards, so neither the
+    zeroing nor the `dy = as_accumulator(dy, y)` made for it is there (it was). The numbers:
+    test_store_into_integers_of_a_dtype_known_at_run_time."""
+    src = s2sad.source(s2sad.grad(f, jit=jit), K, IDX)
+    # (jitted code may name the view first, `dy_view = dy[1:]`, so that a fused run reads it)
+    named = "dy_view = dy[1:]" in src
+    assert f"unbroadcast({'dy_view' if named else 'dy[1:]'} * inexact(y), y_mul)" in src
+    assert "dy[1:].copy()" not in src and "snapshot(dy" not in src
+    assert "as_accumulator(dy" not in src and "dy[1:] = 0.0" not in src
+
+
 def scaled_by_an_argument(k, idx, n):
     y = idx * n
     y[1:] = k[1:] * 2.7

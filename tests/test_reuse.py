@@ -444,12 +444,23 @@ def stencil_like(u, v):
     return np.sum(e * e + np.exp(-d))
 
 
-@pytest.mark.parametrize("f", [broadcast, written, stencil_like, direct], ids=lambda f: f.__name__)
+def written_then_read(x, y):  # the adjoint reads w's elements from before the write
+    z = x * y + 1.0
+    a = z
+    w = z * np.sin(z)
+    s = np.sum(w * w)
+    w[0] = 0.0
+    return np.sum(w * x) + np.sum(a * z) + s
+
+
+@pytest.mark.parametrize(
+    "f", [broadcast, written, written_then_read, stencil_like, direct], ids=lambda f: f.__name__
+)
 def test_vjp_pullbacks_called_again_give_the_same(f):
     """A pullback closure runs its adjoint once per call over the primal's values: only arrays
     the adjoint makes serve it (a primal array it took would hold the gradient one call
-    returned when the next call writes into it). A re-running sweep (`written` writes into an
-    array) reuses like a gradient."""
+    returned when the next call writes into it). A re-running sweep (`written_then_read` writes
+    into an array whose old elements its adjoint reads) reuses like a gradient."""
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
     (out, pullback), (out0, pullback0) = s2sad.vjp(f)(x, y), Transformed(f, 0, "vjp")(x, y)
@@ -470,9 +481,15 @@ def test_vjp_pullbacks_called_again_give_the_same(f):
 
 
 def test_vjp_reuses_the_adjoints_own_arrays():
+    """A re-running sweep reuses; `written`'s write into its own array `w` needs no undoing
+    (nothing reads w's old elements), so its pullback is a closure, which runs no primal again:
+    at 1000x1000 vjp and pullback took 64-66 ms of CPU time against 79-82 ms re-running."""
     x, y = np.ones((5, 4)), np.ones((5, 4))
     assert "out=spare(" in s2sad.source(s2sad.vjp(stencil_like), x, y)
-    assert "out=spare(" in s2sad.source(s2sad.vjp(written), x, y)
+    rerun = s2sad.source(s2sad.vjp(written_then_read), x, y)
+    assert "_sweep(" in rerun and "w[0] = w_old" in rerun and "out=spare(" in rerun
+    closure = s2sad.source(s2sad.vjp(written), x, y)
+    assert "_sweep(" not in closure and "w_old" not in closure
 
 
 def _assigned(source: str) -> set[str]:

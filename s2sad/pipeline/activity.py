@@ -29,16 +29,19 @@ def _mutating_call(stmt) -> bool:
 
 # NumPy functions that write into an argument (and return None, or the array written)
 _IN_PLACE = {np.copyto, np.put, np.place, np.putmask, np.fill_diagonal, np.put_along_axis}
-# ndarray methods that change the array they are called on (and `__iadd__` and its kin)
+# ndarray methods that change the array they are called on (and `__iadd__` and its kin), each
+# with the assignment of a new array that does the same where s2sad can follow it (`{y}`: the
+# array's name)
 _IN_PLACE_METHODS = {
-    "sort",
-    "fill",
-    "put",
-    "partition",
-    "resize",
-    "itemset",
-    "setfield",
-    "byteswap",
+    "sort": "`{y} = np.sort({y})`",
+    "fill": "`{y} = np.full_like({y}, v)`",
+    "put": "`{y}[i] = v` (put's indices count the elements of the flattened array)",
+    "partition": "`{y} = np.partition({y}, k)`",
+    "resize": "`{y} = {y}[:n]` to shrink it, `{y} = np.pad({y}, (0, k))` or `np.concatenate` to "
+    "grow it with zeros as resize does, `.reshape(...)` for another shape",
+    "itemset": "`{y}[i] = v`",
+    "setfield": None,
+    "byteswap": None,
 }
 
 
@@ -92,15 +95,7 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
         where = ir.src_parsed(stmt) or parsed
         call = ast.unparse(stmt.value.func)
         if _mutating_call(stmt) and not assigned:
-            raise where.error(
-                UnsupportedSyntaxError,
-                f"s2sad cannot follow differentiated values through a mutable container "
-                f"(`{call}(...)`)",
-                ir.src(stmt),
-                hint="s2sad unrolls a loop filling a list where its trip count is known when "
-                "it transforms the function (`range(3)`, a global int, `len` of a known list); "
-                "otherwise collect the values in an array (np.zeros, then writes y[i] = v)",
-            )
+            raise _mutation_error(where, stmt, call)
         raise where.error(
             UnsupportedSyntaxError,
             f"s2sad cannot see what `{call}(...)` writes into its arguments, and some of them "
@@ -110,6 +105,29 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             "for repeated indices a loop `for k in range(n): y[idx[k]] += v[k]`), or wrap "
             "values that need no derivative in s2sad.stop_gradient",
         )
+
+
+def _mutation_error(where, stmt, call: str) -> UnsupportedSyntaxError:
+    """`y.append(v)`, `y.resize(n)` as a statement: a change to a local object, told with the way
+    to build a new one (an array's method has its own, a list's is filled by a loop)."""
+    func = stmt.value.func
+    if func.attr in _IN_PLACE_METHODS:
+        instead = _IN_PLACE_METHODS[func.attr] or "`{y} = ...` of a new array"
+        return where.error(
+            UnsupportedSyntaxError,
+            f"s2sad cannot follow differentiated values through `{call}(...)`, which changes "
+            f"`{func.value.id}` in place",
+            ir.src(stmt),
+            hint="make a new array instead: " + instead.format(y=func.value.id),
+        )
+    return where.error(
+        UnsupportedSyntaxError,
+        f"s2sad cannot follow differentiated values through a mutable container (`{call}(...)`)",
+        ir.src(stmt),
+        hint="s2sad unrolls a loop filling a list where its trip count is known when it "
+        "transforms the function (`range(3)`, a global int, `len` of a known list); otherwise "
+        "collect the values in an array (np.zeros, then writes y[i] = v)",
+    )
 
 
 def _arrays_written(stmt) -> set[str]:

@@ -23,6 +23,7 @@ import types
 from ..checkpointing import CheckpointedLoop
 from . import checkpoint_flow
 from .checkpoint_marks import FORWARD_MODES, check, marked, own, refuse
+from .parse import SEGMENT_LOOPS
 
 _MADE: dict = {}  # (code object, line, jit) -> the CheckpointedLoop made for that loop
 
@@ -188,7 +189,11 @@ def _step_function(parsed, loop, target, state, inputs):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     code = compile(source, filename, "exec")
     body_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    return types.FunctionType(body_code, parsed.func.__globals__, name)
+    segment = types.FunctionType(body_code, parsed.func.__globals__, name)
+    # its comments and messages quote the user's loop (parse.py), not its `range` header
+    header = parsed.split_lines[loop.lineno - 1].strip()
+    SEGMENT_LOOPS[segment] = (parsed.filename, parsed.file_line(loop), header)
+    return segment
 
 
 def _body_text(parsed, loop) -> str:

@@ -55,7 +55,8 @@ from .snapshots import (
     shape_read_snapshots_need_no_copy,
 )
 from .tangent import Forward, prune
-from .tape import copy_blocks, record, without_markers
+from .markers import without_markers
+from .tape import copy_blocks, record
 from .row_tapes import row_tapes
 from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes

@@ -14,13 +14,15 @@ import black
 from .. import ir
 from ..astcopy import clone, walk_nodes
 from .names import assigned, names_mentioned, names_read
-from .tape import without_markers
+from .markers import without_markers
 
 
 def _where(parsed) -> str:
     """The function's name and where it is from, for the docstring: its file and line, or, for
     code s2sad wrote (a Hessian's forward sweep over a gradient), the user's line behind it."""
     name = parsed.filename
+    if parsed.loop_of is not None:  # a checkpointed loop's segment: where the loop is
+        return f"{parsed.name} ({parsed.loop_of[0].rsplit('/', 1)[-1]}:{parsed.loop_of[1]})"
     if name.startswith("<") and name.endswith(">"):
         inner = name[1:-1]
         if inner.startswith("s2sad ") and " of " in inner:
@@ -87,10 +89,10 @@ class _Lines:
 
     def label(self, src, src_parsed) -> str:
         parsed = src_parsed or self.parsed
-        text = parsed.text_of(src)
         if isinstance(src, (ast.If, ast.For, ast.While)):
-            text = parsed.split_lines[src.lineno - 1].strip()
-        line = parsed.file_line(src)
+            line, text = parsed.opening_line(src)
+        else:
+            line, text = parsed.file_line(src), parsed.text_of(src)
         if parsed.name != self.parsed.name or parsed.filename != self.parsed.filename:
             return f"# {parsed.name}, line {line}: {text}"
         return f"# line {line}: {text}"

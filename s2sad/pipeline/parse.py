@@ -7,10 +7,15 @@ import functools
 import inspect
 import re
 import textwrap
+import weakref
 from dataclasses import dataclass, field
 
 from ..astcopy import clone, walk_nodes
 from ..errors import SourceChangedError, SourceUnavailableError, UnsupportedSyntaxError
+
+# a checkpointed loop's segment function (checkpoint_loops.py) -> (the user's file, the loop's
+# line, its header as written), which its parse quotes for its own `range` loop
+SEGMENT_LOOPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -33,6 +38,9 @@ class ParsedFunction:
     synthesized: dict = field(default_factory=dict)
     # a forward mode's: a helper's loops marked s2sad.checkpoint lose the mark, not refused
     drops_checkpoints: bool = False
+    # a checkpointed loop's segment (checkpoint_loops.py): (the user's file, the loop's line, its
+    # header as written), which the segment's own `for t in range(t_start, ...)` stands for
+    loop_of: tuple | None = None
 
     @property
     def name(self) -> str:
@@ -40,6 +48,14 @@ class ParsedFunction:
 
     def file_line(self, node: ast.AST) -> int:
         return getattr(node, "lineno", 1) + self.line_offset
+
+    def opening_line(self, node: ast.AST) -> tuple[int, str]:
+        """(file line, text) of the first line of a branch or loop, as a label quotes it: a
+        segment's loop quotes the user's loop, in messages and comments alike."""
+        if self.loop_of is not None and isinstance(node, ast.For):
+            if node.lineno == self.tree.lineno + 1:  # (the segment's one outer statement)
+                return self.loop_of[1], self.loop_of[2]
+        return self.file_line(node), self.split_lines[node.lineno - 1].strip()
 
     def text_of(self, node: ast.AST) -> str:
         """The user's source of `node`, on one line."""
@@ -201,7 +217,9 @@ def parse_function(func, star=()) -> ParsedFunction:
             hint="write it as a `def` function",
         )
     _check_source_is_loaded(func, filename, first)
-    return _with_params(ParsedFunction(func, node, filename, source, first - 1), star)
+    parsed = ParsedFunction(func, node, filename, source, first - 1)
+    parsed.loop_of = SEGMENT_LOOPS.get(func)
+    return _with_params(parsed, star)
 
 
 def _with_params(parsed: ParsedFunction, star=()) -> ParsedFunction:

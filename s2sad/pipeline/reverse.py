@@ -37,7 +37,7 @@ from .nodes import (
     weighed_by_dtype,
 )
 from .reverse_control import BranchesAndLoops, Context, branch_tests
-from .tape import Marker
+from .markers import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
 
 # the cotangent of an item of a list of arrays, by the name a read's cotangent has otherwise
@@ -442,11 +442,8 @@ class Reverser(BranchesAndLoops):
                     if operand in self.active:
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
                         rank = self.rank(ast.Subscript(load_name(base), index, ast.Load()))
-                        if self.jit and not self.batched:
-                            part = part if unread else jit_copy(part, rank)
-                        elif (self.batched or rank != 0) and not unread:
-                            # a view of dy: copy it, since dy[index] is zeroed just below
-                            part = ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
+                        if not (unread or op.weighed):  # (`dy[i] * inexact(y)`: a new array)
+                            part = _copied(part, rank, self.jit, self.batched)
                         if not is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
                             part = call_of(
@@ -465,13 +462,24 @@ class Reverser(BranchesAndLoops):
                         else:
                             self.accumulate(out, stmt, operand, contribution)
                 if not unread:  # (else dy[index] was read as it is: nothing writes into dy)
-                    d = self.make_owned(out, stmt, base)
+                    owning: list = []  # (`dy = as_accumulator(dy, y)`, for the zeroing alone)
+                    d = self.make_owned(owning, stmt, base)
                     zero = self.subscript(d, index, ast.Store(), ctx.indices)
                     kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
-                    out.append(Marker("kill", kill, stmt))  # kept where dy is read afterwards
+                    out.append(Marker("kill", kill, stmt, owning))  # kept where dy is read after
                 for held in deferred:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
+
+
+def _copied(part: ast.expr, rank, jit: bool, batched: bool) -> ast.expr:
+    """`dy[index]`, read for a store's value before dy[index] is zeroed: a copy where it may be a
+    view of dy (Numba's element needs none; where the rank is unknown `snapshot` decides)."""
+    if jit and not batched:
+        return jit_copy(part, rank)
+    if batched or rank != 0:
+        return ast.Call(ast.Attribute(part, "copy", ast.Load()), [], [])
+    return part
 
 
 def reverse(

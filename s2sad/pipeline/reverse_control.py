@@ -15,7 +15,7 @@ from .. import ir
 from ..astcopy import clone
 from .names import assign_counts, assigned, simple_statements
 from .nodes import assign_to, call_of, load_name
-from .tape import Marker
+from .markers import Marker
 
 
 @dataclass

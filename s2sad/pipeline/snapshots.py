@@ -93,11 +93,12 @@ _MUTATING = {"copyto", "put", "place", "putmask", "fill_diagonal", "at", "shuffl
 
 
 def fresh_arrays(stmts, adjoint_values=frozenset()) -> set[str]:
-    """Arrays the function makes itself (np.zeros, x.copy(), ...): writes into them need no
-    restoring for the caller's sake, only where the adjoint reads them. A name rebound in a loop
-    to arithmetic's new array (`v = v0.copy()`, then `v_new = v * 0.999; v = v_new` for `v *=
-    0.999`) is one too, where the adjoint reads none of the names bound to that array for their
-    elements (a write through `v` would change them: only reads of `v` itself are followed)."""
+    """Arrays the function makes itself (np.zeros, x.copy(), x0 * 2.0, ...): writes into them
+    need no restoring for the caller's sake, only where the adjoint reads them. A name rebound in
+    a loop to arithmetic's new array (`v = v0.copy()`, then `v_new = v * 0.999; v = v_new` for
+    `v *= 0.999`) is one too, where the adjoint reads none of the names bound to that array for
+    their elements (a write through `v` would change them: only reads of `v` itself are followed).
+    """
     defs: dict[str, list] = {}
     for node in walk_nodes(ast.Module(stmts, [])):
         if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
@@ -123,7 +124,9 @@ def fresh_arrays(stmts, adjoint_values=frozenset()) -> set[str]:
     for name, values in defs.items():
         if len(values) == 1 and allocates(values[0]):
             fresh.add(name)
-        elif bound.get(name) == len(values) and all(allocates(v) or new_array(v) for v in values):
+        elif bound.get(name) == len(values) and all(
+            allocates(v) or new_array(v) or isinstance(v, (ast.BinOp, ast.UnaryOp)) for v in values
+        ):  # (`y = x0 * 2.0`: arithmetic's new array, as `y = x0.copy()` is)
             fresh.add(name)
     return fresh
 

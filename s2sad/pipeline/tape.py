@@ -7,7 +7,7 @@ list (`h_tape`), so a loop that only accumulates records nothing beyond what its
 - a loop-carried value is pushed before the end-of-body copy overwrites it, popped after its adjoint;
 - the elements a subscript write overwrites are saved before it, written back after its adjoint.
 
-The reverse pass leaves a `Marker` where pops and restores go; `record` consumes the primal and
+The reverse pass leaves a `Marker` (markers.py) where pops and restores go; `record` consumes the primal and
 the adjoint sweep with its markers and produces both with the pushes and pops in place.
 """
 
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import ir, runtime
@@ -24,25 +22,19 @@ from ..astcopy import clone, walk_nodes
 from .normalize import NameAllocator
 from .nodes import assigned_name, load_name, stored_base
 from .names import names_mentioned, names_read, statements_in_order
+from .markers import Marker, all_reads, future_reads, markers
 from .recorded import bound_for_breaks, owned
 from .shape_reads import value_reads
 from .snapshots import FinalReads, fresh_arrays, written_memory
 
 
-@dataclass
-class Marker:
-    """A place the tape pass fills: pops at a block's start, a header or array restore."""
-
-    kind: str  # "block" | "header" | "restore" | "kill"
-    node: object  # the primal block (list id), the end-copy or the subscript write
-    src: ast.stmt | None = None
-
-
 class Tape:
     def __init__(self, primal: list, adjoint: list, taken: set, owned=(), is_int=None, returned=()):
         self.names = NameAllocator(taken)
-        self.reads = names_read(adjoint)
-        self.shapes = self.reads - value_reads(adjoint)  # read for shape and dtype alone
+        # (a kill's `dy = as_accumulator(dy, y)` reads y where the kill is kept)
+        seen = adjoint + [s for m in markers(adjoint) for s in m.owning]
+        self.reads = names_read(seen)
+        self.shapes = self.reads - value_reads(seen)  # read for shape and dtype alone
         self.tapes: dict[str, str] = {}  # primal name -> its tape list
         self.saves: dict[int, tuple[str, bool]] = {}  # id(subscript write) -> (name, on tape)
         self.recorded: dict[int, list[str]] = {}  # id(block) -> names pushed at its end
@@ -75,9 +67,13 @@ class Tape:
         self.future = {}  # id(restore marker) -> names read by adjoint code that may run after it
         # the returned cotangents are read after the sweep: dx[0] = 0.0 of `x[0] = 3.0` on a
         # parameter x is what makes its gradient zero there, never a dead store
-        _future_reads(adjoint, set(returned), self.future)
+        future_reads(adjoint, set(returned), self.future)
+        # the same for a serial loop's carried values, counting reads of a shape and what a
+        # restore or a kill reads (`dy[i] = 0.0` reads i as it was in that iteration)
+        self.read_after: dict = {}
+        future_reads(adjoint, set(returned), self.read_after, all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
-        for marker in _markers(adjoint):
+        for marker in markers(adjoint):
             if marker.kind not in ("restore", "kill"):
                 continue
             index = names_mentioned([marker.node.targets[0].slice])
@@ -193,14 +189,13 @@ class Tape:
         return out
 
     def unread(self, end_copy: ast.Assign, loops: tuple) -> bool:
-        """In a loop that runs on threads, whether no adjoint code reads the value a
-        loop-carried name had before this iteration (a sum's, read neither in the loop nor after
-        it): then it is not recorded. Serial loops keep the recording: what reads it there is not
-        all in `future` (a while loop's restored zeroing reads `i` as it was; test_trust_overwrite).
-        """
-        if not any(id(x) in self.threaded for x in loops):
-            return False
-        if self.future.get(("header", id(end_copy)), {None}):
+        """Whether no adjoint code reads the value a loop-carried name had before this iteration
+        (`c = k - 1` in a loop, read after it alone): then it is not recorded, a tape popped into
+        nothing. A loop on threads counts reads of values (what it can, it computes again); a
+        serial loop those of shapes too, and the index of each write put back or zeroed."""
+        threaded = any(id(x) in self.threaded for x in loops)
+        future = self.future if threaded else self.read_after
+        if future.get(("header", id(end_copy)), {None}):
             return False
         self.unrecorded.add(id(end_copy))
         return True
@@ -243,7 +238,8 @@ class Tape:
     def fill(self, marker: Marker) -> list[ast.stmt]:
         if marker.kind == "kill":
             target = marker.node.targets[0].value.id
-            return [marker.node] if target in self.future.get(id(marker), ()) else []
+            kept = target in self.future.get(id(marker), ())
+            return marker.owning + [marker.node] if kept else []
         if marker.kind == "block":
             return [
                 ast.Assign([ast.Name(n, ast.Store())], self.pop(n))
@@ -477,52 +473,6 @@ def _allocated_values(stmts) -> set[str]:
         found |= more
 
 
-def _reads(node) -> set[str]:
-    """The names `node` reads for their values (see `shape_reads.value_reads`)."""
-    if isinstance(node, list):
-        return set().union(*(_reads(n) for n in node)) if node else set()
-    if isinstance(node, Marker):
-        return set()
-    return value_reads([node])
-
-
-def _future_reads(stmts: list, after: set[str], out: dict) -> set[str]:
-    """For each marker, the names adjoint code may read after it runs (a loop's whole body
-    counts: its next iteration runs after). Returns what `stmts` read."""
-    future = set(after)
-    for stmt in reversed(stmts):
-        if isinstance(stmt, Marker):
-            if stmt.kind in ("restore", "kill"):
-                # the one name asked about (the array written), not a copy of `future`
-                # per marker: that copy made the pass quadratic in the function's length
-                base = stmt.node.targets[0].value.id
-                out[id(stmt)] = {base} & future
-            elif stmt.kind == "header":  # is the value it pops read afterwards?
-                name = stmt.node.targets[0].id
-                key = ("header", id(stmt.node))
-                out[key] = out.get(key, set()) | ({name} & future)
-        elif isinstance(stmt, ast.If):
-            _future_reads(stmt.body, future, out)
-            _future_reads(stmt.orelse, future, out)
-            future |= _reads(stmt.test) | _reads(stmt.body) | _reads(stmt.orelse)
-        elif isinstance(stmt, ast.For):
-            whole = _reads(stmt.iter) | _reads(stmt.body)
-            _future_reads(stmt.body, future | whole, out)
-            future |= whole
-        else:
-            future |= _reads(stmt)
-    return future
-
-
-def _markers(stmts):
-    for stmt in stmts:
-        if isinstance(stmt, Marker):
-            yield stmt
-        elif isinstance(stmt, (ast.If, ast.For)):
-            yield from _markers(stmt.body)
-            yield from _markers(stmt.orelse)
-
-
 def record(
     primal: list[ast.stmt],
     adjoint: list,
@@ -551,20 +501,6 @@ def record(
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
     return primal, adjoint, tape.inits()
-
-
-def without_markers(stmts) -> list[ast.stmt]:
-    """Adjoint statements without tape markers, for collecting the names they use."""
-    out = []
-    for s in stmts:
-        if isinstance(s, Marker):
-            continue
-        if isinstance(s, ast.If):
-            s = ast.If(s.test, without_markers(s.body), without_markers(s.orelse))
-        elif isinstance(s, ast.For):
-            s = ast.For(s.target, s.iter, without_markers(s.body), [])
-        out.append(s)
-    return out
 
 
 def copy_blocks(stmts):
