@@ -306,6 +306,8 @@ def test_float_number_not_differentiated_is_refused_at_the_call_that_passes_it()
             grad(K, k, IDX)
     np.testing.assert_allclose(grad(K, np.int32(3), IDX), IDX + 3)
     np.testing.assert_allclose(grad(K, 0.3, IDX * 1.0), IDX + 0.3)  # a float array: kept
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="same_kind"):  # (not its 2nd try)
+        s2sad.hessian(scaled_update)(K, 0.3, IDX)
 
 
 def test_updates_that_numpy_runs_are_kept():

@@ -174,6 +174,12 @@ def _float_update(parsed, node: ast.AugAssign, kind: str) -> UnsupportedSyntaxEr
     )
 
 
+class FloatNumberError(UnsupportedSyntaxError):
+    """refuse_float_numbers' refusal, made at a call: the code made without the arguments'
+    ranks (s2sad.hessian's second try) knows no integer array to refuse it, so a caller that
+    tries that code after a refusal re-raises this one instead."""
+
+
 def refuse_float_numbers(checked: tuple, arguments: dict) -> None:
     """Raise refuse_float_updates' refusal where a number it returned is a float this call
     (an int, a bool stays accepted, as NumPy accepts it)."""
@@ -182,7 +188,7 @@ def refuse_float_numbers(checked: tuple, arguments: dict) -> None:
         if isinstance(value, (float, complex, np.inexact)) or (
             isinstance(value, np.ndarray) and value.dtype.kind in "fc"
         ):
-            raise UnsupportedSyntaxError(**fields)
+            raise FloatNumberError(**fields)
 
 
 def _floats(node: ast.expr, params: dict, wrt: set[str]) -> bool:
