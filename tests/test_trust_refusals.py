@@ -934,3 +934,49 @@ def test_a_value_read_under_the_same_condition_differentiates_jitted_on_both_pat
     for c, want in ((1.0, 4.0 * x), (-1.0, np.ones(3))):
         np.testing.assert_allclose(grad(x, c), want, rtol=1e-12)
     assert "if cond:\n        dy = zeros_like(y)" in s2sad.source(grad)
+
+
+def _bound_under_a_test_in_a_loop(x, c):  # y: unbound on the first trip where c[0] <= 0
+    s = 0.0
+    for i in range(3):
+        if c[i] > 0:
+            y = x * c[i]
+        z = x
+        if c[i] > 0:
+            z = z * y
+        s = s + np.sum(z)
+    return s
+
+
+def _rebound_after_a_loop_that_may_not_run(x, n, c):
+    for i in range(n):
+        y = x * i
+    if c > 0:
+        y = x * 3.0
+    return np.sum(x * y) if c > 0 else np.sum(x)
+
+
+# Gaps (README, "Copies of a value that nothing reads"): Python runs each, s2sad's Python-mode
+# code reads a name no path bound (the loop's tape of y, the merge copy `else: y_1 = y`, the
+# adjoint's `dy = zeros_like(y)`, that `dy` one level up); strict, so a fix drops the mark.
+_GAP = pytest.mark.xfail(raises=UnboundLocalError, strict=True)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (_bound_under_a_test_in_a_loop, (np.array([1.0, -1.0, 1.0]),)),
+        pytest.param(_bound_under_a_test_in_a_loop, (np.array([-1.0, 1.0, -1.0]),), marks=_GAP),
+        (_rebound_after_a_loop_that_may_not_run, (2, -1.0)),
+        pytest.param(_rebound_after_a_loop_that_may_not_run, (0, 1.0), marks=_GAP),
+        pytest.param(_rebound_after_a_loop_that_may_not_run, (0, -1.0), marks=_GAP),
+    ],
+)
+def test_a_name_unbound_on_some_path_read_under_the_same_test(f, args):
+    check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)
+
+
+@_GAP
+def test_hessian_of_a_value_read_under_the_same_condition_gap():
+    hessian = s2sad.hessian(_read_under_the_same_condition)(np.linspace(0.1, 0.9, 3), -1.0)
+    np.testing.assert_allclose(hessian, np.zeros((3, 3)))
