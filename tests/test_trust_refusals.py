@@ -957,8 +957,8 @@ def _rebound_after_a_loop_that_may_not_run(x, n, c):
 
 
 # Gaps (README, "Copies of a value that nothing reads"): Python runs each, s2sad's Python-mode
-# code reads a name no path bound (the loop's tape of y, the merge copy `else: y_1 = y`, the
-# adjoint's `dy = zeros_like(y)`, that `dy` one level up); strict, so a fix drops the mark.
+# code reads a name no path bound (the loop's tape of y; a loop's y merged, `else: y_1 = y`,
+# and its adjoint's `dy = zeros_like(y)`); strict, so a fix drops the mark.
 _GAP = pytest.mark.xfail(raises=UnboundLocalError, strict=True)
 
 
@@ -976,7 +976,22 @@ def test_a_name_unbound_on_some_path_read_under_the_same_test(f, args):
     check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)
 
 
-@_GAP
-def test_hessian_of_a_value_read_under_the_same_condition_gap():
-    hessian = s2sad.hessian(_read_under_the_same_condition)(np.linspace(0.1, 0.9, 3), -1.0)
-    np.testing.assert_allclose(hessian, np.zeros((3, 3)))
+@pytest.mark.parametrize("c, diagonal", [(1.0, 4.0), (-1.0, 0.0)])
+def test_hessian_of_a_value_read_under_the_same_condition(c, diagonal):
+    # (its gradient code binds `dy` under `if cond:`, then again under `if cond2:`: the
+    # merge's copy `dy_1 = dy` is made under `if cond:` too)
+    hessian = s2sad.hessian(_read_under_the_same_condition)(np.linspace(0.1, 0.9, 3), c)
+    np.testing.assert_allclose(hessian, diagonal * np.eye(3), atol=1e-12)
+
+
+def _rebound_under_the_same_condition(x, c):
+    if c > 0:
+        y = x * 2.0
+    if c > 0:
+        y = y * x  # (merged with the old y where c <= 0: that copy runs under `if c > 0`)
+    return np.sum(x * y) if c > 0 else np.sum(x)
+
+
+@pytest.mark.parametrize("c", [1.0, -1.0])
+def test_a_value_rebound_under_the_same_condition_differentiates(c):
+    check_grad(_rebound_under_the_same_condition, (np.linspace(0.1, 0.9, 3), c))
