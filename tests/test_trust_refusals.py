@@ -995,3 +995,36 @@ def _rebound_under_the_same_condition(x, c):
 @pytest.mark.parametrize("c", [1.0, -1.0])
 def test_a_value_rebound_under_the_same_condition_differentiates(c):
     check_grad(_rebound_under_the_same_condition, (np.linspace(0.1, 0.9, 3), c))
+
+
+def _rebound_from_a_previous_iteration(x):
+    s = 0.0
+    for i in range(3):
+        if i == 0:
+            y = x * 1.0
+        y = y * x  # (the second trip reads the first trip's last y, this line's)
+        s = s + np.sum(y)
+    return s
+
+
+def _rebound_under_another_test_in_a_loop(x):
+    s = 0.0
+    for i in range(3):
+        if i == 0:
+            y = x * 1.0
+        if i == 1:
+            y = y * x
+        s = s + np.sum(y)
+    return s
+
+
+@pytest.mark.parametrize(
+    "f, line",
+    [(_rebound_from_a_previous_iteration, 5), (_rebound_under_another_test_in_a_loop, 6)],
+)
+def test_a_value_carried_from_a_previous_iteration_and_bound_twice_is_refused(f, line):
+    # (both modes computed the sum and gradient of y as if each trip read the first trip's y)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="bind `y` before the loop") as info:
+        s2sad.grad(f)(np.linspace(0.1, 0.9, 3))
+    assert "previous iteration's value" in str(info.value)
+    assert info.value.line == f.__code__.co_firstlineno + line  # (`y = y * x`)
