@@ -1018,9 +1018,23 @@ def _rebound_under_another_test_in_a_loop(x):
     return s
 
 
+def _updated_from_a_previous_iteration(x):
+    s, i = 0.0, 0
+    while i < 3:
+        if i == 0:
+            y = x * 1.0
+        y += x
+        s, i = s + np.sum(y), i + 1
+    return s
+
+
 @pytest.mark.parametrize(
     "f, line",
-    [(_rebound_from_a_previous_iteration, 5), (_rebound_under_another_test_in_a_loop, 6)],
+    [
+        (_rebound_from_a_previous_iteration, 5),
+        (_rebound_under_another_test_in_a_loop, 6),
+        (_updated_from_a_previous_iteration, 5),
+    ],
 )
 def test_a_value_carried_from_a_previous_iteration_and_bound_twice_is_refused(f, line):
     # (both modes computed the sum and gradient of y as if each trip read the first trip's y)

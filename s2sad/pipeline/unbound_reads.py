@@ -190,7 +190,9 @@ def _stale_read(stmts: list[ast.stmt], bound: set[str], names: set[str]) -> ast.
         heads += [stmt.iter] if isinstance(stmt, ast.For) else []
         for node in heads if heads or isinstance(stmt, (ast.If, ast.For, ast.While)) else [stmt]:
             for n in _own_walk(node):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                update = isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                n = n.target if update else n  # (`y += x` reads y)
+                if isinstance(n, ast.Name) and (update or isinstance(n.ctx, ast.Load)):
                     if n.id in names and n.id not in bound:
                         return n
         if isinstance(stmt, ast.If):
