@@ -1042,3 +1042,18 @@ def test_a_value_carried_from_a_previous_iteration_and_bound_twice_is_refused(f,
         s2sad.grad(f)(np.linspace(0.1, 0.9, 3))
     assert "previous iteration's value" in str(info.value)
     assert info.value.line == f.__code__.co_firstlineno + line  # (`y = y * x`)
+
+
+def _rebound_under_the_same_test_in_a_loop(x, c):  # (this trip's y: kept)
+    s = 0.0
+    for i in range(3):
+        if c[i] > 0:
+            y = x * c[i]
+        if c[i] > 0:
+            y = y * x
+            s = s + np.sum(y)
+    return s
+
+
+def test_a_value_rebound_under_the_same_test_in_a_loop_differentiates():
+    check_grad(_rebound_under_the_same_test_in_a_loop, (np.linspace(0.1, 0.9, 3), [1.0, -1, 2]))

@@ -184,7 +184,11 @@ _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
 
 def _stale_read(stmts: list[ast.stmt], bound: set[str], names: set[str]) -> ast.Name | None:
     """The first read of one of `names` in `stmts` where not every path so far bound it, else
-    None; `bound` is updated to the names bound on every path (a loop's body: none)."""
+    None; `bound` is updated to the names bound on every path (a loop's body: none). A read
+    under an `if` of the same test, as written, as an earlier `if` of these statements that
+    bound the name in its body is this iteration's (`if c[i] > 0: y = ...`, then `if c[i] >
+    0: y = y * x`), which s2sad's code reads right."""
+    under: dict[str, set[str]] = {}  # an `if`'s test, as written -> what its body binds
     for stmt in stmts:
         heads = [stmt.test] if isinstance(stmt, (ast.If, ast.While)) else []
         heads += [stmt.iter] if isinstance(stmt, ast.For) else []
@@ -196,11 +200,13 @@ def _stale_read(stmts: list[ast.stmt], bound: set[str], names: set[str]) -> ast.
                     if n.id in names and n.id not in bound:
                         return n
         if isinstance(stmt, ast.If):
-            paths = [set(bound), set(bound)]
+            test = ast.dump(stmt.test)
+            paths = [bound | under.get(test, set()), set(bound)]
             for block, path in zip((stmt.body, stmt.orelse), paths):
                 found = _stale_read(block, path, names)
                 if found is not None:
                     return found
+            under[test] = under.get(test, set()) | paths[0]
             bound |= paths[0] & paths[1]
         elif isinstance(stmt, (ast.For, ast.While)):
             inner = bound | (_stored(stmt.target) if isinstance(stmt, ast.For) else set())
