@@ -28,6 +28,7 @@ import numpy as np
 
 from .custom import _signature_text, _unlike
 from .errors import S2SADError
+from .pipeline.integer_writes import FloatNumberError
 from .pipeline.reserved import RESERVED
 from .rules.registry import NAMESPACE, PROVIDERS, SECOND_ORDER, explicit, register
 from .transform_cache import transform_and_read
@@ -103,6 +104,8 @@ class Composition:
         tangents = flat_tangents(bound, seeded, True, floats)
         try:
             out, out_dot = self._sweep(gradient, bound, tangents, ranked=True)
+        except FloatNumberError:
+            raise
         except S2SADError:
             try:  # as s2sad.hessian: the generic code keeps the copies ranks let it drop
                 out, out_dot = self._sweep(gradient, bound, tangents, ranked=False)

@@ -259,6 +259,7 @@ def load(func, options: tuple):
     compiled.parallel = entry["parallel"]
     # (which checks its compiled code needs: pipeline/bounds.py)
     compiled.indexed, compiled.numba_checks = entry["indexed"]
+    compiled.float_numbers = entry["float_numbers"]
     compiled.slots, compiled.unfused_slots = entry["slots"], entry["unfused_slots"]
     used(path)
     return compiled
@@ -321,6 +322,7 @@ def _entry(func, compiled, key: str) -> dict | None:
         "unfused": compiled.unfused_code,
         "parallel": compiled.parallel,
         "indexed": (compiled.indexed, compiled.numba_checks),
+        "float_numbers": compiled.float_numbers,
         "slots": dict(compiled.slots),
         "unfused_slots": dict(compiled.unfused_slots),
     }

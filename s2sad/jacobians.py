@@ -18,6 +18,7 @@ from .hessian_messages import in_users_terms
 from .input_checks import refuse_complex
 from .jit import Jitted
 from .keywords import caller, refuse
+from .pipeline.integer_writes import FloatNumberError
 from .pipeline.ranks import rank_of_argument
 from .transform_cache import transform, transform_and_read
 from .transformed import JVPTransformed, Transformed, unboxed
@@ -497,6 +498,8 @@ class Hessian:
         else for the generic code; a refusal of both is restated at the user's line."""
         try:
             return second(*self._generated(bound))
+        except FloatNumberError:
+            raise
         except S2SADError:
             pass
         generated = None

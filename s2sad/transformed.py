@@ -20,6 +20,7 @@ from .callables import FlatBound, Target
 from .jit import Jitted
 from .generated_lines import note_user_line, user_lines
 from .keywords import refuse_misspelled
+from .pipeline.integer_writes import refuse_float_numbers
 from .pipeline.ranks import rank_of_argument
 from .python_dtypes import NARROW, any_dtype, cast_to, dtypes_of, kind_of
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
@@ -130,6 +131,8 @@ class Transformed:
         )
         if compiled.written:
             _refuse_shared_writes(compiled.written, bound)
+        if compiled.float_numbers:
+            refuse_float_numbers(compiled.float_numbers, arguments)
         return compiled, values
 
     def _generated_mode(self):

@@ -311,6 +311,20 @@ def test_int_number_update_of_integers_is_kept():
     np.testing.assert_allclose(g, IDX + 2)
 
 
+def test_float_number_not_differentiated_is_refused_at_the_call_that_passes_it():
+    grad = s2sad.grad(scaled_update)  # (the key ranks 2 and 0.3 alike: one transform)
+    np.testing.assert_allclose(grad(K, 2, IDX), IDX + 2)
+    for k in (0.3, np.float32(0.3), np.array(0.3)):
+        with pytest.raises(TypeError):
+            scaled_update(K, k, IDX)
+        with pytest.raises(s2sad.UnsupportedSyntaxError, match=r"`x \+= k`.*same_kind"):
+            grad(K, k, IDX)
+    np.testing.assert_allclose(grad(K, np.int32(3), IDX), IDX + 3)
+    np.testing.assert_allclose(grad(K, 0.3, IDX * 1.0), IDX + 0.3)  # a float array: kept
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="same_kind"):  # (not its 2nd try)
+        s2sad.hessian(scaled_update)(K, 0.3, IDX)
+
+
 def test_updates_that_numpy_runs_are_kept():
     np.testing.assert_allclose(s2sad.grad(integer_update)(K, IDX), 2 * IDX)
     floats = IDX.astype(float)  # a float array: updated as before

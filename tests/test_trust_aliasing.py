@@ -180,7 +180,7 @@ REFUSED = {
     view_then_scale: ("`v` may share memory with `y`", "`y *= 2.0`", "y = y * 2.0"),
     transposed_view: ("`z *= 2.0`", "`y.T`", "z = z * 2.0"),
     reshaped_view: ("`z += 1.0`", "`y.reshape(3, 1)`", "z = y.reshape(3, 1).copy()"),
-    view_read_in_loop: ("`v` may share memory with `y`", "`y *= 2.0`", ".copy()"),
+    view_read_in_loop: ("`v` may share memory with `y`", "`y *= 2.0`", "`v = v.copy()`"),
     alias_on_one_branch: ("`z += 1.0`", "`y`", "z = z + 1.0"),
     helper_writes_caller_array: ("`a += 1.0`", "`y`", "a = a + 1.0"),
     parameter_alias: ("`z += 1.0`", "`x`", "z = x.copy()"),
@@ -188,10 +188,10 @@ REFUSED = {
     view_of_view: ("`w` may share memory with `y`", "`y += 1.0`", "y = y + 1.0"),
     view_written: ("`v *= 3.0`", "`y[1:]`", "v = v * 3.0"),
     helper_returns_its_argument: ("`z += 1.0`", "`y`", "z = y.copy()"),
-    helper_returns_a_view: ("`z` may share memory with another array", "`y`", ".copy()"),
+    helper_returns_a_view: ("`z` may share memory with another array", "`y`", "`z = z.copy()`"),
     unpacked_alias: ("`a += 1.0`", "`y`", "a = a + 1.0"),
     rows_written_in_place: ("`row += 1.0`", "`y[", "row = row + 1.0"),
-    unpacked_alias_written: ("`a` may share memory with another array", "`y`", ".copy()"),
+    unpacked_alias_written: ("`a` may share memory with another array", "`y`", "`a = a.copy()`"),
 }
 
 

@@ -934,3 +934,126 @@ def test_a_value_read_under_the_same_condition_differentiates_jitted_on_both_pat
     for c, want in ((1.0, 4.0 * x), (-1.0, np.ones(3))):
         np.testing.assert_allclose(grad(x, c), want, rtol=1e-12)
     assert "if cond:\n        dy = zeros_like(y)" in s2sad.source(grad)
+
+
+def _bound_under_a_test_in_a_loop(x, c):  # y: unbound on the first trip where c[0] <= 0
+    s = 0.0
+    for i in range(3):
+        if c[i] > 0:
+            y = x * c[i]
+        z = x
+        if c[i] > 0:
+            z = z * y
+        s = s + np.sum(z)
+    return s
+
+
+def _rebound_after_a_loop_that_may_not_run(x, n, c):
+    for i in range(n):
+        y = x * i
+    if c > 0:
+        y = x * 3.0
+    return np.sum(x * y) if c > 0 else np.sum(x)
+
+
+# Gaps (README, "Copies of a value that nothing reads"): Python runs each, s2sad's Python-mode
+# code reads a name no path bound (the loop's tape of y; a loop's y merged, `else: y_1 = y`,
+# and its adjoint's `dy = zeros_like(y)`); strict, so a fix drops the mark.
+_GAP = pytest.mark.xfail(raises=UnboundLocalError, strict=True)
+
+
+@pytest.mark.parametrize(
+    "f, args",
+    [
+        (_bound_under_a_test_in_a_loop, (np.array([1.0, -1.0, 1.0]),)),
+        pytest.param(_bound_under_a_test_in_a_loop, (np.array([-1.0, 1.0, -1.0]),), marks=_GAP),
+        (_rebound_after_a_loop_that_may_not_run, (2, -1.0)),
+        pytest.param(_rebound_after_a_loop_that_may_not_run, (0, 1.0), marks=_GAP),
+        pytest.param(_rebound_after_a_loop_that_may_not_run, (0, -1.0), marks=_GAP),
+    ],
+)
+def test_a_name_unbound_on_some_path_read_under_the_same_test(f, args):
+    check_grad(f, (np.linspace(0.1, 0.9, 3),) + args)
+
+
+@pytest.mark.parametrize("c, diagonal", [(1.0, 4.0), (-1.0, 0.0)])
+def test_hessian_of_a_value_read_under_the_same_condition(c, diagonal):
+    # (its gradient code binds `dy` under `if cond:`, then again under `if cond2:`: the
+    # merge's copy `dy_1 = dy` is made under `if cond:` too)
+    hessian = s2sad.hessian(_read_under_the_same_condition)(np.linspace(0.1, 0.9, 3), c)
+    np.testing.assert_allclose(hessian, diagonal * np.eye(3), atol=1e-12)
+
+
+def _rebound_under_the_same_condition(x, c):
+    if c > 0:
+        y = x * 2.0
+    if c > 0:
+        y = y * x  # (merged with the old y where c <= 0: that copy runs under `if c > 0`)
+    return np.sum(x * y) if c > 0 else np.sum(x)
+
+
+@pytest.mark.parametrize("c", [1.0, -1.0])
+def test_a_value_rebound_under_the_same_condition_differentiates(c):
+    check_grad(_rebound_under_the_same_condition, (np.linspace(0.1, 0.9, 3), c))
+
+
+def _rebound_from_a_previous_iteration(x):
+    s = 0.0
+    for i in range(3):
+        if i == 0:
+            y = x * 1.0
+        y = y * x  # (the second trip reads the first trip's last y, this line's)
+        s = s + np.sum(y)
+    return s
+
+
+def _rebound_under_another_test_in_a_loop(x):
+    s = 0.0
+    for i in range(3):
+        if i == 0:
+            y = x * 1.0
+        if i == 1:
+            y = y * x
+        s = s + np.sum(y)
+    return s
+
+
+def _updated_from_a_previous_iteration(x):
+    s, i = 0.0, 0
+    while i < 3:
+        if i == 0:
+            y = x * 1.0
+        y += x
+        s, i = s + np.sum(y), i + 1
+    return s
+
+
+@pytest.mark.parametrize(
+    "f, line",
+    [
+        (_rebound_from_a_previous_iteration, 5),
+        (_rebound_under_another_test_in_a_loop, 6),
+        (_updated_from_a_previous_iteration, 5),
+    ],
+)
+def test_a_value_carried_from_a_previous_iteration_and_bound_twice_is_refused(f, line):
+    # (both modes computed the sum and gradient of y as if each trip read the first trip's y)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="bind `y` before the loop") as info:
+        s2sad.grad(f)(np.linspace(0.1, 0.9, 3))
+    assert "previous iteration's value" in str(info.value)
+    assert info.value.line == f.__code__.co_firstlineno + line  # (`y = y * x`)
+
+
+def _rebound_under_the_same_test_in_a_loop(x, c):  # (this trip's y: kept)
+    s = 0.0
+    for i in range(3):
+        if c[i] > 0:
+            y = x * c[i]
+        if c[i] > 0:
+            y = y * x
+            s = s + np.sum(y)
+    return s
+
+
+def test_a_value_rebound_under_the_same_test_in_a_loop_differentiates():
+    check_grad(_rebound_under_the_same_test_in_a_loop, (np.linspace(0.1, 0.9, 3), [1.0, -1, 2]))

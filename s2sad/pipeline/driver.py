@@ -159,7 +159,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
-    refuse_float_updates(parsed, dict(ranks or ()), wrt)
+    float_numbers = refuse_float_updates(parsed, dict(ranks or ()), wrt)
     norm, resolver = normalize(parsed, list(wrt), ranks)
     if mode in _GRADS and norm.tuple_output:
         raise _tuple_return(parsed, len(norm.outputs))
@@ -199,6 +199,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
     compiled.parallel = parallel
     compiled.indexed = indexed
     compiled.numba_checks = numba_checks
+    compiled.float_numbers = float_numbers
     return compiled
 
 

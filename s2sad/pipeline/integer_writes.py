@@ -126,38 +126,69 @@ def _float_value(stmt, value: ast.expr, floats: set[str]) -> bool:
     return any(floating(bound.args[p]) for p in op.bound.rule.differentiable(bound))
 
 
-def refuse_float_updates(parsed, params: dict, wrt) -> None:
+def refuse_float_updates(parsed, params: dict, wrt) -> tuple:
     """`x += v` (or `-=`, `*=`, `/=`, ...) on an integer or boolean array `x` with a float `v`
     raises NumPy's UFuncTypeError (casting rule 'same_kind'); s2sad's `x = x + v` would run
     and give floats, so it is refused with NumPy's reason. `v` counts as a float where it
     certainly is one: a float literal in it, a float array argument or an element or slice of
-    one, a parameter differentiated (a number too: the key ranks a float and an int alike, but
-    input_checks.py refuses an int there), or a true division."""
+    one, a parameter differentiated (input_checks.py refuses an int there), or a true division.
+    A number parameter not differentiated may be an int or a float: the key ranks both 0 (a
+    key telling them apart would transform `f(x, 2)` and `f(x, 2.0)` twice), so this returns
+    (its name as the user wrote it, the refusal's fields) for each, checked at each call
+    (`refuse_float_numbers`)."""
     updates = [
         n
         for n in walk_nodes(parsed.tree)
         if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
     ]
     if not updates:
-        return
+        return ()
     kinds = _kinds(parsed.tree, params, getattr(parsed.func, "__globals__", {}))
+    checked = []
     for node in updates:
         kind = kinds.get(node.target.id)
-        floats = isinstance(node.op, ast.Div) or _floats(node.value, params, set(wrt))
-        if isinstance(kind, str) and floats:
-            name = node.target.id
-            dtype = "bool" if kind == "b" else "an integer dtype"
-            raise parsed.error(
-                UnsupportedSyntaxError,
-                f"`{parsed.text_of(node)}` updates `{name}`, an array of {dtype}, in place with "
-                f"floats: NumPy raises UFuncTypeError here (cannot cast ufunc "
-                f"'{_CAST_NAMES.get(type(node.op), 'add')}' output from float64 to {dtype} "
-                "with casting rule 'same_kind')",
-                node,
-                hint=f"make `{name}` a float array (`{name} = {name}.astype(float)`), or write "
-                f"`{name} = {ast.unparse(ast.BinOp(node.target, node.op, node.value))}` for "
-                "a new float array",
-            )
+        if not isinstance(kind, str):
+            continue
+        if isinstance(node.op, ast.Div) or _floats(node.value, params, set(wrt)):
+            raise _float_update(parsed, node, kind)
+        error = _float_update(parsed, node, kind)
+        fields = {k: getattr(error, k) for k in ("what", "file", "line", "source", "hint")}
+        for name in _numbers(node.value, params):
+            checked.append((parsed.original.get(name, name), fields))
+    return tuple(checked)
+
+
+def _float_update(parsed, node: ast.AugAssign, kind: str) -> UnsupportedSyntaxError:
+    name = node.target.id
+    dtype = "bool" if kind == "b" else "an integer dtype"
+    return parsed.error(
+        UnsupportedSyntaxError,
+        f"`{parsed.text_of(node)}` updates `{name}`, an array of {dtype}, in place with "
+        f"floats: NumPy raises UFuncTypeError here (cannot cast ufunc "
+        f"'{_CAST_NAMES.get(type(node.op), 'add')}' output from float64 to {dtype} "
+        "with casting rule 'same_kind')",
+        node,
+        hint=f"make `{name}` a float array (`{name} = {name}.astype(float)`), or write "
+        f"`{name} = {ast.unparse(ast.BinOp(node.target, node.op, node.value))}` for "
+        "a new float array",
+    )
+
+
+class FloatNumberError(UnsupportedSyntaxError):
+    """refuse_float_numbers' refusal, made at a call: the code made without the arguments'
+    ranks (s2sad.hessian's second try) knows no integer array to refuse it, so a caller that
+    tries that code after a refusal re-raises this one instead."""
+
+
+def refuse_float_numbers(checked: tuple, arguments: dict) -> None:
+    """Raise refuse_float_updates' refusal where a number it returned is a float this call
+    (an int, a bool stays accepted, as NumPy accepts it)."""
+    for name, fields in checked:
+        value = arguments.get(name)
+        if isinstance(value, (float, complex, np.inexact)) or (
+            isinstance(value, np.ndarray) and value.dtype.kind in "fc"
+        ):
+            raise FloatNumberError(**fields)
 
 
 def _floats(node: ast.expr, params: dict, wrt: set[str]) -> bool:
@@ -177,6 +208,18 @@ def _floats(node: ast.expr, params: dict, wrt: set[str]) -> bool:
     if isinstance(node, ast.UnaryOp):
         return _floats(node.operand, params, wrt)
     return False
+
+
+def _numbers(node: ast.expr, params: dict) -> set[str]:
+    """The number parameters (rank 0, an int or a float) whose kind `node`'s arithmetic
+    takes: a float among them makes `node` a float."""
+    if isinstance(node, ast.Name):
+        return {node.id} if params.get(node.id) == 0 else set()
+    if isinstance(node, ast.BinOp):
+        return _numbers(node.left, params) | _numbers(node.right, params)
+    if isinstance(node, ast.UnaryOp):
+        return _numbers(node.operand, params)
+    return set()
 
 
 def _kinds(tree: ast.FunctionDef, params: dict, scope: dict) -> dict:

@@ -66,6 +66,8 @@ class Compiled:
     # could not place a check (`numba_checks`), jit.py compiles it with Numba's checks instead
     indexed: bool = True
     numba_checks: bool = True
+    # number parameters a call must not pass as floats (integer_writes.refuse_float_updates)
+    float_numbers: tuple = ()
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     where: str = ""  # the user's file:line it was made from
     keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names

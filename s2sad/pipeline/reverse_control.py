@@ -115,18 +115,23 @@ class BranchesAndLoops:
         """`zero` (`dy = zeros_like(y)`, made before `stmt`'s adjoint) run only where `primal`
         exists: an `if` made it that does not enclose `stmt` (`if c > 0: y = ...`, then
         `if c > 0: z = z * y`: where c <= 0, y was never bound and Python read none of it), so
-        the zero is made under that `if`'s recorded test. A value made in a loop is left as
-        it is (unbound_reads.py refuses a read of it outside a later `if`)."""
-        made, here = self.made_in.get(primal), self.enclosing.get(id(stmt), ())
-        if made is None or not isinstance(zero.value, ast.Call):  # (0.0 reads nothing)
+        the zero is made under that `if`'s recorded test; a value bound twice (a merge's copy
+        made under the first test, normalize/control.py's `guarded`) under either binding's.
+        A value made in a loop is left as it is (unbound_reads.py refuses a read of it outside
+        a later `if`)."""
+        chains, here = self.made_in.get(primal), self.enclosing.get(id(stmt), ())
+        if chains is None or not isinstance(zero.value, ast.Call):  # (0.0 reads nothing)
             return zero
-        shared = 0
-        while shared < min(len(made), len(here)) and made[shared][0] == here[shared]:
-            shared += 1  # (the `if`s around both: their tests hold here)
-        tests = [test for _, test in made[shared:]]
-        if not tests or any(t is None for t in tests):
-            return zero
-        test = tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests)
+        alternatives = []  # (a name bound twice, as a merge's guarded copy: either binding's)
+        for made in chains:
+            shared = 0
+            while shared < min(len(made), len(here)) and made[shared][0] == here[shared]:
+                shared += 1  # (the `if`s around both: their tests hold here)
+            tests = [test for _, test in made[shared:]]
+            if not tests or any(t is None for t in tests):
+                return zero
+            alternatives.append(tests[0] if len(tests) == 1 else ast.BoolOp(ast.And(), tests))
+        test = alternatives[0] if len(alternatives) == 1 else ast.BoolOp(ast.Or(), alternatives)
         node = ast.If(clone(test), [zero], [])
         ir.mark_adjoint(node)
         return node
@@ -258,11 +263,12 @@ class BranchesAndLoops:
 
 
 def branch_tests(stmts: list[ast.stmt], counts: dict[str, int]) -> tuple[dict, dict]:
-    """(each name bound once, by a statement in a branch -> the tests of the `if`s around that
-    statement, outermost first, `not t` for an `else`; each `if` or loop -> that of the `if`s
-    around it). A loop around it counts as a test None (where_made gives up); a test that is
-    not a name (the normalized `cond`) too."""
-    made: dict[str, tuple] = {}
+    """(each name every binding of which is `name = value` in a branch -> for each binding, the
+    tests of the `if`s around it, outermost first, `not t` for an `else` (a merge's two
+    bindings of one `if` taken as that `if`'s: `_either`); each `if` or loop -> that of the
+    `if`s around it). A loop around it counts as a test None (where_made gives up); a test
+    that is not a name (the normalized `cond`) too."""
+    made: dict[str, list] = {}
     enclosing: dict[int, tuple] = {}
 
     def walk(block, tests, keys):
@@ -276,12 +282,26 @@ def branch_tests(stmts: list[ast.stmt], counts: dict[str, int]) -> tuple[dict, d
                 walk(stmt.orelse, tests + [negated], keys + ((id(stmt), False),))
             elif isinstance(stmt, (ast.For, ast.While)):
                 walk(stmt.body, tests + [None], keys + ((id(stmt), True),))
-            elif tests and isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
-                if counts.get(stmt.targets[0].id) == 1:
-                    made[stmt.targets[0].id] = tuple(zip(keys, tests))
+            elif isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                chains = made.setdefault(stmt.targets[0].id, [])
+                chains.append(tuple(zip(keys, tests)))
 
     walk(stmts, [], ())
-    return made, enclosing
+    made = {n: _either(c) for n, c in made.items() if len(c) == counts.get(n)}
+    return {n: c for n, c in made.items() if all(c)}, enclosing
+
+
+def _either(chains: list[tuple]) -> list[tuple]:
+    """`chains` (the tests around each binding of one name) with the two branches of one `if`
+    taken as that `if`'s own (a merge's two bindings of `y_1`: it exists where the `if` ran),
+    so a value every path binds has an empty chain, and its zero no test."""
+    chains = list(dict.fromkeys(chains))
+    for a in chains:
+        for b in chains:
+            if a and b and a[:-1] == b[:-1] and a[-1][0][0] == b[-1][0][0] and a is not b:
+                rest = [c for c in chains if c is not a and c is not b]
+                return _either(rest + [a[:-1]])
+    return chains
 
 
 def _no_arguments() -> ast.arguments:

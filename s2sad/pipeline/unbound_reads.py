@@ -12,6 +12,9 @@ a non-empty `range` of int literals or a non-empty list or tuple display certain
 body (`_runs`), and only `return` and `raise` end a path.
 So this refuses what certainly depends on one `if`'s branch or a loop's trip count and misses
 the rest (an unrelated later condition, a loop whose first iteration does not bind the name).
+A previous iteration's value of a name the body binds twice or more, and nothing before the
+loop, is refused wherever it may be read (`refuse_stale`): normalization carries a loop's
+values to the next iteration only from a binding before the loop.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ class _Paths:
                 )
                 inside = bound | (_stored(stmt.target) if isinstance(stmt, ast.For) else set())
                 carried = set().union(*map(_stored, stmt.body))  # a previous iteration's
+                self.refuse_stale(stmt.body, inside)
                 body, some = self.block(stmt.body, inside | carried, maybe, assumed)
                 maybe.update(some)
                 after = inside | (body or set())
@@ -97,6 +101,38 @@ class _Paths:
                 self.reads(stmt, bound, maybe, assumed)
                 bound |= _stored(stmt)
         return bound, maybe
+
+    def refuse_stale(self, body: list[ast.stmt], before: set[str]) -> None:
+        """A name a loop's body binds by two statements or more, unbound before the loop, read
+        where this iteration may not have bound it yet (`if i == 0: y = x`, then `y = y * x`):
+        Python reads the previous iteration's last value, which s2sad's code does not carry
+        to the next iteration (a carried value starts from one bound before the loop), so both
+        modes computed wrong values and gradients. Refused at the read."""
+        counts: dict[str, int] = {}
+        inner = set()  # (a comprehension's own targets)
+        for stmt in body:
+            for n in _own_walk(stmt):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    counts[n.id] = counts.get(n.id, 0) + 1
+                elif isinstance(n, _COMPREHENSIONS):
+                    inner |= {
+                        t.id
+                        for g in n.generators
+                        for t in ast.walk(g.target)
+                        if isinstance(t, ast.Name)
+                    }
+        names = {n for n, c in counts.items() if c > 1} - before - self.declared - inner
+        read = _stale_read(body, set(before), names) if names else None
+        if read is not None:
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{read.id}` is read here where this iteration of the loop may not have bound "
+                "it yet, so it holds the previous iteration's value, and the loop binds it "
+                "more than once: s2sad carries a loop's values from one iteration to the next "
+                "only where they are bound before the loop",
+                read,
+                hint=f"bind `{read.id}` before the loop",
+            )
 
     def reads(self, node: ast.AST, bound: set[str], maybe: dict, assumed: frozenset) -> None:
         inner = {
@@ -144,6 +180,42 @@ class _Paths:
 
 
 _TRY_STAR = (ast.TryStar,) if hasattr(ast, "TryStar") else ()
+
+
+def _stale_read(stmts: list[ast.stmt], bound: set[str], names: set[str]) -> ast.Name | None:
+    """The first read of one of `names` in `stmts` where not every path so far bound it, else
+    None; `bound` is updated to the names bound on every path (a loop's body: none). A read
+    under an `if` of the same test, as written, as an earlier `if` of these statements that
+    bound the name in its body is this iteration's (`if c[i] > 0: y = ...`, then `if c[i] >
+    0: y = y * x`), which s2sad's code reads right."""
+    under: dict[str, set[str]] = {}  # an `if`'s test, as written -> what its body binds
+    for stmt in stmts:
+        heads = [stmt.test] if isinstance(stmt, (ast.If, ast.While)) else []
+        heads += [stmt.iter] if isinstance(stmt, ast.For) else []
+        for node in heads if heads or isinstance(stmt, (ast.If, ast.For, ast.While)) else [stmt]:
+            for n in _own_walk(node):
+                update = isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)
+                n = n.target if update else n  # (`y += x` reads y)
+                if isinstance(n, ast.Name) and (update or isinstance(n.ctx, ast.Load)):
+                    if n.id in names and n.id not in bound:
+                        return n
+        if isinstance(stmt, ast.If):
+            test = ast.dump(stmt.test)
+            paths = [bound | under.get(test, set()), set(bound)]
+            for block, path in zip((stmt.body, stmt.orelse), paths):
+                found = _stale_read(block, path, names)
+                if found is not None:
+                    return found
+            under[test] = under.get(test, set()) | paths[0]
+            bound |= paths[0] & paths[1]
+        elif isinstance(stmt, (ast.For, ast.While)):
+            inner = bound | (_stored(stmt.target) if isinstance(stmt, ast.For) else set())
+            found = _stale_read(stmt.body, inner, names)
+            if found is not None:
+                return found
+        else:
+            bound |= _stored(stmt)
+    return None
 
 
 def _runs(loop: ast.For | ast.While) -> bool:

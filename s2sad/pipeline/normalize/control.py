@@ -60,6 +60,9 @@ class ControlFlow(Iterables):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.maybe_undefined: set[str] = set()  # names that some path leaves unassigned
+        # of those, each bound only in the body of `if`s, not in a loop -> their tests,
+        # outermost first (a merge's copy of it is made under them: `guarded`)
+        self.made_under: dict[str, list] = {}
         self.exit_copies: list[dict] = []  # per enclosing loop: its header map
 
     # ------------------------------------------------------------------ returns
@@ -162,10 +165,12 @@ class ControlFlow(Iterables):
         stmt = ast.If(test, body, orelse)
         ir.set_merged(stmt, [])
         if env_body is not None:
-            self.env = self.merge(before, (env_body, body), (env_else, orelse), stmt=stmt)
+            self.env = self.merge(
+                before, (env_body, body), (env_else, orelse), stmt=stmt, test=test
+            )
         self.put(stmt)
 
-    def merge(self, before, *branches, stmt) -> dict:
+    def merge(self, before, *branches, stmt, test=None) -> dict:
         """One name per variable after the `if`, assigned at the end of each branch: the
         branch's own last assignment is renamed to it, or a copy is appended."""
         env = dict(before)
@@ -179,6 +184,8 @@ class ControlFlow(Iterables):
                 env[var] = next(n for n in names if n is not None)
                 if env[var] not in before.values():  # (not a value from before the `if`)
                     self.maybe_undefined.add(env[var])
+                    if test is not None and names[0] is not None:
+                        self.made_under[env[var]] = [test] + self.made_under.get(env[var], [])
                 continue
             # Every value keeps a name of its own, even where the old value may not exist (a
             # loop's last value, a name one branch assigns): the adjoint reads old values and
@@ -202,7 +209,7 @@ class ControlFlow(Iterables):
                     )
                     ir.set_origin(copy_stmt, self.user_stmt, self.parsed)
                     ir.mark_merge_copy(copy_stmt)
-                    stmts.append(copy_stmt)
+                    stmts.append(self.guarded(copy_stmt, name))
             if varied:
                 self.varied.add(merged)
             aliases = self.memory.aliases
@@ -214,6 +221,19 @@ class ControlFlow(Iterables):
             ir.merged(stmt).append(merged)
             env[var] = merged
         return env
+
+    def guarded(self, copy: ast.Assign, name: str) -> ast.stmt:
+        """A merge's copy of `name` made only where `name` exists: under the `if`s that bound
+        it (`if c: y = ...`, then `if c: y = ...` again: where c is false, Python left y
+        unbound and `else: y_1 = y` would read no value). The merged name is then unbound
+        where Python's is. A name a loop binds has no such test (README: a gap); nor has a
+        copy in a loop, whose old value may be a previous iteration's."""
+        if name not in self.maybe_undefined or self.headers:
+            return copy
+        for test in reversed(self.made_under.get(name, [])):
+            copy = ast.If(clone(test), [copy], [])
+            ir.set_origin(copy, self.user_stmt, self.parsed)
+        return copy
 
     def loop_body(self, node, body: list[ast.stmt], setup) -> tuple[list[ast.stmt], dict, list]:
         """Normalize a loop body; returns (statements, header map, live-out user names)."""

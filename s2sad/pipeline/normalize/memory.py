@@ -463,8 +463,8 @@ class Memory:
                     f"`{ast.unparse(write)}` (line {write.lineno + self.parsed.line_offset}) "
                     f"changes in place after `{node.id}` was assigned; s2sad does not follow "
                     "writes through such aliases",
-                    f"write `{_rebinding(write)}` to make a new array, or assign `{node.id}` "
-                    "from a copy (`.copy()`)",
+                    f"write `{_rebinding(write)}` to make a new array, or copy `{node.id}` "
+                    f"where it is assigned (`{node.id} = {node.id}.copy()`)",
                 )
             )
         if node.id in self.stale:  # refused unless it is a scalar (an element is no view)
@@ -477,7 +477,7 @@ class Memory:
                     node,
                     f"`{node.id}` may be a view of {shown}, which is written in place after "
                     f"`{node.id}` was assigned; s2sad does not follow writes through views",
-                    f"assign `{node.id}` from a copy (`....copy()`), or read "
+                    f"copy `{node.id}` where it is assigned (`{node.id} = {node.id}.copy()`), or read "
                     f"{shown} itself after the write",
                 )
             )

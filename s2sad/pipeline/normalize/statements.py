@@ -299,8 +299,8 @@ class Statements(Expressions):
                 f"from `{aliases[base.id]}`); s2sad does not follow writes through "
                 "such aliases",
                 self.user_stmt,
-                hint=f"write into a copy (`{target.value.id} = ....copy()`) or into the "
-                "original array",
+                hint=f"write into a copy (`{target.value.id} = {target.value.id}.copy()` "
+                "before the write) or into the original array",
             )
         index = self.index(target.slice, target.value.id)
         atom = value if flat else self.atom(value, target.value.id)
