@@ -17,6 +17,7 @@ import pytest
 import s2sad
 from s2sad.cli import emit_text
 from s2sad.jit import JitError, JitFallbackWarning
+from test_jit_float32 import fused_ran
 
 MODES = [False, True, "strict"]
 
@@ -130,10 +131,17 @@ def test_a_rebound_parameters_gradient_keeps_its_dtype_jitted_and_emitted(emitte
     v, A = rng.normal(size=4).astype(dtype), rng.normal(size=(3, 4, 4)).astype(dtype)
     expected = s2sad.grad(rebinding, wrt=("v", "A"))(v, A)
     grad = emitted("rebinding", "grad", ("v", "A"))
-    for got in (grad(v, A), s2sad.grad(rebinding, wrt=("v", "A"), jit="strict")(v, A)):
+    jitted = s2sad.grad(rebinding, wrt=("v", "A"), jit="strict")
+    for got in (grad(v, A), jitted(v, A)):
         for g, e, a in zip(got, expected, (v, A)):
             same_kind(g, a, "gradient")
             np.testing.assert_allclose(g, e, rtol=tolerance(a), atol=tolerance(a))
+    # the sum of v's cotangents, which a fused run reads, starts in v's dtype (a float64 one
+    # failed to type beside float32 arrays, and the function compiled again unfused); dA's,
+    # which no run reads, starts in float64 (pipeline/fusion/accumulators.py)
+    assert fused_ran(jitted)
+    source = s2sad.source(jitted, v, A)
+    assert "dv = zeros_like(v)" in source and "dA = sum_zeros_like(A)" in source
 
 
 # ----------------------------------------------------------------------------- float32 sums
@@ -466,7 +474,11 @@ def test_a_loops_float32_number_is_carried_as_python_carries_it(f, c):
     x, a = np.array([0.1, -0.4, 0.9], np.float32), np.float32(2.0)
     wrt = ("x", "a") + (("c",) if c else ())
     expected = s2sad.value_and_grad(f, wrt=wrt)(x, a, *c)
-    got = s2sad.value_and_grad(f, wrt=wrt, jit="strict")(x, a, *c)
+    jitted = s2sad.value_and_grad(f, wrt=wrt, jit="strict")
+    got = jitted(x, a, *c)
+    # the loop's sum of x's cotangents in float32: the fused code compiled (c, a np.float64,
+    # runs the unfused code, as NumPy widens there: jit.py)
+    assert fused_ran(jitted) == (not c)
     same_kind(got[0], expected[0], "value")
     np.testing.assert_allclose(got[0], expected[0], rtol=tolerance(expected[0]))
     for g, e in zip(got[1], expected[1]):

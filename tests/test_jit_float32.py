@@ -382,6 +382,9 @@ def test_a_jitted_value_and_grad_has_python_modes_dtypes():
         transformed = s2sad.value_and_grad(pair_energy, jit=jit)
         for _ in range(2):  # the first call learns the dtype, the second runs the plan
             value, g = transformed(pos, 1.0, 6.25)
+            # the sum the loops scatter pos's cotangents into (`dpos[j]`) is float32 beside the
+            # run's float32 arrays: the fused code compiled, no unfused code after it
+            assert fused_ran(transformed)
             assert type(value) is np.float32 and g.dtype == np.float32
             close32(value, e_value)
             close32(g, e_g)

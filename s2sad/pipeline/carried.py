@@ -60,14 +60,14 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()
         for name in dict.fromkeys(n for n in carried if n in seen):
             arrays = sorted(
                 a
-                for a in (_step_reads(code, name) & defined) - {name}
+                for a in (step_reads(code, name) & defined) - {name}
                 if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
             )
             if arrays and name in defined:
                 dtypes = [ast.Attribute(_load(a), "dtype", ast.Load()) for a in arrays]
                 args = [_load(name)] + dtypes  # (dtypes: no array passed, none aliased)
                 widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
-            at_entry, cast_back = _kept_in_entry_dtype(name, taken, code)
+            at_entry, cast_back = kept_in_entry_dtype(name, taken, code)
             first.append(at_entry)
             last.append(cast_back)
         return widen, first + body + last
@@ -146,7 +146,7 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
         for name in dict.fromkeys(n for n in carried if n in seen & defined):
             if rank_of(ast.Name(name, ast.Load())) != 0:
                 continue
-            reads = {a: rank_of(ast.Name(a, ast.Load())) for a in _step_reads(code, name)}
+            reads = {a: rank_of(ast.Name(a, ast.Load())) for a in step_reads(code, name)}
             args = [_load(name)] + [  # (dtypes of arrays: no array passed, none aliased)
                 ast.Attribute(_load(a), "dtype", ast.Load()) if rank else _load(a)
                 for a, rank in sorted(reads.items())
@@ -155,7 +155,7 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
             if len(args) > 1:
                 call = ast.Call(_load("widened_by"), args, [])
                 widen.append(ir.copy_origin(_assign(name, call, loop), loop))
-            at_entry, cast_back = _kept_in_entry_dtype(name, taken, code)
+            at_entry, cast_back = kept_in_entry_dtype(name, taken, code)
             first.append(at_entry)
             last.append(cast_back)
         return widen, first + loop.body + last
@@ -183,7 +183,7 @@ def _stored(node) -> bool:
     return isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
 
 
-def _step_reads(code: list, name: str) -> set:
+def step_reads(code: list, name: str) -> set:
     """The names a loop body's new value of `name` is computed from, through the values the
     body assigns (each statement's reads, where it assigns one of them)."""
     needed, grew = {name}, True
@@ -205,7 +205,7 @@ def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
     return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
 
 
-def _kept_in_entry_dtype(name: str, taken: set, code: list) -> tuple:
+def kept_in_entry_dtype(name: str, taken: set, code: list) -> tuple:
     """`name_entry = name` at the top of a loop's body and `name = in_dtype_of(name,
     name_entry)` at its end: the value a loop carries keeps the dtype it enters with."""
     entry = f"{name}_entry"

@@ -13,6 +13,7 @@ from .registry import ELEMENTWISE, binary, defvjp, explicit, linear, nondiff, un
 
 if TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
+    from numba.np.numpy_support import as_dtype
 
 
 def _pow_base(args: dict) -> str:
@@ -166,7 +167,13 @@ def even_split(x1, x2):
 @numba_of(even_split)
 def _even_split(x1, x2):
     if _array(x1) or _array(x2):
-        return lambda x1, x2: np.where(x1 == x2, 0.5, 1.0)
+        # in the arrays' float dtype (float64 for integers): NumPy's float64 weights made a
+        # float32 cotangent float64 (exactly: they are 1/2 and 1), which no fused float32 run
+        # could then read (`np.maximum(a, 0.1)`'s), and the function compiled again unfused
+        floats = [t.dtype for t in (x1, x2) if _array(t) and isinstance(t.dtype, types.Float)]
+        dtype = as_dtype(max(floats, key=lambda t: t.bitwidth)) if floats else np.dtype(np.float64)
+        half, one = dtype.type(0.5), dtype.type(1.0)
+        return lambda x1, x2: np.where(x1 == x2, half, one)
     return lambda x1, x2: 0.5 if x1 == x2 else 1.0
 
 

@@ -73,7 +73,9 @@ gather.py the gathers and the views read through their arrays, row_adds.py the a
 and columns, extents.py the lengths of the axes, views.py the pieces of cotangents, sums.py the
 full sums taken out of arithmetic on numbers (`da = da - np.sum(g)`: the sum joins the run
 computing `g`), means.py the means written as sums and broadcasts of a number over the count
-(`per_count`), so that they fold in as sums do, dtypes.py the integer arrays a run reads, and syntax.py what they all share.
+(`per_count`), so that they fold in as sums do, dtypes.py the integer arrays a run reads,
+accumulators.py the sums an adjoint loop adds into that a run reads (started in their array's
+float dtype, not float64), and syntax.py what they all share.
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ import copy
 from collections import Counter
 
 from ..fresh_writes import emptied, overwritten_zeros
+from .accumulators import sums_in_run_dtype
 from .remat import plan_rematerialization
 from .runs import Fuser, Run
 from .means import means_apart, rejoined
@@ -121,7 +124,9 @@ def fuse(
     fuser.kind_reads = _kind_reads(blocks, reads, kinds, fuser.value_reads)
     gathered = [fuser.gather(b, 0) for b in blocks]
     plan_rematerialization(fuser.runs, nodes, fuser.written)
-    return [_emitted(rejoined(g, split)) for g in gathered]
+    emitted = [_emitted(rejoined(g, split)) for g in gathered]
+    in_use = named | names_in([s for b in emitted for s in b if isinstance(s, ast.AST)])
+    return sums_in_run_dtype(emitted, rank_of, in_use)
 
 
 def _kind_reads(blocks: list[list], reads: list, kinds, value_reads: Counter) -> Counter:
