@@ -10,6 +10,7 @@ import ast
 from .. import ir
 from ..rules.helpers import RUNTIME
 from .nodes import NOT_CONSTANT, constant_value, index_expr
+from .promotions import in_numpy_dtypes
 
 
 def jit_copy(node: ast.expr, rank) -> ast.expr:
@@ -99,7 +100,9 @@ def _as_text(node: ast.expr) -> ast.expr:
     return ast.copy_location(ast.Constant("".join(parts)), node)
 
 
-def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node: None) -> list:
+def lower_for_numba(
+    stmts: list, rank_of=lambda node: None, kind_of=lambda node: None, int_of=lambda node: False
+) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
@@ -115,7 +118,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
     `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
     A `while True:` loop tests `forever()`, which Numba does not fold (folded, it miscompiles
     some loops left by a `break`). `rank_of` gives the rank of an expression where known,
-    `kind_of` whether it is a boolean or integer array ("b", "i")."""
+    `kind_of` whether it is a boolean or integer array ("b", "i"), `int_of` whether it is a
+    Python int. Arithmetic of integer arrays with Python ints or floats computes in NumPy's
+    dtypes (`weak_int`, `promoted`: promotions.py)."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -185,7 +190,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
                 rank_of(a) in (1, 2) for a in (node.left, node.right)
             ):  # a stack of matrices, or maybe one: Numba's `@` takes none
                 return ast.Call(ast.Name("matmul_stacks", ast.Load()), [node.left, node.right], [])
-            return node
+            return in_numpy_dtypes(node, rank_of, kind_of, int_of)
 
         def visit_Call(self, node: ast.Call) -> ast.expr:
             self.generic_visit(node)

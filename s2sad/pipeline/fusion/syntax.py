@@ -139,6 +139,15 @@ def called(node, name: str, arity: int) -> bool:
     )
 
 
+def promoted_value(node) -> ast.expr | None:
+    """`x` of `promoted(x, m)` (pipeline/promotions.py: `x` in NumPy's dtype with the integers
+    `m`), which a run reads as `x`: its guard's `kept_dtype` holds only where NumPy keeps `x`'s
+    dtype, and the cast is none. Else None."""
+    if isinstance(node, ast.Call) and text_of(node.func) == "promoted" and node.args:
+        return node.args[0]
+    return None
+
+
 def aliased(value):
     """The array `value` is (`x`, or `unbroadcast(x, p)` of one rank: the identity), else None."""
     if isinstance(value, ast.Name):
