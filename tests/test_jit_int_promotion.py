@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import s2sad
+from s2sad.jit import JitError, JitFallbackWarning
 
 numba = pytest.importorskip("numba")
 
@@ -21,6 +22,7 @@ def small_ints(x, i8, u8, i16, u16, i32, u32, u64):
     s = (u8 * 200) * x + (u8 - 3) * x + (i8 * 100 + 50) * x + (i16 * 300) * x
     s = s + (u16 - 7) * x + (i32 * 3 - 1) * x + (u32 - 5) * x + y * x
     s = s + (i8 // 3) * x + (u8 % 7) * x + (-i16 - 1) * x + (2 - u16) * x
+    s = s + (u8**2) * x
     return np.sum(s * s)
 
 
@@ -29,7 +31,15 @@ def floats_with_ints(x, a, b, c, d):
 
 
 def product(x, m):
-    return x * m
+    return x * m + np.add(x, m)
+
+
+def times_200(x, u):
+    return np.sum((u * 200) * x)
+
+
+def times_a_number(x, u, n):
+    return np.sum((u * n) * x)
 
 
 def _ints(dtype, values):
@@ -74,9 +84,11 @@ def test_float32_with_integer_arrays_promotes_as_numpy():
     for dtypes, kept in ((narrow, np.float32), (wide, np.float64)):
         ints = [np.full((2, 3), 100001 % np.iinfo(t).max, dtype=t) for t in dtypes]
         want = s2sad.value_and_grad(floats_with_ints)(x, *ints)
-        got = s2sad.value_and_grad(floats_with_ints, jit="strict")(x, *ints)
+        jitted = s2sad.value_and_grad(floats_with_ints, jit="strict")
+        got = jitted(x, *ints)
         assert np.result_type(want[0]) == kept and want[1].dtype == np.float32
         _same(got, want)
+        assert bool(jitted.compiled.jitted.failed) == (kept == np.float64)  # (fused: float32)
     m = np.array([[1, 2, 3], [4, 5, 100001]])
     g = np.ones((2, 3), np.float32)
     want = s2sad.vjp(product)(x, m)
@@ -87,9 +99,20 @@ def test_float32_with_integer_arrays_promotes_as_numpy():
 
 
 def test_a_python_int_out_of_an_arrays_range_raises_as_numpy():
-    """`u8 * 200` of an int8 array: NumPy raises OverflowError, where Numba would wrap 200."""
-    x = np.array([0.3, 0.7, 1.1, -0.4])
-    ints = [_ints(t, [1, 2, 3, 4]) for t in ("i1", "i1", "i2", "u2", "i4", "u4", "u8")]
+    """`u * 200` of an int8 array: NumPy raises OverflowError, where Numba would wrap 200."""
+    x, u = np.array([0.3, 0.7, 1.1]), _ints(np.int8, [1, 2, 3])
     for jit in (False, "strict"):
         with pytest.raises(OverflowError, match="out of bounds for int8"):
-            s2sad.value_and_grad(small_ints, jit=jit)(x, *ints)
+            s2sad.value_and_grad(times_200, jit=jit)(x, u)
+
+
+def test_an_int_number_of_unknown_type_meeting_a_uint8_array_is_refused():
+    """`u * n` of an int argument `n`: NumPy's dtype is uint8 for a Python int and int64 for a
+    NumPy one; compiled code cannot tell them apart, so it refuses, naming the line (jit=True
+    runs the Python version, with Python mode's numbers)."""
+    x, u = np.array([0.3, 0.7, 1.1]), _ints(np.uint8, [2, 30, 250])
+    want = s2sad.value_and_grad(times_a_number)(x, u, 200)
+    with pytest.raises(JitError, match=r"uint8 array.*line \d+ \(`return np.sum\(\(u \* n\)"):
+        s2sad.value_and_grad(times_a_number, jit="strict")(x, u, 200)
+    with pytest.warns(JitFallbackWarning, match="int number of unknown type"):
+        _same(s2sad.value_and_grad(times_a_number, jit=True)(x, u, 200), want)

@@ -314,7 +314,7 @@ def lower_for_numba(
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
             if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
                 return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
-            return node
+            return in_numpy_dtypes(node, rank_of, kind_of, int_of)
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]

@@ -12,12 +12,17 @@ import typing
 import numpy as np
 
 from .common import _array
-from .helpers import helper, numba_of
+from .helpers import helper, numba_of, type_test
 from .registry import linear
 
 if typing.TYPE_CHECKING:  # bound by s2sad.numba_helpers (see rules/helpers.py)
     from numba import types
+    from numba.core.errors import TypingError
     from numba.np.numpy_support import as_dtype
+
+
+# the start of `promoted`'s refusal, which numba_failures.py reads back
+INT_NUMBER_MEETS = "an int number of unknown type meets a"
 
 
 @helper(nondiff=True)
@@ -61,6 +66,8 @@ def promoted(v, *others):
 def _promoted(v, *others):
     have = v.dtype if _array(v) else v
     dtypes = [t.dtype if _array(t) else types.unliteral(t) for t in others]
+    if isinstance(v, types.Integer) and all(isinstance(t, types.Integer) for t in dtypes):
+        return _int_number(v, dtypes)  # (an integer array: NumPy's promotion is Numba's)
     if not isinstance(have, types.Float) or not all(
         isinstance(t, (types.Integer, types.Boolean, types.Float)) for t in dtypes
     ):
@@ -86,3 +93,19 @@ def integers(v):
 @numba_of(integers)
 def _integers(v):
     return lambda v: v
+
+
+@type_test
+def _int_number(v, dtypes):
+    """`promoted(n, u)` of an int number `n` whose type s2sad does not know (an argument): a
+    Python int is weak in NumPy (`u * n` of a uint8 `u` is uint8), a NumPy int64 is not (int64),
+    and compiled code computes both in int64. Refused as the code compiles unless the arrays are
+    int64 (or masks: `m * n` is int64 either way)."""
+    kept = np.result_type(*[as_dtype(t) for t in dtypes])
+    if kept == np.int64 or kept.kind == "b":
+        return lambda v, *others: v
+    raise TypingError(
+        f"{INT_NUMBER_MEETS} {kept} array in arithmetic: NumPy computes in {kept} where the "
+        "number is a Python int and by its dtype where it is a NumPy integer, compiled code in "
+        "int64; it cannot tell them apart"
+    )

@@ -74,8 +74,8 @@ class Emitter:
     def translate(self, node: ast.expr) -> ast.expr:
         """`node` on one element: an array read at the loop's index, a value the run assigned
         by its element's name; `promoted(x, m)` as `x`, the run's guard `kept_dtype` holding."""
-        if promoted_value(node) is not None:
-            return self.translate(promoted_value(node))
+        if promoted_value(node, self.f.rank) is not None:
+            return self.translate(promoted_value(node, self.f.rank))
         if self.f.rank(node) == 0:
             return clone(node)
         if isinstance(node, ast.Name):
