@@ -48,6 +48,7 @@ from .numba_failures import (
     from_numba_cache,
     is_numba_error,
     mixed_product,
+    unknown_int,
     no_numba_form,
     numba_reason,
     row_misfit,
@@ -503,6 +504,7 @@ class Jitted:
             failed, self.compiled.globals
         )
         mixed = None if widened else mixed_product(failed, self.compiled.source, args)
+        mixed = mixed or unknown_int(failed, self.compiled.source)
         reason = (
             widened[0]
             if widened

@@ -21,6 +21,7 @@ from .generated_lines import (
 )
 from .numba_signatures import helper_in_user_terms
 from .rules.helpers import RUNTIME
+from .rules.promotion import INT_NUMBER_MEETS
 from .rules.tapes import ROW_TAPE_MISFIT
 
 _TELLING = (
@@ -291,6 +292,26 @@ def mixed_product(exc, source: str, args=()) -> tuple | None:
         "products take operands of one dtype, where NumPy computes it in float64 (and a value a "
         "loop carries from float32 is float64 after a step)",
         MIXED_HINT,
+    )
+
+
+def unknown_int(exc, source: str) -> tuple | None:
+    """For an int number of unknown type meeting an integer array other than int64 (`u * n` of
+    a uint8 `u` and an int argument `n`: uint8 in NumPy for a Python int, int64 for a NumPy
+    int64), which compiled code refuses (rules/promotion.py): what, and the user's line, as
+    `(reason, hint)`."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    found = re.search(rf"{INT_NUMBER_MEETS} \w+ array[^\n]*?apart", text)
+    if not found:
+        return None
+    line = _PLACED.search(numba_reason(exc, source))
+    origin = re.search(r"\((\S+\.py):\d+\)", source)
+    where = f" at {origin.group(1) if origin else 'the function'} {line.group(1)} ({line.group(2)})"
+    return (
+        found.group(0) + (where if line else ""),
+        "compute with an int64 array (`u.astype(np.int64) * n`), or write the number as a "
+        "literal, which compiled code keeps in the array's dtype; jit=True runs the Python "
+        "version instead",
     )
 
 

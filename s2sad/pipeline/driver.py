@@ -232,7 +232,9 @@ def _forward_mode(
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
         given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
-        body = numbers_carried(lower_for_numba(body, rank_of, shapes.kind), rank_of, given)
+        body = numbers_carried(
+            lower_for_numba(body, rank_of, shapes.kind, shapes._is_int), rank_of, given
+        )
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
         if parallel:  # loops on threads; their builds are not fused (yet)
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
@@ -325,7 +327,7 @@ def _reverse_mode(
         primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
-        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks, shapes.kind)
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks, shapes.kind, shapes._is_int)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
         params = list(norm.params) + list(resolver.reads.data.values()) + list(adjoint.seeds)
         given = assigned_before(primal, params)
@@ -333,10 +335,12 @@ def _reverse_mode(
             adjoint.stmts, adjoint.primal_of, in_use, adjoint_ranks, given
         )
         adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
-        primal = numbers_carried(lower_for_numba(primal, shapes.of, shapes.kind), shapes.of, params)
+        primal = numbers_carried(
+            lower_for_numba(primal, shapes.of, shapes.kind, shapes._is_int), shapes.of, params
+        )
         if rerun:  # the value function a re-running pullback's vjp returns with it
             plain = numbers_carried(
-                lower_for_numba(plain, shapes.of, shapes.kind), shapes.of, params
+                lower_for_numba(plain, shapes.of, shapes.kind, shapes._is_int), shapes.of, params
             )
         if not parallel:  # (on threads, after them: a reduction there has its own pattern)
             adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)

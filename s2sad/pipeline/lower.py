@@ -13,6 +13,7 @@ from .. import ir
 from ..rules.helpers import RUNTIME
 from .classify import given_dtype
 from .nodes import NOT_CONSTANT, constant_value, index_expr
+from .promotions import in_numpy_dtypes
 
 
 def jit_copy(node: ast.expr, rank) -> ast.expr:
@@ -102,7 +103,9 @@ def _as_text(node: ast.expr) -> ast.expr:
     return ast.copy_location(ast.Constant("".join(parts)), node)
 
 
-def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node: None) -> list:
+def lower_for_numba(
+    stmts: list, rank_of=lambda node: None, kind_of=lambda node: None, int_of=lambda node: False
+) -> list:
     """Adjoint statements in forms Numba compiles, and compiles fast: a reshape back to an
     input's shape copies a strided cotangent first (`reshape_like`); `np.add.at` and additions
     into more than one element (`d[i, :] += g`) become `add_at`; `np.array(x)` is `np.copy(x)`,
@@ -118,7 +121,9 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
     `g * z + g * z`, the two cotangents of `np.dot(z, z)`, where the helpers made three arrays.
     A `while True:` loop tests `forever()`, which Numba does not fold (folded, it miscompiles
     some loops left by a `break`). `rank_of` gives the rank of an expression where known,
-    `kind_of` whether it is a boolean or integer array ("b", "i")."""
+    `kind_of` whether it is a boolean or integer array ("b", "i"), `int_of` whether it is a
+    Python int. Arithmetic of integer arrays with Python ints or floats computes in NumPy's
+    dtypes (`weak_int`, `promoted`: promotions.py)."""
 
     class Lower(ast.NodeTransformer):
         def visit_AugAssign(self, node: ast.AugAssign) -> ast.stmt:
@@ -188,7 +193,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
                 rank_of(a) in (1, 2) for a in (node.left, node.right)
             ):  # a stack of matrices, or maybe one: Numba's `@` takes none
                 return ast.Call(ast.Name("matmul_stacks", ast.Load()), [node.left, node.right], [])
-            return node
+            return in_numpy_dtypes(node, rank_of, kind_of, int_of)
 
         def visit_Call(self, node: ast.Call) -> ast.expr:
             self.generic_visit(node)
@@ -313,7 +318,7 @@ def lower_for_numba(stmts: list, rank_of=lambda node: None, kind_of=lambda node:
             keywords = {k.arg: ast.unparse(k.value) for k in node.keywords}
             if text == "np.trace" and keywords == {"axis1": "-2", "axis2": "-1"}:
                 return ast.Call(ast.Name("trace_last", ast.Load()), node.args, [])
-            return node
+            return in_numpy_dtypes(node, rank_of, kind_of, int_of)
 
     lower = Lower()
     return [lower.visit(stmt) if isinstance(stmt, ast.AST) else stmt for stmt in stmts]

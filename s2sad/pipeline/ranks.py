@@ -405,6 +405,9 @@ def call_parts(node: ast.Call) -> tuple:
 # into their result truncates as one into an argument does
 _INT_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod, ast.Pow, ast.LShift, ast.RShift)
 _KIND_KEEPING = {abs, np.abs, np.minimum, np.maximum}
+# the operators whose Python int operand NumPy computes in an integer array's dtype, as
+# compiled code does (pipeline/promotions.py)
+WEAK_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
 # positions, int64 whatever they are of: a store into `y = np.argsort(k)` truncates
 _POSITIONS = {np.argsort, np.argmax, np.argmin}
 
@@ -433,8 +436,10 @@ def _arithmetic_kind(ranks: Ranks, node: ast.BinOp | ast.Call):
         return None  # (of numbers alone, Python's: not an array's)
     if set(kinds) == {"b"}:  # True + True is True in NumPy, an error in `-`: bool only where kept
         return "b" if isinstance(node, ast.Call) else None
-    if "u" in kinds:  # uint64 with an int64 (in Numba: an int literal too) gives float64
-        return "u" if set(kinds) <= {"u", "b"} else None
+    if "u" in kinds:  # uint64 with an int64 gives float64, with a Python int uint64 (NEP 50;
+        # compiled code casts the int, `weak_int`: promotions.py, in these operators alone)
+        weak = isinstance(node, ast.BinOp) and isinstance(node.op, WEAK_OPS)
+        return "u" if set(kinds) <= {"u", "b"} | ({None} if weak else set()) else None
     return "i"
 
 

@@ -60,6 +60,7 @@ NUMBA_NAMES = {
     "objmode": ("numba", "objmode"),
     "tuple_setitem": ("numba.cpython.unsafe.tuple", "tuple_setitem"),
     "as_dtype": ("numba.np.numpy_support", "as_dtype"),
+    "TypingError": ("numba.core.errors", "TypingError"),
 }
 
 

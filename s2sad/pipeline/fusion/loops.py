@@ -11,7 +11,8 @@ from .gather import gather_starts, gathered, shifted
 from .scatters import position
 
 LANE_COUNT = 32  # a blocked loop's sums (16 or 8 in a loop of that count: not vectorised)
-from .syntax import LANES, SHAPE_ONLY, aliased, assign, load, name_reads, origin, store, text_of
+from .syntax import LANES, SHAPE_ONLY, aliased, assign, load, name_reads, origin, promoted_value
+from .syntax import store, text_of
 
 
 class Emitter:
@@ -72,7 +73,9 @@ class Emitter:
 
     def translate(self, node: ast.expr) -> ast.expr:
         """`node` on one element: an array read at the loop's index, a value the run assigned
-        by its element's name."""
+        by its element's name; `promoted(x, m)` as `x`, the run's guard `kept_dtype` holding."""
+        if promoted_value(node, self.f.rank) is not None:
+            return self.translate(promoted_value(node, self.f.rank))
         if self.f.rank(node) == 0:
             return clone(node)
         if isinstance(node, ast.Name):

@@ -28,6 +28,7 @@ from .syntax import (
     names_in,
     origin,
     name_reads,
+    promoted_value,
     text_of,
     whole_sum,
     written_in_place,
@@ -71,6 +72,8 @@ class Fuser:
             return 0 if isinstance(node.value, (int, float)) else None
         if isinstance(node, ast.Name) and node.id in self.known:
             return self.known[node.id]
+        if promoted_value(node, self.rank) is not None:
+            return self.rank(promoted_value(node, self.rank))
         if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.Compare)) or (
             isinstance(node, ast.Call) and text_of(node.func) in UFUNCS | {"np.where"}
         ):
@@ -331,6 +334,8 @@ class Run:
             return {k for k in mapping if k is not None}
 
         def visit(n):
+            if promoted_value(n, self.f.rank) is not None:
+                return visit(promoted_value(n, self.f.rank))
             rank = self.f.rank(n)
             if rank == 0:
                 return set() if self._scalar(n) else None

@@ -139,6 +139,16 @@ def called(node, name: str, arity: int) -> bool:
     )
 
 
+def promoted_value(node, rank_of) -> ast.expr | None:
+    """`x` of `promoted(x, m)` of an array `x` (pipeline/promotions.py: `x` in NumPy's dtype
+    with the integers `m`), which a run reads as `x`: its guard's `kept_dtype` holds only where
+    NumPy keeps `x`'s dtype, and the cast is none. Else None: a number `n` may be an int, whose
+    `promoted` compiled code refuses where its dtype would decide the result's."""
+    if isinstance(node, ast.Call) and text_of(node.func) == "promoted" and node.args:
+        return node.args[0] if rank_of(node.args[0]) not in (0, None) else None
+    return None
+
+
 def aliased(value):
     """The array `value` is (`x`, or `unbroadcast(x, p)` of one rank: the identity), else None."""
     if isinstance(value, ast.Name):

@@ -1,0 +1,146 @@
+"""Arithmetic written so Numba computes in NumPy 2's result dtypes (lower.py, jit only).
+
+A Python int meeting an integer array is weak in NumPy (NEP 50): `u * 200` of a uint8 `u` is
+uint8 and wraps, `u + 1` of a uint64 one stays uint64; Numba computes both in int64 (float64).
+Such an int is written `weak_int(200, u)`, which compiled code casts to the arrays' dtype
+(rules/promotion.py). A float array or number meeting an integer array (`x * idx`) is written
+`promoted(x, idx)`: NumPy computes a float32 `x` with an int64 `idx` in float64, where Numba's
+ufuncs keep float32. Both are the identity in Python and where the dtypes agree already
+(float64 with int64: the common case). Fused loops read `promoted(x, idx)` as `x` (their guard
+`kept_dtype` holds only where NumPy keeps `x`'s dtype); a `weak_int` keeps its statement out of
+them, as an element of a uint8 array times an int is an int64 in Numba, never wrapped. An
+integer operation inside a larger expression is computed apart, `integers(u - weak_int(3, u))
+* x`: Numba's one loop over an array expression would compute it on elements in int64. A
+number of a type not known here (an argument `n`, a Python int or a NumPy one) is
+`promoted(n, u)` too, which compiled code refuses where its type would decide the dtype.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from .ranks import WEAK_OPS as _WEAK
+
+_ARITHMETIC = _WEAK + (ast.Div, ast.Pow)
+
+# NumPy's functions of two operands that promote as the operators do: `np.maximum(u, 3)` of a
+# uint8 `u` is uint8, `np.maximum(x, idx)` of a float32 `x` and an int64 `idx` float64
+_WEAK_CALLS = {
+    f"np.{name}": name not in ("divide", "true_divide", "power", "arctan2", "hypot")
+    for name in (
+        "maximum minimum fmax fmin add subtract multiply floor_divide remainder divide "
+        "true_divide power arctan2 hypot"
+    ).split()
+}
+
+
+def in_numpy_dtypes(node: ast.BinOp | ast.Call, rank_of, kind_of, int_of) -> ast.expr:
+    """`node` (its operands lowered already) with its Python int operand `weak_int(n, u)` where
+    the other is an integer array, its float operand `promoted(x, idx)` where the other is
+    integers computed from integer arrays, and an integer operation among its operands
+    `integers(...)`. `kind_of` tells integer arrays ("i", "u"), masks ("b") and their elements;
+    `int_of`, Python ints (literals, loop indices, `len`, shapes)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC):
+        operands = [node.left, node.right]
+        weak = isinstance(node.op, _WEAK) or (
+            isinstance(node.op, ast.Pow) and _natural(node.right)  # (`u ** 2`, as ranks.py)
+        )
+    elif isinstance(node, ast.Call) and len(node.args) == 2 and not node.keywords:
+        weak = _WEAK_CALLS.get(ast.unparse(node.func))
+        if weak is None:
+            return node
+        operands = list(node.args)
+    else:
+        return node
+    operands = [_apart(o, rank_of, kind_of, int_of) for o in operands]
+    for k, operand in enumerate(operands):
+        other = operands[1 - k]
+        arrays = _integer_arrays(other, kind_of, int_of)
+        if not arrays:
+            continue
+        if weak and int_of(operand) and rank_of(other) != 0:
+            operands[k] = ast.Call(load("weak_int"), [operand] + arrays, [])
+        elif (
+            _integer_arrays(operand, kind_of, int_of) is None
+            and not _number(operand)
+            and not rank_of(operand) == rank_of(other) == 0  # (Numba's numbers promote so)
+        ):
+            operands[k] = ast.Call(load("promoted"), [operand] + arrays, [])
+    if isinstance(node, ast.BinOp):
+        node.left, node.right = operands
+    else:
+        node.args = operands
+    return node
+
+
+def _apart(operand, rank_of, kind_of, int_of) -> ast.expr:
+    """`integers(operand)` for an integer operation on arrays, else `operand`."""
+    if isinstance(operand, ast.Call) and _WEAK_CALLS.get(ast.unparse(operand.func)) is None:
+        return operand  # (`weak_int(3, u)`, `integers(...)`: nothing Numba's loop would widen)
+    if (
+        isinstance(operand, (ast.BinOp, ast.UnaryOp, ast.Call))
+        and _integer_arrays(operand, kind_of, int_of)
+        and rank_of(operand) != 0
+    ):
+        return ast.Call(load("integers"), [operand], [])
+    return operand
+
+
+def _integer_arrays(node, kind_of, int_of) -> list | None:
+    """The integer and boolean arrays an integer value `node` is computed from, read for their
+    dtypes (None where `node` is not known to be integers, [] for a Python int); one of them at
+    least is an integer array, or it is no value an array's dtype decides."""
+    found = _integers(node, kind_of, int_of)
+    if found is None:
+        return None
+    names = list(dict.fromkeys(found))
+    return [load(n) for n in names] if any(kind_of(load(n)) in ("i", "u") for n in names) else []
+
+
+def _integers(node, kind_of, int_of) -> list | None:
+    called = ast.unparse(node.func) if isinstance(node, ast.Call) else None
+    if called == "weak_int" or int_of(node):
+        return []
+    if called == "integers":
+        return _integers(node.args[0], kind_of, int_of)
+    if isinstance(node, ast.BinOp) and (
+        isinstance(node.op, _WEAK) or (isinstance(node.op, ast.Pow) and _natural(node.right))
+    ):
+        operands = [node.left, node.right]
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operands = [node.operand]
+    elif _WEAK_CALLS.get(called) and len(node.args) == 2 and not node.keywords:
+        operands = node.args  # (`np.maximum(u, weak_int(3, u))`)
+    else:
+        operands = None
+    if operands is not None:
+        found = [_integers(o, kind_of, int_of) for o in operands]
+        return None if None in found else [n for names in found for n in names]
+    if kind_of(node) not in ("i", "u", "b"):
+        return None
+    base = node
+    while isinstance(base, ast.Subscript):  # (an element of one: its array's dtype)
+        base = base.value
+    if isinstance(base, ast.Name):
+        return [base.id]
+    names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]  # (`np.abs(u)`)
+    return [n for n in names if kind_of(load(n)) in ("i", "u", "b")]
+
+
+def _natural(node) -> bool:
+    """A non-negative int literal (or its `weak_int`): an exponent integer arrays keep their
+    dtype under."""
+    if isinstance(node, ast.Call) and ast.unparse(node.func) == "weak_int" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0
+
+
+def _number(node) -> bool:
+    """A Python number written in the code: weak in NumPy too, as Numba reads it."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant)
+
+
+def load(name: str) -> ast.Name:
+    return ast.Name(name, ast.Load())
