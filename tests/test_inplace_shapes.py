@@ -89,8 +89,17 @@ def test_slice_target_wider_than_the_slice_raises():
         s2sad.grad(into_slice, wrt=(0, 1))(np.ones(3), np.arange(3.0))
 
 
-def test_a_constant_step_adds_no_check():
+def summed(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += np.sin(x[i])
+    return s
+
+
+def test_a_constant_step_or_a_number_adds_no_check():
     assert "kept_shape" not in s2sad.source(s2sad.grad(constant_step))
+    assert "kept_shape" not in s2sad.source(s2sad.grad(summed), np.ones(3))
+    check_grad(summed, (np.array([0.5, -1.0]),))
     assert "kept_shape(x_" in s2sad.source(s2sad.grad(add, wrt=(0, 1)))
 
 
