@@ -134,6 +134,9 @@ class _Proof:
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
                 old = env.get(stmt.target.id) or self.atom(depth)
                 env[stmt.target.id] = _broadcast([old, self.term(stmt.value, env, depth)])
+            elif isinstance(stmt, ast.Expr) and _kept(stmt):
+                new, old = stmt.value.args  # (`x op= v`: the program raises unless it holds)
+                env[new.id] = env.get(old.id) or env.get(new.id) or self.atom(depth)
             elif isinstance(stmt, ast.Expr):
                 tape = _pushed_tape(stmt, self.tapes)
                 if tape is not None:
@@ -435,3 +438,14 @@ def _pushed_tape(node, tapes) -> str | None:
     ):
         return func.value.id
     return None
+
+
+def _kept(stmt: ast.Expr) -> bool:
+    """Whether `stmt` is `kept_shape(x_1, x)` (normalize/statements.py): after it, `x_1` has
+    `x`'s shape."""
+    call = stmt.value
+    return (
+        isinstance(call, ast.Call)
+        and text_of(call.func) == "kept_shape"
+        and all(isinstance(a, ast.Name) for a in call.args)
+    )
