@@ -7,7 +7,8 @@ a number, the broadcast of its operands' (an elementwise operation; equal terms 
 themselves, exactly as NumPy does), a basic index of a term (`x[1:]` and `y[:-1]` are both "one
 element less" of an axis: max(n - 1, 0), exactly), the term of the argument a result takes its
 shape from (`np.zeros_like(y)`, `np.empty(k.shape, ...)`, `@helper(shaped_like=...)`), or an
-atom of its own where nothing is known. An atom made inside a loop stands for a shape that may
+atom of its own where nothing is known (after `x op= v`, whose check `kept_shape(x_1, x)`
+raises otherwise, x_1 has x's term). An atom made inside a loop stands for a shape that may
 change from one iteration to the next; a term without one is the same on every iteration. A
 name a loop carries has its term from before the loop in the first iteration and, in the later
 ones, the term the first gave it, where the body provably gives it that term again (an
