@@ -103,10 +103,19 @@ def test_a_constant_step_or_a_number_adds_no_check():
     assert "kept_shape(x_" in s2sad.source(s2sad.grad(add, wrt=(0, 1)))
 
 
+def drifts(x0, v):  # `x += ...` keeps x's shape (else it raises), v another parameter's
+    x = x0.copy()
+    for _ in range(3):
+        x += 0.1 * np.tanh(v)
+    return np.sum(x)
+
+
 def test_jitted_widening_update_raises_and_shape_keeping_one_agrees():
-    jitted = s2sad.grad(add, wrt=(0, 1), jit=True)
-    x, v = np.array([1.5, -0.5, 2.0]), np.array([0.5])
-    for got, want in zip(jitted(x, v), s2sad.grad(add, wrt=(0, 1))(x, v)):
+    jitted = s2sad.grad(drifts, wrt=(0, 1), jit="strict")
+    x, v = np.array([1.5, -0.5, 2.0]), np.array([0.5, 0.25, -1.0])
+    for got, want in zip(jitted(x, v), s2sad.grad(drifts, wrt=(0, 1))(x, v)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+    # the shape proof (pipeline/fixed_shapes.py) reads the check: x keeps x0's shape, no tape
+    assert "x_tape = shape_tape(x0)" in s2sad.source(jitted)
     with pytest.raises(ValueError, match="non-broadcastable output operand"):
         jitted(np.ones(1), np.arange(3.0))

@@ -93,15 +93,6 @@ def stages(y0, k, n):  # two RK stages of a state y0 the first step widens again
     return np.sum(y * y)
 
 
-def drifts(x0, v0, c):  # `x += ...` keeps x's shape (else it raises), v0 another parameter's
-    x = x0.copy()
-    v = v0.copy()
-    for _ in range(3):
-        v *= c
-        x += 0.1 * np.tanh(v)
-    return np.sum(x) + np.sum(v * v)
-
-
 RNG = np.random.default_rng(7)
 X = RNG.random(9)
 U = RNG.normal(size=(5, 6))
@@ -113,7 +104,6 @@ PROVEN = [
     # element shorter; its gradient as the eval takes it (wrt=0)
     (ode.ode_last, (X, 6), 0, {"y": "x", "z_mul": "x[1:]", "k1": "x", "y_add": "x"}),
     (heat, (U, 0.1), (0,), {"lap_add": "u[:-2, 1:-1]", "inner_mul": "u[:-2, 1:-1]"}),
-    (drifts, (X, X[::-1].copy(), 0.9), (0, 1), {"x": "x0", "x_mul": "v0"}),
 ]
 UNPROVEN = [
     (shrinks, (X, 0.7), (0, 1), "y"),
