@@ -42,7 +42,13 @@ from .parallel import Threads
 from .parse import parse_function
 from .integer_writes import drop_truncating_stores, refuse_float_updates
 from .unbound_reads import refuse_unbound_reads
-from .ranks import adjoint_rank, infer_ranks, integer_arrays, scalar_output_ranks
+from .ranks import (
+    adjoint_rank,
+    drop_number_checks,
+    infer_ranks,
+    integer_arrays,
+    scalar_output_ranks,
+)
 from .reuse import reuse_buffers
 from .sum_first import sum_first
 from .constant_cotangents import fold_constant_cotangents
@@ -210,6 +216,7 @@ def _forward_mode(
     function's name, (jitted) its source unfused, and whether it indexes by integers (its
     compiled code checks them: bounds.py)."""
     shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
+    drop_number_checks(norm.stmts, shapes)
     fwd = Forward(parsed, norm.stmts, list(wrt), norm.taken, batched, shapes)
     tangents_in = [fwd.dot(p) for p in wrt]
     body = fwd.block(norm.stmts)
@@ -296,6 +303,7 @@ def _reverse_mode(
         shapes = scalar_output_ranks(norm.stmts, dict(ranks or ()), norm.outputs[0])
     else:
         shapes = infer_ranks(norm.stmts, dict(ranks) if ranks else {})
+    drop_number_checks(norm.stmts, shapes)
     adjoint = reverse(
         norm.stmts,
         active,

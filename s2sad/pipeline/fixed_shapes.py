@@ -7,7 +7,8 @@ a number, the broadcast of its operands' (an elementwise operation; equal terms 
 themselves, exactly as NumPy does), a basic index of a term (`x[1:]` and `y[:-1]` are both "one
 element less" of an axis: max(n - 1, 0), exactly), the term of the argument a result takes its
 shape from (`np.zeros_like(y)`, `np.empty(k.shape, ...)`, `@helper(shaped_like=...)`), or an
-atom of its own where nothing is known. An atom made inside a loop stands for a shape that may
+atom of its own where nothing is known (after `x op= v`, whose check `kept_shape(x_1, x)`
+raises otherwise, x_1 has x's term). An atom made inside a loop stands for a shape that may
 change from one iteration to the next; a term without one is the same on every iteration. A
 name a loop carries has its term from before the loop in the first iteration and, in the later
 ones, the term the first gave it, where the body provably gives it that term again (an
@@ -134,6 +135,9 @@ class _Proof:
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
                 old = env.get(stmt.target.id) or self.atom(depth)
                 env[stmt.target.id] = _broadcast([old, self.term(stmt.value, env, depth)])
+            elif isinstance(stmt, ast.Expr) and _kept(stmt):
+                new, old = stmt.value.args  # (`x op= v`: the program raises unless it holds)
+                env[new.id] = env.get(old.id) or env.get(new.id) or self.atom(depth)
             elif isinstance(stmt, ast.Expr):
                 tape = _pushed_tape(stmt, self.tapes)
                 if tape is not None:
@@ -435,3 +439,14 @@ def _pushed_tape(node, tapes) -> str | None:
     ):
         return func.value.id
     return None
+
+
+def _kept(stmt: ast.Expr) -> bool:
+    """Whether `stmt` is `kept_shape(x_1, x)` (normalize/statements.py): after it, `x_1` has
+    `x`'s shape."""
+    call = stmt.value
+    return (
+        isinstance(call, ast.Call)
+        and text_of(call.func) == "kept_shape"
+        and all(isinstance(a, ast.Name) for a in call.args)
+    )

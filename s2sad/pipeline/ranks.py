@@ -530,3 +530,23 @@ def adjoint_rank(shapes, primal_of: dict):
             return ast.Name(primal_of.get(node.id, node.id), ast.Load())
 
     return lambda node: shapes.of(Primal().visit(clone(node)))
+
+
+def drop_number_checks(stmts: list, shapes) -> None:
+    """Drop each `kept_shape(x_1, x)` (normalize/statements.py) whose `x_1` is of rank 0: `x`,
+    whose shape broadcasts into it, is then of shape () too, and the check can never raise
+    (a number a loop sums into: a call an iteration saved in Python)."""
+    for node in list(walk_nodes(ast.Module(stmts, []))):
+        for field in ("body", "orelse"):
+            block = getattr(node, field, None)
+            if isinstance(block, list):
+                block[:] = [s for s in block if not _number_check(s, shapes)]
+
+
+def _number_check(stmt, shapes) -> bool:
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    return (
+        isinstance(call, ast.Call)
+        and ir.callee(call.func) is RUNTIME["kept_shape"]
+        and shapes.of(call.args[0]) == 0
+    )

@@ -471,3 +471,40 @@ defvjp(
     batched={"a": "batched_roll(g, np.negative(shift), axis=axis)"},
     jvp=linear("a", batched=batched_roll),
 )
+
+
+# ----------------------------------------------------------------------------- in-place updates
+
+
+@helper(nondiff=True)
+def kept_shape(new, old):
+    """Raise as NumPy's `old += v` does where broadcasting would give the array `old` another
+    shape: the normalizer rewrites `x op= v` as `x_1 = x op v` (pipeline/normalize/
+    statements.py), which would otherwise widen `x` silently. A number `old` takes any shape,
+    as in Python."""
+    if isinstance(old, np.ndarray) and np.shape(new) != old.shape:
+        old_shape, new_shape = (str(tuple(s)).replace(" ", "") for s in (old.shape, np.shape(new)))
+        raise ValueError(
+            f"non-broadcastable output operand with shape {old_shape} doesn't match the "
+            f"broadcast shape {new_shape}"
+        )
+
+
+@numba_of(kept_shape)
+def _kept_shape(new, old):
+    if not _array(old) or not _array(new):
+        return lambda new, old: None  # (a number `new`: `old` is a 0-d array)
+
+    def same(new, old):  # (Numba raises with a constant message only)
+        if new.ndim != old.ndim or new.shape != old.shape:
+            raise ValueError(
+                "non-broadcastable output operand: an in-place update would change the "
+                "array's shape"
+            )
+
+    def wider(new, old):
+        raise ValueError(
+            "non-broadcastable output operand: an in-place update would change the array's rank"
+        )
+
+    return same if new.ndim == old.ndim else wider

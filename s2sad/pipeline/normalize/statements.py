@@ -11,6 +11,7 @@ import ast
 from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
+from ...rules.helpers import RUNTIME
 from .expressions import Expressions
 from .flatten import rename_in
 from .memory import snapshot_of
@@ -58,9 +59,11 @@ class Statements(Expressions):
             for n in walk_nodes(load):
                 if hasattr(n, "ctx"):
                     n.ctx = ast.Load()
-            self.assign_target(
-                node.target, ast.copy_location(ast.BinOp(load, node.op, node.value), node)
-            )
+            value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
+            if isinstance(node.target, ast.Name):
+                self.kept_shape(node, self.rename(load), self.assign_target(node.target, value))
+            else:
+                self.assign_target(node.target, value)
         elif isinstance(node, ast.Raise):
             self.put(self.rename(node))  # an input check: kept as it is, no derivative
         elif isinstance(node, (ast.Expr, ast.Assert)):
@@ -84,6 +87,16 @@ class Statements(Expressions):
         else:
             what = _UNSUPPORTED_STMTS.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
+
+    def kept_shape(self, node: ast.AugAssign, before: ast.expr, after: ast.expr) -> None:
+        """`x op= v` keeps the array x's shape in NumPy, which raises where broadcasting would
+        change it: a check `kept_shape(x_1, x)` after `x_1 = x op v`, unless v is a number."""
+        if isinstance(node.value, ast.Constant):
+            return
+        func = ast.Name("kept_shape", ast.Load())
+        ir.set_callee(func, RUNTIME["kept_shape"])
+        check = ast.Call(func, [after, before], [])
+        self.put(ast.copy_location(ast.Expr(check), node))
 
     def emit_expr(self, node: ast.stmt) -> None:
         call = node.value if isinstance(node, ast.Expr) else None
