@@ -238,17 +238,16 @@ def numba_form(value):
     func = value.func if isinstance(value, custom_vjp) else value
     if type(func) is not types.FunctionType:
         return value
-    try:
-        return _NUMBA_FORMS[value]
-    except KeyError:
-        pass
+    code, dispatcher = _NUMBA_FORMS.get(value, (None, None))
+    if code is func.__code__:  # (a new one where its code was replaced: %autoreload's edit)
+        return dispatcher
     if _data_read(func, set()) is not None:
         return value
     import numba  # (Numba loads on first use: s2sad imports fast)
 
     # bounds checked as the generated code's: an index out of range raises
     dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(func)
-    _NUMBA_FORMS[value] = dispatcher
+    _NUMBA_FORMS[value] = (func.__code__, dispatcher)
     return dispatcher
 
 

@@ -403,3 +403,20 @@ def test_a_global_list_of_mixed_arrays_runs_in_python_naming_it():
             np.testing.assert_allclose(got, 2.0 * (1.0 + weight) * x, rtol=1e-15)
     finally:
         WEIGHTS[1] = 2.0 * np.ones(3)
+
+
+def test_a_rule_whose_code_is_replaced_is_followed_when_jitted():
+    """%autoreload replaces an edited function's `__code__` in place: jitted code kept the old
+    rule's numbers (break-it review), where it follows an inlined helper's edit and Python mode
+    calls the rule as it is now."""
+    x = np.linspace(0.1, 1.0, 5)
+    before = soft_norm_vjp.__code__
+    np.testing.assert_allclose(s2sad.grad(uses_soft_norm, jit="strict")(x), 2 * x + np.cos(x))
+    try:
+        soft_norm_vjp.__code__ = (lambda dy, y, x: 3.0 * dy * x / y).__code__
+        for jit in (False, "strict"):
+            got = s2sad.grad(uses_soft_norm, jit=jit)(x)
+            np.testing.assert_allclose(got, 6 * x + np.cos(x), rtol=1e-13)
+    finally:
+        soft_norm_vjp.__code__ = before
+    np.testing.assert_allclose(s2sad.grad(uses_soft_norm, jit="strict")(x), 2 * x + np.cos(x))
