@@ -18,6 +18,7 @@ import textwrap
 import types
 import weakref
 
+from .callee_fingerprint import callees_fingerprint
 from .errors import S2SADError
 from .pipeline.bounds import BOUNDSCHECK
 from .pipeline.reserved import RESERVED
@@ -246,9 +247,22 @@ def numba_form(value):
     import numba  # (Numba loads on first use: s2sad imports fast)
 
     # bounds checked as the generated code's: an index out of range raises
-    dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(func)
+    dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(_named_by_code(func))
     _NUMBA_FORMS[value] = (func.__code__, dispatcher)
     return dispatcher
+
+
+def _named_by_code(func: types.FunctionType) -> types.FunctionType:
+    """`func` under a qualified name holding a hash of its code and what it calls. Numba names
+    machine code by module, qualified name and a counter of its own, which two processes can
+    give an edited rule and its first version alike: a process that loaded both modules from the
+    disk cache (the rule edited in place) ran the first one loaded for both."""
+    copy = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__
+    )
+    copy.__kwdefaults__, copy.__module__ = func.__kwdefaults__, func.__module__
+    copy.__qualname__ = f"{func.__qualname__}_{callees_fingerprint({'': func})[:12]}"
+    return copy
 
 
 def _code_names(code: types.CodeType) -> set[str]:
