@@ -25,6 +25,8 @@ def callees_fingerprint(objects: dict) -> str:
     """A hash of what the named objects generated code calls (`objects`: name -> object, the
     Numba dispatchers, rules and helpers it reads by name) would freeze into machine code."""
     digest = hashlib.sha256()
+    if objects:  # (modules cached before rules were named by their code: custom.py)
+        digest.update(b"rules named by their code;")
     seen: set[int] = set()
     objects = dict(objects)
     for name, value in list(objects.items()):

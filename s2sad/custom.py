@@ -18,6 +18,7 @@ import textwrap
 import types
 import weakref
 
+from .callee_fingerprint import callees_fingerprint
 from .errors import S2SADError
 from .pipeline.bounds import BOUNDSCHECK
 from .pipeline.reserved import RESERVED
@@ -238,18 +239,30 @@ def numba_form(value):
     func = value.func if isinstance(value, custom_vjp) else value
     if type(func) is not types.FunctionType:
         return value
-    try:
-        return _NUMBA_FORMS[value]
-    except KeyError:
-        pass
+    code, dispatcher = _NUMBA_FORMS.get(value, (None, None))
+    if code is func.__code__:  # (a new one where its code was replaced: %autoreload's edit)
+        return dispatcher
     if _data_read(func, set()) is not None:
         return value
     import numba  # (Numba loads on first use: s2sad imports fast)
 
     # bounds checked as the generated code's: an index out of range raises
-    dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(func)
-    _NUMBA_FORMS[value] = dispatcher
+    dispatcher = numba.njit(error_model="numpy", boundscheck=BOUNDSCHECK)(_named_by_code(func))
+    _NUMBA_FORMS[value] = (func.__code__, dispatcher)
     return dispatcher
+
+
+def _named_by_code(func: types.FunctionType) -> types.FunctionType:
+    """`func` under a qualified name holding a hash of its code and what it calls. Numba names
+    machine code by module, qualified name and a counter of its own, which two processes can
+    give an edited rule and its first version alike: a process that loaded both modules from the
+    disk cache (the rule edited in place) ran the first one loaded for both."""
+    copy = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__
+    )
+    copy.__kwdefaults__, copy.__module__ = func.__kwdefaults__, func.__module__
+    copy.__qualname__ = f"{func.__qualname__}_{callees_fingerprint({'': func})[:12]}"
+    return copy
 
 
 def _code_names(code: types.CodeType) -> set[str]:

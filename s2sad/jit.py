@@ -53,6 +53,8 @@ from .numba_failures import (
     numba_reason,
     row_misfit,
     shape_assertion,
+    UNBOX_HINT,
+    unboxed_argument,
 )
 from .numba_types import two_types
 from .pipeline.names import defined_functions
@@ -505,11 +507,13 @@ class Jitted:
         )
         mixed = None if widened else mixed_product(failed, self.compiled.source, args)
         mixed = mixed or unknown_int(failed, self.compiled.source)
+        unboxed = unboxed_argument(failed, args)
         reason = (
             widened[0]
             if widened
             else (mixed and mixed[0])
             or no_numba_form(failed, self.compiled.source)
+            or unboxed
             or numba_reason(failed, self.compiled.source)
         )
         reason = argument_in_user_terms(reason, self.compiled, name)  # (`argument 1: ...`)
@@ -527,8 +531,12 @@ class Jitted:
                     else (
                         mixed[1]
                         if mixed
-                        else "use jit=True to fall back to Python, or keep to "
-                        "operations Numba supports in nopython mode"
+                        else (
+                            UNBOX_HINT
+                            if unboxed
+                            else "use jit=True to fall back to Python, or keep to "
+                            "operations Numba supports in nopython mode"
+                        )
                     )
                 ),
             )
@@ -543,12 +551,13 @@ class Jitted:
 
 def _kinds(args) -> tuple:
     """What Numba compiles a function separately for: each argument's type, and an array's
-    dtype, rank, layout and writability."""
+    dtype, rank, layout and writability (a tuple's or list's, of its items: a list Numba could
+    not unbox, of mixed items, fails for those items alone)."""
     return tuple(
         (
             (a.dtype.str, a.ndim, a.flags.c_contiguous, a.flags.f_contiguous, a.flags.writeable)
             if isinstance(a, np.ndarray)
-            else (type(a), _kinds(a) if isinstance(a, tuple) else None)
+            else (type(a), _kinds(a) if isinstance(a, (tuple, list)) else None)
         )
         for a in args
     )

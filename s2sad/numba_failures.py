@@ -372,6 +372,31 @@ def row_misfit(exc, compiled) -> bool:
     )
 
 
+_UNBOX = "can't unbox "
+UNBOX_HINT = (
+    "make the list's items arrays of one dtype and rank, or use jit=True to run the Python version"
+)
+
+
+def unboxed_argument(exc, args) -> str | None:
+    """Numba's refusal of a list argument whose items are of several kinds (a global list of
+    arrays of mixed dtypes or ranks, which the code reads as a parameter) as `argument N: ...`,
+    which `argument_in_user_terms` names; None for any other failure. Numba types a list by its
+    first item and checks the others only as it unboxes them, after compiling."""
+    if not (isinstance(exc, TypeError) and str(exc).startswith(_UNBOX)):
+        return None
+    for i, arg in enumerate(args):
+        if isinstance(arg, list) and len({_item_kind(item) for item in arg}) > 1:
+            return f"argument {i}: {exc} (a list's items are of one type in compiled code)"
+    return None
+
+
+def _item_kind(item) -> tuple:
+    if isinstance(item, np.ndarray):
+        return (np.ndarray, item.dtype.str, item.ndim)
+    return (type(item),)
+
+
 def is_numba_error(exc) -> bool:
     """A failure to compile: Numba's own errors, the ImportError its linear algebra raises
     while compiling when SciPy is missing ("scipy 0.16+ is required for linear algebra"), and
@@ -388,6 +413,8 @@ def is_numba_error(exc) -> bool:
         isinstance(exc, ImportError) and "scipy" in str(exc).lower()
     ):
         return True
+    if isinstance(exc, TypeError) and str(exc).startswith(_UNBOX):
+        return True  # (its unboxing of an argument, in the dispatcher's C code: no frame)
     # an IndexError from a frame of Numba's library (`np.take` out of range) is raised as the
     # code runs, not compiles: only its compiler's frames (numba/core) make it a failure
     part = "core" if isinstance(exc, IndexError) else ""

@@ -213,6 +213,35 @@ def test_while_true_with_a_break_gives_python_modes_numbers():
     assert dx[3:].tolist() == [0.0, 0.0, 0.0]  # the elements after the break
 
 
+def nudged(x0, n):
+    x = x0.copy()
+    e = 0.0
+    for i in range(n):
+        x += 0.05 * np.sin(x)
+        e = np.sum(x * x)
+        if e > 2.0:
+            break
+        if e < 1.0:
+            continue
+        x *= 1.01
+    return e + np.sum(x)
+
+
+def test_an_in_place_loop_left_by_break_and_continue_compiles():
+    """The adjoint loop assigns `dx_new` in both branches of the `if` that stands for the
+    break before reading it: not a value the loop carries, so no `dx_new_entry = dx_new` reads
+    it unbound at the loop's top (Numba refused it, the fallback raised UnboundLocalError)."""
+    x, n = np.array([0.5, -0.9, 1.2, 0.3, 0.8, -0.1]) * 0.5, 30
+    jitted = s2sad.grad(nudged, jit="strict")
+    entries = [ln.strip() for ln in s2sad.source(jitted, x, n).splitlines() if "_entry =" in ln]
+    assert entries == ["de_entry = de", "dx_entry = dx"]
+    g = jitted(x, n)
+    np.testing.assert_allclose(g, s2sad.grad(nudged)(x, n), rtol=1e-13)
+    h = 1e-6 * np.eye(x.size)
+    fd = [(nudged(x + d, n) - nudged(x - d, n)) / 2e-6 for d in h]
+    np.testing.assert_allclose(g, fd, rtol=1e-6)
+
+
 def residuals(cam, x, w):
     p0 = x[0] - cam[0]
     p1 = x[1] * cam[1]

@@ -368,3 +368,55 @@ def test_a_rule_left_in_python_is_named_as_the_user_named_it():
         s2sad.grad(lambda v: np.sum(logged(v) * v), jit="strict")(x)
     got = s2sad.grad(lambda v: np.sum(logged(v) * v))(x)
     np.testing.assert_allclose(got, np.cos(x) * x + np.sin(x), rtol=1e-14)
+
+
+WEIGHTS = [np.ones(3), 2.0 * np.ones(3)]
+
+
+def weighted(x):
+    s = 0.0
+    for W in WEIGHTS:
+        s = s + np.sum(W * x * x)
+    return s
+
+
+def test_a_global_list_of_mixed_arrays_runs_in_python_naming_it():
+    """Numba types a list by its first item and refuses the others as it unboxes them, after
+    compiling: its TypeError reached the user (break-it review). Now the Python version runs,
+    warned, naming the global; jit="strict" raises so; and the compiled code runs again once
+    the items agree."""
+    x, line = np.arange(3.0), inspect.getsourcelines(weighted)[1] + 2
+    jitted = s2sad.grad(weighted, jit=True)
+    try:
+        for weight, dtype in ((3.0, np.float32), (2.0, np.float64)):
+            WEIGHTS[1] = np.full(3, weight, dtype)
+            if dtype is np.float32:
+                told = rf"the global `WEIGHTS`, read at line {line} .*heterogeneous list"
+                with pytest.warns(JitFallbackWarning, match=told + ".*running the Python"):
+                    got = jitted(x)
+                with pytest.raises(JitError, match=told + "(?s:.*)one dtype and rank"):
+                    s2sad.grad(weighted, jit="strict")(x)
+            else:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", JitFallbackWarning)
+                    got = jitted(x)
+            np.testing.assert_allclose(got, 2.0 * (1.0 + weight) * x, rtol=1e-15)
+    finally:
+        WEIGHTS[1] = 2.0 * np.ones(3)
+
+
+def test_a_rule_whose_code_is_replaced_is_followed_when_jitted():
+    """%autoreload replaces an edited function's `__code__` in place: jitted code kept the old
+    rule's numbers (break-it review), where it follows an inlined helper's edit and Python mode
+    calls the rule as it is now."""
+    x = np.linspace(0.1, 1.0, 5)
+    before = soft_norm_vjp.__code__
+    np.testing.assert_allclose(s2sad.grad(uses_soft_norm, jit="strict")(x), 2 * x + np.cos(x))
+    try:
+        soft_norm_vjp.__code__ = (lambda dy, y, x: 3.0 * dy * x / y).__code__
+        for jit in (False, "strict"):
+            got = s2sad.grad(uses_soft_norm, jit=jit)(x)
+            np.testing.assert_allclose(got, 6 * x + np.cos(x), rtol=1e-13)
+    finally:
+        soft_norm_vjp.__code__ = before
+    np.testing.assert_allclose(s2sad.grad(uses_soft_norm, jit="strict")(x), 2 * x + np.cos(x))

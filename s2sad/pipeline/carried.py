@@ -54,16 +54,15 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()
             carried += sorted(
                 n for n in fresh if n in primal_of and rank_of(ast.Name(n, ast.Load())) != 0
             )
-            if isinstance(stmt, ast.Assign):
-                seen |= {t.id for t in stmt.targets if isinstance(t, ast.Name)}
+            seen |= certainly_assigned([stmt])
         widen, first, last = [], [], []
-        for name in dict.fromkeys(n for n in carried if n in seen):
+        for name in dict.fromkeys(n for n in carried if n in seen & defined):
             arrays = sorted(
                 a
                 for a in (step_reads(code, name) & defined) - {name}
                 if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
             )
-            if arrays and name in defined:
+            if arrays:
                 dtypes = [ast.Attribute(_load(a), "dtype", ast.Load()) for a in arrays]
                 args = [_load(name)] + dtypes  # (dtypes: no array passed, none aliased)
                 widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))

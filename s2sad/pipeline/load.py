@@ -53,6 +53,10 @@ class Compiled:
     data_specs: tuple = ()  # how to read each (resolve.Reads)
     helpers: tuple = ()  # (spec reaching inlined helper k + 1, the code it had)
     checks: tuple = ()  # (spec, the object it must still read)
+    # (function, its code) of each user function the code calls by name (a rule, a custom_vjp's
+    # function and rule): one whose code is replaced in place (%autoreload) is transformed
+    # again, so jitted code, which compiles the function into itself, follows the edit too
+    called: tuple = ()
     pinned: tuple = ()  # (spec, the int it must still read: the code was unrolled for it)
     # a jitted transform's code without fusion (pipeline/fuse.py), for where Numba cannot type
     # the fused loops; None where nothing fused
@@ -80,7 +84,9 @@ class Compiled:
         (`passed`: the functions passed as arguments, by parameter name); None if anything the
         transform relied on has changed (then transform again)."""
         if self._reader is None:
-            self._reader = _reader(self.helpers, self.checks, self.data_specs, self.pinned)
+            self._reader = _reader(
+                self.helpers, self.checks, self.data_specs, self.pinned, self.called
+            )
         return self._reader(func, passed)
 
     @functools.cached_property
@@ -136,11 +142,11 @@ def _spec_expr(spec) -> str:
     return text + "".join(f".{attr}" for attr in attrs)
 
 
-def _reader(helpers, checks, data_specs, pinned=()):
+def _reader(helpers, checks, data_specs, pinned=(), called=()):
     """A function of the differentiated function returning the data values its transform takes,
-    or None where a helper's code or a checked object differs. It is generated once per
-    transform (straight-line code: a call reads a few names, cells or defaults and compares a
-    few objects, about a microsecond)."""
+    or None where a helper's code, a called function's code or a checked object differs. It is
+    generated once per transform (straight-line code: a call reads a few names, cells or
+    defaults and compares a few objects, about a microsecond)."""
     env = {"B": _BUILTINS, "M": types.ModuleType}
     lines = ["def read(f0, A):", "    try:", "        pass"]
     for k, (spec, code) in enumerate(helpers):
@@ -150,6 +156,9 @@ def _reader(helpers, checks, data_specs, pinned=()):
     for k, (spec, expected) in enumerate(checks):
         env[f"E{k}"] = expected
         lines.append(f"        if {_spec_expr(spec)} is not E{k}: return None")
+    for k, (func, code) in enumerate(called):
+        env[f"F{k}"], env[f"K{k}"] = func, code
+        lines.append(f"        if F{k}.__code__ is not K{k}: return None")
     for k, (spec, number) in enumerate(pinned):
         env[f"P{k}"] = number
         read = _spec_expr(spec)
@@ -242,8 +251,21 @@ def assemble(source: str, name: str, where: str, objects: dict, keywords: dict, 
         functions={n: namespace[n] for n in defined if not n.startswith("<")},
         where=where,
         keywords=dict(keywords),
+        called=_called_functions(user_globals),
         **fields,
     )
+
+
+def _called_functions(objects: dict) -> tuple:
+    """(function, its code) of each Python function among `objects`, and of those an object
+    holding functions holds (a custom_vjp's `func` and `rule`)."""
+    found = {}
+    for value in objects.values():
+        held = () if isinstance(value, (type, types.ModuleType)) else ("func", "rule")
+        for func in (value, *(getattr(value, a, None) for a in held)):
+            if type(func) is types.FunctionType:
+                found[id(func)] = (func, func.__code__)  # (a rule: held, and named itself)
+    return tuple(found.values())
 
 
 @contextlib.contextmanager
