@@ -250,10 +250,16 @@ def test_a_damaged_entry_is_transformed_again_and_replaced(mod, transforms):
     _, first = jitted_code(mod.f, X, Y)
     (path,) = entries(mod)
     good = path.read_bytes()
-    path.write_bytes(good[:-40] + b"x" * 40)
+    damaged = good[:-40] + b"x" * 40
+    path.write_bytes(damaged)
     _, numbers = jitted_code(mod.f, X, Y)
     assert transforms == ["f", "f"] and same(numbers, first)
-    assert path.read_bytes() == good
+    # replaced by a whole entry, which the next lookup reads without transforming (its bytes
+    # need not equal the first's: marshal writes a shared reference only for an object that
+    # has more than one, so the same code may be written otherwise later in a process)
+    assert path.read_bytes() != damaged
+    _, again = jitted_code(mod.f, X, Y)
+    assert transforms == ["f", "f"] and same(again, first)
 
 
 def test_identities_hold_across_processes_only_for_known_kinds(mod):
