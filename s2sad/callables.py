@@ -11,6 +11,7 @@ Consumes the user's callable, `wrt` and each call's arguments; produces `FlatBou
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import numbers
@@ -163,11 +164,13 @@ class Target:
             root, path = _path(item) if isinstance(item, str) else (None, ())
             if root not in every and not (self.star and root in shown):
                 obj = min(self.objects, default="self")
+                close = difflib.get_close_matches(str(root), [*shown, *self.objects], n=1)
                 raise WrtError(
                     f"wrt={item!r} is not a parameter of {name}; its parameters "
                     f"are {', '.join(shown) or '(none)'}"
                     + (f" (and {', '.join(self.objects)}, its object)" if self.objects else ""),
-                    hint="pass a parameter name or its position, or a path into a tree "
+                    hint=(f"did you mean wrt={close[0]!r}? " if close else "")
+                    + "pass a parameter name or its position, or a path into a tree "
                     f"argument such as 'params.W' or '{obj}.W'"
                     + (
                         f" (a method's object is named as its first parameter: '{obj}')"

@@ -195,6 +195,34 @@ def test_wrt_error_lists_parameters():
         s2sad.grad(two_params, wrt="z")
 
 
+def kappa_and_state(kappa, u0):
+    return kappa * np.sum(u0 * u0)
+
+
+def test_a_misspelled_wrt_is_told_the_parameter_it_is_close_to():
+    with pytest.raises(s2sad.WrtError) as info:
+        s2sad.grad(kappa_and_state, wrt="kapa")
+    assert "did you mean wrt='kappa'?" in info.value.hint
+    with pytest.raises(s2sad.WrtError) as info:
+        s2sad.grad(kappa_and_state, wrt="zz")
+    assert "did you mean" not in info.value.hint
+
+
+def pairwise(pos):
+    return np.sum((pos[:, None, :] - pos[None, :, :]) ** 2)
+
+
+def test_a_list_indexed_like_an_array_is_told_to_be_passed_as_one():
+    """A list of rows is a parameter tree, and `pos[:, None, :]` no key of it: the message
+    quotes the index as written and the hint offers np.asarray first."""
+    pos = np.arange(6.0).reshape(3, 2)
+    with pytest.raises(s2sad.UnsupportedSyntaxError) as info:
+        s2sad.grad(pairwise)(pos.tolist())
+    assert "pos is a parameter tree (a list)" in str(info.value)
+    assert "not `pos[:, None, :]`" in str(info.value)
+    assert "np.asarray(pos)" in info.value.hint
+
+
 @pytest.mark.parametrize("func", [np.sin, len, print, np.linalg.norm])
 def test_callables_without_python_source(func):
     with pytest.raises(s2sad.SourceUnavailableError, match="register_vjp"):

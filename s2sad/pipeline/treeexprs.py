@@ -261,10 +261,11 @@ class TreeExpressions:
         if value is None:
             raise self.refuse(
                 e,
-                f"{base.text} is a parameter tree; s2sad reads it only with constant keys, not "
-                f"[{ast.unparse(key)}]",
-                hint="loop over the tree itself (`for layer in layers:`, `enumerate(layers)`), "
-                "which s2sad unrolls",
+                f"{base.text} is a parameter tree (a {d.kind}); s2sad reads it only with "
+                f"constant keys, not `{ast.unparse(e)}`",
+                hint=f"if {base.text} holds numbers meant as one array, pass an array "
+                f"(`np.asarray({base.text})`); else loop over the tree itself (`for layer in "
+                "layers:`, `enumerate(layers)`), which s2sad unrolls",
             )
         if d.kind in ("list", "tuple", "namedtuple") and isinstance(value, int):
             if -len(d.keys) <= value < 0:
@@ -337,8 +338,10 @@ class TreeExpressions:
         if not inspect.isfunction(target):
             raise self.refuse(
                 e,
-                f"{base.text} is a parameter tree; s2sad cannot call its '{func.attr}' here",
-                hint="call methods the tree's class defines with `def`, or read its leaves",
+                f"{base.text} is a parameter tree (a {base.d.kind}); s2sad cannot call its "
+                f"'{func.attr}' here",
+                hint="call methods the tree's class defines with `def`, or read its leaves; if "
+                f"{base.text} holds numbers meant as one array, pass `np.asarray({base.text})`",
             )
         return target, ast.copy_location(self.class_name(base, func.attr, e), func), base
 
