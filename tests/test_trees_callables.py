@@ -351,7 +351,7 @@ def tree_bad_key(params, x):
 @pytest.mark.parametrize(
     "f, args, match",
     [
-        (tree_dynamic_key, ([rand(3, 2)], X, 0), r"constant keys, not \[i\]"),
+        (tree_dynamic_key, ([rand(3, 2)], X, 0), r"constant keys, not `layers\[i\]`"),
         (tree_to_numpy, ({"W": rand(3, 2)}, X), "passed to np.sum"),
         (tree_written, ({"W": rand(3, 2)}, X), "does not write into a parameter tree"),
         (tree_break, ([rand(3, 3)], X), "break"),

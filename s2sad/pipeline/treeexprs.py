@@ -263,9 +263,13 @@ class TreeExpressions:
                 e,
                 f"{base.text} is a parameter tree (a {d.kind}); s2sad reads it only with "
                 f"constant keys, not `{ast.unparse(e)}`",
-                hint=f"if {base.text} holds numbers meant as one array, pass an array "
-                f"(`np.asarray({base.text})`); else loop over the tree itself (`for layer in "
-                "layers:`, `enumerate(layers)`), which s2sad unrolls",
+                hint=(
+                    f"pass an array (`np.asarray({base.text})`) where it is meant as one; else "
+                    if isinstance(e.slice, (ast.Tuple, ast.Slice))  # (an index only arrays take)
+                    else ""
+                )
+                + "loop over the tree itself (`for layer in layers:`, `enumerate(layers)`), "
+                "which s2sad unrolls",
             )
         if d.kind in ("list", "tuple", "namedtuple") and isinstance(value, int):
             if -len(d.keys) <= value < 0:
@@ -340,8 +344,8 @@ class TreeExpressions:
                 e,
                 f"{base.text} is a parameter tree (a {base.d.kind}); s2sad cannot call its "
                 f"'{func.attr}' here",
-                hint="call methods the tree's class defines with `def`, or read its leaves; if "
-                f"{base.text} holds numbers meant as one array, pass `np.asarray({base.text})`",
+                hint="call methods the tree's class defines with `def`, or read its leaves (or "
+                f"pass an array, `np.asarray({base.text})`, where it is meant as one)",
             )
         return target, ast.copy_location(self.class_name(base, func.attr, e), func), base
 
