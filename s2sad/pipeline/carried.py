@@ -13,6 +13,7 @@ import ast
 
 from .. import ir
 from .names import certainly_assigned, names_read
+from .nodes import load_name
 
 
 def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()) -> list:
@@ -63,9 +64,9 @@ def carried_in_dtype(stmts: list, primal_of: dict, taken: set, rank_of, given=()
                 if (rank_of(ast.Name(a, ast.Load())) or 0) > 0  # (not a tape, not a function)
             )
             if arrays:
-                dtypes = [ast.Attribute(_load(a), "dtype", ast.Load()) for a in arrays]
-                args = [_load(name)] + dtypes  # (dtypes: no array passed, none aliased)
-                widen.append(_assign(name, ast.Call(_load("widened_by"), args, []), code[0]))
+                dtypes = [ast.Attribute(load_name(a), "dtype", ast.Load()) for a in arrays]
+                args = [load_name(name)] + dtypes  # (dtypes: no array passed, none aliased)
+                widen.append(_assign(name, ast.Call(load_name("widened_by"), args, []), code[0]))
             at_entry, cast_back = kept_in_entry_dtype(name, taken, code)
             first.append(at_entry)
             last.append(cast_back)
@@ -91,7 +92,7 @@ def numbers_carried(stmts: list, rank_of, given=()) -> list:
                     seen |= certainly_assigned([s])
                 for name in dict.fromkeys(n for n in carried if n in seen & defined - numbers):
                     if rank_of(ast.Name(name, ast.Load())) == 0:
-                        call = ast.Call(_load("as_number"), [_load(name)], [])
+                        call = ast.Call(load_name("as_number"), [load_name(name)], [])
                         out.append(ir.copy_origin(_assign(name, call, stmt), stmt))
             elif isinstance(stmt, ast.If):
                 stmt.body, stmt.orelse = block(stmt.body, defined), block(stmt.orelse, defined)
@@ -146,13 +147,13 @@ def numbers_in_dtype(stmts: list, rank_of, taken: set, given=()) -> list:
             if rank_of(ast.Name(name, ast.Load())) != 0:
                 continue
             reads = {a: rank_of(ast.Name(a, ast.Load())) for a in step_reads(code, name)}
-            args = [_load(name)] + [  # (dtypes of arrays: no array passed, none aliased)
-                ast.Attribute(_load(a), "dtype", ast.Load()) if rank else _load(a)
+            args = [load_name(name)] + [  # (dtypes of arrays: no array passed, none aliased)
+                ast.Attribute(load_name(a), "dtype", ast.Load()) if rank else load_name(a)
                 for a, rank in sorted(reads.items())
                 if a != name and a in defined and rank is not None
             ]
             if len(args) > 1:
-                call = ast.Call(_load("widened_by"), args, [])
+                call = ast.Call(load_name("widened_by"), args, [])
                 widen.append(ir.copy_origin(_assign(name, call, loop), loop))
             at_entry, cast_back = kept_in_entry_dtype(name, taken, code)
             first.append(at_entry)
@@ -196,10 +197,6 @@ def step_reads(code: list, name: str) -> set:
     return needed
 
 
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
 def _assign(name: str, value: ast.expr, like: ast.stmt) -> ast.Assign:
     return ir.copy_origin(ast.Assign([ast.Name(name, ast.Store())], value), like)
 
@@ -211,5 +208,5 @@ def kept_in_entry_dtype(name: str, taken: set, code: list) -> tuple:
     while entry in taken:
         entry += "_"
     taken.add(entry)
-    cast = ast.Call(_load("in_dtype_of"), [_load(name), _load(entry)], [])
-    return _assign(entry, _load(name), code[0]), _assign(name, cast, code[-1])
+    cast = ast.Call(load_name("in_dtype_of"), [load_name(name), load_name(entry)], [])
+    return _assign(entry, load_name(name), code[0]), _assign(name, cast, code[-1])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 
+from .nodes import call_of, load_name as load
 from .ranks import WEAK_OPS as _WEAK
 
 _ARITHMETIC = _WEAK + (ast.Div, ast.Pow)
@@ -59,13 +60,13 @@ def in_numpy_dtypes(node: ast.BinOp | ast.Call, rank_of, kind_of, int_of) -> ast
         if not arrays:
             continue
         if weak and int_of(operand) and rank_of(other) != 0:
-            operands[k] = ast.Call(load("weak_int"), [operand] + arrays, [])
+            operands[k] = call_of("weak_int", operand, *arrays)
         elif (
             _integer_arrays(operand, kind_of, int_of) is None
             and not _number(operand)
             and not rank_of(operand) == rank_of(other) == 0  # (Numba's numbers promote so)
         ):
-            operands[k] = ast.Call(load("promoted"), [operand] + arrays, [])
+            operands[k] = call_of("promoted", operand, *arrays)
     if isinstance(node, ast.BinOp):
         node.left, node.right = operands
     else:
@@ -82,7 +83,7 @@ def _apart(operand, rank_of, kind_of, int_of) -> ast.expr:
         and _integer_arrays(operand, kind_of, int_of)
         and rank_of(operand) != 0
     ):
-        return ast.Call(load("integers"), [operand], [])
+        return call_of("integers", operand)
     return operand
 
 
@@ -140,7 +141,3 @@ def _number(node) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant)
-
-
-def load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 
 from ...astcopy import walk_nodes
-from .syntax import SHAPE_READS, text_of, whole_sum
+from .syntax import SHAPE_READS, load, text_of, whole_sum
 
 # entries that add or write into an array the run does not make: no value of their own
 _WRITES = ("scatter", "store", "row_add")
@@ -118,16 +118,12 @@ def with_integers(test: ast.expr, source: str, integers: list, same_shape: bool)
     of its float array `source` as NumPy computes with them."""
     if not integers:
         return test
-    checks = [ast.Call(_load("kept_dtype"), [_load(source)] + [_load(n) for n in integers], [])]
+    checks = [ast.Call(load("kept_dtype"), [load(source)] + [load(n) for n in integers], [])]
     if same_shape:
         checks += [ast.Compare(_shape(n), [ast.Eq()], [_shape(source)]) for n in integers]
     tests = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
     return ast.BoolOp(ast.And(), tests[:1] + checks + tests[1:])
 
 
-def _load(name: str) -> ast.Name:
-    return ast.Name(name, ast.Load())
-
-
 def _shape(name: str) -> ast.expr:
-    return ast.Attribute(_load(name), "shape", ast.Load())
+    return ast.Attribute(load(name), "shape", ast.Load())
