@@ -6,6 +6,7 @@ staying optional (`import s2sad` neither needs nor imports it)."""
 import math
 import subprocess
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -526,3 +527,30 @@ def test_logsumexp_jacobians_random_axes(case, seed):
         check(lse, x, axis, True)
         check(softmax_of, x, axis)
         check(log_softmax_of, x, axis)
+
+
+def test_a_rule_registered_before_the_lazy_rules_load_stays_the_users(monkeypatch):
+    """`register_vjp(f, rule)` before s2sad's own rules for f's module were loaded (they load at
+    the first look-up after the module is imported): the user's rule must not be replaced."""
+    from s2sad.rules import registry
+
+    lazy = types.ModuleType("s2sad_lazy_probe")
+
+    def twice(x):
+        return 2.0 * x
+
+    lazy.twice = twice
+    monkeypatch.setitem(sys.modules, lazy.__name__, lazy)
+
+    @registry.on_import(lazy.__name__)
+    def _rules():
+        registry.unary(twice, "g * 2.0")
+
+    s2sad.register_vjp(twice, lambda dy, y, x: dy * 100.0)
+
+    def loss(x):
+        return np.sum(twice(x))
+
+    assert registry._ON_IMPORT  # the module's own rules load at the transform's look-ups
+    np.testing.assert_array_equal(s2sad.grad(loss)(np.array([0.5, 1.0])), [100.0, 100.0])
+    assert lazy.__name__ not in registry._ON_IMPORT

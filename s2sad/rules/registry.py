@@ -230,9 +230,12 @@ def _imported_late() -> bool:
         return False
     with _ON_IMPORT_LOCK:
         ready = [m for m in _ON_IMPORT if m in sys.modules]
+        # a rule the user registered (`register_vjp`) before these ran stays theirs
+        users = {k: rule for k, rule in VJP.items() if getattr(rule, "user", None)}
         for module in ready:
             version = VERSION[0]
             _ON_IMPORT.pop(module)()
+            VJP.update(users)
             # no transform made so far met one of the module's functions (a look-up of one
             # would have come here first), so each stays right
             VERSION[0] = version
