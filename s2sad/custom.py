@@ -68,6 +68,7 @@ def register_vjp(func, rule, argnames=None) -> None:
                 f"argnames must be parameter names, not {name!r}",
                 hint="pass argnames=('x', ...) of identifiers",
             )
+    _check_rule_takes(rule, func, names)
     # the rule's name goes into generated code: only the identifier characters of the function's
     base = re.sub(r"\W", "_", str(getattr(func, "__name__", "func")).strip("<>")) or "func"
     base = f"{'_' if base[0].isdigit() else ''}{base}_vjp"
@@ -94,6 +95,24 @@ def register_vjp(func, rule, argnames=None) -> None:
     signature = _signature_text(func, names, rule_name) if argnames is None else ", ".join(names)
     register(func, signature, templates, joint=joint, placeholders={"g": g, "ans": ans})
     VJP[id(func)].user = described
+
+
+def _check_rule_takes(rule, func, names) -> None:
+    """Refuse, when it is registered, a rule that cannot take `(dy, y, *args)` (a JAX- or
+    autograd-style `rule(dy, x)`): otherwise Python's TypeError comes from generated code."""
+    try:
+        signature = inspect.signature(rule)
+    except (TypeError, ValueError):
+        return  # (a builtin: nothing to read)
+    try:
+        signature.bind("dy", "y", *names)
+    except TypeError:
+        of = f"{getattr(func, '__name__', 'the function')}({', '.join(names)})"
+        raise S2SADError(
+            f"the derivative rule {_described(rule)} of {of} takes ({', '.join(signature.parameters)})",
+            hint=f"a rule takes (dy, y, {', '.join(names)}): the upstream cotangent, the function's "
+            "result, then its arguments",
+        ) from None
 
 
 def _described(rule) -> str:

@@ -420,3 +420,19 @@ def test_an_error_python_mode_raises_as_it_runs_names_the_users_line(mode):
         f"raised in the code s2sad generated from {__file__} line {line} "
         "(`s = s + x[i] * x[i + 1]`)"
     ]
+
+
+def test_a_rule_without_the_result_parameter_is_refused_when_registered():
+    @s2sad.custom_vjp
+    def cube(x):
+        return x**3
+
+    with pytest.raises(s2sad.S2SADError) as info:
+
+        @cube.defvjp
+        def cube_vjp(dy, x):  # JAX/autograd habit: no `y`
+            return 3 * x**2 * dy
+
+    message = str(info.value)
+    assert "cube_vjp" in message and "takes (dy, x)" in message
+    assert "a rule takes (dy, y, x)" in message
