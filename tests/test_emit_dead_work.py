@@ -45,3 +45,29 @@ def test_a_write_back_the_adjoint_reads_stays():
     src = s2sad.source(s2sad.grad(made_by_where_read_after), X)
     assert "y_old = y[0].copy()" in src and "y[0] = y_old" in src
     check_grad(made_by_where_read_after, (X,))
+
+
+def first_row_then_rest(x):
+    y = np.zeros((3, x.shape[0]))
+    y[0] = x * 2.0
+    y[1:] = np.sin(x)
+    return np.sum(y * y)
+
+
+def shifted_products(x, n):  # dy[1:] is read in the next reversed step: zeroed, so copied
+    y = np.where(x > 0, x, 0.1 * x)
+    for i in range(n):
+        y[1:] = y[1:] * y[:-1]
+    return np.sum(y)
+
+
+def test_a_store_whose_zeroing_goes_reads_its_cotangent_without_a_copy():
+    """`dy[0]` was copied (`unbroadcast(dy[0].copy(), y_mul)`) to keep it from the zeroing
+    `dy[0] = 0.0` after it; where nothing reads dy after the store, that zeroing goes, and the
+    copy with it. A zeroing that stays keeps its copy."""
+    src = s2sad.source(s2sad.grad(first_row_then_rest), X)
+    assert "unbroadcast(dy[0], y_mul)" in src and "dy[0] = 0.0" not in src
+    check_grad(first_row_then_rest, (X,))
+    src = s2sad.source(s2sad.grad(shifted_products, wrt="x"), X, 3)
+    assert "unbroadcast(dy[1:].copy(), y_mul2)" in src and "dy[1:] = 0.0" in src
+    check_grad(shifted_products, (X, 3))

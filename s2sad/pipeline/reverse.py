@@ -437,13 +437,15 @@ class Reverser(BranchesAndLoops):
             unread = id(stmt) in self.unread and d not in self.owned and not self.batched
             if self.live(d):
                 deferred: list[ast.expr] = []
+                copies: list[ast.expr] = []  # (dropped with the zeroing where that goes)
                 index = stmt.targets[0].slice
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
                         rank = self.rank(ast.Subscript(load_name(base), index, ast.Load()))
                         if not (unread or op.weighed):  # (`dy[i] * inexact(y)`: a new array)
-                            part = _copied(part, rank, self.jit, self.batched)
+                            copies.append(_copied(part, rank, self.jit, self.batched))
+                            part = copies[-1]
                         if not is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
                             part = call_of(
@@ -466,7 +468,7 @@ class Reverser(BranchesAndLoops):
                     d = self.make_owned(owning, stmt, base)
                     zero = self.subscript(d, index, ast.Store(), ctx.indices)
                     kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
-                    out.append(Marker("kill", kill, stmt, owning))  # kept where dy is read after
+                    out.append(Marker("kill", kill, stmt, owning, copies))  # kept where dy is read
                 for held in deferred:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))

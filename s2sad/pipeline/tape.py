@@ -73,6 +73,7 @@ class Tape:
         self.read_after: dict = {}
         future_reads(adjoint, set(returned), self.read_after, all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
+        self.uncopied: set[int] = set()  # ids of the copies of dropped kills (Marker.copies)
         for marker in markers(adjoint):
             if marker.kind not in ("restore", "kill"):
                 continue
@@ -239,6 +240,8 @@ class Tape:
         if marker.kind == "kill":
             target = marker.node.targets[0].value.id
             kept = target in self.future.get(id(marker), ())
+            if not kept:
+                self.uncopied |= {id(c) for c in marker.copies}
             return marker.owning + [marker.node] if kept else []
         if marker.kind == "block":
             return [
@@ -500,7 +503,23 @@ def record(
     tape.threaded = set(threaded)
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
+    if tape.uncopied:
+        _Uncopied(tape.uncopied).visit(ast.Module(adjoint, []))
     return primal, adjoint, tape.inits()
+
+
+class _Uncopied(ast.NodeTransformer):
+    """`dy[i].copy()` (or `snapshot(dy[i])`) as `dy[i]` where no zeroing of dy[i] follows: a
+    store's cotangent, copied only to keep it from that zeroing (reverse.py's setitem)."""
+
+    def __init__(self, ids: set[int]):
+        self.ids = ids
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        if id(node) not in self.ids:
+            return node
+        return node.args[0] if node.args else node.func.value
 
 
 def copy_blocks(stmts):
