@@ -71,3 +71,32 @@ def test_a_store_whose_zeroing_goes_reads_its_cotangent_without_a_copy():
     src = s2sad.source(s2sad.grad(shifted_products, wrt="x"), X, 3)
     assert "unbroadcast(dy[1:].copy(), y_mul2)" in src and "dy[1:] = 0.0" in src
     check_grad(shifted_products, (X, 3))
+
+
+def heat(u0, r, tol, steps):  # the explicit heat equation, stopped once it settles
+    u = u0.copy()
+    step = 0
+    while step < steps:
+        u_old = u.copy()
+        u[1:-1] += r * (u[2:] - 2 * u[1:-1] + u[:-2])
+        step += 1
+        if np.max(np.abs(u - u_old)) < tol:
+            break
+    return np.sum(u**3)
+
+
+U0 = np.exp(-((np.linspace(0.0, 1.0, 9) - 0.4) ** 2) / 0.02)
+
+
+@pytest.mark.parametrize("tol, steps", [(0.0195, 60), (0.0, 6)], ids=["breaks", "runs-out"])
+def test_a_heat_step_copies_each_slice_once_and_pushes_once(tol, steps):
+    """`u[1:-1] += r * (u[2:] - 2 * u[1:-1] + u[:-2])` reads u[1:-1] twice: one snapshot serves
+    both (it took two). The step's values are pushed once, before `if ...: break`, which the
+    break and the end of the step both pass (each pushed them, in two copies of the code)."""
+    src = s2sad.source(s2sad.grad(heat, wrt=("u0", "r")), U0, 0.2, tol, steps)
+    assert src.count("snapshot(u[1:-1])") == 1
+    assert src.count("snapshot(u[") == 3
+    appends = [line.strip() for line in src.splitlines() if "_tape.append(" in line]
+    assert appends and len(appends) == len(set(appends))
+    assert src.index("_tape.append(") < src.index("if cond")
+    check_grad(heat, (U0, 0.2, tol, steps), wrt=(0, 1))

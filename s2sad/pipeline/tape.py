@@ -23,7 +23,7 @@ from .normalize import NameAllocator
 from .nodes import assigned_name, load_name, stored_base
 from .names import names_mentioned, names_read, statements_in_order
 from .markers import Marker, all_reads, future_reads, markers
-from .recorded import bound_for_breaks, owned
+from .recorded import bound_for_breaks, owned, walk_skipping_loops
 from .shape_reads import value_reads
 from .snapshots import FinalReads, fresh_arrays, written_memory
 
@@ -73,6 +73,7 @@ class Tape:
         self.read_after: dict = {}
         future_reads(adjoint, set(returned), self.read_after, all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
+        self.pushed_once: set[int] = set()  # ids of blocks pushing before a break (_leaving_at)
         self.uncopied: set[int] = set()  # ids of the copies of dropped kills (Marker.copies)
         for marker in markers(adjoint):
             if marker.kind not in ("restore", "kill"):
@@ -160,7 +161,13 @@ class Tape:
         self.recorded[id(block)] = mine
         self._blocks.append(block)
         out: list[ast.stmt] = []
-        for stmt in block:
+        leaving = _leaving_at(block, mine) if mine else None
+        if leaving is not None:
+            self.pushed_once.add(id(block))
+        for k, stmt in enumerate(block):
+            if k == leaving:  # pushed once, here: the break after it and the end push none
+                out += [self.at(self.push(n), stmt) for n in mine]
+                mine = []
             if isinstance(stmt, ast.If):
                 stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying, indices, loops)
                 stmt.orelse = self.primal(
@@ -174,7 +181,8 @@ class Tape:
                 index = (stmt.target.id,) if isinstance(stmt, ast.For) else ()
                 body = stmt.body
                 stmt.body = self.primal(body, True, [], merged, indices + index, loops + (stmt,))
-                out += [self.at(b, stmt) for b in bound_for_breaks(body, self.recorded)]
+                if id(body) not in self.pushed_once:
+                    out += [self.at(b, stmt) for b in bound_for_breaks(body, self.recorded)]
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -268,6 +276,33 @@ class Tape:
             ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
             for t in self.tapes.values()
         ]
+
+
+def _leaving_at(block: list[ast.stmt], mine: list[str]) -> int | None:
+    """Where a block that records `mine` can push them once for both ways out, the `break` and
+    its end: the position of the statement holding its first `break` (`if change < tol:
+    break`), where from there on it only leaves, counts or copies carried values (writing into
+    no array, binding none of `mine`); else None, and the break and the end each push."""
+    at = next(
+        (
+            k
+            for k, s in enumerate(block)
+            if any(isinstance(n, ast.Break) for n in walk_skipping_loops(s))
+        ),
+        None,
+    )
+    if at is None:
+        return None
+
+    def plain(stmt) -> bool:
+        if isinstance(stmt, ast.If):
+            calls = any(isinstance(n, ast.Call) for n in walk_nodes(stmt.test))
+            return not calls and all(plain(s) for s in stmt.body + stmt.orelse)
+        if isinstance(stmt, ast.Assign) and (ir.is_end_copy(stmt) or ir.is_counter(stmt)):
+            return stmt.targets[0].id not in mine and isinstance(stmt.value, (ast.Name, ast.BinOp))
+        return isinstance(stmt, (ast.Break, ast.Pass))
+
+    return at if all(plain(s) for s in block[at:]) else None
 
 
 def _recomputable(
