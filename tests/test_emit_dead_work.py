@@ -100,3 +100,22 @@ def test_a_heat_step_copies_each_slice_once_and_pushes_once(tol, steps):
     assert appends and len(appends) == len(set(appends))
     assert src.index("_tape.append(") < src.index("if cond")
     check_grad(heat, (U0, 0.2, tol, steps), wrt=(0, 1))
+
+
+def drift(x, v, dt, n):
+    for _ in range(n):
+        x += dt * v
+        v = v * 0.999
+    return np.sum(x * x)
+
+
+def test_an_in_place_update_keeps_no_tape_of_the_array_it_updates():
+    """`x += dt * v` is `x_new = x + dt * v`, checked by `kept_shape(x_new, x)`: x has x_new's
+    shape, so its cotangent is dx_new itself, and the adjoint reads x for nothing. Python mode
+    kept every step's x on a tape for `unbroadcast(dx_new, x)` (10^5 steps of a 16-vector: a
+    peak of 49.6 MB, now 24.8 MB, the rest being v's tape)."""
+    x, v = np.linspace(0.0, 1.0, 5), np.linspace(1.0, 2.0, 5)
+    src = s2sad.source(s2sad.grad(drift, wrt=("x", "v")), x, v, 0.1, 4)
+    assert "x_tape" not in src and "unbroadcast(dx_new, x)" not in src
+    assert "dx = dx_new" not in src  # (nor the copy back of `dx_new = dx`)
+    check_grad(drift, (x, v, 0.1, 4), wrt=(0, 1))
