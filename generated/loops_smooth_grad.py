@@ -264,6 +264,6 @@ def grad_smooth(x, a):
             dy[i] = 0.0
             dy[i - 1] += dy_item4
     # line 17: y[0] = x[0]
-    dy_item = unbroadcast(dy[0].copy(), y_item)
+    dy_item = unbroadcast(dy[0], y_item)
     dx = dx + getitem_vjp(dy_item, x, 0)
     return like_inputs((dx, da), (x, a))

@@ -55,7 +55,7 @@ def _try(block, i, copy_, counts, reads, protected):
         return True
     rest = block[i + 1 :]
     for j, stmt in enumerate(rest):
-        if opt._is_copy(stmt) == (b, a) and b not in protected:
+        if opt._is_copy(stmt) == (b, a):
             del block[i + 1 + j]
             return True
         if a in _assigned(stmt) or b in _assigned(stmt):

@@ -20,6 +20,9 @@ class Marker:
     node: object  # the primal block (list id), the end-copy or the subscript write
     src: ast.stmt | None = None
     owning: list = field(default_factory=list)  # a kill's statements making dy an array of its own
+    # a kill's copies of dy[index] (`dy[i].copy()`, jit's `snapshot(dy[i])`), taken before the
+    # zeroing writes into dy: where the zeroing goes, they read dy[index] as it is
+    copies: list = field(default_factory=list)
 
 
 def value_reads_of(node) -> set[str]:

@@ -260,9 +260,10 @@ class _Optimizer:
             self._delete(block, i)
             return True
         assigned = self.assigned
-        # a later `b = a` with neither changed in between is redundant (none where `b` is
-        # protected or assigned nowhere: the search would end at the first assignment of either)
-        if b not in self.protected and self.counts[b]:
+        # a later `b = a` with neither changed in between is redundant, even where `b` is
+        # protected: b keeps the value it has (`dx_new = dx`, then `dx = dx_new` of an identity
+        # adjoint); none where `b` is assigned nowhere (the search ends at the first assignment)
+        if self.counts[b]:
             later = self._first_assigning(block, stmt, a, b)
             if later is not None and _is_copy(later) == (b, a):
                 self._delete(block, self._position(block, later))
@@ -299,7 +300,8 @@ def _drop_zeros(total: Counter, names) -> None:
 
 
 def optimize(stmts: list, protected: set[str]) -> list:
-    """`stmts` with redundant copies removed; names in `protected` are never removed."""
+    """`stmts` with redundant copies removed; names in `protected` are never forwarded away
+    (a back copy `b = a` after `a = b`, which changes nothing, goes for them too)."""
     module = ast.Module(stmts, [])
     _Optimizer(module.body, protected).run()
     return module.body

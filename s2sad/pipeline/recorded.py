@@ -44,7 +44,7 @@ def bound_for_breaks(body: list[ast.stmt], recorded: dict) -> list[ast.stmt]:
     its path (a carried value's next one, made after the break): in the first iteration that
     name would be unbound. Such a name starts as the carried value it replaces (`s_1 = s`,
     of its type); what the break pushes for it is read by no statement that ran."""
-    inner = [n for s in body for n in _walk_skipping_loops(s)]
+    inner = [n for s in body for n in walk_skipping_loops(s)]
     if not any(isinstance(n, ast.Break) for n in inner):
         return []
     mine = set(recorded.get(id(body), []))
@@ -55,9 +55,9 @@ def bound_for_breaks(body: list[ast.stmt], recorded: dict) -> list[ast.stmt]:
     return [ast.Assign([ast.Name(n, ast.Store())], load_name(t)) for n, t in starts.items()]
 
 
-def _walk_skipping_loops(node: ast.AST):
+def walk_skipping_loops(node: ast.AST):
     """`node` and what it holds, not looking into loops (whose breaks are their own)."""
     yield node
     for child in ast.iter_child_nodes(node):
         if not isinstance(child, (ast.For, ast.While)):
-            yield from _walk_skipping_loops(child)
+            yield from walk_skipping_loops(child)

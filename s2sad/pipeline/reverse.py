@@ -21,7 +21,7 @@ import ast
 from dataclasses import dataclass, field
 
 from .. import ir
-from ..astcopy import clone
+from ..astcopy import clone, walk_nodes
 from .fresh_writes import unread_writes
 from .lower import jit_copy
 from .normalize import NameAllocator
@@ -39,6 +39,7 @@ from .nodes import (
 from .reverse_control import BranchesAndLoops, Context, branch_tests
 from .markers import Marker
 from ..rules.batching import batch_adjoint, rename_helpers
+from ..rules.helpers import RUNTIME
 
 # the cotangent of an item of a list of arrays, by the name a read's cotangent has otherwise
 _ITEM_OF_LIST = {"getitem_vjp": "item_vjp", "batched_getitem_vjp": "batched_item_vjp"}
@@ -347,11 +348,14 @@ class Reverser(BranchesAndLoops):
                 total = ast.BinOp(total, ast.Add(), e)
             self.accumulate(out, stmt, operand, total, straight=ctx.loop is None)
 
-    def shaped_like_result(self, rule, bound, param):
+    def shaped_like_result(self, rule, bound, param, target: str):
         """The argument `param` of an elementwise call whose other arguments are all scalars
-        (its shape is the result's), else None."""
+        (its shape is the result's), or `x` of `x_1 = x + v` checked by `kept_shape(x_1, x)`;
+        else None."""
         if not rule.elementwise or not isinstance(bound.args.get(param), ast.expr):
             return None
+        if (target, getattr(bound.args[param], "id", None)) in self.kept:
+            return bound.args[param]  # (`x += dt * v`: unbroadcasting to x reads no tape of x)
         others = [  # every other argument broadcasts with it (np.where's condition too)
             v
             for q, v in bound.args.items()
@@ -366,7 +370,7 @@ class Reverser(BranchesAndLoops):
         """The contribution of one rule to `param`. In batched mode the template for a batched
         cotangent, or, where there is none (a user's rule), the plain one applied row by row."""
         rank = self.rank(load_name(target))
-        same = self.shaped_like_result(rule, bound, param)
+        same = self.shaped_like_result(rule, bound, param, target)
         if not self.batched:
             return self.scalars(rule.adjoint(bound, param, g, target, index), rank, False, same)
         expr = self.scalars(rule.adjoint(bound, param, g, target, index, True), rank, True, same)
@@ -375,13 +379,7 @@ class Reverser(BranchesAndLoops):
             return expr
         row = self.names.fresh(f"{g}_row")
         plain = self.scalars(rule.adjoint(bound, param, row, target, index), rank)
-        return self.by_rows(plain, g, row)
-
-    @staticmethod
-    def by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
-        """`stack_rows([expr for row in g])`: `expr` for each row of the batched `g`."""
-        loop = ast.comprehension(ast.Name(row, ast.Store()), load_name(g), [], 0)
-        return call_of("stack_rows", ast.ListComp(expr, [loop]))
+        return _by_rows(plain, g, row)
 
     def joint(self, stmt, op, g: str, live, out: list) -> None:
         """A user rule giving every cotangent at once: called once, its results unpacked."""
@@ -402,7 +400,7 @@ class Reverser(BranchesAndLoops):
                 self.owned.discard(d)
         if self.batched:  # a user's rule sees one cotangent: called once per row
             row = self.names.fresh(f"{g}_row")
-            call = self.by_rows(op.bound.rule.joint_adjoint(op.bound, row, op.target), g, row)
+            call = _by_rows(op.bound.rule.joint_adjoint(op.bound, row, op.target), g, row)
         else:
             call = op.bound.rule.joint_adjoint(op.bound, g, op.target)
         lhs = ast.Tuple([ast.Name(t, ast.Store()) for t in targets], ast.Store())
@@ -437,13 +435,15 @@ class Reverser(BranchesAndLoops):
             unread = id(stmt) in self.unread and d not in self.owned and not self.batched
             if self.live(d):
                 deferred: list[ast.expr] = []
+                copies: list[ast.expr] = []  # (dropped with the zeroing where that goes)
                 index = stmt.targets[0].slice
                 for _, _, operand in op.operands:
                     if operand in self.active:
                         part = self.subscript(d, index, ast.Load(), ctx.indices)
                         rank = self.rank(ast.Subscript(load_name(base), index, ast.Load()))
                         if not (unread or op.weighed):  # (`dy[i] * inexact(y)`: a new array)
-                            part = _copied(part, rank, self.jit, self.batched)
+                            copies.append(_copied(part, rank, self.jit, self.batched))
+                            part = copies[-1]
                         if not is_basic_index(index, ctx.indices | self.int_names()):
                             # an integer array may repeat an element: the last write wins
                             part = call_of(
@@ -466,10 +466,28 @@ class Reverser(BranchesAndLoops):
                     d = self.make_owned(owning, stmt, base)
                     zero = self.subscript(d, index, ast.Store(), ctx.indices)
                     kill = self.at(ast.Assign([zero], ast.Constant(0.0)), stmt)
-                    out.append(Marker("kill", kill, stmt, owning))  # kept where dy is read after
+                    out.append(Marker("kill", kill, stmt, owning, copies))  # kept where dy is read
                 for held in deferred:
                     self.accumulate(out, stmt, base, held)
         out.append(Marker("restore", stmt, stmt))
+
+
+def _by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
+    """`stack_rows([expr for row in g])`: `expr` for each row of the batched `g`."""
+    loop = ast.comprehension(ast.Name(row, ast.Store()), load_name(g), [], 0)
+    return call_of("stack_rows", ast.ListComp(expr, [loop]))
+
+
+def _kept_shapes(stmts) -> set[tuple[str, str]]:
+    """(x_1, x) of each `kept_shape(x_1, x)`, the check after `x_1 = x op v` for `x op= v`
+    (normalize/statements.py): past it, x_1 has x's shape."""
+    return {
+        (call.args[0].id, call.args[1].id)
+        for call in walk_nodes(ast.Module(list(stmts), []))
+        if isinstance(call, ast.Call)
+        and ir.callee(call.func) is RUNTIME["kept_shape"]
+        and all(isinstance(a, ast.Name) for a in call.args)
+    }
 
 
 def _copied(part: ast.expr, rank, jit: bool, batched: bool) -> ast.expr:
@@ -498,6 +516,7 @@ def reverse(
     rev.assign_counts = assign_counts(stmts)
     rev.made_in, rev.enclosing = branch_tests(stmts, rev.assign_counts)
     rev.unread = unread_writes(stmts)
+    rev.kept = _kept_shapes(stmts)
     rev.params = set(params) | set(wrt)
     if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)
         rev.parted = {t: [None] * n for t, n in tuple_results(stmts, outputs).items()}

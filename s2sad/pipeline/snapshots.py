@@ -14,6 +14,7 @@ from ..astcopy import walk_nodes
 from .fusion.remat import reaching
 from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
+from .normalize.memory import makes_new_array
 from .nodes import stored_base
 from .shape_reads import shape_only_reads, value_reads
 
@@ -110,7 +111,8 @@ def fresh_arrays(stmts, adjoint_values=frozenset()) -> set[str]:
             return False
         func = value.func
         short = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        return short in FRESH_ALLOCATORS
+        # (`y = np.where(c, a, b)`, `y = np.cumsum(x)`: a new array, as np.zeros's is)
+        return short in FRESH_ALLOCATORS or makes_new_array(ir.callee(func), value)
 
     def new_array(value) -> bool:  # a name bound once, to arithmetic's result or an allocation
         if not isinstance(value, ast.Name) or value.id in adjoint_values:

@@ -23,7 +23,7 @@ from .normalize import NameAllocator
 from .nodes import assigned_name, load_name, stored_base
 from .names import names_mentioned, names_read, statements_in_order
 from .markers import Marker, all_reads, future_reads, markers
-from .recorded import bound_for_breaks, owned
+from .recorded import bound_for_breaks, owned, walk_skipping_loops
 from .shape_reads import value_reads
 from .snapshots import FinalReads, fresh_arrays, written_memory
 
@@ -73,6 +73,8 @@ class Tape:
         self.read_after: dict = {}
         future_reads(adjoint, set(returned), self.read_after, all_reads)
         self.restored = set()  # ids of subscript writes whose overwritten values come back
+        self.pushed_once: set[int] = set()  # ids of blocks pushing before a break (_leaving_at)
+        self.uncopied: set[int] = set()  # ids of the copies of dropped kills (Marker.copies)
         for marker in markers(adjoint):
             if marker.kind not in ("restore", "kill"):
                 continue
@@ -159,7 +161,13 @@ class Tape:
         self.recorded[id(block)] = mine
         self._blocks.append(block)
         out: list[ast.stmt] = []
-        for stmt in block:
+        leaving = _leaving_at(block, mine) if mine else None
+        if leaving is not None:
+            self.pushed_once.add(id(block))
+        for k, stmt in enumerate(block):
+            if k == leaving:  # pushed once, here: the break after it and the end push none
+                out += [self.at(self.push(n), stmt) for n in mine]
+                mine = []
             if isinstance(stmt, ast.If):
                 stmt.body = self.primal(stmt.body, in_loop, exits + [mine], varying, indices, loops)
                 stmt.orelse = self.primal(
@@ -173,7 +181,8 @@ class Tape:
                 index = (stmt.target.id,) if isinstance(stmt, ast.For) else ()
                 body = stmt.body
                 stmt.body = self.primal(body, True, [], merged, indices + index, loops + (stmt,))
-                out += [self.at(b, stmt) for b in bound_for_breaks(body, self.recorded)]
+                if id(body) not in self.pushed_once:
+                    out += [self.at(b, stmt) for b in bound_for_breaks(body, self.recorded)]
             elif isinstance(stmt, ast.Break):
                 for names in exits + [mine]:
                     out += [self.at(self.push(n), stmt) for n in names]
@@ -239,6 +248,8 @@ class Tape:
         if marker.kind == "kill":
             target = marker.node.targets[0].value.id
             kept = target in self.future.get(id(marker), ())
+            if not kept:
+                self.uncopied |= {id(c) for c in marker.copies}
             return marker.owning + [marker.node] if kept else []
         if marker.kind == "block":
             return [
@@ -265,6 +276,33 @@ class Tape:
             ast.Assign([ast.Name(t, ast.Store())], ast.List([], ast.Load()))
             for t in self.tapes.values()
         ]
+
+
+def _leaving_at(block: list[ast.stmt], mine: list[str]) -> int | None:
+    """Where a block that records `mine` can push them once for both ways out, the `break` and
+    its end: the position of the statement holding its first `break` (`if change < tol:
+    break`), where from there on it only leaves, counts or copies carried values (writing into
+    no array, binding none of `mine`); else None, and the break and the end each push."""
+    at = next(
+        (
+            k
+            for k, s in enumerate(block)
+            if any(isinstance(n, ast.Break) for n in walk_skipping_loops(s))
+        ),
+        None,
+    )
+    if at is None:
+        return None
+
+    def plain(stmt) -> bool:
+        if isinstance(stmt, ast.If):
+            calls = any(isinstance(n, ast.Call) for n in walk_nodes(stmt.test))
+            return not calls and all(plain(s) for s in stmt.body + stmt.orelse)
+        if isinstance(stmt, ast.Assign) and (ir.is_end_copy(stmt) or ir.is_counter(stmt)):
+            return stmt.targets[0].id not in mine and isinstance(stmt.value, (ast.Name, ast.BinOp))
+        return isinstance(stmt, (ast.Break, ast.Pass))
+
+    return at if all(plain(s) for s in block[at:]) else None
 
 
 def _recomputable(
@@ -500,7 +538,23 @@ def record(
     tape.threaded = set(threaded)
     primal = tape.primal(primal, False, [])
     adjoint = tape.adjoint(adjoint)
+    if tape.uncopied:
+        _Uncopied(tape.uncopied).visit(ast.Module(adjoint, []))
     return primal, adjoint, tape.inits()
+
+
+class _Uncopied(ast.NodeTransformer):
+    """`dy[i].copy()` (or `snapshot(dy[i])`) as `dy[i]` where no zeroing of dy[i] follows: a
+    store's cotangent, copied only to keep it from that zeroing (reverse.py's setitem)."""
+
+    def __init__(self, ids: set[int]):
+        self.ids = ids
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        if id(node) not in self.ids:
+            return node
+        return node.args[0] if node.args else node.func.value
 
 
 def copy_blocks(stmts):

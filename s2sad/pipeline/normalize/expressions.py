@@ -136,9 +136,13 @@ class Expressions(Flattener):
             return rhs
         elif self.memory.views_written(node):
             # the array is written in place later: keep this value, not a view of it
+            taken = self.snapshot_taken(rhs)
+            if taken is not None:
+                return ast.Name(taken, ast.Load())
             rhs = snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
-        self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
+        stmt = self.append(name, rhs, self.mentions_varied(node) or self.atom_varied(rhs))
+        self.took_snapshot(name, stmt)
         if inlined and inlined.alias:  # (its snapshot) in NumPy that memory itself
             self.memory.results[name] = inlined.alias
         return ast.Name(name, ast.Load())

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import ast
 
-from ... import ir
+from ... import ir, runtime
 from ...astcopy import clone, walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
 from ..names import names_mentioned, names_stored
 from ..reserved import reserved_names
 from ..resolve import Resolver
-from .memory import Memory, arrays_written
+from .memory import Memory, arrays_written, makes_new_array
 from .calls import inlinable
 from .naming import NameAllocator
 
@@ -98,6 +98,7 @@ class Flattener:
         self.user_stmt: ast.stmt | None = None  # the user's statement being flattened
         self._varied_memo: dict[int, tuple] | None = None  # see mentions_varied
         self._closures_seen: set[int] = set()  # nested defs being read (see closure_varied)
+        self.snapshots: dict[str, tuple] = {}  # a view read -> its snapshot (see snapshot_taken)
 
     # ------------------------------------------------------------------ the walk's entries
     def statement(self, node: ast.stmt) -> None:
@@ -182,6 +183,30 @@ class Flattener:
             self.varied.add(name)
         return stmt
 
+    def snapshot_taken(self, view: ast.expr) -> str | None:
+        """The snapshot this statement took already of the same view: `u[1:-1]`, read twice in
+        `u[1:-1] += r * (u[2:] - 2 * u[1:-1])`, is copied once. Only where nothing since can
+        have written into memory: no write into an element, no call but snapshots and NumPy's
+        making new arrays."""
+        name, stmt, user = self.snapshots.get(ast.dump(view), (None, None, None))
+        if name is None or user is not self.user_stmt:
+            return None
+        at = next((i for i, s in enumerate(self.out) if s is stmt), None)
+        if at is None or any(
+            isinstance(n, ast.AugAssign)
+            or (isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store))
+            or (isinstance(n, ast.Call) and not _pure_call(n))
+            for s in self.out[at + 1 :]
+            for n in walk_nodes(s)
+        ):
+            return None
+        return name
+
+    def took_snapshot(self, name: str, stmt: ast.Assign) -> None:
+        """Remember `name = snapshot(view)`, for the same view read again (snapshot_taken)."""
+        if ir.callee(getattr(stmt.value, "func", None)) is runtime.snapshot:
+            self.snapshots[ast.dump(stmt.value.args[0])] = (name, stmt, self.user_stmt)
+
     # ------------------------------------------------------------------ reading names
     def load(self, node: ast.Name) -> ast.Name:
         if node.id not in self.env:
@@ -242,3 +267,9 @@ class _Rename(ast.NodeTransformer):
         return node
 
     visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+
+def _pure_call(node: ast.Call) -> bool:
+    """A call writing into no array: a snapshot, or NumPy's making a new array (np.sin(v))."""
+    callee = ir.callee(node.func)
+    return callee is runtime.snapshot or makes_new_array(callee, node)

@@ -60,6 +60,35 @@ _FRESH_METHODS = set(
 _INERT_ATTRS = STATIC_ATTRS | {"itemsize", "nbytes", "strides", "size"}
 
 
+def makes_new_array(callee, node: ast.Call) -> bool:
+    """Whether `node`, a call of `callee` (NumPy's or math's function, resolved), returns a new
+    array (or a scalar), never an argument or a view of one: a ufunc, or one of `_FRESH_FUNCS`
+    as called."""
+    keywords = {k.arg: k.value for k in node.keywords}
+    if "out" in keywords:
+        return False
+    if callee is np.array:
+        return _copies(node)
+    if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
+        n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
+        return isinstance(n, ast.Constant) and n.value != 0
+    if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
+        operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
+        return operands > 1
+    if isinstance(callee, np.ufunc) or getattr(callee, "__module__", None) == "math":
+        return True
+    try:
+        return callee in _FRESH_FUNCS
+    except TypeError:  # unhashable
+        return False
+
+
+def _copies(node: ast.Call) -> bool:
+    """Whether a call given `copy=` (np.array, `.astype`) copies: no copy= or copy=True."""
+    copy = next((k.value for k in node.keywords if k.arg == "copy"), None)
+    return copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
+
+
 def snapshot_of(rhs: ast.expr) -> ast.Call:
     """`snapshot(rhs)`: the values of a view as they are now."""
     func = ast.Name("snapshot", ast.Load())
@@ -169,34 +198,18 @@ class Memory:
     def fresh_call(self, node: ast.Call) -> bool:
         """Whether the call is known to return a new array (or a scalar), never an argument or
         a view of one."""
-        keywords = {k.arg: k.value for k in node.keywords}
-        if "out" in keywords:
+        if any(k.arg == "out" for k in node.keywords):
             return False
-        copy = keywords.get("copy")
-        copies = copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
         func = node.func
         if isinstance(func, ast.Name) and func.id in self.local_funcs:
             return False  # (inlined, or a local function value: its result may be anything)
         if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
-            return func.attr in _FRESH_METHODS or (func.attr == "astype" and copies)
+            return func.attr in _FRESH_METHODS or (func.attr == "astype" and _copies(node))
         callee = self.resolver.resolve(func)
-        if callee is np.array:
-            return copies
-        if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
-            n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
-            return isinstance(n, ast.Constant) and n.value != 0
-        if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
-            operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
-            return operands > 1
         module = getattr(callee, "__module__", None) or ""
         if module.split(".")[0] == "s2sad":
             return True  # runtime helpers in the code s2sad writes (normalized again)
-        if isinstance(callee, np.ufunc) or module == "math":
-            return True
-        try:
-            return callee in _FRESH_FUNCS
-        except TypeError:  # unhashable
-            return False
+        return makes_new_array(callee, node)
 
     def may_alias(self, value: ast.expr, env: dict) -> bool:
         """Whether a value may be a view of (or the same object as) a local array; or an element
