@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from .. import ir
 from ..astcopy import clone
+from ..errors import UnsupportedSyntaxError
 from .fresh_writes import unread_writes
 from .lower import jit_copy
 from .normalize import NameAllocator
@@ -565,3 +566,24 @@ def tuple_results(stmts: list[ast.stmt], outputs: list[str]) -> dict[str, int]:
             if reads and reads == loads.get(t) and counts.get(t) == 1 and t not in outputs:
                 found[t] = n
     return found
+
+
+def refuse_list_cotangents(parsed, stmts) -> None:
+    """A loop over np.split's pieces held in a variable (or a branch reading them) would start
+    their flat cotangent from zero and add into it piece by piece, which s2sad does not do: the
+    adjoint code keeps a call that raises, so refuse it now, at the user's line."""
+    for stmt in stmts:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == _LIST_ZEROS:
+                where = ir.src_parsed(stmt) or parsed
+                raise where.error(
+                    UnsupportedSyntaxError,
+                    "s2sad does not follow the cotangent of a list of arrays (np.split's "
+                    "pieces) through a loop over it, or through a branch reading it",
+                    ir.src(stmt),
+                    hint="read the pieces by index outside the loop (a, b, c = np.split(x, 3)), "
+                    "or loop over the split directly: for piece in np.split(x, 3):",
+                )
+
+
+_LIST_ZEROS = "list_cotangent_zeros"
