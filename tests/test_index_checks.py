@@ -331,3 +331,34 @@ def test_a_check_implied_by_an_earlier_one_is_dropped():
     an alias of y: the prover (index_ranges.py) shows the one check covers them."""
     text = s2sad.source(s2sad.grad(copied_first, jit=True), np.arange(3.0))
     assert text.count("check_index(") == 1, text
+
+
+def offsets(x, c):
+    n = x.shape[0]
+    s = 0.0
+    for i in range(n - 1):
+        j = i + 1  # bound in the loop, before the read: x[j] is proven
+        s = s + x[j] * x[i]
+        j = i + 2  # bound again: x[j] past the end at the last i, checked
+        if c > 0:
+            s = s + x[j]
+        if c > 1:
+            k = i
+        else:
+            k = i + 3
+        s = s + c * x[k]  # k bound in a branch: not taken as either value, checked
+    return s
+
+
+def test_an_index_named_by_a_value_bound_before_it_in_its_block_is_proven():
+    """`acc_add = i + k` before `x[acc_add]` (what `x[i + k]` normalizes to, a convolution's
+    read): the binding holds until the name or what it reads is bound again, and one inside a
+    branch does not hold after it. Found measuring `parallel=True`, where a check keeps a loop
+    from running on threads."""
+    text = s2sad.source(s2sad.grad(offsets, jit=True), np.arange(5.0), 2.0)
+    checks = sorted(line.strip() for line in text.splitlines() if "check_index" in line)
+    assert len(checks) == 2 and "check_index(k, len(x))" in checks, text
+    x = np.linspace(0.3, 1.2, 6)
+    for c in (2.0, 0.5):  # (c > 0: x[i + 2] is read past the end at the last i)
+        with pytest.raises(IndexError):
+            s2sad.grad(offsets, jit="strict")(x, c)

@@ -68,12 +68,12 @@ def array_sum(x, W):  # an array sum, through temporaries: its adjoint reads the
 def private_scratch(x, c):  # an array each iteration allocates and fills by element: the
     # outer loop records np.sum(t) for the log's rule, so reverse mode stays serial, and the
     # fill loop inside it stays serial too (threads would start at each row); forward mode
-    # has threads
-    n = x.shape[0]
+    # has threads (x[i, k] is proven in range: over range(3) it is checked, and stays serial)
+    n, m = x.shape
     total = 0.0
     for i in range(n):
-        t = np.zeros(3)
-        for k in range(3):
+        t = np.zeros(m)
+        for k in range(m):
             t[k] = np.exp(c * x[i, k])
         total = total + np.log(np.sum(t))
     return total
@@ -408,3 +408,33 @@ def test_threads_keep_a_loops_float32_numbers_as_serial_builds_do(mode):
     ):
         assert np.asarray(a).dtype == np.asarray(b).dtype == np.float32
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_a_build_with_no_loop_on_threads_is_the_serial_build():
+    """Where no loop runs on threads, parallel=True compiles the serial build's code (fused,
+    its indices checked by s2sad), the note saying why at its end: the unfused code it had
+    before was up to 4x slower on one thread (linrec)."""
+    serial = s2sad.source(s2sad.grad(recurrence, wrt=(0, 1), jit="strict"))
+    threaded = s2sad.source(s2sad.grad(recurrence, wrt=(0, 1), jit="strict", parallel=True))
+    assert threaded.startswith(serial.rstrip("\n"))
+    assert threaded[len(serial.rstrip("\n")) :].lstrip("\n").startswith("# parallel=True, but")
+
+
+def gather(x, idx):  # an index s2sad cannot prove in range: checked, so the loop stays serial
+    y = np.zeros(idx.shape[0])
+    for i in range(idx.shape[0]):
+        y[i] = x[idx[i]] ** 2
+    return np.sum(y)
+
+
+def test_an_index_out_of_range_raises_on_threads_too():
+    # found measuring threads: Numba's boundscheck checks nothing inside a prange loop, and an
+    # IndexError raised there is lost (the loop read past x and returned a wrong gradient)
+    g = s2sad.grad(gather, wrt=0, jit="strict", parallel=True)
+    want = np.zeros_like(X)
+    want[[0, 3]] = 2 * X[0], 4 * X[3]
+    with pytest.warns(SerialLoopsWarning, match=r"checks an index \(idx\[i\]\)"):
+        np.testing.assert_allclose(g(X, np.array([0, 3, 3])), want, rtol=1e-15)
+    for bad in (11, -12):
+        with pytest.raises(IndexError, match="out of bounds"):
+            g(X, np.array([0, bad]))

@@ -62,6 +62,34 @@ def _slice_or_axis(item: ast.expr) -> bool:
     )
 
 
+def checked(groups, rank_of, kind_of, primal_of, given, batched) -> tuple:
+    """`groups` (jitted statement lists) with a check before each index not proven in range
+    (`index_checks`), whether they index by integers, and whether Numba must check them instead
+    (an index the checks could not place)."""
+    indexed = indexes_by_integers([s for g in groups for s in g])
+    numba_checks = indexed and BOUNDSCHECK  # (S2SAD_BOUNDSCHECK=0: no checks)
+    if numba_checks and not batched:
+        groups, numba_checks = index_checks(groups, rank_of, kind_of, primal_of, given)
+    return groups, indexed, numba_checks
+
+
+def reverse_checked(primal, adjoint, plain, rerun, shapes, adjoint_ranks, bound, batched):
+    """`checked` of a reverse-mode build: the primal and adjoint statements, and a re-running
+    pullback's value function (`plain`, checked where `rerun`); None ranks: NumPy mode, which
+    NumPy checks."""
+    if adjoint_ranks is None:
+        return primal, adjoint.stmts, plain, False, False
+    groups, indexed, numba_checks = checked(
+        [primal, adjoint.stmts], adjoint_ranks, shapes.kind, adjoint.primal_of, bound, batched
+    )
+    if rerun:
+        [plain], plain_indexed, unplaced = checked(
+            [plain], shapes.of, shapes.kind, {}, bound, batched
+        )
+        indexed, numba_checks = indexed or plain_indexed, numba_checks or unplaced
+    return groups[0], groups[1], plain, indexed, numba_checks
+
+
 # ------------------------------------------------------------------------- explicit checks
 
 
@@ -115,6 +143,14 @@ class _Checks:
             outer = self.scope = {
                 k: v for k, v in self.scope.items() if k[0] not in bound and not v & changed
             }
+            local = self.ranges.local = {
+                k: v
+                for k, v in self.ranges.local.items()
+                if k not in bound and not _operands(v) & changed
+            }
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
+                if len(stmt.targets) == 1 and not _operands(stmt.value) & bound:
+                    local[stmt.targets[0].id] = stmt.value  # (the index form of its value)
             if bodies:  # (a copy of the statement where a body changed)
                 original, stmt = stmt, copy.copy(stmt)
                 inner = (
@@ -126,11 +162,12 @@ class _Checks:
                         handlers = [copy.copy(h) for h in body]
                         for h in handlers:
                             h.body = self.block(h.body, loops)
-                            self.scope = outer
+                            self.scope, self.ranges.local = outer, dict(local)
                         setattr(stmt, field, handlers)
                     else:
                         setattr(stmt, field, self.block(body, inner if field == "body" else loops))
                     self.scope = outer  # (a block's checks may not have run, or ran before)
+                    self.ranges.local = dict(local)  # (nor its bindings)
                 if all(_same(getattr(stmt, f), getattr(original, f)) for f in bodies):
                     stmt = original
             out.append(stmt)
@@ -226,6 +263,12 @@ def _changed(stmt: ast.stmt, rank_of) -> set:
 
 def _names(node: ast.AST) -> set:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _operands(node: ast.AST) -> set:
+    """The names `node` reads, other than the functions it calls (`np` of `np.zeros(m)`)."""
+    funcs = {id(n) for c in ast.walk(node) if isinstance(c, ast.Call) for n in ast.walk(c.func)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in funcs}
 
 
 def _same(a: list, b: list) -> bool:

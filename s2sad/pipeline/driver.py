@@ -19,11 +19,11 @@ import os
 from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
-from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
+from ..errors import NestingTooDeepError, NonScalarOutputError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
 from . import bounds
-from .bounds import index_checks, indexes_by_integers
+from .bounds import checked, reverse_checked
 from .checkpoint_loops import checkpoint_loops
 from .classify import classify
 from .emit import changes_primal, emit, emit_jvp
@@ -38,7 +38,7 @@ from .normalize import hygienic, normalize, reserved_names
 from .numba_forms import NumbaForms
 from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
-from .parallel import Threads
+from .parallel import Threads, serial_note
 from .parse import parse_function
 from .integer_writes import drop_truncating_stores, refuse_float_updates
 from .unbound_reads import refuse_unbound_reads
@@ -52,6 +52,7 @@ from .ranks import (
 from .reuse import reuse_buffers
 from .sum_first import sum_first
 from .constant_cotangents import fold_constant_cotangents
+from .list_cotangents import refuse_list_cotangents
 from .reverse import reverse
 from .snapshots import (
     FinalReads,
@@ -146,7 +147,16 @@ def differentiate(
         with without_gc_pauses():
             parsed_ = unused.pop() if unused else parse()
             reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad", "vjp")
-            return _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused, pooled)
+            compiled = _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused, pooled)
+            note = serial_note(compiled) if jit and parallel else None
+            if note is None:
+                return compiled
+            # no loop runs on threads: the serial build's code (fused, its indices checked
+            # where not proven), which the unfused code on one thread only trails, with the
+            # note saying why (the first call warns with it)
+            compiled = _pipeline(parse(), wrt, mode, ranks, jit, False, reused, pooled, note)
+            compiled.parallel = True
+            return compiled
 
     try:
         return with_room(run, deep=depth(parsed.tree) > DEEP)
@@ -161,8 +171,9 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compiled:
-    """normalize -> classify -> forward or reverse mode (to the emitted source) -> load."""
+def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled, note="") -> Compiled:
+    """normalize -> classify -> forward or reverse mode (to the emitted source) -> load.
+    `note`: a last comment for the source (why no loop of a parallel build runs on threads)."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     float_numbers = refuse_float_updates(parsed, dict(ranks or ()), wrt)
@@ -199,6 +210,7 @@ def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled) -> Compile
             pooled,
         )
     (source, slots), (unfused, unfused_slots) = source, unfused
+    source, unfused = source + note, unfused + note
     compiled = load(parsed, resolver, norm, source, name)
     compiled.unfused_code = unfused if unfused != source else None
     compiled.slots, compiled.unfused_slots = slots, unfused_slots
@@ -247,14 +259,18 @@ def _forward_mode(
             independent_loops(norm.stmts, norm.params, shapes.of, parsed)  # refuses a prange
             threads_taken = primal_names | names_mentioned(body + outputs) | norm.taken
             params = list(norm.params) + list(tangents_in)
-            threads = Threads(threads_taken, rank_of)
+            # (indices checked first: a loop holding a check stays serial, independence.py)
+            [body], indexed, numba_checks = checked(
+                [body], rank_of, shapes.kind, primal_of, given, batched
+            )
+            threads = Threads(threads_taken, rank_of, unchecked=numba_checks)
             body = threads.primal(body, params)
         # (after threads: a reduction on threads is told by its own pattern, parallel.py)
         body = numbers_in_dtype(body, rank_of, taken | names_mentioned(body), given)
-        indexed = indexes_by_integers(body)
-        numba_checks = indexed and bounds.BOUNDSCHECK  # (S2SAD_BOUNDSCHECK=0: no checks)
-        if numba_checks and not parallel and not batched:  # (explicit checks, bounds.py)
-            [body], numba_checks = index_checks([body], rank_of, shapes.kind, primal_of, given)
+        if not parallel:
+            [body], indexed, numba_checks = checked(
+                [body], rank_of, shapes.kind, primal_of, given, batched
+            )
         fused = body
         if not parallel and _FUSE:
             reads = outputs + [ast.Name(o, ast.Load()) for o in norm.outputs]
@@ -327,7 +343,7 @@ def _reverse_mode(
     )
     adjoint.stmts = optimize(adjoint.stmts, protected)
     adjoint.stmts = read_primal_values(primal, adjoint.stmts, norm.params)
-    _refuse_list_cotangents(parsed, adjoint.stmts)
+    refuse_list_cotangents(parsed, adjoint.stmts)
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
     if reuse:  # (NumPy mode, grad, value_and_grad and vjp only: see differentiate)
@@ -364,9 +380,14 @@ def _reverse_mode(
         primal = drop_unread(primal, adjoint.stmts, names_mentioned(adjoint.grads))
     name = f"{mode}_{parsed.name}"
     data = list(resolver.reads.data.values())
+    bound = list(norm.params) + data + list(adjoint.seeds)
     if parallel:
+        # indices checked before threads: a loop holding a check stays serial (independence.py)
+        primal, adjoint.stmts, plain, indexed, numba_checks = reverse_checked(
+            primal, adjoint, plain, rerun, shapes, adjoint_ranks if jit else None, bound, batched
+        )
         taken = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
-        threads = Threads(taken, adjoint_ranks)
+        threads = Threads(taken, adjoint_ranks, unchecked=numba_checks)
         if rerun:
             plain = threads.primal(plain, norm.params, adjoint.stmts)
         primal = threads.primal(primal, norm.params, adjoint.stmts)
@@ -427,16 +448,10 @@ def _reverse_mode(
             rows_code=rows_code,
         ), _counted(slots)
 
-    indexed = jit and indexes_by_integers(primal + adjoint.stmts + (plain if rerun else []))
-    numba_checks = indexed and bounds.BOUNDSCHECK  # (S2SAD_BOUNDSCHECK=0: no checks)
-    if numba_checks and not parallel and not batched:  # explicit checks where not proven
-        bound = list(norm.params) + data + list(adjoint.seeds)
-        (primal, adjoint.stmts), numba_checks = index_checks(
-            [primal, adjoint.stmts], adjoint_ranks, shapes.kind, adjoint.primal_of, bound
+    if not parallel:
+        primal, adjoint.stmts, plain, indexed, numba_checks = reverse_checked(
+            primal, adjoint, plain, rerun, shapes, adjoint_ranks if jit else None, bound, batched
         )
-        if rerun:
-            [plain], unplaced = index_checks([plain], shapes.of, shapes.kind, {}, bound)
-            numba_checks = numba_checks or unplaced
     source = emitted(primal, adjoint, plain)
     if parallel:  # (where no loop runs on threads, why: the first call warns)
         source = (threads.noted(source[0]), source[1])
@@ -513,27 +528,6 @@ def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     primal, adjoint.stmts = sum_first([primal, adjoint.stmts])
     primal, adjoint.stmts = reuse_buffers([primal, adjoint.stmts], rank_of, keep, adjoint.primal_of)
     return primal
-
-
-def _refuse_list_cotangents(parsed, stmts) -> None:
-    """A loop over np.split's pieces held in a variable (or a branch reading them) would start
-    their flat cotangent from zero and add into it piece by piece, which s2sad does not do: the
-    adjoint code keeps a call that raises, so refuse it now, at the user's line."""
-    for stmt in stmts:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == _LIST_ZEROS:
-                where = ir.src_parsed(stmt) or parsed
-                raise where.error(
-                    UnsupportedSyntaxError,
-                    "s2sad does not follow the cotangent of a list of arrays (np.split's "
-                    "pieces) through a loop over it, or through a branch reading it",
-                    ir.src(stmt),
-                    hint="read the pieces by index outside the loop (a, b, c = np.split(x, 3)), "
-                    "or loop over the split directly: for piece in np.split(x, 3):",
-                )
-
-
-_LIST_ZEROS = "list_cotangent_zeros"
 
 
 def _tapes(norm, adjoint, shapes, jit: bool, threaded=()):

@@ -128,6 +128,11 @@ class _Accesses:
                 )
             elif not (isinstance(base, ast.Name) and base.id in ("np", "math")):
                 self.hazard = f"`{ast.unparse(call)}` writes into {ast.unparse(base)}"
+        elif name == "check_index":  # (bounds.py: an index not proven in range)
+            self.hazard = (
+                f"it checks an index ({ast.unparse(call.args[0])}), and Numba's threads lose "
+                "the IndexError a check raises"
+            )
         elif name in _WRITING_FUNCTIONS:
             self.hazard = f"`{ast.unparse(call)}` writes into its argument"
         elif name == "add_at" and call.args and isinstance(call.args[0], ast.Name):

@@ -44,6 +44,9 @@ class Ranges:
         # (a parameter bound again has two values)
         self.stable = {n for n, c in counts.items() if c == 1 and n in self.defs} - set(params)
         self.unbound = lambda n: n not in counts  # (a parameter, a global)
+        # names bound in the block being checked, and still holding, to the value bound
+        # (`acc_add = i + k` before `x[acc_add]`): bounds.py keeps it as it walks the code
+        self.local: dict[str, ast.expr] = {}
         self._nested_numbers(stmts, counts, set(params))
 
     def _nested_numbers(self, stmts: list, counts: dict, params: set) -> None:
@@ -126,6 +129,8 @@ class Ranges:
             if node.id in self.stable:
                 found = self.form(self.defs[node.id], {}, depth + 1)
                 return {("name", node.id): 1} if found is None else found
+            if node.id in self.local:
+                return self.form(self.local[node.id], loops, depth + 1)
             return {("name", node.id): 1} if self.unbound(node.id) else None
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.form(node.operand, loops, depth + 1)
@@ -151,6 +156,8 @@ class Ranges:
         """The length of `array`'s `axis` as a form: from the shape the array was made with
         where known, else the atom `array.shape[axis]` (of a stable array)."""
         array = self.primal_of.get(array, array)
+        if array in self.local and not self.is_stable(array):
+            return self._local_shape(self.local[array], axis, depth)
         if not isinstance(axis, int) or not self.is_stable(array) or depth > 20:
             return None
         if not self.is_array(array):
@@ -171,6 +178,19 @@ class Ranges:
             if isinstance(made.args[0], ast.Name) and not made.keywords:
                 return self.shape(made.args[0].id, axis, depth + 1) or _atom(array, axis)
         return _atom(array, axis)
+
+    def _local_shape(self, made: ast.expr, axis, depth: int) -> dict | None:
+        """The length of `axis` of an array bound in the block being checked (`t = np.zeros(m)`
+        in a loop's body), where its allocation gives it from stable values."""
+        if not (isinstance(made, ast.Call) and made.args and _np_call(made) in _SHAPED):
+            return None
+        given = made.args[0]
+        if isinstance(given, ast.Tuple):
+            given = given.elts[axis] if isinstance(axis, int) and axis < len(given.elts) else None
+        elif axis != 0:
+            return None
+        found = self.form(given, {}, depth + 1) if given is not None and depth < 20 else None
+        return found if found is not None and _known(found) else None
 
 
 def _atom(array: str, axis: int) -> dict:

@@ -36,15 +36,21 @@ class Threads:
     """Writes the loops that may run on threads as `prange` loops (the primal's first, then the
     adjoint loops of those, matched by user line and index)."""
 
-    def __init__(self, taken: set[str], rank_of):
+    def __init__(self, taken: set[str], rank_of, unchecked: bool = False):
         self.names = NameAllocator(set(taken))
         self.rank_of = rank_of
+        # an index s2sad could not check itself, left to Numba's `boundscheck`, which checks
+        # nothing inside a prange loop: then no loop runs on threads
+        self.unchecked = unchecked
         self.primal_keys: set = set()  # (user line, index) of the primal's prange loops
         self.serial: list[str] = []  # why each primal loop stays serial ("line n: reason")
 
     def primal(self, stmts: list, params=(), tail=()) -> list:
         """`stmts` with their independent loops as prange loops (`tail`: code that runs after
         them, such as the adjoint sweep, which must not read a loop's private values)."""
+        if self.unchecked:
+            self.serial.append(UNCHECKED)
+            return stmts
         owned = owned_arrays(stmts, params)
         tail = [s for s in tail if isinstance(s, ast.AST)]
         counts = _loop_keys(stmts)
@@ -125,6 +131,18 @@ class Threads:
 
 # the note `noted` ends a source with where no loop runs on threads
 SERIAL = "parallel=True, but no loop runs on threads:"
+UNCHECKED = (
+    "it indexes where s2sad cannot place its own checks, and Numba checks no index on threads"
+)
+
+
+def serial_note(compiled) -> str | None:
+    """The note ending a parallel build's source where no loop of it runs on threads (`noted`),
+    with its line break; None where a loop runs on threads. The driver then builds the serial
+    code instead (fused, its indices checked where not proven), and ends it with this note."""
+    code = compiled.code
+    at = code.rfind("\n# " + SERIAL)
+    return None if at < 0 or "prange(" in code else code[at:]
 
 
 def _line(loop) -> str:
@@ -265,4 +283,4 @@ def _add_into_rows(body: list, name: str, rows: str, thread: str) -> None:
             _replace(body, stmt, new)
 
 
-__all__ = ["Threads"]
+__all__ = ["SERIAL", "Threads", "serial_note"]

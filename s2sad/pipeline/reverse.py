@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from .. import ir
 from ..astcopy import clone, walk_nodes
 from .fresh_writes import unread_writes
+from .list_cotangents import LIST_ZEROS
 from .lower import jit_copy
 from .normalize import NameAllocator
 from .names import assign_counts
@@ -219,7 +220,7 @@ class Reverser(BranchesAndLoops):
     def zeros(self, primal: str) -> ast.expr:
         """A zero adjoint for `primal` (with the batch rows in batched mode)."""
         if self.is_list(primal):  # np.split's pieces: refused (rules/splitting.py)
-            return call_of("list_cotangent_zeros", load_name(primal))
+            return call_of(LIST_ZEROS, load_name(primal))
         if self.batched:
             return call_of("batched_zeros", load_name(self.batch), load_name(primal))
         return call_of("zeros_like", load_name(primal))
