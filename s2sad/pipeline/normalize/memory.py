@@ -26,6 +26,7 @@ from ... import ir, runtime
 from ...astcopy import walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
 from ...rules.indexing import is_add_at
+from ..names import names_stored
 from ..ranks import infer_ranks
 from ..reserved import STATIC_ATTRS
 from .calls import inlinable
@@ -123,6 +124,7 @@ class Memory:
         # an inlined call's result snapshotted as an operand (SSA name) -> its `Inlined.alias`:
         # passed on to another helper, it is that memory, as in NumPy (`ident(ident(y))`)
         self.results: dict[str, tuple[str, set[str]]] = {}
+        self.not_integers: set[str] = set()  # parameters of no integer or boolean kind
 
     # ------------------------------------------------------------------ what a value shares
     def shared_bases(self, value: ast.expr) -> set[str]:
@@ -182,6 +184,8 @@ class Memory:
         callee = self.resolver.resolve(func)
         if callee is np.array:
             return copies
+        if callee is np.asarray:  # of a float array as integers or booleans: a new array
+            return self.integer_cast(node)
         if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
             n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
             return isinstance(n, ast.Constant) and n.value != 0
@@ -197,6 +201,22 @@ class Memory:
             return callee in _FRESH_FUNCS
         except TypeError:  # unhashable
             return False
+
+    def integer_cast(self, node: ast.Call) -> bool:
+        """Whether `np.asarray(a, dtype)` casts a parameter of no integer or boolean kind, never
+        rebound (`not_integers`), to an integer or boolean dtype: a copy, as NumPy casts."""
+        keywords = {k.arg: k.value for k in node.keywords}
+        dtype = node.args[1] if len(node.args) > 1 else keywords.get("dtype")
+        source = node.args[0] if node.args else None
+        if not isinstance(source, ast.Name) or source.id not in self.not_integers or dtype is None:
+            return False
+        try:
+            kind = np.dtype(
+                dtype.value if isinstance(dtype, ast.Constant) else self.resolver.resolve(dtype)
+            ).kind
+        except (TypeError, NameResolutionError):
+            return False
+        return kind in "biu"
 
     def may_alias(self, value: ast.expr, env: dict) -> bool:
         """Whether a value may be a view of (or the same object as) a local array; or an element
@@ -215,6 +235,16 @@ class Memory:
         inlined = ir.inlined(atom)
         if isinstance(atom, ast.Name) and atom.id in self.results:
             return self.results[atom.id]
+        displays = (ast.Tuple, ast.List)
+        if (
+            isinstance(arg, displays)
+            and type(atom) is type(arg)
+            and len(atom.elts) == len(arg.elts)
+        ):
+            # (each element as an argument of its own: `first((double(y),))` shares nothing)
+            parts = [self.argument_memory(a, t, env, text) for a, t in zip(arg.elts, atom.elts)]
+            parts = [p for p in parts if p]
+            return (text, set().union(*(p[1] for p in parts))) if parts else None
         if inlined is None:
             if not self.may_alias(arg, env):
                 return None
@@ -525,6 +555,14 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
                 ast.fix_missing_locations(block[k])
                 updated.add(call.args[0].id)
     return updated
+
+
+def not_integers(parsed, ranks, wrt) -> set[str]:
+    """The parameters, never rebound, whose arguments have no integer or boolean kind: those
+    differentiated (floats: input_checks.py), and arrays the ranks give no kind (ranks.py)."""
+    kinds = dict(ranks or ())
+    arrays = {p for p, r in kinds.items() if isinstance(r, int) and not isinstance(r, bool)}
+    return (arrays | (set(wrt) & set(parsed.params))) - set(names_stored([parsed.tree]))
 
 
 def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:

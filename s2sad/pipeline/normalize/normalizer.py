@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..resolve import Resolver
 from .inline import Inlining
+from .memory import not_integers
 from .liveness import drop_unread_constants, drop_unread_copies, prune_liveout
 
 
@@ -26,8 +27,10 @@ class Normalized:
 class Normalizer(Inlining):
     """The flattener of one function, all its layers (an inlined body has one of its own)."""
 
-    def run(self, ranks=None) -> Normalized:
-        """`ranks`: the arguments' ranks, as pairs, for the memory hazards' check."""
+    def run(self, ranks=None, wrt=()) -> Normalized:
+        """`ranks`: the arguments' ranks, as pairs, for the memory hazards' check (and, with
+        `wrt`, for what an `np.asarray` casting a parameter makes)."""
+        self.memory.not_integers = not_integers(self.parsed, ranks, wrt)
         body = self.function_body(self.parsed.tree.body)
         result = self.names.fresh(self.parsed.name)
         body, arity = self.lift(body, result)
@@ -54,5 +57,5 @@ def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]
     """`wrt` and the results name parameters as the generated code does (see `hygienic`);
     `ranks` (pairs of a parameter and its rank, or None) tell which values are scalars."""
     norm = Normalizer(parsed, wrt)
-    result = norm.run(ranks)
+    result = norm.run(ranks, wrt)
     return result, norm.resolver
