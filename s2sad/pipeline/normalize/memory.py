@@ -18,46 +18,16 @@ from __future__ import annotations
 
 import ast
 import re
-import builtins
-
-import numpy as np
 
 from ... import ir, runtime
 from ...astcopy import walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
 from ...rules.indexing import is_add_at
-from ..names import names_stored
 from ..ranks import infer_ranks
 from ..reserved import STATIC_ATTRS
 from .calls import inlinable
+from .fresh import fresh_call
 
-# What a value may share memory with is decided by an allowlist: a call is known to return a new
-# array (or a scalar) only if it is below; any other call on arrays (np.flip, np.asarray, np.split,
-# `y.view()`, `y.conj()`, a user's rule, ...) may return a view of its arguments or one of them
-# itself, and is taken to do so.
-_FRESH_FUNCS = {
-    getattr(module, name)
-    for module, names in (
-        (
-            np,
-            "sum mean prod std var amax amin max min cumsum cumprod diff dot outer inner vdot "
-            "trace tril triu roll sort argsort argmax argmin where clip concatenate stack hstack "
-            "vstack dstack column_stack tile repeat kron cross copy zeros ones empty full "
-            "zeros_like ones_like empty_like full_like eye identity arange linspace logspace "
-            "allclose isclose array_equal count_nonzero nonzero round around tensordot "
-            "median cov corrcoef histogram interp polyval convolve correlate take "
-            "nansum nanmean nanmax nanmin ptp average",
-        ),
-        (np.linalg, "norm det inv solve slogdet pinv cholesky eigh svd qr lstsq"),
-        (builtins, "float int bool abs len sum complex"),
-    )
-    for name in names.split()
-    if hasattr(module, name)
-}
-_FRESH_METHODS = set(
-    "copy sum mean prod std var max min cumsum cumprod dot round clip all any argmax argmin "
-    "argsort tolist item flatten trace nonzero".split()
-)  # `astype` too, unless given copy=False
 _INERT_ATTRS = STATIC_ATTRS | {"itemsize", "nbytes", "strides", "size"}
 
 
@@ -134,7 +104,7 @@ class Memory:
 
     def memory_roots(self, node: ast.expr, whole: bool = True) -> set[str]:
         """The local names `node` may be, or be a view of. Conservative: arithmetic and the calls
-        known to make new arrays (`_FRESH_FUNCS`, `_FRESH_METHODS`) share nothing; a name, a
+        known to make new arrays (fresh.py) share nothing; a name, a
         subscript, an attribute such as `.T` or `.real`, either value of `a if c else b`, an
         element of a tuple or list, and what any other call returns may be (a view of) every
         array it reads. A call of the user's own function as the `whole` right-hand side is
@@ -158,7 +128,7 @@ class Memory:
                     whole
                     and inlinable(func, self.resolver, self.locals, self.local_funcs) is not None
                 )
-                if inlined or self.fresh_call(node):
+                if inlined or fresh_call(node, self.resolver, self.local_funcs, self.not_integers):
                     return set()
                 method = isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
             except NameResolutionError:  # (reported where the call is normalized)
@@ -167,56 +137,6 @@ class Memory:
         else:
             return set()  # arithmetic, comparisons, constants: new values
         return {n for part in parts for n in self.memory_roots(part, False)}
-
-    def fresh_call(self, node: ast.Call) -> bool:
-        """Whether the call is known to return a new array (or a scalar), never an argument or
-        a view of one."""
-        keywords = {k.arg: k.value for k in node.keywords}
-        if "out" in keywords:
-            return False
-        copy = keywords.get("copy")
-        copies = copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in self.local_funcs:
-            return False  # (inlined, or a local function value: its result may be anything)
-        if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
-            return func.attr in _FRESH_METHODS or (func.attr == "astype" and copies)
-        callee = self.resolver.resolve(func)
-        if callee is np.array:
-            return copies
-        if callee is np.asarray:  # of a float array as integers or booleans: a new array
-            return self.integer_cast(node)
-        if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
-            n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
-            return isinstance(n, ast.Constant) and n.value != 0
-        if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
-            operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
-            return operands > 1
-        module = getattr(callee, "__module__", None) or ""
-        if module.split(".")[0] == "s2sad":
-            return True  # runtime helpers in the code s2sad writes (normalized again)
-        if isinstance(callee, np.ufunc) or module == "math":
-            return True
-        try:
-            return callee in _FRESH_FUNCS
-        except TypeError:  # unhashable
-            return False
-
-    def integer_cast(self, node: ast.Call) -> bool:
-        """Whether `np.asarray(a, dtype)` casts a parameter of no integer or boolean kind, never
-        rebound (`not_integers`), to an integer or boolean dtype: a copy, as NumPy casts."""
-        keywords = {k.arg: k.value for k in node.keywords}
-        dtype = node.args[1] if len(node.args) > 1 else keywords.get("dtype")
-        source = node.args[0] if node.args else None
-        if not isinstance(source, ast.Name) or source.id not in self.not_integers or dtype is None:
-            return False
-        try:
-            kind = np.dtype(
-                dtype.value if isinstance(dtype, ast.Constant) else self.resolver.resolve(dtype)
-            ).kind
-        except (TypeError, NameResolutionError):
-            return False
-        return kind in "biu"
 
     def may_alias(self, value: ast.expr, env: dict) -> bool:
         """Whether a value may be a view of (or the same object as) a local array; or an element
@@ -555,14 +475,6 @@ def _scatter_adds_as_assignments(tree, resolver, local_names) -> set[str]:
                 ast.fix_missing_locations(block[k])
                 updated.add(call.args[0].id)
     return updated
-
-
-def not_integers(parsed, ranks, wrt) -> set[str]:
-    """The parameters, never rebound, whose arguments have no integer or boolean kind: those
-    differentiated (floats: input_checks.py), and arrays the ranks give no kind (ranks.py)."""
-    kinds = dict(ranks or ())
-    arrays = {p for p, r in kinds.items() if isinstance(r, int) and not isinstance(r, bool)}
-    return (arrays | (set(wrt) & set(parsed.params))) - set(names_stored([parsed.tree]))
 
 
 def _never_a_view(name: str, stmts: list[ast.stmt], shapes) -> bool:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..resolve import Resolver
 from .inline import Inlining
-from .memory import not_integers
+from .fresh import not_integers
 from .liveness import drop_unread_constants, drop_unread_copies, prune_liveout
 
 

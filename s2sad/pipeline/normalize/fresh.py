@@ -1,0 +1,102 @@
+"""Which calls make new arrays: memory.py takes every other call's result to be possibly one of
+its arguments or a view of one, so a write through it is refused. One known to make a new array
+(a copy, a reduction, arithmetic) shares nothing and frees the user's code of that refusal.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+import numpy as np
+
+from ...errors import NameResolutionError
+from ..names import names_stored
+
+# What a value may share memory with is decided by an allowlist: a call is known to return a new
+# array (or a scalar) only if it is below; any other call on arrays (np.flip, np.asarray, np.split,
+# `y.view()`, `y.conj()`, a user's rule, ...) may return a view of its arguments or one of them
+# itself, and is taken to do so.
+_FRESH_FUNCS = {
+    getattr(module, name)
+    for module, names in (
+        (
+            np,
+            "sum mean prod std var amax amin max min cumsum cumprod diff dot outer inner vdot "
+            "trace tril triu roll sort argsort argmax argmin where clip concatenate stack hstack "
+            "vstack dstack column_stack tile repeat kron cross copy zeros ones empty full "
+            "zeros_like ones_like empty_like full_like eye identity arange linspace logspace "
+            "allclose isclose array_equal count_nonzero nonzero round around tensordot "
+            "median cov corrcoef histogram interp polyval convolve correlate take "
+            "nansum nanmean nanmax nanmin ptp average",
+        ),
+        (np.linalg, "norm det inv solve slogdet pinv cholesky eigh svd qr lstsq"),
+        (builtins, "float int bool abs len sum complex"),
+    )
+    for name in names.split()
+    if hasattr(module, name)
+}
+_FRESH_METHODS = set(
+    "copy sum mean prod std var max min cumsum cumprod dot round clip all any argmax argmin "
+    "argsort tolist item flatten trace nonzero".split()
+)  # `astype` too, unless given copy=False
+
+
+def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set[str]) -> bool:
+    """Whether the call is known to return a new array (or a scalar), never an argument or a
+    view of one (`not_integers`: see that function)."""
+    keywords = {k.arg: k.value for k in node.keywords}
+    if "out" in keywords:
+        return False
+    copy = keywords.get("copy")
+    copies = copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
+    func = node.func
+    if isinstance(func, ast.Name) and func.id in local_funcs:
+        return False  # (inlined, or a local function value: its result may be anything)
+    if isinstance(func, ast.Attribute) and resolver.resolve(func) is None:
+        return func.attr in _FRESH_METHODS or (func.attr == "astype" and copies)
+    callee = resolver.resolve(func)
+    if callee is np.array:
+        return copies
+    if callee is np.asarray:  # of a float array as integers or booleans: a new array
+        return _integer_cast(node, resolver, not_integers)
+    if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
+        n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
+        return isinstance(n, ast.Constant) and n.value != 0
+    if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
+        operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
+        return operands > 1
+    module = getattr(callee, "__module__", None) or ""
+    if module.split(".")[0] == "s2sad":
+        return True  # runtime helpers in the code s2sad writes (normalized again)
+    if isinstance(callee, np.ufunc) or module == "math":
+        return True
+    try:
+        return callee in _FRESH_FUNCS
+    except TypeError:  # unhashable
+        return False
+
+
+def _integer_cast(node: ast.Call, resolver, not_integers: set[str]) -> bool:
+    """Whether `np.asarray(a, dtype)` casts a parameter of no integer or boolean kind, never
+    rebound (`not_integers`), to an integer or boolean dtype: a copy, as NumPy casts."""
+    keywords = {k.arg: k.value for k in node.keywords}
+    dtype = node.args[1] if len(node.args) > 1 else keywords.get("dtype")
+    source = node.args[0] if node.args else None
+    if not isinstance(source, ast.Name) or source.id not in not_integers or dtype is None:
+        return False
+    try:
+        kind = np.dtype(
+            dtype.value if isinstance(dtype, ast.Constant) else resolver.resolve(dtype)
+        ).kind
+    except (TypeError, NameResolutionError):
+        return False
+    return kind in "biu"
+
+
+def not_integers(parsed, ranks, wrt) -> set[str]:
+    """The parameters, never rebound, whose arguments have no integer or boolean kind: those
+    differentiated (floats: input_checks.py), and arrays the ranks give no kind (ranks.py)."""
+    kinds = dict(ranks or ())
+    arrays = {p for p, r in kinds.items() if isinstance(r, int) and not isinstance(r, bool)}
+    return (arrays | (set(wrt) & set(parsed.params))) - set(names_stored([parsed.tree]))
