@@ -188,6 +188,21 @@ def test_chains_read_before_any_write_or_of_new_arrays_are_differentiated(f):
     check_grad(f, (X.copy(),))
 
 
+def cast_to_float32(x):  # a copy where x is float64; x itself where it is float32
+    y = np.asarray(x, dtype=np.float32)
+    y[0] = 5.0
+    return np.sum(x * y)
+
+
+def test_a_cast_to_another_float_dtype_is_a_copy_and_its_own_dtype_refused_at_the_call():
+    grad = s2sad.grad(cast_to_float32)
+    want = X.astype(np.float32) + X  # (finite differences read float32's steps)
+    want[0] = 5.0
+    np.testing.assert_allclose(grad(X.copy()), want, rtol=1e-6)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`x` is of dtype float32 in this"):
+        grad(X.astype(np.float32))
+
+
 def in_a_tuple_display(x):
     y = np.sin(x)
     z = first((ident(y), x))

@@ -10,7 +10,7 @@ import builtins
 
 import numpy as np
 
-from ...errors import NameResolutionError
+from ...errors import NameResolutionError, S2SADError, UnsupportedSyntaxError
 from ..names import names_stored
 
 # What a value may share memory with is decided by an allowlist: a call is known to return a new
@@ -42,9 +42,9 @@ _FRESH_METHODS = set(
 )  # `astype` too, unless given copy=False
 
 
-def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set[str]) -> bool:
+def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set, float_casts=None) -> bool:
     """Whether the call is known to return a new array (or a scalar), never an argument or a
-    view of one (`not_integers`: see that function)."""
+    view of one (`not_integers`, `float_casts`: see `_cast`)."""
     keywords = {k.arg: k.value for k in node.keywords}
     if "out" in keywords:
         return False
@@ -59,7 +59,7 @@ def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set[str]) ->
     if callee is np.array:
         return copies
     if callee is np.asarray:  # of a float array as integers or booleans: a new array
-        return _integer_cast(node, resolver, not_integers)
+        return _cast(node, resolver, not_integers, float_casts)
     if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
         n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
         return isinstance(n, ast.Constant) and n.value != 0
@@ -77,21 +77,28 @@ def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set[str]) ->
         return False
 
 
-def _integer_cast(node: ast.Call, resolver, not_integers: set[str]) -> bool:
+def _cast(node: ast.Call, resolver, not_integers: set, float_casts: set | None) -> bool:
     """Whether `np.asarray(a, dtype)` casts a parameter of no integer or boolean kind, never
-    rebound (`not_integers`), to an integer or boolean dtype: a copy, as NumPy casts."""
+    rebound (`not_integers`), to an integer or boolean dtype: a copy, as NumPy casts. Or, given
+    `float_casts`, to any dtype: a copy where the argument's dtype is another, which the
+    transform leaves to each call to check (the pair (parameter, dtype) added to the set)."""
     keywords = {k.arg: k.value for k in node.keywords}
     dtype = node.args[1] if len(node.args) > 1 else keywords.get("dtype")
     source = node.args[0] if node.args else None
     if not isinstance(source, ast.Name) or source.id not in not_integers or dtype is None:
         return False
     try:
-        kind = np.dtype(
+        dtype = np.dtype(
             dtype.value if isinstance(dtype, ast.Constant) else resolver.resolve(dtype)
-        ).kind
+        )
     except (TypeError, NameResolutionError):
         return False
-    return kind in "biu"
+    if dtype.kind in "biu":
+        return True
+    if float_casts is None:
+        return False
+    float_casts.add((source.id, dtype.str))
+    return True
 
 
 def not_integers(parsed, ranks, wrt) -> set[str]:
@@ -100,3 +107,46 @@ def not_integers(parsed, ranks, wrt) -> set[str]:
     kinds = dict(ranks or ())
     arrays = {p for p, r in kinds.items() if isinstance(r, int) and not isinstance(r, bool)}
     return (arrays | (set(wrt) & set(parsed.params))) - set(names_stored([parsed.tree]))
+
+
+def casts_a_dtype(tree: ast.AST) -> bool:
+    """Whether the function calls `asarray` with a dtype (`np.asarray(x, np.float32)`)."""
+    return any(
+        isinstance(n, ast.Call)
+        and getattr(n.func, "attr", getattr(n.func, "id", None)) == "asarray"
+        and (len(n.args) > 1 or any(k.arg == "dtype" for k in n.keywords))
+        for n in ast.walk(tree)
+    )
+
+
+def refuse_uncast(casts: tuple, fields: dict, arguments: dict) -> None:
+    """Raise the refusal `_cast` left to each call where an array argument already has the
+    dtype `np.asarray` casts it to: the cast is that array itself, not the copy the transform
+    took it to be."""
+    for name, dtype in casts:
+        value = arguments.get(name)
+        if isinstance(value, np.ndarray) and value.dtype == np.dtype(dtype):
+            raise UnsupportedSyntaxError(
+                fields["what"] + f" (`{name}` is of dtype {value.dtype} in this call)",
+                **{k: v for k, v in fields.items() if k != "what"},
+            )
+
+
+def taking_casts(refused: S2SADError, parsed, ranks, rerun):
+    """The transform `rerun(casts)` makes taking each `np.asarray(x, dtype)` of a parameter to
+    be a copy (x of another dtype), where the first run was `refused` as sharing memory; the
+    refusal left to each call where x is of that dtype (`refuse_uncast`). Code made for no call
+    (ranks None: `s2sad emit`) has no such check, and is refused."""
+    if ranks is None or not casts_a_dtype(parsed.tree):
+        raise refused
+    casts = set()
+    try:
+        compiled = rerun(casts)
+    except S2SADError:
+        raise refused from None
+    if not casts:
+        raise refused
+    fields = {k: getattr(refused, k) for k in ("what", "file", "line", "source", "hint")}
+    pairs = tuple((parsed.original.get(p, p), dtype) for p, dtype in sorted(casts))
+    compiled.float_casts = (pairs, fields)
+    return compiled

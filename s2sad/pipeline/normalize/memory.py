@@ -95,6 +95,7 @@ class Memory:
         # passed on to another helper, it is that memory, as in NumPy (`ident(ident(y))`)
         self.results: dict[str, tuple[str, set[str]]] = {}
         self.not_integers: set[str] = set()  # parameters of no integer or boolean kind
+        self.float_casts: set | None = None  # (fresh.py's `_cast`)
 
     # ------------------------------------------------------------------ what a value shares
     def shared_bases(self, value: ast.expr) -> set[str]:
@@ -128,7 +129,10 @@ class Memory:
                     whole
                     and inlinable(func, self.resolver, self.locals, self.local_funcs) is not None
                 )
-                if inlined or fresh_call(node, self.resolver, self.local_funcs, self.not_integers):
+                fresh = fresh_call(
+                    node, self.resolver, self.local_funcs, self.not_integers, self.float_casts
+                )
+                if inlined or fresh:
                     return set()
                 method = isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
             except NameResolutionError:  # (reported where the call is normalized)
