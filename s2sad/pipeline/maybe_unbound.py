@@ -76,9 +76,12 @@ class _Flow:
         if isinstance(stmt, ast.If):
             self.simple(stmt.test, state)
             tests = _tests(stmt.test)
-            negated = [(text, not value, names) for text, value, names in tests[:1]]
+            # (an `else` holds `not cond`; that of `a and b` holds no one test)
+            negated = (
+                [(t, not value, names) for t, value, names in tests] if len(tests) == 1 else []
+            )
             paths = []
-            for block, holds in ((stmt.body, tests), (stmt.orelse, negated[: len(tests)])):
+            for block, holds in ((stmt.body, tests), (stmt.orelse, negated)):
                 after = self.block(block, state.assuming(holds))
                 if after is not None:
                     for key in holds:
@@ -146,16 +149,14 @@ class _Flow:
         while todo:
             n = todo.pop()
             if isinstance(n, ast.Name):
-                (stored.add(n.id) if isinstance(n.ctx, ast.Store) else reads.append(n.id))
+                if isinstance(n.ctx, ast.Store):
+                    stored.add(n.id)
+                else:
+                    reads.append(n.id)
                 continue
             if isinstance(n, _COMPREHENSIONS):
                 inner |= comprehension_targets(n)
-            elif (
-                isinstance(n, _SCOPES)
-                and n is not node
-                or n is node
-                and isinstance(n, ast.FunctionDef)
-            ):
+            elif isinstance(n, _SCOPES) and (n is not node or isinstance(n, ast.FunctionDef)):
                 inner |= {a.arg for a in ast.walk(n) if isinstance(a, ast.arg)}
                 inner |= {
                     m.id
