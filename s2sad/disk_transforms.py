@@ -260,6 +260,7 @@ def load(func, options: tuple):
     # (which checks its compiled code needs: pipeline/bounds.py)
     compiled.indexed, compiled.numba_checks = entry["indexed"]
     compiled.float_numbers = entry["float_numbers"]
+    compiled.float_casts = entry.get("float_casts", ())
     compiled.slots, compiled.unfused_slots = entry["slots"], entry["unfused_slots"]
     used(path)
     return compiled
@@ -323,6 +324,7 @@ def _entry(func, compiled, key: str) -> dict | None:
         "parallel": compiled.parallel,
         "indexed": (compiled.indexed, compiled.numba_checks),
         "float_numbers": compiled.float_numbers,
+        "float_casts": compiled.float_casts,
         "slots": dict(compiled.slots),
         "unfused_slots": dict(compiled.unfused_slots),
     }

@@ -21,6 +21,7 @@ from .jit import Jitted
 from .generated_lines import note_user_line, user_lines
 from .keywords import refuse_misspelled
 from .pipeline.integer_writes import refuse_float_numbers
+from .pipeline.normalize.fresh import refuse_uncast
 from .pipeline.ranks import rank_of_argument
 from .python_dtypes import NARROW, any_dtype, cast_to, dtypes_of, kind_of
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
@@ -133,6 +134,8 @@ class Transformed:
             _refuse_shared_writes(compiled.written, bound)
         if compiled.float_numbers:
             refuse_float_numbers(compiled.float_numbers, arguments)
+        if compiled.float_casts:
+            refuse_uncast(*compiled.float_casts, arguments)
         return compiled, values
 
     def _generated_mode(self):

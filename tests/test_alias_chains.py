@@ -168,10 +168,55 @@ def new_arrays_chained(x):
     a, _ = pair(double(y))
     w = double(y)
     b = w
+    c = first((double(y),))  # (a new array in a tuple display: each element as an argument)
     y[0] = x[1] ** 2
-    return np.sum(z * a * b) + np.sum(y)
+    return np.sum(z * a * b * c) + np.sum(y)
 
 
-@pytest.mark.parametrize("f", [read_before_the_write, chained_without_writes, new_arrays_chained])
+def cast_to_integers(x):  # np.asarray of a float array as integers copies it
+    y = np.asarray(x, int)
+    y[0] = 5
+    b = np.asarray(x, dtype=np.bool_)
+    b[1] = False
+    return np.sum(x * y) + np.sum(x * b)
+
+
+@pytest.mark.parametrize(
+    "f", [read_before_the_write, chained_without_writes, new_arrays_chained, cast_to_integers]
+)
 def test_chains_read_before_any_write_or_of_new_arrays_are_differentiated(f):
     check_grad(f, (X.copy(),))
+
+
+def cast_to_float32(x):  # a copy where x is float64; x itself where it is float32
+    y = np.asarray(x, dtype=np.float32)
+    y[0] = 5.0
+    return np.sum(x * y)
+
+
+def test_a_cast_to_another_float_dtype_is_a_copy_and_its_own_dtype_refused_at_the_call():
+    grad = s2sad.grad(cast_to_float32)
+    want = X.astype(np.float32) + X  # (finite differences read float32's steps)
+    want[0] = 5.0
+    np.testing.assert_allclose(grad(X.copy()), want, rtol=1e-6)
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`x` is of dtype float32 in this"):
+        grad(X.astype(np.float32))
+
+
+def in_a_tuple_display(x):
+    y = np.sin(x)
+    z = first((ident(y), x))
+    y[0] = x[1] ** 2
+    return np.sum(z * z)
+
+
+def cast_to_its_own_kind(x, idx):  # an integer array as integers: the same array
+    y = np.asarray(idx, int)
+    y[0] = 2
+    return np.sum(x[idx]) + np.sum(x[y])
+
+
+@pytest.mark.parametrize("f", [in_a_tuple_display, cast_to_its_own_kind])
+def test_an_alias_through_a_tuple_display_or_an_asarray_of_its_kind_is_refused(f):
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`[yz]` may "):
+        s2sad.grad(f)(X.copy(), *([np.array([0, 1])] if f is cast_to_its_own_kind else []))

@@ -84,9 +84,16 @@ def test_number_target_takes_the_broadcast_shape():
     check_grad(number_target, (1.5, np.array([0.5, -1.0, 2.0])), wrt=(0, 1))
 
 
-def test_slice_target_wider_than_the_slice_raises():
-    with pytest.raises(ValueError, match="shape"):
-        s2sad.grad(into_slice, wrt=(0, 1))(np.ones(3), np.arange(3.0))
+def test_slice_target_wider_than_the_slice_raises_numpys_error():
+    x, v = np.ones(3), np.arange(3.0)
+    message = _numpy_error(lambda x, v: operator.iadd(x[2:], v), x, v)
+    assert message.startswith("non-broadcastable output operand")
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        s2sad.grad(into_slice, wrt=(0, 1))(x, v)
+    # jitted, the check raises before the store too (Numba's store raised its own error, and
+    # the call fell back to Python with a warning); at_user_line then gives NumPy's words
+    jitted = s2sad.source(s2sad.grad(into_slice, wrt=(0, 1), jit=True), x, v)
+    assert "kept_shape(x_add, x_item)\n    x_1[2:] = x_add" in jitted
 
 
 def summed(x):

@@ -19,7 +19,7 @@ import os
 from .. import ir
 from ..astcopy import walk_nodes
 from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
-from ..errors import NestingTooDeepError, NonScalarOutputError
+from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
 from . import bounds
@@ -35,6 +35,7 @@ from .lower import drop_constant_branches, jit_copy, lower_for_numba
 from .names import assigned, names_mentioned, simple_statements
 from .nodes import own_nodes
 from .normalize import hygienic, normalize, reserved_names
+from .normalize.fresh import taking_casts
 from .numba_forms import NumbaForms
 from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
@@ -147,7 +148,12 @@ def differentiate(
         with without_gc_pauses():
             parsed_ = unused.pop() if unused else parse()
             reused = reuse and _REUSE and not jit and mode in ("grad", "value_and_grad", "vjp")
-            compiled = _pipeline(parsed_, wrt, mode, ranks, jit, jit and parallel, reused, pooled)
+            args = (wrt, mode, ranks, jit, jit and parallel, reused, pooled)
+            try:
+                compiled = _pipeline(parsed_, *args)
+            except UnsupportedSyntaxError as refused:  # (`np.asarray(x, np.float32)`: fresh.py)
+                rerun = lambda casts: _pipeline(parse(), *args, float_casts=casts)  # noqa: E731
+                return taking_casts(refused, parsed_, ranks, rerun)
             note = serial_note(compiled) if jit and parallel else None
             if note is None:
                 return compiled
@@ -171,13 +177,15 @@ def differentiate(
         ) from None
 
 
-def _pipeline(parsed, wrt, mode, ranks, jit, parallel, reuse, pooled, note="") -> Compiled:
+def _pipeline(
+    parsed, wrt, mode, ranks, jit, parallel, reuse, pooled, note="", float_casts=None
+) -> Compiled:
     """normalize -> classify -> forward or reverse mode (to the emitted source) -> load.
     `note`: a last comment for the source (why no loop of a parallel build runs on threads)."""
     hygienic(parsed, reserved_names(parsed.name))
     wrt, ranks = _renamed(parsed, wrt, ranks)
     float_numbers = refuse_float_updates(parsed, dict(ranks or ()), wrt)
-    norm, resolver = normalize(parsed, list(wrt), ranks)
+    norm, resolver = normalize(parsed, list(wrt), ranks, float_casts)
     if mode in _GRADS and norm.tuple_output:
         raise _tuple_return(parsed, len(norm.outputs))
     if jit:

@@ -15,6 +15,7 @@ from .. import ir
 from ..astcopy import clone, walk_nodes
 from .names import assigned, names_mentioned, names_read
 from .markers import without_markers
+from .maybe_unbound import unbound_lines
 
 
 def _where(parsed) -> str:
@@ -190,6 +191,34 @@ def _parameter_names(tree: ast.FunctionDef) -> list[str]:
     return [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
 
 
+def _held(jit: bool):
+    """`held(stmts, bound, indent, after)`: the lines binding to `unbound("y")` each name the
+    statements may read where no path bound it (maybe_unbound.py); none in jitted code, where
+    Numba reads a value no line computed there, which nothing then reads."""
+
+    def held(stmts, bound, indent="    ", after=()) -> list[str]:
+        bound = [b for b in bound if b is not None]
+        return (
+            [] if jit else unbound_lines(stmts, bound, indent, [a for a in after if a is not None])
+        )
+
+    return held
+
+
+def _closure(adjoint) -> ast.FunctionDef:
+    """The pullback a vjp returns, as a tree, for the names of its function it reads."""
+    args = ast.arguments(
+        posonlyargs=[],
+        args=[ast.arg(s) for s in adjoint.seeds],
+        kwonlyargs=[],
+        kw_defaults=[],
+        defaults=[],
+    )
+    grads = ast.Tuple([g for g in adjoint.grads if isinstance(g, ast.AST)], ast.Load())
+    body = [s for s in adjoint.stmts if isinstance(s, ast.AST)] + [ast.Return(grads)]
+    return ast.FunctionDef(name="pullback", args=args, body=body, decorator_list=[])
+
+
 def _tape_lines(tape_inits, indent: str) -> list[str]:
     if not tape_inits:
         return []
@@ -224,6 +253,7 @@ def emit(
     values), then what `workspace` gives it by name (`workspace=None`: numba_forms.py)."""
     data, workspace = list(data), workspace or {}
     params = _parameters(parsed.tree, data, workspace.get(name, ()), jit)
+    held = _held(jit)
     note = _data_note(parsed, data, workspace.get(name, ()))
     where = _where(parsed)
     names = _parameter_names(parsed.tree) + data
@@ -284,6 +314,8 @@ def emit(
             kept = ", ".join(f"{n}={n}" for n in names + data)
             lines.append(f"    def pullback({seeds}, {kept}):")
             lines.append(f"        return {sweep}({', '.join(names + adjoint.seeds + data)})")
+        outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
+        lines += held(plain_primal, names + data + workspace.get(name, []), after=outputs)
         lines += _own_copies(names, plain_primal, "    ")
         lines += text.block(plain_primal, "    ")
         value = "(" + out + ")" if norm.tuple_output else out
@@ -294,6 +326,8 @@ def emit(
             f"def {sweep}({', '.join(names + adjoint.seeds + data + workspace.get(sweep, []))}):",
             f'    """The recording forward sweep of {parsed.name}, then its adjoint."""',
         ]
+        bound = names + adjoint.seeds + data + workspace.get(sweep, []) + [adjoint.batch]
+        lines += held(tape_inits + primal + adjoint.stmts, bound, after=adjoint.grads)
         lines += given_lines
         lines += _own_copies(names, primal, "    ")
         lines += _tape_lines(tape_inits, "    ")
@@ -309,6 +343,12 @@ def emit(
                 parsed, *(rows_code or (primal, adjoint)), wrt, params, rows_name
             )
         return "\n".join(lines) + "\n"
+    bound = _parameter_names(parsed.tree) + data + workspace.get(name, []) + adjoint.seeds
+    outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
+    if mode in ("grad", "value_and_grad", "checked_grad"):
+        lines += held(tape_inits + primal + adjoint.stmts, bound, after=adjoint.grads + outputs)
+    else:  # (the pullback reads the values the primal bound by the time it is called)
+        lines += held(tape_inits + primal, bound, after=outputs + [_closure(adjoint)])
     lines += given_lines
     lines += _own_copies(_parameter_names(parsed.tree), primal, "    ")
     lines += _tape_lines(tape_inits, "    ")
@@ -324,6 +364,8 @@ def emit(
         lines.append(f"    return {value}{'(' + grads + ')' if value and len(wrt) > 1 else grads}")
     else:
         lines.append(f"    def pullback({', '.join(adjoint.seeds)}):")
+        bound = adjoint.seeds + [adjoint.batch]
+        lines += held(adjoint.stmts, bound, "        ", after=adjoint.grads)
         lines += ["        " + b for b in batch]
         lines += text.block(adjoint.stmts, "        ")
         lines.append(f"        return {grads}")
@@ -415,6 +457,8 @@ def emit_jvp(
             f"{_data_note(parsed, data, workspace.get(name, ()))}"
         ),
     ]
+    bound = _parameter_names(parsed.tree) + list(tangents) + list(data) + [batch]
+    lines += _held(jit)(body, bound + workspace.get(name, []), after=outputs)
     lines += _own_copies(_parameter_names(parsed.tree) + list(tangents), body, "    ")
     used = names_mentioned(body + outputs)
     if batch is not None and batch in used:

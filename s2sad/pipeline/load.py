@@ -72,6 +72,9 @@ class Compiled:
     numba_checks: bool = True
     # number parameters a call must not pass as floats (integer_writes.refuse_float_updates)
     float_numbers: tuple = ()
+    # ((parameter, dtype) pairs, a refusal's fields): a call passing a parameter of that dtype
+    # is refused (normalize/fresh.py took `np.asarray(x, dtype)` as a copy)
+    float_casts: tuple = ()
     output: object = None  # the TreeDef of a tree output, returned as its leaves (treereturns)
     where: str = ""  # the user's file:line it was made from
     keywords: dict = field(default_factory=dict)  # a renamed keyword-only parameter's names

@@ -14,7 +14,7 @@ from ..astcopy import walk_nodes
 from .fusion.remat import reaching
 from .fusion.row_adds import sharing
 from .names import simple_statements, statements_in_order
-from .normalize.memory import makes_new_array
+from .normalize.fresh import makes_new_array
 from .nodes import stored_base
 from .shape_reads import shape_only_reads, value_reads
 

@@ -115,12 +115,7 @@ class _Paths:
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     counts[n.id] = counts.get(n.id, 0) + 1
                 elif isinstance(n, _COMPREHENSIONS):
-                    inner |= {
-                        t.id
-                        for g in n.generators
-                        for t in ast.walk(g.target)
-                        if isinstance(t, ast.Name)
-                    }
+                    inner |= comprehension_targets(n)
         names = {n for n, c in counts.items() if c > 1} - before - self.declared - inner
         read = _stale_read(body, set(before), names) if names else None
         if read is not None:
@@ -232,6 +227,11 @@ def _runs(loop: ast.For | ast.While) -> bool:
     if it.keywords or not 0 < len(bounds) == len(it.args) <= 3 or (bounds[2:] or [1])[0] == 0:
         return False  # (a step of 0: Python raises ValueError)
     return len(range(*bounds)) > 0
+
+
+def comprehension_targets(comp: ast.AST) -> set[str]:
+    """The names a comprehension's `for` clauses bind, its own."""
+    return {t.id for g in comp.generators for t in ast.walk(g.target) if isinstance(t, ast.Name)}
 
 
 def _own_walk(node: ast.AST):

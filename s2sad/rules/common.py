@@ -182,7 +182,7 @@ def _lift(t, ndim):
 @batched_helper
 def batched_lift(t, like):
     """`t` with as many value axes as `like` has axes: broadcasts against `like` row by row."""
-    return _lift(t, np.ndim(like))
+    return t if isinstance(like, UnboundLocalError) else _lift(t, np.ndim(like))  # (unbound.py)
 
 
 @batched_helper
@@ -349,7 +349,7 @@ def _stop_gradient(x):
 @helper(nondiff=True, shape_only=("x",), shaped_like="x")
 def zeros_like(x):
     """A zero cotangent with the shape and dtype of `x` (a Python float stays a float)."""
-    if isinstance(x, (float, int)):
+    if isinstance(x, (float, int, UnboundLocalError)):  # (rules/unbound.py's stand-in: 0.0)
         return 0.0
     if isinstance(x, (list, tuple)):  # (code a generic module runs on a list it indexes)
         raise TypeError(
@@ -393,13 +393,13 @@ def batched_zeros(batch, x):
 
     `x` may be a function giving the value (`lambda: v`) where `v` may be unassigned, a name a
     loop assigns that the loop may never have reached; its adjoint is then never read."""
-    if callable(x):
-        try:
-            x = x()
-        except NameError:
-            return 0.0
+    try:  # (NameError: an unassigned name, or rules/unbound.py's stand-in for one)
+        x = x() if callable(x) else x
+        shape = np.shape(x)
+    except NameError:
+        return 0.0
     dtype = np.result_type(x, np.float32) if isinstance(x, (np.ndarray, np.generic)) else float
-    return np.zeros((batch,) + np.shape(x), dtype=dtype)
+    return np.zeros((batch,) + shape, dtype=dtype)
 
 
 @batched_helper

@@ -33,7 +33,8 @@ The package, one concern per module:
 - lists.py / list_loops.py: lists of differentiated values, followed element by element while
   their contents are known (reads become list literals), and the loops and comprehensions over
   them unrolled;
-- memory.py: `Memory`, what arrays may share (views, aliases, in-place hazards);
+- memory.py: `Memory`, what arrays may share (views, aliases, in-place hazards); fresh.py:
+  which calls make new arrays;
 - naming.py: `NameAllocator`, `hygienic`; calls.py: which calls are inlined;
 - liveness.py: the copy and live-out cleanup passes, functions of the statements.
 Dependence (`mark_loop_varied`) is dependence.py's, shared with the later stages.

@@ -20,7 +20,8 @@ from ...errors import NameResolutionError, UnsupportedSyntaxError
 from ..names import names_mentioned, names_stored
 from ..reserved import reserved_names
 from ..resolve import Resolver
-from .memory import Memory, arrays_written, makes_new_array
+from .fresh import makes_new_array
+from .memory import Memory, arrays_written
 from .calls import inlinable
 from .naming import NameAllocator
 

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import ast
 import re
-import builtins
-
-import numpy as np
 
 from ... import ir, runtime
 from ...astcopy import walk_nodes
@@ -29,64 +26,9 @@ from ...rules.indexing import is_add_at
 from ..ranks import infer_ranks
 from ..reserved import STATIC_ATTRS
 from .calls import inlinable
+from .fresh import fresh_call
 
-# What a value may share memory with is decided by an allowlist: a call is known to return a new
-# array (or a scalar) only if it is below; any other call on arrays (np.flip, np.asarray, np.split,
-# `y.view()`, `y.conj()`, a user's rule, ...) may return a view of its arguments or one of them
-# itself, and is taken to do so.
-_FRESH_FUNCS = {
-    getattr(module, name)
-    for module, names in (
-        (
-            np,
-            "sum mean prod std var amax amin max min cumsum cumprod diff dot outer inner vdot "
-            "trace tril triu roll sort argsort argmax argmin where clip concatenate stack hstack "
-            "vstack dstack column_stack tile repeat kron cross copy zeros ones empty full "
-            "zeros_like ones_like empty_like full_like eye identity arange linspace logspace "
-            "allclose isclose array_equal count_nonzero nonzero round around tensordot "
-            "median cov corrcoef histogram interp polyval convolve correlate take "
-            "nansum nanmean nanmax nanmin ptp average",
-        ),
-        (np.linalg, "norm det inv solve slogdet pinv cholesky eigh svd qr lstsq"),
-        (builtins, "float int bool abs len sum complex"),
-    )
-    for name in names.split()
-    if hasattr(module, name)
-}
-_FRESH_METHODS = set(
-    "copy sum mean prod std var max min cumsum cumprod dot round clip all any argmax argmin "
-    "argsort tolist item flatten trace nonzero".split()
-)  # `astype` too, unless given copy=False
 _INERT_ATTRS = STATIC_ATTRS | {"itemsize", "nbytes", "strides", "size"}
-
-
-def makes_new_array(callee, node: ast.Call) -> bool:
-    """Whether `node`, a call of `callee` (NumPy's or math's function, resolved), returns a new
-    array (or a scalar), never an argument or a view of one: a ufunc, or one of `_FRESH_FUNCS`
-    as called."""
-    keywords = {k.arg: k.value for k in node.keywords}
-    if "out" in keywords:
-        return False
-    if callee is np.array:
-        return _copies(node)
-    if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
-        n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
-        return isinstance(n, ast.Constant) and n.value != 0
-    if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
-        operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
-        return operands > 1
-    if isinstance(callee, np.ufunc) or getattr(callee, "__module__", None) == "math":
-        return True
-    try:
-        return callee in _FRESH_FUNCS
-    except TypeError:  # unhashable
-        return False
-
-
-def _copies(node: ast.Call) -> bool:
-    """Whether a call given `copy=` (np.array, `.astype`) copies: no copy= or copy=True."""
-    copy = next((k.value for k in node.keywords if k.arg == "copy"), None)
-    return copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
 
 
 def snapshot_of(rhs: ast.expr) -> ast.Call:
@@ -152,6 +94,8 @@ class Memory:
         # an inlined call's result snapshotted as an operand (SSA name) -> its `Inlined.alias`:
         # passed on to another helper, it is that memory, as in NumPy (`ident(ident(y))`)
         self.results: dict[str, tuple[str, set[str]]] = {}
+        self.not_integers: set[str] = set()  # parameters of no integer or boolean kind
+        self.float_casts: set | None = None  # (fresh.py's `_cast`)
 
     # ------------------------------------------------------------------ what a value shares
     def shared_bases(self, value: ast.expr) -> set[str]:
@@ -161,7 +105,7 @@ class Memory:
 
     def memory_roots(self, node: ast.expr, whole: bool = True) -> set[str]:
         """The local names `node` may be, or be a view of. Conservative: arithmetic and the calls
-        known to make new arrays (`_FRESH_FUNCS`, `_FRESH_METHODS`) share nothing; a name, a
+        known to make new arrays (fresh.py) share nothing; a name, a
         subscript, an attribute such as `.T` or `.real`, either value of `a if c else b`, an
         element of a tuple or list, and what any other call returns may be (a view of) every
         array it reads. A call of the user's own function as the `whole` right-hand side is
@@ -185,7 +129,10 @@ class Memory:
                     whole
                     and inlinable(func, self.resolver, self.locals, self.local_funcs) is not None
                 )
-                if inlined or self.fresh_call(node):
+                fresh = fresh_call(
+                    node, self.resolver, self.local_funcs, self.not_integers, self.float_casts
+                )
+                if inlined or fresh:
                     return set()
                 method = isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None
             except NameResolutionError:  # (reported where the call is normalized)
@@ -194,22 +141,6 @@ class Memory:
         else:
             return set()  # arithmetic, comparisons, constants: new values
         return {n for part in parts for n in self.memory_roots(part, False)}
-
-    def fresh_call(self, node: ast.Call) -> bool:
-        """Whether the call is known to return a new array (or a scalar), never an argument or
-        a view of one."""
-        if any(k.arg == "out" for k in node.keywords):
-            return False
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in self.local_funcs:
-            return False  # (inlined, or a local function value: its result may be anything)
-        if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
-            return func.attr in _FRESH_METHODS or (func.attr == "astype" and _copies(node))
-        callee = self.resolver.resolve(func)
-        module = getattr(callee, "__module__", None) or ""
-        if module.split(".")[0] == "s2sad":
-            return True  # runtime helpers in the code s2sad writes (normalized again)
-        return makes_new_array(callee, node)
 
     def may_alias(self, value: ast.expr, env: dict) -> bool:
         """Whether a value may be a view of (or the same object as) a local array; or an element
@@ -228,6 +159,16 @@ class Memory:
         inlined = ir.inlined(atom)
         if isinstance(atom, ast.Name) and atom.id in self.results:
             return self.results[atom.id]
+        displays = (ast.Tuple, ast.List)
+        if (
+            isinstance(arg, displays)
+            and type(atom) is type(arg)
+            and len(atom.elts) == len(arg.elts)
+        ):
+            # (each element as an argument of its own: `first((double(y),))` shares nothing)
+            parts = [self.argument_memory(a, t, env, text) for a, t in zip(arg.elts, atom.elts)]
+            parts = [p for p in parts if p]
+            return (text, set().union(*(p[1] for p in parts))) if parts else None
         if inlined is None:
             if not self.may_alias(arg, env):
                 return None

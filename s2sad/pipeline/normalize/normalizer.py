@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from ..resolve import Resolver
 from .inline import Inlining
+from .fresh import not_integers
 from .liveness import drop_unread_constants, drop_unread_copies, prune_liveout
 
 
@@ -26,8 +27,11 @@ class Normalized:
 class Normalizer(Inlining):
     """The flattener of one function, all its layers (an inlined body has one of its own)."""
 
-    def run(self, ranks=None) -> Normalized:
-        """`ranks`: the arguments' ranks, as pairs, for the memory hazards' check."""
+    def run(self, ranks=None, wrt=(), float_casts=None) -> Normalized:
+        """`ranks`: the arguments' ranks, as pairs, for the memory hazards' check (and, with
+        `wrt` and `float_casts`, for what an `np.asarray` casting a parameter makes: fresh.py)."""
+        self.memory.not_integers = not_integers(self.parsed, ranks, wrt)
+        self.memory.float_casts = float_casts
         body = self.function_body(self.parsed.tree.body)
         result = self.names.fresh(self.parsed.name)
         body, arity = self.lift(body, result)
@@ -50,9 +54,9 @@ class Normalizer(Inlining):
         )
 
 
-def normalize(parsed, wrt: list[str], ranks=None) -> tuple[Normalized, Resolver]:
+def normalize(parsed, wrt: list[str], ranks=None, float_casts=None) -> tuple[Normalized, Resolver]:
     """`wrt` and the results name parameters as the generated code does (see `hygienic`);
     `ranks` (pairs of a parameter and its rank, or None) tell which values are scalars."""
     norm = Normalizer(parsed, wrt)
-    result = norm.run(ranks)
+    result = norm.run(ranks, wrt, float_casts)
     return result, norm.resolver

@@ -62,6 +62,16 @@ class Statements(Expressions):
             value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
             if isinstance(node.target, ast.Name):
                 self.kept_shape(node, self.rename(load), self.assign_target(node.target, value))
+            elif self.is_item(node.target) and not isinstance(node.value, ast.Constant):
+                # `x[2:] += v`: the part's shape kept too (NumPy's error, in jitted code also,
+                # where Numba's store would raise its own)
+                base = _base(node.target)
+                old, v = self.atom(load, base), self.atom(node.value, base)
+                new = self.names.fresh(f"{base}_{self.opname(value)}")
+                varied = self.atom_varied(old) or self.atom_varied(v)
+                self.append(new, ast.copy_location(ast.BinOp(old, node.op, v), node), varied)
+                self.kept_shape(node, old, ast.Name(new, ast.Load()))
+                self.assign_item(node.target, ast.Name(new, ast.Load()), flat=True)
             else:
                 self.assign_target(node.target, value)
         elif isinstance(node, ast.Raise):
