@@ -306,6 +306,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cli_hint(exc: Exception, spec: str) -> Exception:
+    """The error of a grad of a function returning `(loss, aux)`, with a way out the command's
+    user can take: the command has no has_aux (a standalone module has no plain call of the
+    function to compute the aux with), so the hint is a function returning the loss alone, or
+    --mode vjp, whose module returns the tuple."""
+    if getattr(exc, "tuple_output", None) is None:
+        return exc
+    func = load_function(spec)  # (imported already: the transform read it)
+    name, params = func.__name__, ", ".join(inspect.signature(func).parameters)
+    hint = (
+        "the command emits the gradient of one scalar output and has no has_aux: add "
+        f"`def {name}_value({params}): return {name}({params})[0]` next to {name} and emit "
+        f"`{spec.rpartition(':')[0]}:{name}_value`, or emit {name} with --mode vjp (its module "
+        "returns the tuple and a pullback taking a tuple of seeds)"
+    )
+    return type(exc)(exc.what, file=exc.file, line=exc.line, source=exc.source, hint=hint)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -327,6 +345,7 @@ def main(argv=None) -> int:
     except (CLIError, S2SADError) as exc:
         if args.debug:
             raise
+        exc = _cli_hint(exc, args.target)
         first = str(exc).splitlines()
         print(f"s2sad: error: {first[0]}", file=sys.stderr)
         for extra in first[1:]:

@@ -215,10 +215,29 @@ def _unbound_before(y, n):
     return z
 
 
+def _nested_def(omega, y, n):  # (it ran into a NameError inside the segment function)
+    def rhs(v):
+        return -omega * v
+
+    for t in s2sad.checkpoint(range(n)):
+        y = y + 0.1 * rhs(y)
+    return y
+
+
+def _lambda(omega, y, n):
+    rhs = lambda v: -omega * v  # noqa: E731
+
+    for t in s2sad.checkpoint(range(n)):
+        y = y + 0.1 * rhs(y)
+    return y
+
+
 @pytest.mark.parametrize(
     "f,args,words",
     [
         (_break, (1.0, 5), "`break` inside a checkpointed loop"),
+        (_nested_def, (0.5, 1.0, 3), r"(?s)the loop calls 'rhs', a local .*`rhs\(y, omega\)`"),
+        (_lambda, (0.5, 1.0, 3), r"(?s)the loop calls 'rhs', a local .*`rhs\(y, omega\)`"),
         (_unknown_trip, (1.0, np.ones(3)), "length is unknown before the loop"),
         (_writes_outside, (1.0, np.zeros(3), 3), "a write into 'out'"),
         (_unbound_before, (1.0, 3), "'z' is assigned in the checkpointed loop"),

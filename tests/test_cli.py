@@ -418,3 +418,21 @@ def test_emitted_jit_module_of_a_function_taking_a_dict_reads_inputs(tmp_path):
     assert f"grads = {call}" in text
     assert 'return {"W0": grads[0], "b0": grads[1], "W1": grads[2], "b1": grads[3]}' in text
     compile(text, "mlp_dict_jit.py", "exec")
+
+
+def test_emit_of_a_loss_and_aux_function_hints_what_the_command_can_do(tmp_path, capsys):
+    """The command has no has_aux: its hint is a function returning the loss alone, which
+    emits, or --mode vjp (it hinted `has_aux=True`, which no flag passes)."""
+    source = (
+        "import numpy as np\n\n\ndef loss(w, x):\n    z = x * w\n"
+        "    return np.sum(z**2), np.max(z)\n"
+    )
+    (tmp_path / "aux_cli.py").write_text(source)
+    assert cli.main(["emit", f"{tmp_path / 'aux_cli.py'}:loss"]) == 1
+    err = capsys.readouterr().err
+    assert "returns a tuple of 2 values" in err and "has_aux=True" not in err
+    wrapper = "def loss_value(w, x): return loss(w, x)[0]"
+    assert f"`{wrapper}` next to loss" in err and "--mode vjp" in err
+    (tmp_path / "aux_cli_value.py").write_text(source + "\n\n" + wrapper + "\n")
+    assert cli.main(["emit", f"{tmp_path / 'aux_cli_value.py'}:loss_value"]) == 0
+    assert "def grad_loss_value(w, x):" in capsys.readouterr().out

@@ -306,7 +306,7 @@ def test_code_numba_will_not_run_on_threads_runs_compiled_without_them():
     assert "in prange(" in s2sad.source(g)
 
 
-def noisy(x, a):  # random draws keep their order: the loop stays serial
+def noisy(x, a):  # random draws in the differentiated function: refused before any pass
     n = x.shape[0]
     y = np.zeros(n)
     for i in range(n):
@@ -314,12 +314,11 @@ def noisy(x, a):  # random draws keep their order: the loop stays serial
     return np.sum(y**2)
 
 
-def test_a_loop_drawing_random_numbers_stays_serial():
-    g = s2sad.jvp(noisy, wrt=1, jit=True, parallel=True)  # forward mode: no tape either way
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # (Numba does not compile this jvp: it runs in Python)
+def test_a_loop_drawing_random_numbers_is_refused():
+    """(It stayed serial; now s2sad refuses the draw, test_random_draws.py.)"""
+    g = s2sad.jvp(noisy, wrt=1, jit=True, parallel=True)
+    with pytest.raises(UnsupportedSyntaxError, match=r"np\.random\.normal\(\.\.\.\)` draws"):
         g(X, 0.5, tangent=1.0)
-    assert "prange(" not in s2sad.source(g) and "np.random.normal()" in s2sad.source(g)
 
 
 def index_after(x):  # the loop's index is read after it: on threads it would be a thread's own

@@ -52,6 +52,7 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
     # every local outside the body: what the body reads of them is passed in (unbound where
     # Python's loop would find it unbound)
     before = set(parsed.params) | _stored(outside)
+    before |= {n.name for n in outside if isinstance(n, ast.FunctionDef)}  # `def rhs(y):`
     state = _refuse_lost(parsed, loop, target, assigned)
     freevars = set(parsed.func.__code__.co_freevars)
     read = [n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
@@ -70,7 +71,8 @@ def _replaced(parsed, loop, differentiate, jit) -> ast.stmt:
                 node,
                 f"the loop calls '{node.func.id}', a local or closure value of {parsed.name}, "
                 "whose function s2sad cannot tell",
-                "call a module-level function in a checkpointed loop",
+                "call a module-level function in a checkpointed loop, passing it what the "
+                f"local function reads (`{node.func.id}(y, omega)` for a closure over `omega`)",
             )
     for node in body:
         written = None

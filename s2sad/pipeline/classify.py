@@ -16,7 +16,7 @@ from .reserved import STATIC_ATTRS
 from .nodes import index_expr
 from ..rules.indexing import getitem
 from ..rules.common import snapshot
-from ..rules.elementwise import DTYPE_AT, astype
+from ..rules.elementwise import DTYPE_AT, astype, item_of
 from ..rules.registry import Bound
 
 BINOPS = {
@@ -54,6 +54,7 @@ METHODS = {
     "argmax": np.argmax,
     "argmin": np.argmin,
     "any": np.any,
+    "item": item_of,  # x.item() of a number or a one-element array (with an index: refused)
     "astype": astype,  # np.astype (NumPy >= 2.1), or a stand-in
     "conj": np.conjugate,
     "conjugate": np.conjugate,

@@ -17,6 +17,7 @@ import ast
 from typing import Callable, Collection, Iterable, Union
 
 from ..astcopy import walk_nodes
+from .names import names_stored
 from .reserved import STATIC_ATTRS
 
 # a flow's targets, or a function giving them, called once, when the flow is first followed
@@ -89,7 +90,22 @@ def assignment_flows(body: list[ast.stmt], local_names, is_enumerate) -> list[tu
                 reads |= derivative_reads(stmt.target, local_names)
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             flows.append((reads, _changed(targets)))
+        elif isinstance(stmt, ast.FunctionDef):
+            flows.append(closure_flow(stmt.name, stmt))
     return flows
+
+
+def closure_flow(name: str, fn: ast.FunctionDef | ast.Lambda) -> tuple[set[str], list[str]]:
+    """The flow from what a nested def or lambda reads of its enclosing function (its free
+    names) to its name: a call `rot(y)` reads `rot`, so a loop calling a closure that reads a
+    differentiated `omega` changes what it assigns with `omega`'s derivative."""
+    args = fn.args
+    own = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    own |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    body = fn.body if isinstance(fn, ast.FunctionDef) else [fn.body]
+    own |= set(names_stored(body))
+    reads = {n.id for n in walk_nodes(fn) if isinstance(n, ast.Name)}
+    return reads - own, [name]
 
 
 def _changed(targets: list[ast.expr]) -> list[str]:

@@ -579,7 +579,7 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
     """grad of a function returning `loss, aux`: refused here, at its return line."""
     returns = [n for n in own_nodes(parsed.tree) if isinstance(n, ast.Return)]
     shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
-    return parsed.error(
+    error = parsed.error(
         NonScalarOutputError,
         f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
         f"{count} values",
@@ -588,6 +588,8 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
         "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
         "tuple output",
     )
+    error.tuple_output = count  # (the command line words its own way out: cli.py)
+    return error
 
 
 def _deepest_statement(tree: ast.FunctionDef) -> ast.AST:

@@ -20,11 +20,11 @@ from .. import ir, rules, runtime
 
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME, SHAPED_LIKE
-from ..rules.elementwise import astype
+from ..rules.elementwise import astype, item_of
 from .classify import BINOPS, METHODS, UNARYOPS, dtype_kind, given_dtype, kind_letter
 
 _REDUCTIONS = {np.sum, np.mean, np.prod, np.max, np.min, np.amax, np.amin, np.var, np.std}
-_SCALAR_CALLS = {float, int, len}
+_SCALAR_CALLS = {float, int, len, item_of}
 _LIKE = {
     np.zeros_like,
     np.ones_like,

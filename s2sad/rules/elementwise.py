@@ -302,6 +302,16 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 astype = getattr(np, "astype", _astype)
 defvjp(astype, "x, dtype, /, *, copy=True, device=None", x="g", jvp=ELEMENTWISE)
 defvjp(float, "x=0.0, /", x="g", jvp=ELEMENTWISE)
+
+
+def item_of(x, /):
+    """`x.item()` (pipeline/classify.py maps the method here): the one number of `x`, as
+    float(x) but of a one-element array of any rank too. Its tangent is `x_dot.item()` (a
+    number like the value), its cotangent the number broadcast back to `x`'s shape."""
+    return x.item()
+
+
+defvjp(item_of, "x, /", x="g", jvp=linear("x"))
 for _float_type in (np.float64, np.float32, np.float16):  # np.float64(x): a cast, as astype
     defvjp(_float_type, "x=0.0, /", x="g", jvp=ELEMENTWISE)
 unary(abs, "g * np.sign(x)")

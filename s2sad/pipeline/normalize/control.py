@@ -19,7 +19,7 @@ import ast
 from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
-from ..dependence import assignment_flows, dependents
+from ..dependence import assignment_flows, closure_flow, dependents
 from ..names import names_read, names_stored
 from ..restructure import always_assigns, lift_returns, restructure_jumps
 from .flatten import rename_in
@@ -294,6 +294,7 @@ class ControlFlow(Iterables):
         """Variables that become varied in some iteration are varied from the first."""
         resolve = self.resolver.resolve
         flows = assignment_flows(body, self.locals, lambda call: resolve(call.func) is enumerate)
+        flows += [closure_flow(name, fn) for name, fn in self.local_funcs.items()]
         sources = {n for reads, _ in flows for n in reads if self.env.get(n, n) in self.varied}
         self.loop_varied |= dependents(sources | self.loop_varied, flows)
 

@@ -18,6 +18,7 @@ from ... import ir
 from ...rules.helpers import RUNTIME
 from ...astcopy import walk_nodes
 from ...errors import UnsupportedSyntaxError
+from ..random_draws import refuse_random_draw
 from ..reserved import STATIC_ATTRS
 from .calls import array_literals, refuse_factory
 from .flatten import Flattener
@@ -258,6 +259,7 @@ class Expressions(Flattener):
         if isinstance(func, ast.Name) and func.id in self.locals:
             raise self.local_callee(func)
         if isinstance(func, ast.Attribute) and self.resolver.resolve(func) is None:
+            refuse_random_draw(self.parsed, node, None)
             new_func = ast.Attribute(self.atom(func.value, base), func.attr, ast.Load())
         elif self.array_of_literal(node):
             return self.stacked(node.args[0], node.keywords, base)
@@ -265,6 +267,7 @@ class Expressions(Flattener):
             new_func = self.rename(func)
             ir.set_callee(new_func, self.resolver.resolve(func))
             self.resolver.check_getattr(node, ir.callee(new_func))
+            refuse_random_draw(self.parsed, node, ir.callee(new_func))
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise self.unsupported(node, "starred arguments (*args) in a call")
         if any(k.arg is None for k in node.keywords):

@@ -19,6 +19,7 @@ from ...astcopy import clone, walk_nodes
 from ...errors import NameResolutionError, UnsupportedSyntaxError
 from ..names import names_mentioned, names_stored
 from ..reserved import reserved_names
+from ..random_draws import refuse_random_draw
 from ..resolve import Resolver
 from .fresh import makes_new_array
 from .memory import Memory, arrays_written
@@ -250,6 +251,7 @@ class _Rename(ast.NodeTransformer):
             raise self.norm.unsupported(node, "a call of a local function inside this expression")
         callee = self.norm.resolver.resolve(node.func)
         self.norm.resolver.check_getattr(node, callee)
+        refuse_random_draw(self.norm.parsed, node, callee)
         self.generic_visit(node)
         if callee is not None:
             ir.set_callee(node.func, callee)

@@ -21,8 +21,6 @@ _UNSUPPORTED_STMTS = {
     ast.ClassDef: "class definitions",
     ast.Global: "`global`",
     ast.Nonlocal: "`nonlocal`",
-    ast.Import: "imports",
-    ast.ImportFrom: "imports",
     ast.Delete: "`del`",
     ast.AsyncFunctionDef: "async functions",
     ast.Match: "`match` statements",
@@ -94,6 +92,15 @@ class Statements(Expressions):
             self.evaluate_defaults(node)
         elif isinstance(node, ast.Return):
             raise self.unsupported(node, "this `return`")
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            raise self.parsed.error(
+                UnsupportedSyntaxError,
+                f"`{ast.unparse(node)}` inside the function: s2sad reads modules and their "
+                "functions from the function's module (its globals), not from a local import",
+                node,
+                hint=f"move `{ast.unparse(node)}` to the top of the module; the function then "
+                "reads it as a global",
+            )
         else:
             what = _UNSUPPORTED_STMTS.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
