@@ -137,8 +137,7 @@ class Expressions(Flattener):
             return rhs
         elif self.memory.views_written(node):
             # the array is written in place later: keep this value, not a view of it
-            taken = self.snapshot_taken(rhs)
-            if taken is not None:
+            if (taken := self.snapshot_taken(rhs)) is not None:
                 return ast.Name(taken, ast.Load())
             rhs = snapshot_of(rhs)
         name = self.names.fresh(f"{base}_{self.opname(node)}")
