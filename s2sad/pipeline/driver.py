@@ -51,6 +51,7 @@ from .ranks import (
 )
 from .reuse import reuse_buffers
 from .sum_first import sum_first
+from .small_vectors import small_vectors
 from .constant_cotangents import fold_constant_cotangents
 from .reverse import reverse
 from .snapshots import (
@@ -502,7 +503,7 @@ def _counted(slots: dict) -> dict:
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     """Constant cotangents' arithmetic on their number (pipeline/constant_cotangents.py), sums
-    before products (pipeline/sum_first.py), buffer reuse (pipeline/reuse.py), over
+    before products (pipeline/sum_first.py), buffer reuse (pipeline/reuse.py, small_vectors.py), over
     the primal and the adjoint, which they rewrite in place; returns the primal. A pullback `closure` runs its adjoint once per call over the
     primal's values: only arrays the adjoint itself makes serve it, never the primal's."""
     keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
@@ -516,6 +517,7 @@ def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     )
     primal, adjoint.stmts = sum_first([primal, adjoint.stmts])
     primal, adjoint.stmts = reuse_buffers([primal, adjoint.stmts], rank_of, keep, adjoint.primal_of)
+    adjoint.stmts = small_vectors(primal, adjoint.stmts, shapes.of)
     return primal
 
 
