@@ -137,9 +137,16 @@ def getitem_vjp(g, x, index):
         type(x) is np.ndarray
         and x.dtype.kind == "f"
         and x.dtype.itemsize >= 4
-        and (type(g) is np.ndarray and g.dtype == x.dtype)
+        and (
+            (type(g) is np.ndarray and g.dtype == x.dtype)
+            or type(g) is x.dtype.type  # (an element read, `y[0]`: a NumPy number)
+            or (type(g) is float and x.dtype.itemsize == 8)
+        )
     ):
         dx = np.zeros(x.shape, dtype=x.dtype)  # (np.result_type's answer, without its cost)
+        if type(index) is int:
+            dx[index] = g
+            return dx
     else:
         parts = (g, *(x if isinstance(x, (tuple, list)) else (x,)))
         # (a Python float is a float64: NumPy takes it for a weak one, float32 beside float32)

@@ -45,17 +45,17 @@ class NotPlain(Exception):
     """(raised by `_walk` at a value that is neither plain nor a dict, list or tuple)"""
 
 
-def tree_key(args, plain) -> tuple | None:
+def tree_key(args, plain, kinds_of=signature_key) -> tuple | None:
     """The key of positional arguments that are `plain` values (arrays, numbers) or dicts, lists
     and tuples of them, at any depth, and their leaves in order: the key is each container's
-    structure (its type, a dict's keys in order) with `signature_key` of the leaves; None for
+    structure (its type, a dict's keys in order) with `kinds_of` the leaves; None for
     anything else (a user's object, a function, a string: `_bind` decides each call)."""
     leaves = []
     try:
         structure = tuple([_walk(a, leaves, plain) for a in args])
     except NotPlain:
         return None
-    kinds = signature_key(leaves)
+    kinds = kinds_of(leaves)
     return None if kinds is None else ((structure, kinds), leaves)
 
 

@@ -25,6 +25,7 @@ from .pipeline.normalize.fresh import refuse_uncast
 from .pipeline.ranks import rank_of_argument
 from .python_dtypes import NARROW, any_dtype, cast_to, dtypes_of, kind_of
 from .pullback import Pullback, arrays_in, detach, own_copy, tree_output
+from .python_plans import python_key, python_result
 from .rules.common import grad_seed
 from .rules.registry import VERSION
 from .trees import flatten, is_container, is_passed_function
@@ -249,10 +250,10 @@ class Transformed:
 
     def _call(self, args, kwargs):
         if self._plans and not kwargs:
-            key, leaves = signature_key(args), args
+            key, leaves = self._kinds(args), args
             plan = self._plans.get(key)
             if plan is None and self._tree_plans:  # (trees: planned by structure and leaves)
-                found = tree_key(args, _PLAIN)
+                found = tree_key(args, _PLAIN, self._kinds)
                 if found is not None:
                     (key, leaves), plan = found, self._plans.get(found[0])
             if plan is not None:
@@ -273,7 +274,7 @@ class Transformed:
             # jitted code seeds any output with 1.0: refuse here what Python mode's seed refuses
             # (an array, an integer or boolean output), with its message
             grad_seed(result[0])
-        if self.jit and self.mode in ("grad", "value_and_grad"):
+        if self.mode in ("grad", "value_and_grad"):
             self._keep_plan(compiled, args, bound)
         if self.jit and self.mode == "grad":
             return self._finish(result[1], bound)
@@ -290,14 +291,16 @@ class Transformed:
         and tuples of them too, by structure and leaves (`tree_key`), where the generated
         function took exactly those leaves in that order (a tuple `_bind` did not flatten, a
         constant of the transform, makes no plan)."""
-        if compiled.written or compiled.jitted is None or self._positional is None:
+        if compiled.written or self._positional is None:
+            return
+        if (compiled.jitted is None) if self.jit else compiled.float_numbers:
             return
         if bound.positional is not None and all(type(a) in _PLAIN for a in args):
             wrt = tuple(self._positional.index(n) for n in self.wrt)
             plan = (compiled, self.func.__code__, wrt, self.last_ranks, self._last, None)
-            keep(self._plans, signature_key(args), plan)
+            keep(self._plans, self._kinds(args), plan)
             return
-        found = tree_key(args, _PLAIN) if len(args) == len(self._positional) else None
+        found = tree_key(args, _PLAIN, self._kinds) if len(args) == len(self._positional) else None
         names = list(bound.arguments)
         if found is None or len(found[1]) != len(names):
             return
@@ -310,6 +313,10 @@ class Transformed:
         self._tree_plans = True
 
     _tree_plans = False  # (whether a plan of trees was kept: calls with trees look them up)
+
+    def _kinds(self, args):
+        """What decides a call by position: Numba's fingerprints (jit), else python_key."""
+        return signature_key(args) if self.jit else python_key(args)
 
     def _planned(self, plan, args, key, call):
         """A call with the kinds (`key`: they fix `_bind`'s checks and the ranks) of a kept one:
@@ -324,6 +331,8 @@ class Transformed:
             return ANEW
         self.last_ranks, self._last = ranks, last
         args = tuple(args)
+        if not self.jit:
+            return python_result(self, compiled.function, args, values, wrt, template)
         jitted_key = None if values else key[1] if template is not None else key
         result = compiled.jitted(args + values, self.jit == "strict", None, self._what, jitted_key)
         out = self._planned_result(result, args, values, wrt, template, call)

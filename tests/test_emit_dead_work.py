@@ -119,3 +119,38 @@ def test_an_in_place_update_keeps_no_tape_of_the_array_it_updates():
     assert "x_tape" not in src and "unbroadcast(dx_new, x)" not in src
     assert "dx = dx_new" not in src  # (nor the copy back of `dx_new = dx`)
     check_grad(drift, (x, v, 0.1, 4), wrt=(0, 1))
+
+
+def loss_and_metric(w, A):
+    loss = np.sum((A @ w) ** 2)
+    metric = np.linalg.slogdet(A.T @ A + np.eye(A.shape[1]))[1]
+    return loss, metric
+
+
+def loss_only(w, A):
+    return loss_and_metric(w, A)[0]
+
+
+def dead_statements(w, A):
+    inverse = np.linalg.inv(A[:, :2])  # (A is 3x3: LinAlgError were it run)
+    u = np.sin(w)
+    return np.sum((A @ w) ** 2)
+
+
+def test_a_value_nothing_reads_is_not_computed():
+    """A helper's tuple element the caller drops (`loss_and_metric(w, A)[0]`), and a statement
+    whose value nothing reads, are not in the gradient's code, nor their errors: the gradient
+    of a function whose dead statement would raise is the gradient of the rest. The value
+    returned stays for value_and_grad."""
+    A, w = np.arange(9.0).reshape(3, 3) / 7.0, np.array([0.3, -0.2, 0.5])
+    code = lambda f: "".join(  # noqa: E731  (the statements, not the `# line N:` comments)
+        line for line in s2sad.source(s2sad.grad(f), w, A).splitlines() if "#" not in line
+    )
+    assert "slogdet" not in code(loss_only) and "np.sum" in code(loss_only)
+    check_grad(loss_only, (w, A))
+    assert "inv" not in code(dead_statements) and "np.sin" not in code(dead_statements)
+    with pytest.raises(np.linalg.LinAlgError):
+        dead_statements(w, A)
+    np.testing.assert_allclose(s2sad.grad(dead_statements)(w, A), 2 * A.T @ (A @ w), rtol=1e-12)
+    value, _ = s2sad.value_and_grad(loss_only)(w, A)
+    assert value == loss_and_metric(w, A)[0]

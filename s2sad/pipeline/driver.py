@@ -52,6 +52,7 @@ from .ranks import (
 )
 from .reuse import reuse_buffers
 from .sum_first import sum_first
+from .small_vectors import small_vectors
 from .constant_cotangents import fold_constant_cotangents
 from .list_cotangents import refuse_list_cotangents
 from .reverse import reverse
@@ -354,6 +355,10 @@ def _reverse_mode(
     refuse_list_cotangents(parsed, adjoint.stmts)
     # a jitted pullback is always the re-running sweep: Numba compiles no closures
     rerun = mode in ("vjp", "vjp_batched") and (jit or changes_primal(adjoint.stmts, local_names))
+    # the sweep computes only what its adjoint or output reads (not a dropped tuple element),
+    # before reuse could take a dead array as spare memory; a re-running sweep's value is elsewhere
+    kept = names_mentioned(adjoint.grads) | (set() if rerun else set(norm.outputs))
+    primal = drop_unread(primal, tape_inits + adjoint.stmts, kept, rerun)
     if reuse:  # (NumPy mode, grad, value_and_grad and vjp only: see differentiate)
         closure = mode == "vjp" and not rerun
         primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
@@ -384,8 +389,8 @@ def _reverse_mode(
         if not parallel:  # (threads add into rows of their own)
             adjoint.stmts = accumulate_in_place(adjoint.stmts, adjoint_ranks, protected)
             adjoint.stmts = extrema_in_place(adjoint.stmts, adjoint_ranks, protected)
-    if rerun:  # the sweep's own copy of the primal: the value is the value function's
-        primal = drop_unread(primal, adjoint.stmts, names_mentioned(adjoint.grads))
+    if rerun:  # (again: what lowering left unread)
+        primal = drop_unread(primal, tape_inits + adjoint.stmts, kept, rerun)
     name = f"{mode}_{parsed.name}"
     data = list(resolver.reads.data.values())
     bound = list(norm.params) + data + list(adjoint.seeds)
@@ -521,7 +526,7 @@ def _counted(slots: dict) -> dict:
 
 def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     """Constant cotangents' arithmetic on their number (pipeline/constant_cotangents.py), sums
-    before products (pipeline/sum_first.py), then buffer reuse (pipeline/reuse.py), over
+    before products (pipeline/sum_first.py), buffer reuse (pipeline/reuse.py, small_vectors.py), over
     the primal and the adjoint, which they rewrite in place; returns the primal. A pullback `closure` runs its adjoint once per call over the
     primal's values: only arrays the adjoint itself makes serve it, never the primal's."""
     keep = set(norm.params) | set(norm.outputs) | set(adjoint.seeds)
@@ -535,6 +540,7 @@ def _reused(norm, adjoint, primal, tape_inits, shapes, closure: bool) -> list:
     )
     primal, adjoint.stmts = sum_first([primal, adjoint.stmts])
     primal, adjoint.stmts = reuse_buffers([primal, adjoint.stmts], rank_of, keep, adjoint.primal_of)
+    adjoint.stmts = small_vectors(primal, adjoint.stmts, shapes.of)
     return primal
 
 

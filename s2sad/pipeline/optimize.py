@@ -331,12 +331,14 @@ def _pure(expr: ast.expr) -> bool:
     return True
 
 
-def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
+def drop_unread(stmts: list, later: list, keep: set[str], rerun: bool) -> list:
     """`stmts` without the top-level assignments of pure values to names that nothing reads:
-    not `stmts`, not the statements `later` (the adjoint), not `keep`. A re-running pullback's
-    sweep computes the function's value only where its adjoint reads it. A read by an index
-    stays (`x[k]`): it raises IndexError where the index is out of range (jitted code checks
-    it), before the adjoint's `add_at(dx, k, g)` would write there."""
+    not `stmts`, not the statements `later` (the adjoint), not `keep` (the outputs, but in a
+    re-running pullback's sweep, which computes the function's value only where its adjoint
+    reads it). Its errors go with it: a dead `np.linalg.inv(a)` raises no LinAlgError. There a
+    read by an index stays (`x[k]`): it raises IndexError where the index is out of range
+    (jitted code checks it), before the adjoint's `add_at(dx, k, g)` would write there; where
+    the outputs are kept, a value nothing reads has no cotangent, so no adjoint indexes by it."""
     while True:
         reads = Counter(
             n.id
@@ -350,7 +352,7 @@ def drop_unread(stmts: list, later: list, keep: set[str]) -> list:
             or reads[name]
             or name in keep
             or not _pure(s.value)
-            or indexes_by_integers([s])
+            or (rerun and indexes_by_integers([s]))
         ]
         if len(kept) == len(stmts):
             return kept

@@ -11,7 +11,8 @@ from . import buffers  # noqa: F401
 from . import common, folds, reductions, elementwise, mathfuncs, products, solvers  # noqa: F401
 from . import contractions, decompositions, matrix_functions  # noqa: F401
 from . import decomposition_tangents  # noqa: F401
-from . import scans, shape, indexing, stacking, splitting, selection, statistics  # noqa: F401
+from . import scans, shape, indexing, element_adds, stacking, splitting, selection  # noqa: F401
+from . import statistics  # noqa: F401
 from . import special, tuple_results  # noqa: F401
 from . import numerical, interpolation, nanstats, vectors, arrays  # noqa: F401
 from . import tapes, accumulate, loop_tests, lanes, pools, owned, promotion  # noqa: F401

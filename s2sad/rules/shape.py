@@ -272,7 +272,10 @@ defvjp(
 
 @helper(jvp=linear("g"))
 def stack_vjp(g, k, axis=0):
-    """The slice of np.stack's cotangent that belongs to input `k`."""
+    """The slice of np.stack's cotangent that belongs to input `k` (along axis 0, `g[k]`
+    without np.moveaxis's Python cost: an RK4 step's `np.array([a, b])` has eight a step)."""
+    if axis == 0 and type(g) is np.ndarray:
+        return g[k]
     return np.moveaxis(g, axis, 0)[k]
 
 
