@@ -117,3 +117,9 @@ def _deepest(tree: ast.AST) -> tuple[int, int]:  # only for an error: need not b
             best, line = depth, at
         todo.extend((child, depth + 1, at) for child in ast.iter_child_nodes(node))
     return best, line
+
+
+def deepest_statement(tree: ast.FunctionDef) -> ast.AST:
+    """The node at the deepest line of `tree` (where a refusal for nesting points)."""
+    line = deepest_line(tree)
+    return next((n for n in ast.walk(tree) if getattr(n, "lineno", None) == line), tree)

@@ -17,8 +17,7 @@ import copy
 import os
 
 from .. import ir
-from ..astcopy import walk_nodes
-from ..deep import DEEP, TooDeep, deepest_line, depth, with_room
+from ..deep import DEEP, TooDeep, deepest_statement, depth, with_room
 from ..errors import NestingTooDeepError, NonScalarOutputError, UnsupportedSyntaxError
 from .accumulate import accumulate_in_place, extrema_in_place
 from .activity import active_names
@@ -172,7 +171,7 @@ def differentiate(
             NestingTooDeepError,
             f"{parsed.name} nests too deeply for s2sad (an expression, or a chain of helpers "
             "calling each other, thousands of levels deep)",
-            _deepest_statement(parsed.tree),
+            deepest_statement(parsed.tree),
             hint="split the longest expression into several statements (`s = a + b` then "
             "`s = s + c`), or call fewer helpers inside one another",
         ) from None
@@ -596,8 +595,3 @@ def _tuple_return(parsed, count: int) -> NonScalarOutputError:
     )
     error.tuple_output = count  # (the command line words its own way out: cli.py)
     return error
-
-
-def _deepest_statement(tree: ast.FunctionDef) -> ast.AST:
-    line = deepest_line(tree)
-    return next((n for n in walk_nodes(tree) if getattr(n, "lineno", None) == line), tree)
