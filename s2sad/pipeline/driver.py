@@ -2,8 +2,9 @@
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
     activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse,
-    row tapes and buffers made before loops (jit only: fusion/, row_tapes.py, hoist.py) or
-    threads (parallel only: independence.py, parallel.py) -> emit -> load,
+    row tapes, buffers made before loops and rows written and read in place (jit only: fusion/,
+    row_tapes.py, hoist.py, row_access.py) or threads (parallel only: independence.py,
+    parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -63,6 +64,7 @@ from .snapshots import (
 from .tangent import Forward, prune
 from .markers import without_markers
 from .tape import copy_blocks, record
+from .row_access import rows_in_place
 from .row_tapes import row_tapes
 from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes
@@ -469,8 +471,10 @@ def _reverse_mode(
         taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
-    # the rows of values written into those buffers made before their loops too
+    # the rows of values written into those buffers made before their loops too, and the fused
+    # runs writing and reading those rows in place
     fused_primal = rows_before(fused_primal)
+    fused_primal, fused.stmts = rows_in_place([fused_primal, fused.stmts], reads)
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
         [plain] = fuse(
