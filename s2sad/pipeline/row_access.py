@@ -95,59 +95,81 @@ def _visit(block: list, after: list, rows: set) -> None:
         if isinstance(stmt, (ast.For, ast.While)):
             _visit(stmt.body, [[stmt]] + then, rows)
             if isinstance(stmt, ast.For):
-                while _write_in_place(stmt, block[:k], then, rows):
-                    pass
-                while _read_in_place(stmt, then, rows):
-                    pass
+                # the names read before being assigned from the loop's entry on (the body
+                # again, then what follows): a name the rest of the body does not mention after
+                # a run is read after it only if among them
+                exposed = _exposed([[stmt]] + then, _all_reads)
+                _write_in_place(stmt, block[:k], exposed, rows)
+                _read_in_place(stmt, exposed, rows)
         elif isinstance(stmt, ast.If) and not _fused_guard(stmt):
             _visit(stmt.body, then, rows)
             _visit(stmt.orelse, then, rows)
 
 
-def _write_in_place(loop: ast.For, before: list, then: list, rows: set) -> bool:
-    """Rewrites one push of `loop`'s body whose fused run can write its row in place; whether
-    it found one."""
-    body = loop.body
-    for p, stmt in enumerate(body):
+class _Body:
+    """A loop's body, the names each statement mentions and binds, as the rewrites change it."""
+
+    def __init__(self, loop: ast.For):
+        self.loop = loop
+        self.mentions: dict[int, set] = {}
+        self.stores: dict[int, set] = {}
+        for stmt in loop.body:
+            self.changed(stmt)
+
+    def changed(self, stmt) -> None:
+        self.mentions[id(stmt)] = names_mentioned([stmt])
+        self.stores[id(stmt)] = set(names_stored([stmt]))
+
+    def mentioning(self, stmts: list, name: str) -> list[int]:
+        return [k for k, s in enumerate(stmts) if name in self.mentions[id(s)]]
+
+    def binds(self, stmts: list, names: set) -> bool:
+        return any(self.stores[id(s)] & names for s in stmts)
+
+
+def _write_in_place(loop: ast.For, before: list, exposed: set, rows: set) -> None:
+    """Each push of `loop`'s body whose fused run can write its row in place, rewritten so."""
+    body = _Body(loop)
+    for stmt in list(loop.body):
         found = _tape_call(stmt, "push_row")
-        if found is None:
+        if found is None or found[0] not in rows or found[2] in exposed:
             continue
         tape, count, x = found
-        g = _last(body[:p], x)
-        if g is None or not _guard_with_else(body[g]) or tape not in rows:
+        p = loop.body.index(stmt)
+        hits = body.mentioning(loop.body, x)
+        g = ([h for h in hits if h < p] or [None])[-1]
+        if g is None or hits[-1] != p or not _guard_with_else(loop.body[g]):
             continue
-        guard = body[g]
-        if set(names_stored(body[g:p])) & {tape, count} or tape in names_stored([loop]):
+        guard = loop.body[g]
+        if body.binds(loop.body[g:p], {tape, count}) or body.binds(loop.body, {tape}):
             continue
-        if x in names_mentioned([guard.test]) or not _rows_like(before, tape):
+        if x in names_mentioned([guard.test]):
             continue
-        buffer = _written(guard.body, x, _rows_like(before, tape))
-        if buffer is None or x in _exposed([body[p + 1 :], [loop]] + then, _all_reads):
+        made = _written(guard.body, x, _rows_like(before, tape))
+        if made is None:
             continue
-        _rewrite_writes(guard, x, buffer, tape, count)
+        _rewrite_writes(guard, x, made, tape, count)
         guard.orelse.append(stmt)
-        del body[p]
-        return True
-    return False
+        loop.body.remove(stmt)
+        body.changed(guard)
 
 
-def _read_in_place(loop: ast.For, then: list, rows: set) -> bool:
-    """Rewrites one pop of `loop`'s body into a name only a fused run reads, element by element;
-    whether it found one."""
-    body = loop.body
-    for q, stmt in enumerate(body):
+def _read_in_place(loop: ast.For, exposed: set, rows: set) -> None:
+    """Each pop of `loop`'s body into a name only a fused run reads, element by element,
+    rewritten to read the row in place."""
+    body = _Body(loop)
+    for stmt in list(loop.body):
         found = _popped(stmt)
-        if found is None:
+        if found is None or found[0] not in rows or found[2] in exposed:
             continue
         tape, count, x = found
-        g = _first(body[q + 1 :], x)
-        if g is None or tape not in rows:
-            continue
-        g += q + 1
-        guard = body[g]
-        if not _guard_with_else(guard) or set(names_stored(body[q + 1 : g + 1])) & {tape, count}:
-            continue
-        if x in _exposed([body[g + 1 :], [loop]] + then, _all_reads):
+        q = loop.body.index(stmt)
+        after = loop.body[q + 1 :]
+        hits = body.mentioning(after, x)
+        if len(hits) != 1 or not _guard_with_else(after[hits[0]]):
+            continue  # (read by the run alone, and not after it)
+        guard = after[hits[0]]
+        if body.binds(after[: hits[0] + 1], {tape, count}):
             continue
         pairs = _fusible_pairs(guard.test, x)
         if pairs is None or not _elements_read(guard.body, x):
@@ -157,9 +179,8 @@ def _read_in_place(loop: ast.For, then: list, rows: set) -> bool:
             call.func.id, call.args = "fusible_row", [other, load_name(tape)]
         _index_rows(guard.body, x, tape, count, ast.Load)
         guard.orelse.insert(0, stmt)
-        del body[q]
-        return True
-    return False
+        loop.body.remove(stmt)
+        body.changed(guard)
 
 
 def _all_reads(node) -> set[str]:
@@ -181,16 +202,6 @@ def _popped(stmt):
         return None
     tape, count = (a.id for a in call.args)
     return tape, count, stmt.targets[0].id
-
-
-def _last(stmts: list, name: str) -> int | None:
-    found = [k for k, s in enumerate(stmts) if name in names_mentioned([s])]
-    return found[-1] if found else None
-
-
-def _first(stmts: list, name: str) -> int | None:
-    found = [k for k, s in enumerate(stmts) if name in names_mentioned([s])]
-    return found[0] if found else None
 
 
 def _guard_with_else(stmt) -> bool:
@@ -217,8 +228,9 @@ def _written(run: list, x: str, buffer: str | None) -> ast.Assign | None:
     if call is None or len(call.args) != 3 or ast.unparse(call.args[0]) != buffer:
         return None
     allowed = {id(made[0].targets[0])}
+    counters = _counters(run)
     for node in walk_nodes(ast.Module(run, [])):
-        if isinstance(node, ast.Assign) and _element_of(node.targets[0], x, run, ast.Store):
+        if isinstance(node, ast.Assign) and _element_of(node.targets[0], x, counters, ast.Store):
             allowed.add(id(node.targets[0].value))
         elif _shape_stub_of(node, x):
             allowed.add(id(node.args[0]))
@@ -228,16 +240,28 @@ def _written(run: list, x: str, buffer: str | None) -> ast.Assign | None:
 
 def _elements_read(run: list, x: str) -> bool:
     """Whether the fused run `run` reads `x` only element by element, and never writes it."""
+    counters = _counters(run)
     allowed = {
-        id(n.value) for n in walk_nodes(ast.Module(run, [])) if _element_of(n, x, run, ast.Load)
+        id(n.value)
+        for n in walk_nodes(ast.Module(run, []))
+        if _element_of(n, x, counters, ast.Load)
     }
     uses = [n for n in walk_nodes(ast.Module(run, [])) if isinstance(n, ast.Name) and n.id == x]
     return bool(uses) and all(id(n) in allowed for n in uses)
 
 
-def _element_of(node, x: str, run: list, ctx) -> bool:
+def _counters(run: list) -> set[str]:
+    """The names the loops of the fused run `run` count with (`i0`)."""
+    return {
+        n.target.id
+        for n in walk_nodes(ast.Module(run, []))
+        if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+    }
+
+
+def _element_of(node, x: str, counters: set, ctx) -> bool:
     """Whether `node` is `x[i0, ...]`, loaded or stored (`ctx`), indexed by the run's loop
-    counters and integers alone (a basic index: the row's `tape[count, i0, ...]` is the same)."""
+    `counters` and integers alone (a basic index: the row's `tape[count, i0, ...]` is the same)."""
     if not (
         isinstance(node, ast.Subscript)
         and isinstance(node.ctx, ctx)
@@ -245,13 +269,6 @@ def _element_of(node, x: str, run: list, ctx) -> bool:
         and node.value.id == x
     ):
         return False
-    counters = {
-        t.id
-        for n in walk_nodes(ast.Module(run, []))
-        if isinstance(n, ast.For)
-        for t in [n.target]
-        if isinstance(t, ast.Name)
-    }
     for n in walk_nodes(node.slice):
         if isinstance(n, ast.Name):
             fits = n.id in counters
@@ -295,8 +312,9 @@ def _rewrite_writes(guard: ast.If, x: str, made: ast.Assign, tape: str, count: s
 
 def _index_rows(run: list, x: str, tape: str, count: str, ctx) -> None:
     """Each `x[index]` (`ctx`) in `run` as `tape[count, index]`."""
+    counters = _counters(run)
     for node in walk_nodes(ast.Module(run, [])):
-        if _element_of(node, x, run, ctx):
+        if _element_of(node, x, counters, ctx):
             index = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             node.value = load_name(tape)
             node.slice = ast.Tuple([load_name(count)] + list(index), ast.Load())
