@@ -24,16 +24,18 @@ fused run reads, element by element, the run reads the elements from the tape.
 Why: each array a compiled loop binds to a name is a reference Numba counts, an atomic
 increment and decrement per iteration (the buffer `reused` hands back, the view `pop_row`
 makes), and `push_row` copies the buffer into the row. RK4 on an 8-vector spent about a fifth
-of its jitted gradient's time in those counts (perf, 2026-11-29); written in place, the
-gradient took 0.74x the time (1.84x against 2.49x the `numba.njit` primal, side by side).
+of its jitted gradient's time in those counts (perf, 2026-11-29); written and read in place,
+2.03x the `numba.njit` primal's time where it took 2.66x (side by side, README).
 
 `row_fits` raises what `push_row` raises where the row does not fit (the call then runs in the
 code without fused loops, which keeps lists), `fusible_row` is `fusible` of a row. A name is
 left as it was where it is read or written otherwise in the run (its shape, a slice of it,
-a call), read after the run, where the tape or its count changes between the pop or push and
-the run, or where the tape is not one of rows (a list of views). The `else:` branch, the
-original statements, pops and pushes as before. The pass runs last on the fused jitted code;
-it consumes and produces statement lists (copies)."""
+a call), mentioned after the run in the loop's body or read after the loop, where the tape or
+its count changes between the pop or push and the run, where the tape is not one of rows (a
+list of views), or, for a push, where the rows are not made like the buffer right before the
+loop (a loop nested in another: rows_before.py makes them before the outermost). The `else:`
+branch, the original statements, pops and pushes as before. The pass runs last on the fused
+jitted code; it consumes and produces statement lists (copies)."""
 
 from __future__ import annotations
 
