@@ -42,7 +42,7 @@ from __future__ import annotations
 import ast
 from collections import Counter
 
-from ..astcopy import clone, walk_nodes
+from ..astcopy import walk_nodes
 from .. import ir
 from .hoist import _exposed, _fused_guard
 from .names import names_mentioned, names_read, names_stored
@@ -56,7 +56,7 @@ _INDEX_NODES = (ast.Tuple, ast.BinOp, ast.Load, ast.Add, ast.Sub, ast.Mult)
 def rows_in_place(blocks: list[list], reads: list) -> list[list]:
     """`blocks` (a function's statement lists, in order) with fused runs writing and reading
     tapes' rows in place where they can; `reads` are the nodes the function reads last."""
-    blocks = clone(blocks)
+    blocks = _fresh(blocks)
     nodes = list(walk_nodes(ast.Module([s for b in blocks for s in b], [])))
     stored = Counter(
         n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
@@ -67,6 +67,23 @@ def rows_in_place(blocks: list[list], reads: list) -> list[list]:
     for k, block in enumerate(blocks):
         _visit(block, blocks[k + 1 :] + end, rows)
     return blocks
+
+
+def _fresh(x):
+    """A copy of `x`, nodes and lists of them, whose nodes share their other attributes with
+    `x`'s (the origin `ir.copy_origin` records, positions): the pass rewrites the copy in place,
+    and an origin is only read (`clone` would deep-copy a statement's ParsedFunction)."""
+    if isinstance(x, list):
+        return [_fresh(v) for v in x]
+    if not isinstance(x, ast.AST):
+        return x
+    y = x.__class__.__new__(x.__class__)
+    y.__dict__.update(x.__dict__)
+    for field in x._fields:
+        value = getattr(x, field, None)
+        if isinstance(value, (list, ast.AST)):
+            setattr(y, field, _fresh(value))
+    return y
 
 
 def _rows_made(node) -> bool:
