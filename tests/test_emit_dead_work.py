@@ -121,6 +121,19 @@ def test_an_in_place_update_keeps_no_tape_of_the_array_it_updates():
     check_grad(drift, (x, v, 0.1, 4), wrt=(0, 1))
 
 
+def number_becoming_an_array(x, s):
+    v = x * 1.0
+    for k in range(3):
+        s += 0.1 * v  # (a number s: Python rebinds it to the array s + 0.1 * v)
+    return np.sum(s * s)
+
+
+def test_a_number_an_update_makes_an_array_keeps_its_tape():
+    """`s += dt * v` of a number s is no in-place update: s becomes an array, so its cotangent
+    is unbroadcast to the number, which the adjoint reads (a ValueError, reshaping to ())."""
+    check_grad(number_becoming_an_array, (np.array([0.3, -0.7, 1.2, 0.5]), 0.5), wrt=(0, 1))
+
+
 def loss_and_metric(w, A):
     loss = np.sum((A @ w) ** 2)
     metric = np.linalg.slogdet(A.T @ A + np.eye(A.shape[1]))[1]

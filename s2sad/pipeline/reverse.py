@@ -356,7 +356,11 @@ class Reverser(BranchesAndLoops):
         if not rule.elementwise or not isinstance(bound.args.get(param), ast.expr):
             return None
         if (target, getattr(bound.args[param], "id", None)) in self.kept:
-            return bound.args[param]  # (`x += dt * v`: unbroadcasting to x reads no tape of x)
+            # (`x += dt * v`: unbroadcasting to x reads no tape of x) where the check proves
+            # it: x an array (a number x, `s += dt * v`, becomes the array, as in Python)
+            old, new = self.rank(bound.args[param]), self.rank(load_name(target))
+            if old is not None and (old > 0 or new == 0):
+                return bound.args[param]
         others = [  # every other argument broadcasts with it (np.where's condition too)
             v
             for q, v in bound.args.items()
