@@ -220,3 +220,53 @@ def cast_to_its_own_kind(x, idx):  # an integer array as integers: the same arra
 def test_an_alias_through_a_tuple_display_or_an_asarray_of_its_kind_is_refused(f):
     with pytest.raises(s2sad.UnsupportedSyntaxError, match="`[yz]` may "):
         s2sad.grad(f)(X.copy(), *([np.array([0, 1])] if f is cast_to_its_own_kind else []))
+
+
+def out_by_position_ufunc(x):
+    y = np.zeros(4)
+    z = np.multiply(x, 2.0, y)  # z is y
+    z[0] = x[1] * x[2]
+    return np.sum(y * x)
+
+
+def out_by_position_clip(x):
+    y = np.zeros(4)
+    z = np.clip(x, -0.5, 0.9, y)
+    z[1] = x[0] ** 2
+    return np.sum(y * x)
+
+
+def out_by_position_method(x):
+    y = x * 1.0
+    z = y.clip(-0.5, 0.9, y)
+    z[0] = x[3] * x[1]
+    return np.sum(y * x)
+
+
+def copy_false_by_position(x):
+    y = x * 1.0
+    z = y.astype(float, "K", "unsafe", True, False)  # z is y
+    z[0] = x[1] ** 2
+    return np.sum(y * x)
+
+
+@pytest.mark.parametrize(
+    "f",
+    [out_by_position_ufunc, out_by_position_clip, out_by_position_method, copy_false_by_position],
+)
+def test_out_or_copy_given_by_position_is_an_alias(f):
+    """`out` and `copy=False` given by position return the array itself, as by keyword: a write
+    through the result is refused (it was taken for a new array: a wrong gradient)."""
+    with pytest.raises(s2sad.UnsupportedSyntaxError, match="`z` may share memory"):
+        s2sad.grad(f)(np.array([0.3, -0.7, 1.2, 0.5]))
+
+
+def test_a_ufunc_or_method_without_out_still_makes_a_new_array():
+    def f(x):
+        z = np.multiply(x, 2.0)
+        z[0] = x[1] * x[2]
+        w = x.clip(-0.5, 0.9)
+        w[1] = x[0] ** 2
+        return np.sum(z * x) + np.sum(w)
+
+    check_grad(f, (np.array([0.3, -0.7, 1.2, 0.5]),))

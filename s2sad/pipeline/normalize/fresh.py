@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 
 import numpy as np
 
@@ -51,7 +52,10 @@ def fresh_call(node: ast.Call, resolver, local_funcs, not_integers: set, float_c
     if isinstance(func, ast.Name) and func.id in local_funcs:
         return False  # (inlined, or a local function value: its result may be anything)
     if isinstance(func, ast.Attribute) and resolver.resolve(func) is None:
-        return func.attr in _FRESH_METHODS or (func.attr == "astype" and _copies(node))
+        method = getattr(np.ndarray, func.attr, None)  # (`y.clip(0, 1, y)`: out by position)
+        if func.attr == "astype":
+            return _copies(node, method, True)
+        return func.attr in _FRESH_METHODS and _argument(method, node, "out", True) is None
     callee = resolver.resolve(func)
     if callee is np.asarray:  # of a float array as integers or booleans: a new array
         return _cast(node, resolver, not_integers, float_casts)
@@ -68,15 +72,19 @@ def makes_new_array(callee, node: ast.Call) -> bool:
     keywords = {k.arg: k.value for k in node.keywords}
     if "out" in keywords:
         return False
+    if isinstance(callee, np.ufunc):  # (`np.multiply(x, 2.0, y)`: out by position)
+        return len(node.args) <= callee.nin
+    if _argument(callee, node, "out") is not None:  # (`np.clip(x, 0, 1, y)`)
+        return False
     if callee is np.array:
-        return _copies(node)
+        return _copies(node, callee)
     if callee is np.diff:  # `np.diff(a, 0)` is `a` itself
         n = node.args[1] if len(node.args) > 1 else keywords.get("n", ast.Constant(1))
         return isinstance(n, ast.Constant) and n.value != 0
     if callee is np.einsum:  # one operand may give a view (`np.einsum("ii->i", a)`)
         operands = len(node.args) - isinstance(node.args[0], ast.Constant) if node.args else 0
         return operands > 1
-    if isinstance(callee, np.ufunc) or getattr(callee, "__module__", None) == "math":
+    if getattr(callee, "__module__", None) == "math":
         return True
     try:
         return callee in _FRESH_FUNCS
@@ -84,10 +92,26 @@ def makes_new_array(callee, node: ast.Call) -> bool:
         return False
 
 
-def _copies(node: ast.Call) -> bool:
-    """Whether a call given `copy=` (np.array, `.astype`) copies: no copy= or copy=True."""
-    copy = next((k.value for k in node.keywords if k.arg == "copy"), None)
+def _copies(node: ast.Call, callee, method: bool = False) -> bool:
+    """Whether a call given `copy=` (np.array, `.astype`) copies: no copy, or copy=True."""
+    copy = _argument(callee, node, "copy", method)
     return copy is None or (isinstance(copy, ast.Constant) and copy.value is True)
+
+
+def _argument(callee, node: ast.Call, name: str, method: bool = False) -> ast.expr | None:
+    """What `node` passes for `callee`'s parameter `name`, by keyword or by position (a method's
+    signature starts with self), or None where it passes nothing (or None)."""
+    given = next((k.value for k in node.keywords if k.arg == name), None)
+    if given is None:
+        try:
+            params = list(inspect.signature(callee).parameters.values())[int(method) :]
+        except (TypeError, ValueError):  # (no signature to read: float, a builtin)
+            return None
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        names = [p.name for p in params if p.kind in kinds]
+        if name in names and names.index(name) < len(node.args):
+            given = node.args[names.index(name)]
+    return None if isinstance(given, ast.Constant) and given.value is None else given
 
 
 def _cast(node: ast.Call, resolver, not_integers: set, float_casts: set | None) -> bool:
