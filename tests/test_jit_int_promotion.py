@@ -23,7 +23,14 @@ def small_ints(x, i8, u8, i16, u16, i32, u32, u64):
     s = s + (u16 - 7) * x + (i32 * 3 - 1) * x + (u32 - 5) * x + y * x
     s = s + (i8 // 3) * x + (u8 % 7) * x + (-i16 - 1) * x + (2 - u16) * x
     s = s + (u8**2) * x
+    e = u8[3] * 3  # numbers too: a uint8 one (750 wraps to 238), which `//` and `%` read
+    s = s + (u8[3] * 200 + (u8[3] + 10) - u8[0] + e // 7 + e % 5 + -u8[0] + u8[1] ** 2) * x
+    s = s + (i16[0] * 300 + (i32[0] * 3 - 1) + (u64[3] + 1) + (i8[3] + i8[3]) // 3) * x
     return np.sum(s * s)
+
+
+def element_times(x, u, n):
+    return np.sum(x * (u[2] * 300) * (u[0] * n))
 
 
 def floats_with_ints(x, a, b, c, d):
@@ -75,6 +82,19 @@ def test_small_integer_arrays_with_python_ints_wrap_as_numpys():
     _same(got, want)
     numba_like = small_ints(x, *(a.astype(np.int64) for a in ints[:-1]), ints[-1])
     assert not np.isclose(want[0], numba_like)  # (the wrapped numbers differ from int64's)
+
+
+def test_elements_out_of_range_or_meeting_an_int_of_unknown_type_are_told_as_numpy():
+    """`u[2] * 300` of a uint8 `u` raises NumPy's OverflowError (a `weak_int`, as for arrays);
+    `u[0] * n` of an int argument `n` is refused, as `u * n` is (NumPy's dtype is uint8 for a
+    Python int, int64 for a NumPy one)."""
+    x, u = np.array([0.3, 0.7, 1.1]), _ints(np.uint8, [2, 30, 250])
+    with pytest.raises(OverflowError, match="300 out of bounds for uint8"):
+        s2sad.value_and_grad(element_times)(x, u, 200)
+    jitted = s2sad.value_and_grad(element_times, jit="strict")
+    assert "u[2] * weak_int(300, u)" in s2sad.source(jitted, x, u, 200)
+    with pytest.raises(JitError, match=r"uint8 array.*line \d+ \(`return np.sum\(x \* \(u\[2\]"):
+        jitted(x, u, 200)
 
 
 def test_float32_with_integer_arrays_promotes_as_numpy():
