@@ -38,6 +38,33 @@ _WEAK_CALLS = {
 }
 
 
+def dtype_kinds(shapes, norm):
+    """`shapes.kind`, and "?" for an array whose dtype ranks.py does not follow and that is not
+    certainly of floats (`c = m.sum(axis=0)` of an integer `m`, an argument of a module `s2sad
+    emit` writes): an operand passed to `promoted` and `weak_int` as integer arrays are, whose
+    compiled forms read its dtype (a float one changes nothing)."""
+    unknown = {
+        name
+        for name in set(shapes.rank) | set(norm.params)
+        if name not in norm.floats
+        and shapes.get(name) != 0
+        and not isinstance(shapes.kinds.get(name), str)
+        and not shapes.ints.get(name)
+        and name not in shapes.indices | shapes.lists
+    }
+
+    def kind(node):
+        known = shapes.kind(node)
+        base = node
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        if known is None and isinstance(base, ast.Name) and base.id in unknown:
+            return "?"
+        return known
+
+    return kind
+
+
 def in_numpy_dtypes(node: ast.expr, rank_of, kind_of, int_of) -> ast.expr:
     """`node` (its operands lowered already) with its Python int operand `weak_int(n, u)` where
     the other is an integer array, its float operand `promoted(x, idx)` where the other is
@@ -68,7 +95,11 @@ def in_numpy_dtypes(node: ast.expr, rank_of, kind_of, int_of) -> ast.expr:
             continue
         if weak and int_of(operand):
             operands[k] = call_of("weak_int", operand, *arrays)
-        elif _integer_arrays(operand, kind_of, int_of) is None and not _number(operand):
+        elif (
+            _unknown_or_floats(operand, kind_of, int_of)
+            and not _number(operand)
+            and all(rank_of(a) for a in arrays if kind_of(a) == "?")  # (no number: an int's
+        ):  # dtype would be its type's, where NumPy keeps float32 for a Python int)
             operands[k] = call_of("promoted", operand, *arrays)
     if isinstance(node, ast.BinOp):
         node.left, node.right = operands
@@ -135,6 +166,16 @@ def _through_helpers(rank_of):
     return rank
 
 
+def _unknown_or_floats(operand, kind_of, int_of) -> bool:
+    """Whether `operand` is not known to be integers: floats, or arrays of dtypes not followed
+    ("?": `f * c` of two such is `promoted(f, c) * promoted(c, f)`, each cast where the other
+    widens it)."""
+    names = _integers(operand, kind_of, int_of)
+    return names is None or (
+        bool(names) and all(kind_of(load(n)) == "?" for n in names) and not int_of(operand)
+    )
+
+
 def _apart(operand, rank_of, kind_of, int_of) -> ast.expr:
     """`integers(operand)` for an integer operation on arrays, else `operand`."""
     if isinstance(operand, ast.Call) and _WEAK_CALLS.get(ast.unparse(operand.func)) is None:
@@ -156,7 +197,8 @@ def _integer_arrays(node, kind_of, int_of) -> list | None:
     if found is None:
         return None
     names = list(dict.fromkeys(found))
-    return [load(n) for n in names] if any(kind_of(load(n)) in ("i", "u") for n in names) else []
+    arrays = any(kind_of(load(n)) in ("i", "u", "?") for n in names)
+    return [load(n) for n in names] if arrays else []
 
 
 def _integers(node, kind_of, int_of) -> list | None:
@@ -178,7 +220,7 @@ def _integers(node, kind_of, int_of) -> list | None:
     if operands is not None:
         found = [_integers(o, kind_of, int_of) for o in operands]
         return None if None in found else [n for names in found for n in names]
-    if kind_of(node) not in ("i", "u", "b"):
+    if kind_of(node) not in ("i", "u", "b", "?"):
         return None
     base = node
     while isinstance(base, ast.Subscript):  # (an element of one: its array's dtype)
@@ -186,7 +228,7 @@ def _integers(node, kind_of, int_of) -> list | None:
     if isinstance(base, ast.Name):
         return [base.id]
     names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)]  # (`np.abs(u)`)
-    return [n for n in names if kind_of(load(n)) in ("i", "u", "b")]
+    return [n for n in names if kind_of(load(n)) in ("i", "u", "b", "?")]
 
 
 def _natural(node) -> bool:

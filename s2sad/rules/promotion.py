@@ -110,6 +110,7 @@ def _int_in_dtype(n, *arrays):
     return lambda n, *arrays: cast(n)
 
 
+@type_test
 def _int_dtype(arrays):
     """NumPy's integer dtype of the Numba types of integer arrays and numbers (`y // 7` of a
     uint64 `y = u[2] * 3`), None where it is none (a mask's, a float's)."""
