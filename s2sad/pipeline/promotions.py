@@ -153,17 +153,23 @@ def _through_helpers(rank_of):
     class Unwrap(ast.NodeTransformer):
         def visit_Call(self, node):
             self.generic_visit(node)
-            named = isinstance(node.func, ast.Name) and node.func.id in _HELPERS
-            return node.args[0] if named and node.args else node
+            return node.args[0] if _helper_call(node) else node
 
     def rank(node):
-        if not any(
-            isinstance(n, ast.Call) and ast.unparse(n.func) in _HELPERS for n in ast.walk(node)
-        ):
+        if not any(_helper_call(n) for n in ast.walk(node)):
             return rank_of(node)
         return rank_of(Unwrap().visit(copy.deepcopy(node)))
 
     return rank
+
+
+def _helper_call(node) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _HELPERS
+        and bool(node.args)
+    )
 
 
 def _unknown_or_floats(operand, kind_of, int_of) -> bool:
