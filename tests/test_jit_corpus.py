@@ -424,9 +424,10 @@ def test_the_corpus_covers_every_numba_helper():
     # test_jit_masks.py compiles (one gradient for all three); stack_operands only where a
     # stack's operands have ranks not known (test_jit_lowered_forms); linspace_ends only where
     # np.linspace is given `endpoint`, and indexed_by_arrays (no compiled form: a refusal)
-    # where an index holds two arrays (test_jit_edges.py); weak_int and integers where an
-    # integer array meets a Python int (test_jit_int_promotion.py compiles both)
+    # where an index holds two arrays (test_jit_edges.py); weak_int, integers and int_in_dtype
+    # where an integer array or its element meets a Python int (test_jit_int_promotion.py
+    # compiles all three)
     exempt = {"stop_gradient", "shape_stub", "broadcast_like", "own_copy", "linspace_ends"}
-    exempt |= {"indexed_by_arrays", "weak_int", "integers"}
+    exempt |= {"indexed_by_arrays", "weak_int", "integers", "int_in_dtype"}
     exempt |= {"masked", "set_masked", "add_masked", "rule_cotangents", "stack_operands"}
     assert helpers - seen <= exempt, f"no corpus function calls {helpers - seen}"

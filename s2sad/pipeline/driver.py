@@ -32,6 +32,7 @@ from .hoist import hoist_buffers
 from .load import Compiled, load, without_gc_pauses
 from .carried import assigned_before, carried_in_dtype, numbers_carried, numbers_in_dtype
 from .lower import drop_constant_branches, jit_copy, lower_for_numba
+from .promotions import dtype_kinds
 from .names import assigned, names_mentioned, simple_statements
 from .nodes import own_nodes
 from .normalize import hygienic, normalize, reserved_names
@@ -41,7 +42,7 @@ from .optimize import drop_unread, optimize, read_primal_values
 from .independence import independent_loops
 from .parallel import Threads, serial_note
 from .parse import parse_function
-from .integer_writes import drop_truncating_stores, refuse_float_updates
+from .integer_writes import certain_floats, drop_truncating_stores, refuse_float_updates
 from .unbound_reads import refuse_unbound_reads
 from .ranks import (
     adjoint_rank,
@@ -197,6 +198,7 @@ def _pipeline(
     for stmt in simple:
         ir.set_op(stmt, classify(stmt, local_names))
     drop_truncating_stores(norm.stmts, dict(ranks or ()), [ir.op(s) for s in simple], wrt)
+    norm.floats = certain_floats(norm.stmts, dict(ranks or ()), wrt) if jit else set()
     batched = mode in ("vjp_batched", "jvp_batched")
     if mode in ("jvp", "jvp_batched"):
         source, name, unfused, indexed, numba_checks = _forward_mode(
@@ -261,8 +263,9 @@ def _forward_mode(
         primal_of = {} if batched else {d: p for p, d in fwd.tangent.items()}
         rank_of = adjoint_rank(shapes, primal_of) if primal_of else shapes.of
         given = list(norm.params) + list(tangents_in) + list(resolver.reads.data.values())
+        kinds = dtype_kinds(shapes, norm)
         body = numbers_carried(
-            lower_for_numba(body, rank_of, shapes.kind, shapes._is_int), rank_of, given
+            lower_for_numba(body, rank_of, kinds, shapes._is_int), rank_of, given
         )
         taken = set(norm.params) | set(tangents_in) | reserved_names(parsed.name)
         if parallel:  # loops on threads; their builds are not fused (yet)
@@ -365,7 +368,8 @@ def _reverse_mode(
         primal = _reused(norm, adjoint, primal, tape_inits, shapes, closure)
     if jit:
         adjoint_ranks = adjoint_rank(shapes, adjoint.primal_of)
-        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks, shapes.kind, shapes._is_int)
+        kinds = dtype_kinds(shapes, norm)  # ("?": dtypes the compiled helpers read, promotions.py)
+        adjoint.stmts = lower_for_numba(adjoint.stmts, adjoint_ranks, kinds, shapes._is_int)
         in_use = protected | names_mentioned(primal + adjoint.stmts) | norm.taken
         params = list(norm.params) + list(resolver.reads.data.values()) + list(adjoint.seeds)
         given = assigned_before(primal, params)
@@ -374,11 +378,11 @@ def _reverse_mode(
         )
         adjoint.stmts = numbers_carried(adjoint.stmts, adjoint_ranks, given)
         primal = numbers_carried(
-            lower_for_numba(primal, shapes.of, shapes.kind, shapes._is_int), shapes.of, params
+            lower_for_numba(primal, shapes.of, kinds, shapes._is_int), shapes.of, params
         )
         if rerun:  # the value function a re-running pullback's vjp returns with it
             plain = numbers_carried(
-                lower_for_numba(plain, shapes.of, shapes.kind, shapes._is_int), shapes.of, params
+                lower_for_numba(plain, shapes.of, kinds, shapes._is_int), shapes.of, params
             )
         if not parallel:  # (on threads, after them: a reduction there has its own pattern)
             adjoint.stmts = numbers_in_dtype(adjoint.stmts, adjoint_ranks, in_use, given)

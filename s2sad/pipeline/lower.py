@@ -195,6 +195,10 @@ def lower_for_numba(
                 return ast.Call(ast.Name("matmul_stacks", ast.Load()), [node.left, node.right], [])
             return in_numpy_dtypes(node, rank_of, kind_of, int_of)
 
+        def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+            self.generic_visit(node)
+            return in_numpy_dtypes(node, rank_of, kind_of, int_of)
+
         def visit_Call(self, node: ast.Call) -> ast.expr:
             self.generic_visit(node)
             if isinstance(node.func, ast.Name) and node.func.id in RUNTIME:

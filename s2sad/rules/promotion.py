@@ -35,10 +35,8 @@ def weak_int(n, *arrays):
 
 @numba_of(weak_int)
 def _weak_int(n, *arrays):
-    if not isinstance(n, types.Integer) or not all(_array(a) for a in arrays):
-        return lambda n, *arrays: n
-    dtype = np.result_type(*[as_dtype(a.dtype) for a in arrays])
-    if dtype.kind not in "iu" or dtype == np.int64:
+    dtype = _int_dtype(arrays)
+    if not isinstance(n, types.Integer) or dtype is None or dtype == np.int64:
         return lambda n, *arrays: n  # (int64's arithmetic is Numba's; a mask's, bool + 1, too)
     info = np.iinfo(dtype)
     low, high = int(info.min), min(int(info.max), int(np.iinfo(np.int64).max))
@@ -93,6 +91,34 @@ def integers(v):
 @numba_of(integers)
 def _integers(v):
     return lambda v: v
+
+
+@helper(nondiff=True)
+def int_in_dtype(n, *arrays):
+    """The int number `n` computed from elements of the integer `arrays` (`int_in_dtype(u[2] *
+    weak_int(200, u), u)`), in NumPy's dtype of them: compiled, cast back to it (Numba computes
+    numbers of 8, 16 and 32 bits in int64), so a uint8 product wraps mod 256 as NumPy's does."""
+    return n
+
+
+@numba_of(int_in_dtype)
+def _int_in_dtype(n, *arrays):
+    dtype = _int_dtype(arrays)
+    if not isinstance(n, types.Integer) or dtype is None or as_dtype(n) == dtype:
+        return lambda n, *arrays: n  # (a mask's element plus 1 is an int64, as Numba's)
+    cast = dtype.type
+    return lambda n, *arrays: cast(n)
+
+
+@type_test
+def _int_dtype(arrays):
+    """NumPy's integer dtype of the Numba types of integer arrays and numbers (`y // 7` of a
+    uint64 `y = u[2] * 3`), None where it is none (a mask's, a float's)."""
+    dtypes = [a.dtype if _array(a) else types.unliteral(a) for a in arrays]
+    if not all(isinstance(t, (types.Integer, types.Boolean)) for t in dtypes):
+        return None
+    dtype = np.result_type(*[as_dtype(t) for t in dtypes])
+    return dtype if dtype.kind in "iu" else None
 
 
 @type_test

@@ -22,6 +22,7 @@ class Normalized:
     params: list[str]
     varied: set[str]  # names that may depend on the wrt inputs
     taken: set[str] = field(default_factory=set)  # every name in use, for later allocations
+    floats: set[str] = field(default_factory=set)  # names certainly of floats (jit only)
 
 
 class Normalizer(Inlining):
