@@ -262,7 +262,7 @@ def inherited(flags) -> tuple:
         return ()
     if _INHERITED is None:  # pragma: no cover  (Numba's code unreadable: all of them)
         return (flags.summary(),)
-    values = ((name, getattr(flags, name)) for name in _INHERITED)
+    values = ((name, getattr(flags, name, None)) for name in _INHERITED)  # (another target's)
     # (fastmath's flags are a set: sorted, so that its text is the same in every process)
     return tuple((n, repr(sorted(v.flags) if hasattr(v, "flags") else v)) for n, v in values)
 
