@@ -15,8 +15,9 @@ their data files alike (an index entry can then name another signature's code), 
 without the caller's inherited flags (`error_model`). So each form's overload template is given a jit
 decorator of s2sad's (`_get_jit_decorator`, the one hook), which sets the dispatcher's cache to
 `HelperCache`: one file per specialisation, named by a hash of Numba's own key (signature,
-CPU, the implementation's bytecode and closure) and the caller's flags, which the file stores
-and is checked against; written whole under a random name and renamed (atomic_write, 0600);
+CPU, the implementation's bytecode and closure) and the caller's flags the compile inherits
+(`inherited`: callers alike in those share one dispatcher, `_shared_impls`), which the file
+stores and is checked against; written whole under a random name and renamed (atomic_write, 0600);
 a digest checked before it is unpickled, so a damaged file is deleted and compiled again; a
 file that cannot be written is simply not kept. Two processes compiling at once write the same
 name with the same code, and nothing is read-modified-written.
@@ -32,8 +33,10 @@ internals differ (a name missing) the helpers are simply compiled in each proces
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 import pickle
+import re
 import sys
 from pathlib import Path
 
@@ -223,14 +226,64 @@ def _cached_jit(**options):
         try:
             directory = helpers_dir()
             if directory is not None:
-                flags = ConfigStack.top_or_none()  # the caller's: what the compile inherits
-                summary = flags.summary() if flags is not None else ""
+                # the caller's flags the compile inherits (not its bounds checks, say: never
+                # the helper's)
+                summary = repr(inherited(ConfigStack.top_or_none()))
                 dispatcher._cache = HelperCache(py_func, directory, summary)
         except (AttributeError, TypeError):  # Numba's internals differ: compiled, not kept
             pass
         return dispatcher
 
     return build
+
+
+def _inherited_names() -> tuple[str, ...] | None:
+    """The flags a CPU compile takes from its caller where its own options leave them unset
+    (Numba 0.68: nrt, fastmath, error_model, forceinline), read from Numba's own code; None
+    where that cannot be read (then every flag counts)."""
+    try:
+        from numba.core.cpu import CPUTargetOptions
+
+        text = inspect.getsource(CPUTargetOptions.finalize)
+    except (ImportError, AttributeError, OSError, TypeError):  # pragma: no cover
+        return None
+    names = set(re.findall(r"inherit_if_not_set\(\s*[\"'](\w+)[\"']", text))
+    return tuple(sorted(names)) if "error_model" in names else None  # (else: code not as read)
+
+
+_INHERITED = _inherited_names()
+
+
+def inherited(flags) -> tuple:
+    """What of a caller's `flags` (Numba's ConfigStack top, or None) a helper's compile takes:
+    callers that differ only in the rest (bounds checks, parallel, no wrapper) get one
+    dispatcher and one file, not one each."""
+    if flags is None:
+        return ()
+    if _INHERITED is None:  # pragma: no cover  (Numba's code unreadable: all of them)
+        return (flags.summary(),)
+    values = ((name, getattr(flags, name, None)) for name in _INHERITED)  # (another target's)
+    # (fastmath's flags are a set: sorted, so that its text is the same in every process)
+    return tuple((n, repr(sorted(v.flags) if hasattr(v, "flags") else v)) for n, v in values)
+
+
+def _shared_impls(template) -> None:
+    """Numba's template keeps a form's implementation (its dispatcher) by the argument types and
+    the caller's whole flags: a helper called from a gradient with Numba's bounds checks and
+    from one without (or from a Numba internal compiled without a wrapper) compiled twice, to
+    the same code. Here one dispatcher serves callers alike in what the compile inherits."""
+    get_impl, shared = template._get_impl, {}
+
+    def _get_impl(self, args, kws):
+        key = (self.context, tuple(args), tuple(kws.items()), inherited(ConfigStack.top_or_none()))
+        found = shared.get(key)
+        if found is None:
+            found = get_impl(self, args, kws)
+            if found[0] is not None:
+                shared[key] = found
+        return found
+
+    template._get_impl = _get_impl
 
 
 def _caching(get_jit_decorator):
@@ -253,6 +306,8 @@ def _cache_forms_of(func) -> None:
     templates = getattr(fnty, "templates", ())
     if value is func and len(templates) == 1 and hasattr(templates[0], "_get_jit_decorator"):
         templates[0]._get_jit_decorator = _caching(templates[0]._get_jit_decorator)
+        if _INHERITED is not None:
+            _shared_impls(templates[0])
 
 
 def overload_cached(stub, form) -> None:

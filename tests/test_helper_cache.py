@@ -269,3 +269,37 @@ def test_without_numbas_expected_internals_the_helpers_compile_uncached(cache, m
     assert not cache.exists()
     # another target's jit (CUDA's) is left as Numba chose it
     assert helper_cache._caching(lambda template: "cuda jit")(None) == "cuda jit"
+
+
+def test_callers_alike_in_what_a_helper_inherits_share_its_compiled_code(cache):
+    """Numba keeps a form's implementation by the caller's whole flags: a gradient with Numba's
+    bounds checks and one without compiled each helper twice, to the same code (the checks are
+    the caller's own: never the helper's). One compile now, and one file."""
+    from numba.core import event
+
+    from s2sad.numba_helpers import broadcast_like
+
+    compiled = []
+
+    class Compiles(event.Listener):
+        def on_start(self, ev):
+            compiled.append(ev.data["dispatcher"].py_func.__module__)
+
+        def on_end(self, ev):
+            pass
+
+    def form(t, x):
+        return broadcast_like(t, x)
+
+    plain = numba.njit(error_model="numpy")(form)
+    checked = numba.njit(error_model="numpy", boundscheck=True)(form)
+    x = np.ones((2, 3), np.int16)  # (argument types no other test gives this form)
+    with event.install_listener("numba:compile", Compiles()):
+        np.testing.assert_array_equal(plain(np.int16(2), x), np.full((2, 3), 2, np.int16))
+        first = [m for m in compiled if m.startswith("s2sad.rules")]
+        files = sorted(helper_cache.helpers_dir().iterdir())
+        np.testing.assert_array_equal(checked(np.int16(2), x), plain(np.int16(2), x))
+    assert first and [m for m in compiled if m.startswith("s2sad.rules")] == first
+    assert sorted(helper_cache.helpers_dir().iterdir()) == files
+    # (what Numba's code says a compile inherits: read from it, so another Numba is followed)
+    assert "error_model" in helper_cache._INHERITED and "boundscheck" not in helper_cache._INHERITED

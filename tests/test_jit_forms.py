@@ -55,7 +55,7 @@ def test_lowered_reductions_give_numpys_values_dtypes_and_shapes():
         np.max(v, axis=0),
         np.min(v, axis=0, keepdims=True),
     )
-    compiled = numba.njit(reductions)
+    compiled = numba.njit(error_model="numpy")(reductions)  # as jit.py compiles gradients
     rng = np.random.default_rng(0)
     for dtype in (np.float64, np.float32):
         x = rng.standard_normal((3, 4, 5)).astype(dtype)
@@ -229,7 +229,7 @@ def test_var_std_and_integer_sums_give_numpys_values_dtypes_and_shapes():
         np.sum(m, keepdims=True),
         np.std(x[:1], axis=0, ddof=1),
     )
-    compiled = numba.njit(spreads)
+    compiled = numba.njit(error_model="numpy")(spreads)
     rng = np.random.default_rng(2)
     m = rng.integers(-5, 5, (3, 4))
     for dtype in (np.float64, np.float32):
@@ -307,7 +307,7 @@ def test_broadcast_like_the_numba_form_of_an_elementwise_tangents_broadcast():
     c's rank is not known, as in an emitted module): NumPy's values for a number and arrays."""
     from s2sad.numba_helpers import broadcast_like
 
-    forms = numba.njit(
+    forms = numba.njit(error_model="numpy")(
         lambda t, x, v, m: (
             broadcast_like(t, x),
             broadcast_like(t, m),

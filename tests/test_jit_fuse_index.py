@@ -165,7 +165,7 @@ def test_what_follows_a_two_dimensional_integer_index_fuses():
 # ----------------------------------------------------------------------------- Numba forms
 
 
-@numba.njit
+@numba.njit(error_model="numpy")  # as jit.py compiles gradients (their helpers' code)
 def _jitted_unbroadcast(g, x):
     return unbroadcast(g, x)
 
