@@ -11,7 +11,9 @@ What a jitted loop body may raise, and how each is handled:
   alone before the others go on threads (`first_alone`), and raises NumPy's error as the serial
   build does; a shape that changes with the index (`x[:i]`, `np.zeros(i)`, `x[x > 0]`, a
   `reshape` by values of the iteration) keeps the loop serial (`value_errors`);
-- values: `np.linalg` (a singular matrix, one not positive definite) keeps the loop serial;
+- values: `np.linalg` (a singular matrix, one not positive definite), and a power whose
+  exponent is not a constant (Numba's `0.0 ** j`, j an integer below 0, raises
+  ZeroDivisionError where NumPy gives inf) keep the loop serial;
 - division by zero raises nothing: builds use Numba's `error_model="numpy"` (a float gives
   inf or nan, an integer 0), so no check is needed.
 """
@@ -45,6 +47,13 @@ def value_errors(body: list, index: str) -> str | None:
             name = node.func.attr if isinstance(node.func, ast.Attribute) else text
             if name in _SHAPED_BY_VALUES and _mentions(node.args + node.keywords, varying):
                 return _changing(node)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            power = constant_value(node.right)
+            if not (isinstance(power, float) or (type(power) is int and power >= 0)):
+                return (  # Numba's 0.0 ** j, j an integer below 0, raises ZeroDivisionError
+                    f"`{ast.unparse(node)}` may raise on the values of one iteration (0 to a "
+                    "negative integer power), and Numba's threads lose the error"
+                )
         elif isinstance(node, ast.Subscript):
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             for part in parts:
