@@ -279,7 +279,7 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
     acc = _Accesses(body)
     if acc.hazard:
         return acc.hazard
-    lost = value_errors(body, i)  # (an error on threads is lost: raising.py)
+    lost = value_errors(body, i, rank_of)  # (an error on threads is lost: raising.py)
     if lost:
         return lost
     mine = assigned(body)

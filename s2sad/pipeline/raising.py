@@ -32,9 +32,11 @@ _SHAPED_BY_VALUES = {"zeros", "ones", "empty", "full", "arange", "linspace", "ey
 _SHAPED_BY_VALUES |= {"reshape", "broadcast_to", "tile", "repeat", "resize", "pooled_zeros"}
 
 
-def value_errors(body: list, index: str) -> str | None:
+def value_errors(body: list, index: str, rank_of=lambda node: None) -> str | None:
     """Why an error `body` may raise in some iteration but not in the first one could be lost
-    on threads (a string), or None where each of its errors shows in every iteration alike."""
+    on threads (a string), or None where each of its errors shows in every iteration alike.
+    `rank_of`: a node's rank where known (an array index, `x[mask]`, may select a number of
+    elements its values give)."""
     varying = assigned(body) | {index}
     for node in walk_nodes(ast.Module(body, [])):
         if isinstance(node, ast.Call):
@@ -58,6 +60,10 @@ def value_errors(body: list, index: str) -> str | None:
             parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
             for part in parts:
                 if isinstance(part, ast.Slice) and _mentions([part], varying):
+                    return _changing(node)
+                if isinstance(part, ast.Compare) or (
+                    isinstance(part, ast.Name) and (rank_of(part) or 0) > 0
+                ):
                     return _changing(node)
     return None
 
