@@ -415,9 +415,11 @@ def is_numba_error(exc) -> bool:
         return True
     if isinstance(exc, TypeError) and str(exc).startswith(_UNBOX):
         return True  # (its unboxing of an argument, in the dispatcher's C code: no frame)
-    # an IndexError from a frame of Numba's library (`np.take` out of range) is raised as the
-    # code runs, not compiles: only its compiler's frames (numba/core) make it a failure
-    part = "core" if isinstance(exc, IndexError) else ""
+    # an IndexError or ValueError from a frame of Numba's library (`np.take` out of range,
+    # `np.dot` of shapes that do not match: numba/np/linalg.py) is raised as the code runs, not
+    # compiles: only its compiler's frames (numba/core) make it a failure. (Until 2026-11-29 a
+    # shape error was taken for one, and every later call of those types refused.)
+    part = "core" if isinstance(exc, (IndexError, ValueError)) else ""
     tb = exc.__traceback__
     while tb is not None:
         if _in_numba(tb.tb_frame.f_code.co_filename, part):

@@ -6,6 +6,7 @@ independent and not where it is not; a loop the user wrote over `numba.prange` t
 independent is refused at its line. The numbers must not depend on the number of threads: each
 case also runs on one thread (`numba.set_num_threads(1)`)."""
 
+import ast
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import s2sad
 from s2sad.serial_loops import SerialLoopsWarning
 from conftest import check_grad, check_jvp, check_vjp
 from s2sad.errors import S2SADError, UnsupportedSyntaxError
+from s2sad.pipeline.raising import value_errors
 
 numba = pytest.importorskip("numba")
 from numba import prange  # noqa: E402  (after the skip: the user's own import)
@@ -189,6 +191,13 @@ def test_grad_equals_python_mode_and_finite_differences(f, args, wrt, threaded):
     assert ("prange(" in primal) == threaded, source
     assert ("prange(" in adjoint) == threaded, source
     assert "_tape" not in source or not threaded, source
+    if f is per_row:  # W @ x[i] with rows of 3 for W's 4 columns: raised, not lost on threads
+        short = np.ascontiguousarray(XR[:, :3])
+        for run in (g, s2sad.grad(f, wrt=wrt)):  # NumPy's error, at the user's line
+            with pytest.raises(ValueError, match="matmul: Input operand 1 has a mismatch"):
+                run(W, B, short)
+        for a, b in zip(g(*args), expected):  # (it was taken for a failure to compile, and
+            np.testing.assert_allclose(a, b, rtol=1e-12)  # every later call was refused)
 
 
 @pytest.mark.parametrize("f, args, wrt, threaded", CASES[:3] + CASES[5:6], ids=IDS[:3] + IDS[5:6])
@@ -437,3 +446,24 @@ def test_an_index_out_of_range_raises_on_threads_too():
     for bad in (11, -12):
         with pytest.raises(IndexError, match="out of bounds"):
             g(X, np.array([0, bad]))
+
+
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        ("t = np.linalg.inv(A[i])", "`np.linalg.inv(A[i])` may raise on the values"),
+        ("t = x[:i] * w", "the shape of `x[:i]` changes"),
+        ("t = np.zeros(i + 1)", "the shape of `np.zeros(i + 1)` changes"),
+        ("k = m + 1\nt = w.reshape(k, 2)", "the shape of `w.reshape(k, 2)` changes"),
+        ("t = x[i] ** k", "`x[i] ** k` may raise on the values"),
+        ("t = w[mask] * x[i]", "the shape of `w[mask]` changes"),
+        ("t = w[w > x[i]]", "the shape of `w[w > x[i]]` changes"),
+        ("t = x[i] ** 2 + x[i] ** 0.5", None),
+        ("t = W @ x[i] + x[1:m]", None),  # the same shapes each iteration: its first checks
+    ],
+)
+def test_what_may_raise_on_threads_in_a_later_iteration_keeps_a_loop_serial(body, why):
+    # Numba loses an error raised on threads; an error of shapes the first iteration raises
+    # (it runs alone), but one of values, or of a shape that changes with i, would be lost
+    said = value_errors(ast.parse(body).body, "i", lambda n: 1 if n.id == "mask" else None)
+    assert said is None if why is None else why in said

@@ -33,6 +33,7 @@ from ..astcopy import walk_nodes
 from ..errors import UnsupportedSyntaxError
 from .names import assigned, names_mentioned, names_read
 from .nodes import constant_value
+from .raising import value_errors
 
 # calls that write into an argument: a loop making them is not independent
 _WRITING_METHODS = {"append", "pop", "extend", "insert", "remove", "clear", "sort", "fill"}
@@ -278,6 +279,9 @@ def plan(loop, after: list, outside: list, rank_of, params=frozenset()):
     acc = _Accesses(body)
     if acc.hazard:
         return acc.hazard
+    lost = value_errors(body, i, rank_of)  # (an error on threads is lost: raising.py)
+    if lost:
+        return lost
     mine = assigned(body)
     carried: set[str] = set()
     _reads_before_assigned(body, {i}, carried)

@@ -29,6 +29,7 @@ from .independence import (
     walk_loops,
 )
 from .normalize import NameAllocator
+from .raising import array_valued, first_alone
 from .nodes import load_name
 
 
@@ -61,7 +62,8 @@ class Threads:
             result = plan(loop, after + tail, outside_of(stmts, loop), self._rank, owned)
             key = _key(loop)
             if isinstance(result, Plan):
-                self.rewrite(result, stmts)
+                first = clone(loop.body) if array_valued(loop.body, self._rank) else None
+                self.rewrite(result, stmts, first)
                 if counts.get(key) == 1:
                     self.primal_keys.add(key)
             else:
@@ -98,11 +100,15 @@ class Threads:
     def _rank(self, name: str):
         return self.rank_of(load_name(name) if isinstance(name, str) else name)
 
-    def rewrite(self, plan_: Plan, stmts: list) -> None:
-        """`plan_.loop` as a prange loop: sums as `s += c`, shared arrays by rows per thread."""
+    def rewrite(self, plan_: Plan, stmts: list, first: list | None = None) -> None:
+        """`plan_.loop` as a prange loop: sums as `s += c`, shared arrays by rows per thread.
+        `first`: the loop's serial body, where its first iteration runs alone before the
+        threads start, so that an error of its shapes is raised, not lost (raising.py)."""
         loop = plan_.loop
         loop.iter = ast.Call(load_name("prange"), loop.iter.args, [])
         before, after = [], []
+        if first is not None:
+            before.append(first_alone(loop, first, list(loop.iter.args)))
         for stmt in plan_.hoist:  # a loop invariant read after the loop: computed before it
             loop.body.remove(stmt)
             before.append(stmt)
@@ -122,7 +128,11 @@ class Threads:
                 _add_into_rows(loop.body, name, rows, thread)
                 after.append(_assign(name, f"{name} + np.sum({rows}, axis=0)"))
             loop.body.insert(0, _assign(thread, "get_thread_id()"))
-        for s in before[len(plan_.hoist) :] + after + ([loop.body[0]] if plan_.shared else []):
+        for s in (
+            before[len(plan_.hoist) + (first is not None) :]
+            + after
+            + ([loop.body[0]] if plan_.shared else [])
+        ):
             ir.copy_origin(s, loop)
         block = _holding(stmts, loop)
         k = next(j for j, s in enumerate(block) if s is loop)
