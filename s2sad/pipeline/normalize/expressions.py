@@ -148,6 +148,8 @@ class Expressions(Flattener):
             return _OPNAMES.get(type(node.op), "op")
         if isinstance(node, ast.Call):
             func = node.func
+            if isinstance(func, ast.Name) and func.id == "in_place_kind":
+                return "stored"  # (`y[i] op= v`'s value, normalize/statements.py)
             return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
         if isinstance(node, ast.Attribute):
             return node.attr
