@@ -495,7 +495,10 @@ def in_place(new, old, ufunc="add"):
     float64 `v` computes in float64 and rounds to float32; an int8 one wraps. Where broadcasting
     would give `old` another shape, or the dtype is not of `old`'s kind, it raises NumPy's error.
     A number `old` is rebound, as in Python: `new` as it is."""
-    if type(old) is not np.ndarray and not isinstance(old, np.ndarray):
+    if type(new) is np.ndarray and type(old) is np.ndarray and new.dtype == old.dtype:
+        if new.shape == old.shape:
+            return new  # (the common case, checked first: no copy)
+    elif not isinstance(old, np.ndarray):
         return new
     if np.shape(new) != old.shape:
         old_shape, new_shape = (str(tuple(s)).replace(" ", "") for s in (old.shape, np.shape(new)))
@@ -504,7 +507,7 @@ def in_place(new, old, ufunc="add"):
             f"broadcast shape {new_shape}"
         )
     if type(new) is np.ndarray and new.dtype == old.dtype:
-        return new  # (the common case: no copy)
+        return new
     refuse_other_kind(new, old, ufunc)
     return np.asarray(new).astype(old.dtype, copy=False)
 
@@ -514,6 +517,8 @@ def in_place_kind(new, old, ufunc="add"):
     """`new`, checked as `y[index] op= v` stores it into the array `old` (its elements cast to
     `old`'s dtype by the store): NumPy raises UFuncTypeError where the dtype is not of `old`'s
     kind. One element (`y[i] += v`) is Python's `y[i] = y[i] + v`, which NumPy truncates."""
+    if type(new) is np.ndarray and type(old) is np.ndarray and new.dtype == old.dtype:
+        return new  # (the common case, checked first)
     if np.ndim(new) and isinstance(old, np.ndarray):
         refuse_other_kind(new, old, ufunc)
     return new
