@@ -12,7 +12,6 @@ import numpy as np
 
 from .. import ir
 from ..errors import NoRuleError, NonDifferentiableInputError, S2SADError, UnsupportedSyntaxError
-from ..rules.helpers import RUNTIME
 from ..rules.indexing import getitem
 from .dependence import dependents
 
@@ -91,8 +90,8 @@ def refuse_hidden_writes(parsed, ops, varied: set[str], followed=lambda stmt: Fa
             continue
         if not (isinstance(stmt, (ast.Expr, ast.Assign)) and isinstance(stmt.value, ast.Call)):
             continue
-        if ir.callee(stmt.value.func) in (print, RUNTIME["kept_shape"]):
-            continue  # (kept_shape only checks a shape: normalize/statements.py)
+        if ir.callee(stmt.value.func) is print:
+            continue
         where = ir.src_parsed(stmt) or parsed
         call = ast.unparse(stmt.value.func)
         if _mutating_call(stmt) and not assigned:

@@ -30,6 +30,20 @@ BINOPS = {
     ast.FloorDiv: np.floor_divide,
 }
 UNARYOPS = {ast.USub: np.negative, ast.UAdd: np.positive}
+_BITOPS = {
+    ast.BitAnd: np.bitwise_and,
+    ast.BitOr: np.bitwise_or,
+    ast.BitXor: np.bitwise_xor,
+    ast.LShift: np.left_shift,
+    ast.RShift: np.right_shift,
+}
+
+
+def ufunc_name(op: type) -> str:
+    """The ufunc an operator (its type) applies, as NumPy's errors name it (`/`: 'divide')."""
+    return {**BINOPS, **_BITOPS}[op].__name__
+
+
 METHODS = {
     "sum": np.sum,
     "mean": np.mean,

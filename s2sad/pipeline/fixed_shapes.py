@@ -7,7 +7,7 @@ a number, the broadcast of its operands' (an elementwise operation; equal terms 
 themselves, exactly as NumPy does), a basic index of a term (`x[1:]` and `y[:-1]` are both "one
 element less" of an axis: max(n - 1, 0), exactly), the term of the argument a result takes its
 shape from (`np.zeros_like(y)`, `np.empty(k.shape, ...)`, `@helper(shaped_like=...)`), or an
-atom of its own where nothing is known (after `x op= v`, whose check `kept_shape(x_1, x)`
+atom of its own where nothing is known (after `x op= v`, `x_1 = in_place(x + v, x)`, which
 raises otherwise, x_1 has x's term). An atom made inside a loop stands for a shape that may
 change from one iteration to the next; a term without one is the same on every iteration. A
 name a loop carries has its term from before the loop in the first iteration and, in the later
@@ -135,9 +135,6 @@ class _Proof:
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
                 old = env.get(stmt.target.id) or self.atom(depth)
                 env[stmt.target.id] = _broadcast([old, self.term(stmt.value, env, depth)])
-            elif isinstance(stmt, ast.Expr) and _kept(stmt):
-                new, old = stmt.value.args  # (`x op= v`: the program raises unless it holds)
-                env[new.id] = env.get(old.id) or env.get(new.id) or self.atom(depth)
             elif isinstance(stmt, ast.Expr):
                 tape = _pushed_tape(stmt, self.tapes)
                 if tape is not None:
@@ -249,6 +246,9 @@ class _Proof:
             if isinstance(shape, ast.Attribute) and shape.attr == "shape":
                 return self.term(shape.value, env, depth)
             return self.atom(depth)
+        if name == "in_place" and len(args) > 1:  # `x op= v`: x's shape (else it raises)...
+            kept = self.term(args[1], env, depth)
+            return kept if kept != () else self.term(args[0], env, depth)  # (...or a number's)
         if name in SHAPED_LIKE and len(args) > SHAPED_LIKE[name] and not node.keywords:
             return self.term(args[SHAPED_LIKE[name]], env, depth)
         return self.atom(depth)
@@ -439,14 +439,3 @@ def _pushed_tape(node, tapes) -> str | None:
     ):
         return func.value.id
     return None
-
-
-def _kept(stmt: ast.Expr) -> bool:
-    """Whether `stmt` is `kept_shape(x_1, x)` (normalize/statements.py): after it, `x_1` has
-    `x`'s shape."""
-    call = stmt.value
-    return (
-        isinstance(call, ast.Call)
-        and text_of(call.func) == "kept_shape"
-        and all(isinstance(a, ast.Name) for a in call.args)
-    )

@@ -39,12 +39,12 @@ from .nodes import assign_to, call_of, load_name
 from .normalize import NameAllocator
 
 # calls whose result shares no memory with their arguments, or that keep none of them (a
-# `shape_stub`'s name, and `kept_shape`'s, is read for its shape alone: what its elements become
+# `shape_stub`'s name is read for its shape alone: what its elements become
 # is never read)
 _FRESH = frozenset(
     {"row_tape", "shape_push", "shape_pop", "push_row", "add_at", "sum_over", "mean_over"}
     | {"push_shape_row", "pop_shape_row"}
-    | {"fusible", "float_arrays", "len", "expand_reduced", "snapshot", "shape_stub", "kept_shape"}
+    | {"fusible", "float_arrays", "len", "expand_reduced", "snapshot", "shape_stub"}
 )
 # the argument read for its shape
 _SHAPE_TAPES = {"shape_push": 1, "shape_pop": 1, "row_tape": 0, "pop_shape_row": 2}

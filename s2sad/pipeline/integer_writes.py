@@ -1,7 +1,8 @@
 """Writes into integer and boolean arrays, whose dtype the arguments' kinds in the transform's
 key decide (ranks.py): NumPy truncates a value stored into one, and refuses to update one in
-place with floats. s2sad rewrites `x += v` as `x = x + v`, which would promote instead, so
-such an update is refused here as NumPy refuses it, and a store's derivative, zero, is made
+place with floats. s2sad rewrites `x += v` as `x_1 = in_place(x + v, x)`, which raises NumPy's
+error when it runs; where the kinds tell it, such an update is refused here, before the call,
+and a store's derivative, zero, is made
 so before activity analysis. A store into an array not certainly of floats either (a helper's
 result, `np.cumsum(idx)`, `idx * n` of an int `n`) has its derivative weighed at run time by
 `inexact(y)`: 1.0 for floats, 0.0 where NumPy truncates.
@@ -17,18 +18,8 @@ from .. import ir
 from ..astcopy import clone, walk_nodes
 from ..rules.helpers import RUNTIME
 from ..errors import UnsupportedSyntaxError
-from .classify import spelled_dtype
+from .classify import spelled_dtype, ufunc_name
 from .ranks import _BOTTOM, _LIKE, Ranks, _join, call_parts, infer_ranks
-
-_CAST_NAMES = {
-    ast.Add: "add",
-    ast.Sub: "subtract",
-    ast.Mult: "multiply",
-    ast.Div: "divide",
-    ast.FloorDiv: "floor_divide",
-    ast.Mod: "remainder",
-    ast.Pow: "power",
-}
 
 
 def drop_truncating_stores(stmts: list[ast.stmt], params: dict, ops: list, wrt) -> None:
@@ -165,7 +156,7 @@ def _float_update(parsed, node: ast.AugAssign, kind: str) -> UnsupportedSyntaxEr
         UnsupportedSyntaxError,
         f"`{parsed.text_of(node)}` updates `{name}`, an array of {dtype}, in place with "
         f"floats: NumPy raises UFuncTypeError here (cannot cast ufunc "
-        f"'{_CAST_NAMES.get(type(node.op), 'add')}' output from float64 to {dtype} "
+        f"'{ufunc_name(type(node.op))}' output from float64 to {dtype} "
         "with casting rule 'same_kind')",
         node,
         hint=f"make `{name}` a float array (`{name} = {name}.astype(float)`), or write "

@@ -533,20 +533,44 @@ def adjoint_rank(shapes, primal_of: dict):
 
 
 def drop_number_checks(stmts: list, shapes) -> None:
-    """Drop each `kept_shape(x_1, x)` (normalize/statements.py) whose `x_1` is of rank 0: `x`,
-    whose shape broadcasts into it, is then of shape () too, and the check can never raise
-    (a number a loop sums into: a call an iteration saved in Python)."""
+    """Undo `x_1 = in_place(x_add, x, "add")` (normalize/statements.py) where `x_1` is of rank 0:
+    `x` is then a number Python rebinds (or a 0-d array, of a shape the update cannot change),
+    and `x_add = x + v` binds `x_1` itself (a number a loop sums into: a call an iteration
+    saved in Python). One element `y[i] += v` stores `y_add` as Python's `y[i] = y[i] + v` does,
+    which NumPy truncates into `y`'s dtype: `in_place_kind` is dropped there too."""
     for node in list(walk_nodes(ast.Module(stmts, []))):
         for field in ("body", "orelse"):
             block = getattr(node, field, None)
             if isinstance(block, list):
-                block[:] = [s for s in block if not _number_check(s, shapes)]
+                block[:] = _numbers_rebound(block, shapes)
 
 
-def _number_check(stmt, shapes) -> bool:
-    call = stmt.value if isinstance(stmt, ast.Expr) else None
-    return (
-        isinstance(call, ast.Call)
-        and ir.callee(call.func) is RUNTIME["kept_shape"]
-        and shapes.of(call.args[0]) == 0
-    )
+def _numbers_rebound(block: list, shapes) -> list:
+    out = []
+    for k, stmt in enumerate(block):
+        call = stmt.value if isinstance(stmt, ast.Assign) else None
+        helper = ir.callee(call.func) if isinstance(call, ast.Call) else None
+        if helper not in (RUNTIME["in_place"], RUNTIME["in_place_kind"]):
+            out.append(stmt)
+            continue
+        new, target = call.args[0], stmt.targets[0].id
+        before = out[-1] if out else None
+        computed = (
+            isinstance(new, ast.Name)
+            and isinstance(before, ast.Assign)
+            and isinstance(before.targets[0], ast.Name)
+            and before.targets[0].id == new.id
+        )
+        if shapes.of(new) != 0 or not computed:
+            out.append(stmt)
+        elif helper is RUNTIME["in_place"]:  # `x_1 = x + v`
+            before.targets[0] = ast.Name(target, ast.Store())
+            if ir.is_classified(before):
+                ir.op(before).target = target
+        else:  # `y[i] = y_add`: the store after it reads `y_add`
+            after = block[k + 1]
+            after.value = ast.Name(new.id, ast.Load())
+            op = ir.op(after)
+            op.operands = [(p, i, new.id if n == target else n) for p, i, n in op.operands]
+            op.reads = op.reads - {target} | {new.id}
+    return out

@@ -303,6 +303,8 @@ class Resolver:
     def spelling(self, node: ast.expr, obj) -> ast.expr:
         """How emitted code refers to `obj`, which the user wrote as `node`: data read through a
         name becomes a parameter the call fills in (see Reads), never a constant."""
+        if isinstance(node, ast.Name) and ir.runtime_helper(node) is not None:
+            return clone(node)  # s2sad's own (`in_place`, put there by normalization)
         if isinstance(node, ast.Name) and node.id in self.functions:
             func, spec, spelled = self.functions[node.id]
             if spec is not None and spec[1] == "argument" and isinstance(spelled, ast.Name):

@@ -351,7 +351,7 @@ class Reverser(BranchesAndLoops):
 
     def shaped_like_result(self, rule, bound, param, target: str):
         """The argument `param` of an elementwise call whose other arguments are all scalars
-        (its shape is the result's), or `x` of `x_1 = x + v` checked by `kept_shape(x_1, x)`;
+        (its shape is the result's), or `x` of `x_add = x + v` stored by `in_place(x_add, x)`;
         else None."""
         if not rule.elementwise or not isinstance(bound.args.get(param), ast.expr):
             return None
@@ -484,14 +484,15 @@ def _by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
 
 
 def _kept_shapes(stmts) -> set[tuple[str, str]]:
-    """(x_1, x) of each `kept_shape(x_1, x)`, the check after `x_1 = x op v` for `x op= v`
-    (normalize/statements.py): past it, x_1 has x's shape."""
+    """(x_add, x) of each `x_1 = in_place(x_add, x, "add")`, the store of `x_add = x op v` for
+    `x op= v` (normalize/statements.py): it raises where x_add's shape is not x's (an array
+    x), so past it, x_add has x's shape."""
     return {
         (call.args[0].id, call.args[1].id)
         for call in walk_nodes(ast.Module(list(stmts), []))
         if isinstance(call, ast.Call)
-        and ir.callee(call.func) is RUNTIME["kept_shape"]
-        and all(isinstance(a, ast.Name) for a in call.args)
+        and ir.callee(call.func) is RUNTIME["in_place"]
+        and all(isinstance(a, ast.Name) for a in call.args[:2])
     }
 
 

@@ -16,7 +16,7 @@ from . import statistics  # noqa: F401
 from . import special, tuple_results  # noqa: F401
 from . import numerical, interpolation, nanstats, vectors, arrays  # noqa: F401
 from . import tapes, accumulate, loop_tests, lanes, pools, owned, promotion  # noqa: F401
-from . import unbound  # noqa: F401
+from . import unbound, in_place  # noqa: F401
 from .registry import NONDIFF, VJP, Bound, Rule, defvjp, is_nondiff, lookup, nondiff
 
 __all__ = ["VJP", "NONDIFF", "Bound", "Rule", "defvjp", "nondiff", "lookup", "is_nondiff"]

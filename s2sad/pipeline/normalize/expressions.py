@@ -148,18 +148,7 @@ class Expressions(Flattener):
         return ast.Name(name, ast.Load())
 
     def opname(self, node: ast.expr) -> str:
-        if isinstance(node, (ast.BinOp, ast.UnaryOp)):
-            return _OPNAMES.get(type(node.op), "op")
-        if isinstance(node, ast.Call):
-            func = node.func
-            return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
-        if isinstance(node, ast.Attribute):
-            return node.attr
-        if isinstance(node, ast.Subscript):
-            return "item"
-        if isinstance(node, ast.Compare):
-            return "cmp"
-        return "tmp"
+        return _opname(node)
 
     def expr(self, node: ast.expr, base: str) -> ast.expr:
         """`node` with its operands reduced to atoms; the operation itself is kept."""
@@ -439,3 +428,21 @@ class Expressions(Flattener):
         if isinstance(node, ast.Tuple):
             return ast.Tuple([self.index(e, base) for e in node.elts], ast.Load())
         return self.atom(node, base)
+
+
+def _opname(node: ast.expr) -> str:
+    """The word a value's name takes from its operation (`y_add`, `y_sum`, `y_item`)."""
+    if isinstance(node, (ast.BinOp, ast.UnaryOp)):
+        return _OPNAMES.get(type(node.op), "op")
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "in_place_kind":
+            return "stored"  # (`y[i] op= v`'s value, normalize/statements.py)
+        return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "call")
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return "item"
+    if isinstance(node, ast.Compare):
+        return "cmp"
+    return "tmp"

@@ -12,6 +12,7 @@ from ... import ir
 from ...astcopy import clone, walk_nodes
 from ...errors import UnsupportedSyntaxError
 from ...rules.helpers import RUNTIME
+from ..classify import ufunc_name
 from .expressions import Expressions
 from .flatten import rename_in
 from .memory import snapshot_of
@@ -58,20 +59,7 @@ class Statements(Expressions):
                 if hasattr(n, "ctx"):
                     n.ctx = ast.Load()
             value = ast.copy_location(ast.BinOp(load, node.op, node.value), node)
-            if isinstance(node.target, ast.Name):
-                self.kept_shape(node, self.rename(load), self.assign_target(node.target, value))
-            elif self.is_item(node.target) and not isinstance(node.value, ast.Constant):
-                # `x[2:] += v`: the part's shape kept too (NumPy's error, in jitted code also,
-                # where Numba's store would raise its own)
-                base = _base(node.target)
-                old, v = self.atom(load, base), self.atom(node.value, base)
-                new = self.names.fresh(f"{base}_{self.opname(value)}")
-                varied = self.atom_varied(old) or self.atom_varied(v)
-                self.append(new, ast.copy_location(ast.BinOp(old, node.op, v), node), varied)
-                self.kept_shape(node, old, ast.Name(new, ast.Load()))
-                self.assign_item(node.target, ast.Name(new, ast.Load()), flat=True)
-            else:
-                self.assign_target(node.target, value)
+            self.assign_target(node.target, self.stored(node, value))
         elif isinstance(node, ast.Raise):
             self.put(self.rename(node))  # an input check: kept as it is, no derivative
         elif isinstance(node, (ast.Expr, ast.Assert)):
@@ -105,15 +93,24 @@ class Statements(Expressions):
             what = _UNSUPPORTED_STMTS.get(type(node), type(node).__name__)
             raise self.unsupported(node, what)
 
-    def kept_shape(self, node: ast.AugAssign, before: ast.expr, after: ast.expr) -> None:
-        """`x op= v` keeps the array x's shape in NumPy, which raises where broadcasting would
-        change it: a check `kept_shape(x_1, x)` after `x_1 = x op v`, unless v is a number."""
+    def stored(self, node: ast.AugAssign, value: ast.BinOp) -> ast.expr:
+        """`x op= v` stores `x op v` into the array x, in its shape and dtype (a float32 x stays
+        float32, an int8 one wraps), where NumPy raises rather than change either:
+        `in_place(x op v, x, "add")` (`in_place_kind` for `x[i] op= v`, whose store casts).
+        A number `v` neither broadcasts nor changes a float array's dtype (nor an integer
+        one's but to floats, refused as NumPy refuses it: integer_writes.py)."""
         if isinstance(node.value, ast.Constant):
-            return
-        func = ast.Name("kept_shape", ast.Load())
-        ir.set_callee(func, RUNTIME["kept_shape"])
-        check = ast.Call(func, [after, before], [])
-        self.put(ast.copy_location(ast.Expr(check), node))
+            return value
+        target = node.target.value if isinstance(node.target, ast.Subscript) else node.target
+        helper = "in_place" if isinstance(node.target, ast.Name) else "in_place_kind"
+        if not isinstance(target, ast.Name):
+            return value
+        func = ast.Name(helper, ast.Load())
+        ir.set_runtime_helper(func, RUNTIME[helper])
+        ufunc = ast.Constant(ufunc_name(type(node.op)))
+        return ast.copy_location(
+            ast.Call(func, [value, ast.Name(target.id, ast.Load()), ufunc], []), node
+        )
 
     def emit_expr(self, node: ast.stmt) -> None:
         call = node.value if isinstance(node, ast.Expr) else None
