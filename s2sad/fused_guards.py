@@ -17,7 +17,7 @@ class ShapesNotFused(Exception):
 
 
 # the tests in front of fused runs (pipeline/fusion): their `else:` holds the original statements
-_GUARDS = ("fusible", "float_arrays", "fusible_row")
+_GUARDS = ("fusible", "float_arrays")
 
 
 def _is_guard(test: ast.expr) -> bool:

@@ -2,9 +2,8 @@
 
     parse (-> treeparams, for parameter trees and has_aux) -> normalize -> analyze (classify,
     activity, ranks) -> reverse or forward -> tape -> optimize -> lower (jit only) -> fuse,
-    row tapes, buffers made before loops and rows written and read in place (jit only: fusion/,
-    row_tapes.py, hoist.py, row_access.py) or threads (parallel only: independence.py,
-    parallel.py) -> emit -> load,
+    row tapes and buffers made before loops (jit only: fusion/, row_tapes.py, hoist.py) or
+    threads (parallel only: independence.py, parallel.py) -> emit -> load,
 
 and refuses what a stage cannot take (`grad` of a tuple, code nesting too deeply). It consumes a
 Python function and produces a `Compiled` (pipeline/load.py); the transform cache
@@ -67,12 +66,11 @@ from .snapshots import (
 from .tangent import Forward, prune
 from .markers import without_markers
 from .tape import copy_blocks, record
-from .row_access import rows_in_place
 from .row_tapes import row_tapes
 from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
-from .treereturns import tree_returns, tuple_return_error
+from .treereturns import tree_returns
 from .wrt_reads import refuse_unread_wrt
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
@@ -125,7 +123,7 @@ def differentiate(
                 None,
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
-                raise tuple_return_error(parsed, len(pair.value.elts))
+                raise _tuple_return(parsed, len(pair.value.elts))
             returns = [r for r in own_nodes(parsed.tree) if isinstance(r, ast.Return)]
             if tree_returns(parsed, refuse_named=False) is not None:  # `return {"l": l}`
                 raise parsed.error(
@@ -190,7 +188,7 @@ def _pipeline(
     float_numbers = refuse_float_updates(parsed, dict(ranks or ()), wrt)
     norm, resolver = normalize(parsed, list(wrt), ranks, float_casts)
     if mode in _GRADS and norm.tuple_output:
-        raise tuple_return_error(parsed, len(norm.outputs))
+        raise _tuple_return(parsed, len(norm.outputs))
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))
@@ -502,10 +500,8 @@ def _reverse_mode(
         taken | names_mentioned(row_inits + fused_primal + fused.stmts) | norm.taken,
         adjoint_ranks,
     )
-    # the rows of values written into those buffers made before their loops too, and the fused
-    # runs writing and reading those rows in place
+    # the rows of values written into those buffers made before their loops too
     fused_primal = rows_before(fused_primal)
-    fused_primal, fused.stmts = rows_in_place([fused_primal, fused.stmts], reads)
     if rerun:  # the value function a re-running pullback's vjp returns, fused on its own
         outputs = [ast.Name(o, ast.Load()) for o in norm.outputs]
         [plain] = fuse(
@@ -586,3 +582,20 @@ def _renamed(parsed, wrt, ranks):
     if ranks is not None:
         ranks = tuple((new.get(p, p), r) for p, r in ranks)
     return wrt, ranks
+
+
+def _tuple_return(parsed, count: int) -> NonScalarOutputError:
+    """grad of a function returning `loss, aux`: refused here, at its return line."""
+    returns = [n for n in own_nodes(parsed.tree) if isinstance(n, ast.Return)]
+    shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
+    error = parsed.error(
+        NonScalarOutputError,
+        f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
+        f"{count} values",
+        shown or (returns[-1] if returns else None),
+        hint="for `return loss, aux` pass has_aux=True (grad then returns (gradient, aux)); "
+        "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
+        "tuple output",
+    )
+    error.tuple_output = count  # (the command line words its own way out: cli.py)
+    return error

@@ -351,7 +351,7 @@ def _fused_guard(stmt) -> bool:
     if not isinstance(stmt, ast.If):
         return False
     return any(
-        isinstance(n, ast.Call) and _callee(n) in ("fusible", "float_arrays", "fusible_row")
+        isinstance(n, ast.Call) and _callee(n) in ("fusible", "float_arrays")
         for n in walk_nodes(stmt.test)
     )
 
@@ -538,9 +538,8 @@ def _shape_only_args(call: ast.Call) -> set[int]:
     return {k for k, _ in SHAPE_ONLY.get(name, ())}
 
 
-def _exposed(lists: list, reads=None) -> set[str]:
-    """The names the statement lists `lists`, run in order, may read before assigning them
-    (`reads(node)`: the names a node counts as reading; those but for a shape's by default). A
+def _exposed(lists: list) -> set[str]:
+    """The names the statement lists `lists`, run in order, may read before assigning them. A
     `break` goes on after the loop it leaves, the list `[loop]` that `block` puts after the
     lists of the loop's body, skipping the lists between: from there on, the names surely
     assigned are only those assigned at the `break` too."""
@@ -548,7 +547,7 @@ def _exposed(lists: list, reads=None) -> set[str]:
     bound: set[str] = set()
     breaks: list = []  # (a `break`, the names surely assigned there) not yet past its loop
     for stmts in lists:
-        end = read_before_assigned(stmts, bound, out, reads or _reads, breaks)
+        end = read_before_assigned(stmts, bound, out, _reads, breaks)
         if len(stmts) == 1 and isinstance(stmts[0], (ast.For, ast.While)) and breaks:
             inside = {id(n) for n in walk_nodes(stmts[0])}
             bound = bound.intersection(*(b for brk, b in breaks if id(brk) in inside))

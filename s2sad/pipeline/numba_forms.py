@@ -29,7 +29,6 @@ import ast
 import copy
 import math
 
-from ..astcopy import walk_nodes
 from ..rules.pools import POOLED_BYTES
 
 # allocations of generated code -> the helper taking a slot (rules/pools.py)
@@ -77,8 +76,7 @@ class NumbaForms:
         slots numbered from 0, their masks checked and their ranges' bounds (`range_checked`;
         not the last block's where it is an `adjoint`, whose loops' trips the primal's were);
         and the number of slots (0: the function takes no workspace)."""
-        self.slots, self.looped = 0, False
-        self.counters = _counts([s for b in blocks for s in b if isinstance(s, ast.stmt)])
+        self.slots, self.looped, self.counters = 0, False, frozenset()
         given = _given_values([s for b in blocks for s in b], self.given)
         out = [self._block(b) for b in blocks]
         checked = out[:-1] if adjoint else out
@@ -236,26 +234,6 @@ class NumbaForms:
 def _makes_rows(stmt: ast.stmt) -> bool:
     """Whether a loop makes a tape of rows (a slot, where nothing else in it takes one)."""
     return any(_called(n, *_IN_LOOPS) for n in ast.walk(stmt))
-
-
-def _counts(stmts: list) -> frozenset[str]:
-    """The names every binding of which is an integer literal or adds or takes one
-    (`t_taped = 0`, `t_taped += 1`: a tape's count of rows, row_tapes.py): integers, no mask."""
-    bound: dict[str, int] = {}
-    counted: dict[str, int] = {}
-    for node in walk_nodes(ast.Module(stmts, [])):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound[node.id] = bound.get(node.id, 0) + 1
-        target = None
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        elif isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub)):
-            target = node.target
-        value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
-            if type(value.value) is int:
-                counted[target.id] = counted.get(target.id, 0) + 1
-    return frozenset(n for n, k in counted.items() if bound[n] == k)
 
 
 def _counted(loop: ast.For) -> bool:

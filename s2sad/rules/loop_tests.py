@@ -61,20 +61,6 @@ def _fusible(*arrays):
 
 
 @helper(nondiff=True)
-def fusible_row(a, rows):
-    """`fusible(a, row)` for a row of the tape `rows`, read in place by a fused run
-    (pipeline/row_access.py): the rows of `a`'s shape, both of one float dtype. Python: False."""
-    return False
-
-
-@numba_of(fusible_row)
-def _fusible_row(a, rows):
-    if not _one_float_dtype((a, rows)) or rows.ndim != a.ndim + 1:
-        return None
-    return lambda a, rows: rows.shape[1:] == a.shape
-
-
-@helper(nondiff=True)
 def forever():
     """The test of a `while True:` loop in compiled code (pipeline/lower.py): Numba miscompiles
     some loops whose test it can fold."""

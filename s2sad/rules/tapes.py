@@ -252,31 +252,6 @@ def _push_row(tape, k, x):
 
 
 @helper(nondiff=True)
-def row_fits(tape, k, shape):
-    """Nothing where the tape's `k`-th row is there and of `shape`, else the ValueError
-    `push_row` raises (ROW_TAPE_MISFIT): a fused run writes that row's elements in place
-    (pipeline/row_access.py), where it wrote an array `push_row` would copy there. Python never
-    runs a fused run."""
-
-
-@numba_of(row_fits)
-def _row_fits(tape, k, shape):
-    lengths = shape.count if isinstance(shape, types.UniTuple) else None
-    if not isinstance(tape, types.Array) or lengths != tape.ndim - 1:
-
-        def misfit(tape, k, shape):
-            raise ValueError(ROW_TAPE_MISFIT)
-
-        return misfit
-
-    def fits(tape, k, shape):
-        if k >= tape.shape[0] or tape.shape[1:] != shape:
-            raise ValueError(ROW_TAPE_MISFIT)
-
-    return fits
-
-
-@helper(nondiff=True)
 def pop_row(tape, k):
     """The tape's `k`-th value, the last recorded and not yet popped."""
     return tape.pop()
