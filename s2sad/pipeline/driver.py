@@ -70,7 +70,7 @@ from .row_tapes import row_tapes
 from .rows_before import rows_before
 from .shape_tapes import shape_only_tapes
 from .treeparams import flatten_parameters
-from .treereturns import tree_returns
+from .treereturns import tree_returns, tuple_return_error
 from .wrt_reads import refuse_unread_wrt
 
 # Two forms the jitted code takes, where compiled code pays more for memory traffic than for
@@ -123,7 +123,7 @@ def differentiate(
                 None,
             )
             if pair is not None:  # before normalization refuses what aux holds (a dict)
-                raise _tuple_return(parsed, len(pair.value.elts))
+                raise tuple_return_error(parsed, len(pair.value.elts))
             returns = [r for r in own_nodes(parsed.tree) if isinstance(r, ast.Return)]
             if tree_returns(parsed, refuse_named=False) is not None:  # `return {"l": l}`
                 raise parsed.error(
@@ -188,7 +188,7 @@ def _pipeline(
     float_numbers = refuse_float_updates(parsed, dict(ranks or ()), wrt)
     norm, resolver = normalize(parsed, list(wrt), ranks, float_casts)
     if mode in _GRADS and norm.tuple_output:
-        raise _tuple_return(parsed, len(norm.outputs))
+        raise tuple_return_error(parsed, len(norm.outputs))
     if jit:
         norm.stmts = drop_constant_branches(norm.stmts)
     simple = list(simple_statements(norm.stmts))
@@ -582,20 +582,3 @@ def _renamed(parsed, wrt, ranks):
     if ranks is not None:
         ranks = tuple((new.get(p, p), r) for p, r in ranks)
     return wrt, ranks
-
-
-def _tuple_return(parsed, count: int) -> NonScalarOutputError:
-    """grad of a function returning `loss, aux`: refused here, at its return line."""
-    returns = [n for n in own_nodes(parsed.tree) if isinstance(n, ast.Return)]
-    shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
-    error = parsed.error(
-        NonScalarOutputError,
-        f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
-        f"{count} values",
-        shown or (returns[-1] if returns else None),
-        hint="for `return loss, aux` pass has_aux=True (grad then returns (gradient, aux)); "
-        "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
-        "tuple output",
-    )
-    error.tuple_output = count  # (the command line words its own way out: cli.py)
-    return error

@@ -16,7 +16,8 @@ import builtins
 import keyword
 import re
 
-from ..errors import UnsupportedSyntaxError
+from ..errors import NonScalarOutputError, UnsupportedSyntaxError
+from .nodes import own_nodes
 from ..trees import LEAF, TreeDef, code_names, paths
 
 
@@ -241,3 +242,20 @@ def _leaves(e, scope) -> list:
         given.update({k.arg: k.value for k in e.keywords})
         return [x for f in fields for x in _leaves(given[f], scope)]
     return [e]
+
+
+def tuple_return_error(parsed, count: int) -> NonScalarOutputError:
+    """grad of a function returning `loss, aux`: refused here, at its return line."""
+    returns = [n for n in own_nodes(parsed.tree) if isinstance(n, ast.Return)]
+    shown = next((r for r in returns if isinstance(r.value, ast.Tuple)), None)
+    error = parsed.error(
+        NonScalarOutputError,
+        f"grad of {parsed.name} needs one scalar output, but {parsed.name} returns a tuple of "
+        f"{count} values",
+        shown or (returns[-1] if returns else None),
+        hint="for `return loss, aux` pass has_aux=True (grad then returns (gradient, aux)); "
+        "else return the scalar alone, or use s2sad.vjp, which takes a tuple of seeds for a "
+        "tuple output",
+    )
+    error.tuple_output = count  # (the command line words its own way out: cli.py)
+    return error
