@@ -202,6 +202,7 @@ def numba_names() -> set[str]:
 NUMBA_HEADER = (
     "import math\n\nimport numpy as np\n"
     "from numba import literal_unroll, njit, objmode, types\n"
+    "from numba.core.errors import TypingError\n"
     "from numba.cpython.unsafe.tuple import tuple_setitem\n"
     "from numba.extending import overload\n"
     "from numba.np.numpy_support import as_dtype\n"
