@@ -36,13 +36,19 @@ def _failed(verdicts) -> list[str]:
     return [line.strip() for line, passed in verdicts if not passed]
 
 
+_PROMOTED = pytest.mark.xfail(
+    strict=True, reason="a keepdims value read through promoted() is planned at the wrong shape"
+)
+
+
 def _workloads():
     cases = all_cases("smoke")
     seen, out = set(), []
     for case in cases:
         if case.workload not in seen:
             seen.add(case.workload)
-            out.append(pytest.param(case, case.inputs(), id=case.workload))
+            marks = _PROMOTED if case.workload == "mlp" else ()
+            out.append(pytest.param(case, case.inputs(), id=case.workload, marks=marks))
     for name, f, make in (
         ("gmm", gmm.gmm_objective, gmm.make_inputs),
         ("gmm-loops", gmm.gmm_loops, gmm.make_loop_inputs),
@@ -80,8 +86,14 @@ def _corpus():
 
 # guards known to fail on every call, each a second compile to fix in fusion, as
 # `pytest.mark.xfail(strict=True, reason=...)` by the case's id (strict: the test says when one
-# passes); none now (an integer array in a broadcasting run: pipeline/fusion/dtypes.py)
-_KNOWN: dict = {}
+# passes). Since 2026-11-29 (the jit promotions of values whose dtype s2sad does not follow),
+# a keepdims value read through `promoted(v, ...)` (the MLP's log_norm, a reduction method's
+# result) is planned at its neighbour's shape: the guard sends the run to the unfused code
+# (the numbers are right, test_jit_fuse_ranks; slower)
+_KNOWN: dict = {
+    "test_jit_forms.reduction_methods[2-2]-grad": _PROMOTED,
+    "example_mlp.loss[2-1-2-1-2-2]-grad": _PROMOTED,
+}
 
 
 @pytest.mark.parametrize("case", _corpus())
