@@ -483,7 +483,7 @@ def _by_rows(expr: ast.expr, g: str, row: str) -> ast.expr:
     return call_of("stack_rows", ast.ListComp(expr, [loop]))
 
 
-def _kept_shapes(stmts) -> set[tuple[str, str]]:
+def _in_place_stores(stmts) -> set[tuple[str, str]]:
     """(x_add, x) of each `x_1 = in_place(x_add, x, "add")`, the store of `x_add = x op v` for
     `x op= v` (normalize/statements.py): it raises where x_add's shape is not x's (an array
     x), so past it, x_add has x's shape."""
@@ -522,7 +522,7 @@ def reverse(
     rev.assign_counts = assign_counts(stmts)
     rev.made_in, rev.enclosing = branch_tests(stmts, rev.assign_counts)
     rev.unread = unread_writes(stmts)
-    rev.kept = _kept_shapes(stmts)
+    rev.kept = _in_place_stores(stmts)
     rev.params = set(params) | set(wrt)
     if not batched:  # a batched cotangent keeps getitem_vjp's one value (rules/decompositions.py)
         rev.parted = {t: [None] * n for t, n in tuple_results(stmts, outputs).items()}
